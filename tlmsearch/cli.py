@@ -1,0 +1,130 @@
+"""The ``tlmsearch`` command line: thin typer commands, heavy imports inside each command.
+
+Exit status: 0 ok, 1 failure while running, 2 bad input (the message names the field and fix).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from tlmsearch.errors import ConfigError
+
+app = typer.Typer(
+    name="tlmsearch",
+    help="Search how MLP width should be spread across the depth of a language model.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a study field, e.g. --set search.pruner=none"),
+]
+
+
+def _bad_input(err: ConfigError) -> NoReturn:
+    for line in err.lines():
+        typer.secho(f"error: {line}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Wide enough for the width tables when piped (rich assumes 80 columns off a terminal).
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+
+
+@app.command()
+def validate(
+    study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/quickstart.yaml")],
+    set_: SetOpt = None,
+    show_config: Annotated[
+        bool, typer.Option("--config/--no-config", help="Print the resolved config")
+    ] = True,
+) -> None:
+    """Validate a study and show every candidate's width vector at an exact budget."""
+    from tlmsearch.config import load_study
+    from tlmsearch.summary import candidates_table
+
+    try:
+        cfg = load_study(study, set_ or [])
+    except ConfigError as err:
+        _bad_input(err)
+    console = _console()
+    if show_config:
+        console.print(cfg.to_yaml().rstrip(), markup=False)
+        console.print()
+    size = cfg.space.size()
+    n_seeds = len(cfg.search.seeds)
+    if size is None:
+        n_corners = len(cfg.space.corners())
+        console.print(
+            f"space [bold]{cfg.space.name}[/]: continuous; {n_corners} corner candidates checked"
+        )
+    else:
+        console.print(
+            f"space [bold]{cfg.space.name}[/]: {size} candidates"
+            + (" + uniform baseline" if cfg.search.baseline else "")
+            + f" x {n_seeds} seed(s)"
+        )
+    for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
+        if model is not None:
+            console.print(candidates_table(cfg, model, title=f"{section} model"))
+    console.print(f"[green]ok[/]: {study} is valid")
+
+
+@app.command()
+def widths(
+    shape: Annotated[str, typer.Option(help="uniform, linear, cosine, sigmoid or blocks")] = (
+        "cosine"
+    ),
+    start: Annotated[float, typer.Option(help="r_start: first layer's ratio")] = 1.5,
+    end: Annotated[
+        float | None, typer.Option(help="r_end: last layer's ratio (default 2 - start)")
+    ] = None,
+    layers: Annotated[int, typer.Option(help="n_layer")] = 12,
+    d_ff: Annotated[int, typer.Option("--d-ff", help="the uniform width")] = 2048,
+    multiple_of: Annotated[int, typer.Option(help="round every width to this")] = 16,
+    k: Annotated[float, typer.Option(help="sigmoid steepness")] = 10.0,
+    preset: Annotated[
+        str | None, typer.Option(help="blocks: wider_early, wider_middle, wider_late")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Preview one schedule's integer width vector (sums to exactly layers * d_ff)."""
+    from tlmsearch.schedules import ScheduleError, plan_widths
+
+    params: dict[str, Any] = {"r_start": start, "r_end": end, "k": k}
+    if shape == "blocks":
+        params = {"preset": preset or "wider_early"}
+    try:
+        plan = plan_widths(shape, n_layer=layers, d_ff=d_ff, multiple_of=multiple_of, **params)
+    except ScheduleError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        out = {
+            "widths": list(plan.widths),
+            "total": plan.total,
+            "budget": layers * d_ff,
+            "realised_start": plan.realised_start,
+            "realised_end": plan.realised_end,
+        }
+        typer.echo(json.dumps(out))
+        return
+    typer.echo(" ".join(str(w) for w in plan.widths))
+    typer.echo(
+        f"sum {plan.total} = {layers} x {d_ff}; realised {plan.realised_start:.4f} -> "
+        f"{plan.realised_end:.4f}"
+    )
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    sys.exit(app())

@@ -1,0 +1,433 @@
+"""Study configuration: one validated, frozen object per study YAML.
+
+``load_study(path, overrides)`` reads the YAML, applies ``--set a.b=value`` overrides (typed by
+YAML, validated like the file), resolves the search space and checks that every candidate's
+widths can be met for the proxy and the target model. Every problem becomes one line naming the
+YAML path, the bad value and what is valid (:class:`tlmsearch.errors.ConfigError`).
+No torch, no ray.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from tlmsearch.errors import ConfigError, Strict, problems_from
+from tlmsearch.schedules import ScheduleError
+from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, load_space
+
+ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
+SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
+PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "none")
+# Metric name -> the direction that is better, used when an objective gives none.
+METRICS: dict[str, str] = {
+    "val_bpb": "minimize",
+    "val_loss": "minimize",
+    "val_ppl": "minimize",
+    "train_loss": "minimize",
+    "tokens_per_s": "maximize",
+    "mfu": "maximize",
+    "params": "minimize",
+    "non_embedding_params": "minimize",
+    "flops_per_token": "minimize",
+    "wall_s": "minimize",
+}
+
+PositiveInt = Field(ge=1)
+
+
+# -------------------------------------------------------------------------------------------------
+# Model
+
+
+class GatedAttentionOptions(Strict):
+    """Qiu et al. 2025 (arXiv 2505.06708): sigmoid gate on each head's attention output."""
+
+    gate: Literal["elementwise", "headwise"] = "elementwise"
+
+
+class TitansOptions(Strict):
+    """Behrouz et al. 2025 (arXiv 2501.00663): neural long-term memory written at test time."""
+
+    memory_depth: int = Field(2, ge=2)  # layers of the memory MLP M
+    memory_expansion: int = Field(2, ge=1)  # hidden width of M = expansion * head dim
+    chunk_size: int = Field(64, ge=1)  # tokens per parallel chunk (gradients at chunk start)
+    with_attention: bool = True  # MAL: attention layer before the memory layer
+
+
+class HopeOptions(Strict):
+    """Nested Learning (arXiv 2512.24695): a continuum memory system of MLP levels."""
+
+    levels: int = Field(2, ge=1)  # MLPs chained per layer
+    periods: list[int] = Field(default_factory=lambda: [1, 4])  # level i updates every C_i steps
+
+    @model_validator(mode="after")
+    def _periods(self) -> HopeOptions:
+        if len(self.periods) != self.levels:
+            raise ValueError(
+                f"periods needs one entry per level ({self.levels}), but got {self.periods}"
+            )
+        if any(p < 1 for p in self.periods):
+            raise ValueError(f"periods must all be >= 1, but got {self.periods}")
+        return self
+
+
+class ModelConfig(Strict):
+    """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
+
+    arch: Literal["transformer", "gated_attention", "titans", "hope_attention"] = "transformer"
+    n_layer: int = PositiveInt
+    d_model: int = PositiveInt
+    n_head: int = PositiveInt
+    d_ff: int | None = Field(None, ge=1)  # the uniform width; or give mlp_ratio
+    mlp_ratio: float | None = Field(None, gt=0)  # d_ff = mlp_ratio * d_model, rounded
+    multiple_of: int = Field(16, ge=1)  # every per-layer width is a multiple of this
+    vocab_size: int | None = Field(None, ge=2)  # None: from the data's tokenizer
+    tie_embeddings: bool = True
+    rope_theta: float = Field(10000.0, gt=0)
+    norm_eps: float = Field(1e-5, gt=0)
+    init_std: float = Field(0.02, gt=0)
+    gated_attention: GatedAttentionOptions = GatedAttentionOptions()
+    titans: TitansOptions = TitansOptions()
+    hope: HopeOptions = HopeOptions()
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelConfig:
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
+            )
+        if (self.d_model // self.n_head) % 2:
+            raise ValueError(
+                f"head size d_model / n_head = {self.d_model // self.n_head} must be even (RoPE)"
+            )
+        if self.d_ff is not None and self.mlp_ratio is not None:
+            raise ValueError("give d_ff or mlp_ratio, not both")
+        width = self.d_ff_uniform
+        if width % self.multiple_of:
+            lo = max(self.multiple_of, width // self.multiple_of * self.multiple_of)
+            raise ValueError(
+                f"d_ff ({width}) must be a multiple of multiple_of ({self.multiple_of}); "
+                f"try d_ff: {lo} or {lo + self.multiple_of}"
+            )
+        return self
+
+    @property
+    def d_ff_uniform(self) -> int:
+        """The uniform per-layer width whose total every schedule keeps."""
+        if self.d_ff is not None:
+            return self.d_ff
+        ratio = 4.0 if self.mlp_ratio is None else self.mlp_ratio
+        return max(1, round(ratio * self.d_model / self.multiple_of)) * self.multiple_of
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+# -------------------------------------------------------------------------------------------------
+# Data and training
+
+
+class TokenizerConfig(Strict):
+    kind: Literal["bpe", "bytes", "file"] = "bpe"
+    vocab_size: int = Field(8192, ge=257)  # bpe only
+    path: str | None = None  # kind: file -> a tokenizer.json
+
+    @model_validator(mode="after")
+    def _path(self) -> TokenizerConfig:
+        if self.kind == "file" and not self.path:
+            raise ValueError("kind: file needs path: a tokenizer.json")
+        return self
+
+
+class DataConfig(Strict):
+    # 'classics' (built in, from packages), or text files / folders, or token files (.bin, .npy)
+    sources: list[str] = Field(default_factory=lambda: ["classics"], min_length=1)
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    token_vocab_size: int | None = Field(None, ge=2)  # for token files without a sidecar
+    seq_len: int = Field(256, ge=8)
+    val_tokens: int = Field(65536, ge=1)
+    cache_dir: str | None = None  # default: $TLMSEARCH_CACHE or ~/.cache/tlmsearch
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _one_source(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class TrainConfig(Strict):
+    tokens: int = Field(1_000_000, ge=1)  # the run's length: a token budget
+    batch_tokens: int = Field(4096, ge=1)  # tokens per optimizer step
+    micro_batch_size: int = Field(16, ge=1)  # sequences per forward pass (accumulation fills up)
+    lr: float = Field(3e-3, gt=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    lr_schedule: Literal["cosine", "wsd"] = "cosine"
+    decay_fraction: float = Field(0.2, gt=0, le=1)  # wsd: share of the run spent decaying
+    warmup_tokens: int = Field(50_000, ge=0)
+    weight_decay: float = Field(0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
+    eval_every_tokens: int | None = Field(None, ge=1)  # None: 8 evals per run
+    dtype: Literal["auto", "bf16", "fp32"] = "auto"
+    compile: Literal["auto", "on", "off"] = "auto"
+    threads: int | None = Field(None, ge=1)  # None: the trial's CPU allotment
+    divergence_factor: float = Field(3.0, gt=1)  # loss above factor x its start ends the run
+
+    @model_validator(mode="after")
+    def _fits(self) -> TrainConfig:
+        if self.warmup_tokens >= self.tokens:
+            raise ValueError(
+                f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
+            )
+        return self
+
+    @property
+    def eval_interval(self) -> int:
+        return self.eval_every_tokens or max(1, self.tokens // 8)
+
+
+# -------------------------------------------------------------------------------------------------
+# Search, objectives, storage, Ray
+
+
+class SearchConfig(Strict):
+    sampler: Literal["grid", "random", "tpe", "gp", "nsga2"] = "grid"
+    sampler_seed: int = 0
+    pruner: Literal[
+        "median", "percentile", "successive_halving", "hyperband", "wilcoxon", "none"
+    ] = "median"
+    pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
+    grace_tokens: int | None = Field(None, ge=0)  # default: the LR warm-up
+    n_trials: int | None = Field(None, ge=1)  # candidates to sample (grid: the whole grid)
+    concurrency: int = Field(2, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    baseline: bool = True  # evaluate the uniform baseline first, once per seed
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, but got {v}")
+        return v
+
+
+class Objective(Strict):
+    metric: Literal[
+        "val_bpb",
+        "val_loss",
+        "val_ppl",
+        "train_loss",
+        "tokens_per_s",
+        "mfu",
+        "params",
+        "non_embedding_params",
+        "flops_per_token",
+        "wall_s",
+    ] = "val_bpb"
+    direction: Literal["minimize", "maximize"] | None = None
+
+    @property
+    def sense(self) -> str:
+        return self.direction or METRICS[self.metric]
+
+
+class StorageConfig(Strict):
+    runs_dir: str = "runs"
+    # None: SQLite in the run dir; 'journal': a journal file there; or a URL (postgresql://...)
+    optuna: str | None = None
+
+
+class RayConfig(Strict):
+    address: str | None = None  # None: an embedded local Ray on loopback
+    cpus_per_trial: float = Field(1.0, gt=0)
+    gpus_per_trial: float = Field(0.0, ge=0)
+    num_cpus: int | None = Field(None, ge=1)  # size of the embedded Ray (default: all cores)
+    node_ip: str = "127.0.0.1"
+    shared_path: str | None = None  # prepared data on storage every node can read
+
+
+# -------------------------------------------------------------------------------------------------
+# The study
+
+
+class StudyConfig(Strict):
+    name: str
+    description: str = ""
+    space: SearchSpace
+    model: ModelConfig
+    target: ModelConfig | None = None  # the full-scale model the proxy stands for
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+    search: SearchConfig = SearchConfig()
+    objectives: list[Objective] = Field(default_factory=lambda: [Objective()], min_length=1)
+    storage: StorageConfig = StorageConfig()
+    ray: RayConfig = RayConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
+            raise ValueError(
+                "use letters, digits, '_', '-' or '.', at most 64 (it names the run dir)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StudyConfig:
+        if self.search.sampler == "grid" and not self.space.finite:
+            raise ValueError(
+                "search.sampler is grid but the space is continuous: use random, tpe, gp or "
+                "nsga2, or give every float dimension a step"
+            )
+        if len(self.objectives) > 1 and self.search.pruner != "none":
+            raise ValueError(
+                f"search.pruner ({self.search.pruner}) cannot prune several objectives; "
+                "set search.pruner: none, or keep one objective"
+            )
+        metrics = [o.metric for o in self.objectives]
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"objectives repeat a metric: {metrics}")
+        return self
+
+    # -- derived ------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int | None:
+        """The proxy's vocabulary: the model's, else the tokenizer's (None until data is read)."""
+        if self.model.vocab_size is not None:
+            return self.model.vocab_size
+        tok = self.data.tokenizer
+        return 256 if tok.kind == "bytes" else tok.vocab_size if tok.kind == "bpe" else None
+
+    def candidates(self) -> list[dict[str, Any]]:
+        """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
+        cands = self.space.grid() if self.space.finite else self.space.corners()
+        if self.search.baseline:
+            cands = [dict(UNIFORM)] + [c for c in cands if c != UNIFORM]
+        return cands
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+# -------------------------------------------------------------------------------------------------
+# Loading
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``search.pruner=none`` -> (['search', 'pruner'], 'none'); the value is typed by YAML."""
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in path):
+        raise ConfigError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. search.pruner=none")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return path, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for i, part in enumerate(path[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(path[: i + 1])
+                raise ConfigError(f"--set {text!r}: {where} is {child!r}, not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"study file not found: {path}")
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"not valid YAML{where}: {problem}", source=str(path)) from None
+    if data is None:
+        raise ConfigError(
+            "the file is empty; a study needs at least name, space and model "
+            "(see studies/quickstart.yaml)",
+            source=str(path),
+        )
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"(top level): expected a mapping of sections (name, space, model, ...), "
+            f"but got a {type(data).__name__}",
+            source=str(path),
+        )
+    return data
+
+
+def study_from_mapping(
+    data: Mapping[str, Any], base: Path | None = None, source: str | None = None
+) -> StudyConfig:
+    """Validate a study given as a mapping (``space`` may name a file under ``base``)."""
+    data = dict(data)
+    space = data.get("space")
+    if isinstance(space, str):
+        try:
+            data["space"] = load_space(find_space(space, base)).model_dump(mode="json")
+        except ConfigError as err:
+            raise ConfigError([f"space: {p}" for p in err.problems], source) from None
+    try:
+        cfg = StudyConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(problems_from(err, model=StudyConfig), source) from None
+    problems = check_widths(cfg)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
+    """Read, override, validate. Raises :class:`ConfigError` with one line per problem."""
+    path = Path(path)
+    data = _read_yaml(path)
+    try:
+        data = apply_overrides(data, overrides)
+    except ConfigError as err:
+        raise ConfigError(err.problems, str(path)) from None
+    return study_from_mapping(data, base=path.parent, source=str(path))
+
+
+def check_widths(cfg: StudyConfig) -> list[str]:
+    """Every grid (or corner) candidate must give valid widths for the proxy and the target."""
+    problems = []
+    models = [("model", cfg.model)] + ([("target", cfg.target)] if cfg.target else [])
+    for section, model in models:
+        for cand in cfg.candidates():
+            try:
+                cfg.space.widths(
+                    cand,
+                    n_layer=model.n_layer,
+                    d_ff=model.d_ff_uniform,
+                    multiple_of=model.multiple_of,
+                )
+            except ScheduleError as err:
+                problems.append(
+                    f"space: candidate {describe(cand)} cannot be met for {section} "
+                    f"(n_layer={model.n_layer}, d_ff={model.d_ff_uniform}, "
+                    f"multiple_of={model.multiple_of}): {err}"
+                )
+                break
+    return problems

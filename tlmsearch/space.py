@@ -1,0 +1,314 @@
+"""Search spaces over width schedules: YAML in, candidates and width vectors out.
+
+A space is an ordered mapping of *dimensions*, each named after a schedule parameter
+(:data:`tlmsearch.schedules.PARAMS`)::
+
+    name: paper
+    dimensions:
+      shape:   {type: categorical, choices: [linear, cosine, sigmoid]}
+      r_start: {type: float, low: 1.25, high: 1.75, step: 0.125}   # r_end = 2 - r_start
+      k:       {type: fixed, value: 10.0, when: {shape: sigmoid}}
+
+A dimension with ``when`` exists only where earlier dimensions take the listed values
+(conditional, as Optuna's define-by-run spaces). One :class:`SearchSpace` can enumerate a finite
+space as a grid, be sampled by an Optuna trial (:meth:`SearchSpace.suggest`), and turn a
+candidate into its exact-budget width vector (:meth:`SearchSpace.widths`). No torch, no ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from tlmsearch.errors import ConfigError, Strict, problems_from
+from tlmsearch.schedules import BLOCK_PRESETS, PARAMS, SHAPES, WidthPlan, plan_from_params
+
+Scalar = str | int | float | bool
+SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+
+
+class Dimension(Strict):
+    """One searchable (or fixed) schedule parameter."""
+
+    type: Literal["categorical", "float", "int", "fixed"]
+    choices: list[Scalar] | None = None
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    value: Scalar | None = None
+    when: dict[str, Scalar | list[Scalar]] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Dimension:
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical dimension needs a non-empty 'choices' list")
+        elif self.type == "fixed":
+            if self.value is None:
+                raise ValueError("a fixed dimension needs 'value'")
+        else:
+            if self.low is None or self.high is None or not self.low <= self.high:
+                raise ValueError(f"needs low <= high, but got low={self.low}, high={self.high}")
+            if self.log and (self.step is not None or self.low <= 0):
+                raise ValueError("log scale needs low > 0 and no step")
+            if self.step is not None:
+                if self.step <= 0:
+                    raise ValueError(f"step must be > 0, but got {self.step}")
+                n = (self.high - self.low) / self.step
+                if abs(n - round(n)) > 1e-9:
+                    raise ValueError(
+                        f"high - low ({self.high - self.low:g}) must be a multiple of "
+                        f"step ({self.step:g})"
+                    )
+            if self.type == "int" and not all(
+                float(v).is_integer() for v in (self.low, self.high, self.step or 1)
+            ):
+                raise ValueError("an int dimension needs integer low, high and step")
+        return self
+
+    @property
+    def finite(self) -> bool:
+        return (
+            self.type in ("categorical", "fixed")
+            or self.step is not None
+            or (self.type == "int" and not self.log)
+        )
+
+    def values(self, corners: bool = False) -> list[Scalar]:
+        """Grid values; with ``corners`` a continuous range gives just its two ends."""
+        if self.type == "categorical":
+            return list(self.choices or [])
+        if self.type == "fixed":
+            return [self.value]  # type: ignore[list-item]
+        assert self.low is not None and self.high is not None
+        cast = int if self.type == "int" else float
+        if corners or not self.finite:
+            return [cast(self.low)] if self.low == self.high else [cast(self.low), cast(self.high)]
+        step = self.step or 1
+        n = round((self.high - self.low) / step)
+        return [cast(round(self.low + i * step, 12)) for i in range(n + 1)]
+
+    def active(self, partial: Mapping[str, Any]) -> bool:
+        if not self.when:
+            return True
+        for name, allowed in self.when.items():
+            allowed_list = allowed if isinstance(allowed, list) else [allowed]
+            if name not in partial or partial[name] not in allowed_list:
+                return False
+        return True
+
+
+class SearchSpace(Strict):
+    """An ordered set of schedule dimensions. See the module docstring for the YAML format."""
+
+    name: str = "inline"
+    description: str = ""
+    dimensions: dict[str, Dimension] = Field(min_length=1)
+
+    @field_validator("dimensions")
+    @classmethod
+    def _known(cls, dims: dict[str, Dimension]) -> dict[str, Dimension]:
+        seen: list[str] = []
+        for name, dim in dims.items():
+            if name not in PARAMS or name == "ratios":
+                valid = ", ".join(p for p in PARAMS if p != "ratios")
+                raise ValueError(f"{name!r} is not a schedule parameter; valid: {valid}")
+            for dep in dim.when or {}:
+                if dep not in seen:
+                    raise ValueError(
+                        f"{name}.when refers to {dep!r}, which must be a dimension listed "
+                        f"before {name!r}"
+                    )
+            if name == "shape":
+                bad = [c for c in dim.values() if c not in SHAPES or c == "custom"]
+                if bad:
+                    raise ValueError(f"shape {bad[0]!r} is not one of {', '.join(SHAPES[:5])}")
+            if name == "preset":
+                bad = [c for c in dim.values() if c not in BLOCK_PRESETS]
+                if bad:
+                    raise ValueError(f"preset {bad[0]!r} is not one of {', '.join(BLOCK_PRESETS)}")
+            seen.append(name)
+        return dims
+
+    # -- finite enumeration -------------------------------------------------------------------
+
+    @property
+    def finite(self) -> bool:
+        return all(d.finite for d in self.dimensions.values())
+
+    def _expand(self, corners: bool) -> Iterator[dict[str, Any]]:
+        def rec(i: int, partial: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            if i == len(names):
+                yield dict(partial)
+                return
+            dim = self.dimensions[names[i]]
+            if not dim.active(partial):
+                yield from rec(i + 1, partial)
+                return
+            for value in dim.values(corners):
+                partial[names[i]] = value
+                yield from rec(i + 1, partial)
+                del partial[names[i]]
+
+        names = list(self.dimensions)
+        seen: set[tuple] = set()
+        for cand in rec(0, {}):
+            key = tuple(sorted(cand.items()))
+            if key not in seen:
+                seen.add(key)
+                yield cand
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every candidate of a finite space, in YAML order. Raises if the space is continuous."""
+        if not self.finite:
+            cont = [n for n, d in self.dimensions.items() if not d.finite]
+            raise ConfigError(
+                f"space {self.name!r} is continuous ({', '.join(cont)} have no step): "
+                "it has no grid; use sampler random, tpe, gp or nsga2, or give a step"
+            )
+        return list(self._expand(corners=False))
+
+    def corners(self) -> list[dict[str, Any]]:
+        """Candidates at the ends of every range: enough to check a space's feasibility."""
+        return list(self._expand(corners=True))
+
+    def size(self) -> int | None:
+        """Number of grid candidates, or None for a continuous space."""
+        return len(self.grid()) if self.finite else None
+
+    # -- Optuna -------------------------------------------------------------------------------
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """Sample a candidate define-by-run from an ``optuna.Trial`` (fixed values not sampled)."""
+        cand: dict[str, Any] = {}
+        for name, dim in self.dimensions.items():
+            if not dim.active(cand):
+                continue
+            if dim.type == "fixed":
+                cand[name] = dim.value
+            elif dim.type == "categorical":
+                cand[name] = trial.suggest_categorical(name, dim.choices)
+            elif dim.type == "float":
+                cand[name] = trial.suggest_float(
+                    name, dim.low, dim.high, step=dim.step, log=dim.log
+                )
+            else:
+                cand[name] = trial.suggest_int(
+                    name, int(dim.low), int(dim.high), step=int(dim.step or 1), log=dim.log
+                )
+        return cand
+
+    def fixed_values(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
+        """The fixed dimensions active for ``sampled`` (what a define-by-run function returns)."""
+        out: dict[str, Any] = {}
+        for name, dim in self.dimensions.items():
+            if dim.active({**sampled, **out}) and dim.type == "fixed":
+                out[name] = dim.value
+        return out
+
+    # -- widths -------------------------------------------------------------------------------
+
+    def widths(
+        self, candidate: Mapping[str, Any], *, n_layer: int, d_ff: int, multiple_of: int
+    ) -> WidthPlan:
+        """The exact-budget width vector of ``candidate``."""
+        return plan_from_params(candidate, n_layer=n_layer, d_ff=d_ff, multiple_of=multiple_of)
+
+
+UNIFORM: dict[str, Any] = {"shape": "uniform"}
+
+
+def describe(candidate: Mapping[str, Any]) -> str:
+    """A short human label: ``cosine 1.5->0.5``, ``blocks wider_early @0.33/0.67``."""
+    shape = candidate.get("shape", "uniform")
+    if shape == "uniform":
+        return "uniform"
+    if shape == "blocks":
+        if candidate.get("preset"):
+            mults = candidate["preset"]
+        else:
+            mults = "/".join(
+                f"{candidate.get(k, 1.0):g}" for k in ("m_early", "m_middle", "m_late")
+            )
+        b1, b2 = candidate.get("b1", 1 / 3), candidate.get("b2", 2 / 3)
+        return f"blocks {mults} @{b1:.2f}/{b2:.2f}"
+    if shape == "custom":
+        return "custom"
+    rs = float(candidate.get("r_start", 1.5))
+    re_ = candidate.get("r_end")
+    re_ = 2.0 - rs if re_ is None else float(re_)
+    label = f"{shape} {rs:g}->{re_:g}"
+    if shape == "sigmoid":
+        label += f" k={float(candidate.get('k', 10.0)):g}"
+    return label
+
+
+def taper_strength(candidate: Mapping[str, Any]) -> float:
+    """First minus last ratio of the *profile*: 0 for uniform, > 0 tapers, < 0 grows."""
+    shape = candidate.get("shape", "uniform")
+    if shape in ("linear", "cosine", "sigmoid"):
+        rs = float(candidate.get("r_start", 1.5))
+        re_ = candidate.get("r_end")
+        return rs - (2.0 - rs if re_ is None else float(re_))
+    if shape == "blocks":
+        preset = candidate.get("preset")
+        first, _, last = (
+            BLOCK_PRESETS[preset]
+            if preset
+            else (candidate.get("m_early", 1.0), None, candidate.get("m_late", 1.0))
+        )
+        return float(first) - float(last)
+    if shape == "custom":
+        ratios = candidate.get("ratios") or [1.0]
+        return float(ratios[0]) - float(ratios[-1])
+    return 0.0
+
+
+def find_space(ref: str, base: Path | None = None) -> Path:
+    """Resolve ``paper``, ``paper.yaml`` or a path, trying ``base``, the cwd and the repo."""
+    candidates = []
+    names = [ref] if ref.endswith((".yaml", ".yml")) else [ref, f"{ref}.yaml"]
+    for name in names:
+        p = Path(name).expanduser()
+        if p.is_absolute():
+            candidates.append(p)
+            continue
+        for root in (base, base.parent if base else None, Path.cwd(), SPACES_DIR.parent):
+            if root is not None:
+                candidates += [root / p, root / "search_spaces" / p]
+        candidates.append(SPACES_DIR / p)
+    for c in candidates:
+        if c.is_file():
+            return c
+    shipped = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))
+    raise ConfigError(f"space: {ref!r} not found; shipped spaces: {shipped}, or give a path")
+
+
+def space_from_mapping(data: Any, source: str = "space") -> SearchSpace:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping with 'dimensions', but got {data!r}")
+    try:
+        return SearchSpace.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(problems_from(err, source, SearchSpace)) from None
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Load and validate a search-space YAML file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"not valid YAML: {err}", source=str(path)) from None
+    data = dict(data) if isinstance(data, Mapping) else data
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    try:
+        return space_from_mapping(data, "space")
+    except ConfigError as err:
+        raise ConfigError(err.problems, source=str(path)) from None
