@@ -1,0 +1,166 @@
+"""Run-dir tables: normalising, deltas vs uniform, atomic writes, reading back."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch.errors import ConfigError
+from tlmsearch.results import (
+    CURVE_COLUMNS,
+    TRIAL_COLUMNS,
+    add_deltas,
+    load_run,
+    metric_column,
+    objectives_of,
+    trials_frame,
+    write_results,
+    write_status,
+)
+
+
+def _trial(tid: str, seed: int, params: dict, bpb: float, state: str = "COMPLETE") -> dict:
+    return {
+        "trial_id": tid,
+        "seed": seed,
+        "params": params,
+        "widths": [96, 64, 32] if params["shape"] != "uniform" else [64, 64, 64],
+        "val_bpb": bpb,
+        "state": state,
+        "tokens": 1000,
+    }
+
+
+def test_every_contract_column_present_and_typed(tmp_path):
+    write_results(tmp_path, [{"trial_id": "a"}], [{"trial_id": "a", "tokens": 10}])
+    run = load_run(tmp_path)
+    for df, cols in ((run.trials, TRIAL_COLUMNS), (run.curves, CURVE_COLUMNS)):
+        assert list(df.columns[: len(cols)]) == list(cols)
+    row = run.trials.iloc[0]
+    assert math.isnan(row["val_bpb"]) and row["reason"] == "" and row["number"] is pd.NA
+    assert row["state"] == "COMPLETE"  # a record without state has finished
+    assert not row["is_baseline"]
+    assert run.trials["tokens"].dtype == "Int64"
+    assert run.curves.loc[0, "tokens"] == 10
+    for name in ("trials.parquet", "trials.csv", "curves.parquet", "curves.csv"):
+        assert (tmp_path / name).exists()
+    assert not list(tmp_path.glob("*.tmp")), "temp files must be renamed away"
+
+
+def test_fields_derived_from_params_and_widths():
+    df = trials_frame([_trial("c", 0, {"shape": "cosine", "r_start": 1.5}, 1.2)])
+    row = df.iloc[0]
+    assert row["candidate"] == "cosine 1.5->0.5"
+    assert row["shape"] == "cosine" and row["r_start"] == 1.5 and row["r_end"] == 0.5
+    assert row["taper"] == pytest.approx(1.0)
+    assert json.loads(row["widths_json"]) == [96, 64, 32]
+    assert row["realised_start"] == pytest.approx(1.5) and row["realised_end"] == 0.5
+    assert json.loads(row["params_json"]) == {"shape": "cosine", "r_start": 1.5}
+    base = trials_frame([_trial("u", 0, {"shape": "uniform"}, 1.3)]).iloc[0]
+    assert base["is_baseline"] and base["taper"] == 0 and base["r_start"] == 1.0
+
+
+def test_given_columns_win_over_derived_ones():
+    rec = _trial("c", 0, {"shape": "cosine", "r_start": 1.5}, 1.2)
+    rec["candidate"] = "mine"
+    assert trials_frame([rec]).loc[0, "candidate"] == "mine"
+
+
+def test_deltas_are_paired_by_seed(tmp_path):
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"objectives": [{"metric": "val_bpb"}]}))
+    trials = [
+        _trial("u0", 0, {"shape": "uniform"}, 1.30),
+        _trial("u1", 1, {"shape": "uniform"}, 1.40),
+        _trial("c0", 0, {"shape": "cosine", "r_start": 1.5}, 1.25),
+        _trial("c1", 1, {"shape": "cosine", "r_start": 1.5}, 1.42),
+        _trial("c2", 2, {"shape": "cosine", "r_start": 1.5}, 1.10),  # seed without baseline
+    ]
+    tdf, _ = write_results(tmp_path, trials, [])
+    d = dict(zip(tdf["trial_id"], tdf["delta_val_bpb"], strict=True))
+    assert d["u0"] == 0 and d["u1"] == 0
+    assert d["c0"] == pytest.approx(-0.05) and d["c1"] == pytest.approx(0.02)
+    assert math.isnan(d["c2"])
+    assert (
+        load_run(tmp_path).trials["delta_val_bpb"].tolist()[:4]
+        == tdf["delta_val_bpb"][:4].tolist()
+    )
+
+
+def test_unfinished_baseline_is_no_reference():
+    df = trials_frame(
+        [
+            _trial("u0", 0, {"shape": "uniform"}, 9.0, state="RUNNING"),
+            _trial("c0", 0, {"shape": "linear", "r_start": 1.5}, 1.0),
+        ]
+    )
+    assert add_deltas(df, ["val_bpb"])["delta_val_bpb"].isna().all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.floats(0.5, 5.0)), min_size=1, max_size=20
+    )
+)
+def test_delta_formula(rows):
+    """delta = value - mean(finished baseline values of that seed), NaN where none."""
+    recs = []
+    for i, (seed, base, v) in enumerate(rows):
+        params = {"shape": "uniform"} if base else {"shape": "cosine", "r_start": 1.5}
+        recs.append(_trial(f"t{i}", seed, params, v))
+    out = add_deltas(trials_frame(recs), ["val_bpb"])
+    for (seed, _, v), delta in zip(rows, out["delta_val_bpb"], strict=True):
+        refs = [bv for s, b, bv in rows if b and s == seed]
+        if refs:
+            assert delta == pytest.approx(v - sum(refs) / len(refs))
+        else:
+            assert math.isnan(delta)
+
+
+def test_extra_columns_survive_and_containers_become_json(tmp_path):
+    write_results(tmp_path, [{"trial_id": "a", "user_note": "x", "extra": [1, 2]}], [])
+    row = load_run(tmp_path).trials.iloc[0]
+    assert row["user_note"] == "x" and json.loads(row["extra"]) == [1, 2]
+
+
+def test_csv_fallback_when_parquet_is_missing(tmp_path):
+    write_results(tmp_path, [_trial("u0", 0, {"shape": "uniform"}, 1.3)], [])
+    (tmp_path / "trials.parquet").unlink()
+    row = load_run(tmp_path).trials.iloc[0]
+    assert row["candidate"] == "uniform" and row["val_bpb"] == 1.3 and row["reason"] == ""
+
+
+def test_load_run_reads_config_and_status(tmp_path):
+    (tmp_path / "study.yaml").write_text(
+        yaml.safe_dump({"name": "s", "objectives": [{"metric": "tokens_per_s"}]})
+    )
+    first = write_status(tmp_path, "running", n_trials_planned=4)
+    second = write_status(tmp_path, "finished")
+    assert second["started"] == first["started"] and second["n_trials_planned"] == 4
+    run = load_run(tmp_path)
+    assert run.status["status"] == "finished" and run.name == "s"
+    assert run.objectives == [("tokens_per_s", "maximize")]
+    assert run.trials.empty and list(run.trials.columns) == list(TRIAL_COLUMNS)
+
+
+def test_load_run_bad_paths(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_run(tmp_path / "nope")
+    with pytest.raises(ConfigError, match="not a run dir"):
+        load_run(tmp_path)
+    (tmp_path / "run.json").write_text("{oops")
+    with pytest.raises(ConfigError, match=r"run\.json"):
+        load_run(tmp_path)
+
+
+def test_objectives_and_metric_columns():
+    assert objectives_of({}) == [("val_bpb", "minimize")]
+    cfg = {"objectives": [{"metric": "val_ppl"}, {"metric": "params", "direction": "maximize"}]}
+    assert objectives_of(cfg) == [("val_ppl", "minimize"), ("params", "maximize")]
+    assert metric_column("params") == "n_params" and metric_column("val_bpb") == "val_bpb"

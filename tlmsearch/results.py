@@ -1,0 +1,328 @@
+"""The run dir's tables: trial and curve records in, normalised parquet + CSV out, and back.
+
+``write_results(run_dir, trials, curves)`` turns lists of dicts (one per trial, one per eval) into
+the columns of ``docs/run_dir.md`` (missing ones NaN or empty), computes each objective's
+``delta_<metric>`` against the uniform baseline of the same seed, and writes ``trials.parquet``,
+``trials.csv``, ``curves.parquet`` and ``curves.csv`` atomically (a temp file, then
+``os.replace``), so a report or dashboard reading mid-run never sees half a file.
+``load_run(run_dir)`` reads it all back as a :class:`RunData`.
+
+Import-light on purpose (pandas, pyarrow, yaml; no torch, no ray): reports run on a laptop with
+only a copy of the run dir.
+
+>>> import tempfile
+>>> d = tempfile.mkdtemp()
+>>> _ = write_results(d, [{"trial_id": "t0", "params": {"shape": "uniform"}, "val_bpb": 1.5}], [])
+>>> row = load_run(d).trials.iloc[0]
+>>> row["candidate"], bool(row["is_baseline"]), float(row["val_bpb"]), row["state"]
+('uniform', True, 1.5, 'COMPLETE')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from tlmsearch.config import METRICS
+from tlmsearch.errors import ConfigError
+
+STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+
+# Column -> kind, in the order of docs/run_dir.md. Kinds: str (missing ""), int (nullable
+# Int64, missing <NA>), float (missing NaN), bool (missing False).
+TRIAL_COLUMNS: dict[str, str] = {
+    "trial_id": "str",
+    "number": "int",
+    "seed": "int",
+    "candidate": "str",
+    "params_json": "str",
+    "shape": "str",
+    "r_start": "float",
+    "r_end": "float",
+    "realised_start": "float",
+    "realised_end": "float",
+    "taper": "float",
+    "widths_json": "str",
+    "is_baseline": "bool",
+    "state": "str",
+    "reason": "str",
+    "tokens": "int",
+    "val_bpb": "float",
+    "val_loss": "float",
+    "val_ppl": "float",
+    "train_loss": "float",
+    "tokens_per_s": "float",
+    "mfu": "float",
+    "n_params": "int",
+    "n_params_nonemb": "int",
+    "flops_per_token": "int",
+    "wall_s": "float",
+    "node": "str",
+}
+CURVE_COLUMNS: dict[str, str] = {
+    "trial_id": "str",
+    "seed": "int",
+    "tokens": "int",
+    "train_loss": "float",
+    "val_loss": "float",
+    "val_ppl": "float",
+    "val_bpb": "float",
+    "tokens_per_s": "float",
+    "mfu": "float",
+    "lr": "float",
+    "wall_s": "float",
+}
+# Objective metric names (tlmsearch.config.METRICS) whose trials column is named differently.
+_METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}
+
+
+def metric_column(metric: str) -> str:
+    """The trials column holding an objective metric: ``params`` -> ``n_params``."""
+    return _METRIC_COLUMN.get(metric, metric)
+
+
+def objectives_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``[(metric, 'minimize'|'maximize'), ...]`` from a study dict (default: val_bpb, min)."""
+    out = []
+    for obj in config.get("objectives") or [{"metric": "val_bpb"}]:
+        metric = obj.get("metric", "val_bpb")
+        out.append((metric, obj.get("direction") or METRICS.get(metric, "minimize")))
+    return out
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything a report needs, read from one run dir."""
+
+    path: Path
+    config: dict[str, Any] = field(default_factory=dict)  # study.yaml
+    trials: pd.DataFrame = field(default_factory=lambda: trials_frame([]))
+    curves: pd.DataFrame = field(default_factory=lambda: curves_frame([]))
+    status: dict[str, Any] = field(default_factory=dict)  # run.json
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.path.name)
+
+    @property
+    def objectives(self) -> list[tuple[str, str]]:
+        return objectives_of(self.config)
+
+
+# -------------------------------------------------------------------------------------------------
+# Normalising
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill columns that follow from ``params`` / ``widths`` when the record lacks them."""
+    from tlmsearch.space import describe, taper_strength
+
+    row = dict(rec)
+    params = row.pop("params", None)
+    if params is None and row.get("params_json"):
+        params = json.loads(row["params_json"])
+    if isinstance(params, Mapping):
+        row.setdefault("params_json", json.dumps(dict(params), sort_keys=True))
+        shape = params.get("shape", "uniform")
+        row.setdefault("shape", shape)
+        row.setdefault("candidate", describe(params))
+        row.setdefault("taper", taper_strength(params))
+        if shape in ("linear", "cosine", "sigmoid"):
+            rs = float(params.get("r_start", 1.5))
+            re_ = params.get("r_end")
+            row.setdefault("r_start", rs)
+            row.setdefault("r_end", 2.0 - rs if re_ is None else float(re_))
+        elif shape == "uniform":
+            row.setdefault("r_start", 1.0)
+            row.setdefault("r_end", 1.0)
+    widths = row.pop("widths", None)
+    if widths is not None:
+        widths = [int(w) for w in widths]
+        row.setdefault("widths_json", json.dumps(widths))
+        if widths and "realised_start" not in row:
+            mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
+            row["realised_start"] = widths[0] / mean
+            row["realised_end"] = widths[-1] / mean
+    if "is_baseline" not in row and row.get("shape"):
+        row["is_baseline"] = row["shape"] == "uniform"
+    return row
+
+
+def _coerce(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
+    out = pd.DataFrame(index=df.index)
+    for name, kind in columns.items():
+        col = df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+        if kind == "str":
+            out[name] = col.map(lambda v: "" if _is_missing(v) else str(v)).astype(object)
+        elif kind == "int":
+            num = pd.to_numeric(col, errors="coerce")
+            out[name] = num.round().astype("Int64")
+        elif kind == "float":
+            out[name] = pd.to_numeric(col, errors="coerce").astype("float64")
+        else:
+            out[name] = col.map(lambda v: False if _is_missing(v) else bool(v)).astype(bool)
+    extra = [c for c in df.columns if c not in columns]
+    for name in extra:  # keep what the writer added (delta_*, user fields), JSON for containers
+        col = df[name]
+        if name.startswith("delta_"):
+            out[name] = pd.to_numeric(col, errors="coerce").astype("float64")
+        elif col.map(lambda v: isinstance(v, (list, dict, tuple))).any():
+            out[name] = col.map(lambda v: "" if _is_missing(v) else json.dumps(v))
+        else:
+            out[name] = col
+    return out.reset_index(drop=True)
+
+
+def trials_frame(trials: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Trial records -> the trials table: every contract column present, typed, in order.
+
+    A record may give ``params`` (a dict) and ``widths`` (a list) instead of ``params_json``,
+    ``widths_json``, ``candidate``, ``shape``, ``r_start``/``r_end``, ``taper``, ``realised_*``.
+    """
+    rows = [_derive(r) for r in trials]
+    df = _coerce(pd.DataFrame(rows), TRIAL_COLUMNS)
+    df["state"] = df["state"].map(lambda s: s.upper() if s else "COMPLETE")
+    return df
+
+
+def curves_frame(curves: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Eval records -> the curves table, sorted by trial then tokens."""
+    df = _coerce(pd.DataFrame(list(curves)), CURVE_COLUMNS)
+    return df.sort_values(["trial_id", "tokens"], kind="stable").reset_index(drop=True)
+
+
+def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Add ``delta_<metric>``: value minus the mean of the same seed's COMPLETE uniform trials.
+
+    Paired by seed because within a seed every candidate sees the same data order and init.
+    NaN where a seed has no finished baseline (or the trial has no value).
+    """
+    out = trials.copy()
+    base = out[out["is_baseline"] & (out["state"] == "COMPLETE")]
+    for metric in metrics:
+        col = metric_column(metric)
+        if col not in out:
+            continue
+        values = pd.to_numeric(out[col], errors="coerce").astype("float64")
+        ref = pd.to_numeric(base[col], errors="coerce").astype("float64")
+        by_seed = ref.groupby(base["seed"].astype("float64")).mean()
+        seed_ref = out["seed"].astype("float64").map(by_seed)
+        out[f"delta_{metric}"] = (values - seed_ref).astype("float64")
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# Writing and reading
+
+
+def _atomic(path: Path, write: Any) -> None:
+    """Write through a temp file in the same folder, then rename over ``path``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({err}); is this a run dir?") from None
+    return data if isinstance(data, dict) else {}
+
+
+def write_results(
+    run_dir: str | Path,
+    trials: Iterable[Mapping[str, Any]],
+    curves: Iterable[Mapping[str, Any]],
+    metrics: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Normalise and write trials/curves (parquet + CSV, atomically); return both frames.
+
+    ``metrics`` get a ``delta_<metric>`` column; by default the objectives in ``study.yaml``.
+    """
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    if metrics is None:
+        metrics = [m for m, _ in objectives_of(_read_yaml(run / "study.yaml"))]
+    tdf = add_deltas(trials_frame(trials), metrics)
+    cdf = curves_frame(curves)
+    for name, df in (("trials", tdf), ("curves", cdf)):
+        _atomic(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
+        _atomic(run / f"{name}.csv", lambda p, df=df: df.to_csv(p, index=False))
+    return tdf, cdf
+
+
+def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, Any]:
+    """Merge ``status`` (running|finished|failed|interrupted) and ``fields`` into run.json.
+
+    ``started`` is set on first write, ``updated`` on every write.
+    """
+    path = Path(run_dir) / "run.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    data.setdefault("started", now)
+    data.update(fields, status=status, updated=now)
+    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n"))
+    return data
+
+
+def _read_table(run: Path, name: str, columns: Mapping[str, str]) -> pd.DataFrame:
+    pq, csv = run / f"{name}.parquet", run / f"{name}.csv"
+    if pq.exists():
+        df = pd.read_parquet(pq)
+    elif csv.exists():
+        df = pd.read_csv(csv, keep_default_na=False, na_values=[""])
+    else:
+        df = pd.DataFrame()
+    return _coerce(df, columns)
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read study.yaml, trials, curves and run.json of a run dir (missing parts are empty)."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ConfigError(f"run dir {str(run)!r} does not exist; give the folder a run wrote")
+    markers = ("study.yaml", "trials.parquet", "trials.csv", "run.json")
+    if not any((run / m).exists() for m in markers):
+        raise ConfigError(
+            f"{str(run)!r} is not a run dir: it has none of {', '.join(markers)}; "
+            "give the folder a run wrote, e.g. runs/quickstart"
+        )
+    status_path = run / "run.json"
+    try:
+        status = json.loads(status_path.read_text()) if status_path.exists() else {}
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{status_path}: not valid JSON ({err})") from None
+    trials = _read_table(run, "trials", TRIAL_COLUMNS)
+    trials["state"] = trials["state"].map(lambda s: s.upper() if s else "COMPLETE")
+    curves = _read_table(run, "curves", CURVE_COLUMNS)
+    return RunData(
+        path=run,
+        config=_read_yaml(run / "study.yaml"),
+        trials=trials,
+        curves=curves,
+        status=status,
+    )
