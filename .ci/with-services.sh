@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run a command with the services the test suite needs, started here on loopback and stopped
+# afterwards (only what this script started): PostgreSQL on 127.0.0.1 for the storage tests.
+# Browser tests need Debian's chromium; both are installed with apt when we are root and they
+# are missing. Without root or apt, those tests skip and say why.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+started_pg=""
+if [ -f "$here/services.sh" ]; then
+  if url=$(bash "$here/services.sh" start); then
+    export TLMSEARCH_TEST_PG_URL="$url"
+    started_pg=1
+  else
+    echo "with-services: PostgreSQL could not be started; its tests will skip" >&2
+  fi
+fi
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+    >/dev/null 2>&1 || echo "with-services: chromium could not be installed" >&2
+fi
+"$@"
+rc=$?
+[ -n "$started_pg" ] && bash "$here/services.sh" stop >/dev/null 2>&1
+exit $rc

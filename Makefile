@@ -1,0 +1,31 @@
+# Two commands for a newcomer (README.md):
+#   make quickstart   set up .venv and run the quickstart study end to end
+#   make test         set up .venv (and the test services) and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+# The CPU wheel. A GPU user installs their own torch into $(VENV) first; setup then keeps it.
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+
+.PHONY: setup quickstart test lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch first: an unpinned torch pulled in by a dependency would be a multi-GB CUDA build.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev,postgres,images]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+quickstart: setup
+	$(BIN)/tlmsearch run studies/quickstart.yaml
+
+test: setup
+	bash .ci/with-services.sh $(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check tlmsearch tests benchmarks

@@ -1,0 +1,141 @@
+"""Study YAML: validation, error messages that name the path, overrides, shipped studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tlmsearch.config import apply_overrides, load_study, study_from_mapping
+from tlmsearch.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = {
+    "name": "tiny",
+    "space": "paper",
+    "model": {"n_layer": 2, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 8},
+    "data": {"tokenizer": {"kind": "bytes"}},
+}
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def _problems(tmp_path: Path, data: object, overrides: tuple[str, ...] = ()) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_study(_write(tmp_path, data), overrides)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name", ["quickstart", "paper_440m"])
+def test_shipped_studies_are_valid(name: str) -> None:
+    cfg = load_study(ROOT / "studies" / f"{name}.yaml")
+    assert cfg.name == name
+    assert cfg.candidates()[0] == {"shape": "uniform"}
+    assert cfg.model.d_ff_uniform % cfg.model.multiple_of == 0
+
+
+def test_config_is_frozen_and_round_trips(tmp_path: Path) -> None:
+    cfg = load_study(_write(tmp_path, TINY))
+    with pytest.raises(Exception, match="frozen"):
+        cfg.name = "other"  # type: ignore[misc]
+    again = study_from_mapping(yaml.safe_load(cfg.to_yaml()))
+    assert again == cfg
+    assert cfg.vocab_size == 256
+
+
+def test_mlp_ratio_gives_a_rounded_uniform_width(tmp_path: Path) -> None:
+    data = {
+        **TINY,
+        "model": {"n_layer": 2, "d_model": 48, "n_head": 2, "mlp_ratio": 2.7, "multiple_of": 16},
+    }
+    cfg = load_study(_write(tmp_path, data))
+    assert cfg.model.d_ff_uniform == 128  # 2.7 * 48 = 129.6 -> 8 units of 16
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["model"].update(n_layr=3), "model.n_layr: unknown key; valid keys here:"),
+        (lambda d: d["model"].update(n_layer="two"), "model.n_layer: 'two' is invalid"),
+        (lambda d: d.update(search={"pruner": "mediam"}), "search.pruner: 'mediam' is invalid"),
+        (
+            lambda d: d.update(
+                space={"dimensions": {"shape": {"type": "categorical", "choices": ["zigzag"]}}}
+            ),
+            "space.dimensions: ",
+        ),
+        (lambda d: d["model"].update(d_ff=60), "model: d_ff (60) must be a multiple of"),
+        (lambda d: d["model"].update(n_head=3), "model: d_model (32) must be divisible"),
+        (lambda d: d.update(name="bad name!"), "name: 'bad name!' is invalid"),
+        (lambda d: d.update(search={"seeds": [1, 1]}), "search.seeds"),
+        (lambda d: d.update(train={"tokens": 100, "warmup_tokens": 200}), "train: warmup_tokens"),
+        (
+            lambda d: d.update(objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}]),
+            "cannot prune several objectives",
+        ),
+        (lambda d: d.update(space="continuous"), "search.sampler is grid but the space is"),
+        (lambda d: d.update(space="nowhere"), "space: 'nowhere' not found"),
+        (lambda d: d.pop("model"), "model: required but missing"),
+        (lambda d: d["model"].update(hope={"levels": 3, "periods": [1, 2]}), "model.hope"),
+    ],
+)
+def test_bad_studies_name_the_yaml_path(tmp_path: Path, mutate, needle: str) -> None:
+    data = yaml.safe_load(yaml.safe_dump(TINY))
+    mutate(data)
+    assert needle in _problems(tmp_path, data)
+
+
+def test_impossible_widths_name_the_candidate_and_the_fix(tmp_path: Path) -> None:
+    data = {**TINY, "model": {**TINY["model"], "d_ff": 64, "multiple_of": 32}}
+    msg = _problems(tmp_path, data)
+    assert "cannot be met for model" in msg and "1.75->0.25" in msg and "lower multiple_of" in msg
+
+
+def test_target_model_is_checked_too(tmp_path: Path) -> None:
+    data = {
+        **TINY,
+        "target": {"n_layer": 24, "d_model": 64, "n_head": 2, "d_ff": 64, "multiple_of": 64},
+    }
+    assert "cannot be met for target" in _problems(tmp_path, data)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "the file is empty"),
+        ("name: [unclosed", "not valid YAML at line 1"),
+        ("- a\n- b\n", "expected a mapping of sections"),
+    ],
+)
+def test_unreadable_files(tmp_path: Path, text: str, needle: str) -> None:
+    assert needle in _problems(tmp_path, text)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="study file not found"):
+        load_study(tmp_path / "nope.yaml")
+
+
+def test_overrides_are_typed_and_validated(tmp_path: Path) -> None:
+    path = _write(tmp_path, TINY)
+    cfg = load_study(path, ["search.pruner=none", "train.tokens=500000", "search.seeds=[0, 1]"])
+    assert cfg.search.pruner == "none" and cfg.train.tokens == 500000
+    assert cfg.search.seeds == [0, 1]
+    assert "--set 'oops'" in _problems(tmp_path, TINY, ("oops",))
+    assert "search.pruner: 'mediam'" in _problems(tmp_path, TINY, ("search.pruner=mediam",))
+    assert "model.colour: unknown key" in _problems(tmp_path, TINY, ("model.colour=red",))
+    assert "train.tokens: 'many'" in _problems(tmp_path, TINY, ("train.tokens=many",))
+    assert "name is 'tiny', not a section" in _problems(tmp_path, TINY, ("name.x=1",))
+    assert "train: warmup_tokens (50000) must be below tokens (5000)" in _problems(
+        tmp_path, TINY, ("train.tokens=5000",)
+    )
+
+
+def test_apply_overrides_creates_sections() -> None:
+    assert apply_overrides({}, ["ray.address=auto"]) == {"ray": {"address": "auto"}}
