@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -102,7 +103,7 @@ def test_widths_json_matches_the_issue_example() -> None:
     out = json.loads(result.output)
     w = out["widths"]
     assert len(w) == 24 and sum(w) == 98304
-    assert all(x % 16 == 0 for x in w) and all(a >= b for a, b in zip(w, w[1:], strict=False))
+    assert all(x % 16 == 0 for x in w) and all(a >= b for a, b in itertools.pairwise(w))
 
 
 def test_widths_bad_request_exits_2() -> None:
@@ -116,7 +117,8 @@ def test_fast_commands_import_neither_torch_nor_ray() -> None:
         "import tlmsearch, tlmsearch.cli, tlmsearch.schedules, tlmsearch.space, tlmsearch.config\n"
         "import tlmsearch.budget, tlmsearch.summary\n"
         "from typer.testing import CliRunner\n"
-        f"r = CliRunner().invoke(tlmsearch.cli.app, ['validate', {str(ROOT / 'studies/quickstart.yaml')!r}])\n"
+        f"study = {str(ROOT / 'studies/quickstart.yaml')!r}\n"
+        "r = CliRunner().invoke(tlmsearch.cli.app, ['validate', study])\n"
         "assert r.exit_code == 0, r.output\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'optuna', 'plotly') if m in sys.modules)\n"
         "print(heavy)\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -110,7 +111,7 @@ def test_ramps_are_monotone_in_their_direction(
     except ScheduleError:
         return
     w = plan.widths
-    pairs = list(zip(w, w[1:], strict=False))
+    pairs = list(itertools.pairwise(w))
     if r_start >= r_end:
         assert all(a >= b for a, b in pairs)  # tapering: non-increasing
     else:
@@ -156,7 +157,7 @@ def test_sigmoid_profile_hits_both_ratios_exactly(k: float) -> None:
     prof = profile("sigmoid", 9, r_start=1.7, r_end=0.3, k=k)
     assert prof[0] == pytest.approx(1.7, abs=1e-12) and prof[-1] == pytest.approx(0.3, abs=1e-12)
     # steeper k concentrates the drop mid-stack: the middle step is the largest
-    steps = [a - b for a, b in zip(prof, prof[1:], strict=False)]
+    steps = [a - b for a, b in itertools.pairwise(prof)]
     assert max(steps) == pytest.approx(steps[len(steps) // 2], rel=1e-9) or k < 1
 
 
