@@ -1,0 +1,43 @@
+"""Batches: random windows from a memory-mapped token array, and the fixed validation windows.
+
+The window starts come from a NumPy generator seeded by the trial's seed alone, so every candidate
+of a seed sees the same data in the same order (paired comparisons).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class Batches:
+    """Random (x, y) windows of ``seq_len`` tokens; deterministic per ``seed``.
+
+    Example: ``x, y = Batches(tokens, 256, seed=0).next(16)`` gives two (16, 256) int64 tensors,
+    y shifted by one.
+    """
+
+    def __init__(self, tokens: np.ndarray, seq_len: int, *, seed: int) -> None:
+        if tokens.ndim != 1 or tokens.size < seq_len + 1:
+            raise ValueError(f"need >= seq_len + 1 = {seq_len + 1} tokens, got {tokens.size}")
+        self.tokens = tokens
+        self.seq_len = seq_len
+        self.rng = np.random.default_rng(seed)
+        self._offsets = np.arange(seq_len + 1)
+
+    def next(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
+        win = torch.from_numpy(self.tokens[starts[:, None] + self._offsets].astype(np.int64))
+        return win[:, :-1], win[:, 1:]  # (B, T), (B, T)
+
+
+def val_windows(tokens: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Consecutive windows overlapping by one token: every token but the first is predicted once.
+
+    ``tokens`` has ``1 + k * seq_len`` entries; returns (k, T) inputs and targets.
+    """
+    k = (tokens.size - 1) // seq_len
+    arr = torch.from_numpy(np.asarray(tokens[: 1 + k * seq_len]).astype(np.int64))
+    x = arr[:-1].view(k, seq_len)
+    y = arr[1:].view(k, seq_len)
+    return x, y
