@@ -1,15 +1,153 @@
 """Parameters and FLOPs per token, counted analytically from a model config and its widths.
 
 No torch: ``tlmsearch validate`` uses it to show that every schedule keeps the budget exactly.
+The counts mirror :mod:`tlmsearch.models` term by term; tests check them against the built
+models (``sum(p.numel())``) and against ``torch.utils.flop_counter`` for every architecture.
+
+>>> from tlmsearch.config import ModelConfig
+>>> cfg = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
+>>> count_params(cfg, [96, 32], vocab_size=256).total == count_params(cfg, [64, 64], 256).total
+True
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
 
 from tlmsearch.config import ModelConfig
 
 
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameter counts. ``embedding`` is the token embedding plus an untied LM head;
+    ``non_embedding = total - embedding`` (Kaplan et al. 2020, arXiv 2001.08361);
+    ``mlp`` is every SwiGLU MLP weight (the part that tapering moves between layers)."""
+
+    total: int
+    non_embedding: int
+    mlp: int
+    embedding: int
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs per token (a multiply-add is 2 FLOPs).
+
+    ``dense``: 2 x the weights of every projection a token passes through, LM head included.
+    ``attention``: q.k and attention x v of causal softmax attention, counted over the full
+    T x T square as ``F.scaled_dot_product_attention`` is counted by ``torch.utils.flop_counter``
+    (the PaLM convention, arXiv 2204.02311): 4 * d_model * seq_len per attention layer.
+    ``memory``: the Titans memory (reads, and writes: forward, closed-form gradients).
+    ``forward`` is their sum; ``training = 3 * forward`` (backward costs twice the forward, the
+    convention behind 6N and MFU; the Titans write's second-order backward costs more than
+    that, so its MFU is conservative). Norms, activations and softmax are not counted.
+    """
+
+    dense: int
+    attention: int
+    memory: int
+    forward: int
+    training: int
+
+
 def mlp_params(model: ModelConfig, widths: Sequence[int]) -> int:
-    """Weights of all MLPs: a SwiGLU MLP of width w has 3 * d_model * w (no biases)."""
-    return 3 * model.d_model * sum(widths)
+    """Weights of all MLPs: a SwiGLU MLP of width w has 3 * d_model * w (no biases);
+    hope_attention has ``hope.levels`` such MLPs per layer."""
+    return _mlps_per_layer(model) * 3 * model.d_model * sum(widths)
+
+
+def _mlps_per_layer(model: ModelConfig) -> int:
+    return model.hope.levels if model.arch == "hope_attention" else 1
+
+
+def _memory_dims(model: ModelConfig) -> list[int]:
+    """Mirror of ``tlmsearch.models.titans.memory_dims``."""
+    hs, opt = model.head_dim, model.titans
+    return [hs] + [opt.memory_expansion * hs] * (opt.memory_depth - 1) + [hs]
+
+
+def _mixers(model: ModelConfig) -> tuple[int, int, int]:
+    """Per layer, outside the MLPs: (parameters, projection weights a token uses, attentions)."""
+    d, h = model.d_model, model.n_head
+    attention = 4 * d * d  # fused q/k/v and the output projection
+    if model.arch in ("transformer", "hope_attention"):
+        return d + attention, attention, 1  # + the mixer's norm gain
+    if model.arch == "gated_attention":
+        gate = d * (h if model.gated_attention.gate == "headwise" else d)
+        return d + attention + gate, attention + gate, 1
+    if model.arch == "titans":
+        dims = _memory_dims(model)
+        memory_init = h * sum(a * b for a, b in pairwise(dims))  # W_0 per head
+        gates = 3 * h * (d + 1)  # theta, eta, alpha logits: weights and biases
+        params = d + 4 * d * d + gates + memory_init  # norm, q/k/v/output, gates, W_0
+        linear, n_attn = 4 * d * d + 3 * h * d, 0
+        if model.titans.with_attention:  # MAL: + a norm and an attention layer
+            params, linear, n_attn = params + d + attention, linear + attention, 1
+        return params, linear, n_attn
+    raise ValueError(f"model.arch: {model.arch!r} is unknown")
+
+
+def _check(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> None:
+    if len(widths) != model.n_layer:
+        raise ValueError(f"widths has {len(widths)} entries but model.n_layer is {model.n_layer}")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2, but got {vocab_size=}")
+
+
+def non_embedding_params(model: ModelConfig, widths: Sequence[int]) -> int:
+    """Parameters outside the token embedding and LM head (independent of the vocabulary)."""
+    mixer, _, _ = _mixers(model)
+    norms = _mlps_per_layer(model) * model.d_model  # one norm gain per MLP
+    return model.n_layer * (mixer + norms) + mlp_params(model, widths) + model.d_model
+
+
+def count_params(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> ParamCount:
+    """Exact parameter counts of ``build_model(model, widths, vocab_size)``."""
+    _check(model, widths, vocab_size)
+    embedding = vocab_size * model.d_model * (1 if model.tie_embeddings else 2)
+    non_emb = non_embedding_params(model, widths)
+    return ParamCount(
+        total=non_emb + embedding,
+        non_embedding=non_emb,
+        mlp=mlp_params(model, widths),
+        embedding=embedding,
+    )
+
+
+def _memory_flops(model: ModelConfig, seq_len: int) -> int:
+    """Titans memory FLOPs for one sequence of one batch row, all layers (see titans.py)."""
+    dims = _memory_dims(model)
+    m = [a * b for a, b in pairwise(dims)]
+    size = min(model.titans.chunk_size, seq_len)
+    n_chunks = -(-seq_len // size)
+    read = 2 * sum(m)  # M(q), per token
+    # A written chunk also runs M(k) (2 sum m), the two weighted weight gradients (4 sum m) and
+    # the backward through the hidden layers (2 m_i for every layer but the first).
+    write = 2 * sum(m) + 4 * sum(m) + 2 * sum(m[1:])
+    per_head = n_chunks * size * read + (n_chunks - 1) * size * write
+    return model.n_layer * model.n_head * per_head
+
+
+def flops_per_token(
+    model: ModelConfig, widths: Sequence[int], vocab_size: int, seq_len: int
+) -> FlopCount:
+    """Forward and training FLOPs per token of a sequence of ``seq_len`` tokens."""
+    _check(model, widths, vocab_size)
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1, but got {seq_len=}")
+    d = model.d_model
+    _, linear, n_attn = _mixers(model)
+    dense = 2 * (model.n_layer * linear + mlp_params(model, widths) + d * vocab_size)
+    attention = model.n_layer * n_attn * 4 * d * seq_len
+    memory = 0
+    if model.arch == "titans":
+        total = _memory_flops(model, seq_len)
+        if total % seq_len:  # keep integers exact: report the ceiling
+            total += seq_len - total % seq_len
+        memory = total // seq_len
+    forward = dense + attention + memory
+    return FlopCount(
+        dense=dense, attention=attention, memory=memory, forward=forward, training=3 * forward
+    )

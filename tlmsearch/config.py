@@ -57,14 +57,17 @@ class TitansOptions(Strict):
     memory_depth: int = Field(2, ge=2)  # layers of the memory MLP M
     memory_expansion: int = Field(2, ge=1)  # hidden width of M = expansion * head dim
     chunk_size: int = Field(64, ge=1)  # tokens per parallel chunk (gradients at chunk start)
-    with_attention: bool = True  # MAL: attention layer before the memory layer
+    with_attention: bool = True  # MAL: the memory layer, then a causal attention layer
+    max_lr: float = Field(0.01, gt=0)  # inner learning rate theta_t = max_lr * sigmoid(...)
 
 
 class HopeOptions(Strict):
     """Nested Learning (arXiv 2512.24695): a continuum memory system of MLP levels."""
 
-    levels: int = Field(2, ge=1)  # MLPs chained per layer
-    periods: list[int] = Field(default_factory=lambda: [1, 4])  # level i updates every C_i steps
+    levels: int = Field(2, ge=1)  # SwiGLU MLPs chained per layer, each of the layer's width
+    # level i's parameters take an optimizer step every periods[i] steps, with the gradient
+    # summed over those steps (see tlmsearch/models/hope.py)
+    periods: list[int] = Field(default_factory=lambda: [1, 4])
 
     @model_validator(mode="after")
     def _periods(self) -> HopeOptions:

@@ -1,0 +1,195 @@
+"""Parts every tlmsearch model shares: RMSNorm, RoPE, the SwiGLU MLP, the block and the causal LM.
+
+A block is ``x = x + mixer(norm(x))`` for each of its mixers, then ``x = x + mlp(norm(x))``
+for each of its MLPs (Llama-style pre-norm residual blocks). Only the MLP hidden width changes
+with depth (Tapered Language Models, arXiv 2606.23670): a block receives its final width and
+never rescales it. Mixers take ``(x, rope)`` and return a tensor shaped like ``x``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm with a learned gain (Zhang & Sennrich 2019, arXiv 1910.07467)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding tables (Su et al. 2021, arXiv 2104.09864), computed per length."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.arange(seq_len, device=self.inv_freq.device, dtype=torch.float32)
+        freqs = torch.outer(t, self.inv_freq)  # (T, hs/2)
+        return freqs.cos(), freqs.sin()
+
+
+def apply_rope(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate ``x`` (B, nh, T, hs) by position; the halves layout of Llama / GPT-NeoX."""
+    cos, sin = rope
+    x1, x2 = x.float().chunk(2, dim=-1)
+    out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.type_as(x)
+
+
+class SwiGLU(nn.Module):
+    """``w2(silu(w1 x) * w3 x)``, hidden width ``width`` (Shazeer 2020, arXiv 2002.05202).
+
+    3 * d_model * width weights, no biases: equal mean width means equal parameters and FLOPs.
+    """
+
+    def __init__(self, d_model: int, width: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, width, bias=False)
+        self.w3 = nn.Linear(d_model, width, bias=False)
+        self.w2 = nn.Linear(width, d_model, bias=False)
+        self.w2.residual_out = True  # scaled at init (GPT-2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal softmax attention with RoPE through ``F.scaled_dot_product_attention``.
+
+    Llama-style (Touvron et al. 2023, arXiv 2302.13971): fused q/k/v projection, no biases.
+    """
+
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        self.proj.residual_out = True
+
+    def attend(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """The heads' outputs before the output projection, (B, T, nh, hs)."""
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        q, k = apply_rope(q, rope), apply_rope(k, rope)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2)  # (B, T, nh, hs)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        y = self.attend(x, rope)
+        return self.proj(y.reshape(x.shape))
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: every mixer, then every MLP, each ``x = x + f(norm(x))``."""
+
+    def __init__(
+        self, mixers: Sequence[nn.Module], mlps: Sequence[nn.Module], d_model: int, eps: float
+    ) -> None:
+        super().__init__()
+        self.mixer_norms = nn.ModuleList(RMSNorm(d_model, eps) for _ in mixers)
+        self.mixers = nn.ModuleList(mixers)
+        self.mlp_norms = nn.ModuleList(RMSNorm(d_model, eps) for _ in mlps)
+        self.mlps = nn.ModuleList(mlps)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        for norm, mixer in zip(self.mixer_norms, self.mixers, strict=True):
+            x = x + mixer(norm(x), rope)
+        for norm, mlp in zip(self.mlp_norms, self.mlps, strict=True):
+            x = x + mlp(norm(x))
+        return x
+
+    def before_optimizer_step(self, step: int) -> None:
+        """A no-op: most blocks need nothing from the trainer (see CausalLM)."""
+
+
+class CausalLM(nn.Module):
+    """Token embedding, blocks, final RMSNorm, LM head (optionally tied to the embedding).
+
+    ``model(idx)`` with ``idx`` (B, T) returns float logits (B, T, vocab_size).
+    """
+
+    def __init__(
+        self,
+        blocks: Sequence[Block],
+        *,
+        vocab_size: int,
+        d_model: int,
+        head_dim: int,
+        rope_theta: float = 10000.0,
+        norm_eps: float = 1e-5,
+        tie_embeddings: bool = True,
+        init_std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab_size, d_model)
+        self.rotary = Rotary(head_dim, rope_theta)
+        self.blocks = nn.ModuleList(blocks)
+        self.norm_f = RMSNorm(d_model, norm_eps)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_embeddings:
+            self.lm_head.weight = self.wte.weight  # Press & Wolf 2017, arXiv 1608.05859
+        self.init_weights(init_std)
+
+    @torch.no_grad()
+    def init_weights(self, std: float) -> None:
+        """N(0, std) for matrices and embeddings; residual output projections get
+        std / sqrt(number of residual branches) so the stream's variance does not grow with
+        depth (GPT-2). Modules with their own ``init_extra(std)`` set their special parameters.
+        Draws follow module order, so a seed gives the same model every time."""
+        branches = sum(len(b.mixers) + len(b.mlps) for b in self.blocks)
+        for module in self.modules():
+            if module is self.lm_head and self.lm_head.weight is self.wte.weight:
+                continue  # tied: already drawn as the embedding
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                scale = 1 / math.sqrt(branches) if getattr(module, "residual_out", False) else 1
+                nn.init.normal_(module.weight, mean=0.0, std=std * scale)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for module in self.modules():  # after the generic pass, which they may override
+            if hasattr(module, "init_extra"):
+                module.init_extra(std)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.wte(idx)  # (B, T, d)
+        rope = self.rotary(idx.size(1))
+        for block in self.blocks:
+            x = block(x, rope)
+        return self.lm_head(self.norm_f(x)).float()
+
+    def before_optimizer_step(self, step: int) -> None:
+        """Call after backward and gradient clipping, right before ``optimizer.step()``.
+
+        ``step`` is the 0-based index of the optimizer step about to be taken; the trainer then
+        calls ``optimizer.zero_grad(set_to_none=True)``. A no-op except for architectures whose
+        parameters update at their own frequency (hope_attention: levels that skip steps set
+        their ``.grad`` to None, which AdamW skips, and keep the gradient for later).
+        """
+        for block in self.blocks:
+            block.before_optimizer_step(step)
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """AdamW groups: decay on matrices and embeddings (ndim >= 2), none on norm gains,
+        biases and other vectors or scalars."""
+        decay, no_decay = [], []
+        for p in self.parameters():  # tied weights appear once
+            if p.requires_grad:
+                (decay if p.ndim >= 2 else no_decay).append(p)
+        return [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
