@@ -1,0 +1,133 @@
+"""Peak FLOP/s for model FLOPs utilisation (MFU, arXiv 2204.02311 appendix B).
+
+On a CPU the peak is measured once per machine (CPU model, torch version, thread count) by a short
+bf16 matmul calibration and cached as JSON; bf16 is the peak on CPUs with AVX512-BF16 or AMX
+(about 4.5x fp32 on the machine in notes/cpu.md), fp32 elsewhere. On a GPU it comes from a
+table of dense bf16 tensor-core peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets.
+GPU_PEAK_BF16 = {
+    "H200": 989e12,
+    "H100 SXM": 989e12,
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "H100": 989e12,
+    "GH200": 989e12,
+    "B200": 2250e12,
+    "A100": 312e12,
+    "A10G": 70e12,
+    "A10": 125e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "RTX 4090": 165e12,
+    "RTX 3090": 71e12,
+    "V100": 125e12,  # fp16 tensor cores (no bf16 on Volta)
+    "T4": 65e12,
+}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_has_bf16() -> bool:
+    """Native bf16 matmuls (AVX512-BF16 or AMX): then bf16 autocast pays on this CPU."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        return True
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()) and "avx512" in flags
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def measure_matmul(dtype: torch.dtype, n: int = 1024, seconds: float = 0.4) -> float:
+    """FLOP/s of ``n x n @ n x n`` matmuls in ``dtype`` on the current thread count (best of 3)."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    for _ in range(2):
+        torch.mm(a, b)
+    best = 0.0
+    for _ in range(3):
+        reps, t0 = 0, time.perf_counter()
+        while True:
+            torch.mm(a, b)
+            reps += 1
+            dt = time.perf_counter() - t0
+            if dt >= seconds / 3:
+                break
+        best = max(best, 2 * n**3 * reps / dt)
+    return best
+
+
+def _cache_file(cache_dir: str | Path | None) -> Path:
+    root = cache_dir or os.environ.get("TLMSEARCH_CACHE") or "~/.cache/tlmsearch"
+    return Path(root).expanduser() / "mfu_peak.json"
+
+
+def cpu_peak(threads: int | None = None, cache_dir: str | Path | None = None) -> float:
+    """The measured CPU matmul peak for ``threads`` threads, calibrated once and cached."""
+    threads = threads or torch.get_num_threads()
+    dtype = torch.bfloat16 if cpu_has_bf16() else torch.float32
+    key = f"{cpu_name()}|torch {torch.__version__}|{dtype}|threads={threads}"
+    path = _cache_file(cache_dir)
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    if isinstance(table.get(key), int | float) and table[key] > 0:
+        return float(table[key])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        peak = measure_matmul(dtype)
+    finally:
+        torch.set_num_threads(before)
+    table[key] = peak
+    try:  # written atomically: trials calibrating at once must not see half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(table, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return peak
+
+
+def gpu_peak(device: torch.device) -> float | None:
+    name = torch.cuda.get_device_name(device)
+    for key in sorted(GPU_PEAK_BF16, key=len, reverse=True):  # most specific name first
+        if key in name:
+            return GPU_PEAK_BF16[key]
+    return None
+
+
+def peak_flops(
+    device: torch.device, threads: int | None = None, cache_dir: str | Path | None = None
+) -> float | None:
+    """Peak FLOP/s of ``device`` (None when unknown: MFU is then reported as NaN)."""
+    if device.type == "cuda":
+        return gpu_peak(device)
+    if device.type == "cpu":
+        return cpu_peak(threads, cache_dir)
+    return None

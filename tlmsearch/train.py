@@ -1,0 +1,379 @@
+"""One proxy training run: a model of given per-layer widths, trained for a token budget.
+
+``train_proxy`` builds the model from a fixed init seed, draws batches in a fixed order for that
+seed (so candidates of one seed compare paired), trains with AdamW (no decay on norms and biases),
+linear warm-up then cosine or warmup-stable-decay (WSD, arXiv 2404.06395) learning rate, gradient
+clipping and accumulation, bf16 autocast where the hardware has it and optional ``torch.compile``.
+At fixed token checkpoints it evaluates on the same validation tokens and hands the metrics to
+``on_eval``. Divergence ends the run with status ``diverged``, never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tlmsearch.config import ModelConfig, TrainConfig
+from tlmsearch.data.batches import Batches, val_windows
+from tlmsearch.data.prepare import PreparedData
+from tlmsearch.errors import ConfigError
+
+EVAL_KEYS = (
+    "tokens",
+    "train_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpb",
+    "tokens_per_s",
+    "mfu",
+    "lr",
+    "wall_s",
+)
+
+
+@dataclass
+class TrainSummary:
+    """What a run did. ``metrics`` is the last eval; ``curve`` all evals in order."""
+
+    status: str  # completed | diverged | stopped
+    reason: str
+    tokens: int
+    metrics: dict[str, float]
+    curve: list[dict[str, float]]
+    wall_s: float
+    n_params: int
+    n_params_nonemb: int
+    flops_per_token: float
+    setup: dict[str, Any] = field(default_factory=dict)  # device, dtype, compile, threads, batch
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -------------------------------------------------------------------------------------------------
+# Learning rate
+
+
+def lr_at(tokens: int, cfg: TrainConfig) -> float:
+    """The learning rate for a step that starts after ``tokens`` training tokens.
+
+    Linear warm-up to ``lr`` over ``warmup_tokens``, then cosine to ``min_lr_ratio * lr`` at
+    ``cfg.tokens``, or (WSD) constant until the last ``decay_fraction`` of the run and a linear
+    decay to the minimum.
+    """
+    peak, low = cfg.lr, cfg.lr * cfg.min_lr_ratio
+    if tokens < cfg.warmup_tokens:
+        return peak * (tokens + 1) / cfg.warmup_tokens
+    if cfg.lr_schedule == "cosine":
+        p = min(1.0, (tokens - cfg.warmup_tokens) / max(1, cfg.tokens - cfg.warmup_tokens))
+        return low + (peak - low) * 0.5 * (1.0 + math.cos(math.pi * p))
+    decay_start = max(cfg.warmup_tokens, cfg.tokens - cfg.decay_fraction * cfg.tokens)
+    if tokens < decay_start:
+        return peak
+    p = min(1.0, (tokens - decay_start) / max(1.0, cfg.tokens - decay_start))
+    return peak + (low - peak) * p
+
+
+# -------------------------------------------------------------------------------------------------
+# Setup
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(
+            f"device: {device!r} is not a torch device; use auto, cpu or cuda"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device: {device!r} but CUDA is not available; use auto or cpu")
+    return dev
+
+
+def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
+    """bf16 autocast where the hardware computes in bf16 natively, else fp32."""
+    if cfg.dtype == "fp32":
+        return torch.float32
+    if device.type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+    else:
+        from tlmsearch.mfu import cpu_has_bf16
+
+        ok = cpu_has_bf16()
+    if cfg.dtype == "bf16" and not ok:
+        raise ConfigError(
+            f"train.dtype: bf16 but this {device.type} has no native bf16; use auto or fp32"
+        )
+    return torch.bfloat16 if ok else torch.float32
+
+
+def resolve_compile(cfg: TrainConfig) -> bool:
+    """``auto`` compiles when the run is long enough to repay the ~25-40 s compile."""
+    if cfg.compile == "auto":
+        return cfg.tokens >= 2_000_000
+    return cfg.compile == "on"
+
+
+def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
+    """(micro batch in sequences, accumulation steps) for ``batch_tokens`` per optimizer step."""
+    seqs = max(1, cfg.batch_tokens // seq_len)
+    micro = min(cfg.micro_batch_size, seqs)
+    return micro, max(1, seqs // micro)
+
+
+def _counts(
+    model: torch.nn.Module, model_cfg: ModelConfig, widths: Sequence[int], vocab: int, seq: int
+) -> tuple[int, int, float]:
+    """(parameters, non-embedding parameters, training FLOPs per token), analytically."""
+    from tlmsearch import budget
+
+    params = budget.count_params(model_cfg, widths, vocab)
+    flops = budget.flops_per_token(model_cfg, widths, vocab, seq).training
+    return int(params.total), int(params.non_embedding), float(flops)
+
+
+def _autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+# -------------------------------------------------------------------------------------------------
+# Evaluation
+
+
+@torch.inference_mode()
+def evaluate(
+    model: torch.nn.Module,
+    vx: torch.Tensor,
+    vy: torch.Tensor,
+    batch: int,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> float:
+    """Summed next-token NLL (nats) over all validation windows."""
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for i in range(0, vx.size(0), batch):
+        x = vx[i : i + batch].to(device, non_blocking=True)
+        y = vy[i : i + batch].to(device, non_blocking=True)
+        with _autocast(device, dtype):
+            logits = model(x)
+        total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
+    model.train(was_training)
+    return total
+
+
+# -------------------------------------------------------------------------------------------------
+# Training
+
+
+def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
+    if not enabled:
+        return None, None
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("train"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} tokens"),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    bar.start()
+    return bar, bar.add_task("train", total=total, info="")
+
+
+def train_proxy(
+    model_cfg: ModelConfig,
+    widths: Sequence[int],
+    data: PreparedData,
+    train_cfg: TrainConfig,
+    *,
+    seed: int,
+    threads: int | None = None,
+    on_eval: Callable[[dict], object] | None = None,
+    device: str = "auto",
+    progress: bool = False,
+) -> TrainSummary:
+    """Train one proxy for ``train_cfg.tokens`` tokens and evaluate it at fixed checkpoints.
+
+    Example::
+
+        data = prepare_data(cfg.data)
+        s = train_proxy(cfg.model, widths, data, cfg.train, seed=0)
+        s.status, s.metrics["val_bpb"]
+    """
+    from tlmsearch.mfu import peak_flops
+    from tlmsearch.models import build_model
+
+    t_start = time.perf_counter()
+    dev = resolve_device(device)
+    n_threads = threads or train_cfg.threads
+    if n_threads and dev.type == "cpu":
+        torch.set_num_threads(n_threads)
+    dtype = resolve_dtype(train_cfg, dev)
+    use_compile = resolve_compile(train_cfg)
+    vocab = data.vocab_size
+    if model_cfg.vocab_size is not None and model_cfg.vocab_size < vocab:
+        raise ConfigError(
+            f"model.vocab_size ({model_cfg.vocab_size}) is below the data's vocabulary "
+            f"({vocab}); remove model.vocab_size or raise it"
+        )
+    vocab = model_cfg.vocab_size or vocab
+    seq = data.seq_len
+
+    # The same init stream and the same data order for every candidate of a seed.
+    torch.manual_seed(seed)
+    model = build_model(model_cfg, widths, vocab).to(dev)
+    model.train()
+    n_params, n_nonemb, fpt = _counts(model, model_cfg, widths, vocab, seq)
+    batches = Batches(data.train_tokens(), seq, seed=seed)
+    vx, vy = val_windows(data.val_tokens(), seq)
+    n_val_pred = vx.numel()
+
+    fused = dev.type == "cuda"
+    optimizer = torch.optim.AdamW(
+        model.param_groups(train_cfg.weight_decay),
+        lr=train_cfg.lr,
+        betas=tuple(train_cfg.betas),
+        fused=fused or None,
+    )
+
+    def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with _autocast(dev, dtype):
+            logits = model(x)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+
+    step_loss = torch.compile(loss_of) if use_compile else loss_of
+
+    micro, accum = batch_shape(train_cfg, seq)
+    step_tokens = micro * accum * seq
+    n_steps = max(1, math.ceil(train_cfg.tokens / step_tokens))
+    interval = train_cfg.eval_interval
+    peak = peak_flops(dev, n_threads)
+    setup = {
+        "device": str(dev),
+        "dtype": str(dtype).removeprefix("torch."),
+        "compile": use_compile,
+        "threads": torch.get_num_threads() if dev.type == "cpu" else None,
+        "micro_batch": micro,
+        "accum": accum,
+        "step_tokens": step_tokens,
+        "steps": n_steps,
+        "peak_flops": peak,
+    }
+
+    curve: list[dict[str, float]] = []
+    status, reason = "completed", ""
+    tokens = 0
+    start_loss: float | None = None
+    loss_sum, loss_n = 0.0, 0
+    train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
+    next_eval = interval
+    bar, task = _progress(progress, n_steps * step_tokens)
+    try:
+        for step in range(n_steps):
+            lr = lr_at(tokens, train_cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            t0 = time.perf_counter()
+            step_loss_sum = 0.0
+            for _ in range(accum):
+                x, y = batches.next(micro)
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                loss = step_loss(x, y)
+                (loss / accum).backward()
+                step_loss_sum += loss.item()
+            loss_val = step_loss_sum / accum
+            if start_loss is None:
+                start_loss = loss_val
+            if not math.isfinite(loss_val):
+                status, reason = "diverged", f"loss is {loss_val} at {tokens:,} tokens"
+                break
+            if loss_val > train_cfg.divergence_factor * start_loss:
+                status = "diverged"
+                reason = (
+                    f"loss {loss_val:.3f} > {train_cfg.divergence_factor:g} x its start "
+                    f"{start_loss:.3f} at {tokens:,} tokens"
+                )
+                break
+            if train_cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+            model.before_optimizer_step(step)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            dt = time.perf_counter() - t0
+            tokens += step_tokens
+            loss_sum += loss_val
+            loss_n += 1
+            if step > 0:
+                train_time += dt
+                timed_tokens += step_tokens
+            if bar is not None:
+                bar.update(task, advance=step_tokens, info=f"loss {loss_val:.3f}")
+            if tokens >= next_eval or step == n_steps - 1:
+                while next_eval <= tokens:
+                    next_eval += interval
+                nll = evaluate(model, vx, vy, micro, dev, dtype)
+                val_loss = nll / n_val_pred
+                tps = timed_tokens / train_time if train_time > 0 else float("nan")
+                row = {
+                    "tokens": tokens,
+                    "train_loss": loss_sum / max(1, loss_n),
+                    "val_loss": val_loss,
+                    "val_ppl": math.exp(min(val_loss, 700.0)),
+                    "val_bpb": nll / (math.log(2) * data.val_bytes)
+                    if data.val_bytes
+                    else float("nan"),
+                    "tokens_per_s": tps,
+                    "mfu": tps * fpt / peak if peak else float("nan"),
+                    "lr": lr,
+                    "wall_s": time.perf_counter() - t_start,
+                }
+                curve.append(row)
+                loss_sum, loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
+                if bar is not None:
+                    bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
+                if not math.isfinite(val_loss):
+                    status, reason = "diverged", f"val loss is {val_loss} at {tokens:,} tokens"
+                    break
+                if on_eval is not None:
+                    answer = on_eval(dict(row))
+                    if answer is True or answer == "stop":
+                        status, reason = "stopped", f"stopped by the caller at {tokens:,} tokens"
+                        break
+    finally:
+        if bar is not None:
+            bar.stop()
+    return TrainSummary(
+        status=status,
+        reason=reason or f"trained {tokens:,} tokens",
+        tokens=tokens,
+        metrics=dict(curve[-1]) if curve else {},
+        curve=curve,
+        wall_s=time.perf_counter() - t_start,
+        n_params=n_params,
+        n_params_nonemb=n_nonemb,
+        flops_per_token=fpt,
+        setup=setup,
+    )
