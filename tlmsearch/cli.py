@@ -126,5 +126,83 @@ def widths(
     )
 
 
+data_app = typer.Typer(help="Prepare corpora and token files.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("prepare")
+def data_prepare(
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(help="classics (built in), text files or folders, or .bin/.npy tokens"),
+    ] = None,
+    study: Annotated[
+        Path | None, typer.Option(help="Take the data section from this study YAML")
+    ] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="bpe, bytes or file")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="BPE vocabulary size")] = None,
+    tokenizer_path: Annotated[str | None, typer.Option(help="A tokenizer.json")] = None,
+    token_vocab_size: Annotated[
+        int | None, typer.Option(help="Vocabulary of token files without a sidecar")
+    ] = None,
+    cache_dir: Annotated[str | None, typer.Option(help="Default: $TLMSEARCH_CACHE")] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Prepare (or find in the cache) token arrays: tokenizer, train/val/test, manifest."""
+    from tlmsearch.data.cli import prepare_command
+
+    try:
+        prepare_command(
+            sources=sources or [],
+            study=study,
+            tokenizer=tokenizer,
+            vocab_size=vocab_size,
+            tokenizer_path=tokenizer_path,
+            token_vocab_size=token_vocab_size,
+            cache_dir=cache_dir,
+            overrides=set_ or [],
+            console=_console(),
+        )
+    except ConfigError as err:
+        _bad_input(err)
+
+
+@app.command()
+def train(
+    study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/quickstart.yaml")],
+    set_: SetOpt = None,
+    candidate: Annotated[
+        str, typer.Option(help='uniform, or JSON parameters: \'{"shape": "cosine"}\'')
+    ] = "uniform",
+    seed: Annotated[int | None, typer.Option(help="Default: the study's first seed")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+) -> None:
+    """Train one candidate of a study outside any search: a sanity check before searching."""
+    from tlmsearch.config import load_study
+    from tlmsearch.train import parse_candidate, train_candidate
+
+    try:
+        cfg = load_study(study, set_ or [])
+        cand = parse_candidate(candidate)
+        widths_, s = train_candidate(cfg, cand, seed=seed, device=device, progress=True)
+    except ConfigError as err:
+        _bad_input(err)
+    m = s.metrics
+    typer.echo(
+        f"{s.status}: {s.reason}; widths {list(widths_)}; params {s.n_params:,} "
+        f"({s.n_params_nonemb:,} non-embedding); "
+        + (
+            f"val_loss {m['val_loss']:.4f} val_ppl {m['val_ppl']:.2f} val_bpb "
+            f"{m['val_bpb']:.4f}; {m['tokens_per_s']:,.0f} tokens/s, MFU {m['mfu']:.1%}; "
+            if m
+            else ""
+        )
+        + f"{s.wall_s:.1f} s ({s.setup.get('dtype')}, compile {s.setup.get('compile')}, "
+        f"{s.setup.get('threads')} thread(s))"
+    )
+    if s.status == "diverged":
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     sys.exit(app())

@@ -377,3 +377,65 @@ def train_proxy(
         flops_per_token=fpt,
         setup=setup,
     )
+
+
+# -------------------------------------------------------------------------------------------------
+# One candidate of a study, outside any search (``tlmsearch train``)
+
+
+def parse_candidate(text: str) -> dict[str, Any]:
+    """``uniform`` or a JSON object of schedule parameters, e.g. ``{"shape": "cosine"}``."""
+    import json
+
+    from tlmsearch.space import UNIFORM
+
+    if text.strip() == "uniform":
+        return dict(UNIFORM)
+    try:
+        cand = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"--candidate: {text!r} is not 'uniform' or JSON ({err.msg}); e.g. "
+            '\'{"shape": "cosine", "r_start": 1.5}\''
+        ) from None
+    if not isinstance(cand, dict):
+        raise ConfigError(f"--candidate: expected a JSON object of parameters, got {text!r}")
+    return cand
+
+
+def train_candidate(
+    cfg: Any,
+    candidate: dict[str, Any],
+    *,
+    seed: int | None = None,
+    device: str = "auto",
+    progress: bool = True,
+    on_eval: Callable[[dict], object] | None = None,
+) -> tuple[tuple[int, ...], TrainSummary]:
+    """Widths of ``candidate`` for the study's proxy model, then ``train_proxy`` on its data."""
+    from tlmsearch.data import prepare_data
+    from tlmsearch.schedules import ScheduleError
+
+    model = cfg.model
+    try:
+        plan = cfg.space.widths(
+            candidate,
+            n_layer=model.n_layer,
+            d_ff=model.d_ff_uniform,
+            multiple_of=model.multiple_of,
+        )
+    except (ScheduleError, TypeError, ValueError) as err:
+        raise ConfigError(f"--candidate: {candidate} gives no valid widths: {err}") from None
+    data = prepare_data(cfg.data, progress=progress)
+    summary = train_proxy(
+        model,
+        plan.widths,
+        data,
+        cfg.train,
+        seed=cfg.search.seeds[0] if seed is None else seed,
+        threads=cfg.train.threads,
+        on_eval=on_eval,
+        device=device,
+        progress=progress,
+    )
+    return tuple(plan.widths), summary
