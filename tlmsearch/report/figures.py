@@ -1,0 +1,446 @@
+"""Thin plotly functions: one collect result (:mod:`.collect`) in, one figure out.
+
+Hover everywhere shows the trial id, parameters and widths. Many trials stay cheap: each figure
+draws a handful of traces (learning curves are one trace per state with gaps between trials),
+never one trace per trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tlmsearch.report.collect import (
+    Curves,
+    Deltas,
+    Importances,
+    Parallel,
+    Pareto,
+    Profiles,
+    RatioFront,
+    label,
+)
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+UNIFORM_COLOR = "#555555"
+FADED = "rgba(150,150,150,0.35)"
+STATE_STYLE = {  # colour, opacity of learning curves per trial state
+    "COMPLETE": ("#1f77b4", 0.8),
+    "RUNNING": ("#2ca02c", 0.9),
+    "PRUNED": ("#999999", 0.35),
+    "FAIL": ("#d62728", 0.5),
+}
+HOVER = "%{text}<extra></extra>"
+
+
+def _layout(fig: go.Figure, title: str, **kw: object) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01},
+        template="plotly_white",
+        height=kw.pop("height", 460),
+        margin={"l": 70, "r": 30, "t": 70, "b": 60},
+        legend={"orientation": "v"},
+        hoverlabel={"align": "left"},
+        **kw,
+    )
+    return fig
+
+
+def _note(fig: go.Figure, text: str) -> go.Figure:
+    """An empty figure still renders (axes and a message), so the page layout never jumps."""
+    fig.add_annotation(
+        text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 15}
+    )
+    return fig
+
+
+def _shape_colors(shapes: Sequence[str]) -> dict[str, str]:
+    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(sorted(set(shapes)))}
+
+
+# -------------------------------------------------------------------------------------------------
+
+
+def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
+    """Fronts per schedule shape vs the start ratio, uniform as a band; a button per metric."""
+    fig = go.Figure()
+    metrics = list(fronts)
+    groups: list[list[int]] = []
+    shapes = [s for f in fronts.values() for s in f.points.get("shape", [])]
+    colors = _shape_colors(shapes)
+    for i, metric in enumerate(metrics):
+        rf = fronts[metric]
+        start = len(fig.data)
+        visible = i == 0
+        xs = np.asarray(rf.points["x"], dtype=float) if len(rf.points) else np.array([])
+        lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 1.0)
+        pad = max(0.05, 0.05 * (hi - lo))
+        if rf.baseline is not None:
+            b = rf.baseline
+            sd = b.sd if b.n > 1 else 0.0
+            bx = [lo - pad, hi + pad]
+            text = (
+                f"uniform: {b.mean:.4g} (mean of {b.n} seed(s); sd {sd:.3g}; "
+                f"{b.lo:.4g}..{b.hi:.4g})"
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=bx + bx[::-1],
+                    y=[b.mean + sd] * 2 + [b.mean - sd] * 2,
+                    fill="toself",
+                    mode="lines",
+                    fillcolor="rgba(85,85,85,0.15)",
+                    line={"width": 0},
+                    name="uniform ± sd",
+                    hoverinfo="skip",
+                    visible=visible,
+                    legendgroup="uniform",
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=bx,
+                    y=[b.mean] * 2,
+                    mode="lines",
+                    name="uniform (mean)",
+                    line={"color": UNIFORM_COLOR, "dash": "dash"},
+                    text=[text] * 2,
+                    hovertemplate=HOVER,
+                    visible=visible,
+                    legendgroup="uniform",
+                )
+            )
+        for shape in sorted(set(rf.points["shape"])) if len(rf.points) else []:
+            pts = rf.points[rf.points["shape"] == shape]
+            front = rf.front[rf.front["shape"] == shape]
+            fig.add_trace(
+                go.Scatter(
+                    x=pts["x"],
+                    y=pts["value"],
+                    mode="markers",
+                    name=f"{shape} (all)",
+                    marker={"color": colors[shape], "opacity": 0.3, "size": 7},
+                    text=pts["hover"],
+                    hovertemplate=HOVER,
+                    visible=visible,
+                    legendgroup=shape,
+                    showlegend=False,
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=front["x"],
+                    y=front["value"],
+                    mode="lines+markers",
+                    name=shape,
+                    line={"color": colors[shape], "width": 2.5},
+                    marker={"size": 9},
+                    text=front["hover"],
+                    hovertemplate=HOVER,
+                    visible=visible,
+                    legendgroup=shape,
+                )
+            )
+        groups.append(list(range(start, len(fig.data))))
+    first = fronts[metrics[0]] if metrics else None
+    if len(metrics) > 1:
+        buttons = []
+        for i, metric in enumerate(metrics):
+            vis = [j in groups[i] for j in range(len(fig.data))]
+            buttons.append(
+                {
+                    "label": label(metric),
+                    "method": "update",
+                    "args": [{"visible": vis}, {"yaxis.title.text": label(metric)}],
+                }
+            )
+        fig.update_layout(
+            updatemenus=[
+                {
+                    "type": "buttons",
+                    "direction": "right",
+                    "buttons": buttons,
+                    "x": 1.0,
+                    "xanchor": "right",
+                    "y": 1.12,
+                    "yanchor": "bottom",
+                }
+            ]
+        )
+    xlab = label(first.x) if first else "start ratio"
+    _layout(
+        fig,
+        "Ratio vs perplexity: best candidate per start ratio, one line per schedule shape",
+        xaxis_title=xlab,
+        yaxis_title=label(metrics[0]) if metrics else "",
+    )
+    if first is None or (first.points.empty and first.baseline is None):
+        _note(fig, "no finished trials yet")
+    return fig
+
+
+def pareto(p: Pareto) -> go.Figure:
+    """Trials in objective space: the front highlighted, dominated and infeasible faded."""
+    df = p.points
+    three = len(p.metrics) == 3
+    scatter = go.Scatter3d if three else go.Scatter
+    fig = go.Figure()
+    groups = [
+        ("infeasible (pruned / failed / running)", ~df["feasible"], FADED, "x", 5),
+        ("dominated", df["feasible"] & ~df["on_front"], "rgba(31,119,180,0.35)", "circle", 7),
+        ("Pareto front", df["on_front"], "#d62728", "diamond", 10),
+    ]
+    for name, mask, color, symbol, size in groups:
+        sub = df[mask]
+        coords = {a: sub[m] for a, m in zip("xyz", p.metrics, strict=False)}
+        mode = "lines+markers" if name == "Pareto front" and not three else "markers"
+        # The attainment staircase: horizontal first when x is minimised, vertical first if not.
+        step = "hv" if p.senses[0] == "minimize" else "vh"
+        fig.add_trace(
+            scatter(
+                **coords,
+                mode=mode,
+                name=f"{name} ({len(sub)})",
+                text=sub["hover"],
+                hovertemplate=HOVER,
+                marker={"color": color, "symbol": symbol, "size": size},
+                **({} if three else {"line": {"color": color, "shape": step}}),
+            )
+        )
+    arrows = [
+        f"{label(m)} ({'↓' if s == 'minimize' else '↑'} better)"
+        for m, s in zip(p.metrics, p.senses, strict=True)
+    ]
+    title = "Pareto front: " + " vs ".join(label(m) for m in p.metrics)
+    if p.hidden:
+        title += f" ({p.hidden} trial(s) without values not shown)"
+    if three:
+        _layout(
+            fig,
+            title,
+            height=600,
+            scene={f"{a}axis_title": t for a, t in zip("xyz", arrows, strict=True)},
+        )
+    else:
+        _layout(fig, title, xaxis_title=arrows[0], yaxis_title=arrows[1])
+    if df.empty:
+        _note(fig, "no trial has values for these objectives yet")
+    return fig
+
+
+def width_profiles(pr: Profiles) -> go.Figure:
+    """d_ff per layer of the top-k candidates, against uniform."""
+    fig = go.Figure()
+    if pr.uniform:
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(len(pr.uniform))),
+                y=pr.uniform,
+                mode="lines",
+                name="uniform",
+                line={"color": UNIFORM_COLOR, "dash": "dash", "width": 3},
+                text=[f"uniform<br>layer {i}: {w}" for i, w in enumerate(pr.uniform)],
+                hovertemplate=HOVER,
+            )
+        )
+    for cand, sub in pr.profiles.groupby("rank", sort=True):
+        name = sub["candidate"].iloc[0]
+        fig.add_trace(
+            go.Scatter(
+                x=sub["layer"],
+                y=sub["width"],
+                mode="lines+markers",
+                name=f"#{cand} {name}",
+                text=sub["hover"],
+                hovertemplate=HOVER,
+                line={"color": PALETTE[(int(cand) - 1) % len(PALETTE)]},
+            )
+        )
+    _layout(
+        fig,
+        f"Width profiles: d_ff per layer of the best candidates by {label(pr.metric)}",
+        xaxis_title="layer",
+        yaxis_title="d_ff (MLP hidden width)",
+    )
+    if pr.profiles.empty:
+        _note(fig, "no finished candidate yet")
+    return fig
+
+
+def _gapped(df, x: str, y: str, by: str) -> tuple[list, list, list]:
+    """One trace for many lines: concatenate each group's points with a gap (None) between."""
+    xs: list = []
+    ys: list = []
+    texts: list = []
+    for _, g in df.groupby(by, sort=False):
+        xs += [*g[x].tolist(), None]
+        ys += [*g[y].tolist(), None]
+        texts += [*g["hover"].tolist(), None]
+    return xs, ys, texts
+
+
+def learning_curves(c: Curves) -> go.Figure:
+    """Metric vs tokens for every trial; pruned trials faded, pruning points marked."""
+    fig = go.Figure()
+    for state in ("COMPLETE", "RUNNING", "PRUNED", "FAIL"):
+        sub = c.lines[c.lines["state"] == state]
+        if sub.empty:
+            continue
+        color, opacity = STATE_STYLE[state]
+        xs, ys, texts = _gapped(sub, "tokens", "value", "trial_id")
+        n = sub["trial_id"].nunique()
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=f"{state.lower()} ({n})",
+                text=texts,
+                hovertemplate=HOVER,
+                opacity=opacity,
+                connectgaps=False,
+                line={"color": color, "width": 1.5},
+            )
+        )
+    if len(c.pruned_at):
+        fig.add_trace(
+            go.Scatter(
+                x=c.pruned_at["tokens"],
+                y=c.pruned_at["value"],
+                mode="markers",
+                name=f"pruned here ({len(c.pruned_at)})",
+                text=c.pruned_at["hover"],
+                hovertemplate=HOVER,
+                marker={"symbol": "x", "size": 9, "color": "#444"},
+            )
+        )
+    title = f"Learning curves: {label(c.metric)} vs tokens"
+    if len(c.failed):
+        title += f" ({len(c.failed)} failed trial(s) listed below)"
+    _layout(fig, title, xaxis_title="tokens trained", yaxis_title=label(c.metric))
+    if c.lines.empty:
+        _note(fig, "no evaluations recorded yet")
+    return fig
+
+
+def parallel_coords(par: Parallel) -> go.Figure:
+    """Search parameters of finished trials, one line each, coloured by the metric."""
+    t = par.table
+    dims = []
+    for name in t.columns:
+        if name == "value":
+            continue
+        dim: dict = {"label": name, "values": t[name]}
+        if name in par.categories:
+            labels = par.categories[name]
+            dim.update(tickvals=list(range(len(labels))), ticktext=labels)
+        dims.append(dim)
+    values = t.get("value", [])
+    dims.append({"label": label(par.metric), "values": values})
+    fig = go.Figure(
+        go.Parcoords(
+            dimensions=dims,
+            line={
+                "color": values,
+                "colorscale": "Viridis_r",
+                "showscale": True,
+                "colorbar": {"title": {"text": par.metric}},
+            },
+        )
+    )
+    _layout(fig, f"Parallel coordinates of the search parameters, coloured by {label(par.metric)}")
+    if t.empty:
+        _note(fig, "no finished trial yet")
+    return fig
+
+
+def importances(imp: Importances) -> go.Figure:
+    """Optuna's parameter importances as horizontal bars."""
+    v = imp.values.iloc[::-1]
+    fig = go.Figure(
+        go.Bar(
+            x=v["importance"],
+            y=v["param"],
+            orientation="h",
+            marker={"color": PALETTE[0]},
+            text=[f"{x:.2f}" for x in v["importance"]],
+            textposition="auto",
+        )
+    )
+    _layout(
+        fig,
+        f"Parameter importances for {label(imp.metric)}: {imp.note}",
+        xaxis_title="importance (sums to 1)",
+        height=max(260, 90 + 45 * len(v)),
+    )
+    if v.empty:
+        _note(fig, f"no importances: {imp.note}")
+    return fig
+
+
+def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
+    """Each candidate's delta vs uniform per seed, the mean with a 95% interval, noise marked.
+
+    Only the ``limit`` best candidates are drawn, so a large study keeps a readable figure.
+    """
+    fig = go.Figure()
+    s = d.summary.head(limit)
+    order = list(s["candidate"])
+    per_seed = d.per_seed[d.per_seed["candidate"].isin(order)]
+    better = "lower" if d.sense == "minimize" else "higher"
+    for noise, name, color in (
+        (False, "clear difference", "#1f77b4"),
+        (True, "within noise (95% CI contains 0)", "#aaaaaa"),
+        (None, "single seed: noise unknown", "#ff7f0e"),
+    ):
+        sub = s[s["within_noise"].isna()] if noise is None else s[s["within_noise"] == noise]
+        if sub.empty:
+            continue
+        err = [0.0 if math.isnan(h) else h for h in sub["half_width"]]
+        text = [
+            f"{r.candidate}<br>mean delta {r.mean:+.4g} over {r.n} seed(s)"
+            + ("" if math.isnan(r.half_width) else f"<br>95% CI ±{r.half_width:.3g}")
+            + f"<br>{name}"
+            for r in sub.itertuples()
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=sub["mean"],
+                y=sub["candidate"],
+                mode="markers",
+                name=name,
+                text=text,
+                hovertemplate=HOVER,
+                error_x={"type": "data", "array": err, "visible": True},
+                marker={"color": color, "size": 12, "symbol": "diamond"},
+            )
+        )
+    if len(per_seed):
+        fig.add_trace(
+            go.Scatter(
+                x=per_seed["delta"],
+                y=per_seed["candidate"],
+                mode="markers",
+                name="per seed",
+                text=per_seed["hover"],
+                hovertemplate=HOVER,
+                marker={"color": "rgba(0,0,0,0.45)", "size": 6},
+            )
+        )
+    fig.add_vline(x=0, line={"color": UNIFORM_COLOR, "dash": "dash"})
+    title = f"Paired deltas vs uniform (same seed): {label(d.metric)}, {better} is better"
+    if len(d.summary) > limit:
+        title += f" (best {limit} of {len(d.summary)} candidates)"
+    _layout(
+        fig,
+        title,
+        xaxis_title=f"delta {label(d.metric)} vs uniform",
+        yaxis={"categoryorder": "array", "categoryarray": order[::-1], "automargin": True},
+        height=max(320, 120 + 28 * len(order)),
+    )
+    if s.empty:
+        _note(fig, "no candidate shares a seed with a finished uniform baseline yet")
+    return fig

@@ -1,0 +1,295 @@
+"""One self-contained HTML report from a run dir: opens offline, needs neither torch nor Ray.
+
+plotly.js is embedded once (the first figure carries it; the others reuse it), so the file works
+from a copy of the run dir with no network. A small inline script records, into the page itself,
+whether every figure rendered and any JavaScript error; the browser test reads it back.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import yaml
+
+from tlmsearch.report import collect as C
+from tlmsearch.report import figures as F
+from tlmsearch.results import RunData, load_run
+
+FRONT_METRICS = ("val_ppl", "val_bpb")
+CURVE_METRICS = ("val_bpb", "val_loss", "val_ppl", "train_loss")
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str  # the plot div's id
+    section: str  # heading it sits under
+    fig: go.Figure
+
+
+@dataclass(frozen=True)
+class Report:
+    figures: list[Figure]
+    summary: dict[str, Any]
+    failed: Any  # DataFrame: trial_id, candidate, reason
+
+
+def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
+    """Every figure of the report, in page order (fronts and Pareto first)."""
+    t, objectives = run.trials, run.objectives
+    metric, sense = objectives[0]
+    space = run.config.get("space") if isinstance(run.config.get("space"), dict) else None
+    dims = list((space or {}).get("dimensions") or {}) or None
+    figs: list[Figure] = []
+
+    fronts = {m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives)) for m in FRONT_METRICS}
+    if fronts["val_ppl"].points.empty and not fronts["val_bpb"].points.empty:
+        fronts = {"val_bpb": fronts["val_bpb"], "val_ppl": fronts["val_ppl"]}
+    figs.append(Figure("fig-ratio-front", "Ratio vs perplexity", F.ratio_front(fronts)))
+
+    for i, objs in enumerate(C.pareto_sets(objectives)):
+        figs.append(Figure(f"fig-pareto-{i}", "Pareto fronts", F.pareto(C.pareto(t, objs))))
+
+    figs.append(
+        Figure(
+            "fig-widths",
+            "Width profiles",
+            F.width_profiles(C.width_profiles(t, metric, sense, top_k)),
+        )
+    )
+    curve_metric = metric if metric in CURVE_METRICS else "val_bpb"
+    curves = C.learning_curves(t, run.curves, curve_metric)
+    figs.append(Figure("fig-curves", "Learning curves", F.learning_curves(curves)))
+    figs.append(
+        Figure(
+            "fig-parallel",
+            "Search parameters",
+            F.parallel_coords(C.parallel_coords(t, metric, dims)),
+        )
+    )
+    imp = C.param_importances(t, metric, sense, space)
+    figs.append(Figure("fig-importances", "Search parameters", F.importances(imp)))
+    figs.append(
+        Figure(
+            "fig-deltas",
+            "Paired deltas vs uniform",
+            F.paired_deltas(C.paired_deltas(t, metric, sense)),
+        )
+    )
+    return Report(figs, C.run_summary(run.config, t, run.status), curves.failed)
+
+
+# -------------------------------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
+padding:0 18px 40px;color:#222}
+h1{margin:18px 0 4px;font-size:1.6em} h2{margin:28px 0 6px;border-bottom:1px solid #ddd}
+.sub{color:#666;margin:0 0 10px} nav a{margin-right:14px}
+table{border-collapse:collapse;margin:8px 0;font-size:.92em}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f5f5f5} code,pre{font-size:.88em} .plot{min-height:260px}
+.counts span{display:inline-block;margin-right:12px}
+.scroll{max-height:320px;overflow:auto;display:inline-block}
+"""
+
+# Records render status into the DOM (read by the browser test through --dump-dom), so errors
+# in figures show up without a DevTools connection. _CAPTURE goes in <head>, before any figure.
+_CAPTURE = """<script>
+window.tlmsearchErrors=[];
+window.addEventListener('error',function(e){window.tlmsearchErrors.push(String(e.message||e));});
+(function(){var ce=console.error;console.error=function(){
+  window.tlmsearchErrors.push(Array.prototype.join.call(arguments,' '));
+  return ce.apply(console,arguments);};})();
+</script>"""
+_CHECK = """<pre id="render-status" style="display:none">pending</pre>
+<script>
+window.tlmsearchCheck=function(){
+  var divs=document.querySelectorAll('div.plotly-graph-div'), rendered=[], empty=[];
+  divs.forEach(function(d){
+    var ok=d._fullLayout&&d.querySelector('.main-svg')&&d.getBoundingClientRect().height>0;
+    (ok?rendered:empty).push(d.id);});
+  document.getElementById('render-status').textContent=JSON.stringify(
+    {figures:divs.length,rendered:rendered,empty:empty,errors:window.tlmsearchErrors,
+     plotly:typeof Plotly!=='undefined'});
+};
+if(document.readyState==='complete'){tlmsearchCheck();}
+else{window.addEventListener('load',tlmsearchCheck);}
+</script>
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v))
+
+
+def _table(rows: Sequence[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s:,.0f} s ({s / 3600:.2f} h)" if s >= 60 else f"{s:.1f} s"
+
+
+def summary_html(s: dict[str, Any]) -> str:
+    """The summary section: study, counts by state, best candidate, spend, versions."""
+    counts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(s["counts"].items())) or "none yet"
+    planned = s.get("n_trials_planned")
+    objs = ", ".join(f"{m} ({d})" for m, d in s["objectives"])
+    rows: list[tuple[str, Any]] = [
+        ("study", f"<b>{_e(s['name'])}</b> {_e(s['description'])}"),
+        (
+            "status",
+            _e(s["status"])
+            + (
+                f" (started {_e(s['started'])}, updated {_e(s['updated'])})"
+                if s["started"]
+                else ""
+            ),
+        ),
+        ("objectives", _e(objs)),
+        (
+            "trials",
+            f"{s['n_trials']}" + (f" of {planned} planned" if planned else "") + f": {_e(counts)}",
+        ),
+    ]
+    b = s.get("best")
+    if b:
+        delta = b.get("delta_vs_uniform")
+        rows += [
+            (
+                "best candidate",
+                f"<b>{_e(b['candidate'])}</b>: {_e(b['metric'])} {b['value']:.4g} "
+                f"(mean of {b['n_seeds']} seed(s); trials {_e(b['trials'])})"
+                + ("" if delta is None else f"; {delta:+.4g} vs uniform"),
+            ),
+            ("its widths (proxy d_ff per layer)", f"<code>{_e(b['widths'])}</code>"),
+            ("its parameters", f"<code>{_e(b['params'])}</code>"),
+        ]
+    else:
+        rows.append(("best candidate", "no finished trial yet"))
+    rows += [
+        ("tokens trained (all trials)", f"{s['tokens_total']:,}"),
+        ("trial wall time (sum)", _fmt_s(s["wall_s_total"])),
+    ]
+    cfg = s.get("config") or {}
+    model = cfg.get("model") or {}
+    if model:
+        rows.append(
+            (
+                "proxy model",
+                _e(
+                    ", ".join(
+                        f"{k} {model[k]}"
+                        for k in ("arch", "n_layer", "d_model", "n_head", "d_ff")
+                        if k in model
+                    )
+                ),
+            )
+        )
+    vers = ", ".join(f"{k} {v}" for k, v in sorted(s["versions"].items()))
+    rows.append(
+        (
+            "versions",
+            _e(vers or "not recorded") + (f"; git {_e(s['git_sha'])}" if s["git_sha"] else ""),
+        )
+    )
+    return _table(rows)
+
+
+def failed_html(failed: Any) -> str:
+    if failed is None or len(failed) == 0:
+        return "<p class='sub'>No failed trials.</p>"
+    rows = "".join(
+        f"<tr><td>{_e(r.trial_id)}</td><td>{_e(r.candidate)}</td><td>{_e(r.reason)}</td></tr>"
+        for r in failed.itertuples()
+    )
+    head = "<tr><th>failed trial</th><th>candidate</th><th>reason</th></tr>"
+    # A scroll box keeps hundreds of failures from pushing the figures off the page.
+    return f"<div class='scroll'><table>{head}{rows}</table></div>"
+
+
+def render(report: Report, title: str, *, embed_plotlyjs: bool = True) -> str:
+    """The whole page. ``embed_plotlyjs=False`` leaves plotly.js to the caller (dashboard)."""
+    s = report.summary
+    counts = "".join(
+        f"<span>{_e(k.lower())}: <b>{v}</b></span>" for k, v in sorted(s["counts"].items())
+    )
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{_e(title)}</title><style>{_CSS}</style>{_CAPTURE}</head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f"<p class='sub'>{_e(s['description'])} · status <b>{_e(s['status'])}</b> · "
+        f"<span class='counts'>{counts}</span> · generated "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
+    ]
+    sections: list[str] = []
+    for f in report.figures:
+        if f.section not in sections:
+            sections.append(f.section)
+    nav = [*sections[:2], "Summary", *sections[2:], "Study config"]
+    parts.append("<nav>" + "".join(f"<a href='#{_anchor(n)}'>{_e(n)}</a>" for n in nav) + "</nav>")
+    first = embed_plotlyjs
+    done: set[str] = set()
+    for f in report.figures:
+        if f.section not in done:
+            if len(done) == 2:  # the summary follows the two headline figures
+                parts.append(f"<h2 id='summary'>Summary</h2>{summary_html(s)}")
+            done.add(f.section)
+            parts.append(f"<h2 id='{_anchor(f.section)}'>{_e(f.section)}</h2>")
+        parts.append("<div class='plot'>")
+        parts.append(
+            f.fig.to_html(
+                full_html=False,
+                include_plotlyjs=first,
+                div_id=f.id,
+                config={"responsive": True, "displaylogo": False},
+            )
+        )
+        parts.append("</div>")
+        first = False
+        if f.id == "fig-curves":
+            parts.append(failed_html(report.failed))
+    cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)
+    parts.append(
+        f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"
+        f"<pre>{_e(cfg)}</pre></details>"
+    )
+    parts.append(_CHECK)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _anchor(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower())
+
+
+def write_report(
+    run_dir: str | Path, out: str | Path | None = None, *, top_k: int = 5, x: str = "r_start"
+) -> Path:
+    """Build the report of a run dir and write it (default ``RUN/report.html``); return the path.
+
+    >>> # write_report("runs/quickstart")  ->  Path('runs/quickstart/report.html')
+    """
+    run = load_run(run_dir)
+    report = build(run, top_k=top_k, x=x)
+    path = Path(out) if out is not None else run.path / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render(report, f"tlmsearch report: {run.name}")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def figures_json(report: Report) -> str:
+    """The figures as JSON (id -> plotly figure), for the live dashboard."""
+    return json.dumps({f.id: json.loads(f.fig.to_json()) for f in report.figures})
