@@ -204,5 +204,61 @@ def train(
         raise typer.Exit(1)
 
 
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="HTML file (default: RUN/report.html)")
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Also write each figure as PNG into this folder (Chromium)"),
+    ] = None,
+    x: Annotated[str, typer.Option(help="x of the ratio fronts: r_start or taper")] = "r_start",
+    top_k: Annotated[int, typer.Option(min=1, help="Candidates in the width profiles")] = 5,
+) -> None:
+    """Write one self-contained HTML report of a run (opens offline; needs no torch or Ray)."""
+    from tlmsearch.report.html import build, save_report
+    from tlmsearch.report.images import ImageExportError, write_pngs
+    from tlmsearch.results import load_run
+
+    try:
+        if x not in ("r_start", "taper"):
+            raise ConfigError(f"--x: {x!r} is not one of r_start, taper")
+        run_data = load_run(run_dir)
+    except ConfigError as err:
+        _bad_input(err)
+    rep = build(run_data, top_k=top_k, x=x)
+    typer.echo(f"report: {save_report(rep, run_data, out)}")
+    if png is not None:
+        try:
+            paths = write_pngs(rep.figures, png)
+        except ImageExportError as err:
+            typer.secho(f"error: {err}", fg="red", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"{len(paths)} PNG figures in {png}")
+
+
+@app.command()
+def dashboard(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free)")] = 8050,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; other than 127.0.0.1 only if you must")
+    ] = "127.0.0.1",
+    interval: Annotated[float, typer.Option(min=0.5, help="Seconds between refreshes")] = 5.0,
+) -> None:
+    """Serve a live view of a run dir's figures that refreshes while the study runs."""
+    from tlmsearch.report.dashboard import serve
+
+    try:
+        serve(run_dir, host=host, port=port, interval=interval, echo=typer.echo)
+    except ConfigError as err:
+        _bad_input(err)
+    except OSError as err:
+        typer.secho(f"error: cannot listen on {host}:{port}: {err}", fg="red", err=True)
+        raise typer.Exit(1) from None
+
+
 def main() -> None:  # pragma: no cover - console entry point
     sys.exit(app())

@@ -217,19 +217,33 @@ def failed_html(failed: Any) -> str:
     return f"<div class='scroll'><table>{head}{rows}</table></div>"
 
 
-def render(report: Report, title: str, *, embed_plotlyjs: bool = True) -> str:
-    """The whole page. ``embed_plotlyjs=False`` leaves plotly.js to the caller (dashboard)."""
-    s = report.summary
+def header_html(s: dict[str, Any]) -> str:
+    """The line under the title: description, status, counts by state, time generated."""
     counts = "".join(
         f"<span>{_e(k.lower())}: <b>{v}</b></span>" for k, v in sorted(s["counts"].items())
     )
+    return (
+        f"{_e(s['description'])} · status <b>{_e(s['status'])}</b> · "
+        f"<span class='counts'>{counts}</span> · generated "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
+    )
+
+
+def render(
+    report: Report,
+    title: str,
+    *,
+    embed_plotlyjs: bool = True,
+    head_extra: str = "",
+    tail_extra: str = "",
+) -> str:
+    """The whole page. ``embed_plotlyjs=False``: the caller loads plotly.js in ``head_extra``."""
+    s = report.summary
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{_e(title)}</title><style>{_CSS}</style>{_CAPTURE}</head><body>",
+        f"<title>{_e(title)}</title><style>{_CSS}</style>{_CAPTURE}{head_extra}</head><body>",
         f"<h1>{_e(title)}</h1>",
-        f"<p class='sub'>{_e(s['description'])} · status <b>{_e(s['status'])}</b> · "
-        f"<span class='counts'>{counts}</span> · generated "
-        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
+        f"<p class='sub' id='header'>{header_html(s)}</p>",
     ]
     sections: list[str] = []
     for f in report.figures:
@@ -242,7 +256,9 @@ def render(report: Report, title: str, *, embed_plotlyjs: bool = True) -> str:
     for f in report.figures:
         if f.section not in done:
             if len(done) == 2:  # the summary follows the two headline figures
-                parts.append(f"<h2 id='summary'>Summary</h2>{summary_html(s)}")
+                parts.append(
+                    f"<h2 id='summary'>Summary</h2><div id='summary-box'>{summary_html(s)}</div>"
+                )
             done.add(f.section)
             parts.append(f"<h2 id='{_anchor(f.section)}'>{_e(f.section)}</h2>")
         parts.append("<div class='plot'>")
@@ -257,13 +273,14 @@ def render(report: Report, title: str, *, embed_plotlyjs: bool = True) -> str:
         parts.append("</div>")
         first = False
         if f.id == "fig-curves":
-            parts.append(failed_html(report.failed))
+            parts.append(f"<div id='failed-box'>{failed_html(report.failed)}</div>")
     cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)
     parts.append(
         f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"
         f"<pre>{_e(cfg)}</pre></details>"
     )
     parts.append(_CHECK)
+    parts.append(tail_extra)
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -272,15 +289,8 @@ def _anchor(name: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in name.lower())
 
 
-def write_report(
-    run_dir: str | Path, out: str | Path | None = None, *, top_k: int = 5, x: str = "r_start"
-) -> Path:
-    """Build the report of a run dir and write it (default ``RUN/report.html``); return the path.
-
-    >>> # write_report("runs/quickstart")  ->  Path('runs/quickstart/report.html')
-    """
-    run = load_run(run_dir)
-    report = build(run, top_k=top_k, x=x)
+def save_report(report: Report, run: RunData, out: str | Path | None = None) -> Path:
+    """Write a built report (default ``RUN/report.html``) atomically; return its path."""
     path = Path(out) if out is not None else run.path / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render(report, f"tlmsearch report: {run.name}")
@@ -288,6 +298,17 @@ def write_report(
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def write_report(
+    run_dir: str | Path, out: str | Path | None = None, *, top_k: int = 5, x: str = "r_start"
+) -> Path:
+    """Build the report of a run dir and write it (default ``RUN/report.html``); return the path.
+
+    Example: ``write_report("runs/quickstart")`` -> ``Path("runs/quickstart/report.html")``.
+    """
+    run = load_run(run_dir)
+    return save_report(build(run, top_k=top_k, x=x), run, out)
 
 
 def figures_json(report: Report) -> str:

@@ -1,0 +1,174 @@
+"""A live view of a run dir: the report's figures, refreshed while a study runs.
+
+A stdlib HTTP server on 127.0.0.1 (another address only when asked) reads nothing but the run
+dir: the page polls ``/state.json``, which rebuilds the figures when trials.parquet, curves,
+run.json or study.yaml changed (their sizes and mtimes form a stamp), and redraws with
+``Plotly.react``. plotly.js is served from the installed plotly package: no network needed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from tlmsearch.report.html import build, failed_html, header_html, render, summary_html
+from tlmsearch.results import load_run
+
+WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+_POLL = """<script>
+(function(){
+  var stamp=%(stamp)s, ids=%(ids)s;
+  function tick(){
+    fetch('state.json?since='+encodeURIComponent(stamp),{cache:'no-store'})
+      .then(function(r){return r.json();})
+      .then(function(s){
+        if(s.stamp===stamp){return;}
+        stamp=s.stamp;
+        if(JSON.stringify(Object.keys(s.figures))!==JSON.stringify(ids)){location.reload();return;}
+        ids.forEach(function(id){var f=s.figures[id];Plotly.react(id,f.data,f.layout);});
+        document.getElementById('header').innerHTML=s.header;
+        document.getElementById('summary-box').innerHTML=s.summary;
+        document.getElementById('failed-box').innerHTML=s.failed;
+        document.getElementById('live').textContent='updated '+new Date().toLocaleTimeString();
+      })
+      .catch(function(e){document.getElementById('live').textContent='offline: '+e;});
+  }
+  setInterval(tick,%(ms)d);
+})();
+</script>"""
+
+
+def run_stamp(run_dir: Path) -> str:
+    """Changes whenever a file the report reads is rewritten (writers replace files atomically)."""
+    parts = []
+    for name in WATCHED:
+        p = run_dir / name
+        st = p.stat() if p.exists() else None
+        parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}" if st else f"{name}:-")
+    return "|".join(parts)
+
+
+def optuna_dashboard_hint(run_dir: Path, config: dict[str, Any]) -> str:
+    """The optuna-dashboard command for this run's Optuna storage."""
+    storage = (config.get("storage") or {}).get("optuna")
+    if storage and storage != "journal":
+        target = storage  # a database URL recorded in study.yaml
+    elif storage == "journal" or (run_dir / "optuna.journal").exists():
+        target = str(run_dir / "optuna.journal")
+    else:
+        target = f"sqlite:///{run_dir / 'optuna.db'}"
+    return f"optuna-dashboard {target} --host 127.0.0.1 --port 8080"
+
+
+class _State:
+    """The last built page and figures, rebuilt only when the run dir's stamp changes."""
+
+    def __init__(self, run_dir: Path, interval: float) -> None:
+        self.run_dir = run_dir
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.stamp = ""
+        self.payload: dict[str, Any] = {}
+        self.page = ""
+
+    def refresh(self) -> None:
+        with self.lock:
+            stamp = run_stamp(self.run_dir)
+            if stamp == self.stamp:
+                return
+            run = load_run(self.run_dir)
+            report = build(run)
+            figures = {f.id: json.loads(f.fig.to_json()) for f in report.figures}
+            poll = _POLL % {
+                "stamp": json.dumps(stamp),
+                "ids": json.dumps(list(figures)),
+                "ms": int(self.interval * 1000),
+            }
+            live = f"<p class='sub'>live view of {self.run_dir} · <span id='live'>…</span></p>"
+            self.page = render(
+                report,
+                f"tlmsearch live: {run.name}",
+                embed_plotlyjs=False,
+                head_extra="<script src='plotly.min.js'></script>",
+                tail_extra=live + poll,
+            )
+            self.payload = {
+                "stamp": stamp,
+                "figures": figures,
+                "header": header_html(report.summary),
+                "summary": summary_html(report.summary),
+                "failed": failed_html(report.failed),
+            }
+            self.stamp = stamp
+
+
+def make_server(
+    run_dir: str | Path, host: str = "127.0.0.1", port: int = 8050, interval: float = 5.0
+) -> ThreadingHTTPServer:
+    """An HTTP server for the live page (port 0: any free port; see ``server.server_address``)."""
+    from plotly.offline import get_plotlyjs
+
+    run = load_run(run_dir)  # fails early, with a readable error, on a wrong path
+    state = _State(run.path, interval)
+    state.refresh()
+    plotlyjs = get_plotlyjs().encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet: the terminal shows the URLs
+            pass
+
+        def _send(self, body: bytes, kind: str, status: int = 200) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = urlparse(self.path).path
+            try:
+                if path in ("/", "/index.html"):
+                    state.refresh()
+                    self._send(state.page.encode(), "text/html; charset=utf-8")
+                elif path == "/state.json":
+                    state.refresh()
+                    self._send(json.dumps(state.payload).encode(), "application/json")
+                elif path == "/plotly.min.js":
+                    self._send(plotlyjs, "application/javascript")
+                else:
+                    self._send(b"not found", "text/plain", 404)
+            except Exception as err:  # a half-written or broken run dir: say so, keep serving
+                self._send(f"{type(err).__name__}: {err}".encode(), "text/plain", 500)
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def serve(
+    run_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8050,
+    interval: float = 5.0,
+    echo: Any = print,
+) -> None:
+    """Serve the live page until Ctrl-C."""
+    server = make_server(run_dir, host, port, interval)
+    bound_host, bound_port = server.server_address[:2]
+    run = Path(run_dir)
+    echo(f"live dashboard of {run}: http://{bound_host}:{bound_port}/ (Ctrl-C stops it)")
+    if host not in LOOPBACK:
+        echo(f"warning: listening on {host}, reachable from other machines; no authentication")
+    config = load_run(run).config
+    echo(f"Optuna's own dashboard of this run: {optuna_dashboard_hint(run, config)}")
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
