@@ -1,0 +1,351 @@
+"""Models: exact counts, causality, uniform = homogeneous, fp32/bf16 forward+backward, hooks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tlmsearch.budget import count_params
+from tlmsearch.config import ModelConfig
+from tlmsearch.models import ARCHITECTURES, build_model
+from tlmsearch.models.titans import NeuralMemory
+from tlmsearch.schedules import plan_widths, uniform_widths
+
+ARCHS = sorted(ARCHITECTURES)
+VOCAB = 256
+# Short Titans chunks so a 16-token sequence crosses several chunk boundaries.
+TINY = dict(n_layer=2, d_model=32, n_head=2, d_ff=64, multiple_of=16, titans={"chunk_size": 4})
+
+
+def tiny(arch: str, **kw) -> ModelConfig:
+    return ModelConfig(arch=arch, **{**TINY, **kw})
+
+
+def seeded(cfg: ModelConfig, widths, seed: int = 0, vocab: int = VOCAB) -> nn.Module:
+    torch.manual_seed(seed)
+    return build_model(cfg, widths, vocab)
+
+
+def test_registry_names_every_architecture_of_the_config() -> None:
+    from tlmsearch.config import ARCHS as CONFIG_ARCHS
+
+    assert set(ARCHITECTURES) == set(CONFIG_ARCHS)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_uniform_model_is_homogeneous_and_taper_keeps_the_total(arch: str) -> None:
+    cfg = tiny(arch, n_layer=4)
+    uni = seeded(cfg, uniform_widths(4, 64))
+    shapes = [[tuple(p.shape) for p in b.parameters()] for b in uni.blocks]
+    assert all(s == shapes[0] for s in shapes)  # every layer the same: the ordinary model
+    taper = plan_widths("cosine", n_layer=4, d_ff=64, multiple_of=16, r_start=1.5).widths
+    assert taper != uniform_widths(4, 64)
+    tap = seeded(cfg, taper)
+    n_uni = sum(p.numel() for p in uni.parameters())
+    assert n_uni == sum(p.numel() for p in tap.parameters())
+    assert [b.mlps[0].w1.out_features for b in tap.blocks] == list(taper)  # never rescaled
+
+
+def test_uniform_transformer_equals_a_reference_llama() -> None:
+    """The uniform-width transformer is an ordinary Llama: same init for a seed, same output."""
+    cfg = tiny("transformer")
+    model = seeded(cfg, [64, 64], seed=3)
+    torch.manual_seed(3)
+    ref = _ReferenceLlama(VOCAB, d=32, n_head=2, n_layer=2, d_ff=64)
+    ref.init(0.02)
+    assert list(ref.state_dict()) == list(model.state_dict())
+    for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    idx = torch.randint(0, VOCAB, (2, 12))
+    torch.testing.assert_close(model(idx), ref(idx))
+
+
+class _ReferenceLlama(nn.Module):
+    """A homogeneous Llama written independently (one d_ff for all layers, manual attention)."""
+
+    def __init__(self, vocab: int, d: int, n_head: int, n_layer: int, d_ff: int) -> None:
+        super().__init__()
+        self.n_head, self.n_layer = n_head, n_layer
+        self.wte = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(n_layer):
+            blk = nn.Module()
+            blk.mixer_norms = nn.ModuleList([_Norm(d)])
+            att = nn.Module()
+            att.qkv, att.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            blk.mixers = nn.ModuleList([att])
+            blk.mlp_norms = nn.ModuleList([_Norm(d)])
+            mlp = nn.Module()
+            mlp.w1, mlp.w3 = nn.Linear(d, d_ff, bias=False), nn.Linear(d, d_ff, bias=False)
+            mlp.w2 = nn.Linear(d_ff, d, bias=False)
+            blk.mlps = nn.ModuleList([mlp])
+            self.blocks.append(blk)
+        self.norm_f = _Norm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    @torch.no_grad()
+    def init(self, std: float) -> None:
+        nn.init.normal_(self.wte.weight, std=std)
+        for blk in self.blocks:
+            att, mlp = blk.mixers[0], blk.mlps[0]
+            nn.init.normal_(att.qkv.weight, std=std)
+            nn.init.normal_(att.proj.weight, std=std / math.sqrt(2 * self.n_layer))
+            nn.init.normal_(mlp.w1.weight, std=std)
+            nn.init.normal_(mlp.w3.weight, std=std)
+            nn.init.normal_(mlp.w2.weight, std=std / math.sqrt(2 * self.n_layer))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        B, T = idx.shape
+        x = self.wte(idx)
+        d = x.size(-1)
+        hs = d // self.n_head
+        pos = torch.arange(T, dtype=torch.float32)
+        freqs = pos[:, None] * (10000.0 ** (-torch.arange(0, hs, 2) / hs))[None]
+        cos, sin = freqs.cos(), freqs.sin()
+
+        def rope(t: torch.Tensor) -> torch.Tensor:
+            a, b = t[..., : hs // 2], t[..., hs // 2 :]
+            return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for blk in self.blocks:
+            att, mlp = blk.mixers[0], blk.mlps[0]
+            h = blk.mixer_norms[0](x)
+            q, k, v = att.qkv(h).split(d, -1)
+            q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in (q, k, v))
+            s = (rope(q) @ rope(k).transpose(-1, -2)) / math.sqrt(hs)
+            y = s.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+            x = x + att.proj(y.transpose(1, 2).reshape(B, T, d))
+            h = blk.mlp_norms[0](x)
+            x = x + mlp.w2(F.silu(mlp.w1(h)) * mlp.w3(h))
+        return self.lm_head(self.norm_f(x))
+
+
+class _Norm(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("widths", [(64, 64), (96, 32), (16, 112)])
+def test_analytic_parameter_count_equals_the_built_model(arch: str, widths) -> None:
+    for kw in ({}, {"tie_embeddings": False}):
+        cfg = tiny(arch, **kw)
+        model = build_model(cfg, widths, VOCAB)
+        count = count_params(cfg, widths, VOCAB)
+        assert count.total == sum(p.numel() for p in model.parameters())
+        mlp = sum(p.numel() for b in model.blocks for m in b.mlps for p in m.parameters())
+        assert count.mlp == mlp
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        tiny("gated_attention", gated_attention={"gate": "headwise"}),
+        tiny("titans", titans={"with_attention": False, "memory_depth": 3, "chunk_size": 4}),
+        tiny("titans", titans={"memory_expansion": 1, "chunk_size": 32}),
+        tiny("hope_attention", hope={"levels": 3, "periods": [1, 2, 4]}),
+        tiny("hope_attention", hope={"levels": 1, "periods": [1]}),
+    ],
+    ids=lambda c: c.arch,
+)
+def test_analytic_parameter_count_of_arch_options(cfg: ModelConfig) -> None:
+    model = build_model(cfg, (96, 32), VOCAB)
+    assert count_params(cfg, (96, 32), VOCAB).total == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_causal_changing_later_tokens_leaves_earlier_logits(arch: str) -> None:
+    model = seeded(tiny(arch), (96, 32)).eval()
+    idx = torch.randint(0, VOCAB, (2, 16))
+    with torch.no_grad():
+        base = model(idx)
+        # chunk boundaries of Titans (chunk 4) included: t = 3, 4, 7
+        for t in (0, 3, 4, 7, 12):
+            other = idx.clone()
+            other[:, t + 1 :] = torch.randint(0, VOCAB, other[:, t + 1 :].shape)
+            out = model(other)
+            torch.testing.assert_close(out[:, : t + 1], base[:, : t + 1], rtol=1e-5, atol=1e-5)
+            if t < 12:  # and the change is seen later (the test can fail)
+                assert not torch.allclose(out[:, t + 1 :], base[:, t + 1 :])
+
+
+def test_titans_reads_memory_only_from_earlier_chunks() -> None:
+    """A token reads the memory as of its chunk's start: writes of its own chunk are invisible
+    to it (so a token never sees its own write), earlier chunks' writes are visible."""
+    torch.manual_seed(0)
+    mem = NeuralMemory(32, 2, depth=2, expansion=2, chunk_size=4, max_lr=0.5)
+    mem.init_extra(0.02)
+    x = torch.randn(1, 12, 32)
+    rope = (torch.ones(1), torch.zeros(1))  # unused by the memory
+    with torch.no_grad():
+        base = mem(x, rope)
+        y = x.clone()
+        y[:, 4:7] += torch.randn(1, 3, 32)  # tokens 4, 5, 6 of the chunk 4..7
+        out = mem(y, rope)
+    torch.testing.assert_close(out[:, :4], base[:, :4])
+    torch.testing.assert_close(out[:, 7], base[:, 7])  # same chunk, later token: unchanged
+    assert not torch.allclose(out[:, 8:], base[:, 8:])  # the next chunk sees the writes
+
+
+def _naive_memory(mem: NeuralMemory, x: torch.Tensor) -> torch.Tensor:
+    """Token-by-token Titans recurrence with autograd gradients at the chunk-start weights."""
+    B, T, C = x.shape
+    H, hs, size = mem.n_head, mem.head_dim, mem.chunk_size
+    q = F.normalize(mem.q(x).view(B, T, H, hs), dim=-1)
+    k = F.normalize(mem.k(x).view(B, T, H, hs), dim=-1)
+    v = mem.v(x).view(B, T, H, hs)
+    z = mem.gates(x).view(B, T, 3, H)
+    theta, eta, alpha = (
+        mem.max_lr * z[:, :, 0].sigmoid(),
+        z[:, :, 1].sigmoid(),
+        z[:, :, 2].sigmoid(),
+    )
+    out = torch.zeros(B, T, H, hs)
+    for b in range(B):
+        for h in range(H):
+            w = [p[h].detach().clone() for p in mem.memory]
+            s = [torch.zeros_like(t) for t in w]
+
+            def run(ws, inp):
+                for i, wi in enumerate(ws):
+                    inp = inp @ wi
+                    if i < len(ws) - 1:
+                        inp = F.silu(inp)
+                return inp
+
+            for c0 in range(0, T, size):
+                start = [t.clone() for t in w]
+                for t in range(c0, min(c0 + size, T)):
+                    out[b, t, h] = run(start, q[b, t, h])
+                for t in range(c0, min(c0 + size, T)):
+                    ws = [t_.clone().requires_grad_(True) for t_ in start]
+                    loss = (run(ws, k[b, t, h]) - v[b, t, h]).pow(2).sum()
+                    grads = torch.autograd.grad(loss, ws)
+                    s = [
+                        eta[b, t, h] * si - theta[b, t, h] * g
+                        for si, g in zip(s, grads, strict=True)
+                    ]
+                    w = [(1 - alpha[b, t, h]) * wi + si for wi, si in zip(w, s, strict=True)]
+    return mem.proj(out.reshape(B, T, C))
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_titans_chunk_parallel_equals_the_token_recurrence(depth: int) -> None:
+    torch.manual_seed(1)
+    mem = NeuralMemory(16, 2, depth=depth, expansion=2, chunk_size=4, max_lr=0.5)
+    mem.init_extra(0.02)
+    with torch.no_grad():  # large, varied gates so every term of the closed form matters
+        mem.gates.weight.normal_(std=0.5)
+        mem.v.weight.normal_(std=0.5)
+    x = torch.randn(2, 12, 16)
+    rope = (torch.ones(1), torch.zeros(1))
+    expected = _naive_memory(mem, x)
+    with torch.no_grad():
+        got = mem(x, rope)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
+def test_forward_backward_loss_near_ln_vocab(arch: str, bf16: bool) -> None:
+    model = seeded(tiny(arch), (96, 32))
+    idx = torch.randint(0, VOCAB, (4, 16))
+    targets = torch.randint(0, VOCAB, (4, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(idx)
+        loss = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+    assert logits.dtype == torch.float32 and logits.shape == (4, 16, VOCAB)
+    assert abs(loss.item() - math.log(VOCAB)) < 0.1
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert sum(g.abs().sum().item() for g in grads) > 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_init_is_deterministic_for_a_seed(arch: str) -> None:
+    a, b, c = (seeded(tiny(arch), (96, 32), seed=s) for s in (5, 5, 6))
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_param_groups_decay_matrices_only(arch: str) -> None:
+    model = build_model(tiny(arch), (96, 32), VOCAB)
+    decay, no_decay = model.param_groups(0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim >= 2 for p in decay["params"]) and decay["params"]
+    assert all(p.ndim < 2 for p in no_decay["params"]) and no_decay["params"]
+    ids = [id(p) for g in (decay, no_decay) for p in g["params"]]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+    assert any(p is model.wte.weight for p in decay["params"])
+    torch.optim.AdamW(model.param_groups(0.1), lr=1e-3)  # accepted as is
+
+
+@pytest.mark.parametrize("arch", ["transformer", "gated_attention", "titans"])
+def test_before_optimizer_step_is_a_no_op(arch: str) -> None:
+    model = seeded(tiny(arch), (96, 32))
+    model(torch.randint(0, VOCAB, (1, 8))).sum().backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    model.before_optimizer_step(0)
+    assert all(torch.equal(a, p.grad) for a, p in zip(before, model.parameters(), strict=True))
+
+
+def test_hope_levels_update_at_their_periods_with_the_summed_gradient() -> None:
+    cfg = tiny("hope_attention", hope={"levels": 2, "periods": [1, 3]})
+    model = seeded(cfg, (96, 32))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    slow = model.blocks[0].mlps[1].w1.weight
+    fast = model.blocks[0].mlps[0].w1.weight
+    total = torch.zeros_like(slow)
+    for step in range(6):
+        idx = torch.randint(0, VOCAB, (2, 8))
+        F.cross_entropy(model(idx).view(-1, VOCAB), idx.view(-1)).backward()
+        total += slow.grad
+        model.before_optimizer_step(step)
+        assert fast.grad is not None
+        start, fast_start = slow.detach().clone(), fast.detach().clone()
+        if (step + 1) % 3:
+            assert slow.grad is None
+        else:
+            torch.testing.assert_close(slow.grad, total)
+            total.zero_()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert torch.equal(slow, start) == bool((step + 1) % 3)
+        assert not torch.equal(fast, fast_start)
+    # the pending sum is part of the state dict, so a checkpoint resumes mid-period
+    assert any(k.startswith("blocks.0.grad_sum_1_") for k in model.state_dict())
+
+
+def test_bad_widths_are_clear_value_errors() -> None:
+    cfg = tiny("transformer")
+    with pytest.raises(ValueError, match=r"widths has 3 entries but model\.n_layer is 2"):
+        build_model(cfg, (64, 64, 64), VOCAB)
+    with pytest.raises(ValueError, match="positive integers"):
+        build_model(cfg, (64, 0), VOCAB)
+    with pytest.raises(ValueError, match="positive integers"):
+        build_model(cfg, (64, 31.5), VOCAB)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHS)
+def test_torch_compile_matches_eager(arch: str) -> None:
+    model = seeded(tiny(arch, n_layer=1), (64,))
+    compiled = torch.compile(model)
+    idx = torch.randint(0, VOCAB, (2, 16))
+    torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-4, atol=1e-4)
+    compiled(idx).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    compiled.before_optimizer_step(0)  # the trainer calls it on the compiled wrapper
