@@ -205,6 +205,70 @@ def train(
 
 
 @app.command()
+def run(
+    study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/quickstart.yaml")],
+    set_: SetOpt = None,
+    address: Annotated[
+        str | None, typer.Option(help="Join this Ray cluster (default: ray.address or local)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the study's)")] = None,
+) -> None:
+    """Run a study: Ray Tune trials sampled and pruned by Optuna, results in the run dir."""
+    from tlmsearch.search.cli import run_command
+
+    try:
+        code = run_command(study, set_ or [], address=address, name=name, console=_console())
+    except ConfigError as err:
+        _bad_input(err)
+    raise typer.Exit(code)
+
+
+@app.command()
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    address: Annotated[str | None, typer.Option(help="Join this Ray cluster")] = None,
+) -> None:
+    """Finish a run stopped by Ctrl-C, a crash or kill -9; finished trials are kept."""
+    from tlmsearch.search.cli import resume_command
+
+    try:
+        code = resume_command(run_dir, address=address, console=_console())
+    except ConfigError as err:
+        _bad_input(err)
+    raise typer.Exit(code)
+
+
+@app.command()
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+) -> None:
+    """Trials by state and the best candidate so far (works while the run is going)."""
+    from tlmsearch.search.cli import status_command
+
+    try:
+        status_command(run_dir, console=_console())
+    except ConfigError as err:
+        _bad_input(err)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    fmt: Annotated[str, typer.Option("--format", help="csv, parquet or yaml (best.yaml)")] = (
+        "yaml"
+    ),
+    out: Annotated[Path | None, typer.Option(help="Copy the files to this folder")] = None,
+) -> None:
+    """Write the run's tables (csv, parquet) or best.yaml from its Optuna storage."""
+    from tlmsearch.search.cli import export_command
+
+    try:
+        export_command(run_dir, fmt, out, console=_console())
+    except ConfigError as err:
+        _bad_input(err)
+
+
+@app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
     out: Annotated[

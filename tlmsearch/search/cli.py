@@ -1,0 +1,116 @@
+"""Bodies of ``tlmsearch run | resume | status | export`` (the typer commands stay thin).
+
+Each returns an exit status: 0 ok, 1 the run failed (every trial failed), 130 interrupted.
+ConfigError (bad input, exit 2) propagates to the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _echo(console: Any) -> Any:
+    return lambda text: console.print(text, markup=False, highlight=False)
+
+
+def _next_steps(console: Any, run_dir: Path, dashboard: str) -> None:
+    console.print(f"\nrun dir: [bold]{run_dir}[/]")
+    console.print(f"  tlmsearch status {run_dir}        counts and the best candidate")
+    console.print(f"  tlmsearch report {run_dir}        offline HTML report (report.html)")
+    console.print(f"  tlmsearch export {run_dir} --format yaml   best.yaml (target widths)")
+    console.print(f"  {dashboard}   live Optuna dashboard")
+
+
+def _print_result(console: Any, result: Any) -> int:
+    c = result.counts
+    console.print(
+        f"[bold]{result.status}[/] in {result.wall_s / 60:.1f} min: {c.get('COMPLETE', 0)} "
+        f"complete, {c.get('PRUNED', 0)} pruned, {c.get('FAIL', 0)} failed"
+        + (f", {c['interrupted']} interrupted and re-run" if c.get("interrupted") else "")
+    )
+    for best in result.best:
+        vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items())
+        delta = best.get("delta_vs_uniform") or {}
+        shown = ", ".join(f"{m} {v:+.4f}" for m, v in delta.items())
+        console.print(
+            f"best: [bold]{best['candidate']}[/] ({vals}; over {best['n_seeds']} seed(s))"
+            + (f"; vs uniform {shown}" if shown else "")
+        )
+    _next_steps(console, result.run_dir, result.dashboard)
+    if result.status == "interrupted":
+        console.print(f"\ninterrupted: continue with [bold]tlmsearch resume {result.run_dir}[/]")
+        return 130
+    return 0
+
+
+def run_command(
+    study: Path,
+    overrides: Sequence[str],
+    *,
+    address: str | None,
+    name: str | None,
+    console: Any,
+) -> int:
+    from tlmsearch.config import load_study
+    from tlmsearch.search.runner import RunFailed, run_study
+
+    cfg = load_study(study, overrides)  # exit 2 before anything starts
+    try:
+        result = run_study(cfg, address=address, name=name, echo=_echo(console))
+    except RunFailed as err:
+        console.print(f"[red]error:[/] {err}", markup=True)
+        return 1
+    return _print_result(console, result)
+
+
+def resume_command(run_dir: Path, *, address: str | None, console: Any) -> int:
+    from tlmsearch.search.runner import RunFailed, resume_run
+
+    try:
+        result = resume_run(run_dir, address=address, echo=_echo(console))
+    except RunFailed as err:
+        console.print(f"[red]error:[/] {err}")
+        return 1
+    return _print_result(console, result)
+
+
+def status_command(run_dir: Path, *, console: Any) -> int:
+    from tlmsearch.search.export import status_report
+    from tlmsearch.search.storage import dashboard_command, storage_url
+
+    rep = status_report(run_dir)
+    c = rep["counts"]
+    finished = c["COMPLETE"] + c["PRUNED"] + c["FAIL"]
+    planned = rep["planned"] or "?"
+    console.print(
+        f"{run_dir}: [bold]{rep['status']}[/] (updated {rep['updated']}); trials "
+        f"{finished}/{planned} finished: {c['COMPLETE']} complete, {c['PRUNED']} pruned, "
+        f"{c['FAIL']} failed; {c['RUNNING']} running, {c['WAITING']} queued"
+        + (f"; {c['interrupted']} interrupted (re-queued)" if c["interrupted"] else "")
+    )
+    if not rep["best"]:
+        console.print("best: none complete yet")
+    for best in rep["best"]:
+        vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items() if not math.isnan(v))
+        console.print(f"best: [bold]{best['candidate']}[/] ({vals}; {best['n_seeds']} seed(s))")
+    from tlmsearch.search.export import open_run
+
+    cfg, _ = open_run(run_dir)
+    console.print(dashboard_command(storage_url(cfg.storage, Path(run_dir).resolve())))
+    return 0
+
+
+def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -> int:
+    from tlmsearch.search.export import export_run
+
+    for path in export_run(run_dir, fmt, out):
+        console.print(str(path))
+    return 0
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

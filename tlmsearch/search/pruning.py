@@ -1,0 +1,204 @@
+"""Optuna pruners inside Ray Tune: a scheduler that asks them, and a searcher that tells states.
+
+Ray's ``OptunaSearch`` creates its study with a ``NopPruner`` and never calls ``should_prune``.
+Ray calls the *scheduler* before the searcher on every result, so :class:`OptunaPruningScheduler`
+reports each eval to the Optuna trial at step = tokens seen, asks the study's pruner, and on a
+prune tells Optuna PRUNED itself and returns STOP (otherwise the searcher would tell COMPLETE with
+the last value). It also records what each trial is (widths, node, learning curve) as Optuna
+user attributes, so the storage alone describes the run (``tlmsearch status`` reads it live).
+
+:class:`StudySearch` tells Optuna the end state from the trainable's final report: COMPLETE with
+the objective values, or FAIL with the reason (divergence, an exception). A trial stopped with
+no final report (the driver was interrupted) stays RUNNING in Optuna; ``tlmsearch resume`` runs
+it again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+EVAL_KEYS = (
+    "tokens",
+    "train_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpb",
+    "tokens_per_s",
+    "mfu",
+    "lr",
+    "wall_s",
+)
+STATIC_KEYS = ("widths", "n_params", "n_params_nonemb", "flops_per_token", "node")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe scalars for Optuna user attributes (NaN -> None)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item"):  # numpy scalar
+        return _clean(x.item())
+    return x
+
+
+def find_study_search(search_alg: Any) -> StudySearch | None:
+    """Unwrap Ray's SearchGenerator / ConcurrencyLimiter down to our searcher.
+
+    Looked up on every call, not cached: a restored experiment holds new objects.
+    """
+    node, seen = search_alg, 0
+    while node is not None and seen < 8:
+        if isinstance(node, StudySearch):
+            return node
+        node, seen = getattr(node, "searcher", None), seen + 1
+    return None
+
+
+class StudySearch(OptunaSearch):
+    """OptunaSearch that tells COMPLETE / FAIL from the trainable's final report."""
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        # The scheduler already reported this eval at step = tokens (Ray's would use the
+        # iteration count, which differs between trials with different eval spacing).
+        return
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        import optuna
+
+        if trial_id in self._completed_trials or trial_id not in self._ot_trials:
+            return
+        ot = self._ot_trials[trial_id]
+        state, values, reason = optuna.trial.TrialState.FAIL, None, ""
+        if error:
+            reason = ot.user_attrs.get("reason") or "the trial raised an exception"
+        elif result and result.get("final"):
+            status = result.get("status", "completed")
+            metrics = self.metric if isinstance(self.metric, list) else [self.metric]
+            vals = [result.get(m) for m in metrics]
+            if status != "completed":
+                reason = result.get("reason") or status
+            elif not all(_finite(v) for v in vals):
+                shown = dict(zip(metrics, vals, strict=True))
+                reason = f"objective is not a finite number: {shown}"
+            else:
+                state, values = optuna.trial.TrialState.COMPLETE, [float(v) for v in vals]
+        else:
+            return  # interrupted, not finished: left RUNNING for `tlmsearch resume`
+        if reason:
+            ot.set_user_attr("reason", reason[:500])
+        if values is not None and not isinstance(self.metric, list):
+            values = values[0]
+        self._ot_study.tell(ot, values, state=state)
+        self._completed_trials.add(trial_id)
+
+
+class OptunaPruningScheduler(FIFOScheduler):
+    """FIFO scheduling plus an Optuna pruner consulted on every eval (step = tokens seen).
+
+    ``grace_tokens``: never prune before this many tokens (at least the LR warm-up).
+    ``metric``: the single objective the pruner watches; None (several objectives) disables
+    pruning and intermediate values (Optuna keeps none for multi-objective studies).
+    """
+
+    def __init__(self, pruner: Any, grace_tokens: int, metric: str | None) -> None:
+        super().__init__()
+        if grace_tokens < 0:
+            raise ValueError(f"grace_tokens must be >= 0, but got {grace_tokens=}")
+        self._pruner = pruner
+        self._grace = grace_tokens
+        self._objective = metric
+        self._curves: dict[str, list[dict[str, Any]]] = {}
+        self._reported: dict[str, set[int]] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _ot_trial(self, controller: Any, trial_id: str) -> tuple[Any, Any]:
+        search = find_study_search(controller.search_alg)
+        if search is None or trial_id in search._completed_trials:
+            return search, None
+        return search, search._ot_trials.get(trial_id)
+
+    def _record(self, ot: Any, trial_id: str, result: dict) -> None:
+        curve = self._curves.setdefault(trial_id, [])
+        if not result.get("final"):
+            curve.append({k: _clean(result.get(k)) for k in EVAL_KEYS})
+            ot.set_user_attr("curve", curve)
+        if len(curve) <= 1 or result.get("final"):
+            for k in STATIC_KEYS:
+                if k in result:
+                    ot.set_user_attr(k, _clean(result[k]) if k != "widths" else result[k])
+        ot.set_user_attr("metrics", {k: _clean(result.get(k)) for k in EVAL_KEYS})
+
+    # -- Ray hooks ----------------------------------------------------------------------------
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        _, ot = self._ot_trial(tune_controller, trial.trial_id)
+        if ot is not None:
+            ot.set_user_attr("ray_trial_id", trial.trial_id)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        search, ot = self._ot_trial(tune_controller, trial.trial_id)
+        if ot is None:
+            return TrialScheduler.CONTINUE
+        self._record(ot, trial.trial_id, result)
+        if result.get("final") or self._objective is None:
+            return TrialScheduler.CONTINUE
+        value, step = result.get(self._objective), result.get("tokens")
+        if not (_finite(value) and _finite(step)):
+            return TrialScheduler.CONTINUE  # divergence is the trainer's call
+        step = int(step)
+        reported = self._reported.setdefault(trial.trial_id, set())
+        if step not in reported:  # Optuna warns on a second report at one step
+            ot.report(float(value), step)
+            reported.add(step)
+        if step < self._grace:
+            return TrialScheduler.CONTINUE
+        search._ot_study.pruner = self._pruner
+        if not ot.should_prune():
+            return TrialScheduler.CONTINUE
+        import optuna
+
+        name = type(self._pruner).__name__.removesuffix("Pruner")
+        ot.set_user_attr(
+            "reason", f"pruned by {name} at {step:,} tokens ({self._objective} {value:.4f})"
+        )
+        search._ot_study.tell(ot, state=optuna.trial.TrialState.PRUNED)
+        search._completed_trials.add(trial.trial_id)
+        return TrialScheduler.STOP
+
+    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        _, ot = self._ot_trial(tune_controller, trial.trial_id)
+        if ot is not None:
+            ot.set_user_attr("reason", error_reason(trial))
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        self._curves.pop(trial.trial_id, None)
+        self._reported.pop(trial.trial_id, None)
+
+    def debug_string(self) -> str:
+        return f"OptunaPruningScheduler({type(self._pruner).__name__}, grace {self._grace})"
+
+
+def error_reason(trial: Any) -> str:
+    """The last line of a failed Ray trial's traceback: ``ValueError: ...``."""
+    text = ""
+    try:
+        err = trial.get_pickled_error() or trial.get_error()
+        text = str(err) if err is not None else ""
+    except Exception:  # the error file may live on another node
+        text = ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # A RayTaskError's text ends with the original exception's "Type: message" line.
+    for line in reversed(lines):
+        if ":" in line and not line.startswith(("File ", "^", "~")):
+            return line[:500]
+    return (lines[-1] if lines else "the trial raised an exception")[:500]

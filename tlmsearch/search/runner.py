@@ -1,0 +1,366 @@
+"""Run and resume a study: data once, Ray (embedded or a cluster), Tuner + OptunaSearch.
+
+Optuna owns the search state, Ray owns execution. The Optuna storage is written by the driver
+as things happen (every eval, every end state), so it is the record a resume trusts: after
+Ctrl-C, a crash or ``kill -9`` of the driver, ``resume_run`` marks the trials that were running
+as interrupted, queues their (candidate, seed) again, and starts a fresh Ray Tune session on the
+same Optuna study for what is left. Finished trials are never run again; the queue written at
+the start (baseline, grid, seed repeats) is consumed where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tlmsearch.config import StudyConfig
+from tlmsearch.errors import ConfigError
+from tlmsearch.search import export
+from tlmsearch.search.samplers import (
+    CANDIDATE,
+    SEED,
+    SpaceFn,
+    enqueue,
+    grace_tokens,
+    make_pruner,
+    make_sampler,
+    planned_trials,
+    write_initial_queue,
+)
+from tlmsearch.search.storage import dashboard_command, open_storage, redact, storage_url
+
+
+class RunFailed(RuntimeError):
+    """The study ran but produced nothing usable (every trial failed): exit status 1."""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # finished | interrupted | failed
+    counts: dict[str, int] = field(default_factory=dict)
+    best: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+    storage: str = ""
+
+    @property
+    def dashboard(self) -> str:
+        return dashboard_command(self.storage)
+
+
+# -------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def run_dir_for(cfg: StudyConfig, name: str | None = None) -> Path:
+    return Path(cfg.storage.runs_dir) / (name or cfg.name)
+
+
+def run_study(
+    cfg: StudyConfig,
+    *,
+    address: str | None = None,
+    name: str | None = None,
+    echo: Any = print,
+) -> RunResult:
+    """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done."""
+    import optuna
+
+    run = run_dir_for(cfg, name)
+    if (run / "study.yaml").exists():
+        raise ConfigError(
+            f"run dir {str(run)!r} exists; continue it with `tlmsearch resume {run}`, or start "
+            "another with --name NEW"
+        )
+    if name is not None:
+        cfg = cfg.model_copy(update={"name": name})  # the run's own name for its study
+    url = storage_url(cfg.storage, run.resolve())
+    make_pruner(cfg)  # bad pruner options are input errors: before anything starts
+    make_sampler(cfg)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "study.yaml").write_text(cfg.to_yaml())
+    study_name = cfg.name
+    try:
+        study = optuna.create_study(
+            storage=open_storage(url), study_name=study_name, **_directions(cfg)
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        (run / "study.yaml").unlink()
+        raise ConfigError(
+            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
+            "pick another run with --name NEW"
+        ) from None
+    study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
+    write_initial_queue(study, cfg)
+    _write_status(
+        run,
+        "running",
+        n_trials_planned=planned_trials(cfg),
+        optuna_study=study_name,
+        storage=redact(url),
+        versions=_versions(),
+        git_sha=_git_sha(),
+    )
+    return _execute(run, cfg, study, url, address=address, echo=echo)
+
+
+def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = print) -> RunResult:
+    """Finish a stopped run: interrupted trials are queued again, finished ones are kept."""
+    run = Path(run_dir)
+    cfg, study = export.open_run(run)
+    info = export.run_info(run)
+    pid, host = info.get("driver_pid"), info.get("driver_host")
+    if info.get("status") == "running" and host == socket.gethostname() and _alive(pid):
+        raise ConfigError(
+            f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
+        )
+    requeued = requeue_interrupted(study, cfg)
+    if requeued:
+        echo(f"resume: {requeued} interrupted trial(s) queued again")
+    url = storage_url(cfg.storage, run.resolve())
+    return _execute(run, cfg, study, url, address=address, echo=echo)
+
+
+def requeue_interrupted(study: Any, cfg: StudyConfig) -> int:
+    """Trials left RUNNING by a dead driver: mark them interrupted (FAIL) and queue them again."""
+    import optuna
+
+    n = 0
+    for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        attrs = ft.user_attrs
+        study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
+        study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        if CANDIDATE in attrs and SEED in attrs:
+            enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]))
+        n += 1
+    return n
+
+
+# -------------------------------------------------------------------------------------------------
+# One Ray Tune session
+
+
+def _execute(
+    run: Path,
+    cfg: StudyConfig,
+    study: Any,
+    url: str,
+    *,
+    address: str | None,
+    echo: Any,
+) -> RunResult:
+    from ray import tune
+
+    from tlmsearch.search.cluster import start_ray, stop_ray
+    from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
+    from tlmsearch.search.trainable import run_trial
+
+    t0 = time.time()
+    planned = planned_trials(cfg)
+    before = export.counts(study)
+    finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
+    remaining = planned - finished
+    _write_status(run, "running", driver_pid=os.getpid(), driver_host=socket.gethostname())
+    if remaining <= 0:
+        echo(f"nothing left to run: {finished}/{planned} trials finished")
+        return _finish(run, cfg, study, url, "finished", t0, echo)
+
+    data = _prepare(cfg, echo)
+    facts = start_ray(cfg.ray, address)
+    where = "joined" if facts["joined"] else "started"
+    echo(
+        f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), "
+        f"{facts['cpus']:g} CPUs); {remaining} trial(s) to run, {cfg.search.concurrency} at once"
+    )
+    status = "failed"
+    try:
+        # Data through the object store unless every node reads a shared path.
+        payload = data if cfg.ray.shared_path else data.in_memory()
+        trainable = tune.with_resources(
+            tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
+            {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial},
+        )
+        single = len(cfg.objectives) == 1
+        metrics = [o.metric for o in cfg.objectives]
+        modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
+        searcher = StudySearch(
+            space=SpaceFn(cfg),
+            metric=metrics[0] if single else metrics,
+            mode=modes[0] if single else modes,
+            sampler=make_sampler(cfg),
+            study_name=study.study_name,
+            storage=open_storage(url),
+        )
+        scheduler = OptunaPruningScheduler(
+            make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None
+        )
+        from tlmsearch.search.progress import LiveProgress, TableWriter
+
+        best_before = _best_value(run, cfg, study) if finished else None
+        progress = LiveProgress(
+            planned,
+            metrics[0],
+            cfg.objectives[0].sense,
+            cfg.search.concurrency,
+            prior={
+                "complete": before["COMPLETE"],
+                "pruned": before["PRUNED"],
+                "failed": before["FAIL"],
+            },
+            prior_best=best_before,
+        )
+        session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                scheduler=scheduler,
+                num_samples=remaining,
+                max_concurrent_trials=cfg.search.concurrency,
+                reuse_actors=cfg.ray.reuse_actors,
+                trial_dirname_creator=trial_dirname,
+            ),
+            run_config=tune.RunConfig(
+                name=f"session-{session}",
+                storage_path=str((run / "ray").resolve()),
+                verbose=0,
+                callbacks=[progress, TableWriter(str(run))],
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
+        try:
+            tuner.fit()
+            status = "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            progress.close()
+        if status == "finished" and _interrupted_now(study):
+            status = "interrupted"  # Ray caught the Ctrl-C itself and returned early
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        if facts["owned"]:
+            stop_ray()
+    return _finish(run, cfg, study, url, status, t0, echo)
+
+
+def _interrupted_now(study: Any) -> bool:
+    import optuna
+
+    states = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
+    return bool(study.get_trials(deepcopy=False, states=states))
+
+
+def _finish(
+    run: Path, cfg: StudyConfig, study: Any, url: str, status: str, t0: float, echo: Any
+) -> RunResult:
+    trials = export.write_tables(run, study, cfg)
+    doc = export.write_best(run, trials, cfg)
+    counts = export.counts(study)
+    if status == "finished" and counts["COMPLETE"] == 0:
+        status = "failed"
+    _write_status(run, status, counts=counts)
+    result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
+    if status == "failed":
+        reasons = sorted({r for r in trials["reason"] if r})[:3]
+        raise RunFailed(
+            f"no trial completed ({counts['FAIL']} failed, {counts['PRUNED']} pruned) in {run}"
+            + (f"; reasons: {' | '.join(reasons)}" if reasons else "")
+        )
+    return result
+
+
+def trial_dirname(trial: Any) -> str:
+    """Short trial folders (Ray's default embeds the whole config in the name)."""
+    return f"trial_{trial.trial_id}"
+
+
+# -------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _directions(cfg: StudyConfig) -> dict[str, Any]:
+    senses = [o.sense for o in cfg.objectives]
+    return {"direction": senses[0]} if len(senses) == 1 else {"directions": senses}
+
+
+def _prepare(cfg: StudyConfig, echo: Any) -> Any:
+    from tlmsearch.data import prepare_data
+
+    data_cfg = cfg.data
+    if cfg.ray.shared_path and not data_cfg.cache_dir:
+        data_cfg = data_cfg.model_copy(update={"cache_dir": cfg.ray.shared_path})
+    t = time.time()
+    data = prepare_data(data_cfg, progress=sys.stderr.isatty())
+    echo(
+        f"data: {data.n_train_tokens:,} train / {data.n_val_tokens:,} val tokens, "
+        f"vocab {data.vocab_size} ({time.time() - t:.1f} s)"
+    )
+    return data
+
+
+def _best_value(run: Path, cfg: StudyConfig, study: Any) -> float | None:
+    from tlmsearch.results import add_deltas, trials_frame
+
+    rows, _ = export.trial_records(study)
+    best = export.best_candidates(
+        add_deltas(trials_frame(rows), [o.metric for o in cfg.objectives]), cfg
+    )
+    return best[0]["values"][cfg.objectives[0].metric] if best else None
+
+
+def _write_status(run: Path, status: str, **fields: Any) -> None:
+    from tlmsearch.results import write_status
+
+    write_status(run, status, **fields)
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie or a recycled pid: check it is a tlmsearch driver.
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return True
+    return "tlmsearch" in cmd or "pytest" in cmd
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("tlmsearch", "torch", "ray", "optuna", "numpy"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[pkg] = version(pkg)
+    return out
+
+
+def _git_sha() -> str | None:
+    try:
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None

@@ -1,0 +1,195 @@
+"""Optuna side of a study: samplers, pruners, the define-by-run space and the trial queue.
+
+Every Optuna trial stands for one (candidate, seed) pair. The seed is a user attribute, not a
+parameter, so samplers model only the schedule; repeats are *paired*: a freshly sampled
+candidate is enqueued once more for every other seed, so each seed sees the same candidates
+(and, within a seed, the same data order and init). The uniform baseline is enqueued first,
+once per seed; a grid study enqueues its whole grid x seeds and never samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tlmsearch.config import StudyConfig
+from tlmsearch.errors import ConfigError
+from tlmsearch.space import UNIFORM, SearchSpace
+
+# Optuna user attributes that describe a trial (set in the driver).
+SEED = "seed"
+CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
+ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
+
+
+def grace_tokens(cfg: StudyConfig) -> int:
+    """No pruning before this many tokens: at least the LR warm-up (losses before it mislead)."""
+    return max(cfg.search.grace_tokens or 0, cfg.train.warmup_tokens)
+
+
+def make_sampler(cfg: StudyConfig) -> Any:
+    """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused)."""
+    import optuna
+
+    s = cfg.search
+    seed = s.sampler_seed
+    if s.sampler in ("grid", "random"):
+        return optuna.samplers.RandomSampler(seed=seed)
+    if s.sampler == "tpe":
+        # constant_liar: with parallel trials, pending ones count as bad so workers spread out.
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    if s.sampler == "gp":
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "search.sampler: gp needs scipy (Optuna's GPSampler): pip install scipy, "
+                "or use tpe"
+            ) from None
+        return optuna.samplers.GPSampler(seed=seed)
+    if s.sampler == "nsga2":
+        n = s.n_trials or 50
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
+    raise AssertionError(s.sampler)  # config validation keeps us from here
+
+
+_PRUNER_OPTIONS = {
+    "median": {"n_startup_trials", "n_min_trials", "interval_steps"},
+    "percentile": {"percentile", "n_startup_trials", "n_min_trials", "interval_steps"},
+    "successive_halving": {"reduction_factor", "min_early_stopping_rate", "bootstrap_count"},
+    "hyperband": {"reduction_factor", "bootstrap_count"},
+    "wilcoxon": {"p_threshold", "n_startup_steps"},
+    "none": set(),
+}
+
+
+def make_pruner(cfg: StudyConfig) -> Any:
+    """The study's Optuna pruner; steps are tokens seen, so warm-up and resources are tokens.
+
+    ``search.pruner_options`` pass through (e.g. ``percentile: 25``), checked by name.
+    """
+    import optuna
+
+    name = cfg.search.pruner
+    opts = dict(cfg.search.pruner_options)
+    bad = sorted(set(opts) - _PRUNER_OPTIONS[name])
+    if bad:
+        valid = ", ".join(sorted(_PRUNER_OPTIONS[name])) or "none"
+        raise ConfigError(
+            f"search.pruner_options: {bad[0]!r} is not an option of the {name} pruner; "
+            f"valid: {valid}"
+        )
+    grace = grace_tokens(cfg)
+    # Few trials in a small study: start comparing after 2 finished ones, not Optuna's 5.
+    if name == "median":
+        opts.setdefault("n_startup_trials", 2)
+        return optuna.pruners.MedianPruner(n_warmup_steps=grace, **opts)
+    if name == "percentile":
+        opts.setdefault("percentile", 25.0)
+        opts.setdefault("n_startup_trials", 2)
+        return optuna.pruners.PercentilePruner(n_warmup_steps=grace, **opts)
+    if name == "successive_halving":
+        opts.setdefault("reduction_factor", 3)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, grace), **opts)
+    if name == "hyperband":
+        opts.setdefault("reduction_factor", 3)
+        return optuna.pruners.HyperbandPruner(
+            min_resource=max(1, grace), max_resource=cfg.train.tokens, **opts
+        )
+    if name == "wilcoxon":
+        return optuna.pruners.WilcoxonPruner(**opts)
+    return optuna.pruners.NopPruner()
+
+
+def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``candidate`` that the space's distributions can hold (for enqueueing).
+
+    The baseline ``{"shape": "uniform"}`` usually lies outside the space (no ``uniform``
+    choice); it is then enqueued with no parameters and identified by its user attributes.
+    """
+    out: dict[str, Any] = {}
+    for name, dim in space.dimensions.items():
+        if name not in candidate or not dim.active(out) or dim.type == "fixed":
+            continue
+        value = candidate[name]
+        if dim.type == "categorical" and value not in (dim.choices or []):
+            return {}
+        out[name] = value
+    return out
+
+
+def _key(candidate: Mapping[str, Any]) -> str:
+    return json.dumps(dict(candidate), sort_keys=True)
+
+
+def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
+    """(candidate, seed) pairs enqueued before sampling: the baseline per seed, then the grid.
+
+    A grid study lists every candidate for every seed, seed-major so that early results already
+    compare candidates on one seed.
+    """
+    queue: list[tuple[dict[str, Any], int]] = []
+    seeds = cfg.search.seeds
+    if cfg.search.sampler == "grid":
+        for seed in seeds:
+            queue += [(cand, seed) for cand in cfg.candidates()]
+    elif cfg.search.baseline:
+        queue += [(dict(UNIFORM), seed) for seed in seeds]
+    return queue
+
+
+def planned_trials(cfg: StudyConfig) -> int:
+    """Trials the study runs in all: (candidates + baseline) x seeds."""
+    n_seeds = len(cfg.search.seeds)
+    if cfg.search.sampler == "grid":
+        return len(cfg.candidates()) * n_seeds
+    n = cfg.search.n_trials or 20
+    return (n + int(cfg.search.baseline)) * n_seeds
+
+
+def enqueue(study: Any, cfg: StudyConfig, candidate: Mapping[str, Any], seed: int) -> None:
+    """Put one (candidate, seed) in the study's queue."""
+    study.enqueue_trial(
+        searchable(cfg.space, candidate),
+        user_attrs={SEED: seed, CANDIDATE: _key(candidate)},
+    )
+
+
+def write_initial_queue(study: Any, cfg: StudyConfig) -> bool:
+    """Enqueue :func:`initial_queue` once per study (a resumed study keeps its queue)."""
+    if study.user_attrs.get(ENQUEUED_FLAG):
+        return False
+    for cand, seed in initial_queue(cfg):
+        enqueue(study, cfg, cand, seed)
+    study.set_user_attr(ENQUEUED_FLAG, True)
+    return True
+
+
+class SpaceFn:
+    """Ray's define-by-run space: a queued (candidate, seed) or a fresh sample + its repeats.
+
+    A class, not a closure: Ray pickles the searcher (and so this) into its experiment state.
+    Returns the Ray trial config ``{"candidate": {...}, "seed": s}``; the sampled parameters
+    appear next to it (Ray merges them in) and are ignored by the trainable.
+    """
+
+    def __init__(self, cfg: StudyConfig) -> None:
+        self.space = cfg.space
+        self.seeds = list(cfg.search.seeds)
+        self.cfg = cfg
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        attrs = trial.user_attrs
+        if CANDIDATE in attrs:  # from the queue: baseline, grid point or a seed repeat
+            cand = json.loads(attrs[CANDIDATE])
+            if searchable(self.space, cand):
+                self.space.suggest(trial)  # records the fixed params as the trial's params
+            return {"candidate": cand, "seed": int(attrs[SEED])}
+        cand = self.space.suggest(trial)
+        seed = self.seeds[0]
+        trial.set_user_attr(SEED, seed)
+        trial.set_user_attr(CANDIDATE, _key(cand))
+        for other in self.seeds[1:]:
+            enqueue(trial.study, self.cfg, cand, other)
+        return {"candidate": cand, "seed": seed}

@@ -1,0 +1,75 @@
+"""Optuna storage of a run: SQLite in the run dir (default), a journal file, or a server URL.
+
+Only the driver writes (Ray Tune's searcher and our scheduler live there), so SQLite in the run
+dir is the embedded default; a PostgreSQL URL serves runs whose driver moves between machines or
+that several people watch. ``optuna-dashboard <url>`` opens any of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tlmsearch.config import StorageConfig
+from tlmsearch.errors import ConfigError
+
+SQLITE_NAME = "optuna.db"
+JOURNAL_NAME = "optuna.journal"
+_URL_SCHEMES = ("sqlite", "postgresql", "mysql")
+
+
+def storage_url(storage: StorageConfig, run_dir: str | Path) -> str:
+    """The storage as text: a SQLAlchemy URL, or ``journal:<path>`` for a journal file.
+
+    >>> storage_url(StorageConfig(), "runs/x")
+    'sqlite:///runs/x/optuna.db'
+    """
+    run = Path(run_dir)
+    spec = storage.optuna
+    if spec is None:
+        return f"sqlite:///{run / SQLITE_NAME}"
+    if spec == "journal":
+        return f"journal:{run / JOURNAL_NAME}"
+    scheme = spec.split(":", 1)[0].split("+", 1)[0]
+    if "://" not in spec or scheme not in _URL_SCHEMES:
+        raise ConfigError(
+            f"storage.optuna: {spec!r} is not a storage; leave it empty (SQLite in the run dir), "
+            "write 'journal', or give a URL such as postgresql://user:pass@host/db"
+        )
+    return spec
+
+
+def open_storage(url: str) -> Any:
+    """An Optuna storage object for ``url`` (Ray's OptunaSearch takes objects, not URLs)."""
+    import optuna
+
+    if url.startswith("journal:"):
+        from optuna.storages.journal import JournalFileBackend
+
+        return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+    if url.startswith("postgresql"):
+        try:
+            import psycopg2  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"storage.optuna: {url.split('@')[-1]!r} needs a PostgreSQL driver: "
+                "pip install 'tlmsearch[postgres]' (psycopg2-binary)"
+            ) from None
+    # pool_pre_ping: a long study outlives idle server connections.
+    return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+
+
+def dashboard_command(url: str) -> str:
+    """The shell command that opens this storage in optuna-dashboard, on loopback."""
+    target = url.removeprefix("journal:") if url.startswith("journal:") else url
+    return f"optuna-dashboard {target} --host 127.0.0.1 --port 8080"
+
+
+def redact(url: str) -> str:
+    """Hide a password in a URL before printing it."""
+    if "://" in url and "@" in url:
+        head, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{head}://{user}:***@{host}" if ":" in creds else url
+    return url

@@ -1,0 +1,101 @@
+"""The Ray Tune trainable: one (candidate, seed) -> one proxy training run, reported per eval.
+
+Runs on any Ray node. The study arrives as a plain dict and the data through Ray's object store
+(or as paths on storage every node mounts, ``ray.shared_path``), never through the driver's disk.
+Each eval is reported with the trial's static facts (widths, parameter counts, node); a last
+report with ``final: True`` carries the trainer's status, so the searcher can tell Optuna
+COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from tlmsearch.config import METRICS, StudyConfig
+
+NAN = float("nan")
+
+
+def trial_threads(cfg: StudyConfig) -> int:
+    """Intra-op threads: the YAML's ``train.threads``, else the trial's CPU allotment."""
+    return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_trial))
+
+
+def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
+    """Every objective metric name present (Ray rejects results that lack the metric)."""
+    out = {m: NAN for m in METRICS}
+    out.update({k: v for k, v in values.items() if k != "curve"})
+    out["params"] = static.get("n_params", NAN)
+    out["non_embedding_params"] = static.get("n_params_nonemb", NAN)
+    out["flops_per_token"] = static.get("flops_per_token", NAN)
+    return out
+
+
+def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
+    """Train the proxy for ``config["candidate"]`` at ``config["seed"]``; report each eval."""
+    from ray import tune
+
+    from tlmsearch.train import train_proxy
+
+    cfg = StudyConfig.model_validate(study)
+    candidate, seed = config["candidate"], int(config["seed"])
+    model = cfg.model
+    if model.vocab_size is None:
+        model = model.model_copy(update={"vocab_size": data.vocab_size})
+    plan = cfg.space.widths(
+        candidate, n_layer=model.n_layer, d_ff=model.d_ff_uniform, multiple_of=model.multiple_of
+    )
+    static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
+    static.update(_budget(model, plan.widths, model.vocab_size, cfg.data.seq_len))
+    threads = trial_threads(cfg)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    start = time.time()
+
+    def on_eval(ev: dict[str, Any]) -> bool:
+        tune.report({**_metrics(ev, static), **static, "final": False})
+        return False
+
+    summary = train_proxy(
+        model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
+    )
+    static.update(
+        n_params=summary.n_params,
+        n_params_nonemb=summary.n_params_nonemb,
+        flops_per_token=summary.flops_per_token,
+    )
+    last = dict(summary.metrics or {})
+    last.update(tokens=summary.tokens, wall_s=time.time() - start)
+    tune.report(
+        {
+            **_metrics(last, static),
+            **static,
+            "final": True,
+            "status": summary.status,
+            "reason": summary.reason or "",
+        }
+    )
+
+
+def _budget(model: Any, widths: Any, vocab: int, seq_len: int) -> dict[str, Any]:
+    """Parameter and FLOP counts up front (analytic, as the trainer's), so pruned trials have
+    them too."""
+    from tlmsearch.budget import count_params, flops_per_token
+
+    counts = count_params(model, widths, vocab)
+    return {
+        "n_params": int(counts.total),
+        "n_params_nonemb": int(counts.non_embedding),
+        "flops_per_token": float(flops_per_token(model, widths, vocab, seq_len).training),
+    }
+
+
+def _node_ip() -> str:
+    import ray
+
+    try:
+        return ray.util.get_node_ip_address()
+    except Exception:
+        return ""
