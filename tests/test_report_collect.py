@@ -1,0 +1,331 @@
+"""The report's pure collect functions, on DataFrames (no plotting, no browser, no training)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from fixtures_run import bpb_law, make_trials, random_trials
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch.report import collect as C
+from tlmsearch.results import curves_frame, trials_frame
+
+
+def frames(**kw):
+    trials, curves = make_trials(**kw)
+    return trials_frame(trials), curves_frame(curves)
+
+
+def one_trial() -> pd.DataFrame:
+    return trials_frame(
+        [
+            {
+                "trial_id": "a",
+                "seed": 0,
+                "params": {"shape": "cosine", "r_start": 1.5},
+                "widths": [96, 80, 48, 32],
+                "val_bpb": 1.4,
+                "val_ppl": 30.0,
+            }
+        ]
+    )
+
+
+# -------------------------------------------------------------------------------------------------
+# ratio fronts
+
+
+def test_front_is_best_mean_over_seeds_per_shape_and_ratio():
+    t, _ = frames(seeds=(0, 1, 2))
+    rf = C.ratio_front(t, metric="val_bpb")
+    assert set(rf.front["shape"]) == {"cosine", "linear"}
+    for row in rf.front.itertuples():
+        expect = np.mean([bpb_law(row.shape, row.x, s) for s in (0, 1, 2)])
+        assert row.value == pytest.approx(expect, abs=1e-9)  # curves end at the law's value
+        assert row.n == 3
+    b = rf.baseline
+    base = [bpb_law("uniform", 1.0, s) for s in (0, 1, 2)]
+    assert b.mean == pytest.approx(np.mean(base)) and b.n == 3
+    assert b.sd == pytest.approx(np.std(base, ddof=1)) and b.lo == pytest.approx(min(base))
+
+
+def test_front_keeps_the_better_candidate_when_two_share_an_x():
+    recs = [
+        {"trial_id": "a", "params": {"shape": "sigmoid", "r_start": 1.5, "k": 5}, "val_bpb": 1.3},
+        {"trial_id": "b", "params": {"shape": "sigmoid", "r_start": 1.5, "k": 20}, "val_bpb": 1.2},
+    ]
+    rf = C.ratio_front(trials_frame(recs), metric="val_bpb")
+    assert rf.front["candidate"].tolist() == ["sigmoid 1.5->0.5 k=20"]
+    rf = C.ratio_front(trials_frame(recs), metric="val_bpb", sense="maximize")
+    assert rf.front["candidate"].tolist() == ["sigmoid 1.5->0.5 k=5"]
+
+
+def test_front_single_seed_single_shape_and_taper_axis():
+    t, _ = frames(seeds=(0,), shapes=("cosine",))
+    rf = C.ratio_front(t, metric="val_bpb", x="taper")
+    assert rf.baseline.n == 1 and rf.baseline.sd == 0.0
+    assert rf.front["x"].tolist() == pytest.approx([0.5, 1.0, 1.5])  # taper = 2 r_start - 2
+    assert rf.front["shape"].unique().tolist() == ["cosine"]
+
+
+def test_front_ignores_pruned_failed_and_nan():
+    t, _ = frames(pruned=(1,), failed=(2,))
+    t.loc[3, "val_bpb"] = np.nan
+    rf = C.ratio_front(t, metric="val_bpb")
+    used = {tid for ids in rf.points["trial_ids"] for tid in ids.split(", ")}
+    assert not used & {"t0001", "t0002", "t0003"}
+
+
+def test_front_all_pruned_and_one_trial():
+    t, _ = frames(pruned=range(100))
+    rf = C.ratio_front(t, metric="val_bpb")
+    assert rf.front.empty and rf.points.empty and rf.baseline is None
+    rf = C.ratio_front(one_trial(), metric="val_ppl")
+    assert rf.front["value"].tolist() == [30.0] and rf.baseline is None
+
+
+def test_front_bins_a_continuous_space():
+    trials, _ = random_trials(300)
+    rf = C.ratio_front(trials_frame(trials), metric="val_bpb", max_bins=10)
+    assert rf.front.groupby("shape").size().max() <= 10
+    # nothing in the same shape beats the front's best overall
+    for shape, pts in rf.points.groupby("shape"):
+        assert rf.front[rf.front["shape"] == shape]["value"].min() == pts["value"].min()
+
+
+def test_front_rejects_unknown_axis():
+    with pytest.raises(ValueError, match="x must be"):
+        C.ratio_front(one_trial(), x="depth")
+
+
+# -------------------------------------------------------------------------------------------------
+# Pareto
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=25
+    ),
+    st.lists(st.sampled_from(["minimize", "maximize"]), min_size=3, max_size=3),
+)
+def test_pareto_mask_is_the_nondominated_set(points, senses):
+    v = np.array(points, dtype=float)
+    mask = C.pareto_mask(v, senses)
+    s = np.array([1 if x == "minimize" else -1 for x in senses]) * v
+
+    def dominates(a, b):
+        return (s[a] <= s[b]).all() and (s[a] < s[b]).any()
+
+    for i in range(len(v)):
+        dominated = any(dominates(j, i) for j in range(len(v)))
+        assert mask[i] == (not dominated)
+    assert mask.any()  # a finite set always has a non-dominated point
+
+
+def test_pareto_infeasible_never_on_front_and_hidden_counted():
+    t, _ = frames(pruned=(1,), failed=(2,))
+    objs = [("val_bpb", "minimize"), ("tokens_per_s", "maximize")]
+    p = C.pareto(t, objs)
+    assert p.hidden == 1  # the failed trial has no val_bpb
+    assert not p.points.loc[~p.points["feasible"], "on_front"].any()
+    assert p.points["on_front"].any()
+    front = p.points[p.points["on_front"]]
+    for row in p.points[p.points["feasible"] & ~p.points["on_front"]].itertuples():
+        assert (
+            (front["val_bpb"] <= row.val_bpb) & (front["tokens_per_s"] >= row.tokens_per_s)
+        ).any()
+
+
+def test_pareto_sets_per_number_of_objectives():
+    one = C.pareto_sets([("val_bpb", "minimize")])
+    assert one == [[("val_bpb", "minimize"), ("tokens_per_s", "maximize")]]
+    three = [("val_bpb", "minimize"), ("tokens_per_s", "maximize"), ("params", "minimize")]
+    sets = C.pareto_sets(three)
+    assert len(sets) == 4 and sets[-1] == three and all(len(s) == 2 for s in sets[:3])
+    assert C.pareto_sets([("tokens_per_s", "maximize")])[0][1] == ("val_bpb", "minimize")
+
+
+def test_pareto_multi_objective_with_params_column():
+    t, _ = frames()
+    t["n_params"] = np.arange(len(t)) * 10  # a study that varies the budget
+    p = C.pareto(t, [("val_bpb", "minimize"), ("params", "minimize")])
+    assert "params" in p.points and p.points["on_front"].sum() >= 1
+    assert C.pareto(t.iloc[:0], [("val_bpb", "minimize"), ("mfu", "maximize")]).points.empty
+
+
+# -------------------------------------------------------------------------------------------------
+# width profiles
+
+
+def test_width_profiles_top_k_in_order_and_uniform():
+    t, _ = frames()
+    pr = C.width_profiles(t, "val_bpb", k=3)
+    ranks = pr.profiles.drop_duplicates("rank")
+    assert ranks["rank"].tolist() == [1, 2, 3]
+    assert ranks["value"].is_monotonic_increasing
+    assert pr.uniform == [64, 64, 64, 64]
+    for _, g in pr.profiles.groupby("rank"):
+        assert g["width"].sum() == sum(pr.uniform)  # exact budget survives the round trip
+        assert g["layer"].tolist() == [0, 1, 2, 3]
+
+
+def test_width_profiles_without_baseline_uses_the_budget():
+    pr = C.width_profiles(one_trial(), "val_bpb")
+    assert pr.uniform == [64] * 4 and len(pr.profiles) == 4
+    t, _ = frames(failed=range(100))
+    assert C.width_profiles(t, "val_bpb").profiles.empty
+
+
+# -------------------------------------------------------------------------------------------------
+# learning curves
+
+
+def test_learning_curves_pruned_points_and_failures():
+    t, c = frames(pruned=(1, 4), failed=(2,))
+    lc = C.learning_curves(t, c, "val_bpb")
+    assert set(lc.pruned_at["trial_id"]) == {"t0001", "t0004"}
+    for row in lc.pruned_at.itertuples():
+        assert row.tokens == c[c["trial_id"] == row.trial_id]["tokens"].max()
+    assert lc.failed["trial_id"].tolist() == ["t0002"]
+    assert "out of memory" in lc.failed["reason"].iloc[0]
+    assert (
+        lc.lines.groupby("trial_id")["tokens"].apply(lambda s: s.is_monotonic_increasing)
+    ).all()
+    assert set(lc.lines.loc[lc.lines["trial_id"] == "t0001", "state"]) == {"PRUNED"}
+
+
+def test_learning_curves_nan_and_unknown_trials():
+    t, c = frames(seeds=(0,))
+    c.loc[0, "val_bpb"] = np.nan
+    extra = curves_frame([{"trial_id": "new", "tokens": 10, "val_bpb": 2.0}])
+    lc = C.learning_curves(t, pd.concat([c, extra], ignore_index=True), "val_bpb")
+    assert len(lc.lines) == len(c)  # one NaN dropped, one row added
+    assert lc.lines.loc[lc.lines["trial_id"] == "new", "state"].item() == "RUNNING"
+    empty = C.learning_curves(t, curves_frame([]), "val_bpb")
+    assert empty.lines.empty and empty.pruned_at.empty
+
+
+# -------------------------------------------------------------------------------------------------
+# parallel coordinates, importances
+
+
+def test_parallel_coords_encodes_categoricals_and_drops_constants():
+    t, _ = frames(shapes=("cosine", "linear"))
+    par = C.parallel_coords(t, "val_bpb", ["shape", "r_start", "k"])
+    assert list(par.table.columns) == ["shape", "r_start", "value"]  # k never varies
+    assert par.categories == {"shape": ["cosine", "linear"]}
+    assert set(par.table["shape"]) == {0.0, 1.0}
+    assert len(par.table) == 12  # 2 shapes x 3 ratios x 2 seeds; the baseline is not searched
+
+
+def test_importances_find_the_parameter_that_matters():
+    recs = [
+        {"trial_id": f"t{i}", "params": {"shape": s, "r_start": r}, "val_bpb": 1 + (r - 1.5) ** 2}
+        for i, (s, r) in enumerate(
+            (s, r) for s in ("cosine", "linear") for r in (1.1, 1.3, 1.5, 1.7, 1.9)
+        )
+    ]
+    imp = C.param_importances(trials_frame(recs), "val_bpb")
+    assert imp.values["param"].iloc[0] == "r_start"
+    assert imp.values["importance"].sum() == pytest.approx(1.0)
+
+
+def test_importances_degrade_gracefully():
+    assert "needs 3" in C.param_importances(one_trial(), "val_bpb").note
+    t, _ = frames(shapes=("cosine",), ratios=(1.5,), seeds=(0, 1, 2))
+    imp = C.param_importances(t, "val_bpb")
+    assert imp.values.empty and "varies" in imp.note
+    t, _ = frames(pruned=range(100))
+    assert C.param_importances(t, "val_bpb").values.empty
+
+
+# -------------------------------------------------------------------------------------------------
+# paired deltas
+
+
+def _paired(deltas: dict[str, list[float]]) -> pd.DataFrame:
+    recs = []
+    for seed in range(max(len(v) for v in deltas.values())):
+        recs.append(
+            {
+                "trial_id": f"u{seed}",
+                "seed": seed,
+                "params": {"shape": "uniform"},
+                "val_bpb": 1.0 + seed,
+            }
+        )
+    for r, (_name, ds) in zip((1.25, 1.5, 1.75), deltas.items(), strict=False):
+        for seed, d in enumerate(ds):
+            recs.append(
+                {
+                    "trial_id": f"c{r}-{seed}",
+                    "seed": seed,
+                    "params": {"shape": "cosine", "r_start": r},
+                    "val_bpb": 1.0 + seed + d,
+                }
+            )
+    return trials_frame(recs)
+
+
+def test_paired_deltas_ci_and_noise_marks():
+    t = _paired({"clear": [-0.10, -0.11, -0.09], "noisy": [0.05, -0.06, 0.02], "one": [0.3]})
+    d = C.paired_deltas(t, "val_bpb")
+    s = d.summary.set_index("candidate")
+    clear, noisy, one = "cosine 1.25->0.75", "cosine 1.5->0.5", "cosine 1.75->0.25"
+    assert s.loc[clear, "mean"] == pytest.approx(-0.10)
+    sd = np.std([-0.10, -0.11, -0.09], ddof=1)
+    assert s.loc[clear, "half_width"] == pytest.approx(4.303 * sd / math.sqrt(3))
+    assert bool(s.loc[clear, "within_noise"]) is False
+    assert bool(s.loc[noisy, "within_noise"]) is True
+    assert pd.isna(s.loc[one, "within_noise"]) and math.isnan(s.loc[one, "half_width"])
+    assert d.summary["candidate"].iloc[0] == clear  # best (most negative) first
+    assert len(d.per_seed) == 7
+
+
+def test_paired_deltas_need_a_same_seed_baseline():
+    t = trials_frame(
+        [
+            {"trial_id": "u", "seed": 0, "params": {"shape": "uniform"}, "val_bpb": 1.0},
+            {
+                "trial_id": "c",
+                "seed": 1,
+                "params": {"shape": "linear", "r_start": 1.5},
+                "val_bpb": 0.9,
+            },
+        ]
+    )
+    assert C.paired_deltas(t, "val_bpb").summary.empty
+    t, _ = frames(pruned=range(100))
+    assert C.paired_deltas(t, "val_bpb").per_seed.empty
+
+
+def test_t_quantiles():
+    assert C.t975(1) == 12.706 and C.t975(30) == 2.042 and C.t975(500) == 1.96
+
+
+# -------------------------------------------------------------------------------------------------
+# summary and hover
+
+
+def test_run_summary():
+    t, _ = frames(pruned=(1,), failed=(2,))
+    cfg = {"name": "s", "objectives": [{"metric": "val_bpb"}]}
+    s = C.run_summary(cfg, t, {"status": "running", "versions": {"torch": "2.13"}})
+    assert s["counts"] == {"COMPLETE": 12, "PRUNED": 1, "FAIL": 1}
+    best = s["best"]
+    assert best["candidate"].startswith("cosine 1.5")  # the law's optimum is near r_start 1.4
+    assert sum(best["widths"]) == 4 * 64 and best["delta_vs_uniform"] < 0
+    assert s["tokens_total"] == int(t["tokens"].sum()) and s["versions"] == {"torch": "2.13"}
+    empty = C.run_summary({}, t.iloc[:0], {})
+    assert empty["best"] is None and empty["status"] == "unknown" and empty["counts"] == {}
+
+
+def test_hover_has_trial_params_and_widths():
+    text = C.hover_text(one_trial()).iloc[0]
+    assert "trial a" in text and json.dumps([96, 80, 48, 32]) in text and '"r_start": 1.5' in text
