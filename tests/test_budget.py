@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from tlmsearch.config import ARCHS, ModelConfig
 from tlmsearch.schedules import ScheduleError, plan_widths, uniform_widths
 
 VOCAB = 256
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def tiny(arch: str, **kw) -> ModelConfig:
@@ -134,3 +136,45 @@ def test_bad_arguments_are_value_errors() -> None:
         count_params(cfg, (64, 64), 1)
     with pytest.raises(ValueError, match="seq_len"):
         flops_per_token(cfg, (64, 64), VOCAB, 0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_validate_table_shows_exact_totals_for_every_arch(arch: str) -> None:
+    from rich.console import Console
+
+    from tlmsearch.config import load_study
+    from tlmsearch.summary import candidates_table
+
+    cfg = load_study(ROOT / "studies/quickstart.yaml", [f"model.arch={arch}"])
+    console = Console(width=200, record=True)
+    console.print(candidates_table(cfg, cfg.model, title="proxy"))
+    text = console.export_text()
+    title = " ".join(text.split())  # the title wraps at the table's width
+    widths = uniform_widths(cfg.model.n_layer, cfg.model.d_ff_uniform)
+    count = count_params(cfg.model, widths, cfg.vocab_size)
+    assert f"total params {count.total:,}" in title
+    assert f"non-embedding {count.non_embedding:,}" in title
+    rows = [line for line in text.splitlines() if "->" in line]
+    assert len(rows) == len(cfg.candidates())
+    assert all(f"{count.total:,}" in r and r.rstrip(" │").endswith("equal") for r in rows)
+
+
+def test_validate_table_without_a_known_vocabulary_shows_non_embedding() -> None:
+    from rich.console import Console
+
+    from tlmsearch.config import load_study
+    from tlmsearch.summary import candidates_table
+
+    cfg = load_study(
+        ROOT / "studies/quickstart.yaml",
+        ["data.tokenizer.kind=file", "data.tokenizer.path=tok.json"],
+    )
+    assert cfg.vocab_size is None
+    console = Console(width=200, record=True)
+    console.print(candidates_table(cfg, cfg.model, title="proxy"))
+    text = console.export_text()
+    widths = uniform_widths(cfg.model.n_layer, cfg.model.d_ff_uniform)
+    title = " ".join(text.split())
+    assert "vocabulary from the data" in title
+    assert f"non-embedding {non_embedding_params(cfg.model, widths):,}" in title
+    assert all(line.rstrip(" │").endswith("equal") for line in text.splitlines() if "->" in line)

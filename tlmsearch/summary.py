@@ -4,20 +4,38 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from tlmsearch.budget import mlp_params
+from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embedding_params
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.schedules import uniform_widths
 from tlmsearch.space import describe
 
+_NAMES = ("MLP", "total", "non-emb", "FLOPs")
+
 
 def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: int = 40) -> Table:
-    """One row per candidate: its widths and its MLP parameters against the uniform baseline."""
+    """One row per candidate: its widths, its exact parameter counts (total, non-embedding, MLP)
+    and training FLOPs per token (:mod:`tlmsearch.budget`), against the uniform baseline."""
     d_ff = model.d_ff_uniform
-    base = mlp_params(model, uniform_widths(model.n_layer, d_ff))
+    uniform = uniform_widths(model.n_layer, d_ff)
+    vocab = model.vocab_size or cfg.vocab_size  # None: the data's tokenizer decides
+    seq_len = cfg.data.seq_len
+
+    def budget(widths: tuple[int, ...]) -> tuple[int, int | None, int, int | None]:
+        if vocab is None:
+            return mlp_params(model, widths), None, non_embedding_params(model, widths), None
+        params = count_params(model, widths, vocab)
+        flops = flops_per_token(model, widths, vocab, seq_len).training
+        return params.mlp, params.total, params.non_embedding, flops
+
+    base = budget(uniform)
+    total = "vocabulary from the data" if vocab is None else f"total params {base[1]:,}"
     table = Table(
         title=f"{title}: {model.arch}, {model.n_layer} layers, d_model {model.d_model}, "
-        f"d_ff {d_ff} (multiple of {model.multiple_of}); uniform MLP params {base:,}",
+        f"d_ff {d_ff} (multiple of {model.multiple_of}); uniform: {total}, "
+        f"non-embedding {base[2]:,}, MLP {base[0]:,}",
         title_justify="left",
+        caption=f"FLOPs/tok: training FLOPs per token at seq_len {seq_len} (3 x forward)",
+        caption_justify="left",
     )
     for col in (
         "candidate",
@@ -27,6 +45,9 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
         "max",
         "realised",
         "MLP params",
+        "total",
+        "non-emb",
+        "FLOPs/tok",
         "vs uniform",
     ):
         table.add_column(col, justify="left" if col == "candidate" else "right")
@@ -35,8 +56,12 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
         plan = cfg.space.widths(
             cand, n_layer=model.n_layer, d_ff=d_ff, multiple_of=model.multiple_of
         )
-        params = mlp_params(model, plan.widths)
-        delta = params - base
+        counts = budget(plan.widths)
+        deltas = [
+            f"{name} {a - b:+,}"
+            for name, a, b in zip(_NAMES, counts, base, strict=True)
+            if a is not None and b is not None and a != b
+        ]
         table.add_row(
             describe(cand),
             str(plan.widths[0]),
@@ -44,9 +69,9 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
             str(min(plan.widths)),
             str(max(plan.widths)),
             f"{plan.realised_start:.3f}->{plan.realised_end:.3f}",
-            f"{params:,}",
-            "equal" if delta == 0 else f"{delta:+,}",
+            *("?" if c is None else f"{c:,}" for c in counts),
+            "; ".join(deltas) or "equal",
         )
     if len(cands) > limit:
-        table.caption = f"... and {len(cands) - limit} more candidates"
+        table.caption += f"; ... and {len(cands) - limit} more candidates"
     return table
