@@ -1,0 +1,203 @@
+"""The HTML report, the CLI commands, the live dashboard, PNG export errors, the import guard."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+from fixtures_run import make_run, make_trials, random_trials, study_dict
+from typer.testing import CliRunner
+
+from tlmsearch.cli import app
+from tlmsearch.report import dashboard, images
+from tlmsearch.report.html import build, render, write_report
+from tlmsearch.results import load_run, write_results
+
+PLOTLY_BANNER = "* plotly.js v"  # the licence header at the top of the bundle
+
+EDGE_CASES = {
+    "empty": {"trials": [], "curves": []},
+    "one_trial": {
+        "trials": make_trials(shapes=("cosine",), ratios=(1.5,), seeds=(0,), baseline=False)[0]
+    },
+    "all_pruned": dict(zip(("trials", "curves"), make_trials(pruned=range(99)), strict=True)),
+    "failed": dict(zip(("trials", "curves"), make_trials(failed=(0, 3)), strict=True)),
+    "single_seed": {"seeds": (0,)},
+    "single_shape": {"shapes": ("cosine",)},
+    "multi_objective": {
+        "study": study_dict(
+            objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}, {"metric": "params"}]
+        )
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("run") / "synthetic", pruned=(3,), failed=(5,))
+
+
+def test_page_order_one_plotlyjs_and_offline(run_dir):
+    path = write_report(run_dir)
+    assert path == run_dir / "report.html"
+    text = path.read_text()
+    assert text.count(PLOTLY_BANNER) == 1, "plotly.js must be embedded exactly once"
+    assert "<script src=" not in text and "<link " not in text  # nothing fetched at load
+    ids = [f.id for f in build(load_run(run_dir)).figures]
+    assert ids[:2] == ["fig-ratio-front", "fig-pareto-0"]  # what a newcomer sees first
+    pos = [text.index(f'id="{i}"') for i in ids]
+    assert pos == sorted(pos)
+    assert text.index("id='summary'") > pos[1]
+    assert "RuntimeError: out of memory" in text  # failed trials are listed with their reason
+
+
+@pytest.mark.parametrize("case", list(EDGE_CASES))
+def test_every_figure_has_content_in_edge_cases(tmp_path, case):
+    run = load_run(make_run(tmp_path / case, **EDGE_CASES[case]))
+    report = build(run)
+    n_pareto = 4 if case == "multi_objective" else 1
+    assert sum(f.id.startswith("fig-pareto") for f in report.figures) == n_pareto
+    for f in report.figures:
+        notes = [a.text for a in f.fig.layout.annotations or []]
+        assert len(f.fig.data) or notes, f"{case}: {f.id} would be a blank plot"
+    html = render(report, "t")
+    assert html.count('class="plotly-graph-div"') == len(report.figures)
+
+
+def test_switch_between_perplexity_and_bits_per_byte(run_dir):
+    fig = build(load_run(run_dir)).figures[0].fig
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["val perplexity", "val bits per byte"]
+    ppl, bpb = (b.args[0]["visible"] for b in buttons)
+    assert all(v != w for v, w in zip(ppl, bpb, strict=True))  # each trace in one view only
+    visible_now = [bool(t.visible in (None, True)) for t in fig.data]
+    assert visible_now == ppl
+
+
+def test_user_text_is_escaped(tmp_path):
+    trials, curves = make_trials(failed=(1,))
+    trials[1]["reason"] = "<script>alert(1)</script>"
+    text = write_report(make_run(tmp_path / "x", trials=trials, curves=curves)).read_text()
+    assert "<script>alert(1)</script>" not in text.split("</head>", 1)[1].replace("\\u003c", "<")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_hundreds_of_trials_stay_few_traces(tmp_path):
+    trials, curves = random_trials(500)
+    report = build(load_run(make_run(tmp_path / "big", trials=trials, curves=curves)))
+    for f in report.figures:
+        assert len(f.fig.data) <= 12, f"{f.id} draws one trace per trial"
+
+
+# -------------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_report_writes_and_prints_path(run_dir, tmp_path):
+    out = tmp_path / "sub" / "r.html"
+    res = CliRunner().invoke(app, ["report", str(run_dir), "-o", str(out), "--x", "taper"])
+    assert res.exit_code == 0, res.output
+    assert f"report: {out}" in res.output and out.stat().st_size > 1_000_000
+
+
+def test_cli_report_bad_input(tmp_path):
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "does not exist" in res.output
+    res = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "not a run dir" in res.output
+
+
+def test_cli_png_without_chromium_says_what_to_install(run_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "find_chromium", lambda: None)
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", str(run_dir), "-o", str(out), "--png", str(tmp_path)])
+    assert res.exit_code == 1
+    assert "apt-get install -y chromium" in res.output and "BROWSER_PATH" in res.output
+    assert out.exists(), "the HTML report is written before PNG export is tried"
+
+
+def test_find_chromium_honours_browser_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-browser"))
+    assert images.find_chromium() is None
+    exe = tmp_path / "chromium"
+    exe.write_text("")
+    monkeypatch.setenv("BROWSER_PATH", str(exe))
+    assert images.find_chromium() == str(exe)
+
+
+# -------------------------------------------------------------------------------------------------
+# import guard: the report needs only the run dir, not torch or Ray
+
+_BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'ray'):
+            raise ImportError(f'{name} is blocked in this test')
+sys.meta_path.insert(0, Block())
+from tlmsearch.cli import app
+try:
+    app(['report', sys.argv[1]])
+except SystemExit as e:
+    assert not e.code, e.code
+assert not {'torch', 'ray'} & set(sys.modules), sorted(sys.modules)
+print('ok without torch and ray')
+"""
+
+
+def test_report_builds_without_torch_or_ray(run_dir):
+    res = subprocess.run(
+        [sys.executable, "-c", _BLOCK, str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "ok without torch and ray" in res.stdout and "report.html" in res.stdout
+
+
+# -------------------------------------------------------------------------------------------------
+# live dashboard
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.status, r.read()
+
+
+def test_dashboard_serves_and_refreshes(tmp_path):
+    run = make_run(tmp_path / "live", status="running", seeds=(0,))
+    server = dashboard.make_server(run, port=0, interval=1.0)
+    host, port = server.server_address[:2]
+    assert host == "127.0.0.1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://{host}:{port}"
+        status, page = _get(base + "/")
+        assert status == 200 and b"plotly.min.js" in page and b"fig-ratio-front" in page
+        assert _get(base + "/plotly.min.js")[1].count(PLOTLY_BANNER.encode()) == 1
+        first = json.loads(_get(base + "/state.json")[1])
+        assert "complete: <b>7</b>" in first["header"]
+        trials, curves = make_trials(seeds=(0, 1))  # the study moves on
+        write_results(run, trials, curves)
+        second = json.loads(_get(base + "/state.json")[1])
+        assert second["stamp"] != first["stamp"] and "complete: <b>14</b>" in second["header"]
+        assert set(second["figures"]) == set(first["figures"])
+        with pytest.raises(urllib.error.HTTPError):
+            _get(base + "/etc/passwd")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_optuna_dashboard_hint(tmp_path):
+    hint = dashboard.optuna_dashboard_hint(tmp_path, {})
+    assert hint.startswith(f"optuna-dashboard sqlite:///{tmp_path}/optuna.db --host 127.0.0.1")
+    assert "optuna.journal" in dashboard.optuna_dashboard_hint(
+        tmp_path, {"storage": {"optuna": "journal"}}
+    )
+    url = "postgresql://u@127.0.0.1/db"
+    assert url in dashboard.optuna_dashboard_hint(tmp_path, {"storage": {"optuna": url}})
