@@ -1,0 +1,101 @@
+"""The report in a real browser: headless Chromium, offline, from a copy of the run dir.
+
+The page records its own render status (which plot divs rendered, any JavaScript error) into a
+hidden element; ``--dump-dom`` reads it back after the scripts ran, and Chromium's console log
+on stderr is checked for uncaught errors too. A screenshot lands in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from fixtures_run import make_run, study_dict
+
+from tlmsearch.report.html import write_report
+from tlmsearch.report.images import find_chromium
+
+CHROMIUM = find_chromium()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no Chromium binary: apt-get install -y chromium (.ci/with-services.sh does)",
+    ),
+]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no name resolves
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=10000",  # let every script and timer finish before dumping
+]
+
+
+def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()]
+    return subprocess.run(args, capture_output=True, text=True, timeout=90)
+
+
+def render_status(page: Path, profile: Path) -> tuple[dict, list[str]]:
+    res = chromium(page, profile, "--window-size=1400,2000", "--dump-dom")
+    found = re.search(r'<pre id="render-status"[^>]*>([^<]*)</pre>', res.stdout)
+    assert found, f"no render status in the page (rc {res.returncode}): {res.stderr[-2000:]}"
+    uncaught = [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln and "Uncaught" in ln]
+    return json.loads(found.group(1)), uncaught
+
+
+@pytest.fixture(scope="module")
+def copied_report(tmp_path_factory) -> Path:
+    """A report written in one run dir, then opened from a copy of that dir (as a user would)."""
+    base = tmp_path_factory.mktemp("browser")
+    study = study_dict(
+        objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}, {"metric": "params"}]
+    )
+    run = make_run(base / "run", study=study, pruned=(3,), failed=(5,))
+    write_report(run)
+    copy = base / "copy"
+    shutil.copytree(run, copy)
+    return copy / "report.html"
+
+
+def test_report_renders_every_figure_offline_without_errors(copied_report, tmp_path):
+    status, uncaught = render_status(copied_report, tmp_path / "profile")
+    ids = re.findall(
+        r'<div id="(fig-[a-z0-9-]+)" class="plotly-graph-div"', copied_report.read_text()
+    )
+    assert (
+        len(ids) == 10
+    )  # fronts, 4 Pareto (3 pairs + 3D), widths, curves, parcoords, imp, deltas
+    assert status["plotly"] is True
+    assert status["errors"] == [] and uncaught == []
+    assert status["empty"] == [] and sorted(status["rendered"]) == sorted(ids)
+    shot = tmp_path / "report.png"
+    res = chromium(
+        copied_report, tmp_path / "profile", "--window-size=1400,3000", f"--screenshot={shot}"
+    )
+    assert shot.exists() and shot.stat().st_size > 20_000, res.stderr[-2000:]
+    print(f"screenshot: {shot}")
+
+
+def test_the_check_catches_a_broken_page(copied_report, tmp_path):
+    """Negative control: a script error and a plot div that never renders are both reported."""
+    text = copied_report.read_text()
+    bad = '<div id="fig-broken" class="plotly-graph-div"></div><script>undefinedFn()</script>'
+    head, _, tail = text.rpartition("</body>")
+    broken = f"{head}{bad}</body>{tail}"
+    page = tmp_path / "broken.html"
+    page.write_text(broken)
+    status, uncaught = render_status(page, tmp_path / "profile")
+    assert status["empty"] == ["fig-broken"]
+    assert any("undefinedFn" in e for e in status["errors"]) and uncaught
