@@ -201,3 +201,5 @@ def test_optuna_dashboard_hint(tmp_path):
     )
     url = "postgresql://u@127.0.0.1/db"
     assert url in dashboard.optuna_dashboard_hint(tmp_path, {"storage": {"optuna": url}})
+    used = "sqlite:////elsewhere/optuna.db"
+    assert used in dashboard.optuna_dashboard_hint(tmp_path, {}, {"storage": used})

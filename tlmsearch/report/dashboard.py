@@ -54,9 +54,14 @@ def run_stamp(run_dir: Path) -> str:
     return "|".join(parts)
 
 
-def optuna_dashboard_hint(run_dir: Path, config: dict[str, Any]) -> str:
-    """The optuna-dashboard command for this run's Optuna storage."""
-    storage = (config.get("storage") or {}).get("optuna")
+def optuna_dashboard_hint(
+    run_dir: Path, config: dict[str, Any], status: dict[str, Any] | None = None
+) -> str:
+    """The optuna-dashboard command for this run's Optuna storage.
+
+    run.json's ``storage`` (what the run really used) wins over study.yaml's setting.
+    """
+    storage = (status or {}).get("storage") or (config.get("storage") or {}).get("optuna")
     if storage and storage != "journal":
         target = storage  # a database URL recorded in study.yaml
     elif storage == "journal" or (run_dir / "optuna.journal").exists():
@@ -164,8 +169,9 @@ def serve(
     echo(f"live dashboard of {run}: http://{bound_host}:{bound_port}/ (Ctrl-C stops it)")
     if host not in LOOPBACK:
         echo(f"warning: listening on {host}, reachable from other machines; no authentication")
-    config = load_run(run).config
-    echo(f"Optuna's own dashboard of this run: {optuna_dashboard_hint(run, config)}")
+    data = load_run(run)
+    hint = optuna_dashboard_hint(run, data.config, data.status)
+    echo(f"Optuna's own dashboard of this run: {hint}")
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:

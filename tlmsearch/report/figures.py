@@ -262,7 +262,7 @@ def width_profiles(pr: Profiles) -> go.Figure:
     _layout(
         fig,
         f"Width profiles: d_ff per layer of the best candidates by {label(pr.metric)}",
-        xaxis_title="layer",
+        xaxis={"title": {"text": "layer"}, "dtick": 1},
         yaxis_title="d_ff (MLP hidden width)",
     )
     if pr.profiles.empty:
