@@ -24,6 +24,8 @@ def quiet_ray() -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "60")
     for name in ("ray", "ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # "Trials did not complete": failed trials are ours to report, with their reasons.
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -66,7 +68,7 @@ def start_ray(cfg: RayConfig, address: str | None = None) -> dict[str, Any]:
         kwargs["_node_ip_address"] = cfg.node_ip or "127.0.0.2"
         if cfg.num_cpus:
             kwargs["num_cpus"] = cfg.num_cpus
-        ctx = ray.init(**kwargs)
+        ctx = ray.init(address="local", **kwargs)  # never a stale cluster from /tmp/ray
     return {**_facts(ray, ctx.address_info.get("gcs_address", "")), "joined": bool(address)}
 
 

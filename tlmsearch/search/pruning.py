@@ -16,6 +16,8 @@ it again.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -189,16 +191,21 @@ class OptunaPruningScheduler(FIFOScheduler):
 
 
 def error_reason(trial: Any) -> str:
-    """The last line of a failed Ray trial's traceback: ``ValueError: ...``."""
+    """The exception line of a failed Ray trial's traceback: ``ValueError: ...``."""
     text = ""
     try:
-        err = trial.get_pickled_error() or trial.get_error()
-        text = str(err) if err is not None else ""
-    except Exception:  # the error file may live on another node
+        path = trial.error_file  # written on the driver before the scheduler hears of it
+        if path and Path(path).is_file():
+            text = Path(path).read_text()
+        else:
+            text = str(trial.get_error() or "")
+    except Exception:  # the reason is a courtesy; never fail the study over it
         text = ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # A RayTaskError's text ends with the original exception's "Type: message" line.
     for line in reversed(lines):
-        if ":" in line and not line.startswith(("File ", "^", "~")):
+        if _EXC_LINE.match(line):
             return line[:500]
     return (lines[-1] if lines else "the trial raised an exception")[:500]
+
+
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")

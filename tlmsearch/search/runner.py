@@ -73,7 +73,6 @@ def run_study(
     echo: Any = print,
 ) -> RunResult:
     """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done."""
-    import optuna
 
     run = run_dir_for(cfg, name)
     if (run / "study.yaml").exists():
@@ -86,17 +85,28 @@ def run_study(
     url = storage_url(cfg.storage, run.resolve())
     make_pruner(cfg)  # bad pruner options are input errors: before anything starts
     make_sampler(cfg)
+    data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
+    try:
+        study = _create_run(run, cfg, url)
+        return _execute(run, cfg, study, url, data, facts, echo)
+    finally:
+        _release(facts)
+
+
+def _create_run(run: Path, cfg: StudyConfig, url: str) -> Any:
+    """The run dir (study.yaml, run.json) and its Optuna study with the initial queue."""
+    import optuna
+
     run.mkdir(parents=True, exist_ok=True)
     (run / "study.yaml").write_text(cfg.to_yaml())
-    study_name = cfg.name
     try:
         study = optuna.create_study(
-            storage=open_storage(url), study_name=study_name, **_directions(cfg)
+            storage=open_storage(url), study_name=cfg.name, **_directions(cfg)
         )
     except optuna.exceptions.DuplicatedStudyError:
         (run / "study.yaml").unlink()
         raise ConfigError(
-            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
+            f"storage.optuna: {redact(url)} already holds a study {cfg.name!r}; "
             "pick another run with --name NEW"
         ) from None
     study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
@@ -105,12 +115,12 @@ def run_study(
         run,
         "running",
         n_trials_planned=planned_trials(cfg),
-        optuna_study=study_name,
+        optuna_study=cfg.name,
         storage=redact(url),
         versions=_versions(),
         git_sha=_git_sha(),
     )
-    return _execute(run, cfg, study, url, address=address, echo=echo)
+    return study
 
 
 def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = print) -> RunResult:
@@ -127,7 +137,37 @@ def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = p
     if requeued:
         echo(f"resume: {requeued} interrupted trial(s) queued again")
     url = storage_url(cfg.storage, run.resolve())
-    return _execute(run, cfg, study, url, address=address, echo=echo)
+    if _remaining(cfg, study) <= 0:
+        echo("nothing left to run")
+        return _finish(run, cfg, study, url, "finished", time.time(), echo)
+    data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
+    try:
+        return _execute(run, cfg, study, url, data, facts, echo)
+    finally:
+        _release(facts)
+
+
+def _remaining(cfg: StudyConfig, study: Any) -> int:
+    c = export.counts(study)
+    return planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
+
+
+def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
+    from tlmsearch.search.cluster import start_ray
+
+    facts = start_ray(cfg.ray, address)
+    where = "joined" if facts["joined"] else "started"
+    echo(
+        f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), {facts['cpus']:g} CPUs)"
+    )
+    return facts
+
+
+def _release(facts: dict[str, Any]) -> None:
+    from tlmsearch.search.cluster import stop_ray
+
+    if facts.get("owned"):
+        stop_ray()
 
 
 def requeue_interrupted(study: Any, cfg: StudyConfig) -> int:
@@ -154,13 +194,12 @@ def _execute(
     cfg: StudyConfig,
     study: Any,
     url: str,
-    *,
-    address: str | None,
+    data: Any,
+    facts: dict[str, Any],
     echo: Any,
 ) -> RunResult:
     from ray import tune
 
-    from tlmsearch.search.cluster import start_ray, stop_ray
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
 
@@ -170,17 +209,7 @@ def _execute(
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     remaining = planned - finished
     _write_status(run, "running", driver_pid=os.getpid(), driver_host=socket.gethostname())
-    if remaining <= 0:
-        echo(f"nothing left to run: {finished}/{planned} trials finished")
-        return _finish(run, cfg, study, url, "finished", t0, echo)
-
-    data = _prepare(cfg, echo)
-    facts = start_ray(cfg.ray, address)
-    where = "joined" if facts["joined"] else "started"
-    echo(
-        f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), "
-        f"{facts['cpus']:g} CPUs); {remaining} trial(s) to run, {cfg.search.concurrency} at once"
-    )
+    echo(f"{remaining} trial(s) to run, {cfg.search.concurrency} at once; run dir {run}")
     status = "failed"
     try:
         # Data through the object store unless every node reads a shared path.
@@ -248,9 +277,6 @@ def _execute(
             status = "interrupted"  # Ray caught the Ctrl-C itself and returned early
     except KeyboardInterrupt:
         status = "interrupted"
-    finally:
-        if facts["owned"]:
-            stop_ray()
     return _finish(run, cfg, study, url, status, t0, echo)
 
 
