@@ -77,7 +77,8 @@ def lr_at(tokens: int, cfg: TrainConfig) -> float:
     decay_start = max(cfg.warmup_tokens, cfg.tokens - cfg.decay_fraction * cfg.tokens)
     if tokens < decay_start:
         return peak
-    p = min(1.0, (tokens - decay_start) / max(1.0, cfg.tokens - decay_start))
+    span = cfg.tokens - decay_start
+    p = min(1.0, (tokens - decay_start) / span) if span > 0 else 1.0
     return peak + (low - peak) * p
 
 

@@ -90,11 +90,17 @@ def split_of(group: str, val: float = VAL_FRACTION, test: float = TEST_FRACTION)
 
 
 def assign(units: Iterable[Unit]) -> dict[str, list[str]]:
-    """Units -> {'train': [...], 'val': [...], 'test': [...]} in input order."""
-    out: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    """Units -> {'train': [...], 'val': [...], 'test': [...]}.
+
+    Train keeps the input order; val and test are ordered by the hash of their group key, so a
+    prefix of the validation tokens (``data.val_tokens``) samples every source, not the first.
+    """
+    out: dict[str, list[Unit]] = {"train": [], "val": [], "test": []}
     for u in units:
-        out[split_of(u.group)].append(u.text)
-    return out
+        out[split_of(u.group)].append(u)
+    for name in ("val", "test"):
+        out[name].sort(key=lambda u: hashlib.sha256(u.group.encode()).digest())
+    return {name: [u.text for u in us] for name, us in out.items()}
 
 
 def ensure_nonempty(splits: dict[str, list[str]], what: str) -> dict[str, list[str]]:
