@@ -1,0 +1,101 @@
+"""A tiny study for the search tests: 2 layers, d_model 32, bytes on a small made-up text."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from tlmsearch.config import StudyConfig, study_from_mapping
+
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "and",
+    "then",
+    "runs",
+    "away",
+    "from",
+    "the",
+    "big",
+    "red",
+    "barn",
+    "while",
+    "small",
+    "birds",
+    "sing",
+    "in",
+    "old",
+    "trees",
+    "near",
+    "a",
+    "cold",
+    "river",
+]
+
+
+def write_text(path: Path, n_paragraphs: int = 600, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    paras = []
+    for _ in range(n_paragraphs):
+        sents = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))).capitalize() + "."
+            for _ in range(5)
+        ]
+        paras.append(" ".join(sents))
+    path.write_text("\n\n".join(paras))
+    return path
+
+
+def tiny_study(tmp: Path, **sections: Any) -> dict[str, Any]:
+    """A study dict; ``sections`` replace or update top-level sections."""
+    text = tmp / "text.txt"
+    if not text.exists():
+        write_text(text)
+    data: dict[str, Any] = {
+        "name": "tiny",
+        "space": {
+            "dimensions": {
+                "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
+                "r_start": {"type": "float", "low": 1.25, "high": 1.5, "step": 0.25},
+            }
+        },
+        "model": {"n_layer": 2, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16},
+        "data": {
+            "sources": [str(text)],
+            "tokenizer": {"kind": "bytes"},
+            "seq_len": 32,
+            "val_tokens": 2048,
+            "cache_dir": str(tmp / "cache"),
+        },
+        "train": {
+            "tokens": 8192,
+            "batch_tokens": 512,
+            "micro_batch_size": 16,
+            "warmup_tokens": 1024,
+            "eval_every_tokens": 2048,
+            "compile": "off",
+            "dtype": "fp32",
+            "lr": 0.01,
+        },
+        "search": {"sampler": "grid", "pruner": "none", "concurrency": 2},
+        "storage": {"runs_dir": str(tmp / "runs")},
+        "ray": {"num_cpus": 2, "cpus_per_trial": 1},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data
+
+
+def tiny_config(tmp: Path, **sections: Any) -> StudyConfig:
+    return study_from_mapping(tiny_study(tmp, **sections))

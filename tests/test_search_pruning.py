@@ -1,0 +1,249 @@
+"""The pruning scheduler and the searcher's end states, fed synthetic results (no Ray cluster)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import optuna
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ray.tune.schedulers import TrialScheduler
+from search_helpers import tiny_config
+
+from tlmsearch.search.progress import LiveProgress, format_eta, outcome
+from tlmsearch.search.pruning import (
+    OptunaPruningScheduler,
+    StudySearch,
+    error_reason,
+    find_study_search,
+)
+from tlmsearch.search.samplers import (
+    SpaceFn,
+    grace_tokens,
+    make_pruner,
+    make_sampler,
+    write_initial_queue,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+S = optuna.trial.TrialState
+STEPS = (2048, 4096, 6144, 8192)
+
+
+def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
+    extra = {"objectives": objectives} if objectives else {}
+    cfg = tiny_config(tmp, search={"pruner": pruner, **search}, **extra)
+    metrics = [o.metric for o in cfg.objectives]
+    modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
+    single = len(metrics) == 1
+    searcher = StudySearch(
+        space=SpaceFn(cfg),
+        metric=metrics[0] if single else metrics,
+        mode=modes[0] if single else modes,
+        sampler=make_sampler(cfg),
+        study_name="unit",
+    )
+    write_initial_queue(searcher._ot_study, cfg)
+    sched = OptunaPruningScheduler(
+        make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None
+    )
+    # Ray wraps the searcher (SearchGenerator, ConcurrencyLimiter): the scheduler unwraps it.
+    ctrl = SimpleNamespace(search_alg=SimpleNamespace(searcher=SimpleNamespace(searcher=searcher)))
+    return cfg, searcher, sched, ctrl
+
+
+def _trial(searcher, sched, ctrl, tid: str) -> SimpleNamespace:
+    trial = SimpleNamespace(trial_id=tid, error_file=None, get_error=lambda: None)
+    trial.config = searcher.suggest(tid)
+    sched.on_trial_add(ctrl, trial)
+    return trial
+
+
+def _result(tokens: int, value: float, final: bool = False, **extra) -> dict:
+    return {
+        "tokens": tokens,
+        "val_bpb": value,
+        "val_loss": value,
+        "wall_s": tokens / 1000,
+        "widths": [64, 64],
+        "node": "127.0.0.2",
+        "n_params": 100,
+        "final": final,
+        **extra,
+    }
+
+
+def _complete(searcher, sched, ctrl, tid: str, values) -> None:
+    trial = _trial(searcher, sched, ctrl, tid)
+    for step, v in zip(STEPS, values, strict=True):
+        assert sched.on_trial_result(ctrl, trial, _result(step, v)) == TrialScheduler.CONTINUE
+    final = _result(STEPS[-1], values[-1], final=True, status="completed")
+    assert sched.on_trial_result(ctrl, trial, final) == TrialScheduler.CONTINUE
+    searcher.on_trial_complete(tid, result=final)
+
+
+def _frozen(searcher, number: int) -> optuna.trial.FrozenTrial:
+    return searcher._ot_study.get_trials()[number]
+
+
+def test_median_pruner_stops_a_worse_trial_and_records_pruned(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    _complete(searcher, sched, ctrl, "a", [3.0, 2.5, 2.2, 2.0])
+    _complete(searcher, sched, ctrl, "b", [3.2, 2.6, 2.3, 2.1])
+    bad = _trial(searcher, sched, ctrl, "c")
+    assert sched.on_trial_result(ctrl, bad, _result(2048, 4.0)) == TrialScheduler.STOP
+    searcher.on_trial_complete("c", result=_result(2048, 4.0))  # Ray's follow-up: a no-op
+    ft = _frozen(searcher, 2)
+    assert ft.state == S.PRUNED
+    assert ft.intermediate_values == {2048: 4.0}  # step = tokens seen
+    assert "pruned by Median at 2,048 tokens" in ft.user_attrs["reason"]
+    done = _frozen(searcher, 0)
+    assert done.state == S.COMPLETE and done.value == 2.0
+    assert sorted(done.intermediate_values) == list(STEPS)
+    assert [e["tokens"] for e in done.user_attrs["curve"]] == list(STEPS)
+    assert done.user_attrs["widths"] == [64, 64] and done.user_attrs["node"] == "127.0.0.2"
+
+
+def test_no_pruning_before_the_grace_period(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path, grace_tokens=5000)
+    _complete(searcher, sched, ctrl, "a", [3.0, 2.5, 2.2, 2.0])
+    _complete(searcher, sched, ctrl, "b", [3.0, 2.5, 2.2, 2.0])
+    bad = _trial(searcher, sched, ctrl, "c")
+    decisions = [sched.on_trial_result(ctrl, bad, _result(s, 9.0)) for s in STEPS[:3]]
+    assert decisions == [TrialScheduler.CONTINUE, TrialScheduler.CONTINUE, TrialScheduler.STOP]
+
+
+# tmp_path only holds the study's text file: sharing it between examples is fine.
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    good=st.lists(st.floats(1.0, 5.0), min_size=4, max_size=4),
+    worse_by=st.floats(0.01, 3.0),
+)
+def test_never_prunes_a_trial_at_least_as_good_as_every_finished_one(tmp_path, good, worse_by):
+    """Median rule: a trial no worse than the best finished trial at each step survives."""
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    _complete(searcher, sched, ctrl, "a", [v + worse_by for v in good])
+    _complete(searcher, sched, ctrl, "b", [v + 2 * worse_by for v in good])
+    t = _trial(searcher, sched, ctrl, "c")
+    for step, v in zip(STEPS, good, strict=True):
+        assert sched.on_trial_result(ctrl, t, _result(step, v)) == TrialScheduler.CONTINUE
+
+
+def test_pruner_none_reports_but_never_stops(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path, pruner="none")
+    _complete(searcher, sched, ctrl, "a", [1.0, 1.0, 1.0, 1.0])
+    t = _trial(searcher, sched, ctrl, "b")
+    for step in STEPS:
+        assert sched.on_trial_result(ctrl, t, _result(step, 50.0)) == TrialScheduler.CONTINUE
+    assert sorted(_frozen(searcher, 1).intermediate_values) == list(STEPS)
+
+
+def test_divergence_and_nan_are_fail_with_reason(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    t = _trial(searcher, sched, ctrl, "a")
+    reason = "loss 99.0 > 3 x its start 5.5 at 2,048 tokens"
+    final = _result(2048, 9.0, final=True, status="diverged", reason=reason)
+    sched.on_trial_result(ctrl, t, final)
+    searcher.on_trial_complete("a", result=final)
+    t2 = _trial(searcher, sched, ctrl, "b")
+    nan_final = _result(8192, math.nan, final=True, status="completed")
+    sched.on_trial_result(ctrl, t2, nan_final)
+    searcher.on_trial_complete("b", result=nan_final)
+    a, b = _frozen(searcher, 0), _frozen(searcher, 1)
+    assert a.state == S.FAIL and a.user_attrs["reason"] == reason
+    assert b.state == S.FAIL and "not a finite number" in b.user_attrs["reason"]
+
+
+def test_a_raising_trial_is_fail_with_the_exception_line(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    t = _trial(searcher, sched, ctrl, "a")
+    err = tmp_path / "error.txt"
+    err.write_text(
+        'Failure # 1\nTraceback (most recent call last):\n  File "x.py", line 1, in f\n'
+        "    raise ValueError('boom: widths')\nValueError: boom: widths\n"
+    )
+    t.error_file = str(err)
+    sched.on_trial_error(ctrl, t)
+    searcher.on_trial_complete("a", error=True)
+    ft = _frozen(searcher, 0)
+    assert ft.state == S.FAIL and ft.user_attrs["reason"] == "ValueError: boom: widths"
+    assert error_reason(SimpleNamespace(error_file=None, get_error=lambda: None)) == (
+        "the trial raised an exception"
+    )
+
+
+def test_an_interrupted_trial_stays_running_for_resume(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    t = _trial(searcher, sched, ctrl, "a")
+    sched.on_trial_result(ctrl, t, _result(2048, 3.0))
+    searcher.on_trial_complete("a", result=_result(2048, 3.0))  # stopped, no final report
+    assert _frozen(searcher, 0).state == S.RUNNING
+
+
+def test_multi_objective_records_without_pruning(tmp_path):
+    objs = [{"metric": "val_bpb"}, {"metric": "params"}]
+    _, searcher, sched, ctrl = _setup(tmp_path, pruner="none", objectives=objs)
+    t = _trial(searcher, sched, ctrl, "a")
+    assert sched.on_trial_result(ctrl, t, _result(2048, 3.0)) == TrialScheduler.CONTINUE
+    final = _result(8192, 2.0, final=True, status="completed", params=1234)
+    sched.on_trial_result(ctrl, t, final)
+    searcher.on_trial_complete("a", result=final)
+    ft = _frozen(searcher, 0)
+    assert ft.state == S.COMPLETE and ft.values == [2.0, 1234.0]
+    assert ft.intermediate_values == {}  # Optuna keeps none for several objectives
+
+
+def test_find_study_search_unwraps_and_gives_none_otherwise(tmp_path):
+    _, searcher, _, ctrl = _setup(tmp_path)
+    assert find_study_search(ctrl.search_alg) is searcher
+    assert find_study_search(SimpleNamespace(searcher=None)) is None
+
+
+def test_grace_must_be_non_negative():
+    with pytest.raises(ValueError, match="grace_tokens=-1"):
+        OptunaPruningScheduler(optuna.pruners.NopPruner(), -1, "val_bpb")
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+def _ray_trial(tid, status, last=None, cand=None):
+    return SimpleNamespace(
+        trial_id=tid,
+        status=status,
+        last_result=last or {},
+        config={"candidate": cand or {"shape": "uniform"}, "seed": 0},
+    )
+
+
+def test_progress_counts_and_best():
+    p = LiveProgress(10, "val_bpb", "minimize", 2, prior={"complete": 3}, tty=False)
+    done = _ray_trial("a", "TERMINATED", {"final": True, "status": "completed", "val_bpb": 2.0})
+    pruned = _ray_trial("b", "TERMINATED", {"final": False, "val_bpb": 3.0})
+    failed = _ray_trial("c", "ERROR")
+    diverged = _ray_trial("d", "TERMINATED", {"final": True, "status": "diverged"})
+    running = _ray_trial("e", "RUNNING")
+    trials = [done, pruned, failed, diverged, running]
+    assert [outcome(t) for t in trials] == ["complete", "pruned", "failed", "failed", "running"]
+    # Ray calls the callback before it updates the status: the ended flag decides.
+    assert outcome(_ray_trial("f", "RUNNING", {"final": False}), ended=True) == "pruned"
+    p._note_end(done)
+    c = p.tally(trials)
+    assert (c["complete"], c["pruned"], c["failed"], c["running"]) == (4, 1, 2, 1)
+    assert p.best == (2.0, "uniform, seed 0")
+    assert "trials 7/10" in p.line(trials)
+
+
+def test_format_eta():
+    assert [format_eta(x) for x in (5, 75, 3700, None, math.inf)] == [
+        "5s",
+        "1m15s",
+        "1h01m",
+        "?",
+        "?",
+    ]
