@@ -99,3 +99,49 @@ def test_the_check_catches_a_broken_page(copied_report, tmp_path):
     status, uncaught = render_status(page, tmp_path / "profile")
     assert status["empty"] == ["fig-broken"]
     assert any("undefinedFn" in e for e in status["errors"]) and uncaught
+
+
+def test_live_dashboard_redraws_when_the_run_dir_changes(tmp_path, monkeypatch):
+    """The page polls state.json; after the study writes new results it redraws in place."""
+    import threading
+
+    from fixtures_run import make_trials
+
+    from tlmsearch.report import dashboard
+    from tlmsearch.results import write_results
+
+    run = make_run(tmp_path / "live", status="running", seeds=(0,))
+    calls = []
+    refresh = dashboard._State.refresh
+
+    def counting(self):  # the study finishes more trials once the page has polled a few times
+        calls.append(1)
+        if len(calls) == 4:
+            write_results(run, *make_trials(seeds=(0, 1)))
+        return refresh(self)
+
+    monkeypatch.setattr(dashboard._State, "refresh", counting)
+    server = dashboard.make_server(run, port=0, interval=0.5)
+    host, port = server.server_address[:2]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        # The same flags, but the dashboard on loopback must resolve.
+        flags = [f for f in FLAGS if not f.startswith(("--host-resolver", "--virtual-time"))]
+        args = [
+            CHROMIUM,
+            *flags,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            f"http://{host}:{port}/",
+        ]
+        res = subprocess.run(args, capture_output=True, text=True, timeout=90)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(calls) > 4, "the page never polled"
+    header = re.search(r'<p class="sub" id="header">(.*?)</p>', res.stdout).group(1)
+    assert "complete: <b>14</b>" in header  # it was 7 when the page loaded
+    assert "updated" in re.search(r'<span id="live">(.*?)</span>', res.stdout).group(1)
+    status = json.loads(re.search(r'<pre id="render-status"[^>]*>([^<]*)', res.stdout).group(1))
+    assert status["errors"] == [] and status["empty"] == [] and len(status["rendered"]) == 7

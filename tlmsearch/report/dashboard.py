@@ -36,6 +36,7 @@ _POLL = """<script>
         document.getElementById('summary-box').innerHTML=s.summary;
         document.getElementById('failed-box').innerHTML=s.failed;
         document.getElementById('live').textContent='updated '+new Date().toLocaleTimeString();
+        if(window.tlmsearchCheck){tlmsearchCheck();}
       })
       .catch(function(e){document.getElementById('live').textContent='offline: '+e;});
   }
