@@ -1,0 +1,120 @@
+"""best.yaml and Pareto fronts from a trials table (no Ray, no training)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from search_helpers import tiny_config
+
+from tlmsearch.results import add_deltas, trials_frame
+from tlmsearch.search.export import best_candidates, best_document, pareto_front
+
+
+def _dominates(a, b, objs):
+    va = [s * a["values"][m] for m, s in objs]
+    vb = [s * b["values"][m] for m, s in objs]
+    return all(x <= y for x, y in zip(va, vb, strict=True)) and va != vb
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    points=st.lists(
+        st.tuples(st.floats(0, 10, allow_nan=False), st.floats(0, 10, allow_nan=False)),
+        min_size=1,
+        max_size=12,
+    ),
+    signs=st.tuples(st.sampled_from([1.0, -1.0]), st.sampled_from([1.0, -1.0])),
+)
+def test_pareto_front_is_exactly_the_non_dominated_set(points, signs):
+    objs = [("a", signs[0]), ("b", signs[1])]
+    groups = [{"values": {"a": x, "b": y}} for x, y in points]
+    front = pareto_front(groups, objs)
+    assert front  # a finite set always has a non-dominated member
+    for g in front:
+        assert not any(_dominates(h, g, objs) for h in groups)
+    for g in groups:
+        if not any(g is f for f in front):
+            assert any(_dominates(f, g, objs) for f in front)
+
+
+def _rows():
+    rows = []
+    for seed, noise in ((0, 0.0), (1, 0.02)):
+        for params, v in (
+            ({"shape": "uniform"}, 2.00),
+            ({"shape": "cosine", "r_start": 1.25}, 1.90),
+            ({"shape": "linear", "r_start": 1.5}, 2.10),
+        ):
+            rows.append(
+                {
+                    "trial_id": f"{params['shape']}{seed}",
+                    "seed": seed,
+                    "params": params,
+                    "state": "COMPLETE",
+                    "val_bpb": v + noise,
+                    "n_params": 1000,
+                }
+            )
+    rows.append(
+        {
+            "trial_id": "pruned",
+            "seed": 0,
+            "params": {"shape": "cosine", "r_start": 1.5},
+            "state": "PRUNED",
+            "val_bpb": 0.5,  # a pruned trial's partial value never wins
+        }
+    )
+    return rows
+
+
+@pytest.fixture
+def cfg(tmp_path: Path):
+    target = {"n_layer": 8, "d_model": 64, "n_head": 2, "d_ff": 256, "multiple_of": 16}
+    return tiny_config(tmp_path, target=target)
+
+
+def test_best_is_the_seed_mean_of_complete_trials_with_delta(cfg):
+    frame = add_deltas(trials_frame(_rows()), ["val_bpb"])
+    (best,) = best_candidates(frame, cfg)
+    assert best["candidate"] == "cosine 1.25->0.75"
+    assert best["n_seeds"] == 2
+    assert best["values"]["val_bpb"] == pytest.approx(1.91)
+    assert best["per_seed"]["val_bpb"] == {0: pytest.approx(1.90), 1: pytest.approx(1.92)}
+    assert best["delta_vs_uniform"]["val_bpb"] == pytest.approx(-0.10)
+
+
+def test_best_document_transfers_the_schedule_to_the_target(cfg):
+    doc = best_document(add_deltas(trials_frame(_rows()), ["val_bpb"]), cfg)
+    (best,) = doc["best"]
+    proxy, target = best["proxy"], best["target"]
+    assert sum(proxy["widths"]) == 2 * 64 and len(proxy["widths"]) == 2
+    assert sum(target["widths"]) == 8 * 256 and len(target["widths"]) == 8
+    assert all(w % 16 == 0 for w in target["widths"])
+    assert target["widths"] == sorted(target["widths"], reverse=True)  # a taper
+    assert target["config"]["n_layer"] == 8
+    assert doc["uniform_baseline"]["val_bpb"] == pytest.approx(2.01)
+
+
+def test_multi_objective_best_is_the_front(tmp_path):
+    cfg = tiny_config(
+        tmp_path,
+        objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}],
+        search={"pruner": "none", "sampler": "grid"},
+    )
+    rows = _rows()[:3]
+    for r, tps in zip(rows, (100.0, 50.0, 200.0), strict=True):
+        r["tokens_per_s"] = tps
+    front = best_candidates(trials_frame(rows), cfg)
+    # uniform (2.0, 100) is dominated by neither: cosine is better in bpb, linear in speed.
+    assert {g["candidate"] for g in front} == {"uniform", "cosine 1.25->0.75", "linear 1.5->0.5"}
+    rows[0]["tokens_per_s"] = 40.0  # now cosine dominates uniform
+    front = best_candidates(trials_frame(rows), cfg)
+    assert {g["candidate"] for g in front} == {"cosine 1.25->0.75", "linear 1.5->0.5"}
+
+
+def test_no_complete_trial_means_no_best(cfg):
+    rows = [dict(r, state="FAIL") for r in _rows()]
+    assert best_candidates(trials_frame(rows), cfg) == []
