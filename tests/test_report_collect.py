@@ -321,6 +321,10 @@ def test_run_summary():
     best = s["best"]
     assert best["candidate"].startswith("cosine 1.5")  # the law's optimum is near r_start 1.4
     assert sum(best["widths"]) == 4 * 64 and best["delta_vs_uniform"] < 0
+    assert best["target_widths"] == []  # no target in this study
+    cfg["target"] = {"n_layer": 6, "d_model": 64, "n_head": 2, "d_ff": 128, "multiple_of": 16}
+    tw = C.run_summary(cfg, t, {})["best"]["target_widths"]
+    assert len(tw) == 6 and sum(tw) == 6 * 128 and tw[0] > tw[-1]
     assert s["tokens_total"] == int(t["tokens"].sum()) and s["versions"] == {"torch": "2.13"}
     empty = C.run_summary({}, t.iloc[:0], {})
     assert empty["best"] is None and empty["status"] == "unknown" and empty["counts"] == {}

@@ -532,6 +532,26 @@ def paired_deltas(
 # 7. summary
 
 
+def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+    """The candidate's widths at the study's target scale (empty without a valid target)."""
+    from tlmsearch.config import ModelConfig
+    from tlmsearch.schedules import plan_from_params
+
+    if not config.get("target") or not params:
+        return []
+    try:
+        target = ModelConfig(**config["target"])
+        plan = plan_from_params(
+            params,
+            n_layer=target.n_layer,
+            d_ff=target.d_ff_uniform,
+            multiple_of=target.multiple_of,
+        )
+    except Exception:  # a bad target only loses this line of the summary
+        return []
+    return list(plan.widths)
+
+
 def run_summary(
     config: Mapping[str, Any], trials: pd.DataFrame, status: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -555,6 +575,7 @@ def run_summary(
             "trials": b["trial_ids"],
             "params": b["params_json"],
             "widths": _widths(b["widths_json"]),
+            "target_widths": target_widths(config, json.loads(b["params_json"] or "{}")),
             "delta_vs_uniform": float(deltas.loc[b["candidate"], "mean"])
             if b["candidate"] in deltas.index
             else None,

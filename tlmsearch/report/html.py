@@ -174,6 +174,8 @@ def summary_html(s: dict[str, Any]) -> str:
             ("its widths (proxy d_ff per layer)", f"<code>{_e(b['widths'])}</code>"),
             ("its parameters", f"<code>{_e(b['params'])}</code>"),
         ]
+        if b.get("target_widths"):
+            rows.append(("its widths at target scale", f"<code>{_e(b['target_widths'])}</code>"))
     else:
         rows.append(("best candidate", "no finished trial yet"))
     rows += [
