@@ -145,17 +145,22 @@ try:
     app(['report', sys.argv[1]])
 except SystemExit as e:
     assert not e.code, e.code
+from pathlib import Path
+from tlmsearch.report.dashboard import make_server, optuna_dashboard_hint
+print(optuna_dashboard_hint(Path(sys.argv[1]), {}))
+make_server(sys.argv[1], port=0).server_close()
 assert not {'torch', 'ray'} & set(sys.modules), sorted(sys.modules)
 print('ok without torch and ray')
 """
 
 
-def test_report_builds_without_torch_or_ray(run_dir):
+def test_report_and_dashboard_work_without_torch_or_ray(run_dir):
     res = subprocess.run(
         [sys.executable, "-c", _BLOCK, str(run_dir)], capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "ok without torch and ray" in res.stdout and "report.html" in res.stdout
+    assert "optuna-dashboard sqlite:///" in res.stdout
 
 
 # -------------------------------------------------------------------------------------------------

@@ -62,14 +62,17 @@ def optuna_dashboard_hint(
 
     run.json's ``storage`` (what the run really used) wins over study.yaml's setting.
     """
-    storage = (status or {}).get("storage") or (config.get("storage") or {}).get("optuna")
-    if storage and storage != "journal":
-        target = storage  # a database URL recorded in study.yaml
-    elif storage == "journal" or (run_dir / "optuna.journal").exists():
-        target = str(run_dir / "optuna.journal")
-    else:
-        target = f"sqlite:///{run_dir / 'optuna.db'}"
-    return f"optuna-dashboard {target} --host 127.0.0.1 --port 8080"
+    from tlmsearch.config import StorageConfig
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.storage import dashboard_command, storage_url
+
+    url = (status or {}).get("storage")
+    if not url:
+        try:
+            url = storage_url(StorageConfig(**(config.get("storage") or {})), run_dir)
+        except (ConfigError, TypeError, ValueError) as err:
+            return f"optuna-dashboard <storage URL> (study.yaml's storage is unusable: {err})"
+    return dashboard_command(url)
 
 
 class _State:
