@@ -145,3 +145,15 @@ def test_live_dashboard_redraws_when_the_run_dir_changes(tmp_path, monkeypatch):
     assert "updated" in re.search(r'<span id="live">(.*?)</span>', res.stdout).group(1)
     status = json.loads(re.search(r'<pre id="render-status"[^>]*>([^<]*)', res.stdout).group(1))
     assert status["errors"] == [] and status["empty"] == [] and len(status["rendered"]) == 7
+
+
+def test_png_export_with_chromium(copied_report, tmp_path):
+    from tlmsearch.report.html import build
+    from tlmsearch.report.images import write_pngs
+    from tlmsearch.results import load_run
+
+    figures = build(load_run(copied_report.parent)).figures[:2]  # fronts and Pareto: enough
+    paths = write_pngs(figures, tmp_path / "png")
+    assert [p.name for p in paths] == ["ratio-front.png", "pareto-0.png"]
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
