@@ -306,3 +306,34 @@ def test_train_module_imports_no_ray_or_optuna() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
     assert train_mod.EVAL_KEYS[0] == "tokens"
+
+
+# -------------------------------------------------------------------------------------------------
+# The MFU peak
+
+
+def test_cpu_peak_is_calibrated_once_and_recalibration_keeps_the_max(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tlmsearch import mfu
+
+    readings = iter([5e11, 3e11, 9e11])
+    calls: list[int] = []
+
+    def fake(dtype: torch.dtype, n: int = 1024, seconds: float = 0.4) -> float:
+        calls.append(1)
+        return next(readings)
+
+    monkeypatch.setattr(mfu, "measure_matmul", fake)
+    assert mfu.cpu_peak(1, tmp_path) == 5e11
+    assert mfu.cpu_peak(1, tmp_path) == 5e11 and len(calls) == 1  # cached
+    assert mfu.cpu_peak(1, tmp_path, recalibrate=True) == 5e11  # a low reading is ignored
+    assert mfu.cpu_peak(1, tmp_path, recalibrate=True) == 9e11
+    assert mfu.cpu_peak(1, tmp_path) == 9e11 and len(calls) == 3
+
+
+def test_measure_matmul_is_plausible() -> None:
+    from tlmsearch.mfu import measure_matmul
+
+    flops = measure_matmul(torch.float32, n=256, seconds=0.05)
+    assert 1e8 < flops < 1e14

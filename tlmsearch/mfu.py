@@ -85,8 +85,14 @@ def _cache_file(cache_dir: str | Path | None) -> Path:
     return Path(root).expanduser() / "mfu_peak.json"
 
 
-def cpu_peak(threads: int | None = None, cache_dir: str | Path | None = None) -> float:
-    """The measured CPU matmul peak for ``threads`` threads, calibrated once and cached."""
+def cpu_peak(
+    threads: int | None = None, cache_dir: str | Path | None = None, *, recalibrate: bool = False
+) -> float:
+    """The measured CPU matmul peak for ``threads`` threads, calibrated once and cached.
+
+    A calibration taken while other work shares the cores reads low; ``recalibrate=True`` (or
+    ``python -m tlmsearch.mfu``) measures again and keeps the higher value.
+    """
     threads = threads or torch.get_num_threads()
     dtype = torch.bfloat16 if cpu_has_bf16() else torch.float32
     key = f"{cpu_name()}|torch {torch.__version__}|{dtype}|threads={threads}"
@@ -95,14 +101,17 @@ def cpu_peak(threads: int | None = None, cache_dir: str | Path | None = None) ->
         table = json.loads(path.read_text())
     except (OSError, ValueError):
         table = {}
-    if isinstance(table.get(key), int | float) and table[key] > 0:
-        return float(table[key])
+    cached = table.get(key)
+    cached = float(cached) if isinstance(cached, int | float) and cached > 0 else 0.0
+    if cached and not recalibrate:
+        return cached
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         peak = measure_matmul(dtype)
     finally:
         torch.set_num_threads(before)
+    peak = max(peak, cached)
     table[key] = peak
     try:  # written atomically: trials calibrating at once must not see half a file
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,3 +140,10 @@ def peak_flops(
     if device.type == "cpu":
         return cpu_peak(threads, cache_dir)
     return None
+
+
+if __name__ == "__main__":  # python -m tlmsearch.mfu: (re)calibrate this machine's CPU peaks
+    import os as _os
+
+    for n in sorted({1, _os.cpu_count() or 1}):
+        print(f"{cpu_name()}: {n} thread(s): {cpu_peak(n, recalibrate=True) / 1e9:.0f} GFLOP/s")

@@ -1,0 +1,220 @@
+"""Trainer speed: ``train_proxy`` vs a minimal hand-written loop, and the best CPU setup.
+
+Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] [--tokens N]``.
+
+1. Overhead: tokens/s of ``train_proxy`` and of a plain PyTorch loop over the same model, data,
+   dtype and batch, interleaved rounds, median (goal: ratio >= 0.98).
+2. Setup: at the study's proxy size, fp32 vs bf16 autocast, eager vs ``torch.compile``, 1 vs 2
+   threads, one process vs two 1-thread processes side by side. Each setup runs in its own
+   process; throughput excludes the first (compiling) step and evals. Achieved FLOP/s is quoted
+   against the bf16 matmul peak measured for the whole machine (all threads).
+The machine may be shared: trust ratios measured side by side more than absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(study: str, tokens: int) -> tuple:
+    from tlmsearch.config import load_study
+
+    cfg = load_study(study)
+    train = cfg.train.model_copy(
+        update={"tokens": tokens, "warmup_tokens": min(cfg.train.warmup_tokens, tokens // 4)}
+    )
+    train = train.model_copy(update={"eval_every_tokens": tokens})
+    return cfg, train
+
+
+def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
+    """The minimal loop: tokens/s over all steps but the first."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    from tlmsearch.data.batches import Batches
+    from tlmsearch.models import build_model
+    from tlmsearch.train import batch_shape
+
+    torch.manual_seed(seed)
+    model = build_model(model_cfg, widths, data.vocab_size)
+    opt = torch.optim.AdamW(
+        model.param_groups(train_cfg.weight_decay), lr=train_cfg.lr, betas=train_cfg.betas
+    )
+    batches = Batches(data.train_tokens(), data.seq_len, seed=seed)
+    micro, accum = batch_shape(train_cfg, data.seq_len)
+    step_tokens = micro * accum * data.seq_len
+    steps = max(2, train_cfg.tokens // step_tokens)
+    amp = (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if dtype == torch.bfloat16
+        else contextlib.nullcontext()
+    )
+    t0 = 0.0
+    for step in range(steps):
+        if step == 1:
+            t0 = time.perf_counter()
+        for _ in range(accum):
+            x, y = batches.next(micro)
+            with amp:
+                logits = model(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            (loss / accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+        model.before_optimizer_step(step)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return (steps - 1) * step_tokens / (time.perf_counter() - t0)
+
+
+def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
+    import torch
+
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import resolve_dtype, train_proxy
+
+    torch.set_num_threads(threads)
+    cfg, train = _load(study, tokens)
+    train = train.model_copy(update={"compile": "off"})
+    data = prepare_data(cfg.data, progress=False)
+    widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
+    dtype = resolve_dtype(train, torch.device("cpu"))
+    ours, hand = [], []
+    for _ in range(rounds):
+        s = train_proxy(cfg.model, widths, data, train, seed=0, threads=threads)
+        ours.append(s.metrics["tokens_per_s"])
+        hand.append(hand_loop(cfg.model, widths, data, train, 0, dtype))
+    o, h = statistics.median(ours), statistics.median(hand)
+    return {
+        "train_proxy_tokens_per_s": round(o),
+        "hand_loop_tokens_per_s": round(h),
+        "ratio": round(o / h, 3),
+        "rounds": rounds,
+        "dtype": str(dtype),
+        "threads": threads,
+        "raw": {"train_proxy": [round(v) for v in ours], "hand": [round(v) for v in hand]},
+    }
+
+
+def one(study: str, tokens: int, setup: dict) -> dict:
+    """One setup in this process: train_proxy's tokens/s and its FLOPs per token."""
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import train_proxy
+
+    cfg, train = _load(study, tokens)
+    train = train.model_copy(update={"dtype": setup["dtype"], "compile": setup["compile"]})
+    data = prepare_data(cfg.data, progress=False)
+    widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
+    t0 = time.perf_counter()
+    s = train_proxy(cfg.model, widths, data, train, seed=0, threads=setup["threads"])
+    return {
+        "tokens_per_s": s.metrics["tokens_per_s"],
+        "flops_per_token": s.flops_per_token,
+        "wall_s": time.perf_counter() - t0,
+        "val_bpb": s.metrics["val_bpb"],
+    }
+
+
+def machine_peak() -> float:
+    """bf16 matmul peak of all cores: the all-thread calibration, or cores x the 1-thread one
+    when that is higher (a calibration taken while another process used a core reads low)."""
+    from tlmsearch.mfu import cpu_peak
+
+    ncpu = os.cpu_count() or 1
+    return max(cpu_peak(ncpu), ncpu * cpu_peak(1))
+
+
+def _spawn(study: str, tokens: int, setup: dict, env: dict) -> subprocess.Popen:
+    cmd = [sys.executable, __file__, "--study", study, "--tokens", str(tokens)]
+    cmd += ["--one", json.dumps(setup)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def setups(study: str, tokens: int, full: bool) -> list[dict]:
+    from tlmsearch.mfu import cpu_has_bf16
+
+    ncpu = os.cpu_count() or 1
+    peak = machine_peak()
+    bf16 = "bf16" if cpu_has_bf16() else "fp32"
+    grid = [
+        {"dtype": "fp32", "compile": "off", "threads": 1, "procs": 1},
+        {"dtype": bf16, "compile": "off", "threads": 1, "procs": 1},
+        {"dtype": "fp32", "compile": "on", "threads": 1, "procs": 1},
+        {"dtype": bf16, "compile": "on", "threads": 1, "procs": 1},
+        {"dtype": bf16, "compile": "on", "threads": ncpu, "procs": 1},
+        {"dtype": bf16, "compile": "on", "threads": 1, "procs": ncpu},
+        {"dtype": bf16, "compile": "on", "threads": 1, "procs": 1, "thp": True},
+    ]
+    if full:
+        grid += [
+            {"dtype": bf16, "compile": "off", "threads": ncpu, "procs": 1},
+            {"dtype": bf16, "compile": "off", "threads": 1, "procs": ncpu},
+        ]
+    rows = []
+    for s in grid:
+        env = dict(os.environ)
+        if s.get("thp"):
+            env["THP_MEM_ALLOC_ENABLE"] = "1"  # PyTorch's huge pages for CPU tensors
+        setup = {k: s[k] for k in ("dtype", "compile", "threads")}
+        procs = [_spawn(study, tokens, setup, env) for _ in range(s["procs"])]
+        outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        total = sum(o["tokens_per_s"] for o in outs)
+        fpt = outs[0]["flops_per_token"]
+        row = {
+            **s,
+            "tokens_per_s": round(total),
+            "achieved_gflops": round(total * fpt / 1e9, 1),
+            "of_bf16_peak": round(total * fpt / peak, 3),
+            "wall_s": round(max(o["wall_s"] for o in outs), 1),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--study", default=str(ROOT / "studies/quickstart.yaml"))
+    ap.add_argument("--tokens", type=int, default=150_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--full", action="store_true", help="also eager at 2 threads / 2 procs")
+    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-setups", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.study, args.tokens, json.loads(args.one))))
+        return
+    from tlmsearch.mfu import cpu_name, cpu_peak
+
+    ncpu = os.cpu_count() or 1
+    print(
+        f"# {cpu_name()}, {ncpu} CPUs; bf16 matmul peak {cpu_peak(ncpu) / 1e9:.0f} GFLOP/s "
+        f"({ncpu} threads), {cpu_peak(1) / 1e9:.0f} GFLOP/s (1 thread); machine peak used "
+        f"{machine_peak() / 1e9:.0f} GFLOP/s",
+        flush=True,
+    )
+    if not args.skip_overhead:
+        print(
+            json.dumps({"overhead": overhead(args.study, args.tokens // 2, args.rounds, 1)}),
+            flush=True,
+        )
+    if not args.skip_setups:
+        rows = setups(args.study, args.tokens, args.full)
+        best = max(rows, key=lambda r: r["tokens_per_s"])
+        print(json.dumps({"best": best}))
+
+
+if __name__ == "__main__":
+    main()
