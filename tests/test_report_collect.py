@@ -333,3 +333,79 @@ def test_run_summary():
 def test_hover_has_trial_params_and_widths():
     text = C.hover_text(one_trial()).iloc[0]
     assert "trial a" in text and json.dumps([96, 80, 48, 32]) in text and '"r_start": 1.5' in text
+
+
+def test_blocks_use_the_realised_first_ratio():
+    from tlmsearch.schedules import plan_from_params
+
+    recs = []
+    for i, preset in enumerate(("wider_early", "wider_late")):
+        params = {"shape": "blocks", "preset": preset}
+        plan = plan_from_params(params, n_layer=6, d_ff=64, multiple_of=8)
+        recs.append(
+            {
+                "trial_id": f"b{i}",
+                "params": params,
+                "widths": list(plan.widths),
+                "val_bpb": 1.0 + i,
+            }
+        )
+    rf = C.ratio_front(trials_frame(recs), metric="val_bpb")
+    assert rf.front["x"].tolist() == pytest.approx([0.5, 1.5])  # wider_late first, by x
+    assert rf.front["candidate"].str.startswith("blocks").all()
+    taper = C.ratio_front(trials_frame(recs), metric="val_bpb", x="taper")
+    assert sorted(taper.front["x"]) == pytest.approx([-1.0, 1.0])
+
+
+def _nan_metrics():
+    t, c = frames()
+    t.loc[t.index[::2], ["val_bpb", "val_ppl", "tokens_per_s"]] = np.nan
+    c.loc[c.index[::3], "val_bpb"] = np.nan
+    return t, c
+
+
+EDGE = {
+    "one_trial": lambda: (one_trial(), curves_frame([])),
+    "all_pruned": lambda: frames(pruned=range(100)),
+    "failed": lambda: frames(failed=(0, 2, 5)),
+    "nan_metrics": _nan_metrics,
+    "single_schedule": lambda: frames(shapes=("cosine",), ratios=(1.5,)),
+    "single_seed": lambda: frames(seeds=(0,)),
+    "empty": lambda: (trials_frame([]), curves_frame([])),
+}
+
+
+@pytest.mark.parametrize("case", list(EDGE))
+@pytest.mark.parametrize(
+    "objectives",
+    [
+        [("val_bpb", "minimize")],
+        [("val_bpb", "minimize"), ("tokens_per_s", "maximize"), ("params", "minimize")],
+    ],
+    ids=["single-objective", "multi-objective"],
+)
+def test_every_collect_function_on_edge_cases(case, objectives):
+    t, c = EDGE[case]()
+    metric, sense = objectives[0]
+    done = C.finished(t, metric)
+    rf = C.ratio_front(t, "val_bpb")
+    assert len(rf.front) <= len(rf.points) <= len(done)
+    for objs in C.pareto_sets(objectives):
+        p = C.pareto(t, objs)
+        assert len(p.points) + p.hidden == len(t)
+        assert not p.points.loc[~p.points["feasible"], "on_front"].any()
+        assert p.points["on_front"].any() == bool(p.points["feasible"].any())
+    pr = C.width_profiles(t, metric, sense)
+    assert pr.profiles["rank"].nunique() <= 5
+    lc = C.learning_curves(t, c, "val_bpb")
+    assert np.isfinite(lc.lines["value"].astype(float)).all()
+    assert set(lc.failed["trial_id"]) == set(t.loc[t["state"] == "FAIL", "trial_id"])
+    par = C.parallel_coords(t, metric)
+    assert len(par.table) == int((~done["is_baseline"]).sum())
+    imp = C.param_importances(t, metric, sense)
+    assert imp.values.empty or imp.values["importance"].sum() == pytest.approx(1.0)
+    d = C.paired_deltas(t, metric, sense)
+    assert d.summary["n"].sum() == len(d.per_seed) if len(d.summary) else d.per_seed.empty
+    s = C.run_summary({"objectives": [{"metric": m} for m, _ in objectives]}, t, {})
+    assert sum(s["counts"].values()) == len(t)
+    assert (s["best"] is None) == done.empty
