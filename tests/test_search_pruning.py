@@ -134,6 +134,16 @@ def test_never_prunes_a_trial_at_least_as_good_as_every_finished_one(tmp_path, g
         assert sched.on_trial_result(ctrl, t, _result(step, v)) == TrialScheduler.CONTINUE
 
 
+def test_the_uniform_baseline_is_never_pruned(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path, seeds=[0, 1], sampler="random", n_trials=2)
+    _complete(searcher, sched, ctrl, "base0", [3.0, 2.5, 2.2, 2.0])  # queue: uniform per seed
+    base1 = _trial(searcher, sched, ctrl, "base1")
+    assert base1.config["candidate"] == {"shape": "uniform"} and base1.config["seed"] == 1
+    _complete(searcher, sched, ctrl, "c", [3.0, 2.5, 2.2, 2.0])
+    for step in STEPS:
+        assert sched.on_trial_result(ctrl, base1, _result(step, 9.0)) == TrialScheduler.CONTINUE
+
+
 def test_pruner_none_reports_but_never_stops(tmp_path):
     _, searcher, sched, ctrl = _setup(tmp_path, pruner="none")
     _complete(searcher, sched, ctrl, "a", [1.0, 1.0, 1.0, 1.0])

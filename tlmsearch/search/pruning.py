@@ -50,6 +50,11 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def _is_baseline(trial: Any) -> bool:
+    cand = (getattr(trial, "config", None) or {}).get("candidate") or {}
+    return cand.get("shape", "uniform") == "uniform"
+
+
 def find_study_search(search_alg: Any) -> StudySearch | None:
     """Unwrap Ray's SearchGenerator / ConcurrencyLimiter down to our searcher.
 
@@ -162,7 +167,9 @@ class OptunaPruningScheduler(FIFOScheduler):
         if step not in reported:  # Optuna warns on a second report at one step
             ot.report(float(value), step)
             reported.add(step)
-        if step < self._grace:
+        if step < self._grace or _is_baseline(trial):
+            # The uniform baseline is every candidate's reference (delta vs uniform, per seed):
+            # it always runs to the end.
             return TrialScheduler.CONTINUE
         search._ot_study.pruner = self._pruner
         if not ot.should_prune():

@@ -47,21 +47,31 @@ def open_storage(url: str) -> Any:
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    if url.startswith("postgresql"):
-        try:
-            import psycopg2  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                f"storage.optuna: {url.split('@')[-1]!r} needs a PostgreSQL driver: "
-                "pip install 'tlmsearch[postgres]' (psycopg2-binary)"
-            ) from None
+    if url.startswith("postgresql://"):
+        url = "postgresql+" + _pg_driver(url) + url.removeprefix("postgresql")
     # pool_pre_ping: a long study outlives idle server connections.
     return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
 
 
+def _pg_driver(url: str) -> str:
+    """SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3; use whichever is installed."""
+    import importlib.util
+
+    for module, dialect in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return dialect
+    raise ConfigError(
+        f"storage.optuna: {redact(url)} needs a PostgreSQL driver: "
+        "pip install 'tlmsearch[postgres]' (psycopg2-binary)"
+    )
+
+
 def dashboard_command(url: str) -> str:
-    """The shell command that opens this storage in optuna-dashboard, on loopback."""
-    target = url.removeprefix("journal:") if url.startswith("journal:") else url
+    """The shell command that opens this storage in optuna-dashboard, on loopback.
+
+    A password in the URL is shown as ``***`` (terminals and CI logs keep what they print).
+    """
+    target = url.removeprefix("journal:") if url.startswith("journal:") else redact(url)
     return f"optuna-dashboard {target} --host 127.0.0.1 --port 8080"
 
 

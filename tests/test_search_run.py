@@ -1,0 +1,233 @@
+"""End to end: real tiny trainings in a real local Ray (one Ray for the module), through the CLI.
+
+Slow (still run in CI). The study: 2 layers, d_model 32, bytes on a made-up text, 8k tokens per
+trial, a 5-candidate grid (uniform first) x 2 seeds, median pruning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+from search_helpers import tiny_study
+from typer.testing import CliRunner
+
+from tlmsearch.cli import app
+from tlmsearch.search.storage import open_storage
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One embedded Ray on loopback for every run in this module (runs reuse, never stop it)."""
+    import ray
+
+    from tlmsearch.search.cluster import quiet_ray
+
+    quiet_ray()
+    ray.init(
+        address="local",
+        _node_ip_address="127.0.0.2",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("search_run")
+
+
+def _study_file(workdir: Path, name: str, **sections) -> Path:
+    data = tiny_study(workdir, **sections)
+    data["name"] = name
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(local_ray, workdir: Path):
+    path = _study_file(workdir, "grid", search={"pruner": "median", "seeds": [0, 1]})
+    t = time.time()
+    res = runner.invoke(app, ["run", str(path)])
+    return res, workdir / "runs" / "grid", time.time() - t
+
+
+def test_run_finishes_and_tells_how_to_look(finished):
+    res, run, wall = finished
+    assert res.exit_code == 0, res.output
+    assert str(run) in res.output
+    assert f"tlmsearch report {run}" in res.output and "optuna-dashboard" in res.output
+    assert "finished" in res.output and "best:" in res.output
+    print(f"tiny grid study (10 trials): {wall:.1f} s")
+
+
+def test_run_dir_is_complete(finished):
+    _, run, _ = finished
+    for name in ("study.yaml", "optuna.db", "run.json", "best.yaml"):
+        assert (run / name).is_file(), name
+    for name in ("trials", "curves"):
+        assert (run / f"{name}.parquet").is_file() and (run / f"{name}.csv").is_file()
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "finished" and info["n_trials_planned"] == 10
+    assert info["versions"]["ray"] and info["versions"]["optuna"]
+    assert (run / "ray" / "session-0").is_dir()
+
+
+def test_trials_table(finished):
+    _, run, _ = finished
+    df = pd.read_parquet(run / "trials.parquet")
+    assert len(df) == 10
+    assert set(df["state"]) <= {"COMPLETE", "PRUNED"}
+    assert not df.duplicated(["params_json", "seed"]).any()  # every pair exactly once
+    assert sorted(df["seed"].value_counts().tolist()) == [5, 5]  # paired
+    base = df[df["is_baseline"]]
+    assert len(base) == 2 and (base["state"] == "COMPLETE").all()
+    assert (base["delta_val_bpb"] == 0).all()
+    done = df[df["state"] == "COMPLETE"]
+    assert (done["tokens"] >= 8192).all() and done["val_bpb"].notna().all()
+    pruned = df[df["state"] == "PRUNED"]
+    assert (pruned["tokens"] < 8192).all()
+    assert pruned["reason"].str.contains("pruned by Median").all()
+    assert (pruned["tokens"] >= 1024).all()  # never before the warm-up (grace)
+    assert (df["node"] == "127.0.0.2").all()
+    assert df["widths_json"].map(lambda w: sum(json.loads(w)) == 2 * 64).all()
+    assert (df["n_params"] == df["n_params"].iloc[0]).all()  # an exact budget
+    assert df["wall_s"].gt(0).all()
+
+
+def test_curves_and_optuna_steps_are_tokens(finished):
+    _, run, _ = finished
+    curves = pd.read_parquet(run / "curves.parquet")
+    trials = pd.read_parquet(run / "trials.parquet")
+    assert set(curves["trial_id"]) == set(trials["trial_id"])
+    assert (curves["tokens"] % 2048 == 0).all()
+    study = optuna.load_study(study_name="grid", storage=f"sqlite:///{run / 'optuna.db'}")
+    for ft in study.get_trials():
+        assert all(step % 2048 == 0 for step in ft.intermediate_values)
+        n = len(curves[curves["trial_id"] == ft.user_attrs["ray_trial_id"]])
+        assert len(ft.intermediate_values) == n
+
+
+def test_status_and_export(finished, tmp_path):
+    _, run, _ = finished
+    res = runner.invoke(app, ["status", str(run)])
+    assert res.exit_code == 0, res.output
+    assert "finished" in res.output and "10/10 finished" in res.output
+    for fmt, names in (("csv", ["trials.csv", "curves.csv"]), ("yaml", ["best.yaml"])):
+        res = runner.invoke(app, ["export", str(run), "--format", fmt, "--out", str(tmp_path)])
+        assert res.exit_code == 0, res.output
+        assert all((tmp_path / n).is_file() for n in names)
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["best"][0]["proxy"]["widths"]
+    assert runner.invoke(app, ["export", str(run), "--format", "xml"]).exit_code == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_optuna_dashboard_shows_the_run(finished):
+    _, run, _ = finished
+    port = _free_port()
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    proc = subprocess.Popen(
+        [str(exe), f"sqlite:///{run / 'optuna.db'}", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        body = None
+        for _ in range(60):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies") as r:
+                    body = json.load(r)
+                break
+            except OSError:
+                time.sleep(0.25)
+        assert body is not None, "optuna-dashboard did not answer"
+        (summary,) = body["study_summaries"]
+        assert summary["study_name"] == "grid"
+        url = f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}"
+        with urllib.request.urlopen(url) as r:
+            detail = json.load(r)
+        assert len(detail["trials"]) == 10
+        assert all(t["intermediate_values"] for t in detail["trials"])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_bad_study_exits_2_before_anything_starts(workdir):
+    path = _study_file(workdir, "bad_input")
+    res = runner.invoke(app, ["run", str(path), "--set", "search.pruner=mediam"])
+    assert res.exit_code == 2
+    assert "search.pruner" in res.output
+    assert not (workdir / "runs" / "bad_input").exists()
+
+
+def test_existing_run_dir_is_refused(finished):
+    _, run, _ = finished
+    res = runner.invoke(
+        app, ["run", str(run / "study.yaml"), "--set", f"storage.runs_dir={run.parent}"]
+    )
+    assert res.exit_code == 2 and "tlmsearch resume" in res.output
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [("model.vocab_size=100", "below the data's vocabulary"), ("train.lr=50", "x its start")],
+)
+def test_every_trial_failing_exits_1_with_the_reason(local_ray, workdir, override, reason):
+    name = "fail_" + override.split("=")[0].replace(".", "_")
+    path = _study_file(
+        workdir, name, space={"dimensions": {"shape": {"type": "fixed", "value": "cosine"}}}
+    )
+    res = runner.invoke(app, ["run", str(path), "--set", override])
+    assert res.exit_code == 1, res.output
+    assert "no trial completed" in res.output and reason in res.output
+    df = pd.read_parquet(workdir / "runs" / name / "trials.parquet")
+    assert (df["state"] == "FAIL").all() and df["reason"].str.contains(reason).all()
+
+
+PG_URL = os.environ.get("TLMSEARCH_TEST_PG_URL")
+
+
+@pytest.mark.skipif(not PG_URL, reason="TLMSEARCH_TEST_PG_URL unset (.ci/services.sh start)")
+def test_postgresql_storage(local_ray, workdir):
+    name = f"pg-{uuid.uuid4().hex[:8]}"
+    path = _study_file(
+        workdir, "pg", storage={"runs_dir": str(workdir / "runs"), "optuna": PG_URL}
+    )
+    res = runner.invoke(app, ["run", str(path), "--name", name])
+    try:
+        assert res.exit_code == 0, res.output
+        study = optuna.load_study(study_name=name, storage=open_storage(PG_URL))
+        states = {t.state.name for t in study.get_trials()}
+        assert states <= {"COMPLETE", "PRUNED"} and len(study.get_trials()) == 5
+        assert not (workdir / "runs" / name / "optuna.db").exists()
+        res = runner.invoke(app, ["status", str(workdir / "runs" / name)])
+        assert res.exit_code == 0 and "5/5 finished" in res.output
+        password = PG_URL.split("://", 1)[1].split("@")[0].partition(":")[2]
+        assert f":{password}@" not in res.output and ":***@" in res.output
+    finally:
+        optuna.delete_study(study_name=name, storage=open_storage(PG_URL))
