@@ -10,7 +10,6 @@ COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an 
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
@@ -50,8 +49,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     )
     static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
     static.update(_budget(model, plan.widths, model.vocab_size, cfg.data.seq_len))
-    threads = trial_threads(cfg)
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
     start = time.time()
 
     def on_eval(ev: dict[str, Any]) -> bool:
