@@ -344,7 +344,7 @@ def test_bad_widths_are_clear_value_errors() -> None:
 def test_torch_compile_matches_eager(arch: str) -> None:
     model = seeded(tiny(arch, n_layer=1), (64,))
     compiled = torch.compile(model)
-    idx = torch.randint(0, VOCAB, (2, 16))
+    idx = torch.randint(0, VOCAB, (2, 8))  # Titans: two chunks, one write (compile is slow)
     torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-4, atol=1e-4)
     compiled(idx).sum().backward()
     assert all(p.grad is not None for p in model.parameters())

@@ -99,72 +99,6 @@ class NeuralMemory(nn.Module):
         self.gates.bias[h : 2 * h].fill_(_ETA_LOGIT)
         self.gates.bias[2 * h :].fill_(_ALPHA_LOGIT)
 
-    def _run(
-        self, weights: list[torch.Tensor], x: torch.Tensor
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """M_W(x) for x (B, nh, N, hs): every layer's input (and the output) and pre-activation."""
-        acts, pre = [x], []
-        for i, w in enumerate(weights):
-            z = x @ w  # (B, nh, N, n_out)
-            if i < len(weights) - 1:
-                pre.append(z)
-                z = F.silu(z)
-            acts.append(z)
-            x = z
-        return acts, pre
-
-    def _write(
-        self,
-        weights: list[torch.Tensor],
-        momentum: list[torch.Tensor] | None,
-        acts: list[torch.Tensor],
-        pre: list[torch.Tensor],
-        v: torch.Tensor,
-        theta: torch.Tensor,
-        log_eta: torch.Tensor,
-        log_keep: torch.Tensor,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Weights and momentum at the end of a chunk (all gradients at the chunk-start W).
-
-        Unrolled over the chunk (t, j index its tokens, u_j = grad loss_j at W_0):
-          S_end = P_eta S_0 - sum_j g_j theta_j u_j,      g_j = prod_{i>j} eta_i
-          W_end = P_keep W_0 + s S_0 - sum_j c_j theta_j u_j,
-          c_j = sum_{t>=j} beta_t prod_{j<i<=t} eta_i,   beta_t = prod_{s>t} (1 - alpha_s),
-          s = sum_t beta_t prod_{i<=t} eta_i.
-        The coefficients are computed in log space, in fp32.
-        """
-        n = v.size(2)
-        cum_eta = log_eta.cumsum(-1)  # (B, nh, C)
-        cum_keep = log_keep.cumsum(-1)
-        log_beta = cum_keep[..., -1:] - cum_keep
-        pair = cum_eta[..., :, None] - cum_eta[..., None, :] + log_beta[..., :, None]  # [t, j]
-        causal = torch.ones(n, n, dtype=torch.bool, device=v.device).tril()
-        log_c = pair.masked_fill(~causal, float("-inf")).logsumexp(-2)  # over t -> (B, nh, C)
-        w_mom = (cum_eta[..., -1:] - cum_eta).exp() * theta
-        w_write = log_c.exp() * theta
-
-        # Weighted gradients of sum_j w_j ||M(k_j) - v_j||^2, both weightings in one matmul.
-        delta = 2 * (acts[-1] - v)  # (B, nh, C, hs)
-        grads_mom, grads_write = [], []
-        for i in reversed(range(len(weights))):
-            both = torch.cat((delta * w_mom[..., None], delta * w_write[..., None]), dim=-1)
-            g = acts[i].transpose(-1, -2) @ both  # (B, nh, n_in, 2 n_out)
-            g_mom, g_write = g.split(delta.size(-1), dim=-1)
-            grads_mom.insert(0, g_mom)
-            grads_write.insert(0, g_write)
-            if i > 0:
-                delta = (delta @ weights[i].transpose(-1, -2)) * _silu_grad(pre[i - 1])
-
-        keep_all = cum_keep[..., -1].exp()[..., None, None]  # (B, nh, 1, 1)
-        new_w = [keep_all * w - g for w, g in zip(weights, grads_write, strict=True)]
-        if momentum is None:  # S_0 = 0
-            return new_w, [-g for g in grads_mom]
-        eta_all = cum_eta[..., -1].exp()[..., None, None]
-        s = (log_beta + cum_eta).logsumexp(-1).exp()[..., None, None]
-        new_w = [w + s * m for w, m in zip(new_w, momentum, strict=True)]
-        new_m = [eta_all * m - g for m, g in zip(momentum, grads_mom, strict=True)]
-        return new_w, new_m
-
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         # rope is unused: order enters through the recurrence, not through positions.
         B, T, C = x.shape
@@ -187,23 +121,106 @@ class NeuralMemory(nn.Module):
         if pad:
             q = F.pad(q, (0, 0, 0, pad))
         weights = [w.unsqueeze(0).expand(B, *w.shape) for w in self.memory]
-        momentum = None
+        momentum = [torch.zeros_like(w) for w in weights]  # S_0 = 0
         ys = []
         for c in range(n_chunks):
             sl = slice(c * size, (c + 1) * size)
             if c == n_chunks - 1:  # nothing reads the last write
-                ys.append(self._run(weights, q[:, :, sl])[0][-1])
+                ys.append(_run(weights, q[:, :, sl])[0][-1])
                 break
-            acts, pre = self._run(weights, torch.cat((q[:, :, sl], k[:, :, sl]), dim=2))
-            ys.append(acts[-1][:, :, :size])
-            acts = [a[:, :, size:] for a in acts]
-            pre = [p[:, :, size:] for p in pre]
-            weights, momentum = self._write(
-                weights, momentum, acts, pre, v[:, :, sl], theta[..., sl],
+            y, weights, momentum = _read_write(
+                weights, momentum, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
                 log_eta[..., sl], log_keep[..., sl],
             )  # fmt: skip
+            ys.append(y)
         y = torch.cat(ys, dim=2)[:, :, :T]  # (B, nh, T, hs)
         return self.proj(y.transpose(1, 2).reshape(B, T, C).type_as(x))
+
+
+def _run(
+    weights: list[torch.Tensor], x: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """M_W(x) for x (B, nh, N, hs): every layer's input (and the output) and pre-activation."""
+    acts, pre = [x], []
+    for i, w in enumerate(weights):
+        z = x @ w  # (B, nh, N, n_out)
+        if i < len(weights) - 1:
+            pre.append(z)
+            z = F.silu(z)
+        acts.append(z)
+        x = z
+    return acts, pre
+
+
+def _write(
+    weights: list[torch.Tensor],
+    momentum: list[torch.Tensor],
+    acts: list[torch.Tensor],
+    pre: list[torch.Tensor],
+    v: torch.Tensor,
+    theta: torch.Tensor,
+    log_eta: torch.Tensor,
+    log_keep: torch.Tensor,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Weights and momentum at the end of a chunk (all gradients at the chunk-start W).
+
+    Unrolled over the chunk (t, j index its tokens, u_j = grad loss_j at W_0):
+      S_end = P_eta S_0 - sum_j g_j theta_j u_j,      g_j = prod_{i>j} eta_i
+      W_end = P_keep W_0 + s S_0 - sum_j c_j theta_j u_j,
+      c_j = sum_{t>=j} beta_t prod_{j<i<=t} eta_i,   beta_t = prod_{s>t} (1 - alpha_s),
+      s = sum_t beta_t prod_{i<=t} eta_i.
+    The coefficients are computed in log space, in fp32.
+    """
+    n = v.size(2)
+    cum_eta = log_eta.cumsum(-1)  # (B, nh, C)
+    cum_keep = log_keep.cumsum(-1)
+    log_beta = cum_keep[..., -1:] - cum_keep
+    pair = cum_eta[..., :, None] - cum_eta[..., None, :] + log_beta[..., :, None]  # [t, j]
+    causal = torch.ones(n, n, dtype=torch.bool, device=v.device).tril()
+    log_c = pair.masked_fill(~causal, float("-inf")).logsumexp(-2)  # over t -> (B, nh, C)
+    w_mom = (cum_eta[..., -1:] - cum_eta).exp() * theta
+    w_write = log_c.exp() * theta
+
+    # Weighted gradients of sum_j w_j ||M(k_j) - v_j||^2, both weightings in one matmul.
+    delta = 2 * (acts[-1] - v)  # (B, nh, C, hs)
+    grads_mom, grads_write = [], []
+    for i in reversed(range(len(weights))):
+        both = torch.cat((delta * w_mom[..., None], delta * w_write[..., None]), dim=-1)
+        g = acts[i].transpose(-1, -2) @ both  # (B, nh, n_in, 2 n_out)
+        g_mom, g_write = g.split(delta.size(-1), dim=-1)
+        grads_mom.insert(0, g_mom)
+        grads_write.insert(0, g_write)
+        if i > 0:
+            delta = (delta @ weights[i].transpose(-1, -2)) * _silu_grad(pre[i - 1])
+
+    keep_all = cum_keep[..., -1].exp()[..., None, None]  # (B, nh, 1, 1)
+    eta_all = cum_eta[..., -1].exp()[..., None, None]
+    s = (log_beta + cum_eta).logsumexp(-1).exp()[..., None, None]
+    new_w = [
+        keep_all * w + s * m - g for w, m, g in zip(weights, momentum, grads_write, strict=True)
+    ]
+    new_m = [eta_all * m - g for m, g in zip(momentum, grads_mom, strict=True)]
+    return new_w, new_m
+
+
+def _read_write(
+    weights: list[torch.Tensor],
+    momentum: list[torch.Tensor],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    theta: torch.Tensor,
+    log_eta: torch.Tensor,
+    log_keep: torch.Tensor,
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """One chunk: read M(q) at the chunk-start weights, then write the chunk's k -> v."""
+    size = q.size(2)
+    acts, pre = _run(weights, torch.cat((q, k), dim=2))  # reads and writes in one pass
+    y = acts[-1][:, :, :size]
+    acts = [a[:, :, size:] for a in acts]
+    pre = [p[:, :, size:] for p in pre]
+    weights, momentum = _write(weights, momentum, acts, pre, v, theta, log_eta, log_keep)
+    return y, weights, momentum
 
 
 def titans_blocks(cfg: ModelConfig, widths: Sequence[int]) -> list[Block]:
