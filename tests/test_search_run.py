@@ -38,6 +38,9 @@ def local_ray():
     from tlmsearch.search.cluster import quiet_ray
 
     quiet_ray()
+    if ray.is_initialized():  # another module's Ray: use it, leave it to its owner
+        yield
+        return
     ray.init(
         address="local",
         _node_ip_address="127.0.0.2",

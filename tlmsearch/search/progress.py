@@ -191,10 +191,17 @@ class LiveProgress(Callback):
 class TableWriter(Callback):
     """Refresh trials/curves tables after each finished trial, so reports work mid-run."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, min_interval_s: float = 20.0) -> None:
         self.run_dir = run_dir
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
 
     def _write(self) -> None:
+        # Runs in the driver's event loop, between trial launches: at most every few seconds
+        # (the run writes the final tables itself).
+        if time.time() - self._last < self.min_interval_s:
+            return
+        self._last = time.time()
         from tlmsearch.search import export as _export
 
         try:
