@@ -349,3 +349,16 @@ def test_torch_compile_matches_eager(arch: str) -> None:
     compiled(idx).sum().backward()
     assert all(p.grad is not None for p in model.parameters())
     compiled.before_optimizer_step(0)  # the trainer calls it on the compiled wrapper
+
+
+def test_titans_chunk_must_be_shorter_than_the_sequence() -> None:
+    from pathlib import Path
+
+    from tlmsearch.config import load_study
+    from tlmsearch.errors import ConfigError
+
+    study = Path(__file__).resolve().parent.parent / "studies/quickstart.yaml"
+    sets = ["model.arch=titans", "data.seq_len=64"]
+    assert load_study(study, [*sets, "model.titans.chunk_size=16"]).model.arch == "titans"
+    with pytest.raises(ConfigError, match=r"model\.titans\.chunk_size \(64\) must be below"):
+        load_study(study, [*sets, "model.titans.chunk_size=64"])

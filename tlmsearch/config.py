@@ -300,6 +300,14 @@ class StudyConfig(Strict):
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
+        chunk = self.model.titans.chunk_size
+        if self.model.arch == "titans" and chunk >= self.data.seq_len:
+            # Tokens read the memory written by earlier chunks only (tlmsearch/models/titans.py).
+            raise ValueError(
+                f"model.titans.chunk_size ({chunk}) must be below data.seq_len "
+                f"({self.data.seq_len}), or the memory is never written; "
+                f"try chunk_size: {max(1, self.data.seq_len // 4)}"
+            )
         return self
 
     # -- derived ------------------------------------------------------------------------------
