@@ -212,6 +212,26 @@ def test_every_trial_failing_exits_1_with_the_reason(local_ray, workdir, overrid
     assert (df["state"] == "FAIL").all() and df["reason"].str.contains(reason).all()
 
 
+def test_nsga2_multi_objective_keeps_a_front(local_ray, workdir):
+    path = _study_file(
+        workdir,
+        "multi",
+        search={"sampler": "nsga2", "pruner": "none", "n_trials": 2, "sampler_seed": 3},
+        objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}],
+    )
+    res = runner.invoke(app, ["run", str(path)])
+    assert res.exit_code == 0, res.output
+    run = workdir / "runs" / "multi"
+    df = pd.read_parquet(run / "trials.parquet")
+    assert len(df) == 3 and df["is_baseline"].sum() == 1
+    assert {"delta_val_bpb", "delta_tokens_per_s"} <= set(df.columns)
+    study = optuna.load_study(study_name="multi", storage=f"sqlite:///{run / 'optuna.db'}")
+    assert len(study.directions) == 2
+    assert all(len(t.values) == 2 for t in study.get_trials())
+    best = yaml.safe_load((run / "best.yaml").read_text())["best"]
+    assert 1 <= len(best) <= 3 and all("tokens_per_s" in b["values"] for b in best)
+
+
 PG_URL = os.environ.get("TLMSEARCH_TEST_PG_URL")
 
 

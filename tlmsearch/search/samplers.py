@@ -10,6 +10,7 @@ once per seed; a grid study enqueues its whole grid x seeds and never samples.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,7 +51,9 @@ def make_sampler(cfg: StudyConfig) -> Any:
         return optuna.samplers.GPSampler(seed=seed)
     if s.sampler == "nsga2":
         n = s.n_trials or 50
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
+        from tlmsearch.search.nsga2 import PicklableNSGAIISampler
+
+        return PicklableNSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
     raise AssertionError(s.sampler)  # config validation keeps us from here
 
 
@@ -98,7 +101,9 @@ def make_pruner(cfg: StudyConfig) -> Any:
             min_resource=max(1, grace), max_resource=cfg.train.tokens, **opts
         )
     if name == "wilcoxon":
-        return optuna.pruners.WilcoxonPruner(**opts)
+        with warnings.catch_warnings():  # experimental in Optuna: the user chose it knowingly
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.pruners.WilcoxonPruner(**opts)
     return optuna.pruners.NopPruner()
 
 
