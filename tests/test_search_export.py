@@ -118,3 +118,15 @@ def test_multi_objective_best_is_the_front(tmp_path):
 def test_no_complete_trial_means_no_best(cfg):
     rows = [dict(r, state="FAIL") for r in _rows()]
     assert best_candidates(trials_frame(rows), cfg) == []
+
+
+def test_status_resume_export_on_a_non_run_dir_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    runner = CliRunner()
+    for args in (["status", str(tmp_path)], ["resume", str(tmp_path)], ["export", str(tmp_path)]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert "not a run dir" in res.output
