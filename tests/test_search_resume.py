@@ -86,6 +86,8 @@ def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
             time.sleep(0.2)
         else:
             pytest.fail("no trial completed in time")
+        live = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True)
+        assert live.returncode == 0 and "running" in live.stdout, live.stdout + live.stderr
         helpers = _descendants(driver.pid)
         os.kill(driver.pid, sig)
         code = driver.wait(timeout=90)

@@ -19,7 +19,6 @@ from tlmsearch.errors import ConfigError
 def quiet_ray() -> None:
     """Keep Ray's own tables and banners out of the terminal (tlmsearch draws its own)."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "60")
     for name in ("ray", "ray.tune", "ray.train", "ray.air"):
