@@ -130,3 +130,17 @@ def test_status_resume_export_on_a_non_run_dir_exit_2(tmp_path):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, res.output
         assert "not a run dir" in res.output
+
+
+def test_a_bad_run_name_exits_2(tmp_path):
+    import yaml
+    from search_helpers import tiny_study
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_study(tmp_path)))
+    res = CliRunner().invoke(app, ["run", str(path), "--name", "../escape"])
+    assert res.exit_code == 2 and "--name" in res.output
+    assert not (tmp_path / "escape").exists()

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -74,6 +75,11 @@ def run_study(
 ) -> RunResult:
     """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done."""
 
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        raise ConfigError(
+            f"--name: {name!r} is invalid: use letters, digits, '_', '-' or '.', at most 64 "
+            "(it names the run dir)"
+        )
     run = run_dir_for(cfg, name)
     if (run / "study.yaml").exists():
         raise ConfigError(
