@@ -132,7 +132,7 @@ def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
 
 
 def _counts(
-    model: torch.nn.Module, model_cfg: ModelConfig, widths: Sequence[int], vocab: int, seq: int
+    model_cfg: ModelConfig, widths: Sequence[int], vocab: int, seq: int
 ) -> tuple[int, int, float]:
     """(parameters, non-embedding parameters, training FLOPs per token), analytically."""
     from tlmsearch import budget
@@ -245,7 +245,7 @@ def train_proxy(
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, vocab).to(dev)
     model.train()
-    n_params, n_nonemb, fpt = _counts(model, model_cfg, widths, vocab, seq)
+    n_params, n_nonemb, fpt = _counts(model_cfg, widths, vocab, seq)
     batches = Batches(data.train_tokens(), seq, seed=seed)
     vx, vy = val_windows(data.val_tokens(), seq)
     n_val_pred = vx.numel()
