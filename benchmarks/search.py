@@ -85,9 +85,9 @@ def overhead(runs: Path, tokens: int) -> dict[str, Any]:
     }
 
 
-def pruning(runs: Path, tokens: int) -> list[dict[str, Any]]:
+def pruning(runs: Path, tokens: int, pruners: list[str]) -> list[dict[str, Any]]:
     out = []
-    for pruner in ("none", "median"):
+    for pruner in pruners:
         trials, wall, _ = timed_run(study(f"prune-{pruner}", runs, tokens, pruner, "paper"))
         done = trials[trials["state"] == "COMPLETE"]
         best = done.sort_values("val_bpb").iloc[0]
@@ -112,6 +112,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=131072, help="tokens per trial")
     ap.add_argument("--what", default="overhead,pruning")
+    ap.add_argument("--pruners", default="none,median", help="pruning runs to compare")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     results: dict[str, Any] = {}
@@ -120,7 +121,7 @@ def main() -> None:
             results["overhead"] = overhead(Path(tmp), args.tokens)
             print(json.dumps(results["overhead"], indent=1), flush=True)
         if "pruning" in args.what:
-            results["pruning"] = pruning(Path(tmp), args.tokens)
+            results["pruning"] = pruning(Path(tmp), args.tokens, args.pruners.split(","))
             print(pd.DataFrame(results["pruning"]).to_string(index=False), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

@@ -48,7 +48,7 @@ def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
     )
     write_initial_queue(searcher._ot_study, cfg)
     sched = OptunaPruningScheduler(
-        make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None
+        make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens
     )
     # Ray wraps the searcher (SearchGenerator, ConcurrencyLimiter): the scheduler unwraps it.
     ctrl = SimpleNamespace(search_alg=SimpleNamespace(searcher=SimpleNamespace(searcher=searcher)))
@@ -142,6 +142,14 @@ def test_the_uniform_baseline_is_never_pruned(tmp_path):
     _complete(searcher, sched, ctrl, "c", [3.0, 2.5, 2.2, 2.0])
     for step in STEPS:
         assert sched.on_trial_result(ctrl, base1, _result(step, 9.0)) == TrialScheduler.CONTINUE
+
+
+def test_never_pruned_at_the_last_eval(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    _complete(searcher, sched, ctrl, "a", [1.0, 1.0, 1.0, 1.0])
+    _complete(searcher, sched, ctrl, "b", [1.0, 1.0, 1.0, 1.0])
+    t = _trial(searcher, sched, ctrl, "c")
+    assert sched.on_trial_result(ctrl, t, _result(8192, 9.0)) == TrialScheduler.CONTINUE
 
 
 def test_pruner_none_reports_but_never_stops(tmp_path):

@@ -135,9 +135,11 @@ def test_make_pruner(tmp_mod, name, cls):
 
 
 def test_grace_is_at_least_the_warmup(tmp_mod):
+    # tiny study: 8192 tokens, warm-up 1024
     assert grace_tokens(_cfg(tmp_mod, grace_tokens=10)) == 1024
     assert grace_tokens(_cfg(tmp_mod, grace_tokens=4096)) == 4096
-    pruner = make_pruner(_cfg(tmp_mod, pruner="median"))
+    assert grace_tokens(_cfg(tmp_mod)) == 2048  # unset: a quarter of the run
+    pruner = make_pruner(_cfg(tmp_mod, pruner="median", grace_tokens=0))
     assert pruner._n_warmup_steps == 1024
 
 

@@ -59,6 +59,9 @@ class TitansOptions(Strict):
     chunk_size: int = Field(64, ge=1)  # tokens per parallel chunk (gradients at chunk start)
     with_attention: bool = True  # MAL: the memory layer, then a causal attention layer
     max_lr: float = Field(0.01, gt=0)  # inner learning rate theta_t = max_lr * sigmoid(...)
+    # torch.compile the memory recurrence too (else it runs eagerly inside a compiled model):
+    # its compile took minutes even for one tiny layer on 2 CPU cores
+    compile_memory: bool = False
 
 
 class HopeOptions(Strict):
@@ -206,7 +209,9 @@ class SearchConfig(Strict):
         "median", "percentile", "successive_halving", "hyperband", "wilcoxon", "none"
     ] = "median"
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
-    grace_tokens: int | None = Field(None, ge=0)  # default: the LR warm-up
+    # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
+    # the warm-up and a quarter of train.tokens.
+    grace_tokens: int | None = Field(None, ge=0)
     n_trials: int | None = Field(None, ge=1)  # candidates to sample (grid: the whole grid)
     concurrency: int = Field(2, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)

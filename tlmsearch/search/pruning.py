@@ -111,17 +111,25 @@ class StudySearch(OptunaSearch):
 class OptunaPruningScheduler(FIFOScheduler):
     """FIFO scheduling plus an Optuna pruner consulted on every eval (step = tokens seen).
 
-    ``grace_tokens``: never prune before this many tokens (at least the LR warm-up).
+    ``grace_tokens``: never prune before this many tokens (at least the LR warm-up);
+    ``total_tokens``: nor at the run's last eval, when stopping saves nothing.
     ``metric``: the single objective the pruner watches; None (several objectives) disables
     pruning and intermediate values (Optuna keeps none for multi-objective studies).
     """
 
-    def __init__(self, pruner: Any, grace_tokens: int, metric: str | None) -> None:
+    def __init__(
+        self,
+        pruner: Any,
+        grace_tokens: int,
+        metric: str | None,
+        total_tokens: int | None = None,
+    ) -> None:
         super().__init__()
         if grace_tokens < 0:
             raise ValueError(f"grace_tokens must be >= 0, but got {grace_tokens=}")
         self._pruner = pruner
         self._grace = grace_tokens
+        self._total = total_tokens  # an eval at the end saves nothing: never prune there
         self._objective = metric
         self._curves: dict[str, list[dict[str, Any]]] = {}
         self._reported: dict[str, set[int]] = {}
@@ -167,7 +175,8 @@ class OptunaPruningScheduler(FIFOScheduler):
         if step not in reported:  # Optuna warns on a second report at one step
             ot.report(float(value), step)
             reported.add(step)
-        if step < self._grace or _is_baseline(trial):
+        done = self._total is not None and step >= self._total
+        if step < self._grace or done or _is_baseline(trial):
             # The uniform baseline is every candidate's reference (delta vs uniform, per seed):
             # it always runs to the end.
             return TrialScheduler.CONTINUE

@@ -236,7 +236,7 @@ def _execute(
             storage=open_storage(url),
         )
         scheduler = OptunaPruningScheduler(
-            make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None
+            make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens
         )
         from tlmsearch.search.progress import LiveProgress, TableWriter
 

@@ -25,8 +25,14 @@ ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
-    """No pruning before this many tokens: at least the LR warm-up (losses before it mislead)."""
-    return max(cfg.search.grace_tokens or 0, cfg.train.warmup_tokens)
+    """No pruning before this many tokens: never inside the LR warm-up (losses there mislead).
+
+    Unset, it is the warm-up or a quarter of the run, whichever is longer: early in a run the
+    curves of different width schedules cross (measured in benchmarks/search.py).
+    """
+    if cfg.search.grace_tokens is None:
+        return max(cfg.train.warmup_tokens, cfg.train.tokens // 4)
+    return max(cfg.search.grace_tokens, cfg.train.warmup_tokens)
 
 
 def make_sampler(cfg: StudyConfig) -> Any:
