@@ -4,9 +4,10 @@
     python benchmarks/models.py --multiples 16,32,64,128   # + transformer taper per multiple_of
     python benchmarks/models.py --compile --archs transformer
 
-Tapered (cosine 1.5 -> 0.5) and uniform models have exactly the same parameters and FLOPs
+Runs in 1-5 minutes (rounds stop starting after ``--budget-s``). Tapered (cosine 1.5 -> 0.5)
+and uniform models have exactly the same parameters and FLOPs
 (tlmsearch.budget); this measures whether the kernels agree. Configurations are interleaved
-over ``--rounds`` rounds and the median is reported, because the machine is shared.
+over up to ``--rounds`` rounds and the median is reported, because the machine is shared.
 """
 
 from __future__ import annotations
@@ -74,17 +75,19 @@ def run(args: argparse.Namespace) -> None:
         _step_time(case[3], idx, targets, case[2] == "bf16", vocab)
         case.append(time.perf_counter() - t0)
         print(f"warm-up {case[0]} {case[1]} {case[2]}: {case[-1]:.1f} s", file=sys.stderr)
-    for r in range(args.rounds):
+    rounds = 0
+    while rounds < args.rounds and (rounds == 0 or time.perf_counter() - start < args.budget_s):
         for case in cases:
             for _ in range(args.steps):
                 case[6].append(_step_time(case[3], idx, targets, case[2] == "bf16", vocab))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        rounds += 1
+        print(f"round {rounds}/{args.rounds} done", file=sys.stderr)
 
     tokens = args.batch * seq
     print(
         f"\n{args.layers} layers, d_model {args.d_model}, {args.heads} heads, d_ff {args.d_ff}, "
         f"vocab {vocab}, batch {args.batch} x seq {seq}, {args.threads} threads, "
-        f"median of {args.rounds} x {args.steps} steps{', compiled' if args.compile else ''}; "
+        f"median of {rounds} x {args.steps} steps{', compiled' if args.compile else ''}; "
         f"benchmark wall time {time.perf_counter() - start:.0f} s\n"
     )
     head = (
@@ -92,11 +95,9 @@ def run(args: argparse.Namespace) -> None:
     )
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
-    base = {}
+    base = {(c[0], c[2]): tokens / statistics.median(c[6]) for c in cases if c[1] == "uniform"}
     for arch, label, dtype, _, _, flops, times, first in cases:
         tps = tokens / statistics.median(times)
-        if label == "uniform":
-            base[arch, dtype] = tps
         ref = base.get((arch, dtype))
         rel = f"{tps / ref - 1:+.1%}" if ref and label != "uniform" else ""
         print(
@@ -126,16 +127,19 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--chunk", type=int, default=64, help="Titans chunk size")
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)  # a search trial gets 1 CPU
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=1)
+    p.add_argument(
+        "--budget-s", type=float, default=200, help="no new round after this many seconds"
+    )
     p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     p.add_argument("--compile", action="store_true")
     args = p.parse_args()
     if args.multiples is None:
         args.multiples = [args.multiple_of]
-    elif args.multiple_of not in args.multiples:
-        args.multiples = [args.multiple_of, *args.multiples]
+    else:  # the default multiple first: its rows hold the uniform baseline
+        args.multiples = [args.multiple_of, *(m for m in args.multiples if m != args.multiple_of)]
     run(args)
 
 

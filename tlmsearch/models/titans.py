@@ -26,6 +26,11 @@ chunk c, i.e. written by earlier chunks only; a token never sees memory written 
 by later tokens. The last chunk's write is never read, so it is skipped. A sequence no longer
 than ``chunk_size`` therefore only reads W_0: keep ``chunk_size`` well below ``seq_len``.
 
+torch.compile: the model compiles, but the memory recurrence runs eagerly inside it (a graph
+break per layer) unless ``titans.compile_memory``; compiling the recurrence with its hand-written
+backward took minutes even for one tiny layer on 2 CPU cores (torch 2.13), more than a proxy
+trial's training time. The rest of the block (projections, attention, MLP) is compiled.
+
 MAL (memory as a layer, Sec. 4.3) with ``with_attention``: the block runs
 ``x += memory(norm(x)); x += attention(norm(x)); x += mlp(norm(x))``. The paper's MAL uses
 sliding-window attention; at proxy context lengths full causal attention is used (a window
@@ -73,12 +78,13 @@ class NeuralMemory(nn.Module):
         expansion: int = 2,
         chunk_size: int = 64,
         max_lr: float = 0.01,
+        compile_memory: bool = False,
     ) -> None:
         super().__init__()
         if depth < 2:
             raise ValueError(f"memory depth must be >= 2, but got {depth=}")
         self.n_head, self.head_dim = n_head, d_model // n_head
-        self.chunk_size, self.max_lr = chunk_size, max_lr
+        self.chunk_size, self.max_lr, self.compile_memory = chunk_size, max_lr, compile_memory
         self.q = nn.Linear(d_model, d_model, bias=False)
         self.k = nn.Linear(d_model, d_model, bias=False)
         self.v = nn.Linear(d_model, d_model, bias=False)
@@ -115,26 +121,42 @@ class NeuralMemory(nn.Module):
         log_eta = F.logsigmoid(z[1])  # log eta_t
         log_keep = F.logsigmoid(-z[2])  # log(1 - alpha_t)
 
-        size = min(self.chunk_size, T)
-        n_chunks = -(-T // size)
-        pad = n_chunks * size - T  # only the last chunk is padded, and it is never written
-        if pad:
-            q = F.pad(q, (0, 0, 0, pad))
-        weights = [w.unsqueeze(0).expand(B, *w.shape) for w in self.memory]
-        momentum = [torch.zeros_like(w) for w in weights]  # S_0 = 0
-        ys = []
-        for c in range(n_chunks):
-            sl = slice(c * size, (c + 1) * size)
-            if c == n_chunks - 1:  # nothing reads the last write
-                ys.append(_run(weights, q[:, :, sl])[0][-1])
-                break
-            y, weights, momentum = _read_write(
-                weights, momentum, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
-                log_eta[..., sl], log_keep[..., sl],
-            )  # fmt: skip
-            ys.append(y)
-        y = torch.cat(ys, dim=2)[:, :, :T]  # (B, nh, T, hs)
+        recurrence = _recurrence if self.compile_memory else _recurrence_eager
+        y = recurrence(list(self.memory), q, k, v, theta, log_eta, log_keep, self.chunk_size)
         return self.proj(y.transpose(1, 2).reshape(B, T, C).type_as(x))
+
+
+def _recurrence(
+    memory: list[torch.Tensor],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    theta: torch.Tensor,
+    log_eta: torch.Tensor,
+    log_keep: torch.Tensor,
+    chunk_size: int,
+) -> torch.Tensor:
+    """Read and write the memory chunk by chunk; returns the reads M(q), (B, nh, T, hs)."""
+    B, T = q.size(0), q.size(2)
+    size = min(chunk_size, T)
+    n_chunks = -(-T // size)
+    pad = n_chunks * size - T  # only the last chunk is padded, and it is never written
+    if pad:
+        q = F.pad(q, (0, 0, 0, pad))
+    weights = [w.unsqueeze(0).expand(B, *w.shape) for w in memory]
+    momentum = [torch.zeros_like(w) for w in weights]  # S_0 = 0
+    ys = []
+    for c in range(n_chunks):
+        sl = slice(c * size, (c + 1) * size)
+        if c == n_chunks - 1:  # nothing reads the last write
+            ys.append(_run(weights, q[:, :, sl])[0][-1])
+            break
+        y, weights, momentum = _read_write(
+            weights, momentum, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
+            log_eta[..., sl], log_keep[..., sl],
+        )  # fmt: skip
+        ys.append(y)
+    return torch.cat(ys, dim=2)[:, :, :T]
 
 
 def _run(
@@ -223,6 +245,12 @@ def _read_write(
     return y, weights, momentum
 
 
+# Under torch.compile the recurrence runs eagerly unless ``titans.compile_memory`` (a graph
+# break per layer): compiling it through its hand-written backward took minutes even for one
+# tiny layer on the 2-core CPU (measured, torch 2.13), longer than a proxy trial.
+_recurrence_eager = torch.compiler.disable(_recurrence)
+
+
 def titans_blocks(cfg: ModelConfig, widths: Sequence[int]) -> list[Block]:
     """Per layer: the memory layer (then attention with MAL), then a SwiGLU of width widths[l]."""
     opt = cfg.titans
@@ -236,6 +264,7 @@ def titans_blocks(cfg: ModelConfig, widths: Sequence[int]) -> list[Block]:
                 expansion=opt.memory_expansion,
                 chunk_size=opt.chunk_size,
                 max_lr=opt.max_lr,
+                compile_memory=opt.compile_memory,
             )
         ]
         if opt.with_attention:
