@@ -4,9 +4,9 @@ Source: Behrouz, Zhong, Mirrokni, "Titans: Learning to Memorize at Test Time" (a
 2501.00663). Per head, the memory M is an MLP of depth ``memory_depth`` >= 2 (hidden width
 ``memory_expansion * head_dim``, SiLU) whose weights W are a state that the sequence writes:
 
-    loss_t = ||M_W(k_t) - v_t||^2                 (associative memory loss, eq. 12)
-    S_t = eta_t S_{t-1} - theta_t grad loss_t     (surprise with momentum, eq. 10)
-    W_t = (1 - alpha_t) W_{t-1} + S_t             (forgetting, eq. 13)
+    loss_t = ||M_W(k_t) - v_t||^2                 (associative memory loss)
+    S_t = eta_t S_{t-1} - theta_t grad loss_t     (surprise with momentum)
+    W_t = (1 - alpha_t) W_{t-1} + S_t             (forgetting)
 
 with data-dependent theta_t (learning rate, ``max_lr * sigmoid``), eta_t (momentum) and alpha_t
 (forgetting), each a per-head projection of the token. Keys and queries are L2-normalised
@@ -27,9 +27,9 @@ by later tokens. The last chunk's write is never read, so it is skipped. A seque
 than ``chunk_size`` therefore only reads W_0: keep ``chunk_size`` well below ``seq_len``.
 
 torch.compile: the model compiles, but the memory recurrence runs eagerly inside it (a graph
-break per layer) unless ``titans.compile_memory``; compiling the recurrence with its hand-written
-backward took minutes even for one tiny layer on 2 CPU cores (torch 2.13), more than a proxy
-trial's training time. The rest of the block (projections, attention, MLP) is compiled.
+break per layer) unless ``titans.compile_memory``. Compiling the recurrence with its
+hand-written backward took 375 s at 6 layers, d_model 256, seq 256 (bf16, a busy 2-core CPU,
+torch 2.13) against 49 s with the eager recurrence, whose compiled step was as fast as eager.
 
 MAL (memory as a layer, Sec. 4.3) with ``with_attention``: the block runs
 ``x += memory(norm(x)); x += attention(norm(x)); x += mlp(norm(x))``. The paper's MAL uses
