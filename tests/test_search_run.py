@@ -79,12 +79,13 @@ def test_run_finishes_and_tells_how_to_look(finished):
     assert str(run) in res.output
     assert f"tlmsearch report {run}" in res.output and "optuna-dashboard" in res.output
     assert "finished" in res.output and "best:" in res.output
+    assert f"report: {run / 'report.html'}" in " ".join(res.output.split())
     print(f"tiny grid study (10 trials): {wall:.1f} s")
 
 
 def test_run_dir_is_complete(finished):
     _, run, _ = finished
-    for name in ("study.yaml", "optuna.db", "run.json", "best.yaml"):
+    for name in ("study.yaml", "optuna.db", "run.json", "best.yaml", "report.html"):
         assert (run / name).is_file(), name
     for name in ("trials", "curves"):
         assert (run / f"{name}.parquet").is_file() and (run / f"{name}.csv").is_file()

@@ -20,9 +20,24 @@ def _echo(console: Any) -> Any:
 def _next_steps(console: Any, run_dir: Path, dashboard: str) -> None:
     console.print(f"\nrun dir: [bold]{run_dir}[/]")
     console.print(f"  tlmsearch status {run_dir}        counts and the best candidate")
-    console.print(f"  tlmsearch report {run_dir}        offline HTML report (report.html)")
+    console.print(f"  tlmsearch report {run_dir}        rebuild the offline HTML report")
     console.print(f"  tlmsearch export {run_dir} --format yaml   best.yaml (target widths)")
     console.print(f"  {dashboard}   live Optuna dashboard")
+
+
+def _write_report(console: Any, run_dir: Path) -> None:
+    """Every run ends with its offline report; a report failure never fails the run."""
+    from tlmsearch.report.html import write_report
+
+    try:
+        path = write_report(run_dir)
+    except Exception as err:  # the trials are stored; the report can be rebuilt later
+        console.print(
+            f"[yellow]report not written[/] ({type(err).__name__}: {err}); retry with "
+            f"tlmsearch report {run_dir}"
+        )
+        return
+    console.print(f"\nreport: [bold]{path}[/]  (open it in a browser; works offline)")
 
 
 def _print_result(console: Any, result: Any) -> int:
@@ -40,6 +55,7 @@ def _print_result(console: Any, result: Any) -> int:
             f"best: [bold]{best['candidate']}[/] ({vals}; over {best['n_seeds']} seed(s))"
             + (f"; vs uniform {shown}" if shown else "")
         )
+    _write_report(console, result.run_dir)
     _next_steps(console, result.run_dir, result.dashboard)
     if result.status == "interrupted":
         console.print(f"\ninterrupted: continue with [bold]tlmsearch resume {result.run_dir}[/]")
