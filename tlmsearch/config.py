@@ -38,6 +38,19 @@ METRICS: dict[str, str] = {
     "wall_s": "minimize",
 }
 
+# The keys of every eval the trainer reports (the search's results and curves.parquet follow it).
+EVAL_KEYS = (
+    "tokens",
+    "train_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpb",
+    "tokens_per_s",
+    "mfu",
+    "lr",
+    "wall_s",
+)
+
 PositiveInt = Field(ge=1)
 
 

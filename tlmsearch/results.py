@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from tlmsearch.config import METRICS
+from tlmsearch.config import EVAL_KEYS, METRICS
 from tlmsearch.errors import ConfigError
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
@@ -72,15 +72,7 @@ TRIAL_COLUMNS: dict[str, str] = {
 CURVE_COLUMNS: dict[str, str] = {
     "trial_id": "str",
     "seed": "int",
-    "tokens": "int",
-    "train_loss": "float",
-    "val_loss": "float",
-    "val_ppl": "float",
-    "val_bpb": "float",
-    "tokens_per_s": "float",
-    "mfu": "float",
-    "lr": "float",
-    "wall_s": "float",
+    **{key: "int" if key == "tokens" else "float" for key in EVAL_KEYS},
 }
 # Objective metric names (tlmsearch.config.METRICS) whose trials column is named differently.
 _METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}

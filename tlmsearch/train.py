@@ -25,18 +25,6 @@ from tlmsearch.data.batches import Batches, val_windows
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.errors import ConfigError
 
-EVAL_KEYS = (
-    "tokens",
-    "train_loss",
-    "val_loss",
-    "val_ppl",
-    "val_bpb",
-    "tokens_per_s",
-    "mfu",
-    "lr",
-    "wall_s",
-)
-
 
 @dataclass
 class TrainSummary:

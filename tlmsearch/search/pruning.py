@@ -23,17 +23,8 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-EVAL_KEYS = (
-    "tokens",
-    "train_loss",
-    "val_loss",
-    "val_ppl",
-    "val_bpb",
-    "tokens_per_s",
-    "mfu",
-    "lr",
-    "wall_s",
-)
+from tlmsearch.config import EVAL_KEYS
+
 STATIC_KEYS = ("widths", "n_params", "n_params_nonemb", "flops_per_token", "node")
 
 
