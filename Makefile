@@ -21,8 +21,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 setup: $(VENV)/.installed
 
+# A fresh run dir each time (runs/quickstart-YYYYmmdd-HHMMSS); the run prints its report's path.
 quickstart: setup
-	$(BIN)/tlmsearch run studies/quickstart.yaml
+	$(BIN)/tlmsearch run studies/quickstart.yaml --name quickstart-$$(date +%Y%m%d-%H%M%S)
 
 test: setup
 	bash .ci/with-services.sh $(BIN)/python -m pytest
