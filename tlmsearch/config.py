@@ -281,6 +281,13 @@ class RayConfig(Strict):
 # The study
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a study and its run dir, or None when it can."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        return None
+    return "use letters, digits, '_', '-' or '.', at most 64 (it names the run dir)"
+
+
 class StudyConfig(Strict):
     name: str
     description: str = ""
@@ -297,10 +304,9 @@ class StudyConfig(Strict):
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
-            raise ValueError(
-                "use letters, digits, '_', '-' or '.', at most 64 (it names the run dir)"
-            )
+        problem = name_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @model_validator(mode="after")

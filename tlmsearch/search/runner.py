@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tlmsearch.config import StudyConfig
+from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
 from tlmsearch.search import export
 from tlmsearch.search.samplers import (
@@ -75,11 +74,8 @@ def run_study(
 ) -> RunResult:
     """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done."""
 
-    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
-        raise ConfigError(
-            f"--name: {name!r} is invalid: use letters, digits, '_', '-' or '.', at most 64 "
-            "(it names the run dir)"
-        )
+    if name is not None and name_problem(name):
+        raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
     run = run_dir_for(cfg, name)
     if (run / "study.yaml").exists():
         raise ConfigError(
