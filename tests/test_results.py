@@ -164,3 +164,16 @@ def test_objectives_and_metric_columns():
     cfg = {"objectives": [{"metric": "val_ppl"}, {"metric": "params", "direction": "maximize"}]}
     assert objectives_of(cfg) == [("val_ppl", "minimize"), ("params", "maximize")]
     assert metric_column("params") == "n_params" and metric_column("val_bpb") == "val_bpb"
+
+
+def test_written_tables_follow_the_umask_not_mkstemp(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_results(tmp_path, [{"trial_id": "a"}], [])
+    finally:
+        os.umask(old)
+    for name in ("trials.parquet", "trials.csv", "curves.parquet"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name

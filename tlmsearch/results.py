@@ -229,6 +229,11 @@ def _atomic(path: Path, write: Any) -> None:
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp makes 0600 files; a run dir on shared storage must be readable like any other
+        # file the user writes, so apply the umask's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
