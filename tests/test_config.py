@@ -139,3 +139,14 @@ def test_overrides_are_typed_and_validated(tmp_path: Path) -> None:
 
 def test_apply_overrides_creates_sections() -> None:
     assert apply_overrides({}, ["ray.address=auto"]) == {"ray": {"address": "auto"}}
+
+
+def test_flat_candidates_are_the_baseline_not_a_second_run(tmp_path: Path) -> None:
+    data = {**TINY, "space": "blocks", "model": {**TINY["model"], "n_layer": 6}}
+    cfg = load_study(_write(tmp_path, data))
+    cands = cfg.candidates()
+    assert cands[0] == {"shape": "uniform"}
+    assert {"shape": "blocks", "preset": "uniform"} not in cands
+    assert len(cands) == 13  # baseline + 3 presets x 2 x 2 boundaries
+    no_baseline = load_study(_write(tmp_path, {**data, "search": {"baseline": False}}))
+    assert {"shape": "blocks", "preset": "uniform"} in no_baseline.candidates()

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from
 from tlmsearch.schedules import ScheduleError
-from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, load_space
+from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat, load_space
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
@@ -348,7 +348,10 @@ class StudyConfig(Strict):
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
         cands = self.space.grid() if self.space.finite else self.space.corners()
         if self.search.baseline:
-            cands = [dict(UNIFORM)] + [c for c in cands if c != UNIFORM]
+            # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
+            # baseline at every scale: with the same seed it would train the same model again.
+            layers = [self.model.n_layer] + ([self.target.n_layer] if self.target else [])
+            cands = [dict(UNIFORM)] + [c for c in cands if not is_flat(c, layers)]
         return cands
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ candidate into its exact-budget width vector (:meth:`SearchSpace.widths`). No to
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,14 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.schedules import BLOCK_PRESETS, PARAMS, SHAPES, WidthPlan, plan_from_params
+from tlmsearch.schedules import (
+    BLOCK_PRESETS,
+    PARAMS,
+    SHAPES,
+    WidthPlan,
+    plan_from_params,
+    profile,
+)
 
 Scalar = str | int | float | bool
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
@@ -221,6 +228,22 @@ class SearchSpace(Strict):
 
 
 UNIFORM: dict[str, Any] = {"shape": "uniform"}
+
+
+def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
+    """Whether ``candidate``'s ratio profile is constant (the uniform model) at every depth given.
+
+    >>> is_flat({"shape": "blocks", "preset": "uniform"}, [4, 24])
+    True
+    >>> is_flat({"shape": "cosine"}, [4])
+    False
+    """
+    rest = {k: v for k, v in candidate.items() if k != "shape"}
+    for n in n_layers:
+        prof = profile(candidate.get("shape", "uniform"), n, **rest)
+        if max(prof) != min(prof):
+            return False
+    return True
 
 
 def describe(candidate: Mapping[str, Any]) -> str:
