@@ -69,10 +69,11 @@ def validate(
             f"space [bold]{cfg.space.name}[/]: continuous; {n_corners} corner candidates checked"
         )
     else:
+        n_runs = len(cfg.candidates())
         console.print(
-            f"space [bold]{cfg.space.name}[/]: {size} candidates"
-            + (" + uniform baseline" if cfg.search.baseline else "")
-            + f" x {n_seeds} seed(s)"
+            f"space [bold]{cfg.space.name}[/]: {size} candidates; {n_runs} trainings per seed"
+            + (" (uniform baseline first)" if cfg.search.baseline else "")
+            + f" x {n_seeds} seed(s) = {n_runs * n_seeds} trials"
         )
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
