@@ -50,7 +50,10 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, data.vocab_size)
     opt = torch.optim.AdamW(
-        model.param_groups(train_cfg.weight_decay), lr=train_cfg.lr, betas=train_cfg.betas
+        model.param_groups(train_cfg.weight_decay),
+        lr=train_cfg.lr,
+        betas=train_cfg.betas,
+        fused=True,  # as train_proxy: the comparison measures its overhead, not the optimizer
     )
     batches = Batches(data.train_tokens(), data.seq_len, seed=seed)
     micro, accum = batch_shape(train_cfg, data.seq_len)

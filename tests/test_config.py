@@ -150,3 +150,16 @@ def test_flat_candidates_are_the_baseline_not_a_second_run(tmp_path: Path) -> No
     assert len(cands) == 13  # baseline + 3 presets x 2 x 2 boundaries
     no_baseline = load_study(_write(tmp_path, {**data, "search": {"baseline": False}}))
     assert {"shape": "blocks", "preset": "uniform"} in no_baseline.candidates()
+
+
+def test_training_process_env() -> None:
+    from tlmsearch.config import TrainConfig
+
+    assert TrainConfig().process_env() == {"THP_MEM_ALLOC_ENABLE": "1"}
+    assert TrainConfig(thp=False).process_env() == {}
+
+
+def test_compile_accepts_yaml_booleans(tmp_path: Path) -> None:
+    # a bare `off` is False in YAML 1.1; it must still mean "off"
+    assert load_study(_write(tmp_path, TINY), ["train.compile=off"]).train.compile == "off"
+    assert load_study(_write(tmp_path, TINY), ["train.compile=on"]).train.compile == "on"

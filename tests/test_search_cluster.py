@@ -96,3 +96,21 @@ def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
     df = pd.read_parquet(tmp_path / "runs" / "cluster" / "trials.parquet")
     assert len(df) == 5 and (df["state"] == "COMPLETE").all()
     assert set(df["node"]) == {HEAD, WORKER}
+
+
+def test_embedded_ray_gives_every_worker_the_training_env():
+    """THP_MEM_ALLOC_ENABLE must be in a trial's environment before torch starts there."""
+    code = (
+        "import os, ray\n"
+        "from tlmsearch.config import RayConfig, TrainConfig\n"
+        "from tlmsearch.search.cluster import start_ray, stop_ray\n"
+        "start_ray(RayConfig(num_cpus=1), env=TrainConfig().process_env())\n"
+        "probe = ray.remote(lambda: os.environ.get('THP_MEM_ALLOC_ENABLE'))\n"
+        "print('worker sees', ray.get(probe.remote()))\n"
+        "stop_ray()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env
+    )
+    assert "worker sees 1" in out.stdout, out.stdout + out.stderr[-2000:]

@@ -179,11 +179,16 @@ def train(
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
 ) -> None:
     """Train one candidate of a study outside any search: a sanity check before searching."""
+    import os
+
     from tlmsearch.config import load_study
-    from tlmsearch.train import parse_candidate, train_candidate
 
     try:
         cfg = load_study(study, set_ or [])
+        for key, value in cfg.train.process_env().items():  # before torch's first tensor
+            os.environ.setdefault(key, value)
+        from tlmsearch.train import parse_candidate, train_candidate
+
         cand = parse_candidate(candidate)
         widths_, s = train_candidate(cfg, cand, seed=seed, device=device, progress=True)
     except ConfigError as err:

@@ -238,12 +238,12 @@ def train_proxy(
     vx, vy = val_windows(data.val_tokens(), seq)
     n_val_pred = vx.numel()
 
-    fused = dev.type == "cuda"
+    # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
     optimizer = torch.optim.AdamW(
         model.param_groups(train_cfg.weight_decay),
         lr=train_cfg.lr,
         betas=tuple(train_cfg.betas),
-        fused=fused or None,
+        fused=dev.type in ("cpu", "cuda") or None,
     )
 
     def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,9 @@ def quiet_ray() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def start_ray(cfg: RayConfig, address: str | None = None) -> dict[str, Any]:
+def start_ray(
+    cfg: RayConfig, address: str | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Join ``address`` (or ``cfg.address``), else start a local Ray bound to ``cfg.node_ip``.
 
     Returns facts for the log: address, nodes, CPUs. Raises ConfigError for an unreachable
@@ -48,6 +50,8 @@ def start_ray(cfg: RayConfig, address: str | None = None) -> dict[str, Any]:
         "configure_logging": True,
         "logging_level": logging.ERROR,
     }
+    if env:  # set in every worker process before torch starts (e.g. THP_MEM_ALLOC_ENABLE)
+        kwargs["runtime_env"] = {"env_vars": dict(env)}
     if address:
         ip = cfg.node_ip
         if _is_loopback(address):

@@ -157,7 +157,7 @@ def _remaining(cfg: StudyConfig, study: Any) -> int:
 def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
     from tlmsearch.search.cluster import start_ray
 
-    facts = start_ray(cfg.ray, address)
+    facts = start_ray(cfg.ray, address, env=cfg.train.process_env())
     where = "joined" if facts["joined"] else "started"
     echo(
         f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), {facts['cpus']:g} CPUs)"
