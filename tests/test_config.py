@@ -163,3 +163,17 @@ def test_compile_accepts_yaml_booleans(tmp_path: Path) -> None:
     # a bare `off` is False in YAML 1.1; it must still mean "off"
     assert load_study(_write(tmp_path, TINY), ["train.compile=off"]).train.compile == "off"
     assert load_study(_write(tmp_path, TINY), ["train.compile=on"]).train.compile == "on"
+
+
+def test_an_invalid_candidate_is_an_input_error_not_a_crash(tmp_path: Path) -> None:
+    data = {
+        **TINY,
+        "space": {
+            "dimensions": {
+                "shape": {"type": "categorical", "choices": ["cosine"]},
+                "r_start": {"type": "float", "low": 1.5, "high": 2.5, "step": 0.5},
+            }
+        },
+    }
+    msg = _problems(tmp_path, data)  # r_start 2.0 leaves r_end = 0
+    assert "candidate cosine 2->0 cannot be met" in msg and "r_end" in msg

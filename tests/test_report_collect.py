@@ -236,6 +236,29 @@ def test_importances_find_the_parameter_that_matters():
     assert imp.values["importance"].sum() == pytest.approx(1.0)
 
 
+def test_importances_with_numeric_categorical_choices():
+    # blocks.yaml searches its boundaries as categorical numbers
+    recs = [
+        {
+            "trial_id": f"t{i}",
+            "params": {"shape": "blocks", "preset": p, "b1": b1},
+            "val_bpb": 1 + b1 + (0.01 if p == "wider_late" else 0),
+        }
+        for i, (p, b1) in enumerate(
+            (p, b1) for p in ("wider_early", "wider_late") for b1 in (0.25, 1 / 3)
+        )
+    ]
+    space = {
+        "dimensions": {
+            "preset": {"type": "categorical", "choices": ["wider_early", "wider_late"]},
+            "b1": {"type": "categorical", "choices": [0.25, 1 / 3]},
+        }
+    }
+    imp = C.param_importances(trials_frame(recs), "val_bpb", space=space)
+    assert not imp.values.empty, imp.note
+    assert set(imp.values["param"]) == {"preset", "b1"}
+
+
 def test_importances_degrade_gracefully():
     assert "needs 3" in C.param_importances(one_trial(), "val_bpb").note
     t, _ = frames(shapes=("cosine",), ratios=(1.5,), seeds=(0, 1, 2))

@@ -111,8 +111,11 @@ def test_labels_and_taper_strength() -> None:
     assert describe({"shape": "uniform"}) == "uniform"
     assert describe({"shape": "cosine", "r_start": 1.5}) == "cosine 1.5->0.5"
     assert describe({"shape": "sigmoid", "r_start": 1.25, "k": 10.0}) == "sigmoid 1.25->0.75 k=10"
+    # every searched parameter shows, so distinct candidates never share a label
+    assert describe({"shape": "sigmoid", "r_start": 1.5, "midpoint": 0.3}).endswith("mid=0.3")
+    assert describe({"shape": "custom", "ratios": [1.5, 0.5]}) == "custom 1.5/0.5"
     assert (
-        describe({"shape": "blocks", "preset": "wider_early"}) == "blocks wider_early @0.33/0.67"
+        describe({"shape": "blocks", "preset": "wider_early"}) == "blocks wider_early @0.333/0.667"
     )
     assert taper_strength({"shape": "cosine", "r_start": 1.5}) == pytest.approx(1.0)
     assert taper_strength({"shape": "linear", "r_start": 0.5, "r_end": 1.5}) == pytest.approx(-1)

@@ -29,6 +29,7 @@ from tlmsearch.schedules import (
     BLOCK_PRESETS,
     PARAMS,
     SHAPES,
+    ScheduleError,
     WidthPlan,
     plan_from_params,
     profile,
@@ -240,14 +241,23 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     """
     rest = {k: v for k, v in candidate.items() if k != "shape"}
     for n in n_layers:
-        prof = profile(candidate.get("shape", "uniform"), n, **rest)
+        try:
+            prof = profile(candidate.get("shape", "uniform"), n, **rest)
+        except ScheduleError:  # not a valid profile, so not the baseline: the width check says why
+            return False
         if max(prof) != min(prof):
             return False
     return True
 
 
 def describe(candidate: Mapping[str, Any]) -> str:
-    """A short human label: ``cosine 1.5->0.5``, ``blocks wider_early @0.33/0.67``."""
+    """A short human label, distinct for distinct candidates (reports group trials by it).
+
+    >>> describe({"shape": "cosine", "r_start": 1.5})
+    'cosine 1.5->0.5'
+    >>> describe({"shape": "blocks", "preset": "wider_early"})
+    'blocks wider_early @0.333/0.667'
+    """
     shape = candidate.get("shape", "uniform")
     if shape == "uniform":
         return "uniform"
@@ -259,15 +269,17 @@ def describe(candidate: Mapping[str, Any]) -> str:
                 f"{candidate.get(k, 1.0):g}" for k in ("m_early", "m_middle", "m_late")
             )
         b1, b2 = candidate.get("b1", 1 / 3), candidate.get("b2", 2 / 3)
-        return f"blocks {mults} @{b1:.2f}/{b2:.2f}"
+        return f"blocks {mults} @{b1:.3g}/{b2:.3g}"
     if shape == "custom":
-        return "custom"
+        return "custom " + "/".join(f"{float(r):g}" for r in candidate.get("ratios") or [])
     rs = float(candidate.get("r_start", 1.5))
     re_ = candidate.get("r_end")
     re_ = 2.0 - rs if re_ is None else float(re_)
     label = f"{shape} {rs:g}->{re_:g}"
     if shape == "sigmoid":
         label += f" k={float(candidate.get('k', 10.0)):g}"
+        if float(candidate.get("midpoint", 0.5)) != 0.5:
+            label += f" mid={float(candidate['midpoint']):g}"
     return label
 
 

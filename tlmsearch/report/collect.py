@@ -424,7 +424,13 @@ def _distributions(params: pd.DataFrame, space: Mapping[str, Any] | None) -> dic
         if kind == "fixed" or len({json.dumps(v) for v in seen}) < 2:
             continue  # a constant explains nothing
         if kind == "categorical" or any(isinstance(v, (str, bool)) for v in seen):
-            choices = list(dim.get("choices") or sorted({str(v) for v in seen}))
+            # Values are passed as strings below, so the choices must be strings too
+            # (blocks.yaml's boundaries are numeric categorical choices).
+            choices = list(
+                dict.fromkeys(
+                    str(c) for c in (dim.get("choices") or sorted({str(v) for v in seen}))
+                )
+            )
             out[name] = CategoricalDistribution(choices)
         elif kind == "int":
             out[name] = IntDistribution(
