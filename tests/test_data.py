@@ -203,6 +203,9 @@ def test_token_files_of_both_formats_load(tmp_path: Path, cache: Path) -> None:
     data = prepare_data(cfg, progress=False)
     assert data.vocab_size == 70000 and data.train_tokens().dtype == np.uint32
     assert data.n_train_tokens == 5500  # the tail held out as val
+    # a different val_tokens holds out a different tail: a new cache entry, not the old split
+    bigger = prepare_data(cfg.model_copy(update={"val_tokens": 1000}), progress=False)
+    assert bigger.dir != data.dir and bigger.n_train_tokens < data.n_train_tokens
     np.testing.assert_array_equal(np.asarray(data.train_tokens()), big[:5500])
     assert data.val_bytes is None
 
@@ -361,3 +364,14 @@ def test_cli_data_prepare(corpus: Path, cache: Path, tmp_path: Path) -> None:
         app, ["data", "prepare", str(corpus), "--tokenizer", "bpe", "--vocab-size", "100"]
     )
     assert res.exit_code == 2 and "vocab_size" in res.output
+
+
+def test_prepare_with_a_tokenizer_path_uses_that_file() -> None:
+    from tlmsearch.data.cli import data_config
+
+    args = dict(
+        sources=["x.txt"], study=None, vocab_size=None, token_vocab_size=None, cache_dir=None
+    )
+    cfg = data_config(tokenizer=None, tokenizer_path="/tmp/tok.json", **args)
+    assert (cfg.tokenizer.kind, cfg.tokenizer.path) == ("file", "/tmp/tok.json")
+    assert data_config(tokenizer="bpe", tokenizer_path=None, **args).tokenizer.kind == "bpe"

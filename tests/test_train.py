@@ -105,9 +105,10 @@ def test_batch_shape_fills_the_step(batch_tokens: int, micro: int, seq: int) -> 
         tokens=10**6, warmup_tokens=0, batch_tokens=batch_tokens, micro_batch_size=micro
     )
     m, accum = batch_shape(cfg, seq)
+    seqs = max(1, batch_tokens // seq)
     assert 1 <= m <= micro
-    assert m * accum * seq <= max(batch_tokens, seq)
-    assert m * (accum + 1) * seq > batch_tokens or m * accum * seq == batch_tokens or m == micro
+    assert m * accum == seqs  # every requested whole sequence is trained, none added
+    assert all(seqs % d for d in range(m + 1, min(micro, seqs) + 1))  # the largest such micro
 
 
 # -------------------------------------------------------------------------------------------------

@@ -115,8 +115,10 @@ def resolve_compile(cfg: TrainConfig) -> bool:
 def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
     """(micro batch in sequences, accumulation steps) for ``batch_tokens`` per optimizer step."""
     seqs = max(1, cfg.batch_tokens // seq_len)
-    micro = min(cfg.micro_batch_size, seqs)
-    return micro, max(1, seqs // micro)
+    # The largest micro batch that divides the step exactly: 24 sequences with micro 16 run as
+    # 2 x 12, not 1 x 16 (which would silently train on a third fewer tokens per step).
+    micro = max(d for d in range(1, min(cfg.micro_batch_size, seqs) + 1) if seqs % d == 0)
+    return micro, seqs // micro
 
 
 def _counts(

@@ -39,7 +39,8 @@ def data_config(
         tok["vocab_size"] = vocab_size
     if tokenizer_path is not None:
         tok["path"] = tokenizer_path
-        tok.setdefault("kind", "file")
+        if tokenizer is None:  # a path alone means "use this tokenizer.json"
+            tok["kind"] = "file"
     base["tokenizer"] = tok
     if token_vocab_size is not None:
         base["token_vocab_size"] = token_vocab_size

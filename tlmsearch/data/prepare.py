@@ -226,6 +226,11 @@ def cache_key(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
         what["tokenizer"] = _tokenizer_key(cfg)
     else:
         what["token_vocab_size"] = cfg.token_vocab_size
+        # Both shape the folder too: the tokenizer.json copied for bits per byte, and the size
+        # of the val tail held out when no source is a val file.
+        what["val_tokens"] = cfg.val_tokens
+        if cfg.tokenizer.kind == "file":
+            what["tokenizer"] = _tokenizer_key(cfg)
     blob = json.dumps(what, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:24], what
 
