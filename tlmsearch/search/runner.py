@@ -205,6 +205,13 @@ def _execute(
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
 
+    if not facts.get("joined") and not cfg.ray.gpus_per_trial:
+        # Calibrate the MFU peak here, before trials share the cores: a trial calibrating
+        # beside another one reads it low and caches that (MFU too high from then on).
+        from tlmsearch.mfu import cpu_peak
+        from tlmsearch.search.trainable import trial_threads
+
+        cpu_peak(trial_threads(cfg))
     t0 = time.time()
     planned = planned_trials(cfg)
     before = export.counts(study)
