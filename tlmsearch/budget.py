@@ -62,10 +62,15 @@ def _mlps_per_layer(model: ModelConfig) -> int:
     return model.hope.levels if model.arch == "hope_attention" else 1
 
 
+def memory_dims(head_dim: int, depth: int, expansion: int) -> list[int]:
+    """Layer sizes of a Titans memory MLP: head_dim -> hidden ... -> head_dim."""
+    hidden = expansion * head_dim
+    return [head_dim] + [hidden] * (depth - 1) + [head_dim]
+
+
 def _memory_dims(model: ModelConfig) -> list[int]:
-    """Mirror of ``tlmsearch.models.titans.memory_dims``."""
-    hs, opt = model.head_dim, model.titans
-    return [hs] + [opt.memory_expansion * hs] * (opt.memory_depth - 1) + [hs]
+    opt = model.titans
+    return memory_dims(model.head_dim, opt.memory_depth, opt.memory_expansion)
 
 
 def _mixers(model: ModelConfig) -> tuple[int, int, int]:

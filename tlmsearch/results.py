@@ -223,7 +223,7 @@ def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 # Writing and reading
 
 
-def _atomic(path: Path, write: Any) -> None:
+def atomic_write(path: Path, write: Any) -> None:
     """Write through a temp file in the same folder, then rename over ``path``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -267,8 +267,8 @@ def write_results(
     tdf = add_deltas(trials_frame(trials), metrics)
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
-        _atomic(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
-        _atomic(run / f"{name}.csv", lambda p, df=df: df.to_csv(p, index=False))
+        atomic_write(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
+        atomic_write(run / f"{name}.csv", lambda p, df=df: df.to_csv(p, index=False))
     return tdf, cdf
 
 
@@ -282,7 +282,9 @@ def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, A
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     data.setdefault("started", now)
     data.update(fields, status=status, updated=now)
-    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n"))
+    atomic_write(
+        path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n")
+    )
     return data
 
 

@@ -48,18 +48,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tlmsearch.budget import memory_dims
 from tlmsearch.config import ModelConfig
 from tlmsearch.models.common import Block, CausalSelfAttention, SwiGLU
 
 # Initial gate values: momentum ~0.9 and forgetting ~0.01 per token (logits of the sigmoids).
 _ETA_LOGIT = math.log(0.9 / 0.1)
 _ALPHA_LOGIT = math.log(0.01 / 0.99)
-
-
-def memory_dims(head_dim: int, depth: int, expansion: int) -> list[int]:
-    """Layer sizes of the memory MLP: head_dim -> hidden ... -> head_dim."""
-    hidden = expansion * head_dim
-    return [head_dim] + [hidden] * (depth - 1) + [head_dim]
 
 
 def _silu_grad(z: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from tlmsearch.report.html import build, failed_html, header_html, render, summary_html
+from tlmsearch.report.html import (
+    build,
+    failed_html,
+    figures_dict,
+    header_html,
+    render,
+    summary_html,
+)
 from tlmsearch.results import load_run
 
 WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml")
@@ -93,7 +100,7 @@ class _State:
                 return
             run = load_run(self.run_dir)
             report = build(run)
-            figures = {f.id: json.loads(f.fig.to_json()) for f in report.figures}
+            figures = figures_dict(report)
             poll = _POLL % {
                 "stamp": json.dumps(stamp),
                 "ids": json.dumps(list(figures)),

@@ -20,7 +20,7 @@ import yaml
 
 from tlmsearch.report import collect as C
 from tlmsearch.report import figures as F
-from tlmsearch.results import RunData, load_run
+from tlmsearch.results import RunData, atomic_write, load_run
 
 FRONT_METRICS = ("val_ppl", "val_bpb")
 CURVE_METRICS = ("val_bpb", "val_loss", "val_ppl", "train_loss")
@@ -296,9 +296,8 @@ def save_report(report: Report, run: RunData, out: str | Path | None = None) -> 
     path = Path(out) if out is not None else run.path / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render(report, f"tlmsearch report: {run.name}")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    # a unique temp file: the run's own report and a user's `tlmsearch report` may overlap
+    atomic_write(path, lambda p: Path(p).write_text(text, encoding="utf-8"))
     return path
 
 
@@ -313,6 +312,6 @@ def write_report(
     return save_report(build(run, top_k=top_k, x=x), run, out)
 
 
-def figures_json(report: Report) -> str:
-    """The figures as JSON (id -> plotly figure), for the live dashboard."""
-    return json.dumps({f.id: json.loads(f.fig.to_json()) for f in report.figures})
+def figures_dict(report: Report) -> dict[str, Any]:
+    """The figures as plain JSON data (id -> plotly figure), for the live dashboard."""
+    return {f.id: json.loads(f.fig.to_json()) for f in report.figures}
