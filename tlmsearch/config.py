@@ -99,7 +99,7 @@ class HopeOptions(Strict):
 class ModelConfig(Strict):
     """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
 
-    arch: Literal["transformer", "gated_attention", "titans", "hope_attention"] = "transformer"
+    arch: Literal[ARCHS] = "transformer"
     n_layer: int = PositiveInt
     d_model: int = PositiveInt
     n_head: int = PositiveInt
@@ -229,11 +229,9 @@ class TrainConfig(Strict):
 
 
 class SearchConfig(Strict):
-    sampler: Literal["grid", "random", "tpe", "gp", "nsga2"] = "grid"
+    sampler: Literal[SAMPLERS] = "grid"
     sampler_seed: int = 0
-    pruner: Literal[
-        "median", "percentile", "successive_halving", "hyperband", "wilcoxon", "none"
-    ] = "median"
+    pruner: Literal[PRUNERS] = "median"
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
     # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
     # the warm-up and a quarter of train.tokens.
@@ -252,18 +250,7 @@ class SearchConfig(Strict):
 
 
 class Objective(Strict):
-    metric: Literal[
-        "val_bpb",
-        "val_loss",
-        "val_ppl",
-        "train_loss",
-        "tokens_per_s",
-        "mfu",
-        "params",
-        "non_embedding_params",
-        "flops_per_token",
-        "wall_s",
-    ] = "val_bpb"
+    metric: Literal[tuple(METRICS)] = "val_bpb"  # type: ignore[valid-type]
     direction: Literal["minimize", "maximize"] | None = None
 
     @property
