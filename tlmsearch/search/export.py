@@ -14,13 +14,15 @@ from typing import Any
 
 import yaml
 
-from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.samplers import CANDIDATE, SEED
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
 
-METRIC_KEYS = ("val_bpb", "val_loss", "val_ppl", "train_loss", "tokens_per_s", "mfu")
+# A trial's final metrics: its last eval, less the bookkeeping keys.
+METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))
+# What a trial is, recorded by the pruning scheduler (it adds the widths).
 STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
 INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
 

@@ -24,8 +24,9 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
+from tlmsearch.search import export
 
-STATIC_KEYS = ("widths", "n_params", "n_params_nonemb", "flops_per_token", "node")
+STATIC_KEYS = ("widths", *export.STATIC_KEYS)
 
 
 def _finite(x: Any) -> bool:
