@@ -156,3 +156,15 @@ def flops_per_token(
     return FlopCount(
         dense=dense, attention=attention, memory=memory, forward=forward, training=3 * forward
     )
+
+
+def trial_counts(
+    model: ModelConfig, widths: Sequence[int], vocab_size: int, seq_len: int
+) -> dict[str, int]:
+    """What every trial records: total and non-embedding parameters, training FLOPs per token."""
+    params = count_params(model, widths, vocab_size)
+    return {
+        "n_params": int(params.total),
+        "n_params_nonemb": int(params.non_embedding),
+        "flops_per_token": int(flops_per_token(model, widths, vocab_size, seq_len).training),
+    }

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tlmsearch import budget
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, val_windows
 from tlmsearch.data.prepare import PreparedData
@@ -119,17 +120,6 @@ def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
     # 2 x 12, not 1 x 16 (which would silently train on a third fewer tokens per step).
     micro = max(d for d in range(1, min(cfg.micro_batch_size, seqs) + 1) if seqs % d == 0)
     return micro, seqs // micro
-
-
-def _counts(
-    model_cfg: ModelConfig, widths: Sequence[int], vocab: int, seq: int
-) -> tuple[int, int, float]:
-    """(parameters, non-embedding parameters, training FLOPs per token), analytically."""
-    from tlmsearch import budget
-
-    params = budget.count_params(model_cfg, widths, vocab)
-    flops = budget.flops_per_token(model_cfg, widths, vocab, seq).training
-    return int(params.total), int(params.non_embedding), float(flops)
 
 
 def _autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
@@ -235,7 +225,12 @@ def train_proxy(
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, vocab).to(dev)
     model.train()
-    n_params, n_nonemb, fpt = _counts(model_cfg, widths, vocab, seq)
+    counts = budget.trial_counts(model_cfg, widths, vocab, seq)
+    n_params, n_nonemb, fpt = (
+        counts["n_params"],
+        counts["n_params_nonemb"],
+        float(counts["flops_per_token"]),
+    )
     batches = Batches(data.train_tokens(), seq, seed=seed)
     vx, vy = val_windows(data.val_tokens(), seq)
     n_val_pred = vx.numel()

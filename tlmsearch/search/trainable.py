@@ -13,6 +13,7 @@ import math
 import time
 from typing import Any
 
+from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
 
 NAN = float("nan")
@@ -48,7 +49,8 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
         candidate, n_layer=model.n_layer, d_ff=model.d_ff_uniform, multiple_of=model.multiple_of
     )
     static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
-    static.update(_budget(model, plan.widths, model.vocab_size, cfg.data.seq_len))
+    # counted up front, so pruned trials carry them too
+    static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
     threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
     start = time.time()
 
@@ -58,11 +60,6 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
 
     summary = train_proxy(
         model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
-    )
-    static.update(
-        n_params=summary.n_params,
-        n_params_nonemb=summary.n_params_nonemb,
-        flops_per_token=summary.flops_per_token,
     )
     last = dict(summary.metrics or {})
     last.update(tokens=summary.tokens, wall_s=time.time() - start)
@@ -75,19 +72,6 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
             "reason": summary.reason or "",
         }
     )
-
-
-def _budget(model: Any, widths: Any, vocab: int, seq_len: int) -> dict[str, Any]:
-    """Parameter and FLOP counts up front (analytic, as the trainer's), so pruned trials have
-    them too."""
-    from tlmsearch.budget import count_params, flops_per_token
-
-    counts = count_params(model, widths, vocab)
-    return {
-        "n_params": int(counts.total),
-        "n_params_nonemb": int(counts.non_embedding),
-        "flops_per_token": float(flops_per_token(model, widths, vocab, seq_len).training),
-    }
 
 
 def _node_ip() -> str:
