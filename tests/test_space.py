@@ -6,6 +6,7 @@ import optuna
 import pytest
 
 from tlmsearch.errors import ConfigError
+from tlmsearch.schedules import plan_from_params
 from tlmsearch.space import (
     SPACES_DIR,
     describe,
@@ -37,7 +38,7 @@ def test_shipped_spaces_load() -> None:
 def test_paper_grid_widths_keep_the_budget() -> None:
     paper = load_space(find_space("paper"))
     for cand in paper.grid():
-        plan = paper.widths(cand, n_layer=12, d_ff=1024, multiple_of=16)
+        plan = plan_from_params(cand, n_layer=12, d_ff=1024, multiple_of=16)
         assert sum(plan.widths) == 12 * 1024
 
 
@@ -52,7 +53,7 @@ def test_define_by_run_sampling_respects_conditions() -> None:
         assert ("k" in cand) == (cand["shape"] == "sigmoid")
         assert 0.5 <= cand["r_start"] <= 2.0
         assert set(trial.params) == set(cand)
-        plan = space.widths(cand, n_layer=8, d_ff=512, multiple_of=16)
+        plan = plan_from_params(cand, n_layer=8, d_ff=512, multiple_of=16)
         study.tell(trial, plan.realised_start)
     assert seen == {"linear", "cosine", "sigmoid"}
 

@@ -18,7 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.schedules import ScheduleError
+from tlmsearch.schedules import ScheduleError, WidthPlan, plan_from_params
 from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat, load_space
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
@@ -147,6 +147,12 @@ class ModelConfig(Strict):
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
+
+    def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
+        """This model's exact-budget widths for a candidate's schedule parameters."""
+        return plan_from_params(
+            candidate, n_layer=self.n_layer, d_ff=self.d_ff_uniform, multiple_of=self.multiple_of
+        )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -459,12 +465,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
     for section, model in models:
         for cand in cfg.candidates():
             try:
-                cfg.space.widths(
-                    cand,
-                    n_layer=model.n_layer,
-                    d_ff=model.d_ff_uniform,
-                    multiple_of=model.multiple_of,
-                )
+                model.plan(cand)
             except ScheduleError as err:
                 problems.append(
                     f"space: candidate {describe(cand)} cannot be met for {section} "

@@ -30,8 +30,6 @@ from tlmsearch.schedules import (
     PARAMS,
     SHAPES,
     ScheduleError,
-    WidthPlan,
-    plan_from_params,
     profile,
 )
 
@@ -218,14 +216,6 @@ class SearchSpace(Strict):
             if dim.active({**sampled, **out}) and dim.type == "fixed":
                 out[name] = dim.value
         return out
-
-    # -- widths -------------------------------------------------------------------------------
-
-    def widths(
-        self, candidate: Mapping[str, Any], *, n_layer: int, d_ff: int, multiple_of: int
-    ) -> WidthPlan:
-        """The exact-budget width vector of ``candidate``."""
-        return plan_from_params(candidate, n_layer=n_layer, d_ff=d_ff, multiple_of=multiple_of)
 
 
 UNIFORM: dict[str, Any] = {"shape": "uniform"}

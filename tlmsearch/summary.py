@@ -53,9 +53,7 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
         table.add_column(col, justify="left" if col == "candidate" else "right")
     cands = cfg.candidates()
     for cand in cands[:limit]:
-        plan = cfg.space.widths(
-            cand, n_layer=model.n_layer, d_ff=d_ff, multiple_of=model.multiple_of
-        )
+        plan = model.plan(cand)
         counts = budget(plan.widths)
         deltas = [
             f"{name} {a - b:+,}"

@@ -404,12 +404,7 @@ def train_candidate(
 
     model = cfg.model
     try:
-        plan = cfg.space.widths(
-            candidate,
-            n_layer=model.n_layer,
-            d_ff=model.d_ff_uniform,
-            multiple_of=model.multiple_of,
-        )
+        plan = model.plan(candidate)
     except (ScheduleError, TypeError, ValueError) as err:
         raise ConfigError(f"--candidate: {candidate} gives no valid widths: {err}") from None
     data = prepare_data(cfg.data, progress=progress)

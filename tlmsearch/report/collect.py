@@ -541,18 +541,12 @@ def paired_deltas(
 def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
     """The candidate's widths at the study's target scale (empty without a valid target)."""
     from tlmsearch.config import ModelConfig
-    from tlmsearch.schedules import plan_from_params
 
     if not config.get("target") or not params:
         return []
     try:
         target = ModelConfig(**config["target"])
-        plan = plan_from_params(
-            params,
-            n_layer=target.n_layer,
-            d_ff=target.d_ff_uniform,
-            multiple_of=target.multiple_of,
-        )
+        plan = target.plan(params)
     except Exception:  # a bad target only loses this line of the summary
         return []
     return list(plan.widths)

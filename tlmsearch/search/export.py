@@ -195,9 +195,7 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
-    plan = cfg.space.widths(
-        params, n_layer=model.n_layer, d_ff=model.d_ff_uniform, multiple_of=model.multiple_of
-    )
+    plan = model.plan(params)
     return {
         "n_layer": model.n_layer,
         "d_ff_uniform": model.d_ff_uniform,

@@ -45,9 +45,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     model = cfg.model
     if model.vocab_size is None:
         model = model.model_copy(update={"vocab_size": data.vocab_size})
-    plan = cfg.space.widths(
-        candidate, n_layer=model.n_layer, d_ff=model.d_ff_uniform, multiple_of=model.multiple_of
-    )
+    plan = model.plan(candidate)
     static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
     # counted up front, so pruned trials carry them too
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
