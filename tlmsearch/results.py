@@ -123,6 +123,7 @@ def _is_missing(value: Any) -> bool:
 
 def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Fill columns that follow from ``params`` / ``widths`` when the record lacks them."""
+    from tlmsearch.schedules import ramp_ends
     from tlmsearch.space import describe, taper_strength
 
     row = dict(rec)
@@ -136,10 +137,9 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         row.setdefault("candidate", describe(params))
         row.setdefault("taper", taper_strength(params))
         if shape in ("linear", "cosine", "sigmoid"):
-            rs = float(params.get("r_start", 1.5))
-            re_ = params.get("r_end")
+            rs, re_ = ramp_ends(params)
             row.setdefault("r_start", rs)
-            row.setdefault("r_end", 2.0 - rs if re_ is None else float(re_))
+            row.setdefault("r_end", re_)
         elif shape == "uniform":
             row.setdefault("r_start", 1.0)
             row.setdefault("r_end", 1.0)

@@ -56,6 +56,18 @@ DEFAULTS: dict[str, Any] = {
 PARAMS = tuple(DEFAULTS)
 
 
+def ramp_ends(params: Mapping[str, Any]) -> tuple[float, float]:
+    """(r_start, r_end) of a linear/cosine/sigmoid candidate, with the defaults applied.
+
+    >>> ramp_ends({"r_start": 1.25})
+    (1.25, 0.75)
+    """
+    rs = params.get("r_start")
+    rs = float(DEFAULTS["r_start"] if rs is None else rs)
+    re_ = params.get("r_end")
+    return rs, 2.0 - rs if re_ is None else float(re_)
+
+
 class ScheduleError(ValueError):
     """A width request that cannot be met. ``field`` names the offending parameter."""
 
@@ -143,8 +155,11 @@ def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
     if shape == "uniform":
         return [1.0] * n_layer
     if shape in ("linear", "cosine", "sigmoid"):
-        rs = _positive("r_start", p["r_start"])
-        re_ = _positive("r_end", 2.0 - rs if p["r_end"] is None else p["r_end"])
+        _positive("r_start", p["r_start"])
+        if p["r_end"] is not None:
+            _positive("r_end", p["r_end"])
+        rs, re_ = ramp_ends(p)
+        _positive("r_end", re_)  # 2 - r_start must stay positive too
         if shape == "linear":
             g = t
         elif shape == "cosine":

@@ -31,6 +31,7 @@ from tlmsearch.schedules import (
     SHAPES,
     ScheduleError,
     profile,
+    ramp_ends,
 )
 
 Scalar = str | int | float | bool
@@ -262,9 +263,7 @@ def describe(candidate: Mapping[str, Any]) -> str:
         return f"blocks {mults} @{b1:.3g}/{b2:.3g}"
     if shape == "custom":
         return "custom " + "/".join(f"{float(r):g}" for r in candidate.get("ratios") or [])
-    rs = float(candidate.get("r_start", 1.5))
-    re_ = candidate.get("r_end")
-    re_ = 2.0 - rs if re_ is None else float(re_)
+    rs, re_ = ramp_ends(candidate)
     label = f"{shape} {rs:g}->{re_:g}"
     if shape == "sigmoid":
         label += f" k={float(candidate.get('k', 10.0)):g}"
@@ -277,9 +276,8 @@ def taper_strength(candidate: Mapping[str, Any]) -> float:
     """First minus last ratio of the *profile*: 0 for uniform, > 0 tapers, < 0 grows."""
     shape = candidate.get("shape", "uniform")
     if shape in ("linear", "cosine", "sigmoid"):
-        rs = float(candidate.get("r_start", 1.5))
-        re_ = candidate.get("r_end")
-        return rs - (2.0 - rs if re_ is None else float(re_))
+        rs, re_ = ramp_ends(candidate)
+        return rs - re_
     if shape == "blocks":
         preset = candidate.get("preset")
         first, _, last = (
