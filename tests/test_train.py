@@ -95,7 +95,8 @@ def test_lr_schedule_shape(
     assert all(b <= a + 1e-12 for a, b in itertools.pairwise(after))  # non-increasing
     if warm > 0:
         assert lr_at(warm, cfg) == pytest.approx(1e-3)
-        assert lr_at(0, cfg) == pytest.approx(1e-3 / warm)
+        assert lr_at(0, cfg) == 0.0
+        assert lr_at(warm // 2, cfg) == pytest.approx(1e-3 * (warm // 2) / warm)
     assert lr_at(total, cfg) == pytest.approx(low, abs=1e-12)
 
 

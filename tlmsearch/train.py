@@ -51,7 +51,10 @@ class TrainSummary:
 
 
 def lr_at(tokens: int, cfg: TrainConfig) -> float:
-    """The learning rate for a step that starts after ``tokens`` training tokens.
+    """The learning rate of the step that brings the count of training tokens to ``tokens``.
+
+    The first step of a warm-up of W tokens in steps of S tokens gets ``lr * S / W`` (a step
+    at ``lr * 1 / W`` would be wasted), and the last step of the run gets the minimum.
 
     Linear warm-up to ``lr`` over ``warmup_tokens``, then cosine to ``min_lr_ratio * lr`` at
     ``cfg.tokens``, or (WSD) constant until the last ``decay_fraction`` of the run and a linear
@@ -59,7 +62,7 @@ def lr_at(tokens: int, cfg: TrainConfig) -> float:
     """
     peak, low = cfg.lr, cfg.lr * cfg.min_lr_ratio
     if tokens < cfg.warmup_tokens:
-        return peak * (tokens + 1) / cfg.warmup_tokens
+        return peak * tokens / cfg.warmup_tokens
     if cfg.lr_schedule == "cosine":
         p = min(1.0, (tokens - cfg.warmup_tokens) / max(1, cfg.tokens - cfg.warmup_tokens))
         return low + (peak - low) * 0.5 * (1.0 + math.cos(math.pi * p))
@@ -277,7 +280,7 @@ def train_proxy(
     bar, task = _progress(progress, n_steps * step_tokens)
     try:
         for step in range(n_steps):
-            lr = lr_at(tokens, train_cfg)
+            lr = lr_at(tokens + step_tokens, train_cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             t0 = time.perf_counter()
