@@ -189,6 +189,11 @@ def trials_frame(trials: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """
     rows = [_derive(r) for r in trials]
     df = _coerce(pd.DataFrame(rows), TRIAL_COLUMNS)
+    return _normalise_states(df)
+
+
+def _normalise_states(df: pd.DataFrame) -> pd.DataFrame:
+    """States upper-case; a record without one has finished (COMPLETE)."""
     df["state"] = df["state"].map(lambda s: s.upper() if s else "COMPLETE")
     return df
 
@@ -315,8 +320,7 @@ def load_run(run_dir: str | Path) -> RunData:
         status = json.loads(status_path.read_text()) if status_path.exists() else {}
     except json.JSONDecodeError as err:
         raise ConfigError(f"{status_path}: not valid JSON ({err})") from None
-    trials = _read_table(run, "trials", TRIAL_COLUMNS)
-    trials["state"] = trials["state"].map(lambda s: s.upper() if s else "COMPLETE")
+    trials = _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS))
     curves = _read_table(run, "curves", CURVE_COLUMNS)
     return RunData(
         path=run,
