@@ -7,7 +7,9 @@ Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] 
 2. Setup: at the study's proxy size, fp32 vs bf16 autocast, eager vs ``torch.compile``, 1 vs 2
    threads, one process vs two 1-thread processes side by side. Each setup runs in its own
    process; throughput excludes the first (compiling) step and evals. Achieved FLOP/s is quoted
-   against the bf16 matmul peak measured for the whole machine (all threads).
+   against the bf16 matmul peak measured for the whole machine (all threads). Rows use the
+   trainer's ``attention: auto`` (the math kernel at seq_len <= 256 on a CPU) except the one
+   that names ``attention: default`` (torch's flash kernel), measured for comparison.
 The machine may be shared: trust ratios measured side by side more than absolute numbers.
 """
 
@@ -45,7 +47,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
 
     from tlmsearch.data.batches import Batches
     from tlmsearch.models import build_model
-    from tlmsearch.train import batch_shape
+    from tlmsearch.train import _attention, attention_kernel, batch_shape
 
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, data.vocab_size)
@@ -64,13 +66,14 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
         if dtype == torch.bfloat16
         else contextlib.nullcontext()
     )
+    kernel = attention_kernel(train_cfg, torch.device("cpu"), data.seq_len)  # as train_proxy
     t0 = 0.0
     for step in range(steps):
         if step == 1:
             t0 = time.perf_counter()
         for _ in range(accum):
             x, y = batches.next(micro)
-            with amp:
+            with amp, _attention(kernel):
                 logits = model(x)
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
             (loss / accum).backward()
@@ -116,7 +119,9 @@ def one(study: str, tokens: int, setup: dict) -> dict:
     from tlmsearch.train import train_proxy
 
     cfg, train = _load(study, tokens)
-    train = train.model_copy(update={"dtype": setup["dtype"], "compile": setup["compile"]})
+    train = train.model_copy(
+        update={k: setup[k] for k in ("dtype", "compile", "attention") if k in setup}
+    )
     data = prepare_data(cfg.data, progress=False)
     widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
     t0 = time.perf_counter()
@@ -158,6 +163,8 @@ def setups(study: str, tokens: int, full: bool) -> list[dict]:
         {"dtype": bf16, "compile": "on", "threads": ncpu, "procs": 1},
         {"dtype": bf16, "compile": "on", "threads": 1, "procs": ncpu},
         {"dtype": bf16, "compile": "on", "threads": 1, "procs": 1, "thp": True},
+        {"dtype": bf16, "compile": "on", "threads": 1, "procs": 1, "attention": "default"},
+        {"dtype": bf16, "compile": "on", "threads": 1, "procs": ncpu, "thp": True},
     ]
     if full:
         grid += [
@@ -169,7 +176,7 @@ def setups(study: str, tokens: int, full: bool) -> list[dict]:
         env = dict(os.environ)
         if s.get("thp"):
             env["THP_MEM_ALLOC_ENABLE"] = "1"  # PyTorch's huge pages for CPU tensors
-        setup = {k: s[k] for k in ("dtype", "compile", "threads")}
+        setup = {k: s.get(k, "auto") for k in ("dtype", "compile", "threads", "attention")}
         procs = [_spawn(study, tokens, setup, env) for _ in range(s["procs"])]
         outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
         total = sum(o["tokens_per_s"] for o in outs)

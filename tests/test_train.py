@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config import EVAL_KEYS, DataConfig, ModelConfig, TrainConfig
 from tlmsearch.data import PreparedData, prepare_data
-from tlmsearch.train import batch_shape, lr_at, parse_candidate, train_proxy
+from tlmsearch.train import attention_kernel, batch_shape, lr_at, parse_candidate, train_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -203,6 +203,28 @@ def test_in_memory_data_trains_the_same(data: PreparedData) -> None:
     a = train_proxy(TINY, [64, 64], data, cfg, seed=2)
     b = train_proxy(TINY, [64, 64], data.in_memory(), cfg, seed=2)
     assert a.metrics["val_loss"] == b.metrics["val_loss"]
+
+
+def test_attention_kernel_auto_takes_math_for_short_windows_on_a_cpu() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert attention_kernel(tcfg(), cpu, 128) == "math"
+    assert attention_kernel(tcfg(), cpu, 256) == "math"
+    assert attention_kernel(tcfg(), cpu, 512) == "default"
+    assert attention_kernel(tcfg(), cuda, 128) == "default"
+    assert attention_kernel(tcfg(attention="default"), cpu, 128) == "default"
+    assert attention_kernel(tcfg(attention="math"), cuda, 1024) == "math"
+
+
+def test_both_attention_kernels_train_the_same_model(data: PreparedData) -> None:
+    cfg = tcfg(tokens=4096, eval_every_tokens=2048)
+    runs = [
+        train_proxy(TINY, [64, 64], data, cfg.model_copy(update={"attention": k}), seed=4)
+        for k in ("math", "default")
+    ]
+    assert [r.setup["attention"] for r in runs] == ["math", "default"]
+    for a, b in zip(runs[0].curve, runs[1].curve, strict=True):
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
 
 
 @pytest.mark.skipif(not __import__("tlmsearch.mfu").mfu.cpu_has_bf16(), reason="no native bf16")
