@@ -204,7 +204,7 @@ class TrainConfig(Strict):
     threads: int | None = Field(None, ge=1)  # None: the trial's CPU allotment
     # Attention kernel of training steps (scaled_dot_product_attention's backend): default is
     # torch's own choice (flash on a CPU); auto takes math on a CPU when seq_len <= 256, where
-    # a step ran ~1.45x faster at seq_len 128 (benchmarks/trainer.py), else default.
+    # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
     attention: Literal["auto", "default", "math"] = "auto"
     divergence_factor: float = Field(3.0, gt=1)  # loss above factor x its start ends the run
     # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per

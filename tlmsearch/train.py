@@ -119,9 +119,11 @@ def resolve_compile(cfg: TrainConfig) -> bool:
 def attention_kernel(cfg: TrainConfig, device: torch.device, seq_len: int) -> str:
     """The attention kernel training steps use: ``default`` (torch's choice) or ``math``.
 
-    On this CPU the flash kernel's backward is slow for short windows: at seq_len 128 a whole
-    training step ran ~1.45x faster with the math kernel (matmuls and a fused softmax), equal at
-    256 and ~13% slower at 512. Evaluation keeps the default, whose forward is faster.
+    On this CPU the flash kernel's backward is slow for short windows (profiled at the
+    quickstart's body, vocab 4096: 40% of a step's time). With the math kernel (batched matmuls
+    and a softmax that torch.compile fuses) a whole step at seq_len 128 ran 1.45x faster at vocab
+    4096 and 1.09x at 16384, where the output layer dominates; equal at seq_len 256, ~13% slower
+    at 512. Evaluation keeps the default, whose forward is faster (27k vs 24k tokens/s).
     """
     if cfg.attention != "auto":
         return cfg.attention
