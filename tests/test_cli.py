@@ -21,8 +21,8 @@ runner = CliRunner()
 def test_validate_quickstart() -> None:
     result = runner.invoke(app, ["validate", str(ROOT / "studies/quickstart.yaml")])
     assert result.exit_code == 0, result.output
-    assert "3 candidates; 4 trainings per seed (uniform baseline first)" in result.output
-    assert "= 4 trials" in result.output
+    assert "2 candidates; 3 trainings per seed (uniform baseline first)" in result.output
+    assert "= 3 trials" in result.output
     assert "proxy model" in result.output and "target model" in result.output
     assert "equal" in result.output and "is valid" in result.output
 
