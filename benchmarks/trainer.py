@@ -176,7 +176,7 @@ def setups(study: str, tokens: int, full: bool) -> list[dict]:
         ]
     rows = []
     for s in grid:
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
         if s.get("thp"):
             env["THP_MEM_ALLOC_ENABLE"] = "1"  # PyTorch's huge pages for CPU tensors
         setup = {k: s.get(k, "auto") for k in ("dtype", "compile", "threads", "attention")}
@@ -206,6 +206,10 @@ def main() -> None:
     ap.add_argument("--skip-setups", action="store_true")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.one:
+        # The overhead rounds run in this process as trials do: with PyTorch's huge pages
+        # (train.thp, read at the first allocation). Setups choose theirs per row.
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     if args.one:
         print(json.dumps(one(args.study, args.tokens, json.loads(args.one))))
         return
