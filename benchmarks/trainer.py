@@ -3,14 +3,14 @@
 Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] [--tokens N]``.
 
 1. Overhead: tokens/s of ``train_proxy`` and of a plain PyTorch loop over the same model, data,
-   dtype and batch, interleaved rounds, median (goal: ratio >= 0.98).
+   dtype and batch, interleaved rounds, median (goal: ratio >= 0.98), with huge pages.
 2. Setup: at the study's proxy size, fp32 vs bf16 autocast, eager vs ``torch.compile``, 1 vs 2
    threads, one process vs one 1-thread process per core (and one more than cores) side by
    side. Each setup runs in its own process; throughput excludes the first (compiling) step
    and evals. Achieved FLOP/s is quoted against the bf16 matmul peak measured for the whole
-   machine (all threads). Rows use the
-   trainer's ``attention: auto`` (the math kernel at seq_len <= 256 on a CPU) except the one
-   that names ``attention: default`` (torch's flash kernel), measured for comparison.
+   machine (all threads). Rows use the trainer's ``attention: auto`` (the math kernel at
+   seq_len <= 256 on a CPU) except the one that names ``attention: default`` (torch's flash
+   kernel), measured for comparison; ``thp`` rows run with PyTorch's huge pages, as trials do.
 The machine may be shared: trust ratios measured side by side more than absolute numbers.
 """
 
@@ -48,7 +48,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
 
     from tlmsearch.data.batches import Batches
     from tlmsearch.models import build_model
-    from tlmsearch.train import _attention, attention_kernel, batch_shape
+    from tlmsearch.train import attention_context, attention_kernel, batch_shape
 
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, data.vocab_size)
@@ -74,7 +74,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
             t0 = time.perf_counter()
         for _ in range(accum):
             x, y = batches.next(micro)
-            with amp, _attention(kernel):
+            with amp, attention_context(kernel):
                 logits = model(x)
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
             (loss / accum).backward()

@@ -130,7 +130,8 @@ def attention_kernel(cfg: TrainConfig, device: torch.device, seq_len: int) -> st
     return "math" if device.type == "cpu" and seq_len <= 256 else "default"
 
 
-def _attention(kernel: str) -> contextlib.AbstractContextManager:
+def attention_context(kernel: str) -> contextlib.AbstractContextManager:
+    """A context in which ``F.scaled_dot_product_attention`` uses ``kernel`` (see above)."""
     if kernel == "math":
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -271,7 +272,7 @@ def train_proxy(
     kernel = attention_kernel(train_cfg, dev, seq)
 
     def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with _autocast(dev, dtype), _attention(kernel):
+        with _autocast(dev, dtype), attention_context(kernel):
             logits = model(x)
         return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
