@@ -81,6 +81,8 @@ def test_counts_by_hand_for_a_transformer() -> None:
     flops = flops_per_token(cfg, (96, 32), v, seq_len=16)
     assert flops.dense == 2 * (2 * 4 * d * d + count.mlp + d * v)
     assert flops.attention == 2 * 4 * d * 16
+    assert flops.mlp == 2 * count.mlp and flops.head == 2 * d * v
+    assert flops.dense == flops.mlp + flops.head + 2 * 2 * 4 * d * d
 
 
 def test_hope_counts_every_level_of_the_continuum_memory() -> None:
@@ -157,6 +159,11 @@ def test_validate_table_shows_exact_totals_for_every_arch(arch: str) -> None:
     rows = [line for line in text.splitlines() if "->" in line]
     assert len(rows) == len(cfg.candidates())
     assert all(f"{count.total:,}" in r and r.rstrip(" │").endswith("equal") for r in rows)
+    flops = flops_per_token(cfg.model, widths, cfg.vocab_size, cfg.data.seq_len)
+    assert (
+        f"the MLPs (what a taper moves) take {flops.mlp / flops.forward:.0%}, "
+        f"the LM head {flops.head / flops.forward:.0%}"
+    ) in title
 
 
 def test_validate_table_without_a_known_vocabulary_shows_non_embedding() -> None:

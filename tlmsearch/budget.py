@@ -40,9 +40,12 @@ class FlopCount:
     T x T square as ``F.scaled_dot_product_attention`` is counted by ``torch.utils.flop_counter``
     (the PaLM convention, arXiv 2204.02311): 4 * d_model * seq_len per attention layer.
     ``memory``: the Titans memory (reads, and writes: forward, closed-form gradients).
-    ``forward`` is their sum; ``training = 3 * forward`` (backward costs twice the forward, the
-    convention behind 6N and MFU; the Titans write's second-order backward costs more than
-    that, so its MFU is conservative). Norms, activations and softmax are not counted.
+    ``mlp`` and ``head`` are the parts of ``dense`` spent in the MLPs (what a taper moves between
+    layers) and in the LM head: at proxy sizes the head can outweigh the MLPs.
+    ``forward`` is dense + attention + memory; ``training = 3 * forward`` (backward costs twice
+    the forward, the convention behind 6N and MFU; the Titans write's second-order backward
+    costs more than that, so its MFU is conservative). Norms, activations and softmax are not
+    counted.
     """
 
     dense: int
@@ -50,6 +53,8 @@ class FlopCount:
     memory: int
     forward: int
     training: int
+    mlp: int
+    head: int
 
 
 def mlp_params(model: ModelConfig, widths: Sequence[int]) -> int:
@@ -144,7 +149,8 @@ def flops_per_token(
         raise ValueError(f"seq_len must be >= 1, but got {seq_len=}")
     d = model.d_model
     _, linear, n_attn = _mixers(model)
-    dense = 2 * (model.n_layer * linear + mlp_params(model, widths) + d * vocab_size)
+    mlp, head = 2 * mlp_params(model, widths), 2 * d * vocab_size
+    dense = 2 * model.n_layer * linear + mlp + head
     attention = model.n_layer * n_attn * 4 * d * seq_len
     memory = 0
     if model.arch == "titans":
@@ -154,7 +160,13 @@ def flops_per_token(
         memory = total // seq_len
     forward = dense + attention + memory
     return FlopCount(
-        dense=dense, attention=attention, memory=memory, forward=forward, training=3 * forward
+        dense=dense,
+        attention=attention,
+        memory=memory,
+        forward=forward,
+        training=3 * forward,
+        mlp=mlp,
+        head=head,
     )
 
 

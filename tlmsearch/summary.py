@@ -28,13 +28,20 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
         return params.mlp, params.total, params.non_embedding, flops
 
     base = budget(uniform)
+    caption = f"FLOPs/tok: training FLOPs per token at seq_len {seq_len} (3 x forward)"
+    if vocab is not None:
+        f = flops_per_token(model, uniform, vocab, seq_len)
+        caption += (
+            f"; of the uniform model's FLOPs the MLPs (what a taper moves) take "
+            f"{f.mlp / f.forward:.0%}, the LM head {f.head / f.forward:.0%}"
+        )
     total = "vocabulary from the data" if vocab is None else f"total params {base[1]:,}"
     table = Table(
         title=f"{title}: {model.arch}, {model.n_layer} layers, d_model {model.d_model}, "
         f"d_ff {d_ff} (multiple of {model.multiple_of}); uniform: {total}, "
         f"non-embedding {base[2]:,}, MLP {base[0]:,}",
         title_justify="left",
-        caption=f"FLOPs/tok: training FLOPs per token at seq_len {seq_len} (3 x forward)",
+        caption=caption,
         caption_justify="left",
     )
     for col in (
