@@ -210,6 +210,39 @@ def test_token_files_of_both_formats_load(tmp_path: Path, cache: Path) -> None:
     assert data.val_bytes is None
 
 
+def test_token_files_with_a_tokenizer_count_special_tokens_as_no_text(
+    tmp_path: Path, cache: Path
+) -> None:
+    """GPT-2-style token files: <|endoftext|> separates documents and stands for no bytes."""
+    from tlmsearch.data.tokenizer import train_bpe
+
+    tok = train_bpe(["héllo wörld, the lord said unto them"] * 50, vocab_size=300)
+    tok.tok.add_special_tokens(["<|endoftext|>"])
+    tok.tok.add_tokens(["ünïcode"])  # an added token that is text: its UTF-8 bytes count
+    tok.save(tmp_path / "tok.json")
+    eot, word = tok.tok.token_to_id("<|endoftext|>"), tok.tok.token_to_id("ünïcode")
+    docs = ["héllo wörld", "the lord said", "unto them ünïcode"]
+    ids: list[int] = []
+    for doc in docs:
+        ids += [*tok.tok.encode(doc).ids, eot]
+    assert word in ids
+    # val = one context token, then the documents 16 times: exactly the predicted tokens
+    val = np.array([eot] + ids * 16, dtype=np.uint16)
+    val.tofile(tmp_path / "val.bin")
+    np.array(ids * 40, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    cfg = DataConfig(
+        sources=[str(tmp_path / "train.bin"), str(tmp_path / "val.bin")],
+        token_vocab_size=tok.tok.get_vocab_size(),
+        tokenizer={"kind": "file", "path": str(tmp_path / "tok.json")},
+        cache_dir=str(cache),
+        seq_len=16,
+        val_tokens=len(val),
+    )
+    data = prepare_data(cfg, progress=False)
+    assert data.n_val_tokens == len(val)
+    assert data.val_bytes == 16 * sum(len(doc.encode("utf-8")) for doc in docs)
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -436,8 +436,13 @@ def _hf_bytes(tok: HFTokenizer, ids: np.ndarray) -> int:
         lengths = np.zeros(tok.vocab_size, dtype=np.int64)
         for piece, i in tok.tok.get_vocab(with_added_tokens=True).items():
             lengths[i] = len(piece)
+        # Added tokens are plain text, not byte symbols; special ones (GPT-2's <|endoftext|>)
+        # mark document boundaries and stand for no text at all.
+        for i, added in tok.tok.get_added_tokens_decoder().items():
+            lengths[i] = 0 if added.special else len(added.content.encode("utf-8"))
         return int(lengths[np.asarray(ids, dtype=np.int64)].sum())
-    return len(tok.decode(ids).encode("utf-8"))
+    text = tok.tok.decode([int(i) for i in ids], skip_special_tokens=True)
+    return len(text.encode("utf-8"))
 
 
 def prepare_data(data_cfg: DataConfig, *, progress: bool = True) -> PreparedData:
