@@ -27,6 +27,39 @@ def test_validate_quickstart() -> None:
     assert "equal" in result.output and "is valid" in result.output
 
 
+def test_validate_says_which_candidates_share_proxy_widths() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "validate",
+            str(ROOT / "studies/quickstart.yaml"),
+            "--set",
+            "space=blocks",
+            "--no-config",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "13 candidates; 4 trainings per seed" in out and "= 4 trials" in out
+    assert "blocks wider_early @0.25/0.667 trains once per seed and stands for" in out
+    assert "this proxy cannot tell them apart" in out  # they differ at the 24-layer target
+
+
+@pytest.mark.parametrize(
+    ("candidate", "needle"),
+    [
+        ('{"r_start": 1.5}', "shape: is required"),
+        ('{"shape": "uniform", "r_start": 1.5}', "r_start: is not a parameter of shape"),
+    ],
+)
+def test_train_refuses_a_candidate_that_would_train_something_else(candidate, needle) -> None:
+    result = runner.invoke(
+        app, ["train", str(ROOT / "studies/quickstart.yaml"), "--candidate", candidate]
+    )
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())
+
+
 def test_validate_continuous_space_reports_corners(tmp_path: Path) -> None:
     study = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())
     study.update(space="continuous", search={"sampler": "tpe"})

@@ -177,3 +177,43 @@ def test_an_invalid_candidate_is_an_input_error_not_a_crash(tmp_path: Path) -> N
     }
     msg = _problems(tmp_path, data)  # r_start 2.0 leaves r_end = 0
     assert "candidate cosine 2->0 cannot be met" in msg and "r_end" in msg
+
+
+def test_candidates_with_identical_proxy_widths_train_once(tmp_path: Path) -> None:
+    # At 4 layers the blocks boundaries b1/b2 all round to the same split: 13 candidates,
+    # 4 distinct width vectors (uniform + one per preset).
+    data = {**TINY, "space": "blocks", "model": {**TINY["model"], "n_layer": 4}}
+    cfg = load_study(_write(tmp_path, data))
+    assert len(cfg.candidates()) == 13
+    trainings = cfg.trainings()
+    assert len(trainings) == 4
+    assert trainings[0].candidate == {"shape": "uniform"} and not trainings[0].stands_for
+    assert [len(t.stands_for) for t in trainings[1:]] == [3, 3, 3]
+    assert len({t.widths for t in trainings}) == 4
+    for t in trainings:  # every candidate a training stands for has exactly its widths
+        assert {cfg.model.plan(c).widths for c in t.all} == {t.widths}
+    assert sum(len(t.all) for t in trainings) == 13  # none lost, none twice
+
+
+def test_candidates_with_distinct_widths_are_not_grouped(tmp_path: Path) -> None:
+    model = {**TINY["model"], "n_layer": 8, "d_ff": 512}
+    cfg = load_study(_write(tmp_path, {**TINY, "model": model}))
+    assert [t.candidate for t in cfg.trainings()] == cfg.candidates()
+
+
+def _token_study(tmp_path: Path, **extra: object) -> dict:
+    import numpy as np
+
+    np.arange(4096, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    np.arange(512, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    data = {"sources": [str(tmp_path / "train.bin"), str(tmp_path / "val.bin")]}
+    return {**TINY, "data": {**data, "token_vocab_size": 4096}, **extra}
+
+
+def test_val_bpb_on_token_files_without_bytes_is_refused_before_training(tmp_path: Path) -> None:
+    msg = _problems(tmp_path, _token_study(tmp_path))
+    assert "objectives: val_bpb needs the UTF-8 bytes" in msg and "bytes_per_token" in msg
+    # other objectives, or a byte count per token beside the files, are fine
+    load_study(_write(tmp_path, _token_study(tmp_path, objectives=[{"metric": "val_loss"}])))
+    (tmp_path / "meta.json").write_text('{"vocab_size": 4096, "bytes_per_token": 3.9}')
+    load_study(_write(tmp_path, _token_study(tmp_path)))

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from tlmsearch.schedules import (
     BLOCK_PRESETS,
+    SHAPE_PARAMS,
     ScheduleError,
+    check_params,
     plan_from_params,
     plan_widths,
     profile,
@@ -241,3 +243,53 @@ def test_plan_from_params_is_the_same_function() -> None:
     assert plan_from_params(cand, n_layer=6, d_ff=256, multiple_of=32) == plan_widths(
         "sigmoid", n_layer=6, d_ff=256, multiple_of=32, r_start=1.6, r_end=0.4, k=8.0
     )
+
+
+# -- a candidate means what it says -----------------------------------------------------------
+
+_VALUES = {
+    "r_start": 1.25,
+    "r_end": 0.75,
+    "k": 8.0,
+    "midpoint": 0.5,
+    "preset": "wider_early",
+    "b1": 0.25,
+    "b2": 0.75,
+    "m_early": 1.5,
+    "m_middle": 1.0,
+    "m_late": 0.5,
+    "ratios": [1.5, 1.0, 0.5],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.sampled_from(list(SHAPE_PARAMS)),
+    names=st.sets(st.sampled_from(sorted(_VALUES)), max_size=4),
+)
+def test_a_shape_accepts_exactly_the_parameters_it_reads(shape: str, names: set[str]) -> None:
+    params = {name: _VALUES[name] for name in names}
+    foreign = names - set(SHAPE_PARAMS[shape])
+    both = shape == "blocks" and "preset" in names and names & {"m_early", "m_middle", "m_late"}
+    if foreign or both:
+        with pytest.raises(ScheduleError) as info:
+            check_params(shape, params)
+        assert info.value.field in names  # the message names the offending field
+    else:
+        check_params(shape, params)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"r_start": 1.5}, "shape"),  # no shape: never a silent uniform model
+        ({"shape": "uniform", "r_start": 1.5}, "r_start"),
+        ({"shape": "cosine", "r_start": 1.5, "k": 10.0}, "k"),
+        ({"shape": "blocks", "preset": "wider_early", "m_early": 2.0}, "m_early"),
+        ({"shape": "zigzag"}, "shape"),
+    ],
+)
+def test_a_candidate_that_does_not_mean_what_it_says_is_an_error(params, field) -> None:
+    with pytest.raises(ScheduleError) as info:
+        plan_from_params(params, n_layer=3, d_ff=64, multiple_of=8)
+    assert info.value.field == field

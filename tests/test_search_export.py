@@ -144,3 +144,33 @@ def test_a_bad_run_name_exits_2(tmp_path):
     res = CliRunner().invoke(app, ["run", str(path), "--name", "../escape"])
     assert res.exit_code == 2 and "--name" in res.output
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
+    # At 2 layers linear and cosine 1.25 -> 0.75 are the same two widths: one training per seed
+    # stands for both, and its row says so.
+    import json
+
+    import optuna
+
+    from tlmsearch.search.export import trial_records
+    from tlmsearch.search.samplers import SpaceFn, planned_trials, write_initial_queue
+
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})
+    assert len(cfg.candidates()) == 5 and planned_trials(cfg) == 3 * 2
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    fn = SpaceFn(cfg)
+    for _ in range(planned_trials(cfg)):
+        trial = study.ask()
+        fn(trial)
+        study.tell(trial, 1.0)
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    rows, _ = trial_records(study)
+    frame = trials_frame(rows)
+    per_seed = frame.groupby("seed")["candidate"].apply(list).to_dict()
+    assert per_seed[0] == per_seed[1] == ["uniform", "cosine 1.25->0.75", "cosine 1.5->0.5"]
+    stands = dict(zip(frame["candidate"], frame["stands_for"], strict=False))
+    assert json.loads(stands["cosine 1.25->0.75"]) == ["linear 1.25->0.75"]
+    assert json.loads(stands["cosine 1.5->0.5"]) == ["linear 1.5->0.5"]
+    assert stands["uniform"] == ""

@@ -80,7 +80,7 @@ def test_run_finishes_and_tells_how_to_look(finished):
     assert f"tlmsearch report {run}" in res.output and "optuna-dashboard" in res.output
     assert "finished" in res.output and "best:" in res.output
     assert f"report: {run / 'report.html'}" in " ".join(res.output.split())
-    print(f"tiny grid study (10 trials): {wall:.1f} s")
+    print(f"tiny grid study (6 trials): {wall:.1f} s")
 
 
 def test_run_dir_is_complete(finished):
@@ -90,7 +90,8 @@ def test_run_dir_is_complete(finished):
     for name in ("trials", "curves"):
         assert (run / f"{name}.parquet").is_file() and (run / f"{name}.csv").is_file()
     info = json.loads((run / "run.json").read_text())
-    assert info["status"] == "finished" and info["n_trials_planned"] == 10
+    # 3 distinct widths x 2 seeds
+    assert info["status"] == "finished" and info["n_trials_planned"] == 6
     assert info["versions"]["ray"] and info["versions"]["optuna"]
     assert (run / "ray" / "session-0").is_dir()
 
@@ -98,10 +99,11 @@ def test_run_dir_is_complete(finished):
 def test_trials_table(finished):
     _, run, _ = finished
     df = pd.read_parquet(run / "trials.parquet")
-    assert len(df) == 10
+    # At 2 layers linear and cosine of one ratio pair are the same widths: trained once.
+    assert len(df) == 6
     assert set(df["state"]) <= {"COMPLETE", "PRUNED"}
     assert not df.duplicated(["params_json", "seed"]).any()  # every pair exactly once
-    assert sorted(df["seed"].value_counts().tolist()) == [5, 5]  # paired
+    assert sorted(df["seed"].value_counts().tolist()) == [3, 3]  # paired
     base = df[df["is_baseline"]]
     assert len(base) == 2 and (base["state"] == "COMPLETE").all()
     assert (base["delta_val_bpb"] == 0).all()
@@ -134,7 +136,7 @@ def test_status_and_export(finished, tmp_path):
     _, run, _ = finished
     res = runner.invoke(app, ["status", str(run)])
     assert res.exit_code == 0, res.output
-    assert "finished" in res.output and "10/10 finished" in res.output
+    assert "finished" in res.output and "6/6 finished" in res.output
     for fmt, names in (("csv", ["trials.csv", "curves.csv"]), ("yaml", ["best.yaml"])):
         res = runner.invoke(app, ["export", str(run), "--format", fmt, "--out", str(tmp_path)])
         assert res.exit_code == 0, res.output
@@ -174,7 +176,7 @@ def test_optuna_dashboard_shows_the_run(finished):
         url = f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}"
         with urllib.request.urlopen(url) as r:
             detail = json.load(r)
-        assert len(detail["trials"]) == 10
+        assert len(detail["trials"]) == 6
         assert all(t["intermediate_values"] for t in detail["trials"])
     finally:
         proc.terminate()
@@ -199,7 +201,7 @@ def test_existing_run_dir_is_refused(finished):
 
 @pytest.mark.parametrize(
     ("override", "reason"),
-    [("model.vocab_size=100", "below the data's vocabulary"), ("train.lr=50", "x its start")],
+    [("model.vocab_size=100", "below the data's vocabulary"), ("train.lr=50", "diverged: ")],
 )
 def test_every_trial_failing_exits_1_with_the_reason(local_ray, workdir, override, reason):
     name = "fail_" + override.split("=")[0].replace(".", "_")
@@ -247,7 +249,7 @@ def test_postgresql_storage(local_ray, workdir):
         assert res.exit_code == 0, res.output
         study = optuna.load_study(study_name=name, storage=open_storage(PG_URL))
         states = {t.state.name for t in study.get_trials()}
-        assert states <= {"COMPLETE", "PRUNED"} and len(study.get_trials()) == 5
+        assert states <= {"COMPLETE", "PRUNED"} and len(study.get_trials()) == 3
         assert not (workdir / "runs" / name / "optuna.db").exists()
         res = runner.invoke(app, ["status", str(workdir / "runs" / name)])
         assert res.exit_code == 0 and "5/5 finished" in res.output

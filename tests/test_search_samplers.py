@@ -46,13 +46,13 @@ def _cfg(tmp: Path, **search: object) -> StudyConfig:
 def test_grid_queue_is_baseline_first_and_every_candidate_once_per_seed(tmp_mod, seeds):
     cfg = _cfg(tmp_mod, sampler="grid", seeds=seeds)
     queue = initial_queue(cfg)
-    assert len(queue) == planned_trials(cfg) == len(cfg.candidates()) * len(seeds)
+    assert len(queue) == planned_trials(cfg) == len(cfg.trainings()) * len(seeds)
     keys = Counter((json.dumps(c, sort_keys=True), s) for c, s in queue)
     assert set(keys.values()) == {1}
     for seed in seeds:
         per_seed = [c for c, s in queue if s == seed]
         assert per_seed[0] == UNIFORM
-        assert len(per_seed) == len(cfg.candidates())
+        assert len(per_seed) == len(cfg.trainings())
 
 
 def _run_asks(cfg: StudyConfig, n: int) -> list[tuple[dict, int]]:

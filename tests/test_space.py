@@ -122,3 +122,8 @@ def test_labels_and_taper_strength() -> None:
     assert taper_strength({"shape": "linear", "r_start": 0.5, "r_end": 1.5}) == pytest.approx(-1)
     assert taper_strength({"shape": "blocks", "preset": "wider_late"}) == pytest.approx(-1.0)
     assert taper_strength({"shape": "uniform"}) == 0.0
+
+
+def test_a_space_without_shape_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="needs a 'shape' dimension"):
+        space_from_mapping({"dimensions": {"r_start": {"type": "float", "low": 1.0, "high": 1.5}}})

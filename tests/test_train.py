@@ -193,6 +193,37 @@ def test_a_huge_learning_rate_diverges_without_a_trace(data: PreparedData) -> No
     assert s.status == "diverged" and s.reason
 
 
+class _ScaledAfter(_NaNAfter):
+    """Logits blown up (finite) after ``n`` forward calls: a blow-up after a good start."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        out = self.inner(idx)
+        return out * 1e3 if self.calls > self.n else out
+
+
+def test_a_blow_up_after_a_good_start_is_diverged(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tlmsearch.models as models
+
+    real = models.build_model
+    monkeypatch.setattr(models, "build_model", lambda *a, **kw: _ScaledAfter(real(*a, **kw), 30))
+    s = train_proxy(TINY, [64, 64], data, tcfg(), seed=0)
+    assert s.status == "diverged" and "above its minimum" in s.reason, s.reason
+    assert s.tokens < 24_576
+
+
+def test_a_run_that_never_leaves_ln_v_is_diverged(data: PreparedData) -> None:
+    # lr so small that nothing is learned: the loss stays at ln V (the old rule waited for 3x).
+    s = train_proxy(TINY, [64, 64], data, tcfg(lr=1e-9), seed=0)
+    assert s.status == "diverged" and "not learning" in s.reason, s.reason
+
+
+def test_a_healthy_run_is_not_flagged(data: PreparedData) -> None:
+    assert train_proxy(TINY, [64, 64], data, tcfg(), seed=0).status == "completed"
+
+
 def test_the_callback_can_stop_the_run(data: PreparedData) -> None:
     s = train_proxy(TINY, [64, 64], data, tcfg(), seed=0, on_eval=lambda row: "stop")
     assert s.status == "stopped" and len(s.curve) == 1 and s.tokens == 8192
@@ -313,6 +344,8 @@ def test_cli_train_runs_one_candidate(tmp_path: Path, data: PreparedData) -> Non
             str(_tiny_study(tmp_path, data, source=str(corrupt))),
             "--set",
             "data.token_vocab_size=256",
+            "--set",
+            "objectives=[{metric: val_loss}]",  # token files alone carry no byte count
         ],
     )
     assert res.exit_code == 2 and "bad.npy" in res.output
@@ -359,3 +392,18 @@ def test_measure_matmul_is_plausible() -> None:
 
     flops = measure_matmul(torch.float32, n=256, seconds=0.05)
     assert 1e8 < flops < 1e14
+
+
+def test_mfu_is_against_the_peak_of_the_dtype_that_ran(
+    data: PreparedData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tlmsearch import mfu
+
+    monkeypatch.setenv("TLMSEARCH_CACHE", str(tmp_path))
+    peaks = {torch.float32: 2e11, torch.bfloat16: 9e11}
+    monkeypatch.setattr(mfu, "measure_matmul", lambda dtype, *a, **kw: peaks[dtype])
+    monkeypatch.setattr(mfu, "cpu_has_bf16", lambda: True)  # the bf16 peak exists beside it
+    s = train_proxy(TINY, [64, 64], data, tcfg(tokens=4096, dtype="fp32"), seed=0, device="cpu")
+    assert s.setup["dtype"] == "float32" and s.setup["peak_flops"] == 2e11
+    row = s.curve[-1]
+    assert row["mfu"] == pytest.approx(row["tokens_per_s"] * s.flops_per_token / 2e11)

@@ -51,7 +51,7 @@ def validate(
 ) -> None:
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
-    from tlmsearch.summary import candidates_table
+    from tlmsearch.summary import candidates_table, same_widths_notes
 
     try:
         cfg = load_study(study, set_ or [])
@@ -69,12 +69,14 @@ def validate(
             f"space [bold]{cfg.space.name}[/]: continuous; {n_corners} corner candidates checked"
         )
     else:
-        n_runs = len(cfg.candidates())
+        n_runs = len(cfg.trainings()) if cfg.search.sampler == "grid" else len(cfg.candidates())
         console.print(
             f"space [bold]{cfg.space.name}[/]: {size} candidates; {n_runs} trainings per seed"
             + (" (uniform baseline first)" if cfg.search.baseline else "")
             + f" x {n_seeds} seed(s) = {n_runs * n_seeds} trials"
         )
+        for line in same_widths_notes(cfg):
+            console.print(line, markup=False)
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))
@@ -102,8 +104,12 @@ def widths(
     """Preview one schedule's integer width vector (sums to exactly layers * d_ff)."""
     from tlmsearch.schedules import ScheduleError, plan_widths
 
-    params: dict[str, Any] = {"r_start": start, "r_end": end, "k": k}
-    if shape == "blocks":
+    params: dict[str, Any] = {"r_start": start, "r_end": end}
+    if shape == "sigmoid":
+        params["k"] = k
+    elif shape == "uniform":
+        params = {}
+    elif shape == "blocks":
         params = {"preset": preset or "wider_early"}
     try:
         plan = plan_widths(shape, n_layer=layers, d_ff=d_ff, multiple_of=multiple_of, **params)

@@ -9,8 +9,10 @@ No torch, no ray.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +20,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.schedules import ScheduleError, WidthPlan, plan_from_params
+from tlmsearch.schedules import PARAMS, ScheduleError, WidthPlan, check_params, plan_from_params
 from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat, load_space
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
@@ -206,7 +208,9 @@ class TrainConfig(Strict):
     # torch's own choice (flash on a CPU); auto takes math on a CPU when seq_len <= 256, where
     # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
     attention: Literal["auto", "default", "math"] = "auto"
-    divergence_factor: float = Field(3.0, gt=1)  # loss above factor x its start ends the run
+    # The run ends as diverged when its smoothed training loss rises this many nats above its
+    # running minimum, or a val loss after 10 steps is still ln V (tlmsearch/divergence.py).
+    divergence_nats: float = Field(1.5, gt=0)
     # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per
     # process): +10-20% tokens/s at the quickstart size on this CPU (benchmarks/trainer.py).
     thp: bool = True
@@ -291,6 +295,19 @@ class RayConfig(Strict):
 # The study
 
 
+@dataclass(frozen=True)
+class Training:
+    """One proxy model to train per seed: ``candidate`` and the ones with its exact widths."""
+
+    candidate: dict[str, Any]
+    stands_for: tuple[dict[str, Any], ...]  # the other candidates with these proxy widths
+    widths: tuple[int, ...]
+
+    @property
+    def all(self) -> list[dict[str, Any]]:
+        return [self.candidate, *self.stands_for]
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a study and its run dir, or None when it can."""
     if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
@@ -363,6 +380,18 @@ class StudyConfig(Strict):
             layers = [self.model.n_layer] + ([self.target.n_layer] if self.target else [])
             cands = [dict(UNIFORM)] + [c for c in cands if not is_flat(c, layers)]
         return cands
+
+    def trainings(self) -> list[Training]:
+        """:meth:`candidates` grouped by their proxy width vector, in the same order.
+
+        Candidates whose schedules round to the same proxy widths (blocks boundaries at 4 layers,
+        linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
+        trains once per seed, and its trial records every candidate it stands for.
+        """
+        groups: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+        for cand in self.candidates():
+            groups.setdefault(self.model.plan(cand).widths, []).append(cand)
+        return [Training(cands[0], tuple(cands[1:]), widths) for widths, cands in groups.items()]
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
@@ -445,7 +474,7 @@ def study_from_mapping(
         cfg = StudyConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(problems_from(err, model=StudyConfig), source) from None
-    problems = check_widths(cfg)
+    problems = check_widths(cfg) + _data_problems(cfg)
     if problems:
         raise ConfigError(problems, source)
     return cfg
@@ -462,9 +491,31 @@ def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
     return study_from_mapping(data, base=path.parent, source=str(path))
 
 
+def _data_problems(cfg: StudyConfig) -> list[str]:
+    """An objective the data cannot measure would train every trial and then fail them all."""
+    if not any(o.metric == "val_bpb" for o in cfg.objectives):
+        return []
+    if not all(src.lower().endswith((".bin", ".npy")) for src in cfg.data.sources):
+        return []  # text always knows its bytes (and keeps torch-free validation fast)
+    from tlmsearch.data.tokens import val_bytes_problem
+
+    problem = val_bytes_problem(cfg.data.sources, cfg.data.tokenizer.kind)
+    return [f"objectives: {problem}"] if problem else []
+
+
 def check_widths(cfg: StudyConfig) -> list[str]:
     """Every grid (or corner) candidate must give valid widths for the proxy and the target."""
     problems = []
+    for cand in cfg.candidates():
+        try:
+            check_params(cand.get("shape"), cand)
+        except ScheduleError as err:
+            hint = ""
+            if err.field in PARAMS and err.field != "shape":
+                hint = (
+                    f"; give {err.field} a `when: {{shape: [...]}}` naming the shapes that read it"
+                )
+            return [f"space: candidate {json.dumps(cand, sort_keys=True)}: {err}{hint}"]
     models = [("model", cfg.model)] + ([("target", cfg.target)] if cfg.target else [])
     for section, model in models:
         for cand in cfg.candidates():

@@ -37,6 +37,23 @@ GPU_PEAK_BF16 = {
 }
 
 
+# Dense fp32 peaks without tensor cores (an fp32 run here does not enable TF32), FLOP/s.
+GPU_PEAK_FP32 = {
+    "H200": 67e12,
+    "H100 SXM": 67e12,
+    "H100 NVL": 60e12,
+    "H100 PCIe": 51e12,
+    "H100": 67e12,
+    "GH200": 67e12,
+    "B200": 80e12,
+    "A100": 19.5e12,
+    "L40S": 91.6e12,
+    "L4": 30.3e12,
+    "RTX 4090": 82.6e12,
+    "V100": 15.7e12,
+}
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -86,15 +103,23 @@ def _cache_file(cache_dir: str | Path | None) -> Path:
 
 
 def cpu_peak(
-    threads: int | None = None, cache_dir: str | Path | None = None, *, recalibrate: bool = False
+    threads: int | None = None,
+    cache_dir: str | Path | None = None,
+    *,
+    recalibrate: bool = False,
+    dtype: torch.dtype | None = None,
 ) -> float:
     """The measured CPU matmul peak for ``threads`` threads, calibrated once and cached.
 
-    A calibration taken while other work shares the cores reads low; ``recalibrate=True`` (or
-    ``python -m tlmsearch.mfu``) measures again and keeps the higher value.
+    ``dtype`` is the one the run computes in (fp32 is ~4.5x below bf16 on the CPU of
+    notes/cpu.md, so an fp32 run against the bf16 peak would read 4.5x too low); default: bf16
+    where the CPU has it natively, else fp32. A calibration taken while other work shares the
+    cores reads low; ``recalibrate=True`` (or ``python -m tlmsearch.mfu``) measures again and
+    keeps the higher value.
     """
     threads = threads or torch.get_num_threads()
-    dtype = torch.bfloat16 if cpu_has_bf16() else torch.float32
+    if dtype is None:
+        dtype = torch.bfloat16 if cpu_has_bf16() else torch.float32
     key = f"{cpu_name()}|torch {torch.__version__}|{dtype}|threads={threads}"
     path = _cache_file(cache_dir)
     try:
@@ -123,22 +148,28 @@ def cpu_peak(
     return peak
 
 
-def gpu_peak(device: torch.device) -> float | None:
+def gpu_peak(device: torch.device, dtype: torch.dtype = torch.bfloat16) -> float | None:
+    """The data-sheet peak of this GPU for ``dtype`` (None when the table lacks it)."""
+    table = GPU_PEAK_BF16 if dtype in (torch.bfloat16, torch.float16) else GPU_PEAK_FP32
     name = torch.cuda.get_device_name(device)
-    for key in sorted(GPU_PEAK_BF16, key=len, reverse=True):  # most specific name first
+    for key in sorted(table, key=len, reverse=True):  # most specific name first
         if key in name:
-            return GPU_PEAK_BF16[key]
+            return table[key]
     return None
 
 
 def peak_flops(
-    device: torch.device, threads: int | None = None, cache_dir: str | Path | None = None
+    device: torch.device,
+    threads: int | None = None,
+    cache_dir: str | Path | None = None,
+    dtype: torch.dtype | None = None,
 ) -> float | None:
-    """Peak FLOP/s of ``device`` (None when unknown: MFU is then reported as NaN)."""
+    """Peak FLOP/s of ``device`` in ``dtype``, the precision the run computes in (None when
+    unknown: MFU is then reported as NaN). ``dtype`` None: bf16 where the device has it."""
     if device.type == "cuda":
-        return gpu_peak(device)
+        return gpu_peak(device, dtype or torch.bfloat16)
     if device.type == "cpu":
-        return cpu_peak(threads, cache_dir)
+        return cpu_peak(threads, cache_dir, dtype=dtype)
     return None
 
 

@@ -53,6 +53,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "realised_end": "float",
     "taper": "float",
     "widths_json": "str",
+    "stands_for": "str",
     "is_baseline": "bool",
     "state": "str",
     "reason": "str",

@@ -55,6 +55,17 @@ DEFAULTS: dict[str, Any] = {
 }
 PARAMS = tuple(DEFAULTS)
 
+# The parameters each shape reads; any other one given with it is an error (a parameter the
+# shape ignores would make two labels for one model, or hide a typo of the shape).
+SHAPE_PARAMS: dict[str, tuple[str, ...]] = {
+    "uniform": (),
+    "linear": ("r_start", "r_end"),
+    "cosine": ("r_start", "r_end"),
+    "sigmoid": ("r_start", "r_end", "k", "midpoint"),
+    "blocks": ("preset", "b1", "b2", "m_early", "m_middle", "m_late"),
+    "custom": ("ratios",),
+}
+
 
 def ramp_ends(params: Mapping[str, Any]) -> tuple[float, float]:
     """(r_start, r_end) of a linear/cosine/sigmoid candidate, with the defaults applied.
@@ -247,9 +258,7 @@ def plan_widths(
             if isinstance(d_ff, int)
             else f"must be an integer, but got {d_ff!r}",
         )
-    unknown = sorted(set(params) - set(PARAMS))
-    if unknown:
-        raise ScheduleError(unknown[0], f"is not a schedule parameter; valid: {', '.join(PARAMS)}")
+    check_params(shape, params)
     prof = profile(shape, n_layer, **params)
     units = _round_exact(prof, n_layer * (d_ff // multiple_of))
     if min(units) < 1:
@@ -266,13 +275,55 @@ def plan_widths(
     return WidthPlan(tuple(u * multiple_of for u in units), d_ff, multiple_of)
 
 
+def check_params(shape: Any, params: Mapping[str, Any]) -> None:
+    """Raise :class:`ScheduleError` unless every given parameter is one ``shape`` reads.
+
+    >>> try:
+    ...     check_params("cosine", {"r_start": 1.5, "k": 10})
+    ... except ScheduleError as err:
+    ...     print(err.field)
+    k
+    """
+    unknown = sorted(set(params) - set(PARAMS) - {"shape"})
+    if unknown:
+        raise ScheduleError(unknown[0], f"is not a schedule parameter; valid: {', '.join(PARAMS)}")
+    if not isinstance(shape, str) or shape not in SHAPES:
+        raise ScheduleError("shape", f"{shape!r} is not one of {', '.join(SHAPES)}")
+    given = [k for k, v in params.items() if v is not None and k != "shape"]
+    for name in given:
+        if name not in SHAPE_PARAMS[shape]:
+            reads = ", ".join(SHAPE_PARAMS[shape]) or "no parameters"
+            users = ", ".join(s for s, ps in SHAPE_PARAMS.items() if name in ps)
+            raise ScheduleError(
+                name,
+                f"is not a parameter of shape {shape!r} (it reads {reads}); remove it, or use "
+                f"a shape that reads it ({users})",
+            )
+    if shape == "blocks" and params.get("preset") is not None:
+        mults = [k for k in ("m_early", "m_middle", "m_late") if params.get(k) is not None]
+        if mults:
+            raise ScheduleError(
+                mults[0],
+                "blocks takes a preset or the multipliers m_early/m_middle/m_late, not both",
+            )
+
+
 def plan_from_params(
     params: Mapping[str, Any], *, n_layer: int, d_ff: int, multiple_of: int = 1
 ) -> WidthPlan:
-    """:func:`plan_widths` for a candidate given as a mapping (``shape`` plus its parameters)."""
+    """:func:`plan_widths` for a candidate given as a mapping (``shape`` plus its parameters).
+
+    ``shape`` is required: a candidate without one is an error, never a silent uniform model.
+    """
+    if "shape" not in params:
+        raise ScheduleError(
+            "shape",
+            f"is required (one of {', '.join(SHAPES)}), but the candidate {dict(params)} has "
+            'none; e.g. {"shape": "cosine", "r_start": 1.5}',
+        )
     rest = {k: v for k, v in params.items() if k != "shape"}
     return plan_widths(
-        params.get("shape", "uniform"),
+        params["shape"],
         n_layer=n_layer,
         d_ff=d_ff,
         multiple_of=multiple_of,

@@ -140,6 +140,11 @@ class SearchSpace(Strict):
                 if bad:
                     raise ValueError(f"preset {bad[0]!r} is not one of {', '.join(BLOCK_PRESETS)}")
             seen.append(name)
+        if "shape" not in dims:
+            raise ValueError(
+                "needs a 'shape' dimension (a space without one would train only the uniform "
+                "model); e.g. shape: {type: fixed, value: cosine}"
+            )
         return dims
 
     # -- finite enumeration -------------------------------------------------------------------

@@ -80,3 +80,29 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
     if len(cands) > limit:
         table.caption += f"; ... and {len(cands) - limit} more candidates"
     return table
+
+
+def same_widths_notes(cfg: StudyConfig) -> list[str]:
+    """One line per group of grid candidates that share a proxy width vector (trained once).
+
+    Warns where the group's members differ at the target size: the proxy cannot tell apart
+    what the full-scale model would.
+    """
+    lines = []
+    for t in cfg.trainings():
+        if not t.stands_for:
+            continue
+        names = ", ".join(describe(c) for c in t.stands_for)
+        line = (
+            f"same proxy widths {list(t.widths)}: {describe(t.candidate)} trains once per seed "
+            f"and stands for {names}"
+        )
+        if cfg.target is not None:
+            target = {cfg.target.plan(c).widths for c in t.all}
+            if len(target) > 1:
+                line += (
+                    f"; warning: at the target size ({cfg.target.n_layer} layers) they are "
+                    f"{len(target)} different models: this proxy cannot tell them apart"
+                )
+        lines.append(line)
+    return lines

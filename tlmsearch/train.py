@@ -24,6 +24,7 @@ from tlmsearch import budget
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, val_windows
 from tlmsearch.data.prepare import PreparedData
+from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
 
 
@@ -282,7 +283,7 @@ def train_proxy(
     step_tokens = micro * accum * seq
     n_steps = max(1, math.ceil(train_cfg.tokens / step_tokens))
     interval = train_cfg.eval_interval
-    peak = peak_flops(dev, n_threads)
+    peak = peak_flops(dev, n_threads, dtype=dtype)  # the precision that runs, not always bf16
     setup = {
         "device": str(dev),
         "dtype": str(dtype).removeprefix("torch."),
@@ -299,7 +300,7 @@ def train_proxy(
     curve: list[dict[str, float]] = []
     status, reason = "completed", ""
     tokens = 0
-    start_loss: float | None = None
+    monitor = DivergenceMonitor(train_cfg.divergence_nats, vocab)
     loss_sum, loss_n = 0.0, 0
     train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
     next_eval = interval
@@ -318,17 +319,9 @@ def train_proxy(
                 (loss / accum).backward()
                 step_loss_sum += loss.item()
             loss_val = step_loss_sum / accum
-            if start_loss is None:
-                start_loss = loss_val
-            if not math.isfinite(loss_val):
-                status, reason = "diverged", f"loss is {loss_val} at {tokens:,} tokens"
-                break
-            if loss_val > train_cfg.divergence_factor * start_loss:
-                status = "diverged"
-                reason = (
-                    f"loss {loss_val:.3f} > {train_cfg.divergence_factor:g} x its start "
-                    f"{start_loss:.3f} at {tokens:,} tokens"
-                )
+            why = monitor.step(loss_val)
+            if why:
+                status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
                 break
             if train_cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
@@ -369,8 +362,9 @@ def train_proxy(
                 loss_sum, loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
                 if bar is not None:
                     bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
-                if not math.isfinite(val_loss):
-                    status, reason = "diverged", f"val loss is {val_loss} at {tokens:,} tokens"
+                why = monitor.eval(val_loss)
+                if why:
+                    status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
                     break
                 if on_eval is not None:
                     answer = on_eval(dict(row))

@@ -108,3 +108,25 @@ def resolve_vocab(files: list[TokenFile], given: int | None) -> int:
                 "set data.token_vocab_size (or the sidecar's vocab_size) above it"
             )
     return given
+
+
+def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
+    """Why bits per byte cannot be computed for these token files, or None when it can.
+
+    Text sources always know their bytes, and a tokenizer file decodes tokens back to text;
+    token files alone need a sidecar ``bytes_per_token`` (one value for all of them, as
+    :mod:`tlmsearch.data.prepare` uses it).
+    """
+    paths = [Path(s).expanduser() for s in sources]
+    if not paths or not all(is_token_file(p) for p in paths) or tokenizer_kind == "file":
+        return None
+    found = {_sidecar(p).get("bytes_per_token") for p in paths if p.is_file()}
+    found.discard(None)
+    if len(found) == 1:
+        return None
+    why = "disagree" if found else "carry no byte count"
+    return (
+        f"val_bpb needs the UTF-8 bytes of the validation text, but the token files {why}; "
+        "give data.tokenizer {kind: file, path: tokenizer.json} (the tokenizer that made them), "
+        'or a sidecar NAME.json with {"bytes_per_token": X}, or use objective val_loss'
+    )

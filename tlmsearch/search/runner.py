@@ -28,6 +28,7 @@ from tlmsearch.search import export
 from tlmsearch.search.samplers import (
     CANDIDATE,
     SEED,
+    STANDS_FOR,
     SpaceFn,
     enqueue,
     grace_tokens,
@@ -182,7 +183,8 @@ def requeue_interrupted(study: Any, cfg: StudyConfig) -> int:
         study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         if CANDIDATE in attrs and SEED in attrs:
-            enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]))
+            aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
+            enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]), aliases)
         n += 1
     return n
 
@@ -208,10 +210,13 @@ def _execute(
     if not facts.get("joined") and not cfg.ray.gpus_per_trial:
         # Calibrate the MFU peak here, before trials share the cores: a trial calibrating
         # beside another one reads it low and caches that (MFU too high from then on).
+        import torch
+
         from tlmsearch.mfu import cpu_peak
         from tlmsearch.search.trainable import trial_threads
+        from tlmsearch.train import resolve_dtype
 
-        cpu_peak(trial_threads(cfg))
+        cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
     t0 = time.time()
     planned = planned_trials(cfg)
     before = export.counts(study)

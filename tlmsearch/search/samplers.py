@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tlmsearch.config import StudyConfig
@@ -21,6 +21,7 @@ from tlmsearch.space import UNIFORM, SearchSpace
 # Optuna user attributes that describe a trial (set in the driver).
 SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
+STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 
 
@@ -102,7 +103,9 @@ def make_pruner(cfg: StudyConfig) -> Any:
     if name == "wilcoxon":
         with warnings.catch_warnings():  # experimental in Optuna: the user chose it knowingly
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.pruners.WilcoxonPruner(**opts)
+            from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
+
+            return AfterGraceWilcoxonPruner(grace, **opts)
     return optuna.pruners.NopPruner()
 
 
@@ -130,42 +133,50 @@ def _key(candidate: Mapping[str, Any]) -> str:
 def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
     """(candidate, seed) pairs enqueued before sampling: the baseline per seed, then the grid.
 
-    A grid study lists every candidate for every seed, seed-major so that early results already
-    compare candidates on one seed.
+    A grid study lists every distinct proxy width vector (:meth:`StudyConfig.trainings`) for
+    every seed, seed-major so that early results already compare candidates on one seed.
     """
     queue: list[tuple[dict[str, Any], int]] = []
     seeds = cfg.search.seeds
     if cfg.search.sampler == "grid":
         for seed in seeds:
-            queue += [(cand, seed) for cand in cfg.candidates()]
+            queue += [(t.candidate, seed) for t in cfg.trainings()]
     elif cfg.search.baseline:
         queue += [(dict(UNIFORM), seed) for seed in seeds]
     return queue
 
 
 def planned_trials(cfg: StudyConfig) -> int:
-    """Trials the study runs in all: (candidates + baseline) x seeds."""
+    """Trials the study runs in all: (distinct proxy width vectors, baseline included) x seeds."""
     n_seeds = len(cfg.search.seeds)
     if cfg.search.sampler == "grid":
-        return len(cfg.candidates()) * n_seeds
+        return len(cfg.trainings()) * n_seeds
     n = cfg.search.n_trials or 20
     return (n + int(cfg.search.baseline)) * n_seeds
 
 
-def enqueue(study: Any, cfg: StudyConfig, candidate: Mapping[str, Any], seed: int) -> None:
-    """Put one (candidate, seed) in the study's queue."""
-    study.enqueue_trial(
-        searchable(cfg.space, candidate),
-        user_attrs={SEED: seed, CANDIDATE: _key(candidate)},
-    )
+def enqueue(
+    study: Any,
+    cfg: StudyConfig,
+    candidate: Mapping[str, Any],
+    seed: int,
+    stands_for: Sequence[Mapping[str, Any]] = (),
+) -> None:
+    """Put one (candidate, seed) in the study's queue, with the candidates it stands for."""
+    attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
+    if stands_for:
+        attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
+    study.enqueue_trial(searchable(cfg.space, candidate), user_attrs=attrs)
 
 
 def write_initial_queue(study: Any, cfg: StudyConfig) -> bool:
     """Enqueue :func:`initial_queue` once per study (a resumed study keeps its queue)."""
     if study.user_attrs.get(ENQUEUED_FLAG):
         return False
+    grid = cfg.search.sampler == "grid"
+    aliases = {_key(t.candidate): t.stands_for for t in cfg.trainings()} if grid else {}
     for cand, seed in initial_queue(cfg):
-        enqueue(study, cfg, cand, seed)
+        enqueue(study, cfg, cand, seed, aliases.get(_key(cand), ()))
     study.set_user_attr(ENQUEUED_FLAG, True)
     return True
 
