@@ -21,6 +21,7 @@ from tlmsearch.space import UNIFORM, SearchSpace
 # Optuna user attributes that describe a trial (set in the driver).
 SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
+CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 
 
