@@ -3,10 +3,10 @@
 The baseline ``{"shape": "uniform"}`` usually lies outside the search space, so its trial has
 no parameters. Optuna's model-based samplers model the intersection of the finished trials'
 parameters (``IntersectionSearchSpace``; grouped TPE: ``_GroupDecomposedSearchSpace``), so one
-parameterless trial empties it: ``sample_relative`` gets ``{}`` and GP, NSGA-II and
-multivariate TPE draw every parameter from their random fallback for the whole study. Inside
-the space the control would still not be a draw of the sampler, and its value would shift
-TPE's good/bad split and NSGA-II's populations.
+parameterless trial empties it: ``sample_relative`` gets ``{}`` for the whole study, GP and
+NSGA-II then draw every parameter at random, and multivariate TPE models each parameter alone.
+Inside the space the control would still not be a draw of the sampler, and its value would
+shift TPE's good/bad split and NSGA-II's populations.
 
 :class:`ControlBlindSampler` wraps a sampler and hands it a view of the study in which control
 trials (user attribute :data:`CONTROL`, set when they are enqueued) look failed: no Optuna
