@@ -1,6 +1,6 @@
 """Search orchestration: overhead of Ray Tune + Optuna, and what pruning saves.
 
-Run: ``.venv/bin/python benchmarks/search.py [--tokens N] [--what overhead,pruning]``.
+Run: ``.venv/bin/python benchmarks/search.py [--tokens N] [--what overhead,pruning,samplers]``.
 
 (a) Overhead: a grid study without pruning; the study's wall time (Ray started, data ready)
     against the sum of its trials' own wall times (model build + training + evals, measured in
@@ -8,6 +8,29 @@ Run: ``.venv/bin/python benchmarks/search.py [--tokens N] [--what overhead,pruni
 (b) Pruning: the paper's space (linear / cosine / sigmoid x 5 ratio pairs + uniform, 16 trials)
     at a tiny size, grid order, once with the median pruner and once without: tokens trained in
     all, wall time, and the best candidate each finds.
+(c) Samplers (no Ray, no training): search_spaces/continuous.yaml on a 12-layer model (d_ff
+    1024, multiple_of 8), the product's queue (uniform baseline first) and asks, 30 candidates
+    told a synthetic loss: the RMS distance of the realised width ratios from those of cosine
+    1.6 -> 0.4 (optimum 0; the baseline scores 0.4428). Best candidate value per study, median
+    and IQR over sampler seeds 0-11; beats_random counts seeds where it is below random's
+    (paired by seed). "old" is what make_sampler gave before issue 11: no control wrapper, so
+    the parameterless baseline empties Optuna's intersection search space.
+    ``PYTHONPATH=. python benchmarks/search.py --what samplers`` (2 shared cores, Dec 2026):
+
+        sampler          variant  median_best           iqr beats_random  s_per_study
+         random        new = old       0.0415 0.0256-0.0600         0/12         0.08
+            tpe              old       0.0138 0.0049-0.0430         8/12         0.17
+            tpe new, group=False       0.0095 0.0053-0.0122        10/12         0.10
+            tpe              new       0.0063 0.0053-0.0169        11/12         0.15
+             gp              old       0.0415 0.0256-0.0600         0/12         0.06
+             gp              new       0.0032 0.0000-0.0057        11/12        14.00
+          nsga2              old       0.0415 0.0256-0.0600         0/12         0.09
+          nsga2              new       0.0360 0.0256-0.0600         3/12         0.13
+
+    Old GP and NSGA-II were random search, value for value; old TPE modelled each parameter
+    alone. NSGA-II's population is n_trials // 2 = 15, so 30 trials hold one generation of
+    children: too few for a genetic search to pull ahead. GP's time is its fits (scipy
+    L-BFGS-B, sequential without the optional greenlet package), small next to a trial.
 Each run is one run (the machine may be shared: figures move by several percent).
 """
 
@@ -22,8 +45,11 @@ from typing import Any
 
 import pandas as pd
 
-from tlmsearch.config import study_from_mapping
+from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
+from tlmsearch.search.control import is_control
+from tlmsearch.search.samplers import SpaceFn, make_sampler, planned_trials, write_initial_queue
+from tlmsearch.space import UNIFORM
 
 
 def study(name: str, runs: Path, tokens: int, pruner: str, space: Any) -> dict[str, Any]:
@@ -108,11 +134,102 @@ def pruning(runs: Path, tokens: int, pruners: list[str]) -> list[dict[str, Any]]
     return out
 
 
+# -------------------------------------------------------------------------------------------------
+# (c) Samplers on a synthetic objective (no Ray, no training)
+
+# The objective's optimum: the realised width ratios of this candidate.
+TARGET = {"shape": "cosine", "r_start": 1.6, "r_end": 0.4}
+
+
+def sampler_config(sampler: str, seed: int, n_trials: int) -> StudyConfig:
+    return study_from_mapping({
+        "name": f"samplers-{sampler}-{seed}",
+        "space": "continuous",
+        "model": {"n_layer": 12, "d_model": 256, "n_head": 4, "d_ff": 1024, "multiple_of": 8},
+        "search": {"sampler": sampler, "sampler_seed": seed, "n_trials": n_trials},
+    })  # fmt: skip
+
+
+def profile_loss(cfg: StudyConfig, candidate: dict[str, Any]) -> float:
+    """RMS distance of the candidate's realised width ratios from TARGET's (0 at the optimum)."""
+    d_ff = cfg.model.d_ff_uniform
+    got, want = cfg.model.plan(candidate).widths, cfg.model.plan(TARGET).widths
+    return (sum(((a - b) / d_ff) ** 2 for a, b in zip(got, want, strict=True)) / len(got)) ** 0.5
+
+
+def best_found(cfg: StudyConfig, sampler: Any) -> float:
+    """The product's queue and asks (baseline first), told profile_loss; best candidate value."""
+    import optuna
+
+    study = optuna.create_study(sampler=sampler)
+    write_initial_queue(study, cfg)
+    fn = SpaceFn(cfg)
+    for _ in range(planned_trials(cfg)):
+        trial = study.ask()
+        study.tell(trial, profile_loss(cfg, fn(trial)["candidate"]))
+    return min(t.value for t in study.get_trials() if not is_control(t))
+
+
+def _old_tpe(seed: int) -> Any:
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+
+
+def _tpe_no_group(seed: int) -> Any:
+    from tlmsearch.search.control import ControlBlindSampler
+
+    return ControlBlindSampler(_old_tpe(seed))
+
+
+# (sampler, variant, how to build it from the study config). "old": what make_sampler returned
+# before issue 11 (no control wrapper; TPE without group); "new": make_sampler now.
+SAMPLER_VARIANTS = [
+    ("random", "new = old", make_sampler),
+    ("tpe", "old", lambda cfg: _old_tpe(cfg.search.sampler_seed)),
+    ("tpe", "new, group=False", lambda cfg: _tpe_no_group(cfg.search.sampler_seed)),
+    ("tpe", "new", make_sampler),
+    ("gp", "old", lambda cfg: make_sampler(cfg).inner),
+    ("gp", "new", make_sampler),
+    ("nsga2", "old", lambda cfg: make_sampler(cfg).inner),
+    ("nsga2", "new", make_sampler),
+]
+
+
+def samplers(n_trials: int, n_seeds: int) -> list[dict[str, Any]]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    random_best: dict[int, float] = {}
+    out = []
+    for name, variant, build in SAMPLER_VARIANTS:
+        t0, bests = time.time(), []
+        for seed in range(n_seeds):
+            cfg = sampler_config(name, seed, n_trials)
+            bests.append(best_found(cfg, build(cfg)))
+            if name == "random":
+                random_best[seed] = bests[-1]
+        q = pd.Series(bests).quantile([0.25, 0.5, 0.75])
+        out.append({
+            "sampler": name,
+            "variant": variant,
+            "median_best": round(q[0.5], 4),
+            "iqr": f"{q[0.25]:.4f}-{q[0.75]:.4f}",
+            "beats_random": f"{sum(b < random_best[s] for s, b in enumerate(bests))}/{n_seeds}",
+            "s_per_study": round((time.time() - t0) / n_seeds, 2),
+        })  # fmt: skip
+    base = profile_loss(sampler_config("random", 0, n_trials), dict(UNIFORM))
+    print(f"uniform baseline's value: {base:.4f}; optimum 0 at {TARGET}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=131072, help="tokens per trial")
     ap.add_argument("--what", default="overhead,pruning")
     ap.add_argument("--pruners", default="none,median", help="pruning runs to compare")
+    ap.add_argument("--trials", type=int, default=30, help="samplers: candidates per study")
+    ap.add_argument("--seeds", type=int, default=12, help="samplers: sampler seeds per row")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     results: dict[str, Any] = {}
@@ -123,6 +240,9 @@ def main() -> None:
         if "pruning" in args.what:
             results["pruning"] = pruning(Path(tmp), args.tokens, args.pruners.split(","))
             print(pd.DataFrame(results["pruning"]).to_string(index=False), flush=True)
+        if "samplers" in args.what:
+            results["samplers"] = samplers(args.trials, args.seeds)
+            print(pd.DataFrame(results["samplers"]).to_string(index=False), flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 

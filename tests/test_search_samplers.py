@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from search_helpers import tiny_config
 
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.search.control import ControlBlindSampler, is_control
 from tlmsearch.search.samplers import (
     CANDIDATE,
     SEED,
@@ -157,12 +159,15 @@ def test_bad_pruner_option_names_the_field(tmp_mod):
     ],
 )
 def test_make_sampler(tmp_mod, name, cls):
-    assert isinstance(make_sampler(_cfg(tmp_mod, sampler=name, n_trials=4)), cls)
+    sampler = make_sampler(_cfg(tmp_mod, sampler=name, n_trials=4))
+    assert isinstance(sampler, ControlBlindSampler) and isinstance(sampler.inner, cls)
 
 
 def test_gp_sampler(tmp_mod):
     cfg = _cfg(tmp_mod, sampler="gp", n_trials=4)
-    assert isinstance(make_sampler(cfg), optuna.samplers.GPSampler)
+    sampler = make_sampler(cfg)
+    assert isinstance(sampler, ControlBlindSampler)
+    assert isinstance(sampler.inner, optuna.samplers.GPSampler)
 
 
 def test_storage_urls(tmp_path):
@@ -174,3 +179,135 @@ def test_storage_urls(tmp_path):
     assert "--host 127.0.0.1" in dashboard_command(pg)
     with pytest.raises(ConfigError, match=r"storage.optuna: 'mongodb://x'"):
         storage_url(StorageConfig(optuna="mongodb://x"), tmp_path)
+
+
+# -------------------------------------------------------------------------------------------------
+# The baseline is a control: model-based samplers learn from the candidates alone (issue 11)
+
+UNCONDITIONAL = {"shape", "r_start", "r_end"}  # search_spaces/continuous.yaml
+CONDITIONAL = {"k", "midpoint"}  # only when shape is sigmoid
+_SHAPE_COST = {"linear": 0.2, "cosine": 0.0, "sigmoid": 0.1}
+
+
+def _toy_loss(cand: dict) -> float:
+    """A smooth stand-in for val_bpb: best at cosine 1.5 -> 0.5."""
+    return _SHAPE_COST[cand["shape"]] + (cand["r_start"] - 1.5) ** 2 + (cand["r_end"] - 0.5) ** 2
+
+
+class _Spy:
+    """What the model-based sampler (the Optuna class itself) is asked and answers, per trial."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
+        self.space: dict[int, set[str]] = {}
+        self.relative: dict[int, set[str]] = {}
+        self.independent: dict[int, set[str]] = {}
+        infer, relative, independent = (
+            cls.infer_relative_search_space,
+            cls.sample_relative,
+            cls.sample_independent,
+        )
+
+        def spy_infer(sampler, study, trial):
+            out = infer(sampler, study, trial)
+            self.space[trial.number] = set(out)
+            return out
+
+        def spy_relative(sampler, study, trial, search_space):
+            out = relative(sampler, study, trial, search_space)
+            self.relative[trial.number] = set(out)
+            return out
+
+        def spy_independent(sampler, study, trial, name, dist):
+            self.independent.setdefault(trial.number, set()).add(name)
+            return independent(sampler, study, trial, name, dist)
+
+        monkeypatch.setattr(cls, "infer_relative_search_space", spy_infer)
+        monkeypatch.setattr(cls, "sample_relative", spy_relative)
+        monkeypatch.setattr(cls, "sample_independent", spy_independent)
+
+
+# Candidates each sampler draws before it models the study: Optuna's n_startup_trials (10) for
+# GP and TPE; NSGA-II's first generation, population_size = n_trials // 2 = 8 (make_sampler).
+_STARTUP = {"gp": 10, "tpe": 10, "nsga2": 8}
+# GP and NSGA-II model the intersection of the candidates' parameters (the conditional k and
+# midpoint fall back to random by design); grouped TPE models every parameter.
+_MODELLED = {"gp": UNCONDITIONAL, "tpe": UNCONDITIONAL | CONDITIONAL, "nsga2": UNCONDITIONAL}
+_OPTUNA_CLASS = {
+    "gp": optuna.samplers.GPSampler,
+    "tpe": optuna.samplers.TPESampler,
+    "nsga2": optuna.samplers.NSGAIISampler,
+}
+
+
+def _run_toy_study(cfg: StudyConfig) -> optuna.Study:
+    """The product's queue (baseline first) and asks, told the toy loss."""
+    study = optuna.create_study(sampler=make_sampler(cfg))
+    write_initial_queue(study, cfg)
+    fn = SpaceFn(cfg)
+    for _ in range(planned_trials(cfg)):
+        trial = study.ask()
+        cand = fn(trial)["candidate"]
+        study.tell(trial, 1.0 if cand == UNIFORM else _toy_loss(cand))
+    return study
+
+
+@pytest.mark.parametrize("name", ["gp", "tpe", "nsga2"])
+def test_model_based_samplers_learn_from_the_candidates_not_the_baseline(
+    tmp_mod, monkeypatch, name
+):
+    spy = _Spy(monkeypatch, _OPTUNA_CLASS[name])
+    cfg = tiny_config(tmp_mod, space="continuous", search={"sampler": name, "n_trials": 16})
+    trials = _run_toy_study(cfg).get_trials()
+    assert len(trials) == 17 and trials[0].params == {}  # the baseline ran first, unparametrised
+    startup = trials[1 : 1 + _STARTUP[name]]
+    if name == "tpe":  # the conditional group exists once a sigmoid candidate has finished
+        assert any(t.params["shape"] == "sigmoid" for t in startup)
+    late = trials[1 + _STARTUP[name] :]
+    assert late
+    for t in late:
+        assert spy.space[t.number] == _MODELLED[name], t.number
+        assert spy.relative[t.number], f"trial {t.number} was not proposed by the model"
+        if name != "nsga2":  # NSGA-II mutates by re-drawing a parameter at random, by design
+            assert not spy.independent.get(t.number, set()) & _MODELLED[name], t.number
+
+
+def test_the_baseline_is_a_marked_control_that_stays_in_the_study(tmp_mod):
+    cfg = tiny_config(
+        tmp_mod, space="continuous", search={"sampler": "tpe", "n_trials": 3, "seeds": [0, 1]}
+    )
+    trials = _run_toy_study(cfg).get_trials()
+    controls = [t for t in trials if is_control(t)]
+    # One control per seed, finished with its value: results.add_deltas pairs against it.
+    assert [t.user_attrs[SEED] for t in controls] == [0, 1]
+    assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value == 1.0 for t in controls)
+    assert all(json.loads(t.user_attrs[CANDIDATE]) == UNIFORM for t in controls)
+    assert len(trials) - len(controls) == 3 * 2  # candidates and their seed repeats
+
+
+def test_pruners_still_compare_against_the_baseline(tmp_mod):
+    cfg = tiny_config(tmp_mod, space="continuous", search={"sampler": "gp", "n_trials": 2})
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0)
+    study = optuna.create_study(sampler=make_sampler(cfg), pruner=pruner)
+    write_initial_queue(study, cfg)
+    fn = SpaceFn(cfg)
+    base = study.ask()
+    assert fn(base)["candidate"] == UNIFORM
+    base.report(1.0, 2048)
+    study.tell(base, 1.0)
+    cand = study.ask()
+    fn(cand)
+    cand.report(2.0, 2048)
+    # The baseline is the only finished trial: the pruner can only have compared against it.
+    assert cand.should_prune()
+
+
+@pytest.mark.parametrize("name", ["random", "tpe", "gp", "nsga2"])
+def test_samplers_survive_pickling_mid_study(tmp_mod, name):
+    # Ray pickles the searcher, and with it the sampler, into its experiment state.
+    cfg = tiny_config(tmp_mod, space="continuous", search={"sampler": name, "n_trials": 12})
+    study = _run_toy_study(cfg)  # past every sampler's start-up: its model state is pickled too
+    study.sampler = pickle.loads(pickle.dumps(study.sampler))
+    trial = study.ask()
+    cand = SpaceFn(cfg)(trial)["candidate"]
+    study.tell(trial, _toy_loss(cand))
+    assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE

@@ -4,7 +4,8 @@ Every Optuna trial stands for one (candidate, seed) pair. The seed is a user att
 parameter, so samplers model only the schedule; repeats are *paired*: a freshly sampled
 candidate is enqueued once more for every other seed, so each seed sees the same candidates
 (and, within a seed, the same data order and init). The uniform baseline is enqueued first,
-once per seed; a grid study enqueues its whole grid x seeds and never samples.
+once per seed, marked as a control that samplers do not learn from (:mod:`.control`); a grid
+study enqueues its whole grid x seeds and never samples.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tlmsearch.space import UNIFORM, SearchSpace
 SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
 STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
+CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 
 
@@ -37,24 +39,43 @@ def grace_tokens(cfg: StudyConfig) -> int:
 
 
 def make_sampler(cfg: StudyConfig) -> Any:
-    """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused)."""
+    """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused).
+
+    Wrapped in :class:`~tlmsearch.search.control.ControlBlindSampler`: it learns from the
+    candidates only, never from the uniform baseline.
+    """
     import optuna
+
+    from tlmsearch.search.control import ControlBlindSampler
 
     s = cfg.search
     seed = s.sampler_seed
+    inner: Any
     if s.sampler in ("grid", "random"):
-        return optuna.samplers.RandomSampler(seed=seed)
-    if s.sampler == "tpe":
+        inner = optuna.samplers.RandomSampler(seed=seed)
+    elif s.sampler == "tpe":
         # constant_liar: with parallel trials, pending ones count as bad so workers spread out.
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-    if s.sampler == "gp":
-        return optuna.samplers.GPSampler(seed=seed)  # needs scipy, a declared dependency
-    if s.sampler == "nsga2":
+        # group: a space's conditional dimensions (k, midpoint only for sigmoid) form their own
+        # group, modelled jointly from the trials that have them; without it multivariate TPE
+        # leaves them out of its joint model and draws each one alone (Optuna's TPESampler docs).
+        with warnings.catch_warnings():  # `group` is experimental in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            inner = optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, group=True, constant_liar=True
+            )
+    elif s.sampler == "gp":
+        # A GP models one fixed set of dimensions: the unconditional ones (in every candidate,
+        # so in the intersection space). Conditional ones (k, midpoint for sigmoid) are drawn
+        # at random by design, so the warning Optuna logs for each of them says nothing new.
+        inner = optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
+    elif s.sampler == "nsga2":
         n = s.n_trials or 50
         from tlmsearch.search.nsga2 import PicklableNSGAIISampler
 
-        return PicklableNSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
-    raise AssertionError(s.sampler)  # config validation keeps us from here
+        inner = PicklableNSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
+    else:
+        raise AssertionError(s.sampler)  # config validation keeps us from here
+    return ControlBlindSampler(inner)
 
 
 _PRUNER_OPTIONS = {
@@ -162,8 +183,13 @@ def enqueue(
     seed: int,
     stands_for: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Put one (candidate, seed) in the study's queue, with the candidates it stands for."""
+    """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
+
+    The uniform baseline is a control (samplers never learn from it, see search/control.py).
+    """
     attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
+    if dict(candidate) == UNIFORM:
+        attrs[CONTROL] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
     study.enqueue_trial(searchable(cfg.space, candidate), user_attrs=attrs)

@@ -1,0 +1,139 @@
+"""ControlBlindSampler on in-memory Optuna studies: samplers never learn from control trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+import pytest
+
+from tlmsearch.search.control import ControlBlindSampler, is_control
+from tlmsearch.search.nsga2 import PicklableNSGAIISampler
+from tlmsearch.search.samplers import CONTROL
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+S = optuna.trial.TrialState
+X = optuna.distributions.FloatDistribution(0.0, 1.0)
+Y = optuna.distributions.FloatDistribution(0.0, 1.0)
+
+
+def _study(sampler: Any, n_candidates: int) -> optuna.Study:
+    """A control with no parameters, finished first, then candidates over (x, y)."""
+    study = optuna.create_study(sampler=sampler)
+    study.enqueue_trial({}, user_attrs={CONTROL: True})
+    control = study.ask()
+    study.tell(control, 0.0)  # the best value in the study: it must not attract the sampler
+    for _ in range(n_candidates):
+        trial = study.ask()
+        x, y = trial.suggest_float("x", 0.0, 1.0), trial.suggest_float("y", 0.0, 1.0)
+        study.tell(trial, (x - 0.3) ** 2 + (y - 0.7) ** 2)
+    return study
+
+
+def test_a_control_trial_empties_optunas_search_space_but_not_the_wrapped_one():
+    inner = optuna.samplers.TPESampler(seed=0, multivariate=True)
+    study = _study(inner, 3)
+    nxt = study.ask()
+    frozen = study._storage.get_trial(nxt._trial_id)
+    assert inner.infer_relative_search_space(study, frozen) == {}  # the bug, as Optuna has it
+    fresh = ControlBlindSampler(optuna.samplers.TPESampler(seed=0, multivariate=True))
+    assert fresh.infer_relative_search_space(study, frozen) == {"x": X, "y": Y}
+
+
+class _Recorder(optuna.samplers.RandomSampler):
+    """Records which trials it hears of, and what the study it is handed holds."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.calls: list[tuple[str, int]] = []
+        self.seen_states: list[list[S]] = []
+        self.study: Any = None  # the last study it was handed
+        self.reseeded = 0
+
+    def _note(self, what: str, study: Any, trial: Any) -> None:
+        self.calls.append((what, trial.number))
+        self.seen_states.append([t.state for t in study._get_trials(deepcopy=False)])
+        self.study = study
+
+    def infer_relative_search_space(self, study, trial):
+        self._note("infer", study, trial)
+        return {"x": X}
+
+    def sample_relative(self, study, trial, search_space):
+        self._note("relative", study, trial)
+        return {}
+
+    def sample_independent(self, study, trial, name, dist):
+        self._note("independent", study, trial)
+        return super().sample_independent(study, trial, name, dist)
+
+    def before_trial(self, study, trial):
+        self._note("before", study, trial)
+
+    def after_trial(self, study, trial, state, values):
+        self._note("after", study, trial)
+
+    def reseed_rng(self) -> None:
+        self.reseeded += 1
+
+
+def test_delegates_everything_but_relative_sampling_of_a_control():
+    rec = _Recorder()
+    sampler = ControlBlindSampler(rec)
+    study = _study(sampler, 1)
+    # Trial 0 is the control: bookkeeping only, no relative search space or sample.
+    assert [c for c in rec.calls if c[1] == 0] == [("before", 0), ("after", 0)]
+    assert [w for w, n in rec.calls if n == 1] == [
+        "before",
+        "infer",
+        "relative",
+        "independent",
+        "independent",
+        "after",
+    ]
+    # Every view the inner sampler got showed the finished control as FAIL, in its place.
+    finished = [states for states in rec.seen_states if len(states) == 2]
+    assert finished and all(states[0] == S.FAIL for states in finished)
+    sampler.reseed_rng()
+    assert rec.reseeded == 1
+    # The study itself still holds the control as it was told.
+    control = study.get_trials()[0]
+    assert is_control(control) and control.state == S.COMPLETE and control.value == 0.0
+
+
+def test_the_view_keeps_trial_numbers_and_filters_states_after_hiding():
+    rec = _Recorder()
+    study = _study(ControlBlindSampler(rec), 2)
+    trial = study.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    view = rec.study  # what the inner sampler was handed for this suggestion
+    # Genetic samplers index this list by trial number: the control keeps its place.
+    assert [(t.number, t.state) for t in view._get_trials(deepcopy=False)] == [
+        (0, S.FAIL),
+        (1, S.COMPLETE),
+        (2, S.COMPLETE),
+        (3, S.RUNNING),
+    ]
+    assert view._get_trials(deepcopy=False)[0].values is None
+    complete = (S.COMPLETE,)
+    assert [t.number for t in view._get_trials(states=complete, use_cache=True)] == [1, 2]
+    assert [t.number for t in view.get_trials(states=complete)] == [1, 2]
+    assert [t.number for t in view.trials] == [0, 1, 2, 3]
+    assert view.directions == study.directions and view._study_id == study._study_id
+
+
+def test_nsga2_populations_hold_candidates_only():
+    inner = PicklableNSGAIISampler(seed=0, population_size=4)
+    study = _study(ControlBlindSampler(inner), 8)
+    key = inner._get_generation_key()
+    trials = study.get_trials()
+    assert key not in trials[0].system_attrs  # the control belongs to no generation
+    # Generation 0 is the first 4 candidates (not the control and 3 candidates).
+    assert [t.system_attrs[key] for t in trials[1:]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    parents = inner.get_parent_population(study, 1)  # cached when generation 1 began
+    assert parents and all(not is_control(t) for t in parents)
+
+
+def test_inner_must_be_a_sampler():
+    with pytest.raises(TypeError, match=r"inner must be an Optuna sampler, but got inner='tpe'"):
+        ControlBlindSampler("tpe")  # type: ignore[arg-type]
