@@ -43,6 +43,18 @@ def test_validate_says_which_candidates_share_proxy_widths() -> None:
     assert "13 candidates; 4 trainings per seed" in out and "= 4 trials" in out
     assert "blocks wider_early @0.25/0.667 trains once per seed and stands for" in out
     assert "this proxy cannot tell them apart" in out  # they differ at the 24-layer target
+    # a sampler draws candidates itself: n_trials + baseline, and no grid grouping to report
+    result = runner.invoke(
+        app,
+        [
+            *("validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"),
+            *("--set", "space=blocks", "--set", "search.sampler=random"),
+            *("--set", "search.n_trials=5"),
+        ],
+    )
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0 and "6 trainings per seed" in out, out
+    assert "stands for" not in out
 
 
 @pytest.mark.parametrize(

@@ -217,3 +217,9 @@ def test_val_bpb_on_token_files_without_bytes_is_refused_before_training(tmp_pat
     load_study(_write(tmp_path, _token_study(tmp_path, objectives=[{"metric": "val_loss"}])))
     (tmp_path / "meta.json").write_text('{"vocab_size": 4096, "bytes_per_token": 3.9}')
     load_study(_write(tmp_path, _token_study(tmp_path)))
+
+
+def test_run_dirs_frozen_before_divergence_nats_still_load(tmp_path: Path) -> None:
+    # study.yaml of older runs holds train.divergence_factor: resume and export must read it
+    cfg = load_study(_write(tmp_path, {**TINY, "train": {"divergence_factor": 3.0}}))
+    assert cfg.train.divergence_nats == 1.5

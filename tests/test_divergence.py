@@ -71,3 +71,18 @@ def test_bad_arguments_name_themselves(kw: dict, needle: str) -> None:
     args = {"margin_nats": 1.0, "vocab_size": V, **kw}
     with pytest.raises(ValueError, match=needle):
         DivergenceMonitor(**args)
+
+
+def test_inside_the_warm_up_a_loss_at_ln_v_is_not_yet_stuck() -> None:
+    m = DivergenceMonitor(1.5, V)
+    for _ in range(20):
+        m.step(math.log(V))
+    assert m.eval(math.log(V), warmed_up=False) is None
+    assert m.eval(math.log(V), warmed_up=True)
+
+
+def test_an_overshoot_in_the_first_steps_sets_no_minimum() -> None:
+    # With no warm-up a high LR may dip and climb back before it settles: not a divergence.
+    early = [9.7, 6.0, 3.0, 8.0, 9.0, 9.0, 8.5]
+    settle = [9.0 - 0.05 * i for i in range(60)]
+    assert _first_alarm(DivergenceMonitor(1.5, V), early + settle) is None

@@ -51,6 +51,7 @@ def validate(
 ) -> None:
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
+    from tlmsearch.search.samplers import planned_trials
     from tlmsearch.summary import candidates_table, same_widths_notes
 
     try:
@@ -69,14 +70,15 @@ def validate(
             f"space [bold]{cfg.space.name}[/]: continuous; {n_corners} corner candidates checked"
         )
     else:
-        n_runs = len(cfg.trainings()) if cfg.search.sampler == "grid" else len(cfg.candidates())
+        n_runs = planned_trials(cfg) // n_seeds
         console.print(
             f"space [bold]{cfg.space.name}[/]: {size} candidates; {n_runs} trainings per seed"
             + (" (uniform baseline first)" if cfg.search.baseline else "")
             + f" x {n_seeds} seed(s) = {n_runs * n_seeds} trials"
         )
-        for line in same_widths_notes(cfg):
-            console.print(line, markup=False)
+        if cfg.search.sampler == "grid":  # a sampler draws candidates; the grid enqueues them
+            for line in same_widths_notes(cfg):
+                console.print(line, markup=False)
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))

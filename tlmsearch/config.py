@@ -20,7 +20,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.schedules import PARAMS, ScheduleError, WidthPlan, check_params, plan_from_params
+from tlmsearch.schedules import ScheduleError, WidthPlan, check_params, plan_from_params
 from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat, load_space
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
@@ -222,6 +222,15 @@ class TrainConfig(Strict):
                 f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
             )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        # Run dirs written before divergence_nats froze divergence_factor into study.yaml;
+        # they must still resume and export (the rule it set is gone, see divergence.py).
+        if isinstance(data, dict) and "divergence_factor" in data:
+            data = {k: v for k, v in data.items() if k != "divergence_factor"}
+        return data
 
     @field_validator("compile", mode="before")
     @classmethod
@@ -511,7 +520,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
             check_params(cand.get("shape"), cand)
         except ScheduleError as err:
             hint = ""
-            if err.field in PARAMS and err.field != "shape":
+            if "is not a parameter of shape" in err.message:
                 hint = (
                     f"; give {err.field} a `when: {{shape: [...]}}` naming the shapes that read it"
                 )

@@ -7,8 +7,9 @@ good start and climbs back towards ln V, or one that never leaves ln V, trains o
 
 - a loss is not finite;
 - the smoothed training loss (an exponential moving average) rises more than ``margin_nats``
-  above its running minimum (a blow-up after a good start; single-batch spikes are smoothed);
-- at an eval after ``min_steps`` optimizer steps, the validation loss is still within
+  above its running minimum, tracked from step ``min_steps`` on (a blow-up after a good start;
+  single-batch spikes are smoothed, and the first steps' overshoot sets no minimum);
+- at an eval after the LR warm-up and ``min_steps`` steps, the validation loss is still within
   ``stuck_nats`` of ln V, the loss of predicting every token uniformly (a run that learned
   nothing; learning only the unigram frequencies already brings it well below).
 Pure Python: testable on synthetic curves.
@@ -65,18 +66,21 @@ class DivergenceMonitor:
         self.steps += 1
         self._ema = self.beta * self._ema + (1 - self.beta) * loss
         smooth = self.smoothed
+        if self.steps < self.min_steps:
+            return None  # the first steps may overshoot and recover: no minimum from them
         self.best = min(self.best, smooth)
-        if self.steps >= self.min_steps and smooth > self.best + self.margin:
+        if smooth > self.best + self.margin:
             return (
                 f"smoothed loss {smooth:.3f} rose {smooth - self.best:.2f} nats above its "
                 f"minimum {self.best:.3f} (limit {self.margin:g})"
             )
         return None
 
-    def eval(self, val_loss: float) -> str | None:
+    def eval(self, val_loss: float, *, warmed_up: bool = True) -> str | None:
+        """``warmed_up``: the LR warm-up is over (inside it, a low LR may not have moved yet)."""
         if not math.isfinite(val_loss):
             return f"val loss is {val_loss}"
-        if self.steps >= self.min_steps and val_loss > self.ln_v - self.stuck:
+        if warmed_up and self.steps >= self.min_steps and val_loss > self.ln_v - self.stuck:
             return (
                 f"not learning: val loss {val_loss:.3f} after {self.steps} steps is still "
                 f"ln V = {self.ln_v:.3f} (every token equally likely)"

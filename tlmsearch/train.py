@@ -300,7 +300,8 @@ def train_proxy(
     curve: list[dict[str, float]] = []
     status, reason = "completed", ""
     tokens = 0
-    monitor = DivergenceMonitor(train_cfg.divergence_nats, vocab)
+    # ln V of the data's vocabulary: a padded model.vocab_size would hide a run stuck at it
+    monitor = DivergenceMonitor(train_cfg.divergence_nats, data.vocab_size)
     loss_sum, loss_n = 0.0, 0
     train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
     next_eval = interval
@@ -362,7 +363,7 @@ def train_proxy(
                 loss_sum, loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
                 if bar is not None:
                     bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
-                why = monitor.eval(val_loss)
+                why = monitor.eval(val_loss, warmed_up=tokens >= train_cfg.warmup_tokens)
                 if why:
                     status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
                     break

@@ -120,8 +120,10 @@ def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
     paths = [Path(s).expanduser() for s in sources]
     if not paths or not all(is_token_file(p) for p in paths) or tokenizer_kind == "file":
         return None
-    found = {_sidecar(p).get("bytes_per_token") for p in paths if p.is_file()}
-    found.discard(None)
+    if not all(p.is_file() for p in paths):
+        return None  # preparing the data says which file is missing
+    found = {_sidecar(p).get("bytes_per_token") for p in paths}
+    found = {b for b in found if isinstance(b, int | float) and not isinstance(b, bool) and b > 0}
     if len(found) == 1:
         return None
     why = "disagree" if found else "carry no byte count"
