@@ -174,3 +174,45 @@ def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
     assert json.loads(stands["cosine 1.25->0.75"]) == ["linear 1.25->0.75"]
     assert json.loads(stands["cosine 1.5->0.5"]) == ["linear 1.5->0.5"]
     assert stands["uniform"] == ""
+
+
+def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypatch):
+    # At 2 layers linear 1.25 -> 0.75 is cosine 1.25 -> 0.75's model: on one seed it is not
+    # trained again; its trial reports the twin's curve and says which trial it repeats.
+    from types import SimpleNamespace
+
+    import optuna
+    from ray import tune
+
+    from tlmsearch.search.samplers import REPLAY, SAME_AS, SpaceFn, make_sampler
+    from tlmsearch.search.trainable import run_trial
+
+    cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
+    study = optuna.create_study(sampler=make_sampler(cfg))
+    fn = SpaceFn(cfg)
+    curve = [{"tokens": 4096, "val_bpb": 2.5}, {"tokens": 8192, "val_bpb": 2.25}]
+
+    def ask(params):
+        study.enqueue_trial(params)
+        trial = study.ask()
+        return trial, fn(trial)
+
+    first, conf = ask({"shape": "cosine", "r_start": 1.25})
+    assert REPLAY not in conf
+    first.set_user_attr("widths", list(cfg.model.plan(conf["candidate"]).widths))
+    first.set_user_attr("curve", curve)
+    study.tell(first, 2.25)
+    twin, conf = ask({"shape": "linear", "r_start": 1.25})
+    assert conf[REPLAY] == {"number": first.number, "curve": curve}
+    assert twin.user_attrs[SAME_AS] == first.number
+    other, conf = ask({"shape": "linear", "r_start": 1.5})  # other widths: trains
+    assert REPLAY not in conf and SAME_AS not in other.user_attrs
+
+    reports = []
+    monkeypatch.setattr(tune, "report", lambda metrics, **kw: reports.append(metrics))
+    replay = {"candidate": {"shape": "linear", "r_start": 1.25}, "seed": 0, REPLAY: {
+        "number": first.number, "curve": curve}}  # fmt: skip
+    run_trial(replay, study=cfg.to_dict(), data=SimpleNamespace(vocab_size=256))
+    assert [r["val_bpb"] for r in reports] == [2.5, 2.25, 2.25]
+    assert [r["final"] for r in reports] == [False, False, True]
+    assert reports[-1]["status"] == "completed" and "not trained again" in reports[-1]["reason"]

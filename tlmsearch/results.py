@@ -54,6 +54,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "taper": "float",
     "widths_json": "str",
     "stands_for": "str",
+    "same_as": "int",
     "is_baseline": "bool",
     "state": "str",
     "reason": "str",

@@ -16,7 +16,7 @@ import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.samplers import CANDIDATE, SEED, STANDS_FOR
+from tlmsearch.search.samplers import CANDIDATE, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
 
@@ -79,6 +79,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         }
         if attrs.get("widths"):
             row["widths"] = attrs["widths"]
+        if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)
+            row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once
             row["stands_for"] = json.dumps([describe(c) for c in json.loads(attrs[STANDS_FOR])])
         for k in METRIC_KEYS:

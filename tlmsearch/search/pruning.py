@@ -25,6 +25,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import export
+from tlmsearch.search.samplers import REPLAY
 
 STATIC_KEYS = ("widths", *export.STATIC_KEYS)
 
@@ -168,7 +169,9 @@ class OptunaPruningScheduler(FIFOScheduler):
             ot.report(float(value), step)
             reported.add(step)
         done = self._total is not None and step >= self._total
-        if step < self._grace or done or _is_baseline(trial):
+        replay = bool((getattr(trial, "config", None) or {}).get(REPLAY))
+        if step < self._grace or done or _is_baseline(trial) or replay:
+            # (a replay repeats a finished trial's curve: judging it again decides nothing)
             # The uniform baseline is every candidate's reference (delta vs uniform, per seed):
             # it always runs to the end.
             return TrialScheduler.CONTINUE

@@ -24,6 +24,8 @@ SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
 STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
 CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
+SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
+REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 
 
@@ -226,11 +228,44 @@ class SpaceFn:
             cand = json.loads(attrs[CANDIDATE])
             if searchable(self.space, cand):
                 self.space.suggest(trial)  # records the fixed params as the trial's params
-            return {"candidate": cand, "seed": int(attrs[SEED])}
+            return self._config(trial, cand, int(attrs[SEED]))
         cand = self.space.suggest(trial)
         seed = self.seeds[0]
         trial.set_user_attr(SEED, seed)
         trial.set_user_attr(CANDIDATE, _key(cand))
         for other in self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
-        return {"candidate": cand, "seed": seed}
+        return self._config(trial, cand, seed)
+
+    def _config(self, trial: Any, cand: dict[str, Any], seed: int) -> dict[str, Any]:
+        """The trial config; a replay of a finished twin when one trained the same model."""
+        conf: dict[str, Any] = {"candidate": cand, "seed": seed}
+        control = trial.user_attrs.get(CONTROL)  # the baseline is one model per seed anyway
+        twin = None if control else find_twin(trial.study, self.cfg, cand, seed)
+        if twin is not None:
+            trial.set_user_attr(SAME_AS, twin.number)
+            conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
+        return conf
+
+
+def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) -> Any:
+    """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths, or None.
+
+    A sampler may draw two candidates whose schedules round to one proxy width vector (at
+    small proxies it often does): with the same seed they are the same model, so the second
+    replays the first's curve instead of training it again (its trial says ``same_as``). A twin
+    still running is not waited for: the candidate then trains.
+    """
+    import optuna
+
+    from tlmsearch.schedules import ScheduleError
+
+    try:
+        widths = list(cfg.model.plan(cand).widths)
+    except (ScheduleError, TypeError, ValueError):
+        return None  # the trainable reports why it cannot be trained
+    for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        a = ft.user_attrs
+        if a.get(SEED) == seed and a.get("widths") == widths and a.get("curve"):
+            return ft
+    return None

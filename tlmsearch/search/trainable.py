@@ -15,6 +15,7 @@ from typing import Any
 
 from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
+from tlmsearch.search.samplers import REPLAY
 
 NAN = float("nan")
 
@@ -49,6 +50,20 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
     # counted up front, so pruned trials carry them too
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
+    replay = config.get(REPLAY)
+    if replay:  # a finished trial of this seed trained these exact widths: report its curve
+        for ev in replay["curve"]:
+            tune.report({**_metrics(ev, static), **static, "final": False})
+        tune.report(
+            {
+                **_metrics(dict(replay["curve"][-1]), static),
+                **static,
+                "final": True,
+                "status": "completed",
+                "reason": f"same model as trial {replay['number']}: its curve, not trained again",
+            }
+        )
+        return
     threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
     start = time.time()
 
