@@ -173,7 +173,7 @@ def _censored_frame():
 def test_a_pruned_bad_seed_never_makes_a_candidate_best(cfg):
     (best,) = best_candidates(_censored_frame(), cfg)
     assert best["candidate"] == "linear 1.5->0.5"  # not A, whose one complete seed is better
-    assert best["n_seeds"] == best["n_seeds_attempted"] == 2 and not best["censored"]
+    assert best["n_seeds"] == best["n_seeds_planned"] == 2 and not best["censored"]
     assert best["n_of_k"] == "2 of 2 seeds" and best["flag"] == ""
     assert best["values"]["val_bpb"] == pytest.approx(2.0) and best["ranked_seeds"] == [0, 1]
     assert best["delta_vs_uniform"]["val_bpb"] == pytest.approx(-0.1)

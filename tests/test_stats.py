@@ -133,7 +133,7 @@ def test_summary_mean_delta_interval_and_noise():
 def test_summary_single_seed_has_no_interval():
     s = by_cand(stats.summarise(_deltas_frame({"A": [0.3]}), "v"))
     a = s.loc["A"]
-    assert a["n_of_k"] == "1 of 1 seeds" and a["mean_delta"] == pytest.approx(0.3)
+    assert a["n_of_k"] == "1 of 3 seeds" and a["mean_delta"] == pytest.approx(0.3)
     assert math.isnan(a["half_width"]) and math.isnan(a["effect_noise"])
     assert pd.isna(a["within_noise"])
 
@@ -198,35 +198,57 @@ def test_failed_running_and_unmeasured_tiers():
     assert r["tier"].tolist() == [0, 1, 2, 3]
     assert r["rank"].tolist()[:3] == [1, 2, 3] and pd.isna(r["rank"].iloc[3])
     flags = dict(zip(r["candidate"], r["flag"], strict=True))
-    assert flags["R"] == "1 of 2 seeds (1 still running)"
+    assert flags["R"] == "1 of 2 seeds (1 running or not run yet)"
     assert flags["F"] == "censored: 1 of 2 seeds (fail on seed 1)"
     assert flags["N"] == "no seed completed (0 of 2; PRUNED)"
     assert not by_cand(r).loc["R", "censored"]  # running is pending, not censored
 
 
-def test_fully_measured_candidates_are_compared_on_common_seeds():
-    # A has both seeds; B's seed 1 has not started. On seed 0, B is better; A's mean over
-    # both seeds (1.5) would beat B's 1.8 only because seed 1 is an easy seed.
+def test_a_candidate_with_seeds_still_to_run_is_not_fully_measured():
+    # Seed 1 of B has not run (queued). A's mean over both seeds (1.5) is flattered by an easy
+    # seed 1; on seed 0, the only seed both completed, B is better. A ranks first as the only
+    # fully measured candidate; B is flagged and said to look better on seed 0.
+    t = frame([("A", 0, "COMPLETE", 2.0), ("A", 1, "COMPLETE", 1.0), ("B", 0, "COMPLETE", 1.8)])
+    r = by_cand(stats.rank(t, "v"))
+    assert r.index.tolist() == ["A", "B"] and r["tier"].tolist() == [0, 1]
+    assert r.loc["A", "flag"] == "" and r.loc["A", "ranked_seeds"] == (0, 1)
+    assert r.loc["A", "score"] == r.loc["A", "mean"] == 1.5
+    b = r.loc["B"]
+    assert b["n_of_k"] == "1 of 2 seeds" and b["n_pending"] == 1 and not b["censored"]
+    assert b["flag"] == "1 of 2 seeds (1 running or not run yet)"
+    assert b["ranked_seeds"] == (0,) and b["score"] == 1.8
+    assert b["delta_best"] == pytest.approx(-0.2) and b["n_best"] == 1
+    assert bool(b["better_than_best"])
+    so = stats.seed_outcomes(t, "v").set_index(["candidate", "seed"])
+    assert so.loc[("B", 1), "outcome"] == "pending" and so.loc[("B", 1), "states"] == ""
+
+
+def test_the_study_seeds_decide_what_fully_measured_means():
+    # Seed 2 of the study has not started for anyone: nobody is fully measured yet, and the
+    # candidates are compared on the seeds they all completed.
     t = frame(
         [
             ("A", 0, "COMPLETE", 2.0),
             ("A", 1, "COMPLETE", 1.0),
             ("B", 0, "COMPLETE", 1.8),
+            ("B", 1, "COMPLETE", 1.3),
+            ("C", 0, "COMPLETE", 1.0),
+            ("C", 1, "PRUNED", 3.0),
         ]
     )
-    r = stats.rank(t, "v")
-    assert r["candidate"].tolist() == ["B", "A"] and (r["tier"] == 0).all()
-    a = by_cand(r).loc["A"]
-    assert a["ranked_seeds"] == (0,) and a["score"] == 2.0 and a["mean"] == 1.5
-    assert a["n_of_k"] == "2 of 2 seeds" and a["flag"] == ""
-    assert a["delta_best"] == pytest.approx(0.2) and a["n_best"] == 1
+    r = by_cand(stats.rank(t, "v", seeds=[0, 1, 2]))
+    assert r.index.tolist() == ["A", "B", "C"] and r["tier"].tolist() == [1, 1, 2]
+    assert r.loc["A", "n_of_k"] == "2 of 3 seeds" and r.loc["A", "ranked_seeds"] == (0, 1)
+    assert r.loc["C", "ranked_seeds"] == (0,) and r.loc["C", "n_of_k"] == "1 of 3 seeds"
+    assert stats.rank(t, "v")["tier"].tolist() == [0, 0, 2]  # by default: the seeds that ran
 
 
 def test_no_common_seed_is_flagged():
     t = frame([("A", 0, "COMPLETE", 2.0), ("B", 1, "COMPLETE", 1.0)])
     r = stats.rank(t, "v")
-    assert r["candidate"].tolist() == ["B", "A"]
-    assert r["flag"].str.startswith("no seed common").all()
+    assert r["candidate"].tolist() == ["B", "A"] and (r["tier"] == 1).all()
+    assert r["flag"].str.endswith("no seed common to the compared candidates: ranked on its "
+                                  "own seeds").all()  # fmt: skip
     assert r["n_best"].tolist() == [1, 0] and math.isnan(r["delta_best"].iloc[1])
 
 
@@ -285,7 +307,7 @@ def test_mean_paired_delta_is_a_difference_of_means_over_the_paired_seeds(cells_
         mine = {seed: v for (c, seed), v in done.items() if c == cand}
         paired = sorted(set(mine) & set(base))
         assert row["n_paired"] == len(paired)
-        assert row["n"] == len(mine) and row["k"] == int((t["candidate"] == cand).sum())
+        assert row["n"] == len(mine) and row["k"] == t["seed"].nunique()  # every seed is planned
         if paired:
             expect = np.mean([mine[x] for x in paired]) - np.mean([base[x] for x in paired])
             assert row["mean_delta"] == pytest.approx(expect, abs=1e-9)

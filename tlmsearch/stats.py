@@ -9,11 +9,14 @@ one of three ways:
 - censored: PRUNED or FAIL (or COMPLETE without a value). A pruned seed is informative (the
   pruner stopped it because it looked bad), so it is never dropped: its candidate is *censored*
   and shown as "n of k seeds";
-- pending: RUNNING or WAITING, and nothing complete yet.
+- pending: RUNNING or WAITING, or not run yet: every candidate is planned on every seed of the
+  study (``seeds``; by default every seed any trial ran on), so a seed it has no trial on is
+  still to come.
 
 :func:`rank` orders candidates so that none wins on fewer seeds without a flag: fully measured
 candidates first, compared on their *common seeds* (the seeds every one of them completed), then
-those still running on some seed, then censored ones, then those with no seed completed.
+those with a seed still running or not run yet, then censored ones, then those with no seed
+completed.
 
 Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
 (docs/run_dir.md): columns ``seed``, ``state``, ``is_baseline``, a key naming the candidate
@@ -112,19 +115,25 @@ class _Cell(NamedTuple):
     states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
 
 
-def _cells(trials: pd.DataFrame, value: str, key: str) -> dict[tuple[Any, int], _Cell]:
-    """(candidate, seed) -> _Cell, in sorted order (so row order never matters)."""
+def _cells(
+    trials: pd.DataFrame, value: str, key: str, seeds: Sequence[int] | None = None
+) -> dict[tuple[Any, int], _Cell]:
+    """(candidate, seed) -> _Cell, in sorted order (so row order never matters).
+
+    With ``seeds`` (the study's seeds; None: every known seed in ``trials``), a candidate
+    without a trial on one of them gets a pending cell there (states ``""``: not run yet).
+    """
     if trials.empty:
         return {}
     if value in trials:
         values = pd.to_numeric(trials[value], errors="coerce").astype("float64").to_numpy()
     else:
         values = np.full(len(trials), np.nan)
-    seeds = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
+    seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v in zip(
         trials[key].to_numpy(),
-        seeds.to_numpy(),
+        seed_of.to_numpy(),
         trials["is_baseline"].astype(bool).to_numpy(),
         trials["state"].astype(str).str.upper().to_numpy(),
         values,
@@ -135,12 +144,19 @@ def _cells(trials: pd.DataFrame, value: str, key: str) -> dict[tuple[Any, int], 
         if state == "COMPLETE" and math.isfinite(v):
             cell[1].append(float(v))
         cell[2].add(state)
+    planned = {int(x) for x in (seeds if seeds is not None else seeds_all(acc))}
+    for cand in {c for c, _ in acc}:
+        for seed in planned:
+            acc.setdefault((cand, seed), [False, [], set()])
+    baseline = {c for (c, _), cell in acc.items() if cell[0]}
+    for (cand, _), cell in acc.items():  # a not-run cell belongs to the baseline too
+        cell[0] = cand in baseline
     out = {}
     for k in sorted(acc, key=lambda c: (str(c[0]), c[1])):
         base, done, states = acc[k]
         if done:
             outcome = "complete"
-        elif states & set(PENDING_STATES):
+        elif not states or states & set(PENDING_STATES):
             outcome = "pending"
         else:
             outcome = "censored"
@@ -149,13 +165,25 @@ def _cells(trials: pd.DataFrame, value: str, key: str) -> dict[tuple[Any, int], 
     return out
 
 
-def seed_outcomes(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
+def seeds_all(cells: Any) -> set[int]:
+    """Every known seed among (candidate, seed) keys: the study's seeds as far as they ran."""
+    return {int(s) for _, s in cells if s != UNKNOWN_SEED}
+
+
+def seed_outcomes(
+    trials: pd.DataFrame,
+    value: str,
+    *,
+    key: str = "candidate",
+    seeds: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """One row per (candidate, seed): ``outcome`` complete | censored | pending, and the value.
 
     Columns: key, seed, is_baseline, outcome, value (mean of the complete trials; NaN
-    otherwise), states (the seed's trial states, e.g. ``"PRUNED"``). Sorted by key then seed.
+    otherwise), states (the seed's trial states, e.g. ``"PRUNED"``; ``""``: not run yet).
+    Sorted by key then seed. ``seeds``: the study's seeds (see the module docstring).
     """
-    cells = _cells(trials, value, key)
+    cells = _cells(trials, value, key, seeds)
     rows = [(c, s, *cell) for (c, s), cell in cells.items()]
     cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
     return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
@@ -210,7 +238,7 @@ def _paired(cells: dict[tuple[Any, int], _Cell]) -> list[tuple[tuple[Any, int], 
 SUMMARY_COLUMNS = (
     "is_baseline",
     "n",  # seeds completed
-    "k",  # seeds attempted (complete + censored + pending)
+    "k",  # seeds planned: complete + censored + pending (running or not run yet)
     "n_censored",
     "n_pending",
     "censored",  # pruned or failed on some seed
@@ -232,13 +260,19 @@ SUMMARY_COLUMNS = (
 
 
 def summarise(
-    trials: pd.DataFrame, value: str, *, key: str = "candidate", level: float = 0.95
+    trials: pd.DataFrame,
+    value: str,
+    *,
+    key: str = "candidate",
+    level: float = 0.95,
+    seeds: Sequence[int] | None = None,
 ) -> pd.DataFrame:
-    """One row per candidate: seeds completed of attempted, mean, paired delta and its interval.
+    """One row per candidate: seeds completed of planned, mean, paired delta and its interval.
 
-    Columns: key, then :data:`SUMMARY_COLUMNS`. Sorted by key.
+    Columns: key, then :data:`SUMMARY_COLUMNS`. Sorted by key. ``seeds``: the study's seeds
+    (None: every seed any trial ran on).
     """
-    return _summary(_cells(trials, value, key), key, level)
+    return _summary(_cells(trials, value, key, seeds), key, level)
 
 
 def _summary(cells: dict[tuple[Any, int], _Cell], key: str, level: float) -> pd.DataFrame:
@@ -310,21 +344,23 @@ def rank(
     *,
     key: str = "candidate",
     level: float = 0.95,
+    seeds: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """:func:`summarise` plus a ranking that never rewards a candidate for its missing seeds.
 
-    Tiers, in order: fully measured (every attempted seed completed), pending (some seed still
-    running), censored (some seed pruned or failed), unmeasured (no seed completed; not
-    ranked). Fully measured candidates are compared on the *common seeds*, those every one of
-    them completed (each on its own seeds, flagged, when they share none); a lower-tier
-    candidate on its completed seeds among the common ones (its own seeds if none). Within a
-    tier: by ``score`` (``sense`` decides which way), ties by key, so row order never matters.
-    Returns one row per candidate, best first: key, :data:`SUMMARY_COLUMNS`,
-    :data:`RANK_COLUMNS`.
+    Tiers, in order: fully measured (every seed of the study completed), pending (some seed
+    still running or not run yet), censored (some seed pruned or failed), unmeasured (no seed
+    completed; not ranked). ``seeds``: the study's seeds (None: every seed any trial ran on).
+    Fully measured candidates are compared on the *common seeds*, those every one of them
+    completed (when none is fully measured: the candidates of the best tier present; each on
+    its own seeds, flagged, when they share none); a lower-tier candidate on its completed
+    seeds among the common ones (its own seeds if none). Within a tier: by
+    ``score`` (``sense`` decides which way), ties by key, so row order never matters. Returns
+    one row per candidate, best first: key, :data:`SUMMARY_COLUMNS`, :data:`RANK_COLUMNS`.
     """
     if sense not in ("minimize", "maximize"):
         raise ValueError(f"sense must be 'minimize' or 'maximize', but got {sense=}")
-    cells = _cells(trials, value, key)
+    cells = _cells(trials, value, key, seeds)
     s = _summary(cells, key, level)
     per_seed: dict[Any, dict[int, float]] = {}
     for (cand, seed), cell in cells.items():
@@ -334,14 +370,16 @@ def rank(
         [s["n"] == 0, s["n_censored"] > 0, s["n_pending"] > 0], [3, 2, 1], default=0
     ).astype(int)
     s["tier"] = tier
-    pool = s[s["tier"] == 0] if (s["tier"] == 0).any() else s[s["tier"] < 3]
+    # the common seeds: those every candidate of the best tier present completed
+    rankable = s["tier"][s["tier"] < 3]
+    pool = s[s["tier"] == rankable.min()] if len(rankable) else s.iloc[:0]
     common = set.intersection(*(set(x) for x in pool["seeds"])) if len(pool) else set()
     ranked, scores, flags = [], [], []
     for row in s.itertuples(index=False):
         own = set(row.seeds)
-        seeds = sorted(own & common) or sorted(own)
-        vals = [per_seed[row[0]][x] for x in seeds]  # row[0]: the key column
-        ranked.append(tuple(seeds))
+        on = sorted(own & common) or sorted(own)
+        vals = [per_seed[row[0]][x] for x in on]  # row[0]: the key column
+        ranked.append(tuple(on))
         scores.append(float(np.mean(vals)) if vals else math.nan)
         flags.append(_flag(row, common))
     s["ranked_seeds"] = ranked
@@ -372,16 +410,20 @@ def rank(
 def _flag(row: Any, common: set[int]) -> str:
     """Why a candidate's rank is not a plain comparison on the common seeds ("" if it is)."""
     if row.tier == 3:
-        return f"no seed completed (0 of {row.k}; {row.censored_states or 'running'})"
+        ended = row.censored_states or "running or not run yet"
+        return f"no seed completed (0 of {row.k}; {ended})"
     if row.tier == 2:
         ended = (row.censored_states or "censored").lower().replace(",", "/")
         on = ", ".join(str(x) for x in row.censored_seeds)
-        return f"censored: {row.n_of_k} ({ended} on seed {on})"
-    if row.tier == 1:
-        return f"{row.n_of_k} ({row.n_pending} still running)"
+        text = f"censored: {row.n_of_k} ({ended} on seed {on})"
+    elif row.tier == 1:
+        text = f"{row.n_of_k} ({row.n_pending} running or not run yet)"
+    else:
+        text = ""
     if not common:
-        return "no seed common to all fully measured candidates: ranked on its own seeds"
-    return ""
+        text += ("; " if text else "") + "no seed common to the compared candidates: "
+        text += "ranked on its own seeds"
+    return text
 
 
 def tier_name(tier: int) -> str:

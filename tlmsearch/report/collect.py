@@ -127,7 +127,10 @@ def trained(start: float, end: float) -> str:
 
 
 def ranked_candidates(
-    trials: pd.DataFrame, metric: str = "val_bpb", sense: str | None = None
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """Every candidate (uniform included), best first, by :func:`tlmsearch.stats.rank`.
 
@@ -135,10 +138,11 @@ def ranked_candidates(
     interval, flag...) plus shape, the requested r_start / r_end, the realised ratios
     (realised_start, realised_end, realised_taper), trial_ids (its completed trials),
     params_json, widths_json and ``label``: the candidate, what it trained at and, for a
-    censored or running one, its "n of k seeds".
+    censored or running one, its "n of k seeds". ``seeds``: the study's seeds (``search.seeds``;
+    None: every seed any trial ran on).
     """
     sense = sense or sense_of(metric)
-    r = stats.rank(trials, metric_column(metric), sense)
+    r = stats.rank(trials, metric_column(metric), sense, seeds=seeds)
     extra = [*_INFO, "trial_ids", "params_json", "widths_json", "label"]
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
@@ -179,7 +183,7 @@ class Band(NamedTuple):
     lo: float
     hi: float
     n: int  # seeds completed
-    k: int = 0  # seeds attempted (pruned or failed ones too)
+    k: int = 0  # seeds planned (pruned, failed, running or not run yet too)
 
 
 class RatioFront(NamedTuple):
@@ -200,6 +204,7 @@ def ratio_front(
     x: str = "r_start",
     sense: str | None = None,
     max_bins: int = 12,
+    seeds: Sequence[int] | None = None,
 ) -> RatioFront:
     """Per schedule shape, the best candidate at each realised start ratio (or taper), and uniform.
 
@@ -216,7 +221,7 @@ def ratio_front(
         raise ValueError(f"x must be 'r_start' or 'taper', but got {x=}")
     col = FRONT_X[x]
     sense = sense or sense_of(metric)
-    ranked = ranked_candidates(trials, metric, sense)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
     done = finished(trials, metric)
     base = done[done["is_baseline"]]["value"]
     band = None
@@ -332,13 +337,17 @@ class Profiles(NamedTuple):
 
 
 def width_profiles(
-    trials: pd.DataFrame, metric: str = "val_bpb", sense: str | None = None, k: int = 5
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    k: int = 5,
+    seeds: Sequence[int] | None = None,
 ) -> Profiles:
     """d_ff per layer of the top-k candidates (by :func:`ranked_candidates`), and uniform's.
 
     ``legend`` names each profile with what it trained at, and "n of k seeds" when censored.
     """
-    ranked = ranked_candidates(trials, metric, sense)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
     cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)].head(k)
     rows = []
     for rank, c in enumerate(cands.itertuples(), start=1):
@@ -558,7 +567,10 @@ class Deltas(NamedTuple):
 
 
 def paired_deltas(
-    trials: pd.DataFrame, metric: str = "val_bpb", sense: str | None = None
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
@@ -567,7 +579,7 @@ def paired_deltas(
     ``label`` says "n of k seeds", and it is listed after the fully measured ones.
     """
     sense = sense or sense_of(metric)
-    ranked = ranked_candidates(trials, metric, sense)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
     summary = ranked[~ranked["is_baseline"].astype(bool) & (ranked["n_paired"] > 0)]
     summary = summary.assign(
         label=[
@@ -611,6 +623,12 @@ def paired_deltas(
 # 7. summary
 
 
+def study_seeds(config: Mapping[str, Any]) -> list[int] | None:
+    """The study's ``search.seeds`` (every candidate runs on each), or None if not recorded."""
+    seeds = (config.get("search") or {}).get("seeds") if isinstance(config, Mapping) else None
+    return [int(x) for x in seeds] if isinstance(seeds, list) and seeds else None
+
+
 def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
     """The candidate's widths at the study's target scale (empty without a valid target)."""
     from tlmsearch.config import ModelConfig
@@ -638,7 +656,7 @@ def _candidate_summary(row: pd.Series, metric: str, config: Mapping[str, Any]) -
         "value": float(row["score"]),  # mean over ranked_seeds
         "ranked_seeds": [int(x) for x in row["ranked_seeds"]],
         "n_seeds": int(row["n"]),  # seeds completed
-        "n_seeds_attempted": int(row["k"]),
+        "n_seeds_planned": int(row["k"]),
         "n_of_k": row["n_of_k"],
         "censored": bool(row["censored"]),
         "tier": stats.tier_name(row["tier"]),
@@ -664,7 +682,7 @@ def run_summary(
     objectives = objectives_of(config)
     metric, sense = objectives[0]
     counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
-    ranked = ranked_candidates(trials, metric, sense)
+    ranked = ranked_candidates(trials, metric, sense, study_seeds(config))
     ranked = ranked[ranked["tier"] < 3]
     best: dict[str, Any] | None = None
     censored_better: list[dict[str, Any]] = []

@@ -48,7 +48,11 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     dims = list((space or {}).get("dimensions") or {}) or None
     figs: list[Figure] = []
 
-    fronts = {m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives)) for m in FRONT_METRICS}
+    seeds = C.study_seeds(run.config)  # every candidate is planned on each
+    fronts = {
+        m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds)
+        for m in FRONT_METRICS
+    }
     if fronts["val_ppl"].points.empty and not fronts["val_bpb"].points.empty:
         fronts = {"val_bpb": fronts["val_bpb"], "val_ppl": fronts["val_ppl"]}
     figs.append(Figure("fig-ratio-front", "Ratio vs perplexity", F.ratio_front(fronts)))
@@ -60,7 +64,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-widths",
             "Width profiles",
-            F.width_profiles(C.width_profiles(t, metric, sense, top_k)),
+            F.width_profiles(C.width_profiles(t, metric, sense, top_k, seeds)),
         )
     )
     curve_metric = metric if metric in CURVE_METRICS else "val_bpb"
@@ -79,7 +83,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-deltas",
             "Paired deltas vs uniform",
-            F.paired_deltas(C.paired_deltas(t, metric, sense)),
+            F.paired_deltas(C.paired_deltas(t, metric, sense, seeds)),
         )
     )
     return Report(figs, C.run_summary(run.config, t, run.status), curves.failed)

@@ -43,8 +43,8 @@ def _write_report(console: Any, run_dir: Path) -> None:
 def best_line(best: dict[str, Any]) -> str:
     """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with CI.
 
-    A censored candidate (pruned or failed on some seed; best only when no candidate completed
-    every seed it attempted) says so on a second line.
+    A censored or unfinished candidate (best only when no candidate completed every seed of
+    the study) says so on a second line.
     """
     vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items() if not math.isnan(v))
     seeds = ", ".join(str(x) for x in best.get("ranked_seeds") or [])

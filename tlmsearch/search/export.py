@@ -117,7 +117,9 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     from tlmsearch import stats
 
     return {
-        o.metric: stats.rank(trials, _metric_col(o.metric), o.sense, key="params_json")
+        o.metric: stats.rank(
+            trials, _metric_col(o.metric), o.sense, key="params_json", seeds=cfg.search.seeds
+        )
         for o in cfg.objectives
     }
 
@@ -125,13 +127,13 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     """The best candidate (or, with several objectives, the Pareto front), never on missing seeds.
 
-    Ranked by :func:`tlmsearch.stats.rank`: fully measured candidates (every attempted seed
-    complete) first, compared on the seeds all of them completed; a candidate pruned or failed
-    on some seed is censored and wins only where no fully measured candidate exists, flagged.
-    Each entry: candidate, params, n_seeds (completed), n_seeds_attempted, n_of_k, censored,
-    flag, ranked_seeds, values {metric: mean over ranked_seeds}, per_seed, delta_vs_uniform
-    {metric: mean paired delta}, delta_ci95 {metric: [lo, hi] or None with one seed},
-    delta_n_seeds.
+    Ranked by :func:`tlmsearch.stats.rank`: fully measured candidates (every seed of
+    ``search.seeds`` complete) first, compared on the same seeds; a candidate pruned or failed
+    on some seed is censored (one with a seed running or not run yet, pending) and wins only
+    where no fully measured candidate exists, flagged. Each entry: candidate, params, n_seeds
+    (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
+    over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
+    {metric: [lo, hi] or None with one seed}, delta_n_seeds.
     """
     if trials.empty:
         return []
@@ -159,7 +161,7 @@ def _entry(key: str, ranks: Mapping[str, Any], trials: Any) -> dict[str, Any]:
         "candidate": str(label.iloc[0]) if len(label) else "",
         "params": json.loads(key) if key else {},
         "n_seeds": int(first["n"]),
-        "n_seeds_attempted": int(first["k"]),
+        "n_seeds_planned": int(first["k"]),
         "n_of_k": first["n_of_k"],
         "censored": any(bool(r.loc[key, "censored"]) for r in ranks.values()),
         "flag": first["flag"],
@@ -240,7 +242,7 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     """best.yaml: the best candidate's params, proxy widths, and its widths at target scale.
 
     Each entry also says what trained (``realised``: first and last width over the mean width,
-    and their difference), how many seeds it completed of those it attempted, and its mean
+    and their difference), how many seeds it completed of those planned, and its mean
     paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
     better on fewer seeds (see :func:`censored_better`).
     """
