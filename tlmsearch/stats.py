@@ -144,7 +144,7 @@ def _cells(
         if state == "COMPLETE" and math.isfinite(v):
             cell[1].append(float(v))
         cell[2].add(state)
-    planned = {int(x) for x in (seeds if seeds is not None else seeds_all(acc))}
+    planned = {int(x) for x in (seeds if seeds is not None else _seeds_all(acc))}
     for cand in {c for c, _ in acc}:
         for seed in planned:
             acc.setdefault((cand, seed), [False, [], set()])
@@ -165,7 +165,7 @@ def _cells(
     return out
 
 
-def seeds_all(cells: Any) -> set[int]:
+def _seeds_all(cells: Any) -> set[int]:
     """Every known seed among (candidate, seed) keys: the study's seeds as far as they ran."""
     return {int(s) for _, s in cells if s != UNKNOWN_SEED}
 
