@@ -12,8 +12,10 @@ from fixtures_run import bpb_law, make_trials, random_trials
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tlmsearch import stats
 from tlmsearch.report import collect as C
 from tlmsearch.results import curves_frame, trials_frame
+from tlmsearch.schedules import plan_from_params
 
 
 def frames(**kw):
@@ -45,7 +47,7 @@ def test_front_is_best_mean_over_seeds_per_shape_and_ratio():
     rf = C.ratio_front(t, metric="val_bpb")
     assert set(rf.front["shape"]) == {"cosine", "linear"}
     for row in rf.front.itertuples():
-        expect = np.mean([bpb_law(row.shape, row.x, s) for s in (0, 1, 2)])
+        expect = np.mean([bpb_law(row.shape, row.r_start, s) for s in (0, 1, 2)])
         assert row.value == pytest.approx(expect, abs=1e-9)  # curves end at the law's value
         assert row.n == 3
     b = rf.baseline
@@ -54,15 +56,87 @@ def test_front_is_best_mean_over_seeds_per_shape_and_ratio():
     assert b.sd == pytest.approx(np.std(base, ddof=1)) and b.lo == pytest.approx(min(base))
 
 
-def test_front_keeps_the_better_candidate_when_two_share_an_x():
-    recs = [
-        {"trial_id": "a", "params": {"shape": "sigmoid", "r_start": 1.5, "k": 5}, "val_bpb": 1.3},
-        {"trial_id": "b", "params": {"shape": "sigmoid", "r_start": 1.5, "k": 20}, "val_bpb": 1.2},
-    ]
-    rf = C.ratio_front(trials_frame(recs), metric="val_bpb")
-    assert rf.front["candidate"].tolist() == ["sigmoid 1.5->0.5 k=20"]
-    rf = C.ratio_front(trials_frame(recs), metric="val_bpb", sense="maximize")
-    assert rf.front["candidate"].tolist() == ["sigmoid 1.5->0.5 k=5"]
+def _rec(tid, params, value, seed=0, state="COMPLETE", widths=True):
+    plan = plan_from_params(params, n_layer=8, d_ff=128, multiple_of=8)
+    rec = {"trial_id": tid, "seed": seed, "params": params, "val_bpb": value, "state": state}
+    return {**rec, "widths": list(plan.widths)} if widths else rec
+
+
+def test_front_plots_the_realised_ratios_not_the_requested_ones():
+    # Renormalised to mean 1, cosine 0.5 -> 0.25 trains as a taper, 1.31 -> 0.69; plotted at
+    # the requested 0.5 it would read as wider-late (issue 11).
+    params = {"shape": "cosine", "r_start": 0.5, "r_end": 0.25}
+    t = trials_frame([_rec("u", {"shape": "uniform"}, 1.5), _rec("c", params, 1.4)])
+    widths = plan_from_params(params, n_layer=8, d_ff=128, multiple_of=8).widths
+    mean = sum(widths) / len(widths)
+    rf = C.ratio_front(t, metric="val_bpb")
+    (row,) = rf.front.itertuples()
+    assert rf.x == "realised_start" and "realised first-layer ratio" in C.label(rf.x)
+    assert row.x == pytest.approx(widths[0] / mean) == pytest.approx(1.3125)
+    assert (row.r_start, row.r_end) == (0.5, 0.25)  # the request stays, as a parameter
+    assert "trained 1.31->0.688" in row.hover and "requested" in row.hover
+    taper = C.ratio_front(t, metric="val_bpb", x="taper")
+    assert taper.x == "realised_taper" and "realised taper" in C.label(taper.x)
+    assert taper.front["x"].item() == pytest.approx((widths[0] - widths[-1]) / mean)
+    assert taper.front["x"].item() > 0
+    assert t.loc[1, "taper"] == pytest.approx(0.25)  # requested; realised is 0.625
+    assert t.loc[1, "realised_taper"] == pytest.approx(0.625)
+
+
+def test_identical_widths_land_at_the_same_x_and_the_better_one_is_kept():
+    # linear 2.0 -> 1.5 and 1.333 -> 1.0 are the same profile after renormalising
+    a = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}
+    b = {"shape": "linear", "r_start": 1.333, "r_end": 1.0}
+    t = trials_frame([_rec("a", a, 1.3), _rec("b", b, 1.2)])
+    assert t.loc[0, "widths_json"] == t.loc[1, "widths_json"]
+    rf = C.ratio_front(t, metric="val_bpb")
+    assert rf.points["x"].nunique() == 1 and rf.points["x"].iloc[0] == pytest.approx(1.125)
+    assert rf.front["candidate"].tolist() == ["linear 1.333->1"]
+    rf = C.ratio_front(t, metric="val_bpb", sense="maximize")
+    assert rf.front["candidate"].tolist() == ["linear 2->1.5"]
+    taper = C.ratio_front(t, metric="val_bpb", x="taper")
+    assert taper.points["x"].nunique() == 1
+
+
+def test_trials_without_widths_use_the_model_plan_or_are_counted_out():
+    params = {"shape": "cosine", "r_start": 0.5, "r_end": 0.25}
+    recs = [_rec("c", params, 1.4, widths=False)]
+    model = {"n_layer": 8, "d_model": 32, "n_head": 2, "d_ff": 128, "multiple_of": 8}
+    with_model = C.ratio_front(trials_frame(recs, model), metric="val_bpb")
+    assert with_model.front["x"].item() == pytest.approx(1.3125) and with_model.unplaced == 0
+    without = C.ratio_front(trials_frame(recs), metric="val_bpb")
+    assert without.points.empty and without.unplaced == 1
+
+
+def test_a_censored_candidate_is_not_the_best_and_says_n_of_k():
+    # A: good on seed 0, pruned on seed 1 (it looked bad). B: middling on both seeds.
+    a = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}
+    b = {"shape": "linear", "r_start": 1.333, "r_end": 1.0}  # the same widths: the same x
+    t = trials_frame(
+        [
+            _rec("u0", {"shape": "uniform"}, 2.0, seed=0),
+            _rec("u1", {"shape": "uniform"}, 2.2, seed=1),
+            _rec("a0", a, 1.7, seed=0),
+            _rec("a1", a, 2.6, seed=1, state="PRUNED"),
+            _rec("b0", b, 1.9, seed=0),
+            _rec("b1", b, 2.1, seed=1),
+        ]
+    )
+    s = C.run_summary({"objectives": [{"metric": "val_bpb"}]}, t, {})
+    assert s["best"]["candidate"] == "linear 1.333->1" and not s["best"]["censored"]
+    assert s["best"]["value"] == pytest.approx(2.0) and s["best"]["n_of_k"] == "2 of 2 seeds"
+    (cens,) = s["censored_better"]
+    assert cens["candidate"] == "linear 2->1.5" and cens["n_of_k"] == "1 of 2 seeds"
+    assert cens["delta_best"] == pytest.approx(-0.2) and cens["n_best"] == 1
+    d = C.paired_deltas(t, "val_bpb").summary
+    assert d["label"].tolist() == ["linear 1.333->1", "linear 2->1.5 [1 of 2 seeds]"]
+    assert d["censored"].tolist() == [False, True]
+    rf = C.ratio_front(t, "val_bpb")
+    assert rf.front["candidate"].tolist() == ["linear 1.333->1"]  # not A's lone good seed
+    pr = C.width_profiles(t, "val_bpb")
+    legends = pr.profiles.drop_duplicates("rank")["legend"].tolist()
+    assert legends[0].startswith("#1 linear 1.333->1 [trained 1.12->0.875]")
+    assert legends[1].endswith("(censored: 1 of 2 seeds (pruned on seed 1))")
 
 
 def test_front_single_seed_single_shape_and_taper_axis():
@@ -303,7 +377,7 @@ def test_paired_deltas_ci_and_noise_marks():
     clear, noisy, one = "cosine 1.25->0.75", "cosine 1.5->0.5", "cosine 1.75->0.25"
     assert s.loc[clear, "mean"] == pytest.approx(-0.10)
     sd = np.std([-0.10, -0.11, -0.09], ddof=1)
-    assert s.loc[clear, "half_width"] == pytest.approx(4.303 * sd / math.sqrt(3))
+    assert s.loc[clear, "half_width"] == pytest.approx(stats.t_quantile(2) * sd / math.sqrt(3))
     assert bool(s.loc[clear, "within_noise"]) is False
     assert bool(s.loc[noisy, "within_noise"]) is True
     assert pd.isna(s.loc[one, "within_noise"]) and math.isnan(s.loc[one, "half_width"])
@@ -328,10 +402,6 @@ def test_paired_deltas_need_a_same_seed_baseline():
     assert C.paired_deltas(t, "val_bpb").per_seed.empty
 
 
-def test_t_quantiles():
-    assert C.t975(1) == 12.706 and C.t975(30) == 2.042 and C.t975(500) == 1.96
-
-
 # -------------------------------------------------------------------------------------------------
 # summary and hover
 
@@ -342,8 +412,18 @@ def test_run_summary():
     s = C.run_summary(cfg, t, {"status": "running", "versions": {"torch": "2.13"}})
     assert s["counts"] == {"COMPLETE": 12, "PRUNED": 1, "FAIL": 1}
     best = s["best"]
-    assert best["candidate"].startswith("cosine 1.5")  # the law's optimum is near r_start 1.4
+    # The law's optimum is cosine near r_start 1.4, but cosine 1.25 was pruned and cosine 1.5
+    # failed on seed 0: the best fully measured candidate wins, and they are named as censored.
+    assert best["candidate"] == "linear 1.5->0.5" and best["n_of_k"] == "2 of 2 seeds"
+    assert not best["censored"] and best["flag"] == "" and best["ranked_seeds"] == [0, 1]
     assert sum(best["widths"]) == 4 * 64 and best["delta_vs_uniform"] < 0
+    assert best["realised"] == [1.5, 0.5] and best["delta_n_seeds"] == 2
+    lo, hi = best["delta_ci95"]
+    assert lo < best["delta_vs_uniform"] < hi
+    better = {c["candidate"]: c for c in s["censored_better"]}
+    assert set(better) == {"cosine 1.25->0.75", "cosine 1.5->0.5"}
+    assert better["cosine 1.5->0.5"]["flag"] == "censored: 1 of 2 seeds (fail on seed 0)"
+    assert better["cosine 1.5->0.5"]["delta_best"] == pytest.approx(-0.01)
     assert best["target_widths"] == []  # no target in this study
     cfg["target"] = {"n_layer": 6, "d_model": 64, "n_head": 2, "d_ff": 128, "multiple_of": 16}
     tw = C.run_summary(cfg, t, {})["best"]["target_widths"]

@@ -66,6 +66,29 @@ def test_fields_derived_from_params_and_widths():
     assert base["is_baseline"] and base["taper"] == 0 and base["r_start"] == 1.0
 
 
+def test_realised_ratios_are_what_trained_not_what_was_requested(tmp_path):
+    # cosine 0.5 -> 0.25 renormalised to mean 1: 88, 72, 56, 40 over a mean of 64
+    cos = {"shape": "cosine", "r_start": 0.5, "r_end": 0.25}
+    row = trials_frame([dict(_trial("c", 0, cos, 1.2), widths=[88, 72, 56, 40])]).iloc[0]
+    assert (row["r_start"], row["r_end"], row["taper"]) == (0.5, 0.25, 0.25)  # requested
+    assert (row["realised_start"], row["realised_end"]) == (1.375, 0.625)
+    assert row["realised_taper"] == pytest.approx(0.75)
+    # Without widths: from the model's exact-budget plan, the same the trainer builds.
+    model = {"n_layer": 4, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 8}
+    rec = {k: v for k, v in _trial("f", 0, cos, 1.2, state="FAIL").items() if k != "widths"}
+    planned = trials_frame([rec], model).iloc[0]
+    assert planned["widths_json"] == ""  # nothing recorded, nothing claimed
+    assert (planned["realised_start"], planned["realised_taper"]) == (1.375, 0.75)
+    assert math.isnan(trials_frame([rec]).loc[0, "realised_start"])  # no model: unknown
+    # load_run fills them from study.yaml (older run dirs, trials without widths)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"model": model}))
+    write_results(tmp_path, [rec], [])
+    assert load_run(tmp_path).trials.loc[0, "realised_start"] == 1.375
+    bad = {"shape": "cosine", "r_start": 1.9, "r_end": 0.001}  # no widths exist for it
+    rec = {k: v for k, v in _trial("b", 0, bad, 1.2, state="FAIL").items() if k != "widths"}
+    assert math.isnan(trials_frame([rec], model).loc[0, "realised_start"])
+
+
 def test_given_columns_win_over_derived_ones():
     rec = _trial("c", 0, {"shape": "cosine", "r_start": 1.5}, 1.2)
     rec["candidate"] = "mine"
@@ -90,6 +113,18 @@ def test_deltas_are_paired_by_seed(tmp_path):
         load_run(tmp_path).trials["delta_val_bpb"].tolist()[:4]
         == tdf["delta_val_bpb"][:4].tolist()
     )
+
+
+def test_only_complete_trials_get_a_delta():
+    # A pruned trial's last value is at fewer tokens than the baseline's final one.
+    df = trials_frame(
+        [
+            _trial("u0", 0, {"shape": "uniform"}, 2.0),
+            _trial("p0", 0, {"shape": "linear", "r_start": 1.5}, 2.6, state="PRUNED"),
+        ]
+    )
+    assert add_deltas(df, ["val_bpb"])["delta_val_bpb"].tolist()[0] == 0.0
+    assert math.isnan(add_deltas(df, ["val_bpb"])["delta_val_bpb"].tolist()[1])
 
 
 def test_unfinished_baseline_is_no_reference():

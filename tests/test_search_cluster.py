@@ -83,7 +83,8 @@ def cluster(tmp_path: Path):
 
 def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
     address, env = cluster
-    data = tiny_study(tmp_path, train={"tokens": 16384})
+    # 3 distinct widths x 2 seeds: enough trials that both nodes get some
+    data = tiny_study(tmp_path, train={"tokens": 16384}, search={"seeds": [0, 1]})
     data["name"] = "cluster"
     study = tmp_path / "cluster.yaml"
     study.write_text(yaml.safe_dump(data))
@@ -94,7 +95,7 @@ def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "joined" in res.stdout and "2 node(s)" in res.stdout
     df = pd.read_parquet(tmp_path / "runs" / "cluster" / "trials.parquet")
-    assert len(df) == 5 and (df["state"] == "COMPLETE").all()
+    assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert set(df["node"]) == {HEAD, WORKER}
 
 

@@ -216,3 +216,96 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
     assert [r["val_bpb"] for r in reports] == [2.5, 2.25, 2.25]
     assert [r["final"] for r in reports] == [False, False, True]
     assert reports[-1]["status"] == "completed" and "not trained again" in reports[-1]["reason"]
+
+
+# -------------------------------------------------------------------------------------------------
+# censored seeds (issue 11): a candidate is never best on the seeds its pruned ones left
+
+
+A = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}  # pruned (bad) on seed 1, good on seed 0
+B = {"shape": "linear", "r_start": 1.5}  # middling on both seeds
+CENSORED_ROWS = [
+    (0, {"shape": "uniform"}, "COMPLETE", 2.00),
+    (1, {"shape": "uniform"}, "COMPLETE", 2.20),
+    (0, A, "COMPLETE", 1.70),
+    (1, A, "PRUNED", 2.60),
+    (0, B, "COMPLETE", 1.90),
+    (1, B, "COMPLETE", 2.10),
+]
+
+
+def _censored_frame():
+    rows = [
+        {"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v}
+        for i, (s, p, st, v) in enumerate(CENSORED_ROWS)
+    ]
+    return add_deltas(trials_frame(rows), ["val_bpb"])
+
+
+def test_a_pruned_bad_seed_never_makes_a_candidate_best(cfg):
+    (best,) = best_candidates(_censored_frame(), cfg)
+    assert best["candidate"] == "linear 1.5->0.5"  # not A, whose one complete seed is better
+    assert best["n_seeds"] == best["n_seeds_planned"] == 2 and not best["censored"]
+    assert best["n_of_k"] == "2 of 2 seeds" and best["flag"] == ""
+    assert best["values"]["val_bpb"] == pytest.approx(2.0) and best["ranked_seeds"] == [0, 1]
+    assert best["delta_vs_uniform"]["val_bpb"] == pytest.approx(-0.1)
+    assert best["delta_n_seeds"]["val_bpb"] == 2
+    lo, hi = best["delta_ci95"]["val_bpb"]  # deltas -0.1, -0.1: sd 0, a zero-width interval
+    assert lo == pytest.approx(-0.1) and hi == pytest.approx(-0.1)
+
+
+def test_best_yaml_says_what_trained_and_names_the_censored_candidate(cfg):
+    doc = best_document(_censored_frame(), cfg)
+    (best,) = doc["best"]
+    start, end = best["proxy"]["realised"]
+    assert best["realised"] == {"start": start, "end": end, "taper": pytest.approx(start - end)}
+    (cens,) = doc["censored_better"]
+    assert cens["candidate"] == "linear 2->1.5" and cens["n_of_k"] == "1 of 2 seeds"
+    assert cens["flag"] == "censored: 1 of 2 seeds (pruned on seed 1)"
+    assert cens["delta_vs_best"]["val_bpb"] == pytest.approx(-0.2)
+    assert cens["n_seeds_shared"] == 1
+
+
+def test_with_only_censored_candidates_the_best_is_flagged(cfg):
+    rows = [r for r in CENSORED_ROWS if r[1] is A or r[1]["shape"] == "uniform"]
+    rows = [(s, p, "PRUNED" if p["shape"] == "uniform" and s == 1 else st, v)
+            for s, p, st, v in rows]  # fmt: skip
+    frame = trials_frame(
+        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v}
+         for i, (s, p, st, v) in enumerate(rows)]
+    )  # fmt: skip
+    (best,) = best_candidates(frame, cfg)
+    assert best["censored"] and best["n_of_k"] == "1 of 2 seeds"
+    assert best["flag"].startswith("censored: 1 of 2 seeds")
+
+
+def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
+    import json
+
+    import optuna
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+    from tlmsearch.search.samplers import CANDIDATE, SEED
+
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    cfg = tiny_config(tmp_path)
+    (run / "study.yaml").write_text(cfg.to_yaml())
+    (run / "run.json").write_text(json.dumps({"status": "finished", "n_trials_planned": 6}))
+    study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
+    for seed, params, state, value in CENSORED_ROWS:
+        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value}}
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=getattr(optuna.trial.TrialState, state),
+                value=value if state == "COMPLETE" else None,
+                user_attrs=attrs,
+            )
+        )
+    res = CliRunner().invoke(app, ["status", str(run)])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the console wraps long lines
+    assert "best: linear 1.5->0.5 (val_bpb 2.0000; mean of seed(s) 0, 1; 2 of 2 seeds)" in out
+    assert "vs uniform val_bpb -0.1000" in out
+    assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out

@@ -292,7 +292,13 @@ def report(
         Path | None,
         typer.Option("--png", help="Also write each figure as PNG into this folder (Chromium)"),
     ] = None,
-    x: Annotated[str, typer.Option(help="x of the ratio fronts: r_start or taper")] = "r_start",
+    x: Annotated[
+        str,
+        typer.Option(
+            help="x of the ratio fronts, as trained: r_start (realised d_ff[0] / mean d_ff) "
+            "or taper (realised (d_ff[0] - d_ff[-1]) / mean d_ff)"
+        ),
+    ] = "r_start",
     top_k: Annotated[int, typer.Option(min=1, help="Candidates in the width profiles")] = 5,
 ) -> None:
     """Write one self-contained HTML report of a run (opens offline; needs no torch or Ray)."""

@@ -33,7 +33,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from tlmsearch.config import EVAL_KEYS, METRICS
+from tlmsearch import stats
+from tlmsearch.config import EVAL_KEYS, METRICS, ModelConfig
 from tlmsearch.errors import ConfigError
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
@@ -52,6 +53,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "realised_start": "float",
     "realised_end": "float",
     "taper": "float",
+    "realised_taper": "float",
     "widths_json": "str",
     "stands_for": "str",
     "same_as": "int",
@@ -183,15 +185,63 @@ def _coerce(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def trials_frame(trials: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def trials_frame(
+    trials: Iterable[Mapping[str, Any]], model: ModelConfig | Mapping[str, Any] | None = None
+) -> pd.DataFrame:
     """Trial records -> the trials table: every contract column present, typed, in order.
 
     A record may give ``params`` (a dict) and ``widths`` (a list) instead of ``params_json``,
     ``widths_json``, ``candidate``, ``shape``, ``r_start``/``r_end``, ``taper``, ``realised_*``.
+    ``model`` (the study's proxy model) gives the realised ratios of records without widths:
+    see :func:`fill_realised`.
     """
     rows = [_derive(r) for r in trials]
     df = _coerce(pd.DataFrame(rows), TRIAL_COLUMNS)
-    return _normalise_states(df)
+    return fill_realised(_normalise_states(df), model)
+
+
+def fill_realised(
+    trials: pd.DataFrame, model: ModelConfig | Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """Realised ratios (first / last width over the mean width) where a trial lacks them.
+
+    Every profile is renormalised to mean 1, so the *requested* r_start / r_end need not be
+    what trained: cosine 0.5 -> 0.25 trains at about 1.31 -> 0.69. A trial that recorded no
+    widths (e.g. it failed before they were written) gets them from its params through the
+    same exact-budget plan the trainer builds (``ModelConfig.plan``), when the study's
+    ``model`` is known; otherwise they stay NaN. ``realised_taper`` is realised_start -
+    realised_end.
+    """
+    out = trials.copy()
+    missing = out["realised_start"].isna() & (out["params_json"] != "")
+    planner = _planner(model) if missing.any() else None
+    if planner is not None:
+        for i in out.index[missing]:
+            ends = planner(json.loads(out.at[i, "params_json"]))
+            if ends is not None:
+                out.at[i, "realised_start"], out.at[i, "realised_end"] = ends
+    taper = out["realised_start"] - out["realised_end"]
+    out["realised_taper"] = out["realised_taper"].where(out["realised_taper"].notna(), taper)
+    return out
+
+
+def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
+    """params -> (realised_start, realised_end) of ``model``'s plan, or None (no valid model)."""
+    if model is None:
+        return None
+    try:
+        cfg = model if isinstance(model, ModelConfig) else ModelConfig(**dict(model))
+    except (TypeError, ValueError):  # a hand-written study.yaml: no fallback, the ratios stay NaN
+        return None
+
+    def realised(params: Mapping[str, Any]) -> tuple[float, float] | None:
+        try:
+            plan = cfg.plan(params)
+        except (TypeError, ValueError):  # ScheduleError: this candidate has no widths at all
+            return None
+        return plan.realised_start, plan.realised_end
+
+    return realised
 
 
 def _normalise_states(df: pd.DataFrame) -> pd.DataFrame:
@@ -209,20 +259,22 @@ def curves_frame(curves: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """Add ``delta_<metric>``: value minus the mean of the same seed's COMPLETE uniform trials.
 
-    Paired by seed because within a seed every candidate sees the same data order and init.
-    NaN where a seed has no finished baseline (or the trial has no value).
+    Paired by seed because within a seed every candidate sees the same data order and init
+    (:func:`tlmsearch.stats.baseline_by_seed`). NaN where a seed has no finished baseline, the
+    trial has no value, or the trial did not complete: a pruned trial's last value was taken
+    at fewer tokens than the baseline's, so their difference is no effect.
     """
     out = trials.copy()
-    base = out[out["is_baseline"] & (out["state"] == "COMPLETE")]
+    done = out["state"] == "COMPLETE"
+    seeds = pd.to_numeric(out["seed"], errors="coerce").astype("float64")
     for metric in metrics:
         col = metric_column(metric)
         if col not in out:
             continue
         values = pd.to_numeric(out[col], errors="coerce").astype("float64")
-        ref = pd.to_numeric(base[col], errors="coerce").astype("float64")
-        by_seed = ref.groupby(base["seed"].astype("float64")).mean()
-        seed_ref = out["seed"].astype("float64").map(by_seed)
-        out[f"delta_{metric}"] = (values - seed_ref).astype("float64")
+        ref = stats.baseline_by_seed(out, col)
+        ref.index = ref.index.astype("float64")
+        out[f"delta_{metric}"] = (values - seeds.map(ref)).where(done).astype("float64")
     return out
 
 
@@ -269,9 +321,10 @@ def write_results(
     """
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
+    study = _read_yaml(run / "study.yaml")
     if metrics is None:
-        metrics = [m for m, _ in objectives_of(_read_yaml(run / "study.yaml"))]
-    tdf = add_deltas(trials_frame(trials), metrics)
+        metrics = [m for m, _ in objectives_of(study)]
+    tdf = add_deltas(trials_frame(trials, study.get("model")), metrics)
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
@@ -322,11 +375,15 @@ def load_run(run_dir: str | Path) -> RunData:
         status = json.loads(status_path.read_text()) if status_path.exists() else {}
     except json.JSONDecodeError as err:
         raise ConfigError(f"{status_path}: not valid JSON ({err})") from None
-    trials = _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS))
+    config = _read_yaml(run / "study.yaml")
+    # fill_realised: run dirs written before realised_taper, or trials that recorded no widths
+    trials = fill_realised(
+        _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS)), config.get("model")
+    )
     curves = _read_table(run, "curves", CURVE_COLUMNS)
     return RunData(
         path=run,
-        config=_read_yaml(run / "study.yaml"),
+        config=config,
         trials=trials,
         curves=curves,
         status=status,

@@ -9,11 +9,16 @@ shown, faded or listed, but never win.
 >>> from tlmsearch.results import trials_frame
 >>> t = trials_frame([
 ...     {"trial_id": "u", "params": {"shape": "uniform"}, "val_ppl": 30.0, "seed": 0},
-...     {"trial_id": "c", "params": {"shape": "cosine", "r_start": 1.5}, "val_ppl": 29.0},
+...     {"trial_id": "c", "params": {"shape": "cosine", "r_start": 0.5, "r_end": 0.25},
+...      "widths": [88, 72, 56, 40], "val_ppl": 29.0, "seed": 0},
 ... ])
->>> front = ratio_front(t, metric="val_ppl")
->>> front.front[["shape", "x", "value"]].values.tolist(), front.baseline.mean
-([['cosine', 1.5, 29.0]], 30.0)
+>>> front = ratio_front(t, metric="val_ppl")  # x: what trained, not the requested 0.5
+>>> front.front[["shape", "x", "r_start", "value"]].values.tolist(), front.baseline.mean
+([['cosine', 1.375, 0.5, 29.0]], 30.0)
+
+Rankings, means over seeds and paired deltas come from :mod:`tlmsearch.stats`: a candidate
+pruned or failed on some seed is *censored*, shown as "n of k seeds" and never placed above a
+fully measured one.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from tlmsearch import stats
 from tlmsearch.config import METRICS
-from tlmsearch.results import add_deltas, metric_column
+from tlmsearch.results import metric_column
 
 LABELS = {
     "val_ppl": "val perplexity",
@@ -41,13 +47,15 @@ LABELS = {
     "non_embedding_params": "non-embedding parameters",
     "flops_per_token": "FLOPs/token",
     "wall_s": "wall time (s)",
-    "r_start": "start ratio r_start (first layer d_ff / uniform)",
-    "taper": "taper strength (r_start - r_end)",
+    # The ratio fronts' axes: what trained (widths over their mean), not the requested params;
+    # every profile is renormalised to mean 1, so cosine 0.5 -> 0.25 trains at ~1.31 -> 0.69.
+    "realised_start": "realised first-layer ratio (d_ff[0] / mean d_ff)",
+    "realised_taper": "realised taper strength ((d_ff[0] - d_ff[-1]) / mean d_ff)",
+    "r_start": "requested r_start (schedule parameter, before renormalising)",
+    "taper": "requested taper (r_start - r_end, before renormalising)",
 }
-# Two-sided 95% Student t quantiles for 1..30 degrees of freedom (no scipy dependency).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+# ratio_front's x option -> the trials column it plots
+FRONT_X = {"r_start": "realised_start", "taper": "realised_taper"}
 
 
 def label(metric: str) -> str:
@@ -61,11 +69,6 @@ def sense_of(metric: str, objectives: Sequence[tuple[str, str]] = ()) -> str:
         if m == metric:
             return sense
     return METRICS.get(metric, "minimize")
-
-
-def t975(df: int) -> float:
-    """Two-sided 95% t quantile (1.96 beyond 30 degrees of freedom)."""
-    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
 
 
 def _values(trials: pd.DataFrame, metric: str) -> pd.Series:
@@ -109,28 +112,63 @@ def finished(trials: pd.DataFrame, metric: str) -> pd.DataFrame:
     return out[keep]
 
 
-def _by_candidate(done: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds per candidate: candidate, shape, value, sd, n, trial_ids, widths_json."""
-    if done.empty:
-        cols = ["candidate", "shape", "value", "sd", "n", "trial_ids", "widths_json"]
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    g = done.groupby("candidate", sort=False)
-    out = pd.DataFrame(
-        {
-            "shape": g["shape"].first(),
-            "value": g["value"].mean(),
-            "sd": g["value"].std(ddof=1),
-            "n": g["value"].size(),
-            "trial_ids": g["trial_id"].agg(lambda s: ", ".join(s)),
-            "widths_json": g["widths_json"].first(),
-            "params_json": g["params_json"].first(),
-        }
-    )
-    return out.reset_index()
+_INFO = ("shape", "r_start", "r_end", "realised_start", "realised_end", "realised_taper")
 
 
-def _best(values: pd.Series, sense: str) -> Any:
-    return values.idxmax() if sense == "maximize" else values.idxmin()
+def trained(start: float, end: float) -> str:
+    """What a candidate trained at: first and last width over the mean (empty when unknown).
+
+    >>> trained(1.375, 0.625)
+    'trained 1.38->0.625'
+    """
+    if not (np.isfinite(start) and np.isfinite(end)):
+        return ""
+    return f"trained {start:.3g}->{end:.3g}"
+
+
+def ranked_candidates(
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """Every candidate (uniform included), best first, by :func:`tlmsearch.stats.rank`.
+
+    Columns of ``stats.rank`` (tier, n_of_k, score on the ranked seeds, mean_delta and its
+    interval, flag...) plus shape, the requested r_start / r_end, the realised ratios
+    (realised_start, realised_end, realised_taper), trial_ids (its completed trials),
+    params_json, widths_json and ``label``: the candidate, what it trained at and, for a
+    censored or running one, its "n of k seeds". ``seeds``: the study's seeds (``search.seeds``;
+    None: every seed any trial ran on).
+    """
+    sense = sense or sense_of(metric)
+    r = stats.rank(trials, metric_column(metric), sense, seeds=seeds)
+    extra = [*_INFO, "trial_ids", "params_json", "widths_json", "label"]
+    if r.empty:
+        return r.assign(**{c: pd.Series(dtype=object) for c in extra})
+    g = trials.groupby("candidate", sort=False)
+    info = g[list(_INFO)].first()  # first non-missing: a candidate's trials share their widths
+    for col in ("params_json", "widths_json"):
+        info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
+    out = r.join(info, on="candidate")
+    done = finished(trials, metric)
+    ids = done.groupby("candidate", sort=False)["trial_id"].agg(", ".join)
+    out["trial_ids"] = [ids.get(c, "") for c in out["candidate"]]
+    out["label"] = [
+        " ".join(x for x in (c, f"[{trained(a, b)}]" if trained(a, b) else "") if x)
+        + (f" ({flag})" if tier in (1, 2) else "")
+        for c, a, b, tier, flag in zip(
+            out["candidate"], out["realised_start"], out["realised_end"], out["tier"],
+            out["flag"], strict=True,
+        )
+    ]  # fmt: skip
+    return out
+
+
+def _seeds_text(row: Any) -> str:
+    """'mean of seed(s) 0, 1 (2 of 2 seeds completed)'."""
+    seeds = ", ".join(str(x) for x in row.ranked_seeds)
+    return f"mean of seed(s) {seeds} ({row.n_of_k} completed)"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -144,16 +182,20 @@ class Band(NamedTuple):
     sd: float  # 0 with one seed
     lo: float
     hi: float
-    n: int
+    n: int  # seeds completed
+    k: int = 0  # seeds planned (pruned, failed, running or not run yet too)
 
 
 class RatioFront(NamedTuple):
     metric: str
-    x: str  # "r_start" or "taper"
+    x: str  # the plotted column: "realised_start" or "realised_taper"
     sense: str
-    points: pd.DataFrame  # every finished candidate (mean over seeds): shape, x, value, n, hover
-    front: pd.DataFrame  # best candidate per (shape, x), sorted: shape, x, value, candidate, hover
+    # every candidate with a completed seed, best first: shape, x, value (mean over its ranked
+    # seeds), n (how many), k, n_of_k, tier, flag, the requested r_start / r_end, hover
+    points: pd.DataFrame
+    front: pd.DataFrame  # best-ranked candidate per (shape, x), sorted by shape then x
     baseline: Band | None
+    unplaced: int = 0  # candidates with results but no realised ratio (no widths, no model)
 
 
 def ratio_front(
@@ -162,34 +204,46 @@ def ratio_front(
     x: str = "r_start",
     sense: str | None = None,
     max_bins: int = 12,
+    seeds: Sequence[int] | None = None,
 ) -> RatioFront:
-    """Per schedule shape, the best value at each start ratio (or taper strength), and uniform.
+    """Per schedule shape, the best candidate at each realised start ratio (or taper), and uniform.
 
-    Values are means over seeds; blocks / custom shapes use the realised first-layer ratio.
-    A continuous space gives every candidate its own x: with more than ``max_bins`` distinct x
-    in a shape, the front keeps the best candidate per bin of x (``max_bins`` equal bins).
+    ``x="r_start"`` plots the *realised* first-layer ratio d_ff[0] / mean d_ff and
+    ``x="taper"`` the realised taper (d_ff[0] - d_ff[-1]) / mean d_ff: profiles are
+    renormalised to mean 1, so the requested r_start is not what trained (it stays in the
+    points' ``r_start`` column and hover). The best candidate at an x is the best-ranked by
+    :func:`tlmsearch.stats.rank`: a candidate censored on some seed is shown with "n of k seeds"
+    and never beats a fully measured one. A continuous space gives every candidate its own x:
+    with more than ``max_bins`` distinct x in a shape, the front keeps the best candidate per
+    bin of x (``max_bins`` equal bins).
     """
-    if x not in ("r_start", "taper"):
+    if x not in FRONT_X:
         raise ValueError(f"x must be 'r_start' or 'taper', but got {x=}")
+    col = FRONT_X[x]
     sense = sense or sense_of(metric)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
     done = finished(trials, metric)
-    if x == "r_start":
-        xs = done["r_start"].where(np.isfinite(done["r_start"]), done["realised_start"])
-    else:
-        xs = done["taper"]
-    done = done.assign(x=xs.astype("float64"))
     base = done[done["is_baseline"]]["value"]
     band = None
     if len(base):
         sd = float(base.std(ddof=1)) if len(base) > 1 else 0.0
-        band = Band(float(base.mean()), sd, float(base.min()), float(base.max()), len(base))
-    cand = done[~done["is_baseline"] & np.isfinite(done["x"])]
-    points = _by_candidate(cand)
+        k = int(ranked.loc[ranked["is_baseline"], "k"].sum())
+        band = Band(float(base.mean()), sd, float(base.min()), float(base.max()), len(base), k)
+    cand = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
+    xs = pd.to_numeric(cand[col], errors="coerce").astype("float64")
+    placed = cand[np.isfinite(xs)]
+    points = placed.assign(
+        x=xs[np.isfinite(xs)],
+        value=placed["score"],
+        n=[len(s) for s in placed["ranked_seeds"]],
+    ).reset_index(drop=True)
     if len(points):
-        points["x"] = cand.groupby("candidate", sort=False)["x"].first().values
         points["hover"] = [
-            f"{r.candidate}<br>{label(metric)} {r.value:.4g} (mean of {r.n} seed(s))"
-            f"<br>trials {r.trial_ids}<br>params {r.params_json}<br>widths {r.widths_json}"
+            f"{r.candidate} (requested)<br>{trained(r.realised_start, r.realised_end)} "
+            f"(first, last d_ff over mean d_ff)<br>{label(metric)} {r.value:.4g} "
+            f"({_seeds_text(r)})"
+            + (f"<br><b>{r.flag}</b>" if r.flag else "")
+            + f"<br>trials {r.trial_ids}<br>params {r.params_json}<br>widths {r.widths_json}"
             for r in points.itertuples()
         ]
         key = points["x"]
@@ -197,13 +251,13 @@ def ratio_front(
         if points.groupby("shape")["x"].nunique().max() > max_bins and hi > lo:
             key = np.minimum(((key - lo) / (hi - lo) * max_bins).astype(int), max_bins - 1)
         points["bin"] = key
-        best = points.groupby(["shape", "bin"], sort=True)["value"].agg(lambda s: _best(s, sense))
+        best = points.groupby(["shape", "bin"], sort=True)["rank"].idxmin()
         front = points.loc[best.values].sort_values(["shape", "x"]).reset_index(drop=True)
         points, front = points.drop(columns="bin"), front.drop(columns="bin")
     else:
-        points = points.assign(x=pd.Series(dtype="float64"), hover=pd.Series(dtype=object))
+        points = points.assign(hover=pd.Series(dtype=object))
         front = points.copy()
-    return RatioFront(metric, x, sense, points, front, band)
+    return RatioFront(metric, col, sense, points, front, band, len(cand) - len(placed))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -278,26 +332,33 @@ def pareto(trials: pd.DataFrame, objectives: Sequence[tuple[str, str]]) -> Paret
 
 class Profiles(NamedTuple):
     metric: str
-    profiles: pd.DataFrame  # candidate, rank (1 = best), value, layer, width, hover
+    profiles: pd.DataFrame  # candidate, rank (1 = best), value, layer, width, legend, hover
     uniform: list[int]  # the uniform baseline's widths (empty if unknown)
 
 
 def width_profiles(
-    trials: pd.DataFrame, metric: str = "val_bpb", sense: str | None = None, k: int = 5
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    k: int = 5,
+    seeds: Sequence[int] | None = None,
 ) -> Profiles:
-    """d_ff per layer of the top-k candidates (mean over seeds), and uniform's."""
-    sense = sense or sense_of(metric)
-    done = finished(trials, metric)
-    cands = _by_candidate(done[~done["is_baseline"]])
-    cands = cands.sort_values("value", ascending=sense == "minimize").head(k)
+    """d_ff per layer of the top-k candidates (by :func:`ranked_candidates`), and uniform's.
+
+    ``legend`` names each profile with what it trained at, and "n of k seeds" when censored.
+    """
+    ranked = ranked_candidates(trials, metric, sense, seeds)
+    cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)].head(k)
     rows = []
     for rank, c in enumerate(cands.itertuples(), start=1):
+        legend = f"#{rank} {c.label}"
+        hover = f"{legend}<br>{label(metric)} {c.score:.4g} ({_seeds_text(c)})"
+        hover += f"<br>trials {c.trial_ids}"
         for layer, w in enumerate(_widths(c.widths_json)):
-            hover = (
-                f"#{rank} {c.candidate}<br>{label(metric)} {c.value:.4g}<br>trials {c.trial_ids}"
+            rows.append(
+                (c.candidate, rank, c.score, layer, w, legend, hover + f"<br>layer {layer}: {w}")
             )
-            rows.append((c.candidate, rank, c.value, layer, w, hover + f"<br>layer {layer}: {w}"))
-    cols = ["candidate", "rank", "value", "layer", "width", "hover"]
+    cols = ["candidate", "rank", "value", "layer", "width", "legend", "hover"]
     profiles = pd.DataFrame(rows, columns=cols)
     uniform: list[int] = []
     base = trials[trials["is_baseline"]]["widths_json"].map(_widths)
@@ -498,44 +559,74 @@ def param_importances(
 class Deltas(NamedTuple):
     metric: str
     sense: str
-    per_seed: pd.DataFrame  # candidate, seed, delta, hover
-    # candidate, mean, sd, n, half_width (95% CI of the mean; NaN with 1 seed),
-    # within_noise (True/False; <NA> with one seed: noise unknown); best first
+    per_seed: pd.DataFrame  # candidate, label, seed, delta, hover
+    # candidate, label, mean, sd, n (paired seeds), half_width, lo, hi (95% t interval; NaN
+    # with 1 seed), within_noise (<NA> with one seed: noise unknown), effect_noise, k,
+    # n_of_k, censored, tier, flag, rank; best first (fully measured before censored)
     summary: pd.DataFrame
 
 
 def paired_deltas(
-    trials: pd.DataFrame, metric: str = "val_bpb", sense: str | None = None
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
-    A difference is *within noise* when the t-interval of the mean paired delta contains 0.
+    From :mod:`tlmsearch.stats`: a difference is *within noise* when the t-interval of the
+    mean paired delta contains 0; a candidate pruned or failed on some seed is censored, its
+    ``label`` says "n of k seeds", and it is listed after the fully measured ones.
     """
     sense = sense or sense_of(metric)
-    withd = add_deltas(trials, [metric])
-    withd = withd.assign(delta=withd[f"delta_{metric}"], hover=hover_text(withd).values)
-    done = withd[
-        (withd["state"] == "COMPLETE") & ~withd["is_baseline"] & np.isfinite(withd["delta"])
-    ]
-    per_seed = done[["candidate", "seed", "delta", "hover"]].reset_index(drop=True)
-    rows = []
-    for cand, d in per_seed.groupby("candidate", sort=False)["delta"]:
-        n = len(d)
-        mean = float(d.mean())
-        sd = float(d.std(ddof=1)) if n > 1 else math.nan
-        half = t975(n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
-        noise = pd.NA if n < 2 else bool(abs(mean) <= half)
-        rows.append((cand, mean, sd, n, half, noise))
-    summary = pd.DataFrame(
-        rows, columns=["candidate", "mean", "sd", "n", "half_width", "within_noise"]
+    ranked = ranked_candidates(trials, metric, sense, seeds)
+    summary = ranked[~ranked["is_baseline"].astype(bool) & (ranked["n_paired"] > 0)]
+    summary = summary.assign(
+        label=[
+            c + (f" [{n_of_k}]" if tier > 0 else "")
+            for c, n_of_k, tier in zip(
+                summary["candidate"], summary["n_of_k"], summary["tier"], strict=True
+            )
+        ],
+        mean=summary["mean_delta"],
+        sd=summary["sd_delta"],
+        n=summary["n_paired"],
     )
-    summary["within_noise"] = summary["within_noise"].astype("boolean")
-    summary = summary.sort_values("mean", ascending=sense == "minimize").reset_index(drop=True)
+    cols = ["candidate", "label", "mean", "sd", "n", "half_width", "lo", "hi", "within_noise",
+            "effect_noise", "k", "n_of_k", "censored", "tier", "flag", "rank"]  # fmt: skip
+    summary = summary[cols].reset_index(drop=True)
+    cells = stats.paired_deltas(trials, metric_column(metric))
+    cells = cells[~cells["is_baseline"]]
+    done = trials[trials["state"] == "COMPLETE"]
+    hover = dict(
+        zip(
+            zip(done["candidate"], pd.to_numeric(done["seed"], errors="coerce"), strict=True),
+            hover_text(done),
+            strict=True,
+        )
+    )
+    labels = dict(zip(summary["candidate"], summary["label"], strict=True))
+    per_seed = pd.DataFrame(
+        {
+            "candidate": cells["candidate"].to_numpy(),
+            "label": cells["candidate"].map(labels).to_numpy(),
+            "seed": cells["seed"].to_numpy(),
+            "delta": cells["delta"].to_numpy(),
+            "hover": [hover.get((c, float(x)), "") for c, x in zip(
+                cells["candidate"], cells["seed"], strict=True)],
+        }
+    )  # fmt: skip
     return Deltas(metric, sense, per_seed, summary)
 
 
 # -------------------------------------------------------------------------------------------------
 # 7. summary
+
+
+def study_seeds(config: Mapping[str, Any]) -> list[int] | None:
+    """The study's ``search.seeds`` (every candidate runs on each), or None if not recorded."""
+    seeds = (config.get("search") or {}).get("seeds") if isinstance(config, Mapping) else None
+    return [int(x) for x in seeds] if isinstance(seeds, list) and seeds else None
 
 
 def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
@@ -552,6 +643,36 @@ def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[
     return list(plan.widths)
 
 
+def _candidate_summary(row: pd.Series, metric: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI."""
+
+    def num(x: Any) -> float | None:
+        return None if pd.isna(x) else float(x)
+
+    params = json.loads(row["params_json"] or "{}")
+    return {
+        "candidate": row["candidate"],
+        "metric": metric,
+        "value": float(row["score"]),  # mean over ranked_seeds
+        "ranked_seeds": [int(x) for x in row["ranked_seeds"]],
+        "n_seeds": int(row["n"]),  # seeds completed
+        "n_seeds_planned": int(row["k"]),
+        "n_of_k": row["n_of_k"],
+        "censored": bool(row["censored"]),
+        "tier": stats.tier_name(row["tier"]),
+        "flag": row["flag"],
+        "trials": row["trial_ids"],
+        "params": row["params_json"],
+        "widths": _widths(row["widths_json"]),
+        "realised": [num(row["realised_start"]), num(row["realised_end"])],
+        "target_widths": target_widths(config, params),
+        "delta_vs_uniform": num(row["mean_delta"]),
+        "delta_ci95": None if pd.isna(row["lo"]) else [float(row["lo"]), float(row["hi"])],
+        "delta_n_seeds": int(row["n_paired"]),
+        "effect_noise": num(row["effect_noise"]),
+    }
+
+
 def run_summary(
     config: Mapping[str, Any], trials: pd.DataFrame, status: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -561,25 +682,23 @@ def run_summary(
     objectives = objectives_of(config)
     metric, sense = objectives[0]
     counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
+    ranked = ranked_candidates(trials, metric, sense, study_seeds(config))
+    ranked = ranked[ranked["tier"] < 3]
     best: dict[str, Any] | None = None
-    done = finished(trials, metric)
-    cands = _by_candidate(done)
-    if len(cands):
-        b = cands.loc[_best(cands.set_index(cands.index)["value"], sense)]
-        deltas = paired_deltas(trials, metric, sense).summary.set_index("candidate")
-        best = {
-            "candidate": b["candidate"],
-            "metric": metric,
-            "value": float(b["value"]),
-            "n_seeds": int(b["n"]),
-            "trials": b["trial_ids"],
-            "params": b["params_json"],
-            "widths": _widths(b["widths_json"]),
-            "target_widths": target_widths(config, json.loads(b["params_json"] or "{}")),
-            "delta_vs_uniform": float(deltas.loc[b["candidate"], "mean"])
-            if b["candidate"] in deltas.index
-            else None,
-        }
+    censored_better: list[dict[str, Any]] = []
+    if len(ranked):
+        best = _candidate_summary(ranked.iloc[0], metric, config)
+        censored_better = [
+            {
+                "candidate": r.candidate,
+                "n_of_k": r.n_of_k,
+                "flag": r.flag,
+                "value": float(r.score),
+                "delta_best": float(r.delta_best),
+                "n_best": int(r.n_best),
+            }
+            for r in ranked[ranked["better_than_best"]].itertuples()
+        ]
     tokens = pd.to_numeric(trials["tokens"], errors="coerce")
     wall = pd.to_numeric(trials["wall_s"], errors="coerce")
     return {
@@ -593,6 +712,9 @@ def run_summary(
         "n_trials_planned": status.get("n_trials_planned"),
         "counts": counts,
         "best": best,
+        # censored (or still running) candidates that look better than the best on the seeds
+        # both completed: not ranked above it, but said, since their missing seeds decide
+        "censored_better": censored_better,
         "tokens_total": int(tokens.sum()) if len(tokens) else 0,
         "wall_s_total": float(wall.sum()) if len(wall) else 0.0,
         "versions": dict(status.get("versions") or {}),

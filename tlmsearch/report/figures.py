@@ -65,7 +65,11 @@ def _shape_colors(shapes: Sequence[str]) -> dict[str, str]:
 
 
 def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
-    """Fronts per schedule shape vs the start ratio, uniform as a band; a button per metric."""
+    """Fronts per schedule shape vs the realised start ratio, uniform as a band; metric buttons.
+
+    Candidates censored on some seed (pruned or failed) are open markers, "n of k seeds" in the
+    hover; they are on a front line only where no fully measured candidate shares their x.
+    """
     fig = go.Figure()
     metrics = list(fronts)
     groups: list[list[int]] = []
@@ -82,10 +86,8 @@ def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
             b = rf.baseline
             sd = b.sd if b.n > 1 else 0.0
             bx = [lo - pad, hi + pad]
-            text = (
-                f"uniform: {b.mean:.4g} (mean of {b.n} seed(s); sd {sd:.3g}; "
-                f"{b.lo:.4g}..{b.hi:.4g})"
-            )
+            seeds = f"{b.n} of {b.k} seeds" if b.k > b.n else f"{b.n} seed(s)"
+            text = f"uniform: {b.mean:.4g} (mean of {seeds}; sd {sd:.3g}; {b.lo:.4g}..{b.hi:.4g})"
             fig.add_trace(
                 go.Scatter(
                     x=bx + bx[::-1],
@@ -116,20 +118,29 @@ def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
         for shape in sorted(set(rf.points["shape"])) if len(rf.points) else []:
             pts = rf.points[rf.points["shape"] == shape]
             front = rf.front[rf.front["shape"] == shape]
-            fig.add_trace(
-                go.Scatter(
-                    x=pts["x"],
-                    y=pts["value"],
-                    mode="markers",
-                    name=f"{shape} (all)",
-                    marker={"color": colors[shape], "opacity": 0.3, "size": 7},
-                    text=pts["hover"],
-                    hovertemplate=HOVER,
-                    visible=visible,
-                    legendgroup=shape,
-                    showlegend=False,
+            for censored, symbol in ((False, "circle"), (True, "circle-open")):
+                sub = pts[(pts["tier"] > 0) == censored]
+                if sub.empty:
+                    continue
+                fig.add_trace(
+                    go.Scatter(
+                        x=sub["x"],
+                        y=sub["value"],
+                        mode="markers",
+                        name=f"{shape} ({'censored: n of k seeds' if censored else 'all'})",
+                        marker={
+                            "color": colors[shape],
+                            "opacity": 0.8 if censored else 0.3,
+                            "size": 9 if censored else 7,
+                            "symbol": symbol,
+                        },
+                        text=sub["hover"],
+                        hovertemplate=HOVER,
+                        visible=visible,
+                        legendgroup=shape,
+                        showlegend=False,
+                    )
                 )
-            )
             fig.add_trace(
                 go.Scatter(
                     x=front["x"],
@@ -170,10 +181,15 @@ def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
                 }
             ]
         )
-    xlab = label(first.x) if first else "start ratio"
+    xlab = label(first.x) if first else label("realised_start")
+    what = "taper" if first is not None and first.x == "realised_taper" else "start ratio"
+    title = f"Ratio vs perplexity: best candidate per realised {what}, one line per schedule shape"
+    unplaced = max((f.unplaced for f in fronts.values()), default=0)
+    if unplaced:
+        title += f" ({unplaced} candidate(s) without widths not shown)"
     _layout(
         fig,
-        "Ratio vs perplexity: best candidate per start ratio, one line per schedule shape",
+        title,
         xaxis_title=xlab,
         yaxis_title=label(metrics[0]) if metrics else "",
     )
@@ -247,13 +263,12 @@ def width_profiles(pr: Profiles) -> go.Figure:
             )
         )
     for cand, sub in pr.profiles.groupby("rank", sort=True):
-        name = sub["candidate"].iloc[0]
         fig.add_trace(
             go.Scatter(
                 x=sub["layer"],
                 y=sub["width"],
                 mode="lines+markers",
-                name=f"#{cand} {name}",
+                name=sub["legend"].iloc[0],
                 text=sub["hover"],
                 hovertemplate=HOVER,
                 line={"color": PALETTE[(int(cand) - 1) % len(PALETTE)]},
@@ -384,32 +399,41 @@ def importances(imp: Importances) -> go.Figure:
 def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
     """Each candidate's delta vs uniform per seed, the mean with a 95% interval, noise marked.
 
-    Only the ``limit`` best candidates are drawn, so a large study keeps a readable figure.
+    Censored candidates (pruned or failed on some seed) come after the fully measured ones,
+    labelled "[n of k seeds]": the mean over their completed seeds flatters them. Only the
+    ``limit`` best candidates are drawn, so a large study keeps a readable figure.
     """
     fig = go.Figure()
     s = d.summary.head(limit)
-    order = list(s["candidate"])
-    per_seed = d.per_seed[d.per_seed["candidate"].isin(order)]
+    order = list(s["label"])
+    per_seed = d.per_seed[d.per_seed["label"].isin(order)]
     better = "lower" if d.sense == "minimize" else "higher"
-    for noise, name, color in (
+    measured = s["tier"] == 0
+    for kind, name, color in (
         (False, "clear difference", "#1f77b4"),
         (True, "within noise (95% CI contains 0)", "#aaaaaa"),
         (None, "single seed: noise unknown", "#ff7f0e"),
+        ("censored", "censored: pruned / failed / running on some seed", "#d62728"),
     ):
-        sub = s[s["within_noise"].isna()] if noise is None else s[s["within_noise"] == noise]
+        if kind == "censored":
+            sub = s[~measured]
+        elif kind is None:
+            sub = s[measured & s["within_noise"].isna()]
+        else:
+            sub = s[measured & (s["within_noise"] == kind)]
         if sub.empty:
             continue
         err = [0.0 if math.isnan(h) else h for h in sub["half_width"]]
         text = [
-            f"{r.candidate}<br>mean delta {r.mean:+.4g} over {r.n} seed(s)"
+            f"{r.candidate}<br>mean delta {r.mean:+.4g} over {r.n} seed(s) ({r.n_of_k} completed)"
             + ("" if math.isnan(r.half_width) else f"<br>95% CI ±{r.half_width:.3g}")
-            + f"<br>{name}"
+            + f"<br>{r.flag or name}"
             for r in sub.itertuples()
         ]
         fig.add_trace(
             go.Scatter(
                 x=sub["mean"],
-                y=sub["candidate"],
+                y=sub["label"],
                 mode="markers",
                 name=name,
                 text=text,
@@ -422,7 +446,7 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 x=per_seed["delta"],
-                y=per_seed["candidate"],
+                y=per_seed["label"],
                 mode="markers",
                 name="per seed",
                 text=per_seed["hover"],

@@ -48,7 +48,11 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     dims = list((space or {}).get("dimensions") or {}) or None
     figs: list[Figure] = []
 
-    fronts = {m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives)) for m in FRONT_METRICS}
+    seeds = C.study_seeds(run.config)  # every candidate is planned on each
+    fronts = {
+        m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds)
+        for m in FRONT_METRICS
+    }
     if fronts["val_ppl"].points.empty and not fronts["val_bpb"].points.empty:
         fronts = {"val_bpb": fronts["val_bpb"], "val_ppl": fronts["val_ppl"]}
     figs.append(Figure("fig-ratio-front", "Ratio vs perplexity", F.ratio_front(fronts)))
@@ -60,7 +64,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-widths",
             "Width profiles",
-            F.width_profiles(C.width_profiles(t, metric, sense, top_k)),
+            F.width_profiles(C.width_profiles(t, metric, sense, top_k, seeds)),
         )
     )
     curve_metric = metric if metric in CURVE_METRICS else "val_bpb"
@@ -79,7 +83,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-deltas",
             "Paired deltas vs uniform",
-            F.paired_deltas(C.paired_deltas(t, metric, sense)),
+            F.paired_deltas(C.paired_deltas(t, metric, sense, seeds)),
         )
     )
     return Report(figs, C.run_summary(run.config, t, run.status), curves.failed)
@@ -163,19 +167,22 @@ def summary_html(s: dict[str, Any]) -> str:
     ]
     b = s.get("best")
     if b:
-        delta = b.get("delta_vs_uniform")
         rows += [
-            (
-                "best candidate",
-                f"<b>{_e(b['candidate'])}</b>: {_e(b['metric'])} {b['value']:.4g} "
-                f"(mean of {b['n_seeds']} seed(s); trials {_e(b['trials'])})"
-                + ("" if delta is None else f"; {delta:+.4g} vs uniform"),
-            ),
+            ("best candidate", best_html(b)),
             ("its widths (proxy d_ff per layer)", f"<code>{_e(b['widths'])}</code>"),
-            ("its parameters", f"<code>{_e(b['params'])}</code>"),
+            ("its parameters (requested)", f"<code>{_e(b['params'])}</code>"),
         ]
         if b.get("target_widths"):
             rows.append(("its widths at target scale", f"<code>{_e(b['target_widths'])}</code>"))
+        for c in s.get("censored_better") or []:
+            rows.append(
+                (
+                    "not ranked above it",
+                    f"{_e(c['candidate'])} ({_e(c['flag'])}): {c['delta_best']:+.4g} vs the "
+                    f"best on the {c['n_best']} seed(s) both completed; its missing seeds "
+                    "were pruned, failed or are still running, so this flatters it",
+                )
+            )
     else:
         rows.append(("best candidate", "no finished trial yet"))
     rows += [
@@ -205,6 +212,30 @@ def summary_html(s: dict[str, Any]) -> str:
         )
     )
     return _table(rows)
+
+
+def best_html(b: dict[str, Any]) -> str:
+    """'cosine 1.25->0.75 [trained 1.25->0.75]: val_bpb 1.91 (mean of seeds 0, 1; 2 of 2
+    seeds completed); -0.1 vs uniform (95% CI -0.2..0.0, 2 seeds)', censoring said first."""
+    realised = b.get("realised") or [None, None]
+    trained = f" [trained {realised[0]:.3g}->{realised[1]:.3g}]" if None not in realised else ""
+    seeds = ", ".join(str(x) for x in b["ranked_seeds"])
+    text = (
+        f"<b>{_e(b['candidate'])}</b>{_e(trained)}: {_e(b['metric'])} {b['value']:.4g} "
+        f"(mean of seed(s) {seeds}; {_e(b['n_of_k'])} completed; trials {_e(b['trials'])})"
+    )
+    delta = b.get("delta_vs_uniform")
+    if delta is not None:
+        ci = b.get("delta_ci95")
+        noise = (
+            f"95% CI {ci[0]:+.3g}..{ci[1]:+.3g} over {b['delta_n_seeds']} seeds"
+            if ci
+            else "1 seed: noise unknown"
+        )
+        text += f"; {delta:+.4g} vs uniform ({noise})"
+    if b.get("flag"):
+        text = f"<b>{_e(b['flag'])}</b>: " + text
+    return text
 
 
 def failed_html(failed: Any) -> str:

@@ -40,6 +40,39 @@ def _write_report(console: Any, run_dir: Path) -> None:
     console.print(f"\nreport: [bold]{path}[/]  (open it in a browser; works offline)")
 
 
+def best_line(best: dict[str, Any]) -> str:
+    """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with CI.
+
+    A censored or unfinished candidate (best only when no candidate completed every seed of
+    the study) says so on a second line.
+    """
+    vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items() if not math.isnan(v))
+    seeds = ", ".join(str(x) for x in best.get("ranked_seeds") or [])
+    text = f"best: {best['candidate']} ({vals}; mean of seed(s) {seeds}; {best['n_of_k']})"
+    deltas = []
+    for m, d in (best.get("delta_vs_uniform") or {}).items():
+        ci = (best.get("delta_ci95") or {}).get(m)
+        noise = f" [95% CI {ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else " [1 seed: noise unknown]"
+        deltas.append(f"{m} {d:+.4f}{noise}")
+    if deltas:
+        text += "; vs uniform " + ", ".join(deltas)
+    if best.get("flag"):
+        text = f"{text}\n  note: {best['flag']}"
+    return text
+
+
+def censored_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Candidates not ranked above the best although they look better on fewer seeds."""
+    out = []
+    for c in rows:
+        delta = ", ".join(f"{m} {v:+.4f}" for m, v in c["delta_vs_best"].items())
+        out.append(
+            f"not ranked above it: {c['candidate']} ({c['flag']}): {delta} vs the best on the "
+            f"{c['n_seeds_shared']} seed(s) both completed; its other seeds decide"
+        )
+    return out
+
+
 def _print_result(console: Any, result: Any) -> int:
     c = result.counts
     console.print(
@@ -48,13 +81,7 @@ def _print_result(console: Any, result: Any) -> int:
         + (f", {c['interrupted']} interrupted and re-run" if c.get("interrupted") else "")
     )
     for best in result.best:
-        vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items())
-        delta = best.get("delta_vs_uniform") or {}
-        shown = ", ".join(f"{m} {v:+.4f}" for m, v in delta.items())
-        console.print(
-            f"best: [bold]{best['candidate']}[/] ({vals}; over {best['n_seeds']} seed(s))"
-            + (f"; vs uniform {shown}" if shown else "")
-        )
+        console.print(best_line(best), markup=False, highlight=False)
     _write_report(console, result.run_dir)
     _next_steps(console, result.run_dir, result.dashboard)
     if result.status == "interrupted":
@@ -110,9 +137,8 @@ def status_command(run_dir: Path, *, console: Any) -> int:
     )
     if not rep["best"]:
         console.print("best: none complete yet")
-    for best in rep["best"]:
-        vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items() if not math.isnan(v))
-        console.print(f"best: [bold]{best['candidate']}[/] ({vals}; {best['n_seeds']} seed(s))")
+    for line in [*map(best_line, rep["best"]), *censored_lines(rep["censored_better"])]:
+        console.print(line, markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)

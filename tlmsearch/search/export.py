@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
@@ -115,41 +116,108 @@ def _metric_col(metric: str) -> str:
     return {"params": "n_params", "non_embedding_params": "n_params_nonemb"}.get(metric, metric)
 
 
-def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
-    """Per-candidate means over seeds of COMPLETE trials; the best one (or the Pareto front).
+def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """metric -> :func:`tlmsearch.stats.rank` of every candidate (keyed by params_json)."""
+    from tlmsearch import stats
 
-    Each entry: params, candidate, values {metric: mean}, per_seed, n_seeds, deltas vs uniform.
+    return {
+        o.metric: stats.rank(
+            trials, _metric_col(o.metric), o.sense, key="params_json", seeds=cfg.search.seeds
+        )
+        for o in cfg.objectives
+    }
+
+
+def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
+    """The best candidate (or, with several objectives, the Pareto front), never on missing seeds.
+
+    Ranked by :func:`tlmsearch.stats.rank`: fully measured candidates (every seed of
+    ``search.seeds`` complete) first, compared on the same seeds; a candidate pruned or failed
+    on some seed is censored (one with a seed running or not run yet, pending) and wins only
+    where no fully measured candidate exists, flagged. Each entry: candidate, params, n_seeds
+    (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
+    over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
+    {metric: [lo, hi] or None with one seed}, delta_n_seeds.
     """
-    done = trials[trials["state"] == "COMPLETE"]
-    if done.empty:
+    if trials.empty:
         return []
-    groups = []
-    for key, g in done.groupby("params_json", sort=False):
-        entry: dict[str, Any] = {
-            "candidate": str(g["candidate"].iloc[0]),
-            "params": json.loads(key),
-            "n_seeds": len(g),
-            "values": {},
-            "per_seed": {},
-            "delta_vs_uniform": {},
-        }
-        for obj in cfg.objectives:
-            col = _metric_col(obj.metric)
-            entry["values"][obj.metric] = float(g[col].mean())
-            pairs = zip(g["seed"], g[col], strict=True)
-            entry["per_seed"][obj.metric] = {
-                int(s): float(v) for s, v in pairs if not math.isnan(float(v))
-            }
-            dcol = f"delta_{obj.metric}"
-            if dcol in g and g[dcol].notna().any():
-                entry["delta_vs_uniform"][obj.metric] = float(g[dcol].mean())
-        groups.append(entry)
+    ranks = {m: r.set_index("params_json", drop=False) for m, r in _rankings(trials, cfg).items()}
+    first = ranks[cfg.objectives[0].metric]
+    # a candidate counts at its worst tier over the objectives (unmeasured in one: unranked)
+    tier = first["tier"].copy()
+    for r in ranks.values():
+        tier = np.maximum(tier, r["tier"].reindex(tier.index).fillna(3).astype(int))
+    tier = tier[tier < 3]
+    if tier.empty:
+        return []
+    pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
+    if len(cfg.objectives) == 1:
+        return [_entry(pool[0], ranks, trials)]  # `first` is sorted best first
+    entries = [_entry(key, ranks, trials) for key in pool]
     objs = [(o.metric, 1.0 if o.sense == "minimize" else -1.0) for o in cfg.objectives]
-    groups = [g for g in groups if all(not math.isnan(g["values"][m]) for m, _ in objs)]
-    if len(objs) == 1:
-        metric, sign = objs[0]
-        return sorted(groups, key=lambda g: sign * g["values"][metric])[:1]
-    return pareto_front(groups, objs)
+    return pareto_front(entries, objs)
+
+
+def _entry(key: str, ranks: Mapping[str, Any], trials: Any) -> dict[str, Any]:
+    first = next(iter(ranks.values())).loc[key]
+    label = trials.loc[trials["params_json"] == key, "candidate"]
+    entry: dict[str, Any] = {
+        "candidate": str(label.iloc[0]) if len(label) else "",
+        "params": json.loads(key) if key else {},
+        "n_seeds": int(first["n"]),
+        "n_seeds_planned": int(first["k"]),
+        "n_of_k": first["n_of_k"],
+        "censored": any(bool(r.loc[key, "censored"]) for r in ranks.values()),
+        "flag": first["flag"],
+        "ranked_seeds": [int(x) for x in first["ranked_seeds"]],
+        "values": {},
+        "per_seed": {},
+        "delta_vs_uniform": {},
+        "delta_ci95": {},
+        "delta_n_seeds": {},
+    }
+    from tlmsearch import stats
+
+    for metric, r in ranks.items():
+        row = r.loc[key]
+        entry["values"][metric] = float(row["score"])
+        cells = stats.seed_outcomes(trials[trials["params_json"] == key], _metric_col(metric))
+        done = cells[cells["outcome"] == "complete"]
+        entry["per_seed"][metric] = {
+            int(s): float(v) for s, v in zip(done["seed"], done["value"], strict=True)
+        }
+        if row["n_paired"] > 0:
+            entry["delta_vs_uniform"][metric] = float(row["mean_delta"])
+            entry["delta_n_seeds"][metric] = int(row["n_paired"])
+            ci = None if math.isnan(row["lo"]) else [float(row["lo"]), float(row["hi"])]
+            entry["delta_ci95"][metric] = ci
+    return entry
+
+
+def censored_better(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
+    """Censored (or still running) candidates better than the best on the seeds both completed.
+
+    They are not ranked above it (their missing seeds were pruned or failed, i.e. looked bad,
+    or are still running), but a reader should see them: candidate, n_of_k, flag,
+    delta_vs_best {first objective: mean paired difference}, n_seeds_shared.
+    """
+    if trials.empty:
+        return []
+    metric = cfg.objectives[0].metric
+    r = _rankings(trials, cfg)[metric]
+    out = []
+    for row in r[r["better_than_best"]].itertuples():
+        label = trials.loc[trials["params_json"] == row.params_json, "candidate"]
+        out.append(
+            {
+                "candidate": str(label.iloc[0]) if len(label) else "",
+                "n_of_k": row.n_of_k,
+                "flag": row.flag,
+                "delta_vs_best": {metric: float(row.delta_best)},
+                "n_seeds_shared": int(row.n_best),
+            }
+        )
+    return out
 
 
 def pareto_front(
@@ -175,7 +243,13 @@ def pareto_front(
 
 
 def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    """best.yaml: the best candidate's params, proxy widths, and its widths at target scale."""
+    """best.yaml: the best candidate's params, proxy widths, and its widths at target scale.
+
+    Each entry also says what trained (``realised``: first and last width over the mean width,
+    and their difference), how many seeds it completed of those planned, and its mean
+    paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
+    better on fewer seeds (see :func:`censored_better`).
+    """
     best = best_candidates(trials, cfg)
     doc: dict[str, Any] = {
         "study": cfg.name,
@@ -191,10 +265,13 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
         params = entry["params"]
         item = dict(entry)
         item["proxy"] = _model_widths(cfg, cfg.model, params)
+        start, end = item["proxy"]["realised"]
+        item["realised"] = {"start": start, "end": end, "taper": round(start - end, 4)}
         if cfg.target is not None:
             item["target"] = _model_widths(cfg, cfg.target, params)
             item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
+    doc["censored_better"] = censored_better(trials, cfg)
     return doc
 
 
@@ -242,7 +319,7 @@ def status_report(run_dir: str | Path) -> dict[str, Any]:
     trials, _ = trial_records(study)
     from tlmsearch.results import add_deltas
 
-    frame = add_deltas(trials_frame(trials), [o.metric for o in cfg.objectives])
+    frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
     best = best_candidates(frame, cfg)
     return {
         "run": str(run_dir),
@@ -250,6 +327,7 @@ def status_report(run_dir: str | Path) -> dict[str, Any]:
         "planned": info.get("n_trials_planned"),
         "counts": counts(study),
         "best": best,
+        "censored_better": censored_better(frame, cfg),
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},

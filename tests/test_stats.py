@@ -1,0 +1,337 @@
+"""tlmsearch.stats on small frames with hand-computed answers, plus invariants (hypothesis)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch import stats
+
+T975_2DF = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2); tables round it to 4.303
+
+
+def frame(rows: list[tuple]) -> pd.DataFrame:
+    """(candidate, seed, state, value) rows; the candidate "uniform" is the baseline."""
+    df = pd.DataFrame(rows, columns=["candidate", "seed", "state", "v"])
+    df["is_baseline"] = df["candidate"] == "uniform"
+    return df
+
+
+def by_cand(df: pd.DataFrame) -> pd.DataFrame:
+    return df.set_index("candidate")
+
+
+# -------------------------------------------------------------------------------------------------
+# quantiles and intervals
+
+
+def test_t_quantiles_match_the_tables():
+    assert stats.t_quantile(1) == pytest.approx(12.706, abs=5e-4)
+    assert stats.t_quantile(2) == pytest.approx(4.303, abs=5e-4)
+    assert stats.t_quantile(30) == pytest.approx(2.042, abs=5e-4)
+    assert stats.t_quantile(31) == pytest.approx(2.040, abs=5e-4)  # not yet 1.96
+    assert stats.t_quantile(1, level=0.90) == pytest.approx(6.314, abs=5e-4)
+    assert stats.t_quantile(10**6) == pytest.approx(1.960, abs=5e-4)
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        stats.t_quantile(0)
+
+
+def test_mean_interval_known_answers():
+    iv = stats.mean_interval([1.0, 2.0, 3.0])
+    assert (iv.n, iv.mean, iv.sd) == (3, 2.0, 1.0)
+    assert iv.half_width == pytest.approx(T975_2DF / math.sqrt(3))
+    assert (iv.lo, iv.hi) == pytest.approx((2.0 - iv.half_width, 2.0 + iv.half_width))
+    one = stats.mean_interval([5.0, float("nan")])  # NaN is not a measurement
+    assert one.n == 1 and one.mean == 5.0 and math.isnan(one.sd) and math.isnan(one.lo)
+    assert stats.mean_interval([]).n == 0
+
+
+# -------------------------------------------------------------------------------------------------
+# paired deltas
+
+
+def test_paired_deltas_against_the_same_seed_baseline():
+    t = frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.0),
+            ("uniform", 0, "COMPLETE", 2.2),  # two baselines on a seed: their mean, 2.1
+            ("uniform", 1, "PRUNED", 2.5),  # no finished baseline on seed 1
+            ("A", 0, "COMPLETE", 1.9),
+            ("A", 1, "COMPLETE", 1.8),
+            ("A", 2, "COMPLETE", 1.7),  # no baseline trial on seed 2 at all
+            ("B", 0, "PRUNED", 1.0),  # a pruned value is partial: never a delta
+            ("B", None, "COMPLETE", 1.0),  # unknown seed: never paired
+        ]
+    )
+    d = stats.paired_deltas(t, "v")
+    got = {(c, s): x for c, s, x in zip(d["candidate"], d["seed"], d["delta"], strict=True)}
+    assert got == {("A", 0): pytest.approx(-0.2), ("uniform", 0): 0.0}
+    assert stats.baseline_by_seed(t, "v").to_dict() == {0: pytest.approx(2.1)}
+
+
+def test_seed_outcomes_complete_censored_pending():
+    t = frame(
+        [
+            ("A", 0, "COMPLETE", 1.0),
+            ("A", 1, "PRUNED", 3.0),
+            ("A", 2, "FAIL", float("nan")),
+            ("A", 3, "RUNNING", 2.0),
+            ("A", 4, "COMPLETE", float("nan")),  # finished without a value: censored
+            ("A", 5, "COMPLETE", 1.0),
+            ("A", 5, "PRUNED", 9.0),  # a complete trial on the seed wins
+        ]
+    )
+    so = stats.seed_outcomes(t, "v").set_index("seed")
+    assert so["outcome"].to_dict() == {
+        0: "complete",
+        1: "censored",
+        2: "censored",
+        3: "pending",
+        4: "censored",
+        5: "complete",
+    }
+    assert so.loc[5, "value"] == 1.0 and math.isnan(so.loc[1, "value"])
+    assert so.loc[1, "states"] == "PRUNED" and so.loc[5, "states"] == "COMPLETE,PRUNED"
+
+
+# -------------------------------------------------------------------------------------------------
+# summary
+
+
+def _deltas_frame(deltas: dict[str, list[float]]) -> pd.DataFrame:
+    rows = [("uniform", s, "COMPLETE", 10.0 + s) for s in range(3)]
+    for cand, ds in deltas.items():
+        rows += [(cand, s, "COMPLETE", 10.0 + s + d) for s, d in enumerate(ds)]
+    return frame(rows)
+
+
+def test_summary_mean_delta_interval_and_noise():
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09]})
+    s = by_cand(stats.summarise(t, "v"))
+    a = s.loc["A"]
+    assert a["n"] == a["k"] == a["n_paired"] == 3 and not a["censored"]
+    assert a["n_of_k"] == "3 of 3 seeds" and a["seeds"] == (0, 1, 2)
+    assert a["mean"] == pytest.approx(10.8) and a["sd"] == pytest.approx(0.9)
+    assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == pytest.approx(0.1)
+    half = T975_2DF * 0.1 / math.sqrt(3)  # 0.2484: the interval (-0.448, 0.048) contains 0
+    assert a["half_width"] == pytest.approx(half)
+    assert (a["lo"], a["hi"]) == pytest.approx((-0.2 - half, -0.2 + half))
+    assert a["effect_noise"] == pytest.approx(-2.0)
+    assert bool(a["within_noise"]) is True
+    b = s.loc["B"]  # sd 0.01, half-width 0.0248: clearly below 0
+    assert b["mean_delta"] == pytest.approx(-0.1) and bool(b["within_noise"]) is False
+    assert b["effect_noise"] == pytest.approx(-10.0)
+    u = s.loc["uniform"]
+    assert u["is_baseline"] and u["mean_delta"] == 0.0 and u["sd_delta"] == 0.0
+
+
+def test_summary_single_seed_has_no_interval():
+    s = by_cand(stats.summarise(_deltas_frame({"A": [0.3]}), "v"))
+    a = s.loc["A"]
+    assert a["n_of_k"] == "1 of 3 seeds" and a["mean_delta"] == pytest.approx(0.3)
+    assert math.isnan(a["half_width"]) and math.isnan(a["effect_noise"])
+    assert pd.isna(a["within_noise"])
+
+
+def test_summary_of_an_empty_frame():
+    t = frame([])
+    assert stats.summarise(t, "v").empty and stats.rank(t, "v").empty
+    assert stats.paired_deltas(t, "v").empty
+
+
+# -------------------------------------------------------------------------------------------------
+# ranking and censoring
+
+
+def pruned_good_seed() -> pd.DataFrame:
+    """A: pruned (bad) on seed 1, good on seed 0. B: middling on both seeds."""
+    return frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.00),
+            ("uniform", 1, "COMPLETE", 2.20),
+            ("A", 0, "COMPLETE", 1.70),
+            ("A", 1, "PRUNED", 2.60),
+            ("B", 0, "COMPLETE", 1.90),
+            ("B", 1, "COMPLETE", 2.10),
+        ]
+    )
+
+
+def test_a_censored_candidate_never_outranks_a_fully_measured_one():
+    r = stats.rank(pruned_good_seed(), "v")
+    assert r["candidate"].tolist() == ["B", "uniform", "A"]
+    assert r["rank"].tolist() == [1, 2, 3]
+    a = by_cand(r).loc["A"]
+    assert a["censored"] and a["tier"] == 2 and stats.tier_name(a["tier"]) == "censored"
+    assert a["n_of_k"] == "1 of 2 seeds" and a["censored_seeds"] == (1,)
+    assert a["flag"] == "censored: 1 of 2 seeds (pruned on seed 1)"
+    assert a["ranked_seeds"] == (0,) and a["score"] == pytest.approx(1.70)
+    # It does look better than the best on the seed both completed; that is said, not hidden.
+    assert a["delta_best"] == pytest.approx(-0.20) and a["n_best"] == 1
+    assert bool(a["better_than_best"])
+    b = by_cand(r).loc["B"]
+    assert b["flag"] == "" and b["ranked_seeds"] == (0, 1) and b["score"] == pytest.approx(2.0)
+    assert b["mean_delta"] == pytest.approx(-0.1) and b["delta_best"] == 0.0
+    assert not bool(b["better_than_best"])
+
+
+def test_failed_running_and_unmeasured_tiers():
+    t = frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.0),
+            ("uniform", 1, "COMPLETE", 2.0),
+            ("F", 0, "COMPLETE", 1.0),
+            ("F", 1, "FAIL", float("nan")),
+            ("R", 0, "COMPLETE", 1.5),
+            ("R", 1, "RUNNING", 1.9),
+            ("N", 0, "PRUNED", 3.0),
+            ("N", 1, "PRUNED", 3.0),
+        ]
+    )
+    r = stats.rank(t, "v")
+    assert r["candidate"].tolist() == ["uniform", "R", "F", "N"]
+    assert r["tier"].tolist() == [0, 1, 2, 3]
+    assert r["rank"].tolist()[:3] == [1, 2, 3] and pd.isna(r["rank"].iloc[3])
+    flags = dict(zip(r["candidate"], r["flag"], strict=True))
+    assert flags["R"] == "1 of 2 seeds (1 running or not run yet)"
+    assert flags["F"] == "censored: 1 of 2 seeds (fail on seed 1)"
+    assert flags["N"] == "no seed completed (0 of 2; PRUNED)"
+    assert not by_cand(r).loc["R", "censored"]  # running is pending, not censored
+
+
+def test_a_candidate_with_seeds_still_to_run_is_not_fully_measured():
+    # Seed 1 of B has not run (queued). A's mean over both seeds (1.5) is flattered by an easy
+    # seed 1; on seed 0, the only seed both completed, B is better. A ranks first as the only
+    # fully measured candidate; B is flagged and said to look better on seed 0.
+    t = frame([("A", 0, "COMPLETE", 2.0), ("A", 1, "COMPLETE", 1.0), ("B", 0, "COMPLETE", 1.8)])
+    r = by_cand(stats.rank(t, "v"))
+    assert r.index.tolist() == ["A", "B"] and r["tier"].tolist() == [0, 1]
+    assert r.loc["A", "flag"] == "" and r.loc["A", "ranked_seeds"] == (0, 1)
+    assert r.loc["A", "score"] == r.loc["A", "mean"] == 1.5
+    b = r.loc["B"]
+    assert b["n_of_k"] == "1 of 2 seeds" and b["n_pending"] == 1 and not b["censored"]
+    assert b["flag"] == "1 of 2 seeds (1 running or not run yet)"
+    assert b["ranked_seeds"] == (0,) and b["score"] == 1.8
+    assert b["delta_best"] == pytest.approx(-0.2) and b["n_best"] == 1
+    assert bool(b["better_than_best"])
+    so = stats.seed_outcomes(t, "v").set_index(["candidate", "seed"])
+    assert so.loc[("B", 1), "outcome"] == "pending" and so.loc[("B", 1), "states"] == ""
+
+
+def test_the_study_seeds_decide_what_fully_measured_means():
+    # Seed 2 of the study has not started for anyone: nobody is fully measured yet, and the
+    # candidates are compared on the seeds they all completed.
+    t = frame(
+        [
+            ("A", 0, "COMPLETE", 2.0),
+            ("A", 1, "COMPLETE", 1.0),
+            ("B", 0, "COMPLETE", 1.8),
+            ("B", 1, "COMPLETE", 1.3),
+            ("C", 0, "COMPLETE", 1.0),
+            ("C", 1, "PRUNED", 3.0),
+        ]
+    )
+    r = by_cand(stats.rank(t, "v", seeds=[0, 1, 2]))
+    assert r.index.tolist() == ["A", "B", "C"] and r["tier"].tolist() == [1, 1, 2]
+    assert r.loc["A", "n_of_k"] == "2 of 3 seeds" and r.loc["A", "ranked_seeds"] == (0, 1)
+    assert r.loc["C", "ranked_seeds"] == (0,) and r.loc["C", "n_of_k"] == "1 of 3 seeds"
+    assert stats.rank(t, "v")["tier"].tolist() == [0, 0, 2]  # by default: the seeds that ran
+
+
+def test_no_common_seed_is_flagged():
+    t = frame([("A", 0, "COMPLETE", 2.0), ("B", 1, "COMPLETE", 1.0)])
+    r = stats.rank(t, "v")
+    assert r["candidate"].tolist() == ["B", "A"] and (r["tier"] == 1).all()
+    assert r["flag"].str.endswith("no seed common to the compared candidates: ranked on its "
+                                  "own seeds").all()  # fmt: skip
+    assert r["n_best"].tolist() == [1, 0] and math.isnan(r["delta_best"].iloc[1])
+
+
+def test_maximize_reverses_the_order_within_a_tier_only():
+    r = stats.rank(pruned_good_seed(), "v", sense="maximize")
+    assert r["candidate"].tolist() == ["uniform", "B", "A"]
+    assert not r["better_than_best"].any()  # A's 1.70 is worse than uniform's 2.00 here
+    with pytest.raises(ValueError, match="sense"):
+        stats.rank(pruned_good_seed(), "v", sense="up")
+
+
+# -------------------------------------------------------------------------------------------------
+# invariants
+
+STATES = ["COMPLETE"] * 4 + ["PRUNED", "FAIL", "RUNNING"]
+cells = st.lists(
+    st.tuples(
+        st.sampled_from(["uniform", "A", "B", "C"]),
+        st.integers(0, 3),
+        st.sampled_from(STATES),
+        st.integers(0, 1000),
+    ),
+    min_size=1,
+    max_size=24,
+    unique_by=lambda x: (x[0], x[1]),  # one trial per (candidate, seed), as a search runs them
+)
+
+
+def _frame_from(cells_: list[tuple]) -> pd.DataFrame:
+    # distinct values (i / 7 + small integer part) keep ties out of the order checks
+    return frame([(c, s, state, v / 7.0 + i * 1e-6) for i, (c, s, state, v) in enumerate(cells_)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(cells, st.randoms(use_true_random=False), st.sampled_from(["minimize", "maximize"]))
+def test_row_order_never_changes_the_ranking(cells_, rnd, sense):
+    t = _frame_from(cells_)
+    perm = list(range(len(t)))
+    rnd.shuffle(perm)
+    a = stats.rank(t, "v", sense)
+    b = stats.rank(t.iloc[perm].reset_index(drop=True), "v", sense)
+    cols = ["candidate", "rank", "tier", "n_of_k", "ranked_seeds", "flag"]
+    assert a[cols].astype(str).values.tolist() == b[cols].astype(str).values.tolist()
+    np.testing.assert_allclose(a["score"], b["score"])
+    np.testing.assert_allclose(a["mean_delta"], b["mean_delta"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(cells)
+def test_mean_paired_delta_is_a_difference_of_means_over_the_paired_seeds(cells_):
+    t = _frame_from(cells_)
+    s = by_cand(stats.summarise(t, "v"))
+    done = t[t["state"] == "COMPLETE"].set_index(["candidate", "seed"])["v"]
+    base = {seed: v for (c, seed), v in done.items() if c == "uniform"}
+    for cand, row in s.iterrows():
+        mine = {seed: v for (c, seed), v in done.items() if c == cand}
+        paired = sorted(set(mine) & set(base))
+        assert row["n_paired"] == len(paired)
+        assert row["n"] == len(mine) and row["k"] == t["seed"].nunique()  # every seed is planned
+        if paired:
+            expect = np.mean([mine[x] for x in paired]) - np.mean([base[x] for x in paired])
+            assert row["mean_delta"] == pytest.approx(expect, abs=1e-9)
+        else:
+            assert math.isnan(row["mean_delta"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(cells, st.lists(st.floats(-5, 5), min_size=4, max_size=4))
+def test_tiers_come_first_and_a_seed_effect_changes_no_comparison(cells_, shift):
+    """Adding a constant per seed (a harder or easier seed) moves no paired comparison."""
+    t = _frame_from(cells_)
+    r = stats.rank(t, "v")
+    assert r["tier"].is_monotonic_increasing  # never a censored candidate above a complete one
+    moved = t.assign(v=t["v"] + t["seed"].map(dict(enumerate(shift))))
+    r2 = stats.rank(moved, "v")
+    full = r[r["tier"] == 0]
+    if (full["flag"] == "").all():  # compared on common seeds (else each on its own: flagged)
+        names = full["candidate"].tolist()
+        assert r2[r2["tier"] == 0]["candidate"].tolist() == names or _tied(r, names)
+    a, b = by_cand(r)["mean_delta"], by_cand(r2)["mean_delta"]
+    np.testing.assert_allclose(a, b.loc[a.index], atol=1e-9)
+
+
+def _tied(r: pd.DataFrame, names: list[str]) -> bool:
+    scores = r.set_index("candidate").loc[names, "score"].to_numpy()
+    return bool(np.any(np.isclose(np.diff(np.sort(scores)), 0.0, atol=1e-6)))
