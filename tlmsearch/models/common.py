@@ -40,6 +40,13 @@ def keyed_generator(seed: int, key: str) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
 
 
+def _keyed_draw(shape: Sequence[int], std: float, seed: int, key: str) -> torch.Tensor:
+    """N(0, std) from the generator of (seed, key), on the CPU in fp32 whatever torch's
+    default device and dtype: the same numbers wherever the model then lives."""
+    w = torch.empty(tuple(shape), device="cpu", dtype=torch.float32)
+    return w.normal_(0.0, std, generator=keyed_generator(seed, key))
+
+
 @torch.no_grad()
 def keyed_normal_(
     param: torch.Tensor, std: float, *, seed: int, name: str, unit_dim: int | None = None
@@ -51,20 +58,16 @@ def keyed_normal_(
     the first k units of a matrix are the same at every width >= k.
     """
     if unit_dim is None:
-        w = torch.empty(param.shape).normal_(0.0, std, generator=keyed_generator(seed, name))
-    else:
-        assert param.ndim == 2 and unit_dim in (0, 1), (param.shape, unit_dim)
-        n_units, fan = param.size(unit_dim), param.size(1 - unit_dim)
-        chunks = [
-            torch.empty(UNIT_CHUNK, fan).normal_(
-                0.0, std, generator=keyed_generator(seed, f"{name}/units{c}")
-            )
-            for c in range(-(-n_units // UNIT_CHUNK))
-        ]
-        w = torch.cat(chunks)[:n_units]  # (units, fan)
-        if unit_dim == 1:
-            w = w.T
-    param.copy_(w)
+        param.copy_(_keyed_draw(param.shape, std, seed, name))
+        return
+    assert param.ndim == 2 and unit_dim in (0, 1), (param.shape, unit_dim)
+    n_units, fan = param.size(unit_dim), param.size(1 - unit_dim)
+    n_chunks = -(-n_units // UNIT_CHUNK)
+    chunks = [
+        _keyed_draw((UNIT_CHUNK, fan), std, seed, f"{name}/units{c}") for c in range(n_chunks)
+    ]
+    w = torch.cat(chunks)[:n_units]  # (units, fan)
+    param.copy_(w if unit_dim == 0 else w.T)
 
 
 def keyed_normal(module: nn.Module, seed: int) -> Normal:
@@ -185,7 +188,8 @@ class Block(nn.Module):
 class CausalLM(nn.Module):
     """Token embedding, blocks, final RMSNorm, LM head (optionally tied to the embedding).
 
-    ``model(idx)`` with ``idx`` (B, T) returns float logits (B, T, vocab_size).
+    ``model(idx)`` with ``idx`` (B, T) returns float logits (B, T, vocab_size). The initial
+    weights are a function of ``seed`` (and the shapes) alone: see ``init_weights``.
     """
 
     def __init__(
