@@ -82,7 +82,7 @@ def train_one(cfg, train, data, candidate: dict, seed: int, scheme: str) -> dict
 
     from tlmsearch.train import train_proxy
 
-    torch._dynamo.reset()  # a fresh compile per model (else dynamo's recompile limit is hit)
+    torch._dynamo.reset()  # every training compiles afresh, as in a fresh trial process
     widths = cfg.model.plan(candidate).widths
     with init_scheme(scheme):
         s = train_proxy(cfg.model, widths, data, train, seed=seed, threads=1)
