@@ -40,10 +40,10 @@ def build_model(
     """A causal LM of architecture ``model_cfg.arch`` with MLP width ``widths[l]`` in layer l.
 
     The widths are final (rounded by :mod:`tlmsearch.schedules`) and are never rescaled here.
-    The initial weights are a function of ``seed`` alone (torch's global generator is not used):
-    each parameter is drawn from a generator keyed by (seed, its name), and MLP hidden unit j of
-    a layer by (seed, name, j), so two candidates of one seed share every parameter they have in
-    common, MLP units included (``CausalLM.init_weights``).
+    The initial weights depend on the config, the widths and ``seed`` only (never on torch's global
+    generator): each parameter is drawn from a generator keyed by (seed, its name), and MLP hidden
+    unit j of a layer by (seed, name, j), so two candidates of one seed share every parameter they
+    have in common, MLP units included (``CausalLM.init_weights``).
     """
     arch = model_cfg.arch
     if arch not in ARCHITECTURES:
