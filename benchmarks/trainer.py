@@ -51,7 +51,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
     from tlmsearch.train import attention_context, attention_kernel, batch_shape
 
     torch.manual_seed(seed)
-    model = build_model(model_cfg, widths, data.vocab_size)
+    model = build_model(model_cfg, widths, data.vocab_size, seed=seed)  # as train_proxy
     opt = torch.optim.AdamW(
         model.param_groups(train_cfg.weight_decay),
         lr=train_cfg.lr,

@@ -1,7 +1,9 @@
-"""Models: exact counts, causality, uniform = homogeneous, fp32/bf16 forward+backward, hooks."""
+"""Models: exact counts, causality, uniform = homogeneous, fp32/bf16 forward+backward, hooks,
+keyed init (common random numbers across widths)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -12,6 +14,7 @@ from torch import nn
 from tlmsearch.budget import count_params
 from tlmsearch.config import ModelConfig
 from tlmsearch.models import ARCHITECTURES, build_model
+from tlmsearch.models.common import UNIT_CHUNK, RMSNorm, keyed_normal, keyed_normal_
 from tlmsearch.models.titans import NeuralMemory
 from tlmsearch.schedules import plan_widths, uniform_widths
 
@@ -26,8 +29,7 @@ def tiny(arch: str, **kw) -> ModelConfig:
 
 
 def seeded(cfg: ModelConfig, widths, seed: int = 0, vocab: int = VOCAB) -> nn.Module:
-    torch.manual_seed(seed)
-    return build_model(cfg, widths, vocab)
+    return build_model(cfg, widths, vocab, seed=seed)
 
 
 def test_registry_names_every_architecture_of_the_config() -> None:
@@ -54,9 +56,8 @@ def test_uniform_transformer_equals_a_reference_llama() -> None:
     """The uniform-width transformer is an ordinary Llama: same init for a seed, same output."""
     cfg = tiny("transformer")
     model = seeded(cfg, [64, 64], seed=3)
-    torch.manual_seed(3)
     ref = _ReferenceLlama(VOCAB, d=32, n_head=2, n_layer=2, d_ff=64)
-    ref.init(0.02)
+    ref.init(0.02, seed=3)
     assert list(ref.state_dict()) == list(model.state_dict())
     for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
@@ -89,15 +90,21 @@ class _ReferenceLlama(nn.Module):
         self.lm_head.weight = self.wte.weight
 
     @torch.no_grad()
-    def init(self, std: float) -> None:
-        nn.init.normal_(self.wte.weight, std=std)
-        for blk in self.blocks:
-            att, mlp = blk.mixers[0], blk.mlps[0]
-            nn.init.normal_(att.qkv.weight, std=std)
-            nn.init.normal_(att.proj.weight, std=std / math.sqrt(2 * self.n_layer))
-            nn.init.normal_(mlp.w1.weight, std=std)
-            nn.init.normal_(mlp.w3.weight, std=std)
-            nn.init.normal_(mlp.w2.weight, std=std / math.sqrt(2 * self.n_layer))
+    def init(self, std: float, seed: int) -> None:
+        """Each weight drawn by name; MLP hidden units are rows of w1, w3 and columns of w2."""
+
+        def draw(name: str, std: float, unit_dim: int | None = None) -> None:
+            p = self.get_parameter(name)
+            keyed_normal_(p, std, seed=seed, name=name, unit_dim=unit_dim)
+
+        draw("wte.weight", std)
+        res = std / math.sqrt(2 * self.n_layer)
+        for i in range(self.n_layer):
+            draw(f"blocks.{i}.mixers.0.qkv.weight", std)
+            draw(f"blocks.{i}.mixers.0.proj.weight", res)
+            draw(f"blocks.{i}.mlps.0.w1.weight", std, unit_dim=0)
+            draw(f"blocks.{i}.mlps.0.w3.weight", std, unit_dim=0)
+            draw(f"blocks.{i}.mlps.0.w2.weight", res, unit_dim=1)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         B, T = idx.shape
@@ -184,7 +191,7 @@ def test_titans_reads_memory_only_from_earlier_chunks() -> None:
     to it (so a token never sees its own write), earlier chunks' writes are visible."""
     torch.manual_seed(0)
     mem = NeuralMemory(32, 2, depth=2, expansion=2, chunk_size=4, max_lr=0.5)
-    mem.init_extra(0.02)
+    mem.init_extra(0.02, keyed_normal(mem, seed=0))
     x = torch.randn(1, 12, 32)
     rope = (torch.ones(1), torch.zeros(1))  # unused by the memory
     with torch.no_grad():
@@ -243,7 +250,7 @@ def _naive_memory(mem: NeuralMemory, x: torch.Tensor) -> torch.Tensor:
 def test_titans_chunk_parallel_equals_the_token_recurrence(depth: int) -> None:
     torch.manual_seed(1)
     mem = NeuralMemory(16, 2, depth=depth, expansion=2, chunk_size=4, max_lr=0.5)
-    mem.init_extra(0.02)
+    mem.init_extra(0.02, keyed_normal(mem, seed=1))
     with torch.no_grad():  # large, varied gates so every term of the closed form matters
         mem.gates.weight.normal_(std=0.5)
         mem.v.weight.normal_(std=0.5)
@@ -272,12 +279,102 @@ def test_forward_backward_loss_near_ln_vocab(arch: str, bf16: bool) -> None:
     assert sum(g.abs().sum().item() for g in grads) > 0
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_init_is_deterministic_for_a_seed(arch: str) -> None:
-    a, b, c = (seeded(tiny(arch), (96, 32), seed=s) for s in (5, 5, 6))
-    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+def _mlp_units(model: nn.Module) -> dict[str, tuple[torch.Tensor, int]]:
+    """Every MLP matrix by name, with the dimension that indexes its hidden units."""
+    return {
+        f"{name}.weight": (m.weight, m.unit_dim)
+        for name, m in model.named_modules()
+        if ".mlps." in name and isinstance(m, nn.Linear)
+    }
+
+
+# Hope with two levels, so the rule is checked per level; Titans as MAL (memory + attention).
+CRN_CFGS = [
+    tiny("transformer"),
+    tiny("gated_attention"),
+    tiny("titans", titans={"chunk_size": 4, "with_attention": True}),
+    tiny("hope_attention", hope={"levels": 2, "periods": [1, 2]}),
+]
+
+
+@pytest.mark.parametrize("cfg", CRN_CFGS, ids=lambda c: c.arch)
+def test_candidates_of_a_seed_share_every_common_parameter_and_mlp_unit(
+    cfg: ModelConfig,
+) -> None:
+    """Common random numbers: two widths, one seed. Everything outside the MLPs is bit-identical
+    and the MLPs share their first min(width) units (rows of w1/w3, columns of w2)."""
+    wide_first, uniform = seeded(cfg, (96, 32), seed=7), seeded(cfg, (64, 64), seed=7)
+    a, b = dict(wide_first.named_parameters()), dict(uniform.named_parameters())
+    assert a.keys() == b.keys()
+    others = [n for n in a if ".mlps." not in n]
+    assert len(others) > 6  # embeddings, attention, norms (and arch-specific parameters)
+    for name in others:
+        assert torch.equal(a[name], b[name]), name
+    units_a, units_b = _mlp_units(wide_first), _mlp_units(uniform)
+    assert units_a.keys() == units_b.keys()
+    assert len(units_a) == 3 * cfg.n_layer * len(wide_first.blocks[0].mlps)
+    for name, (wa, dim) in units_a.items():
+        wb = units_b[name][0]
+        k = min(wa.size(dim), wb.size(dim))
+        assert torch.equal(wa.narrow(dim, 0, k), wb.narrow(dim, 0, k)), name
+
+
+@pytest.mark.parametrize("cfg", CRN_CFGS, ids=lambda c: c.arch)
+def test_init_is_deterministic_for_a_seed_and_ignores_the_global_generator(
+    cfg: ModelConfig,
+) -> None:
+    torch.manual_seed(123)
+    a = seeded(cfg, (96, 32), seed=7)
+    torch.manual_seed(456)  # the global generator plays no part
+    torch.randn(1000)
+    b = seeded(cfg, (96, 32), seed=7)
+    c = seeded(cfg, (96, 32), seed=8)
+    sa, sb = a.state_dict(), b.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+    for name, p in a.named_parameters():
+        if p.unique().numel() > 3:  # every random parameter (not constant fills) changes
+            assert not torch.equal(p, c.get_parameter(name)), name
+
+
+def test_mlp_units_come_in_keyed_chunks_across_many_widths() -> None:
+    """Unit j depends on j alone: widths across several chunk boundaries nest exactly."""
+    cfg = tiny("transformer", n_layer=1)
+    widths = [16, UNIT_CHUNK - 16, UNIT_CHUNK, UNIT_CHUNK + 16, 3 * UNIT_CHUNK + 16]
+    w1 = [seeded(cfg, (w,)).blocks[0].mlps[0].w1.weight for w in widths]
+    w2 = [seeded(cfg, (w,)).blocks[0].mlps[0].w2.weight for w in widths]
+    for w in (*w1, *w2):
+        assert w.unique().numel() == w.numel()  # no chunk repeats another
+    for narrow, wide in itertools.pairwise(range(len(widths))):
+        k = widths[narrow]
+        assert torch.equal(w1[narrow], w1[wide][:k])
+        assert torch.equal(w2[narrow], w2[wide][:, :k])
+
+
+@pytest.mark.parametrize("cfg", CRN_CFGS, ids=lambda c: c.arch)
+def test_init_statistics(cfg: ModelConfig) -> None:
+    """N(0, std) matrices, residual output projections at std / sqrt(branches), zero biases
+    (but Titans' gate logits), memory W_0 at std 1 then 1 / sqrt(fan-in), unit norm gains."""
+    cfg = cfg.model_copy(update={"init_std": 0.05})
+    model = seeded(cfg, (96, 32), seed=1, vocab=4096)
+    branches = sum(len(b.mixers) + len(b.mlps) for b in model.blocks)
+    seen = 0
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)) and m.weight.numel() >= 1024:
+            std = 0.05 / math.sqrt(branches) if getattr(m, "residual_out", False) else 0.05
+            assert abs(m.weight.mean().item()) < 0.1 * std, name
+            assert m.weight.std().item() == pytest.approx(std, rel=0.1), name
+            seen += 1
+        if isinstance(m, NeuralMemory):
+            for i, w in enumerate(m.memory):
+                std = 1.0 if i == 0 else 1 / math.sqrt(w.size(1))
+                assert w.std().item() == pytest.approx(std, rel=0.1), name
+            h = m.n_head
+            assert torch.equal(m.gates.bias[:h], torch.zeros(h))
+            assert m.gates.bias[h:].unique().numel() == 2  # eta and alpha logits, constant
+        if isinstance(m, RMSNorm):
+            assert torch.equal(m.weight, torch.ones_like(m.weight)), name
+    assert model.wte.weight.std().item() == pytest.approx(0.05, rel=0.02)  # 131k draws
+    assert seen >= 1 + 5 * cfg.n_layer
 
 
 @pytest.mark.parametrize("arch", ARCHS)

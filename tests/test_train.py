@@ -147,6 +147,28 @@ def test_one_seed_gives_identical_curves_and_another_seed_does_not(data: Prepare
     assert a != c
 
 
+def test_the_model_is_keyed_by_the_seed_not_the_global_generator(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """train_proxy passes its seed to build_model; whatever the global generator holds when the
+    model is built does not change it (candidates of a seed share their init: DESIGN.md)."""
+    import tlmsearch.models as models
+
+    real, built = models.build_model, []
+
+    def spy(*args: object, **kw: object) -> torch.nn.Module:
+        torch.manual_seed(123)
+        model = real(*args, **kw)
+        built.append({k: v.clone() for k, v in model.state_dict().items()})
+        return model
+
+    monkeypatch.setattr(models, "build_model", spy)
+    train_proxy(TINY, (64, 64), data, tcfg(tokens=1024, warmup_tokens=512), seed=5)
+    expected = real(TINY, (64, 64), data.vocab_size, seed=5).state_dict()
+    assert built[0].keys() == expected.keys()
+    assert all(torch.equal(built[0][k], v) for k, v in expected.items())
+
+
 def test_gradient_accumulation_matches_one_big_batch(data: PreparedData) -> None:
     # 16 window starts drawn at once equal 4 draws of 4 (one generator), so the two runs see the
     # same sequences per step and must agree up to float summation order.
@@ -181,7 +203,7 @@ def test_a_nan_run_stops_cleanly(data: PreparedData, monkeypatch: pytest.MonkeyP
     import tlmsearch.models as models
 
     real = models.build_model
-    monkeypatch.setattr(models, "build_model", lambda *a: _NaNAfter(real(*a), 5))
+    monkeypatch.setattr(models, "build_model", lambda *a, **kw: _NaNAfter(real(*a, **kw), 5))
     s = train_proxy(TINY, [64, 64], data, tcfg(), seed=0)
     assert s.status == "diverged" and "nan" in s.reason.lower()
     # Forward calls 1-5 were fine: whole steps before the bad call were taken, its step was not.

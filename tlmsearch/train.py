@@ -248,9 +248,11 @@ def train_proxy(
     vocab = model_cfg.vocab_size or vocab
     seq = data.seq_len
 
-    # The same init stream and the same data order for every candidate of a seed.
+    # The same data order and the same initial weights (keyed by seed and parameter name, MLP
+    # units by index: build_model) for every candidate of a seed. The model does not read the
+    # global generator; it is seeded for anything else random.
     torch.manual_seed(seed)
-    model = build_model(model_cfg, widths, vocab).to(dev)
+    model = build_model(model_cfg, widths, vocab, seed=seed).to(dev)
     model.train()
     counts = budget.trial_counts(model_cfg, widths, vocab, seq)
     n_params, n_nonemb, fpt = (

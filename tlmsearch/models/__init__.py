@@ -34,11 +34,16 @@ ARCHITECTURES: dict[str, Callable[[ModelConfig, Sequence[int]], list[Block]]] = 
 }
 
 
-def build_model(model_cfg: ModelConfig, widths: Sequence[int], vocab_size: int) -> nn.Module:
+def build_model(
+    model_cfg: ModelConfig, widths: Sequence[int], vocab_size: int, *, seed: int = 0
+) -> nn.Module:
     """A causal LM of architecture ``model_cfg.arch`` with MLP width ``widths[l]`` in layer l.
 
     The widths are final (rounded by :mod:`tlmsearch.schedules`) and are never rescaled here.
-    Initialisation draws from torch's global generator: seed it for a reproducible model.
+    The initial weights depend on the config, the widths and ``seed`` only (never on torch's global
+    generator): each parameter is drawn from a generator keyed by (seed, its name), and MLP hidden
+    unit j of a layer by (seed, name, j), so two candidates of one seed share every parameter they
+    have in common, MLP units included (``CausalLM.init_weights``).
     """
     arch = model_cfg.arch
     if arch not in ARCHITECTURES:
@@ -64,6 +69,7 @@ def build_model(model_cfg: ModelConfig, widths: Sequence[int], vocab_size: int) 
         norm_eps=model_cfg.norm_eps,
         tie_embeddings=model_cfg.tie_embeddings,
         init_std=model_cfg.init_std,
+        seed=seed,
     )
 
 

@@ -8,12 +8,76 @@ never rescales it. Mixers take ``(x, rope)`` and return a tensor shaped like ``x
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# -------------------------------------------------------------------------------------------------
+# Keyed initialisation (common random numbers)
+#
+# Candidates of one seed are compared paired against the uniform model of that seed (DESIGN.md,
+# "Paired comparisons"), so their initial weights should differ only where the architectures
+# differ. Drawing in module order from one global stream breaks that: a wider first MLP consumes
+# more numbers and shifts every later draw. Instead every parameter gets its own generator keyed
+# by (seed, qualified name), and MLP hidden units come in fixed-size chunks keyed by (seed, name,
+# chunk), so unit j of a layer depends only on (seed, name, j): a narrower and a wider candidate
+# share their first min(width) units exactly, and the units one of them lacks are the only init
+# difference. Draws are made on the CPU in fp32, so the model is the same on every device.
+
+UNIT_CHUNK = 64  # MLP units drawn per keyed chunk; changing it changes every seed's MLP init
+
+# ``normal_(param, std)``: fill a parameter of the model with its keyed N(0, std) draw.
+Normal = Callable[[torch.Tensor, float], None]
+
+
+def keyed_generator(seed: int, key: str) -> torch.Generator:
+    """A CPU generator seeded from sha256 of (seed, key): independent of every other key."""
+    digest = hashlib.sha256(f"tlmsearch-init/{seed}/{key}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def _keyed_draw(shape: Sequence[int], std: float, seed: int, key: str) -> torch.Tensor:
+    """N(0, std) from the generator of (seed, key), on the CPU in fp32 whatever torch's
+    default device and dtype: the same numbers wherever the model then lives."""
+    w = torch.empty(tuple(shape), device="cpu", dtype=torch.float32)
+    return w.normal_(0.0, std, generator=keyed_generator(seed, key))
+
+
+@torch.no_grad()
+def keyed_normal_(
+    param: torch.Tensor, std: float, *, seed: int, name: str, unit_dim: int | None = None
+) -> None:
+    """Fill ``param`` with N(0, std) from the generator keyed by (seed, name).
+
+    With ``unit_dim`` (0: units are rows, 1: units are columns of a 2-D matrix), unit j is
+    row j of chunk j // UNIT_CHUNK, a (UNIT_CHUNK, fan) draw keyed by (seed, name, chunk):
+    the first k units of a matrix are the same at every width >= k.
+    """
+    if unit_dim is None:
+        param.copy_(_keyed_draw(param.shape, std, seed, name))
+        return
+    assert param.ndim == 2 and unit_dim in (0, 1), (param.shape, unit_dim)
+    n_units, fan = param.size(unit_dim), param.size(1 - unit_dim)
+    n_chunks = -(-n_units // UNIT_CHUNK)
+    chunks = [
+        _keyed_draw((UNIT_CHUNK, fan), std, seed, f"{name}/units{c}") for c in range(n_chunks)
+    ]
+    w = torch.cat(chunks)[:n_units]  # (units, fan)
+    param.copy_(w if unit_dim == 0 else w.T)
+
+
+def keyed_normal(module: nn.Module, seed: int) -> Normal:
+    """``normal_(param, std)`` for the parameters of ``module``, keyed by their names in it."""
+    names = {id(p): n for n, p in module.named_parameters()}
+
+    def normal_(param: torch.Tensor, std: float) -> None:
+        keyed_normal_(param, std, seed=seed, name=names[id(param)])
+
+    return normal_
 
 
 class RMSNorm(nn.Module):
@@ -62,6 +126,10 @@ class SwiGLU(nn.Module):
         self.w3 = nn.Linear(d_model, width, bias=False)
         self.w2 = nn.Linear(width, d_model, bias=False)
         self.w2.residual_out = True  # scaled at init (GPT-2)
+        # Which weight dimension indexes the hidden units (rows of w1/w3, columns of w2): the
+        # init draws them by unit, so candidates of one seed share the units they have in common.
+        self.w1.unit_dim = self.w3.unit_dim = 0
+        self.w2.unit_dim = 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
@@ -120,7 +188,8 @@ class Block(nn.Module):
 class CausalLM(nn.Module):
     """Token embedding, blocks, final RMSNorm, LM head (optionally tied to the embedding).
 
-    ``model(idx)`` with ``idx`` (B, T) returns float logits (B, T, vocab_size).
+    ``model(idx)`` with ``idx`` (B, T) returns float logits (B, T, vocab_size). The initial
+    weights are a function of ``seed`` (and the shapes) alone: see ``init_weights``.
     """
 
     def __init__(
@@ -134,6 +203,7 @@ class CausalLM(nn.Module):
         norm_eps: float = 1e-5,
         tie_embeddings: bool = True,
         init_std: float = 0.02,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocab_size, d_model)
@@ -143,26 +213,35 @@ class CausalLM(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         if tie_embeddings:
             self.lm_head.weight = self.wte.weight  # Press & Wolf 2017, arXiv 1608.05859
-        self.init_weights(init_std)
+        self.init_weights(init_std, seed)
 
     @torch.no_grad()
-    def init_weights(self, std: float) -> None:
+    def init_weights(self, std: float, seed: int) -> None:
         """N(0, std) for matrices and embeddings; residual output projections get
         std / sqrt(number of residual branches) so the stream's variance does not grow with
-        depth (GPT-2). Modules with their own ``init_extra(std)`` set their special parameters.
-        Draws follow module order, so a seed gives the same model every time."""
+        depth (GPT-2). Modules with their own ``init_extra(std, normal_)`` set their special
+        parameters. Every draw is keyed by (seed, parameter name) and MLP units by their index
+        (see ``keyed_normal_``): the global RNG is never used, and candidates of one seed share
+        every parameter they have in common."""
         branches = sum(len(b.mixers) + len(b.mlps) for b in self.blocks)
-        for module in self.modules():
+        for name, module in self.named_modules():
             if module is self.lm_head and self.lm_head.weight is self.wte.weight:
                 continue  # tied: already drawn as the embedding
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 scale = 1 / math.sqrt(branches) if getattr(module, "residual_out", False) else 1
-                nn.init.normal_(module.weight, mean=0.0, std=std * scale)
+                keyed_normal_(
+                    module.weight,
+                    std * scale,
+                    seed=seed,
+                    name=f"{name}.weight",
+                    unit_dim=getattr(module, "unit_dim", None),
+                )
                 if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
+        normal_ = keyed_normal(self, seed)
         for module in self.modules():  # after the generic pass, which they may override
             if hasattr(module, "init_extra"):
-                module.init_extra(std)
+                module.init_extra(std, normal_)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.wte(idx)  # (B, T, d)

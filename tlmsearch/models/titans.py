@@ -50,7 +50,7 @@ from torch import nn
 
 from tlmsearch.budget import memory_dims
 from tlmsearch.config import ModelConfig
-from tlmsearch.models.common import Block, CausalSelfAttention, SwiGLU
+from tlmsearch.models.common import Block, CausalSelfAttention, Normal, SwiGLU
 
 # Initial gate values: momentum ~0.9 and forgetting ~0.01 per token (logits of the sigmoids).
 _ETA_LOGIT = math.log(0.9 / 0.1)
@@ -92,10 +92,12 @@ class NeuralMemory(nn.Module):
         )
 
     @torch.no_grad()
-    def init_extra(self, std: float) -> None:
+    def init_extra(self, std: float, normal_: Normal) -> None:
+        """The memory's initial weights W_0 and the gates' bias; ``normal_(param, std)`` is the
+        model's keyed draw (see ``CausalLM.init_weights``)."""
         # Keys are unit vectors, so the first layer gets std 1 (pre-activations ~ N(0, 1)).
         for i, w in enumerate(self.memory):
-            nn.init.normal_(w, std=1.0 if i == 0 else 1 / math.sqrt(w.size(1)))
+            normal_(w, 1.0 if i == 0 else 1 / math.sqrt(w.size(1)))
         h = self.n_head
         self.gates.bias[h : 2 * h].fill_(_ETA_LOGIT)
         self.gates.bias[2 * h :].fill_(_ALPHA_LOGIT)
