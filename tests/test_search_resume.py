@@ -66,7 +66,8 @@ def _kill(pids: list[int]) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
-    data = tiny_study(tmp_path, train={"tokens": 32768})  # ~2-4 s a trial
+    # ~2-4 s a trial; 3 distinct widths x 2 seeds, so trials are still running after the first
+    data = tiny_study(tmp_path, train={"tokens": 32768}, search={"seeds": [0, 1]})
     data["name"] = "killed"
     study = tmp_path / "killed.yaml"
     study.write_text(yaml.safe_dump(data))
@@ -129,10 +130,10 @@ def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
         assert (t.user_attrs["candidate"], t.user_attrs["seed"]) == (cand, seed)
     # ...and every (candidate, seed) completed exactly once.
     pairs = [(t.user_attrs["candidate"], t.user_attrs["seed"]) for t in complete]
-    assert len(pairs) == len(set(pairs)) == 3
+    assert len(pairs) == len(set(pairs)) == 6
     interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
     assert len(interrupted) == n_running
     df = pd.read_parquet(run / "trials.parquet")
-    assert len(df) == 3 and (df["state"] == "COMPLETE").all()
+    assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     assert len(list((run / "ray").glob("session-*"))) == 2
