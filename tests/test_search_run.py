@@ -257,3 +257,31 @@ def test_postgresql_storage(local_ray, workdir):
         assert f":{password}@" not in res.output and ":***@" in res.output
     finally:
         optuna.delete_study(study_name=name, storage=open_storage(PG_URL))
+
+
+@pytest.mark.parametrize(
+    ("name", "search", "expect"),
+    [
+        # a vanishing noise prior separates every candidate on its first seed: one seed each
+        ("race_grid", {"seeds": [0, 1], "racing": {"prior_sd": 1e-9}}, {0: 3}),
+        # a huge one separates nothing: both sampled candidates (and uniform) race to 2 seeds
+        (
+            "race_random",
+            {"sampler": "random", "n_trials": 2, "seeds": [0, 1], "racing": {"prior_sd": 100}},
+            {0: 3, 1: 3},
+        ),
+    ],
+)
+def test_a_race_ends_by_itself_with_the_seeds_it_decided(local_ray, workdir, name, search, expect):
+    path = _study_file(workdir, name, search=search)
+    res = runner.invoke(app, ["run", str(path)])
+    assert res.exit_code == 0, res.output
+    run = workdir / "runs" / name
+    df = pd.read_parquet(run / "trials.parquet")
+    assert df["seed"].value_counts().to_dict() == expect
+    assert (df["state"] == "COMPLETE").all()
+    res = runner.invoke(app, ["status", str(run)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0 and "race: " in out, out
+    status = ": separated on 1 seed(s)" if name == "race_grid" else ": tied on 2 seed(s)"
+    assert status in out, out

@@ -63,7 +63,7 @@ def validate(
         console.print(cfg.to_yaml().rstrip(), markup=False)
         console.print()
     size = cfg.space.size()
-    n_seeds = len(cfg.search.seeds)
+    n_seeds = cfg.race_seeds
     if size is None:
         n_corners = len(cfg.space.corners())
         console.print(
@@ -75,7 +75,9 @@ def validate(
             f"space [bold]{cfg.space.name}[/]: {size} candidates; {n_runs} trainings per seed"
             + (" (uniform baseline first)" if cfg.search.baseline else "")
             + f" x {n_seeds} seed(s) = {n_runs * n_seeds} trials"
-        )
+            + (" at most (racing stops a candidate once it is separated)" if cfg.search.racing
+               else "")
+        )  # fmt: skip
         if cfg.search.sampler == "grid":  # a sampler draws candidates; the grid enqueues them
             for line in same_widths_notes(cfg):
                 console.print(line, markup=False)

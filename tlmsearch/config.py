@@ -251,6 +251,18 @@ class TrainConfig(Strict):
 # Search, objectives, storage, Ray
 
 
+class RacingConfig(Strict):
+    """Racing seeds (tlmsearch/racing.py): a candidate gets its next seed only while its paired
+    delta is not yet separated from the reference at ``confidence``."""
+
+    max_seeds: int | None = Field(None, ge=1)  # None: every seed of search.seeds
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    against: Literal["uniform", "best"] = "uniform"
+    # The seed noise of paired deltas (in the objective's units) assumed until some candidate
+    # has two seeds; None: nothing separates on one seed before then.
+    prior_sd: float | None = Field(None, gt=0)
+
+
 class SearchConfig(Strict):
     sampler: Literal[SAMPLERS] = "grid"
     sampler_seed: int = 0
@@ -263,6 +275,7 @@ class SearchConfig(Strict):
     concurrency: int = Field(2, ge=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
+    racing: RacingConfig | None = None  # race seeds instead of running every seed
 
     @field_validator("seeds")
     @classmethod
@@ -357,6 +370,20 @@ class StudyConfig(Strict):
                 f"search.pruner ({self.search.pruner}) cannot prune several objectives; "
                 "set search.pruner: none, or keep one objective"
             )
+        racing = self.search.racing
+        if racing is not None:
+            if len(self.objectives) > 1:
+                raise ValueError("search.racing races one objective; keep one, or remove racing")
+            if not self.search.baseline:
+                raise ValueError(
+                    "search.racing measures candidates against the uniform baseline of each "
+                    "seed; set search.baseline: true"
+                )
+            if racing.max_seeds is not None and racing.max_seeds > len(self.search.seeds):
+                raise ValueError(
+                    f"search.racing.max_seeds ({racing.max_seeds}) exceeds the seeds listed in "
+                    f"search.seeds ({len(self.search.seeds)}); list more seeds or lower it"
+                )
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
@@ -401,6 +428,13 @@ class StudyConfig(Strict):
         for cand in self.candidates():
             groups.setdefault(self.model.plan(cand).widths, []).append(cand)
         return [Training(cands[0], tuple(cands[1:]), widths) for widths, cands in groups.items()]
+
+    @property
+    def race_seeds(self) -> int:
+        """Seeds a candidate may get: racing's max_seeds, else every seed of search.seeds."""
+        racing = self.search.racing
+        n = len(self.search.seeds)
+        return n if racing is None or racing.max_seeds is None else racing.max_seeds
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

@@ -624,8 +624,15 @@ def paired_deltas(
 
 
 def study_seeds(config: Mapping[str, Any]) -> list[int] | None:
-    """The study's ``search.seeds`` (every candidate runs on each), or None if not recorded."""
-    seeds = (config.get("search") or {}).get("seeds") if isinstance(config, Mapping) else None
+    """The study's ``search.seeds`` (every candidate runs on each), or None if not recorded.
+
+    None as well for a racing study: there a candidate gets only the seeds the race gives it,
+    so the seeds to judge it on are those its trials ran on.
+    """
+    search = (config.get("search") or {}) if isinstance(config, Mapping) else {}
+    if search.get("racing"):
+        return None
+    seeds = search.get("seeds")
     return [int(x) for x in seeds] if isinstance(seeds, list) and seeds else None
 
 

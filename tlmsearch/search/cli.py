@@ -139,6 +139,8 @@ def status_command(run_dir: Path, *, console: Any) -> int:
         console.print("best: none complete yet")
     for line in [*map(best_line, rep["best"]), *censored_lines(rep["censored_better"])]:
         console.print(line, markup=False, highlight=False)
+    for line in rep["race"]:  # racing studies: seeds per candidate and why
+        console.print(f"race: {line}", markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)

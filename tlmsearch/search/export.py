@@ -116,13 +116,18 @@ def _metric_col(metric: str) -> str:
     return {"params": "n_params", "non_embedding_params": "n_params_nonemb"}.get(metric, metric)
 
 
+def _planned_seeds(cfg: StudyConfig) -> list[int] | None:
+    """Seeds every candidate is planned on; None with racing (the race gives each its own)."""
+    return None if cfg.search.racing else list(cfg.search.seeds)
+
+
 def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     """metric -> :func:`tlmsearch.stats.rank` of every candidate (keyed by params_json)."""
     from tlmsearch import stats
 
     return {
         o.metric: stats.rank(
-            trials, _metric_col(o.metric), o.sense, key="params_json", seeds=cfg.search.seeds
+            trials, _metric_col(o.metric), o.sense, key="params_json", seeds=_planned_seeds(cfg)
         )
         for o in cfg.objectives
     }
@@ -310,6 +315,19 @@ def counts(study: Any) -> dict[str, int]:
     return out
 
 
+def race_lines(study: Any, cfg: StudyConfig) -> list[str]:
+    """One line per candidate of a racing study: its seeds and why it races or stopped."""
+    if not cfg.search.racing:
+        return []
+    from tlmsearch.search.race import lanes
+
+    return [
+        f"{lane.candidate}: {lane.status} on {len(lane.seeds)} seed(s) {list(lane.seeds)}: "
+        f"{lane.reason}"
+        for lane in lanes(study, cfg)
+    ]
+
+
 def status_report(run_dir: str | Path) -> dict[str, Any]:
     """What ``tlmsearch status`` prints: run.json, counts, best so far (safe while running)."""
     from tlmsearch.results import trials_frame
@@ -328,6 +346,7 @@ def status_report(run_dir: str | Path) -> dict[str, Any]:
         "counts": counts(study),
         "best": best,
         "censored_better": censored_better(frame, cfg),
+        "race": race_lines(study, cfg),
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},

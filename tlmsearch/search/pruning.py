@@ -62,7 +62,40 @@ def find_study_search(search_alg: Any) -> StudySearch | None:
 
 
 class StudySearch(OptunaSearch):
-    """OptunaSearch that tells COMPLETE / FAIL from the trainable's final report."""
+    """OptunaSearch that tells COMPLETE / FAIL from the trainable's final report.
+
+    With ``race`` (a study config whose ``search.racing`` is set) the number of trials is not
+    known in advance: after each trial ends the race may queue more seeds (search/race.py), so
+    :meth:`suggest` waits (None) while trials that could add seeds are running, and ends the
+    search (``FINISHED``) when the queue is empty, nothing runs and no candidate is left to
+    sample.
+    """
+
+    def __init__(self, *args: Any, race: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._race = race
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self._race is not None and trial_id not in self._ot_trials:
+            import optuna
+            from ray.tune.search import Searcher
+
+            from tlmsearch.search.samplers import may_sample
+
+            waiting = self._ot_study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.WAITING,)
+            )
+            if not waiting and not may_sample(self._race, self._ot_study):
+                live = set(self._ot_trials) - self._completed_trials
+                return None if live else Searcher.FINISHED
+        return super().suggest(trial_id)
+
+    def trial_ended(self) -> None:
+        """After any trial's end state is told: queue the seeds the race says are due."""
+        if self._race is not None:
+            from tlmsearch.search.race import advance
+
+            advance(self._ot_study, self._race)
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         # The scheduler already reported this eval at step = tokens (Ray's would use the
@@ -99,6 +132,7 @@ class StudySearch(OptunaSearch):
             values = values[0]
         self._ot_study.tell(ot, values, state=state)
         self._completed_trials.add(trial_id)
+        self.trial_ended()
 
 
 class OptunaPruningScheduler(FIFOScheduler):
@@ -186,6 +220,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         )
         search._ot_study.tell(ot, state=optuna.trial.TrialState.PRUNED)
         search._completed_trials.add(trial.trial_id)
+        search.trial_ended()
         return TrialScheduler.STOP
 
     def on_trial_error(self, tune_controller: Any, trial: Any) -> None:

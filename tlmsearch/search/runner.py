@@ -34,6 +34,7 @@ from tlmsearch.search.samplers import (
     grace_tokens,
     make_pruner,
     make_sampler,
+    may_sample,
     planned_trials,
     write_initial_queue,
 )
@@ -139,6 +140,12 @@ def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = p
     requeued = requeue_interrupted(study, cfg)
     if requeued:
         echo(f"resume: {requeued} interrupted trial(s) queued again")
+    if cfg.search.racing:
+        from tlmsearch.search.race import advance
+
+        due = advance(study, cfg)  # seeds a dead driver decided on but never queued
+        if due:
+            echo(f"resume: the race queued {len(due)} more seed(s)")
     url = storage_url(cfg.storage, run.resolve())
     if _remaining(cfg, study) <= 0:
         echo("nothing left to run")
@@ -152,7 +159,10 @@ def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = p
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
     c = export.counts(study)
-    return planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
+    left = planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
+    if cfg.search.racing and not c["WAITING"] and not may_sample(cfg, study):
+        return 0  # the race has decided every candidate: the upper bound is not owed
+    return left
 
 
 def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
@@ -242,6 +252,7 @@ def _execute(
             sampler=make_sampler(cfg),
             study_name=study.study_name,
             storage=open_storage(url),
+            race=cfg if cfg.search.racing else None,
         )
         scheduler = OptunaPruningScheduler(
             make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens

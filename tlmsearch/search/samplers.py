@@ -24,6 +24,7 @@ SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
 STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
 CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
+SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not a repeat)
 SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
@@ -160,7 +161,8 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
     every seed, seed-major so that early results already compare candidates on one seed.
     """
     queue: list[tuple[dict[str, Any], int]] = []
-    seeds = cfg.search.seeds
+    # a race starts every candidate on the first seed; the race adds the others (search/race.py)
+    seeds = cfg.search.seeds[:1] if cfg.search.racing else cfg.search.seeds
     if cfg.search.sampler == "grid":
         for seed in seeds:
             queue += [(t.candidate, seed) for t in cfg.trainings()]
@@ -170,12 +172,23 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
 
 
 def planned_trials(cfg: StudyConfig) -> int:
-    """Trials the study runs in all: (distinct proxy width vectors, baseline included) x seeds."""
-    n_seeds = len(cfg.search.seeds)
+    """Trials the study runs in all: (distinct proxy width vectors, baseline included) x seeds.
+
+    With racing, the most it can run (every candidate on max_seeds): the race stops earlier.
+    """
+    n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
     n = cfg.search.n_trials or 20
     return (n + int(cfg.search.baseline)) * n_seeds
+
+
+def may_sample(cfg: StudyConfig, study: Any) -> bool:
+    """Whether the sampler may still draw a new candidate (a grid never does)."""
+    if cfg.search.sampler == "grid":
+        return False
+    drawn = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(SAMPLED))
+    return drawn < (cfg.search.n_trials or 20)
 
 
 def enqueue(
@@ -233,7 +246,8 @@ class SpaceFn:
         seed = self.seeds[0]
         trial.set_user_attr(SEED, seed)
         trial.set_user_attr(CANDIDATE, _key(cand))
-        for other in self.seeds[1:]:
+        trial.set_user_attr(SAMPLED, True)
+        for other in [] if self.cfg.search.racing else self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
         return self._config(trial, cand, seed)
 

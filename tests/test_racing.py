@@ -1,0 +1,221 @@
+"""Racing decisions on synthetic trials tables (no Ray, no Optuna)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch.racing import DONE, RACING, SEPARATED, STOPPED, TIED, pooled_noise, race
+from tlmsearch.stats import paired_deltas
+
+SEEDS = [0, 1, 2, 3]
+
+
+def _frame(rows: list[tuple[str, int, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"candidate": c, "seed": s, "state": st_, "v": v, "is_baseline": c == "uniform"}
+            for c, s, st_, v in rows
+        ]
+    )
+
+
+def _lanes(rows, **kw) -> dict:
+    opts = {"seeds": SEEDS, "max_seeds": 4, **kw}
+    return {lane.candidate: lane for lane in race(_frame(rows), "v", **opts)}
+
+
+# uniform on 4 seeds, with seed-to-seed spread 0.1 that pairing cancels
+BASE = [("uniform", s, "COMPLETE", 2.0 + 0.1 * s) for s in SEEDS]
+
+
+def test_a_clearly_bad_candidate_stops_at_one_seed() -> None:
+    # "noisy" has 3 seeds of deltas +-0.01 around 0: the pooled noise is ~0.01;
+    # "bad" is +0.5 on its one seed: 50 noise units, separated at once.
+    rows = BASE + [("noisy", s, "COMPLETE", 2.0 + 0.1 * s + d) for s, d in
+                   [(0, 0.01), (1, -0.01), (2, 0.0)]]  # fmt: skip
+    rows += [("bad", 0, "COMPLETE", 2.5)]
+    lanes = _lanes(rows)
+    assert lanes["bad"].status == SEPARATED and lanes["bad"].seeds == (0,)
+    assert "worse than uniform" in lanes["bad"].reason and lanes["bad"].next_seed is None
+    assert lanes["noisy"].status == RACING and lanes["noisy"].next_seed == 3
+
+
+def test_two_tied_candidates_race_to_max_seeds() -> None:
+    for cand, ds in (("a", [0.02, -0.03, 0.01, -0.01]), ("b", [-0.02, 0.03, 0.0, 0.01])):
+        for n in range(1, 5):  # replay the race seed by seed: never separated, K reached
+            lanes = _lanes(BASE + rows_for(cand, ds[:n]))
+            lane = lanes[cand]
+            if n < 4:
+                assert lane.status == RACING and lane.next_seed == SEEDS[n], lane
+        assert lane.status == TIED and lane.seeds == (0, 1, 2, 3)
+        assert "not separated from uniform" in lane.reason
+
+
+def rows_for(cand: str, deltas: list[float]) -> list[tuple[str, int, str, float]]:
+    return [(cand, s, "COMPLETE", 2.0 + 0.1 * s + d) for s, d in zip(SEEDS, deltas, strict=False)]
+
+
+def test_without_a_noise_estimate_one_seed_never_separates_but_a_prior_can() -> None:
+    rows = [*BASE, ("bad", 0, "COMPLETE", 2.5)]
+    assert _lanes(rows)["bad"].status == RACING  # nobody has two seeds: no noise yet
+    assert _lanes(rows, prior_sd=0.05)["bad"].status == SEPARATED  # 10 prior noise units
+
+
+def test_in_flight_seeds_wait_and_a_missing_control_waits_too() -> None:
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "RUNNING", math.nan)]
+    rows += [("c", 0, "COMPLETE", 2.1), ("c", 1, "COMPLETE", 2.1)]
+    lane = _lanes(rows, prior_sd=1.0)["c"]
+    assert lane.status == RACING and lane.next_seed is None and "in flight" in lane.reason
+    # a queued pair is in flight as well
+    lane = _lanes([("uniform", 0, "COMPLETE", 2.0), ("c", 0, "COMPLETE", 2.0)],
+                  queued={("c", 1)})["c"]  # fmt: skip
+    assert lane.status == RACING and lane.next_seed is None
+
+
+def test_a_pruned_seed_stops_the_race() -> None:
+    lanes = _lanes([*BASE, ("c", 0, "COMPLETE", 2.0), ("c", 1, "PRUNED", 3.0)])
+    assert lanes["c"].status == STOPPED and "pruned" in lanes["c"].reason
+
+
+def test_against_best_races_the_incumbent_and_separates_from_it() -> None:
+    rows = BASE + rows_for("best", [-0.30, -0.31, -0.29]) + rows_for("near", [-0.29, -0.30])
+    rows += rows_for("far", [0.2])
+    lanes = _lanes(rows, against="best")
+    assert lanes["best"].status == RACING and lanes["best"].next_seed == 3  # the incumbent
+    assert lanes["far"].status == SEPARATED and "worse than best" in lanes["far"].reason
+    assert lanes["near"].status == RACING  # within noise of the incumbent
+    lanes = _lanes(BASE + rows_for("best", [-0.30, -0.31, -0.29, -0.3]), against="best")
+    assert lanes["best"].status == DONE
+
+
+def test_maximize_flips_what_better_means() -> None:
+    rows = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + [("up", 0, "COMPLETE", 2.5)]
+    assert "better than uniform" in _lanes(rows, sense="maximize")["up"].reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    deltas=st.lists(
+        st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=4), min_size=1,
+        max_size=4,
+    )
+)  # fmt: skip
+def test_pooled_noise_is_the_pooled_sd_formula(deltas: list[list[float]]) -> None:
+    rows = list(BASE)
+    for i, ds in enumerate(deltas):
+        rows += rows_for(f"c{i}", ds)
+    noise = pooled_noise(paired_deltas(_frame(rows), "v"), "candidate", None)
+    ss = sum(sum((x - sum(ds) / len(ds)) ** 2 for x in ds) for ds in deltas)
+    df = sum(len(ds) - 1 for ds in deltas)
+    assert noise is not None and noise.df == df
+    assert noise.sd == pytest.approx(math.sqrt(ss / df), abs=1e-9)
+
+
+def test_bad_arguments_name_themselves() -> None:
+    with pytest.raises(ValueError, match="against"):
+        race(_frame(BASE), "v", seeds=SEEDS, max_seeds=2, against="median")
+    with pytest.raises(ValueError, match="max_seeds"):
+        race(_frame(BASE), "v", seeds=SEEDS, max_seeds=5)
+
+
+# -- the race inside a study: queue, advance, resume (in-memory Optuna, no Ray) ----------------
+
+
+def _race_cfg(tmp_path, **racing):
+    from search_helpers import tiny_config
+
+    dims = {
+        "shape": {"type": "fixed", "value": "cosine"},
+        "r_start": {"type": "categorical", "choices": [1.25, 1.5]},
+    }
+    space = {"dimensions": dims}
+    return tiny_config(
+        tmp_path, space=space, search={"seeds": [0, 1, 2], "racing": {"max_seeds": 3, **racing}}
+    )
+
+
+def _drive(study, cfg, value, stop_after: int | None = None) -> int:
+    """Ask, train (``value(candidate, seed)``), tell, advance: as the driver does."""
+    import optuna
+
+    from tlmsearch.search.race import advance
+    from tlmsearch.search.samplers import SpaceFn
+
+    fn, n = SpaceFn(cfg), 0
+    while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        if stop_after is not None and n >= stop_after:
+            break
+        trial = study.ask()
+        conf = fn(trial)
+        v = value(conf["candidate"], conf["seed"])
+        trial.set_user_attr("metrics", {"tokens": 8192, "val_bpb": v})
+        study.tell(trial, v)
+        advance(study, cfg)
+        n += 1
+    return n
+
+
+def _seeds_run(study) -> dict[str, list[int]]:
+    import json
+
+    from tlmsearch.space import describe
+
+    out: dict[str, list[int]] = {}
+    for t in study.get_trials():
+        if t.state.name == "COMPLETE":
+            out.setdefault(describe(json.loads(t.user_attrs["candidate"])), []).append(
+                t.user_attrs["seed"]
+            )
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _value(cand: dict, seed: int) -> float:
+    # uniform drifts by seed (pairing cancels it); 1.25 is within noise of it; 1.5 is far worse
+    base = 2.0 + 0.05 * seed
+    if cand.get("r_start") == 1.5:
+        return base + 0.5
+    if cand.get("r_start") == 1.25:
+        return base + (0.002, -0.003, 0.001)[seed]
+    return base
+
+
+def test_a_race_stops_the_bad_candidate_at_one_seed_and_races_the_tie_to_k(tmp_path) -> None:
+    import optuna
+
+    from tlmsearch.search.samplers import planned_trials, write_initial_queue
+
+    cfg = _race_cfg(tmp_path, prior_sd=0.01)
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    assert len(study.get_trials()) == 3  # every candidate on the first seed only
+    n = _drive(study, cfg, _value)
+    assert _seeds_run(study) == {
+        "uniform": [0, 1, 2], "cosine 1.25->0.75": [0, 1, 2], "cosine 1.5->0.5": [0]
+    }  # fmt: skip
+    assert n == 7 < planned_trials(cfg) == 9  # the race saved two trainings
+
+
+def test_a_resumed_race_continues_without_running_anything_twice(tmp_path) -> None:
+    import optuna
+
+    from tlmsearch.search.race import advance
+    from tlmsearch.search.samplers import write_initial_queue
+
+    cfg = _race_cfg(tmp_path, prior_sd=0.01)
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    study = optuna.create_study(storage=url, study_name="race")
+    write_initial_queue(study, cfg)
+    _drive(study, cfg, _value, stop_after=4)  # the driver dies mid-race
+    again = optuna.load_study(storage=url, study_name="race")
+    assert advance(again, cfg) == []  # what was due is already queued: nothing twice
+    _drive(again, cfg, _value)
+    assert _seeds_run(again) == _seeds_run_complete()
+
+
+def _seeds_run_complete() -> dict[str, list[int]]:
+    return {"uniform": [0, 1, 2], "cosine 1.25->0.75": [0, 1, 2], "cosine 1.5->0.5": [0]}

@@ -1,0 +1,84 @@
+"""Racing seeds inside a run: the driver's side of :mod:`tlmsearch.racing`.
+
+After every trial that ends (COMPLETE, PRUNED, FAIL) the driver calls :func:`advance`: it reads
+the Optuna study, asks :func:`tlmsearch.racing.race` where each candidate stands, and enqueues
+the seeds that are due, with the uniform baseline of any seed that has none yet (the control
+runs on every seed a candidate uses). Decisions are a function of the stored trials alone, so a
+resumed run calls :func:`advance` once and the race continues where it stopped; nothing is run
+twice because pairs already queued, running or finished are never enqueued again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tlmsearch.config import StudyConfig
+from tlmsearch.racing import Lane, race
+from tlmsearch.search.samplers import CANDIDATE, SEED, _key, enqueue
+from tlmsearch.space import UNIFORM, describe
+
+
+def lanes(study: Any, cfg: StudyConfig) -> list[Lane]:
+    """Where every candidate of ``study`` stands in the race (empty without racing)."""
+    return _race(study, cfg)[0]
+
+
+def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
+    out = set()
+    for ft in study.get_trials(deepcopy=False):
+        a = ft.user_attrs
+        if ft.state.name in states and CANDIDATE in a and SEED in a:
+            out.add((_key(json.loads(a[CANDIDATE])), int(a[SEED])))
+    return out
+
+
+def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str, Any]]]:
+    from tlmsearch.results import trials_frame
+    from tlmsearch.search.export import trial_records
+
+    racing = cfg.search.racing
+    if racing is None:
+        return [], {}
+    rows, _ = trial_records(study)
+    frame = trials_frame(rows, model=cfg.model) if rows else None
+    if frame is None or frame.empty:
+        return [], {}
+    params = {str(c): json.loads(p) for c, p in zip(frame["candidate"], frame["params_json"],
+                                                     strict=True)}  # fmt: skip
+    queued = {(describe(json.loads(k)), s) for k, s in _pairs(study, ("WAITING",))}
+    metric, sense = cfg.objectives[0].metric, cfg.objectives[0].sense
+    result = race(
+        frame,
+        metric,
+        sense=sense,
+        seeds=cfg.search.seeds,
+        max_seeds=cfg.race_seeds,
+        confidence=racing.confidence,
+        against=racing.against,
+        prior_sd=racing.prior_sd,
+        queued=queued,
+    )
+    return result, params
+
+
+def advance(study: Any, cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
+    """Enqueue every (candidate, seed) the race says is due, and its seed's baseline."""
+    lanes_, params = _race(study, cfg)
+    known = _pairs(study, ("WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"))
+    grid = cfg.search.sampler == "grid"
+    aliases = {_key(t.candidate): t.stands_for for t in cfg.trainings()} if grid else {}
+    added: list[tuple[dict[str, Any], int]] = []
+
+    def put(cand: dict[str, Any], seed: int) -> None:
+        if (_key(cand), seed) not in known:
+            enqueue(study, cfg, cand, seed, aliases.get(_key(cand), ()))
+            known.add((_key(cand), seed))
+            added.append((cand, seed))
+
+    for lane in lanes_:
+        if lane.next_seed is None:
+            continue
+        put(dict(UNIFORM), lane.next_seed)  # the control first: it is every delta's reference
+        put(params[lane.candidate], lane.next_seed)
+    return added
