@@ -1,6 +1,7 @@
 """Search orchestration: overhead of Ray Tune + Optuna, and what pruning saves.
 
-Run: ``.venv/bin/python benchmarks/search.py [--tokens N] [--what overhead,pruning,samplers]``.
+Run: ``.venv/bin/python benchmarks/search.py [--tokens N]
+[--what overhead,pruning,samplers,replay]``.
 
 (a) Overhead: a grid study without pruning; the study's wall time (Ray started, data ready)
     against the sum of its trials' own wall times (model build + training + evals, measured in
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -223,6 +225,96 @@ def samplers(n_trials: int, n_seeds: int) -> list[dict[str, Any]]:
     return out
 
 
+# -------------------------------------------------------------------------------------------------
+# (d) Pruners replayed on one no-pruning run's curves
+
+PRUNERS = ["none", "median", "percentile", "successive_halving", "hyperband", "wilcoxon", "paired"]
+
+
+def replay(cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str) -> Any:
+    """The trials table had ``pruner`` run the study: its curves replayed in launch order.
+
+    Training is deterministic per (candidate, seed), so a pruned trial's curve is the prefix of
+    the full one: one no-pruning run answers for every pruner. Each trial reports its evals to an
+    in-memory Optuna study as OptunaPruningScheduler does (step = tokens; nothing before the
+    grace, the baseline and the last eval never pruned) and is asked after every eval. One
+    trial at a time, so every pruner sees every earlier trial finished: its best case.
+    """
+    import optuna
+
+    from tlmsearch.search.samplers import CONTROL, grace_tokens, make_pruner
+
+    cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"pruner": pruner})})
+    judge, grace = make_pruner(cfg), grace_tokens(cfg)
+    study = optuna.create_study(direction="minimize", pruner=judge)
+    rows = []
+    for tr in trials.sort_values("number").itertuples():
+        curve = curves[curves["trial_id"] == tr.trial_id].sort_values("tokens")
+        ot = study.ask()
+        ot.set_user_attr("seed", int(tr.seed))
+        ot.set_user_attr("candidate", tr.params_json)
+        if tr.is_baseline:
+            ot.set_user_attr(CONTROL, True)
+        state, last, spent = "COMPLETE", math.nan, 0
+        for ev in curve.itertuples():
+            ot.report(float(ev.val_bpb), int(ev.tokens))
+            last, spent = float(ev.val_bpb), int(ev.tokens)
+            final = int(ev.tokens) >= cfg.train.tokens
+            if ev.tokens >= grace and not final and not tr.is_baseline and ot.should_prune():
+                state = "PRUNED"
+                break
+        study.tell(ot, None if state == "PRUNED" else last,
+                   state=getattr(optuna.trial.TrialState, state))  # fmt: skip
+        row = {"candidate": tr.candidate, "seed": int(tr.seed), "state": state}
+        rows.append({**row, "is_baseline": bool(tr.is_baseline), "val_bpb": last, "tokens": spent})
+    return pd.DataFrame(rows)
+
+
+def pruner_table(runs: Path, tokens: int, seeds: list[int]) -> list[dict[str, Any]]:
+    """One no-pruning run of the paper space; every pruner replayed on it (see :func:`replay`)."""
+    from scipy.stats import kendalltau
+
+    from tlmsearch import stats
+
+    cfg_dict = study("replay", runs, tokens, "none", "paper")
+    cfg_dict["search"]["seeds"] = seeds
+    cfg = study_from_mapping(cfg_dict)
+    full, _, _ = timed_run(cfg_dict)
+    curves = pd.read_parquet(runs / "replay" / "curves.parquet")
+    truth = stats.rank(full, "val_bpb", "minimize")
+    mean = truth.set_index("candidate")["mean"]
+    order = list(truth["candidate"])
+    best = order[0]
+    deltas = stats.paired_deltas(full, "val_bpb")
+    noise = _pooled(deltas) * math.sqrt(2 / len(seeds))  # sd of a difference of two means
+    out = []
+    for pruner in PRUNERS:
+        rep = replay(cfg, full, curves, pruner)
+        ranked = stats.rank(rep, "val_bpb", "minimize")
+        picked = str(ranked["candidate"].iloc[0])
+        gap = float(mean[picked] - mean[best])
+        pos = {c: i for i, c in enumerate(ranked["candidate"])}
+        tau = kendalltau([order.index(c) for c in order], [pos[c] for c in order]).statistic
+        out.append({
+            "pruner": pruner,
+            "tokens_share": round(rep["tokens"].sum() / full["tokens"].sum(), 3),
+            "pruned": int((rep["state"] == "PRUNED").sum()),
+            "best_kept": picked == best,
+            "picked": picked,
+            "gap_bpb": round(gap, 4),
+            "gap_in_noise": round(gap / noise, 2) if noise > 0 else math.nan,
+            "kendall_tau": round(float(tau), 3),
+        })  # fmt: skip
+    return out
+
+
+def _pooled(deltas: pd.DataFrame) -> float:
+    from tlmsearch.racing import pooled_noise
+
+    noise = pooled_noise(deltas, "candidate", None)
+    return noise.sd if noise else math.nan
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=131072, help="tokens per trial")
@@ -230,6 +322,7 @@ def main() -> None:
     ap.add_argument("--pruners", default="none,median", help="pruning runs to compare")
     ap.add_argument("--trials", type=int, default=30, help="samplers: candidates per study")
     ap.add_argument("--seeds", type=int, default=12, help="samplers: sampler seeds per row")
+    ap.add_argument("--replay-seeds", default="0,1", help="replay: seeds of the no-pruning run")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     results: dict[str, Any] = {}
@@ -240,6 +333,10 @@ def main() -> None:
         if "pruning" in args.what:
             results["pruning"] = pruning(Path(tmp), args.tokens, args.pruners.split(","))
             print(pd.DataFrame(results["pruning"]).to_string(index=False), flush=True)
+        if "replay" in args.what:
+            seeds = [int(x) for x in args.replay_seeds.split(",")]
+            results["replay"] = pruner_table(Path(tmp), args.tokens, seeds)
+            print(pd.DataFrame(results["replay"]).to_string(index=False), flush=True)
         if "samplers" in args.what:
             results["samplers"] = samplers(args.trials, args.seeds)
             print(pd.DataFrame(results["samplers"]).to_string(index=False), flush=True)

@@ -25,7 +25,15 @@ from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat,
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
-PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "wilcoxon", "none")
+PRUNERS = (
+    "median",
+    "percentile",
+    "successive_halving",
+    "hyperband",
+    "wilcoxon",
+    "paired",
+    "none",
+)
 # Metric name -> the direction that is better, used when an objective gives none.
 METRICS: dict[str, str] = {
     "val_bpb": "minimize",

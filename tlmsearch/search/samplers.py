@@ -87,6 +87,7 @@ _PRUNER_OPTIONS = {
     "successive_halving": {"reduction_factor", "min_early_stopping_rate", "bootstrap_count"},
     "hyperband": {"reduction_factor", "bootstrap_count"},
     "wilcoxon": {"p_threshold", "n_startup_steps"},
+    "paired": {"patience", "margin_sds", "prior_sd"},
     "none": set(),
 }
 
@@ -130,6 +131,10 @@ def make_pruner(cfg: StudyConfig) -> Any:
             from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
 
             return AfterGraceWilcoxonPruner(grace, **opts)
+    if name == "paired":
+        from tlmsearch.search.paired_pruner import PairedPruner
+
+        return PairedPruner(grace, **opts)
     return optuna.pruners.NopPruner()
 
 

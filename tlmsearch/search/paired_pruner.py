@@ -1,0 +1,126 @@
+"""A pruner that judges a trial by its paired delta: its value minus uniform's, same seed.
+
+Ax stops a trial only after it has been worse than the leader for several checkpoints in a row;
+PASHA treats configurations within a noise-estimated epsilon as tied. Neither knows that every
+candidate here has a paired control: the uniform model of the same seed, trained on the same
+batches from the same initial weights, which the search runs first and never prunes. So at each
+eval (step = tokens seen) after the grace period:
+
+    d(trial, t)  = value(trial, t) - value(uniform of trial's seed, t)
+    d*(t)        = the best d(other trial, t) among the other candidates' trials at t
+    worse(t)     = sign * (d(trial, t) - d*(t)) > margin_sds * noise(t)
+
+and the trial is pruned once ``worse`` held at ``patience`` evals in a row (its latest ones).
+``noise(t)`` is the seed-to-seed sd of paired deltas at t, pooled over every candidate with two
+or more seeds there; while there is none, ``prior_sd`` (in the objective's units) or, unset,
+1% of the baseline's value at t (a sane prior: seed noise of a proxy's loss is a fraction of a
+percent to a few percent). An eval without its seed's baseline value yet is skipped (judged at
+the next one that has it). Comparing deltas, not raw values, takes the seed's difficulty out of
+the comparison, so a trial of a hard seed is not pruned for its seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from optuna.pruners import BasePruner
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+# the user attributes samplers.py writes (not imported: this module must stay light to pickle)
+_SEED, _CANDIDATE, _CONTROL = "seed", "candidate", "tlm_control"
+
+
+class PairedPruner(BasePruner):
+    """Prune a trial whose paired delta trails the best one by more than the seed noise."""
+
+    def __init__(
+        self,
+        grace_tokens: int = 0,
+        patience: int = 2,
+        margin_sds: float = 2.0,
+        prior_sd: float | None = None,
+    ) -> None:
+        if grace_tokens < 0:
+            raise ValueError(f"grace_tokens must be >= 0, but got {grace_tokens=}")
+        if isinstance(patience, bool) or int(patience) != patience or patience < 1:
+            raise ValueError(f"patience must be an integer >= 1, but got {patience=}")
+        if margin_sds < 0:
+            raise ValueError(f"margin_sds must be >= 0, but got {margin_sds=}")
+        if prior_sd is not None and prior_sd <= 0:
+            raise ValueError(f"prior_sd must be > 0, but got {prior_sd=}")
+        self._grace = grace_tokens
+        self._patience = int(patience)
+        self._margin = margin_sds
+        self._prior = prior_sd
+
+    def prune(self, study: Any, trial: FrozenTrial) -> bool:
+        attrs = trial.user_attrs
+        if attrs.get(_CONTROL) or _SEED not in attrs:
+            return False  # the control is every delta's reference: never pruned
+        sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
+        trials = study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
+        )
+        base = _baselines(trials)  # seed -> {step: value}
+        ref = base.get(attrs[_SEED], {})
+        steps = sorted(
+            s for s in trial.intermediate_values if s >= self._grace and s in ref
+        )  # judged only where its seed's control has a value
+        if len(steps) < self._patience:
+            return False
+        deltas = _deltas(trials, base)  # step -> [(candidate, seed, number, delta)]
+        streak = 0
+        for step in steps[-self._patience :]:
+            mine = trial.intermediate_values[step] - ref[step]
+            others = [d for c, _, n, d in deltas[step] if n != trial.number and math.isfinite(d)]
+            if not others or not math.isfinite(mine):
+                return False
+            best = min(others, key=lambda d: sign * d)
+            noise = _pooled_sd(deltas[step])
+            if noise is None:
+                noise = self._prior if self._prior else 0.01 * abs(ref[step])
+            if sign * (mine - best) > self._margin * noise:
+                streak += 1
+        return streak == self._patience
+
+
+def _baselines(trials: list[FrozenTrial]) -> dict[int, dict[int, float]]:
+    out: dict[int, dict[int, float]] = {}
+    for t in trials:
+        if t.user_attrs.get(_CONTROL) and _SEED in t.user_attrs:
+            out.setdefault(int(t.user_attrs[_SEED]), {}).update(t.intermediate_values)
+    return out
+
+
+def _deltas(
+    trials: list[FrozenTrial], base: dict[int, dict[int, float]]
+) -> dict[int, list[tuple[str, int, int, float]]]:
+    out: dict[int, list[tuple[str, int, int, float]]] = defaultdict(list)
+    for t in trials:
+        a = t.user_attrs
+        if a.get(_CONTROL) or _SEED not in a:
+            continue
+        ref = base.get(int(a[_SEED]), {})
+        for step, v in t.intermediate_values.items():
+            if step in ref:
+                out[step].append((str(a.get(_CANDIDATE, t.number)), int(a[_SEED]), t.number,
+                                  v - ref[step]))  # fmt: skip
+    return out
+
+
+def _pooled_sd(rows: list[tuple[str, int, int, float]]) -> float | None:
+    """Within-candidate sd of deltas at one step, pooled over candidates with >= 2 seeds."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for cand, _, _, d in rows:
+        if math.isfinite(d):
+            by[cand].append(d)
+    ss, df = 0.0, 0
+    for ds in by.values():
+        if len(ds) >= 2:
+            m = sum(ds) / len(ds)
+            ss += sum((x - m) ** 2 for x in ds)
+            df += len(ds) - 1
+    return math.sqrt(ss / df) if df else None
