@@ -371,3 +371,14 @@ def test_on_a_terminal_the_panel_lists_the_running_trials(capsys):
         "4,000 tok/s, ETA 6m40s"
     )
     assert panel[1].startswith("  uniform (seed 0): 0/2,000,000 tokens (0%), ETA ?")
+
+
+def test_without_tokens_per_trial_there_is_no_eta(capsys):
+    p = LiveProgress(2, "val_bpb", "minimize", 2, tty=False, min_interval_s=0)
+    trials = [_ray_trial("a", "RUNNING")]
+    p.on_trial_result(0, trials, trials[0], _eval(4096, 2.0, 3.0))
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(
+        "EVAL     uniform (seed 0): 4,096 tokens, val_bpb 3.0000, 2,048 tok/s, ETA ?"
+    )
+    assert line.endswith("ETA ?]")

@@ -167,12 +167,15 @@ class LiveProgress(Callback):
             running, queued, self.trial_tokens, self.concurrency, self._typical_rate()
         )
 
+    def _trial_eta(self, info: Running) -> float | None:
+        return trial_eta(info) if self.trial_tokens else None  # no total: no ETA
+
     def _trial_text(self, trial: Any, info: Running) -> str:
         label = describe(trial.config.get("candidate", {}))
         evals = self._evals.get(trial.trial_id) or [{}]
         value = evals[-1].get("value")  # Ray updates trial.last_result after the callbacks
         text = progress_text(
-            info.tokens, self.trial_tokens, self.shown, value, info.rate, trial_eta(info)
+            info.tokens, self.trial_tokens, self.shown, value, info.rate, self._trial_eta(info)
         )
         return f"{label} (seed {trial.config.get('seed')}): {text}"
 
@@ -196,7 +199,7 @@ class LiveProgress(Callback):
         tokens = float(result.get("tokens") or 0)
         info = Running(tokens, self.trial_tokens or 0, trial_rate(evals))
         label = describe(trial.config.get("candidate", {}))
-        value, eta_s = result.get(self.shown), trial_eta(info)
+        value, eta_s = result.get(self.shown), self._trial_eta(info)
         text = progress_text(tokens, self.trial_tokens, self.shown, value, info.rate, eta_s)
         return f"{'EVAL':8s} {label} (seed {trial.config.get('seed')}): {text}"
 
