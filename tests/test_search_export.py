@@ -309,3 +309,114 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     assert "best: linear 1.5->0.5 (val_bpb 2.0000; mean of seed(s) 0, 1; 2 of 2 seeds)" in out
     assert "vs uniform val_bpb -0.1000" in out
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
+
+
+def _running_run(tmp_path, reported_at: float):
+    """A run dir whose Optuna storage holds what a running study writes (no Ray): one trial
+    complete, one RUNNING with two evals, one RUNNING without an eval; 4 planned, 2 at once."""
+    import json
+
+    import optuna
+
+    from tlmsearch.search.samplers import CANDIDATE, SEED
+
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    train = {"tokens": 2_000_000, "eval_every_tokens": 400_000}
+    (run / "study.yaml").write_text(tiny_config(tmp_path, train=train).to_yaml())
+    info = {"status": "running", "n_trials_planned": 4, "trial_slots": 2}
+    (run / "run.json").write_text(json.dumps(info))
+    study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
+    curve = [
+        {"tokens": 400_000, "wall_s": 100.0, "val_bpb": 2.6},
+        {"tokens": 800_000, "wall_s": 200.0, "val_bpb": 2.3456},  # 4,000 tok/s
+    ]
+    trials = [
+        ("COMPLETE", {"shape": "uniform"}, {"metrics": {"val_bpb": 2.0}, "curve": curve}),
+        (
+            "RUNNING",
+            {"shape": "cosine", "r_start": 1.5},
+            {"metrics": curve[-1], "curve": curve, "reported_at": reported_at},
+        ),
+        ("RUNNING", {"shape": "linear", "r_start": 1.5}, {}),
+    ]
+    for state, params, extra in trials:
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=getattr(optuna.trial.TrialState, state),
+                value=2.0 if state == "COMPLETE" else None,
+                user_attrs={CANDIDATE: json.dumps(params), SEED: 0, **extra},
+            )
+        )
+    return run
+
+
+def test_status_report_gives_running_trials_progress_and_the_run_eta(tmp_path):
+    from tlmsearch.search.export import status_report
+
+    now = 1_000_000.0
+    rep = status_report(_running_run(tmp_path, reported_at=now - 10), now=now)
+    prog = rep["running"]
+    cos, lin = prog["trials"]
+    assert (cos["label"], cos["seed"], cos["tokens"], cos["total"]) == (
+        "cosine 1.5->0.5",
+        0,
+        800_000,
+        2_000_000,
+    )
+    assert (cos["metric"], cos["value"], cos["rate"]) == ("val_bpb", 2.3456, 4000.0)
+    assert cos["age_s"] == pytest.approx(10.0)
+    assert cos["eta_s"] == pytest.approx(1_200_000 / 4000 - 10)  # 290 s
+    assert lin["label"] == "linear 1.5->0.5" and lin["age_s"] is None and lin["tokens"] == 0
+    # 2 slots: cosine ends at 290 s, linear (no eval: at 4,000 tok/s) at 500 s; the queued
+    # fourth trial takes cosine's slot at 290 s and ends at 790 s.
+    assert prog["queued"] == 1 and prog["slots"] == 2
+    assert prog["eta_s"] == pytest.approx(790.0)
+    assert prog["tokens_left"] == 1_200_000 + 2 * 2_000_000
+    assert prog["rate"] == 4000.0
+
+
+def test_status_prints_running_trials_with_tokens_metric_and_eta(tmp_path):
+    import re
+    import time
+
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    run = _running_run(tmp_path, reported_at=time.time() - 10)
+    res = CliRunner().invoke(app, ["status", str(run)])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the console wraps long lines
+    assert "2 running, 0 queued" in out  # Optuna's counts (the fourth is not asked yet)
+    trial = re.search(
+        r"running: #1 cosine 1\.5->0\.5 \(seed 0\): 800,000/2,000,000 tokens \(40%\), "
+        r"val_bpb 2\.3456, 4,000 tok/s, ETA 4m(\d\d)s \(last eval (\d+)s ago\)",
+        out,
+    )
+    assert trial, out
+    eta_s, age = 240 + int(trial[1]), int(trial[2])
+    assert 10 <= age <= 20 and eta_s == 300 - age  # a slow machine may take a few seconds
+    assert "running: #2 linear 1.5->0.5 (seed 0): started, no eval yet" in out
+    run_eta = re.search(
+        r"ETA 13m(\d\d)s for the run: 5,200,000 tokens left \(2 running, 1 to start\) at "
+        r"4,000 tok/s together, 2 trial\(s\) at once",
+        out,
+    )
+    assert run_eta, out
+    assert 780 <= 780 + int(run_eta[1]) <= 790  # 790 s - the age of the last eval
+
+
+def test_status_of_a_stopped_run_shows_its_unfinished_trials_without_an_eta(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    run = _running_run(tmp_path, reported_at=0.0)
+    (run / "run.json").write_text(json.dumps({"status": "interrupted", "n_trials_planned": 4}))
+    res = CliRunner().invoke(app, ["status", str(run)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0 and "800,000/2,000,000 tokens (40%), val_bpb 2.3456" in out
+    assert "ETA ?" in out and "the run is not going" in out and "for the run" not in out

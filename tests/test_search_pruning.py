@@ -265,3 +265,120 @@ def test_format_eta():
         "?",
         "?",
     ]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _eval(tokens: int, wall_s: float, value: float) -> dict:
+    return {"tokens": tokens, "wall_s": wall_s, "val_bpb": value, "final": False}
+
+
+def _three_at_once(clock: _Clock, **kw) -> tuple[LiveProgress, list[SimpleNamespace]]:
+    """Three trials of 2M tokens start together; each evals every 400k tokens (400 s apart)."""
+    p = LiveProgress(
+        3, "val_bpb", "minimize", 3, tty=False, trial_tokens=2_000_000, clock=clock, **kw
+    )
+    cands = [
+        {"shape": "uniform"},
+        {"shape": "cosine", "r_start": 1.5},
+        {"shape": "cosine", "r_start": 0.5},
+    ]
+    trials = [_ray_trial(t, "RUNNING", cand=c) for t, c in zip("abc", cands, strict=True)]
+    return p, trials
+
+
+def test_off_a_terminal_every_eval_prints_a_line_with_tokens_metric_and_eta(capsys):
+    clock = _Clock()
+    p, trials = _three_at_once(clock, min_interval_s=0)
+    a = trials[0]
+    clock.t += 100
+    p.on_trial_result(0, trials, a, _eval(400_000, 100.0, 2.5))
+    clock.t += 400
+    p.on_trial_result(1, trials, a, _eval(800_000, 500.0, 2.3))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(
+        "EVAL     uniform (seed 0): 400,000/2,000,000 tokens (20%), val_bpb 2.5000"
+    )
+    # 1,000 tok/s over the last interval: 1.2M tokens left = 20 minutes
+    assert "800,000/2,000,000 tokens (40%), val_bpb 2.3000, 1,000 tok/s, ETA 20m00s" in lines[1]
+    assert "trials 0/3" in lines[1] and "3 running" in lines[1]
+    # the study: the others have no eval yet and train at a's rate; 3 slots, nothing queued
+    assert lines[1].endswith("ETA 33m20s]")  # b and c: 2M tokens at 1,000 tok/s
+    # the final report is the end line's business
+    p.on_trial_result(2, trials, a, {**_eval(2_000_000, 2100.0, 2.0), "final": True})
+    assert capsys.readouterr().out == ""
+
+
+def test_the_eta_after_the_first_of_three_ends_is_the_others_remaining_time(capsys):
+    clock = _Clock()
+    p, trials = _three_at_once(clock, min_interval_s=0)
+    for k in range(1, 6):  # evals at 400k ... 2M tokens, 400 s apart, all three within a second
+        clock.t += 399.0
+        for t in trials:
+            clock.t += 0.3
+            tokens = 400_000 * k if t.trial_id == "a" or k < 5 else 1_600_000 + 399_000
+            p.on_trial_result(k, trials, t, _eval(tokens, 400.0 * k, 3.0 - 0.1 * k))
+    capsys.readouterr()
+    first = trials[0]
+    first.last_result = {"final": True, "status": "completed", "val_bpb": 2.5, "tokens": 2_000_000}
+    p.on_trial_complete(6, trials, first)  # Ray calls back before it updates the status
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("COMPLETE uniform (seed 0) val_bpb 2.5000 after 2,000,000 tokens")
+    # b and c each have 1,000 tokens left at ~1,000 tok/s: one second, not another trial's length
+    eta = line.rsplit("ETA ", 1)[1].rstrip("]")
+    assert eta in ("0s", "1s"), line
+    assert "trials 1/3" in line and "2 running" in line
+
+
+def test_off_a_terminal_evals_print_at_most_once_a_minute_per_trial(capsys):
+    clock = _Clock()
+    p, trials = _three_at_once(clock)
+    a, b = trials[:2]
+    for k in range(1, 9):  # an eval every 10 s for a and for b
+        clock.t += 10
+        p.on_trial_result(k, trials, a, _eval(1000 * k, 10.0 * k, 3.0))
+        p.on_trial_result(k, trials, b, _eval(1000 * k, 10.0 * k, 3.0))
+    lines = capsys.readouterr().out.splitlines()
+    shown = [(ln.split(" (seed")[0].split()[-1], ln.split(": ")[1].split("/")[0]) for ln in lines]
+    # each trial's first eval, then the first one 60 s or more after it
+    assert shown == [
+        ("uniform", "1,000"),
+        ("1.5->0.5", "1,000"),
+        ("uniform", "7,000"),
+        ("1.5->0.5", "7,000"),
+    ]
+
+
+def test_on_a_terminal_the_panel_lists_the_running_trials(capsys):
+    clock = _Clock()
+    p, trials = _three_at_once(clock)
+    p.tty = True
+    p._draw = lambda *a, **k: None  # no rich display in a test
+    clock.t += 100
+    p.on_trial_result(0, trials, trials[1], _eval(400_000, 100.0, 2.5))
+    assert capsys.readouterr().out == ""  # no plain lines on a terminal
+    panel = p.panel(trials).splitlines()
+    assert panel[0].startswith("trials 0/3")
+    assert panel[2] == (
+        "  cosine 1.5->0.5 (seed 0): 400,000/2,000,000 tokens (20%), val_bpb 2.5000, "
+        "4,000 tok/s, ETA 6m40s"
+    )
+    assert panel[1].startswith("  uniform (seed 0): 0/2,000,000 tokens (0%), ETA ?")
+
+
+def test_without_tokens_per_trial_there_is_no_eta(capsys):
+    p = LiveProgress(2, "val_bpb", "minimize", 2, tty=False, min_interval_s=0)
+    trials = [_ray_trial("a", "RUNNING")]
+    p.on_trial_result(0, trials, trials[0], _eval(4096, 2.0, 3.0))
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(
+        "EVAL     uniform (seed 0): 4,096 tokens, val_bpb 3.0000, 2,048 tok/s, ETA ?"
+    )
+    assert line.endswith("ETA ?]")

@@ -83,6 +83,16 @@ def test_run_finishes_and_tells_how_to_look(finished):
     print(f"tiny grid study (6 trials): {wall:.1f} s")
 
 
+def test_off_a_terminal_each_trial_prints_its_evals_with_tokens_and_eta(finished):
+    """CliRunner's stdout is no terminal: plain lines, each trial's first eval at least."""
+    res, _, _ = finished
+    evals = [ln for ln in res.output.splitlines() if ln.startswith("EVAL ")]
+    assert all("/8,192 tokens (" in ln and "val_bpb " in ln and "ETA " in ln for ln in evals)
+    assert all("[trials " in ln and ln.endswith("]") for ln in evals)  # the study's ETA too
+    firsts = {ln.split(":")[0] for ln in evals if ": 2,048/8,192 tokens (25%)" in ln}
+    assert len(firsts) == 6, evals  # one per (candidate, seed)
+
+
 def test_run_dir_is_complete(finished):
     _, run, _ = finished
     for name in ("study.yaml", "optuna.db", "run.json", "best.yaml", "report.html"):

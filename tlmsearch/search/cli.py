@@ -73,6 +73,34 @@ def censored_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def running_lines(progress: dict[str, Any], *, going: bool = True) -> list[str]:
+    """The running trials (tokens done, last eval metric, tokens/s, ETA) and the run's ETA."""
+    from tlmsearch.search.eta import format_eta, progress_text
+
+    out = []
+    for t in progress["trials"]:
+        if t["age_s"] is None:
+            text = "started, no eval yet"
+        else:
+            text = progress_text(
+                t["tokens"], t["total"], t["metric"], t["value"], t["rate"], t["eta_s"]
+            )
+            text += f" (last eval {format_eta(t['age_s'])} ago)"
+        out.append(f"running: #{t['number']} {t['label']} (seed {t['seed']}): {text}")
+    if not going:
+        if progress["trials"]:
+            out.append("ETA: none, the run is not going (resume re-runs unfinished trials)")
+        return out
+    rate = progress["rate"]
+    speed = f" at {rate:,.0f} tok/s together" if rate else ""
+    out.append(
+        f"ETA {format_eta(progress['eta_s'])} for the run: {progress['tokens_left']:,.0f} tokens "
+        f"left ({len(progress['trials'])} running, {progress['queued']} to start){speed}, "
+        f"{progress['slots']} trial(s) at once"
+    )
+    return out
+
+
 def _print_result(console: Any, result: Any) -> int:
     c = result.counts
     console.print(
@@ -135,6 +163,8 @@ def status_command(run_dir: Path, *, console: Any) -> int:
         f"{c['FAIL']} failed; {c['RUNNING']} running, {c['WAITING']} queued"
         + (f"; {c['interrupted']} interrupted (re-queued)" if c["interrupted"] else "")
     )
+    for line in running_lines(rep["running"], going=rep["status"] == "running"):
+        console.print(line, markup=False, highlight=False)
     if not rep["best"]:
         console.print("best: none complete yet")
     for line in [*map(best_line, rep["best"]), *censored_lines(rep["censored_better"])]:

@@ -1,7 +1,9 @@
-"""Live progress of a search in the terminal: counts, best so far, ETA (not Ray's tables).
+"""Live progress of a search: counts, best so far, running trials, ETA (not Ray's tables).
 
-A Ray Tune callback in the driver. On a terminal it redraws one rich status panel; off a
-terminal (CI, logs) it prints one line per finished trial.
+A Ray Tune callback in the driver. On a terminal it redraws one rich status panel (the counts and
+a line per running trial); off a terminal (CI logs, ``nohup``, a cluster job) it prints plain
+lines: one per eval of a trial (at most one a minute per trial, see :class:`LiveProgress`) and
+one per finished trial, each followed by the study's counts and ETA (:mod:`.eta`).
 """
 
 from __future__ import annotations
@@ -9,11 +11,23 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
 
+from tlmsearch.search.eta import (
+    Running,
+    format_eta,
+    progress_text,
+    shown_metric,
+    study_eta,
+    trial_eta,
+    trial_rate,
+)
 from tlmsearch.space import describe
+
+__all__ = ["LiveProgress", "TableWriter", "format_eta", "outcome"]
 
 
 def outcome(trial: Any, ended: bool = False) -> str:
@@ -33,22 +47,23 @@ def outcome(trial: Any, ended: bool = False) -> str:
     return "complete" if last.get("status", "completed") == "completed" else "failed"
 
 
-def format_eta(seconds: float | None) -> str:
-    """``None`` -> ``?``; 75 -> ``1m15s``; 3700 -> ``1h01m``.
-
-    >>> format_eta(75), format_eta(3700), format_eta(None)
-    ('1m15s', '1h01m', '?')
-    """
-    if seconds is None or not math.isfinite(seconds):
-        return "?"
-    s = round(seconds)
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 class LiveProgress(Callback):
-    """Counts by state, best objective so far and an ETA, redrawn at most once a second."""
+    """Counts by state, best objective so far, running trials and the study's ETA.
+
+    ``concurrency``: trials that run at once (the ETA's slots); ``trial_tokens``: tokens per
+    trial (``train.tokens``; None: no ETA). On a terminal the panel is redrawn at most once a
+    second. Off a terminal each eval prints a line (tokens done of the trial's, the last val
+    metric, its tokens/s and ETA, then the study's counts and ETA), but at most one per trial per
+    ``min_interval_s``: an eval is the only news about a trial (its val metric changes only
+    there), so a line per eval is what a log reader wants while evals are minutes apart (the
+    quickstart: 3 trials x 5 evals in ~11 minutes, every eval shown); when they are seconds
+    apart (tiny proxies, many trials at once) the cap keeps a log to a few lines a minute per
+    trial, and each trial's end prints anyway.
+    """
 
     def __init__(
         self,
@@ -59,22 +74,33 @@ class LiveProgress(Callback):
         prior: dict[str, int] | None = None,
         prior_best: float | None = None,
         tty: bool | None = None,
+        *,
+        trial_tokens: int | None = None,
+        min_interval_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.planned = planned
         self.metric = metric
+        self.shown = shown_metric(metric)
         self.sign = 1.0 if sense == "minimize" else -1.0
         self.concurrency = max(1, concurrency)
+        self.trial_tokens = trial_tokens
+        self.min_interval_s = min_interval_s
         self.prior = prior or {}
         self.best: tuple[float, str] | None = (
             (prior_best, "earlier session") if prior_best is not None else None
         )
         self.tty = sys.stdout.isatty() if tty is None else tty
-        self.start = time.time()
+        self._clock = clock
+        self.start = clock()
         self._seen: set[str] = set()
         self._ended: dict[str, str] = {}
         self._live: Any = None
         self._last_draw = 0.0
-        self._durations: list[float] = []
+        self._evals: dict[str, list[dict[str, Any]]] = {}  # trial -> its last two evals
+        self._heard: dict[str, float] = {}  # trial -> when its last eval arrived
+        self._printed: dict[str, float] = {}  # trial -> when its last eval line was printed
+        self._ended_rates: list[float] = []  # tokens/s of the trials that ended, in order
         self.final: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # Ray pickles callbacks; a live display can't be
@@ -106,18 +132,76 @@ class LiveProgress(Callback):
         ]
         if self.best is not None:
             parts.append(f"best {self.metric} {self.best[0]:.4f} ({self.best[1]})")
-        parts.append(f"elapsed {format_eta(time.time() - self.start)}")
-        parts.append(f"ETA {format_eta(self.eta(finished, c['running']))}")
+        parts.append(f"elapsed {format_eta(self._clock() - self.start)}")
+        parts.append(f"ETA {format_eta(self.eta(trials, finished))}")
         self.final = c
         return " · ".join(parts)
 
-    def eta(self, finished: int, running: int) -> float | None:
-        """Remaining trials x mean trial time / concurrency (pruned trials count as short)."""
-        if not self._durations:
+    def _running(self, trials: list[Any]) -> list[tuple[Any, Running]]:
+        now = self._clock()
+        out = []
+        for t in trials:
+            if t.trial_id in self._ended or t.status != "RUNNING":
+                continue
+            evals = self._evals.get(t.trial_id, [])
+            tokens = evals[-1]["tokens"] if evals else 0
+            age = now - self._heard.get(t.trial_id, now)
+            out.append((t, Running(tokens, self.trial_tokens or 0, trial_rate(evals), age)))
+        return out
+
+    def _typical_rate(self) -> float | None:
+        """Mean tokens/s of the last trials that ended (as many as run at once)."""
+        recent = self._ended_rates[-self.concurrency :]
+        return sum(recent) / len(recent) if recent else None
+
+    def eta(self, trials: list[Any], finished: int | None = None) -> float | None:
+        """Seconds left in the study (:func:`.eta.study_eta`); None while unknown."""
+        if not self.trial_tokens:
             return None
-        remaining = max(0, self.planned - finished)
-        mean = sum(self._durations) / len(self._durations)
-        return remaining * mean / min(self.concurrency, max(1, remaining, running))
+        if finished is None:
+            c = self.tally(trials)
+            finished = c["complete"] + c["pruned"] + c["failed"]
+        running = [r for _, r in self._running(trials)]
+        queued = max(0, self.planned - finished - len(running))
+        return study_eta(
+            running, queued, self.trial_tokens, self.concurrency, self._typical_rate()
+        )
+
+    def _trial_eta(self, info: Running) -> float | None:
+        return trial_eta(info) if self.trial_tokens else None  # no total: no ETA
+
+    def _trial_text(self, trial: Any, info: Running) -> str:
+        label = describe(trial.config.get("candidate", {}))
+        evals = self._evals.get(trial.trial_id) or [{}]
+        value = evals[-1].get("value")  # Ray updates trial.last_result after the callbacks
+        text = progress_text(
+            info.tokens, self.trial_tokens, self.shown, value, info.rate, self._trial_eta(info)
+        )
+        return f"{label} (seed {trial.config.get('seed')}): {text}"
+
+    def panel(self, trials: list[Any]) -> str:
+        """The terminal display: the counts line, then one line per running trial."""
+        rows = [f"  {self._trial_text(t, r)}" for t, r in self._running(trials)]
+        return "\n".join([self.line(trials), *rows])
+
+    def _note_eval(self, trial: Any, result: dict[str, Any]) -> None:
+        tokens, wall = result.get("tokens"), result.get("wall_s")
+        if not _finite(tokens):
+            return
+        evals = self._evals.setdefault(trial.trial_id, [])
+        evals.append({"tokens": float(tokens), "wall_s": wall, "value": result.get(self.shown)})
+        del evals[:-2]
+        self._heard[trial.trial_id] = self._clock()
+
+    def eval_line(self, trial: Any, result: dict[str, Any]) -> str:
+        """``EVAL     <label> (seed s): 400,000/2,000,000 tokens (20%), val_bpb ..., ETA ..``"""
+        evals = self._evals.get(trial.trial_id, [])
+        tokens = float(result.get("tokens") or 0)
+        info = Running(tokens, self.trial_tokens or 0, trial_rate(evals))
+        label = describe(trial.config.get("candidate", {}))
+        value, eta_s = result.get(self.shown), self._trial_eta(info)
+        text = progress_text(tokens, self.trial_tokens, self.shown, value, info.rate, eta_s)
+        return f"{'EVAL':8s} {label} (seed {trial.config.get('seed')}): {text}"
 
     def _note_end(self, trial: Any, error: bool = False) -> str | None:
         if trial.trial_id in self._seen:
@@ -125,10 +209,12 @@ class LiveProgress(Callback):
         self._seen.add(trial.trial_id)
         kind = "failed" if error else outcome(trial, ended=True)
         self._ended[trial.trial_id] = kind
+        rate = trial_rate(self._evals.pop(trial.trial_id, []))
+        if rate is not None:
+            self._ended_rates.append(rate)
+        self._heard.pop(trial.trial_id, None)
+        self._printed.pop(trial.trial_id, None)
         last = trial.last_result or {}
-        wall = last.get("wall_s")
-        if isinstance(wall, (int, float)) and math.isfinite(wall):
-            self._durations.append(float(wall))
         label = describe(trial.config.get("candidate", {}))
         seed = trial.config.get("seed")
         value = last.get(self.metric)
@@ -155,7 +241,7 @@ class LiveProgress(Callback):
 
             self._live = Live("", refresh_per_second=2, transient=False)
             self._live.start()
-        self._live.update(self.line(trials))
+        self._live.update(self.panel(trials))
 
     def _print(self, text: str, trials: list[Any]) -> None:
         if self._live is not None:
@@ -165,6 +251,21 @@ class LiveProgress(Callback):
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self._draw(trials)
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict, **info: Any
+    ) -> None:
+        if result.get("final") or trial.trial_id in self._ended:
+            return  # the end line says it
+        self._note_eval(trial, result)
+        if self.tty:
+            self._draw(trials)
+            return
+        now = self._clock()
+        last = self._printed.get(trial.trial_id)
+        if last is None or now - last >= self.min_interval_s:
+            self._printed[trial.trial_id] = now
+            self._print(self.eval_line(trial, result), trials)
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any):
         self._end(trials, trial, error=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,7 @@ class OptunaPruningScheduler(FIFOScheduler):
                 if k in result:
                     ot.set_user_attr(k, _clean(result[k]) if k != "widths" else result[k])
         ot.set_user_attr("metrics", {k: _clean(result.get(k)) for k in EVAL_KEYS})
+        ot.set_user_attr("reported_at", time.time())  # `tlmsearch status`: age of the last eval
 
     # -- Ray hooks ----------------------------------------------------------------------------
 

@@ -232,8 +232,15 @@ def _execute(
     before = export.counts(study)
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     remaining = planned - finished
-    _write_status(run, "running", driver_pid=os.getpid(), driver_host=socket.gethostname())
-    echo(f"{remaining} trial(s) to run, {cfg.search.concurrency} at once; run dir {run}")
+    slots = trial_slots(cfg, facts)
+    _write_status(
+        run,
+        "running",
+        driver_pid=os.getpid(),
+        driver_host=socket.gethostname(),
+        trial_slots=slots,
+    )
+    echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
     status = "failed"
     try:
         # Data through the object store unless every node reads a shared path.
@@ -264,13 +271,14 @@ def _execute(
             planned,
             metrics[0],
             cfg.objectives[0].sense,
-            cfg.search.concurrency,
+            slots,
             prior={
                 "complete": before["COMPLETE"],
                 "pruned": before["PRUNED"],
                 "failed": before["FAIL"],
             },
             prior_best=best_before,
+            trial_tokens=cfg.train.tokens,
         )
         session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
         tuner = tune.Tuner(
@@ -329,6 +337,22 @@ def _finish(
             + (f"; reasons: {' | '.join(reasons)}" if reasons else "")
         )
     return result
+
+
+def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
+    """Trials that run at once: ``search.concurrency``, or fewer where Ray's CPUs (GPUs) fit fewer.
+
+    >>> from types import SimpleNamespace as N
+    >>> cfg = N(search=N(concurrency=3), ray=N(cpus_per_trial=1.0, gpus_per_trial=0.0))
+    >>> trial_slots(cfg, {"cpus": 2.0, "gpus": 0.0})
+    2
+    """
+    fits = [cfg.search.concurrency]
+    if facts.get("cpus"):
+        fits.append(int(facts["cpus"] // cfg.ray.cpus_per_trial))
+    if cfg.ray.gpus_per_trial:
+        fits.append(int((facts.get("gpus") or 0) // cfg.ray.gpus_per_trial))
+    return max(1, min(fits))
 
 
 def trial_dirname(trial: Any) -> str:
