@@ -118,6 +118,32 @@ def test_embedded_ray_gives_every_worker_the_training_env():
     assert "worker sees 1" in out.stdout, out.stdout + out.stderr[-2000:]
 
 
+def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back():
+    """Two embedded Rays in one process: each its own token (Ray caches the first one per
+    process); after each, the user's own settings are back (here: auth off for their Rays)."""
+    code = (
+        "import os, ray\n"
+        "from tlmsearch.config import RayConfig\n"
+        "from tlmsearch.search.cluster import LOCAL_ONLY, start_ray, stop_ray\n"
+        "tokens = []\n"
+        "for _ in range(2):\n"
+        "    start_ray(RayConfig(num_cpus=1))\n"
+        "    tokens.append(os.environ['RAY_AUTH_TOKEN'])\n"
+        "    print('ran', ray.get(ray.remote(lambda: os.environ['RAY_AUTH_MODE']).remote()))\n"
+        "    stop_ray()\n"
+        "    env = [os.environ.get(k) for k in ('RAY_AUTH_MODE', 'RAY_AUTH_TOKEN', LOCAL_ONLY)]\n"
+        "    print('after', *env)\n"
+        "print('fresh', tokens[0] != tokens[1])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ENABLE"))}
+    env["RAY_AUTH_MODE"] = "disabled"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert out.stdout.count("ran token") == 2, out.stdout + out.stderr[-2000:]
+    assert out.stdout.count("after disabled None None") == 2 and "fresh True" in out.stdout
+
+
 def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path):
     """Every socket a real run listens on is on loopback; its Ray needs a token of its own.
 
