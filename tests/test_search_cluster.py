@@ -22,6 +22,10 @@ import yaml
 from proc_sockets import cmdline, environ, is_loopback, listeners, process_tree
 from search_helpers import tiny_study
 
+from tlmsearch.config import RayConfig
+from tlmsearch.errors import ConfigError
+from tlmsearch.search.cluster import start_ray
+
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 HEAD, WORKER = "127.0.0.2", "127.0.0.3"
@@ -116,6 +120,12 @@ def test_embedded_ray_gives_every_worker_the_training_env():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env
     )
     assert "worker sees 1" in out.stdout, out.stdout + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("node_ip", ["192.0.2.7", "0.0.0.0", "::"])
+def test_embedded_ray_refuses_a_node_ip_beyond_loopback(node_ip):
+    with pytest.raises(ConfigError, match=r"ray\.node_ip: .* only when joining a cluster"):
+        start_ray(RayConfig(node_ip=node_ip))
 
 
 def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back():

@@ -52,12 +52,18 @@ def start_ray(
     """Join ``address`` (or ``cfg.address``), else start a Ray reachable from loopback only.
 
     Returns facts for the log: address, nodes, CPUs. Raises ConfigError for an unreachable
-    cluster, naming the address and what to check.
+    cluster, naming the address and what to check, and for a ``ray.node_ip`` beyond loopback
+    without a cluster to join.
     """
+    address = address or cfg.address
+    if not address and cfg.node_ip and not _is_loopback_host(cfg.node_ip):
+        raise ConfigError(
+            f"ray.node_ip: {cfg.node_ip!r} is used only when joining a cluster (ray.address "
+            f"or --address); the embedded Ray listens on {LOOPBACK} only"
+        )
     import ray
 
     quiet_ray()
-    address = address or cfg.address
     if ray.is_initialized():  # a notebook's or a test's Ray: use it, leave it running
         return {**_facts(ray, ""), "joined": True, "owned": False}
     kwargs: dict[str, Any] = {
@@ -84,11 +90,6 @@ def start_ray(
                 "with `ray start --head`, check the address and that RAY_AUTH_MODE matches"
             ) from None
     else:
-        if cfg.node_ip and not _is_loopback_host(cfg.node_ip):
-            raise ConfigError(
-                f"ray.node_ip: {cfg.node_ip!r} is used only when joining a cluster (ray.address "
-                f"or --address); the embedded Ray listens on {LOOPBACK} only"
-            )
         kwargs["_node_ip_address"] = LOOPBACK
         if cfg.num_cpus:
             kwargs["num_cpus"] = cfg.num_cpus
