@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from fixtures_run import make_run, make_trials, random_trials, study_dict
+from proc_sockets import is_loopback, listeners, process_tree
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
@@ -196,6 +199,28 @@ def test_dashboard_serves_and_refreshes(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_dashboard_command_listens_on_loopback_only(tmp_path):
+    """`tlmsearch dashboard RUN` with its defaults: every socket it listens on is on loopback."""
+    run = make_run(tmp_path / "live", status="running", seeds=(0,))
+    code = "import sys; from tlmsearch.cli import main; sys.argv[0] = 'tlmsearch'; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "dashboard", str(run), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline, line = time.time() + 60, ""
+        while "live dashboard of" not in line and time.time() < deadline:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                line = proc.stdout.readline()
+                assert line, f"dashboard exited with {proc.wait()}"
+        assert "http://127.0.0.1:" in line, line
+        found = [s for pid in process_tree(proc.pid) for s in listeners(pid)]
+        assert found and all(is_loopback(s.host) for s in found), found
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_optuna_dashboard_hint(tmp_path):

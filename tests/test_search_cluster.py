@@ -1,9 +1,9 @@
-"""A real two-node Ray cluster on loopback: head 127.0.0.2, worker 127.0.0.3. Slow.
+"""The embedded Ray closed to the network, and a real two-node Ray cluster on loopback. Slow.
 
-Ray rewrites 127.0.0.1 to the external address, so the nodes use other loopback addresses; every
-process uses the same ``RAY_AUTH_MODE`` (token), or workers and drivers fail to connect. The
-nodes are ``ray start --block`` processes stopped by PID (never ``ray stop``, which stops every
-Ray on the machine).
+The cluster: head 127.0.0.2, worker 127.0.0.3 (``ray start`` rewrites 127.0.0.1 to the external
+address); every process uses the same ``RAY_AUTH_MODE`` (token), or workers and drivers fail to
+connect. The nodes are ``ray start --block`` processes stopped by PID (never ``ray stop``, which
+stops every Ray on the machine).
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from proc_sockets import cmdline, environ, is_loopback, listeners, process_tree
 from search_helpers import tiny_study
+
+from tlmsearch.config import RayConfig
+from tlmsearch.errors import ConfigError
+from tlmsearch.search.cluster import start_ray
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -115,3 +120,100 @@ def test_embedded_ray_gives_every_worker_the_training_env():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env
     )
     assert "worker sees 1" in out.stdout, out.stdout + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("node_ip", ["192.0.2.7", "0.0.0.0", "::"])
+def test_embedded_ray_refuses_a_node_ip_beyond_loopback(node_ip):
+    with pytest.raises(ConfigError, match=r"ray\.node_ip: .* only when joining a cluster"):
+        start_ray(RayConfig(node_ip=node_ip))
+
+
+def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back():
+    """Two embedded Rays in one process: each its own token (Ray caches the first one per
+    process); after each, the user's own settings are back (here: auth off for their Rays)."""
+    code = (
+        "import os, ray\n"
+        "from tlmsearch.config import RayConfig\n"
+        "from tlmsearch.search.cluster import LOCAL_ONLY, start_ray, stop_ray\n"
+        "tokens = []\n"
+        "for _ in range(2):\n"
+        "    start_ray(RayConfig(num_cpus=1))\n"
+        "    tokens.append(os.environ['RAY_AUTH_TOKEN'])\n"
+        "    print('ran', ray.get(ray.remote(lambda: os.environ['RAY_AUTH_MODE']).remote()))\n"
+        "    stop_ray()\n"
+        "    env = [os.environ.get(k) for k in ('RAY_AUTH_MODE', 'RAY_AUTH_TOKEN', LOCAL_ONLY)]\n"
+        "    print('after', *env)\n"
+        "print('fresh', tokens[0] != tokens[1])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ENABLE"))}
+    env["RAY_AUTH_MODE"] = "disabled"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert out.stdout.count("ran token") == 2, out.stdout + out.stderr[-2000:]
+    assert out.stdout.count("after disabled None None") == 2 and "fresh True" in out.stdout
+
+
+def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path):
+    """Every socket a real run listens on is on loopback; its Ray needs a token of its own.
+
+    Ray executes code for whoever reaches its GCS. The sockets are those of the run's own
+    process tree (driver, GCS, raylet, agents, trial workers), sampled while it runs.
+    """
+    data = tiny_study(
+        tmp_path, train={"tokens": 4096}, search={"concurrency": 1}, ray={"num_cpus": 1}
+    )
+    data["space"]["dimensions"] = {
+        "shape": {"type": "categorical", "choices": ["cosine"]},
+        "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
+    }  # the uniform baseline and one candidate
+    study = tmp_path / "closed.yaml"
+    study.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen(
+        [str(BIN / "tlmsearch"), "run", str(study)],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    seen: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, port) -> (name, host)
+    ray_env: dict[str, str] = {}
+    session_dir = ""
+    deadline = time.time() + 300
+    try:
+        while proc.poll() is None and time.time() < deadline:
+            for pid in process_tree(proc.pid):
+                for s in listeners(pid):
+                    seen[(s.pid, s.port)] = (s.name, s.host)
+                    if s.name == "gcs_server" and not ray_env:
+                        ray_env = environ(pid)  # what the driver gave Ray's processes
+                for arg in cmdline(pid):
+                    if arg.startswith("--session-dir="):
+                        session_dir = arg.split("=", 1)[1]
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    out = log.read_text()
+    assert proc.returncode == 0, out[-3000:]
+    names = {name for name, _ in seen.values()}
+    assert {"gcs_server", "raylet"} <= names, seen  # the sampling saw Ray itself
+    assert any(name.startswith("ray::") for name in names), seen  # and a trial worker
+    open_ = {f"{name} (pid {pid}) on {host}:{port}" for (pid, port), (name, host) in seen.items()
+             if not is_loopback(host)}  # fmt: skip
+    assert not open_, f"listening beyond loopback: {sorted(open_)}"
+
+    # Token authentication with a secret of this run's alone: not the user's ~/.ray/auth_token,
+    # and nowhere in the log, the run dir or Ray's session dir.
+    assert ray_env.get("RAY_AUTH_MODE") == "token", sorted(ray_env)
+    token = ray_env.get("RAY_AUTH_TOKEN", "")
+    assert len(token) >= 32
+    home_token = Path.home() / ".ray" / "auth_token"
+    assert not home_token.exists() or home_token.read_text().strip() != token
+    assert token not in out
+    leaks = [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and token.encode()
+             in p.read_bytes()]  # fmt: skip
+    assert session_dir and Path(session_dir).is_dir()
+    leaks += [p for p in Path(session_dir).rglob("*") if p.is_file()
+              and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()]  # fmt: skip
+    assert not leaks, leaks

@@ -32,24 +32,18 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One embedded Ray on loopback for every run in this module (runs reuse, never stop it)."""
+    """One embedded Ray, loopback only, for every run in this module (runs never stop it)."""
     import ray
 
-    from tlmsearch.search.cluster import quiet_ray
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.cluster import start_ray, stop_ray
 
-    quiet_ray()
     if ray.is_initialized():  # another module's Ray: use it, leave it to its owner
         yield
         return
-    ray.init(
-        address="local",
-        _node_ip_address="127.0.0.2",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-    )
+    start_ray(RayConfig(num_cpus=2))
     yield
-    ray.shutdown()
+    stop_ray()
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +117,7 @@ def test_trials_table(finished):
     assert (pruned["tokens"] < 8192).all()
     assert pruned["reason"].str.contains("pruned by Median").all()
     assert (pruned["tokens"] >= 2048).all()  # never before the grace: 1/4 of the run here
-    assert (df["node"] == "127.0.0.2").all()
+    assert (df["node"] == "127.0.0.1").all()
     assert df["widths_json"].map(lambda w: sum(json.loads(w)) == 2 * 64).all()
     assert (df["n_params"] == df["n_params"].iloc[0]).all()  # an exact budget
     assert df["wall_s"].gt(0).all()

@@ -313,10 +313,10 @@ class RayConfig(Strict):
     cpus_per_trial: float = Field(1.0, gt=0)
     gpus_per_trial: float = Field(0.0, ge=0)
     num_cpus: int | None = Field(None, ge=1)  # size of the embedded Ray (default: all cores)
-    # Embedded Ray binds here. Ray rewrites 127.0.0.1 to the machine's external address, but
-    # leaves other loopback addresses alone (measured, Ray 2.60), hence 127.0.0.2.
-    # When joining a cluster, None lets Ray pick this driver's address.
-    node_ip: str | None = "127.0.0.2"
+    # This driver's address when joining a cluster (None: Ray picks it). The embedded Ray is
+    # always on 127.0.0.1, the one address Ray listens on alone (search/cluster.py); a loopback
+    # value is accepted there (run dirs before this change froze 127.0.0.2), any other is an error.
+    node_ip: str | None = None
     shared_path: str | None = None  # prepared data on storage every node can read
     reuse_actors: bool = True  # ~3x faster trial start on small trials (measured)
 

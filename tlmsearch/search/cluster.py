@@ -1,19 +1,35 @@
-"""Starting an embedded Ray on loopback, or joining a Ray cluster.
+"""Starting an embedded Ray reachable from loopback only, or joining a Ray cluster.
 
-Ray picks the machine's external interface as its node address even for a local run and
-rewrites 127.0.0.1 to it; another loopback address (127.0.0.2) is left alone (measured, Ray
-2.60). Token authentication is on by default: every process of a cluster must use the same
-``RAY_AUTH_MODE`` (see README, "Running on a Ray cluster").
+Measured with Ray 2.60 (``ss -ltnp`` during a run): the gRPC servers of Ray (GCS, the raylet's
+node and object managers, the core worker of the driver and of every trial worker) listen on
+127.0.0.1 only when the node address is exactly 127.0.0.1, and on every interface for any other
+address, 127.0.0.2 included. On Linux Ray also rewrites a node address of 127.0.0.1 to the
+machine's external one, unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is off (Ray's own default
+on macOS and Windows, where local clusters stay on loopback). So the embedded Ray turns it off
+and asks for 127.0.0.1, and checks that it got it.
+
+Loopback is still reachable by every user of a shared machine, and ``~/.ray/auth_token`` serves
+all of a user's Rays, so the embedded Ray also requires Ray's token authentication with a secret
+of its own: it lives only in the environment of this Ray's processes, never in a log, a file or
+the run dir. Joining a cluster is the user's choice: every process of a cluster must use the same
+``RAY_AUTH_MODE`` and token (README, "On a Ray cluster").
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import secrets
 from typing import Any
 
 from tlmsearch.config import RayConfig
 from tlmsearch.errors import ConfigError
+
+LOOPBACK = "127.0.0.1"  # the one node address Ray binds to loopback only
+# 1 (Ray's default on Linux): a node address of 127.0.0.1 becomes the external address
+LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_replaced_env: dict[str, str | None] = {}  # what _seal changed in os.environ, for _unseal
 
 
 def quiet_ray() -> None:
@@ -33,15 +49,21 @@ def quiet_ray() -> None:
 def start_ray(
     cfg: RayConfig, address: str | None = None, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Join ``address`` (or ``cfg.address``), else start a local Ray bound to ``cfg.node_ip``.
+    """Join ``address`` (or ``cfg.address``), else start a Ray reachable from loopback only.
 
     Returns facts for the log: address, nodes, CPUs. Raises ConfigError for an unreachable
-    cluster, naming the address and what to check.
+    cluster, naming the address and what to check, and for a ``ray.node_ip`` beyond loopback
+    without a cluster to join.
     """
+    address = address or cfg.address
+    if not address and cfg.node_ip and not _is_loopback_host(cfg.node_ip):
+        raise ConfigError(
+            f"ray.node_ip: {cfg.node_ip!r} is used only when joining a cluster (ray.address "
+            f"or --address); the embedded Ray listens on {LOOPBACK} only"
+        )
     import ray
 
     quiet_ray()
-    address = address or cfg.address
     if ray.is_initialized():  # a notebook's or a test's Ray: use it, leave it running
         return {**_facts(ray, ""), "joined": True, "owned": False}
     kwargs: dict[str, Any] = {
@@ -68,11 +90,54 @@ def start_ray(
                 "with `ray start --head`, check the address and that RAY_AUTH_MODE matches"
             ) from None
     else:
-        kwargs["_node_ip_address"] = cfg.node_ip or "127.0.0.2"
+        kwargs["_node_ip_address"] = LOOPBACK
         if cfg.num_cpus:
             kwargs["num_cpus"] = cfg.num_cpus
-        ctx = ray.init(address="local", **kwargs)  # never a stale cluster from /tmp/ray
+        _seal()
+        try:
+            ctx = ray.init(address="local", **kwargs)  # never a stale cluster from /tmp/ray
+            ip = ctx.address_info.get("node_ip_address")
+            if ip != LOOPBACK:  # a Ray that would listen on every interface: never run it
+                ray.shutdown()
+                raise RuntimeError(f"the embedded Ray came up on {ip}, not on {LOOPBACK}")
+        except BaseException:
+            _unseal()
+            raise
     return {**_facts(ray, ctx.address_info.get("gcs_address", "")), "joined": bool(address)}
+
+
+def _seal() -> None:
+    """Loopback only and a fresh secret token for the Ray this process is about to start."""
+    env = {LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    for key, value in env.items():
+        _replaced_env.setdefault(key, os.environ.get(key))
+        os.environ[key] = value  # Ray's processes inherit it from here
+    _reload_ray_env()
+
+
+def _unseal() -> None:
+    """Give the process back the environment it had before ``_seal``."""
+    for key, value in _replaced_env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    _replaced_env.clear()
+    _reload_ray_env()
+
+
+def _reload_ray_env() -> None:
+    # Ray reads LOCAL_ONLY when it is imported, its config (RAY_AUTH_MODE) on first use and the
+    # token once per process: make this process see the environment as it is now, as Ray's own
+    # ray.init does when it turns token authentication on.
+    from ray._private import ray_constants
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(
+        LOCAL_ONLY, not ray_constants.IS_WINDOWS_OR_OSX
+    )
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _facts(ray: Any, address: str) -> dict[str, Any]:
@@ -91,8 +156,17 @@ def _is_loopback(address: str) -> bool:
     return host.startswith("127.") or host == "localhost"
 
 
+def _is_loopback_host(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def stop_ray() -> None:
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
+    if _replaced_env:
+        _unseal()
