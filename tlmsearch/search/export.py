@@ -17,6 +17,7 @@ import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
+from tlmsearch.search.failures import RETRIES
 from tlmsearch.search.samplers import CANDIDATE, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
@@ -75,6 +76,7 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             "params": json.loads(attrs[CANDIDATE]),
             "state": state,
             "reason": attrs.get("reason", "") if state != "COMPLETE" else "",
+            "retries": attrs.get(RETRIES, 0),  # started again after a lost worker
             "tokens": last.get("tokens"),
             "wall_s": last.get("wall_s"),
         }

@@ -204,6 +204,7 @@ def _execute(
 ) -> RunResult:
     from ray import tune
 
+    from tlmsearch.search.failures import handle_lost_workers
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
 
@@ -244,7 +245,11 @@ def _execute(
             storage=open_storage(url),
         )
         scheduler = OptunaPruningScheduler(
-            make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens
+            make_pruner(cfg),
+            grace_tokens(cfg),
+            metrics[0] if single else None,
+            cfg.train.tokens,
+            max_retries=cfg.search.max_retries,
         )
         from tlmsearch.search.progress import LiveProgress, TableWriter
 
@@ -262,6 +267,7 @@ def _execute(
             prior_best=best_before,
         )
         session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+        handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
@@ -277,7 +283,9 @@ def _execute(
                 storage_path=str((run / "ray").resolve()),
                 verbose=0,
                 callbacks=[progress, TableWriter(str(run))],
-                failure_config=tune.FailureConfig(max_failures=0),
+                # A lost worker is retried (the scheduler sets each trial's own limit: the
+                # baseline gets one more); an exception is a final report, never retried.
+                failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
             ),
         )
         try:
