@@ -177,6 +177,18 @@ def test_a_lost_candidate_out_of_retries_is_fail_with_the_reason(tmp_path):
     assert RETRIES not in ft.user_attrs
 
 
+def test_a_raising_trial_keeps_its_traceback_in_the_storage(tmp_path):
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
+    t = _trial(searcher, sched, ctrl, "a")
+    final = {**_eval(2048, final=True), "status": "failed", "reason": "KeyError: 'w'"}
+    final["traceback"] = "Traceback (most recent call last):\n  ...\nKeyError: 'w'\n"
+    sched.on_trial_result(ctrl, t, final)
+    searcher.on_trial_complete("a", result=final)
+    ft = searcher._ot_study.get_trials()[0]
+    assert ft.state == S.FAIL and ft.user_attrs["reason"] == "KeyError: 'w'"
+    assert ft.user_attrs["traceback"] == final["traceback"]
+
+
 def test_max_retries_is_bounded(tmp_path):
     assert tiny_config(tmp_path).search.max_retries == 1
     for bad in (-1, 11):
@@ -195,7 +207,7 @@ def test_max_retries_is_bounded(tmp_path):
         (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried 9 GB"), True),
     ],
 )
-def test_the_trainable_reports_its_own_errors(monkeypatch, tmp_path, error, retried):
+def test_the_trainable_reports_its_own_errors(monkeypatch, error, retried):
     reports: list[dict] = []
 
     def train(config, study, data, last):
@@ -204,8 +216,6 @@ def test_the_trainable_reports_its_own_errors(monkeypatch, tmp_path, error, retr
 
     monkeypatch.setattr(trainable, "_train", train)
     monkeypatch.setattr(ray.tune, "report", reports.append)
-    context = SimpleNamespace(get_trial_dir=lambda: str(tmp_path))
-    monkeypatch.setattr(ray.tune, "get_context", lambda: context)
     if retried:
         with pytest.raises(type(error)):
             trainable.run_trial({}, {}, None)
@@ -216,7 +226,7 @@ def test_the_trainable_reports_its_own_errors(monkeypatch, tmp_path, error, retr
     assert final["final"] and final["status"] == "failed"
     assert final["reason"] == "ValueError: model.plan: bad widths"
     assert final["tokens"] == 2048 and final["val_bpb"] == 3.5 and "val_loss" in final
-    assert "ValueError: model.plan: bad widths" in (tmp_path / "error.txt").read_text()
+    assert final["traceback"].startswith("Traceback") and "in train" in final["traceback"]
 
 
 # -- resume --retry-failed ----------------------------------------------------------------------

@@ -154,6 +154,8 @@ class OptunaPruningScheduler(FIFOScheduler):
             for k in STATIC_KEYS:
                 if k in result:
                     ot.set_user_attr(k, _clean(result[k]) if k != "widths" else result[k])
+        if result.get("final") and result.get("traceback"):  # the trial raised
+            ot.set_user_attr("traceback", str(result["traceback"]))
         ot.set_user_attr("metrics", {k: _clean(result.get(k)) for k in EVAL_KEYS})
 
     # -- Ray hooks ----------------------------------------------------------------------------

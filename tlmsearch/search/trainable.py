@@ -5,9 +5,9 @@ Runs on any Ray node. The study arrives as a plain dict and the data through Ray
 Each eval is reported with the trial's static facts (widths, parameter counts, node); a last
 report with ``final: True`` carries the trainer's status, so the searcher can tell Optuna
 COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception, and so
-is an exception: the trial reports it as ``failed`` (its traceback goes to ``error.txt`` in the
-trial's folder), so Ray does not retry it. Only a lost worker or memory reaches Ray as an error,
-and Ray retries those (:mod:`tlmsearch.search.failures`).
+is an exception: the trial reports it as ``failed``, with its traceback (kept as the Optuna
+trial's ``traceback`` attribute), so Ray does not retry it. Only a lost worker or memory reaches
+Ray as an error, and Ray retries those (:mod:`tlmsearch.search.failures`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from tlmsearch.budget import trial_counts
@@ -25,6 +24,7 @@ from tlmsearch.search.failures import exception_line, is_out_of_memory
 from tlmsearch.search.samplers import REPLAY
 
 NAN = float("nan")
+TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial
 
 
 def trial_threads(cfg: StudyConfig) -> int:
@@ -45,8 +45,9 @@ def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
 def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     """Train the proxy for ``config["candidate"]`` at ``config["seed"]``; report each eval.
 
-    An exception ends the trial with a ``failed`` final report (its last eval's metrics and the
-    exception line as the reason); an allocation failure is raised, for Ray to retry.
+    An exception ends the trial with a ``failed`` final report (its last eval's metrics, the
+    exception line as the reason, the traceback); an allocation failure is raised, for Ray to
+    retry.
     """
     from ray import tune
 
@@ -56,19 +57,13 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     except Exception as err:
         if is_out_of_memory(err):
             raise  # the system's doing: Ray retries it (search.max_retries)
-        _write_traceback()
-        failed = {"final": True, "status": "failed", "reason": exception_line(err)}
+        failed = {
+            "final": True,
+            "status": "failed",
+            "reason": exception_line(err),
+            "traceback": traceback.format_exc()[-TRACEBACK_CHARS:],
+        }
         tune.report({**_metrics({}, {}), **last, **failed})  # every metric, as Ray requires
-
-
-def _write_traceback() -> None:
-    from ray import tune
-
-    try:
-        trial_dir = Path(tune.get_context().get_trial_dir())
-        (trial_dir / "error.txt").write_text(traceback.format_exc())
-    except Exception:  # the reason is reported anyway
-        traceback.print_exc()
 
 
 def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
