@@ -77,6 +77,10 @@ def test_lost_reason_names_what_the_system_did():
         "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"
     )
     assert lost_reason(cpu).startswith("out of memory: RuntimeError: [enforce fail")
+    import torch
+
+    gpu = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert lost_reason(gpu) == f"out of memory: OutOfMemoryError: {gpu}"
     assert lost_reason(SIGKILLED) == "worker died (pid 21682)"  # an error.txt's text
 
 
