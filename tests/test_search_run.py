@@ -217,6 +217,7 @@ def test_every_trial_failing_exits_1_with_the_reason(local_ray, workdir, overrid
     assert "no trial completed" in res.output and reason in res.output
     df = pd.read_parquet(workdir / "runs" / name / "trials.parquet")
     assert (df["state"] == "FAIL").all() and df["reason"].str.contains(reason).all()
+    assert (df["retries"] == 0).all()  # the trial's own failure: never retried
 
 
 def test_nsga2_multi_objective_keeps_a_front(local_ray, workdir):

@@ -243,12 +243,17 @@ def run(
 def resume(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
     address: Annotated[str | None, typer.Option(help="Join this Ray cluster")] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Run the failed trials again too")
+    ] = False,
 ) -> None:
     """Finish a run stopped by Ctrl-C, a crash or kill -9; finished trials are kept."""
     from tlmsearch.search.cli import resume_command
 
     try:
-        code = resume_command(run_dir, address=address, console=_console())
+        code = resume_command(
+            run_dir, address=address, retry_failed=retry_failed, console=_console()
+        )
     except ConfigError as err:
         _bad_input(err)
     raise typer.Exit(code)

@@ -284,6 +284,9 @@ class SearchConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
     racing: RacingConfig | None = None  # race seeds instead of running every seed
+    # A trial lost to the system (worker killed, node lost, out of memory) is started again this
+    # many times; the uniform baseline once more. An exception or a divergence is never retried.
+    max_retries: int = Field(1, ge=0, le=10)
 
     @field_validator("seeds")
     @classmethod

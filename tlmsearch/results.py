@@ -60,6 +60,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "is_baseline": "bool",
     "state": "str",
     "reason": "str",
+    "retries": "int",
     "tokens": "int",
     "val_bpb": "float",
     "val_loss": "float",

@@ -107,6 +107,7 @@ def _print_result(console: Any, result: Any) -> int:
         f"[bold]{result.status}[/] in {result.wall_s / 60:.1f} min: {c.get('COMPLETE', 0)} "
         f"complete, {c.get('PRUNED', 0)} pruned, {c.get('FAIL', 0)} failed"
         + (f", {c['interrupted']} interrupted and re-run" if c.get("interrupted") else "")
+        + (f", {c['requeued']} failed and re-run" if c.get("requeued") else "")
     )
     for best in result.best:
         console.print(best_line(best), markup=False, highlight=False)
@@ -138,11 +139,15 @@ def run_command(
     return _print_result(console, result)
 
 
-def resume_command(run_dir: Path, *, address: str | None, console: Any) -> int:
+def resume_command(
+    run_dir: Path, *, address: str | None, console: Any, retry_failed: bool = False
+) -> int:
     from tlmsearch.search.runner import RunFailed, resume_run
 
     try:
-        result = resume_run(run_dir, address=address, echo=_echo(console))
+        result = resume_run(
+            run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+        )
     except RunFailed as err:
         console.print(f"[red]error:[/] {err}")
         return 1

@@ -17,7 +17,8 @@ import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.samplers import CANDIDATE, SAME_AS, SEED, STANDS_FOR
+from tlmsearch.search.failures import RETRIES
+from tlmsearch.search.samplers import CANDIDATE, RETRY_OF, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
 
@@ -26,6 +27,7 @@ METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))
 # What a trial is, recorded by the pruning scheduler (it adds the widths).
 STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
 INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
+REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
 
 def run_info(run_dir: str | Path) -> dict[str, Any]:
@@ -60,10 +62,13 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
 def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(trial rows, curve rows) in the columns of docs/run_dir.md (results.py fills the rest)."""
     trials, curves = [], []
+    again = requeued(study)
     for ft in study.get_trials(deepcopy=False):
         state = ft.state.name
         attrs = ft.user_attrs
-        if state == "WAITING" or attrs.get(INTERRUPTED) or CANDIDATE not in attrs:
+        if state == "WAITING" or attrs.get(INTERRUPTED) or ft.number in again:
+            continue  # queued, or run again: its other trial stands for it
+        if CANDIDATE not in attrs:
             continue
         trial_id = attrs.get("ray_trial_id") or f"optuna-{ft.number}"
         seed = attrs.get(SEED)
@@ -75,6 +80,7 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             "params": json.loads(attrs[CANDIDATE]),
             "state": state,
             "reason": attrs.get("reason", "") if state != "COMPLETE" else "",
+            "retries": attrs.get(RETRIES, 0),  # started again after a lost worker
             "tokens": last.get("tokens"),
             "wall_s": last.get("wall_s"),
         }
@@ -305,14 +311,25 @@ def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, 
 
 
 def counts(study: Any) -> dict[str, int]:
-    """Trials by state; ``interrupted`` counts runs lost to a dead driver (queued again)."""
+    """Trials by state; ``interrupted`` counts runs lost to a dead driver (queued again),
+    ``requeued`` failed ones that ``resume --retry-failed`` queued again."""
     out = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "RUNNING": 0, "WAITING": 0, INTERRUPTED: 0}
+    out[REQUEUED] = 0
+    again = requeued(study)
     for ft in study.get_trials(deepcopy=False):
         if ft.user_attrs.get(INTERRUPTED):
             out[INTERRUPTED] += 1
+        elif ft.number in again:
+            out[REQUEUED] += 1
         else:
             out[ft.state.name] = out.get(ft.state.name, 0) + 1
     return out
+
+
+def requeued(study: Any) -> set[int]:
+    """Numbers of the failed trials that ``resume --retry-failed`` queued again."""
+    trials = study.get_trials(deepcopy=False)
+    return {ft.user_attrs[RETRY_OF] for ft in trials if RETRY_OF in ft.user_attrs}
 
 
 def race_lines(study: Any, cfg: StudyConfig) -> list[str]:

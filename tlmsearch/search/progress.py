@@ -25,6 +25,7 @@ from tlmsearch.search.eta import (
     trial_eta,
     trial_rate,
 )
+from tlmsearch.search.failures import error_reason, retry_line
 from tlmsearch.space import describe
 
 __all__ = ["LiveProgress", "TableWriter", "format_eta", "outcome"]
@@ -227,7 +228,12 @@ class LiveProgress(Callback):
             self.best = (float(value), f"{label}, seed {seed}")
         shown = f" {self.metric} {value:.4f}" if isinstance(value, float) else ""
         tokens = int(last.get("tokens") or 0)
-        return f"{kind.upper():8s} {label} (seed {seed}){shown} after {tokens:,} tokens"
+        text = f"{kind.upper():8s} {label} (seed {seed}){shown} after {tokens:,} tokens"
+        if kind == "failed":  # why, in the same line (Ray's own report is kept out)
+            text += f": {error_reason(trial) if error else last.get('reason') or 'failed'}"
+            retries = getattr(trial, "num_failures", 1) - 1 if error else 0
+            text += f"; retried {retries} time{'s' * (retries > 1)}" if retries > 0 else ""
+        return text
 
     # -- Ray hooks ----------------------------------------------------------------------------
 
@@ -272,6 +278,9 @@ class LiveProgress(Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any):
         self._end(trials, trial, error=True)
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any):
+        self._print(retry_line(trial, error_reason(trial)), trials)
 
     def _end(self, trials: list[Any], trial: Any, error: bool) -> None:
         text = self._note_end(trial, error)

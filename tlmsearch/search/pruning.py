@@ -8,17 +8,17 @@ the last value). It also records what each trial is (widths, node, learning curv
 user attributes, so the storage alone describes the run (``tlmsearch status`` reads it live).
 
 :class:`StudySearch` tells Optuna the end state from the trainable's final report: COMPLETE with
-the objective values, or FAIL with the reason (divergence, an exception). A trial stopped with
-no final report (the driver was interrupted) stays RUNNING in Optuna; ``tlmsearch resume`` runs
-it again.
+the objective values, or FAIL with the reason (divergence, an exception, a lost worker). A trial
+stopped with no final report (the driver was interrupted) stays RUNNING in Optuna; ``tlmsearch
+resume`` runs it again. A trial Ray starts again after a system error (:mod:`.failures`) keeps
+its Optuna trial; the scheduler sets how often (Ray's per-trial ``max_failures``) and records
+each retry.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
-from pathlib import Path
 from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -26,6 +26,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import export
+from tlmsearch.search.failures import RETRIED_AFTER, RETRIES, error_reason, max_failures
 from tlmsearch.search.samplers import REPLAY
 
 STATIC_KEYS = ("widths", *export.STATIC_KEYS)
@@ -143,6 +144,8 @@ class OptunaPruningScheduler(FIFOScheduler):
     ``total_tokens``: nor at the run's last eval, when stopping saves nothing.
     ``metric``: the single objective the pruner watches; None (several objectives) disables
     pruning and intermediate values (Optuna keeps none for multi-objective studies).
+    ``max_retries``: how often Ray starts a trial again after a system error (the uniform
+    baseline: once more, :func:`~tlmsearch.search.failures.max_failures`).
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         grace_tokens: int,
         metric: str | None,
         total_tokens: int | None = None,
+        max_retries: int = 0,
     ) -> None:
         super().__init__()
         if grace_tokens < 0:
@@ -159,8 +163,10 @@ class OptunaPruningScheduler(FIFOScheduler):
         self._grace = grace_tokens
         self._total = total_tokens  # an eval at the end saves nothing: never prune there
         self._objective = metric
+        self._max_retries = max_retries
         self._curves: dict[str, list[dict[str, Any]]] = {}
         self._reported: dict[str, set[int]] = {}
+        self._errors: dict[str, list[str]] = {}  # trial id -> reason of each error so far
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -173,20 +179,35 @@ class OptunaPruningScheduler(FIFOScheduler):
     def _record(self, ot: Any, trial_id: str, result: dict) -> None:
         curve = self._curves.setdefault(trial_id, [])
         if not result.get("final"):
+            tokens = result.get("tokens")
+            if curve and _finite(tokens) and _finite(curve[-1].get("tokens")):
+                # a retried trial starts again: its evals replace the lost attempt's
+                curve[:] = [ev for ev in curve if ev["tokens"] < tokens]
             curve.append({k: _clean(result.get(k)) for k in EVAL_KEYS})
             ot.set_user_attr("curve", curve)
         if len(curve) <= 1 or result.get("final"):
             for k in STATIC_KEYS:
                 if k in result:
                     ot.set_user_attr(k, _clean(result[k]) if k != "widths" else result[k])
+        if result.get("final") and result.get("traceback"):  # the trial raised
+            ot.set_user_attr("traceback", str(result["traceback"]))
         ot.set_user_attr("metrics", {k: _clean(result.get(k)) for k in EVAL_KEYS})
         ot.set_user_attr("reported_at", time.time())  # `tlmsearch status`: age of the last eval
 
     # -- Ray hooks ----------------------------------------------------------------------------
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        # Ray reads this when the trial errors (Trial.should_recover): per trial, so the
+        # baseline can have more than FailureConfig's.
+        trial.max_failures = max_failures(self._max_retries, _is_baseline(trial))
         _, ot = self._ot_trial(tune_controller, trial.trial_id)
-        if ot is not None:
+        if ot is None:
+            return
+        errors = self._errors.get(trial.trial_id)
+        if errors:  # added again after an error: Ray retries it (Tune's _requeue_trial)
+            ot.set_user_attr(RETRIES, len(errors))
+            ot.set_user_attr(RETRIED_AFTER, errors)
+        else:
             ot.set_user_attr("ray_trial_id", trial.trial_id)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
@@ -226,34 +247,17 @@ class OptunaPruningScheduler(FIFOScheduler):
         return TrialScheduler.STOP
 
     def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        # Ray calls this for a final error and before it retries one (then on_trial_add).
         _, ot = self._ot_trial(tune_controller, trial.trial_id)
         if ot is not None:
-            ot.set_user_attr("reason", error_reason(trial))
+            reason = error_reason(trial)
+            self._errors.setdefault(trial.trial_id, []).append(reason)
+            ot.set_user_attr("reason", reason)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         self._curves.pop(trial.trial_id, None)
         self._reported.pop(trial.trial_id, None)
+        self._errors.pop(trial.trial_id, None)
 
     def debug_string(self) -> str:
         return f"OptunaPruningScheduler({type(self._pruner).__name__}, grace {self._grace})"
-
-
-def error_reason(trial: Any) -> str:
-    """The exception line of a failed Ray trial's traceback: ``ValueError: ...``."""
-    text = ""
-    try:
-        path = trial.error_file  # written on the driver before the scheduler hears of it
-        if path and Path(path).is_file():
-            text = Path(path).read_text()
-        else:
-            text = str(trial.get_error() or "")
-    except Exception:  # the reason is a courtesy; never fail the study over it
-        text = ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if _EXC_LINE.match(line):
-            return line[:500]
-    return (lines[-1] if lines else "the trial raised an exception")[:500]
-
-
-_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")

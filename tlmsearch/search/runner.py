@@ -4,8 +4,9 @@ Optuna owns the search state, Ray owns execution. The Optuna storage is written 
 as things happen (every eval, every end state), so it is the record a resume trusts: after
 Ctrl-C, a crash or ``kill -9`` of the driver, ``resume_run`` marks the trials that were running
 as interrupted, queues their (candidate, seed) again, and starts a fresh Ray Tune session on the
-same Optuna study for what is left. Finished trials are never run again; the queue written at
-the start (baseline, grid, seed repeats) is consumed where it stopped.
+same Optuna study for what is left. Finished trials are never run again (failed ones only with
+``retry_failed``); the queue written at the start (baseline, grid, seed repeats) is consumed
+where it stopped.
 """
 
 from __future__ import annotations
@@ -127,8 +128,17 @@ def _create_run(run: Path, cfg: StudyConfig, url: str) -> Any:
     return study
 
 
-def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = print) -> RunResult:
-    """Finish a stopped run: interrupted trials are queued again, finished ones are kept."""
+def resume_run(
+    run_dir: str | Path,
+    *,
+    address: str | None = None,
+    retry_failed: bool = False,
+    echo: Any = print,
+) -> RunResult:
+    """Finish a stopped run: interrupted trials are queued again, finished ones are kept.
+
+    ``retry_failed``: failed trials are queued again too (e.g. after more memory was freed).
+    """
     run = Path(run_dir)
     cfg, study = export.open_run(run)
     info = export.run_info(run)
@@ -140,6 +150,10 @@ def resume_run(run_dir: str | Path, *, address: str | None = None, echo: Any = p
     requeued = requeue_interrupted(study, cfg)
     if requeued:
         echo(f"resume: {requeued} interrupted trial(s) queued again")
+    if retry_failed:
+        echo(f"resume: {requeue_failed(study, cfg)} failed trial(s) queued again")
+    elif failed := export.counts(study)["FAIL"]:
+        echo(f"resume: {failed} failed trial(s) kept; --retry-failed runs them again")
     if cfg.search.racing:
         from tlmsearch.search.race import advance
 
@@ -189,14 +203,34 @@ def requeue_interrupted(study: Any, cfg: StudyConfig) -> int:
 
     n = 0
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        attrs = ft.user_attrs
         study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
-        if CANDIDATE in attrs and SEED in attrs:
-            aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
-            enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]), aliases)
+        _enqueue_again(study, cfg, ft.user_attrs)
         n += 1
     return n
+
+
+def requeue_failed(study: Any, cfg: StudyConfig) -> int:
+    """Failed trials (not interrupted ones): queue each again, once (the new one names it)."""
+    import optuna
+
+    done = export.requeued(study)
+    n = 0
+    for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        if ft.user_attrs.get(export.INTERRUPTED) or ft.number in done:
+            continue
+        n += _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number)
+    return n
+
+
+def _enqueue_again(
+    study: Any, cfg: StudyConfig, attrs: dict[str, Any], retry_of: int | None = None
+) -> bool:
+    if CANDIDATE not in attrs or SEED not in attrs:
+        return False
+    aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
+    enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]), aliases, retry_of)
+    return True
 
 
 # -------------------------------------------------------------------------------------------------
@@ -214,6 +248,7 @@ def _execute(
 ) -> RunResult:
     from ray import tune
 
+    from tlmsearch.search.failures import handle_lost_workers
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
 
@@ -262,7 +297,11 @@ def _execute(
             race=cfg if cfg.search.racing else None,
         )
         scheduler = OptunaPruningScheduler(
-            make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens
+            make_pruner(cfg),
+            grace_tokens(cfg),
+            metrics[0] if single else None,
+            cfg.train.tokens,
+            max_retries=cfg.search.max_retries,
         )
         from tlmsearch.search.progress import LiveProgress, TableWriter
 
@@ -281,6 +320,7 @@ def _execute(
             trial_tokens=cfg.train.tokens,
         )
         session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+        handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
@@ -296,7 +336,9 @@ def _execute(
                 storage_path=str((run / "ray").resolve()),
                 verbose=0,
                 callbacks=[progress, TableWriter(str(run))],
-                failure_config=tune.FailureConfig(max_failures=0),
+                # A lost worker is retried (the scheduler sets each trial's own limit: the
+                # baseline gets one more); an exception is a final report, never retried.
+                failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
             ),
         )
         try:

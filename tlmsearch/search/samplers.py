@@ -28,6 +28,7 @@ SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not
 SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
+RETRY_OF = "retry_of"  # the number of the failed trial this one runs again (resume --retry-failed)
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -202,12 +203,17 @@ def enqueue(
     candidate: Mapping[str, Any],
     seed: int,
     stands_for: Sequence[Mapping[str, Any]] = (),
+    retry_of: int | None = None,
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
     The uniform baseline is a control (samplers never learn from it, see search/control.py).
+    ``retry_of``: the number of a failed trial this one runs again (a finished trial cannot be
+    marked, so the new one names it).
     """
     attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
+    if retry_of is not None:
+        attrs[RETRY_OF] = retry_of
     if dict(candidate) == UNIFORM:
         attrs[CONTROL] = True
     if stands_for:

@@ -4,20 +4,27 @@ Runs on any Ray node. The study arrives as a plain dict and the data through Ray
 (or as paths on storage every node mounts, ``ray.shared_path``), never through the driver's disk.
 Each eval is reported with the trial's static facts (widths, parameter counts, node); a last
 report with ``final: True`` carries the trainer's status, so the searcher can tell Optuna
-COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception.
+COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception, and so
+is an exception: the trial reports it as ``failed``, with its traceback (kept as the Optuna
+trial's ``traceback`` attribute), so Ray does not retry it. Only a lost worker or memory reaches
+Ray as an error, and Ray retries those (:mod:`tlmsearch.search.failures`).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import traceback
 from typing import Any
 
 from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
+from tlmsearch.search import faults
+from tlmsearch.search.failures import exception_line, is_out_of_memory
 from tlmsearch.search.samplers import REPLAY
 
 NAN = float("nan")
+TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial
 
 
 def trial_threads(cfg: StudyConfig) -> int:
@@ -36,7 +43,30 @@ def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
-    """Train the proxy for ``config["candidate"]`` at ``config["seed"]``; report each eval."""
+    """Train the proxy for ``config["candidate"]`` at ``config["seed"]``; report each eval.
+
+    An exception ends the trial with a ``failed`` final report (its last eval's metrics, the
+    exception line as the reason, the traceback); an allocation failure is raised, for Ray to
+    retry.
+    """
+    from ray import tune
+
+    last: dict[str, Any] = {}  # the last eval's report: a failure keeps its metrics
+    try:
+        _train(config, study, data, last)
+    except Exception as err:
+        if is_out_of_memory(err):
+            raise  # the system's doing: Ray retries it (search.max_retries)
+        failed = {
+            "final": True,
+            "status": "failed",
+            "reason": exception_line(err),
+            "traceback": traceback.format_exc()[-TRACEBACK_CHARS:],
+        }
+        tune.report({**_metrics({}, {}), **last, **failed})  # every metric, as Ray requires
+
+
+def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
     from ray import tune
 
     from tlmsearch.train import train_proxy
@@ -50,6 +80,7 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
     # counted up front, so pruned trials carry them too
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
+    last.update(_metrics({}, static), **static)
     replay = config.get(REPLAY)
     if replay:  # a finished trial of this seed trained these exact widths: report its curve
         for ev in replay["curve"]:
@@ -68,17 +99,20 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
     start = time.time()
 
     def on_eval(ev: dict[str, Any]) -> bool:
-        tune.report({**_metrics(ev, static), **static, "final": False})
+        report = {**_metrics(ev, static), **static, "final": False}
+        tune.report(report)
+        last.update(report)
+        faults.at_eval(candidate, seed, ev.get("tokens"))  # tests only; inert otherwise
         return False
 
     summary = train_proxy(
         model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
     )
-    last = dict(summary.metrics or {})
-    last.update(tokens=summary.tokens, wall_s=time.time() - start)
+    metrics = dict(summary.metrics or {})
+    metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
     tune.report(
         {
-            **_metrics(last, static),
+            **_metrics(metrics, static),
             **static,
             "final": True,
             "status": summary.status,

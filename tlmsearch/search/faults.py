@@ -1,0 +1,81 @@
+"""Fault injection for the tests of lost trials; inert unless ``TLMSEARCH_TEST_FAULTS`` is set.
+
+The variable names a folder; Ray's workers inherit it from the driver that starts Ray. At each
+eval the trainable appends ``{"pid", "seed", "candidate", "tokens"}`` to ``FOLDER/evals.jsonl``.
+``FOLDER/faults.json`` may ask for faults at the first eval of a trial's first ``n`` attempts
+(an attempt is a worker process: a retry runs in a new one)::
+
+    {"kill": [[candidate, seed, n], ...], "hog": [[candidate, seed, n], ...], "cap_bytes": N}
+
+- ``kill``: the worker appends its pid to ``FOLDER/waiting.jsonl`` and waits (at most 120 s)
+  for the test to SIGKILL it: killed mid-trial, from outside, with no race against the trial's
+  end.
+- ``hog``: the worker allocates memory, touching every page, until something kills it (Ray's
+  memory monitor, in the test), or raises after ``cap_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ENV = "TLMSEARCH_TEST_FAULTS"
+
+
+def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
+    folder = os.environ.get(ENV)
+    if not folder:
+        return
+    root = Path(folder)
+    me = {"pid": os.getpid(), "seed": seed, "candidate": dict(candidate), "tokens": tokens}
+    pids = {e["pid"] for e in read_jsonl(root / "evals.jsonl") if _same(e, me)}
+    with (root / "evals.jsonl").open("a") as f:
+        f.write(json.dumps(me, sort_keys=True) + "\n")
+    spec = root / "faults.json"
+    if me["pid"] in pids or not spec.is_file():
+        return  # not the attempt's first eval
+    faults = json.loads(spec.read_text())
+    attempt = len(pids) + 1
+
+    def asked(kind: str) -> bool:
+        return any(
+            c == me["candidate"] and s == seed and attempt <= n for c, s, n in faults.get(kind, [])
+        )
+
+    if asked("kill"):
+        with (root / "waiting.jsonl").open("a") as f:
+            f.write(json.dumps(me, sort_keys=True) + "\n")
+        time.sleep(120)
+        raise RuntimeError("test fault: waited 120 s to be killed")
+    if asked("hog"):
+        _allocate(int(faults["cap_bytes"]))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines file another process may be appending to."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written
+            continue
+    return out
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return a["seed"] == b["seed"] and a["candidate"] == b["candidate"]
+
+
+def _allocate(cap: int, chunk: int = 64 << 20) -> None:
+    """Grow by ``chunk`` bytes (pages touched) every 50 ms until killed, or raise at ``cap``."""
+    held = []
+    while len(held) * chunk < cap:
+        held.append(bytearray(b"\1") * chunk)
+        time.sleep(0.05)
+    raise RuntimeError(f"test fault: still alive after allocating {cap / 2**30:.1f} GiB")
