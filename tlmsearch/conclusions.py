@@ -144,8 +144,12 @@ def _censored(row: Any) -> str:
     return f"{states} on seed {seeds}"
 
 
-def _decimals(half: float, mean: float) -> int:
-    """Two significant digits of the interval's half-width (of the mean without one)."""
+def decimals(half: float, mean: float) -> int:
+    """Decimals that show two significant digits of a half-width (of the mean without one).
+
+    >>> decimals(0.0043, -0.012), decimals(float("nan"), 0.3)
+    (4, 2)
+    """
     ref = half if math.isfinite(half) and half > 0 else abs(mean)
     if not math.isfinite(ref) or ref == 0:
         return 4
@@ -154,7 +158,7 @@ def _decimals(half: float, mean: float) -> int:
 
 def _numbers(d: _Diff, label: str, level: float) -> str:
     """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units' (the noise's source said)."""
-    k = _decimals(d.half, d.mean)
+    k = decimals(d.half, d.mean)
     ci = f"{level:.0%} CI"
     if d.noise == stats.POOLED:
         ci += f" from the pooled seed noise, sd {d.noise_sd:.2g} over {d.noise_df} df"
@@ -178,7 +182,7 @@ def _versus(
     """
     nums = _numbers(d, label, level)
     if d.noise == stats.UNKNOWN:
-        k = _decimals(d.half, d.mean)
+        k = decimals(d.half, d.mean)
         return False, (
             f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n, common)}, noise unknown (no "
             "candidate has two paired seeds yet): not separated"
