@@ -484,3 +484,16 @@ def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
                 assert q.loc[(a, b), "mean"] == pytest.approx(ab["mean"], abs=1e-6)
             if ab["n"] >= 2:
                 assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9)
+
+
+def test_effects_give_the_pooled_interval_next_to_the_own_one():
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [0.3]})
+    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4)))
+    a = e.loc["A"]  # own: within noise; with the pooled 0.05 (4 df): half 0.080, separated
+    assert a["noise"] == "own" and bool(a["separated"]) is False
+    assert a["pooled_half_width"] == pytest.approx(T975_4DF * 0.05 / math.sqrt(3))
+    assert bool(a["pooled_separated"]) is True
+    b = e.loc["B"]  # one seed: the pooled interval is the interval
+    assert b["pooled_half_width"] == b["half_width"] and bool(b["pooled_separated"])
+    none = by_cand(stats.effects(t, "v")).loc["A"]
+    assert math.isnan(none["pooled_half_width"]) and pd.isna(none["pooled_separated"])

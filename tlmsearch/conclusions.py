@@ -94,7 +94,7 @@ def conclusions(
         row = eff.loc[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
-            ok, text = _versus(str(cand), "uniform", d, label, sense, level)
+            ok, text = _versus(str(cand), "uniform", d, label, sense, level, noise=noise)
             (yes if ok else no).append(text)
     if unpaired:
         if not ranked["is_baseline"].astype(bool).any():
@@ -124,6 +124,8 @@ class _Diff(NamedTuple):
     separated: Any  # True | False | <NA>
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
     censored_b: str
+    pooled_half: float  # the interval's half-width with the pooled noise (NaN without it)
+    pooled_separated: Any
 
     @classmethod
     def of(cls, row: Any, censored_a: str = "", censored_b: str = "") -> _Diff:
@@ -133,6 +135,7 @@ class _Diff(NamedTuple):
             int(row["n"]), int(row["n_better"]), float(mean), float(row["half_width"]),
             str(row["noise"]), float(row["noise_sd"]), int(row["noise_df"]),
             float(row["effect_noise"]), row["separated"], censored_a, censored_b,
+            float(row["pooled_half_width"]), row["pooled_separated"],
         )  # fmt: skip
 
 
@@ -172,8 +175,29 @@ def _seeds(n: int, common: bool) -> str:
     return f"{n} {'common ' if common else ''}seed{'s' if n != 1 else ''}"
 
 
+def _pooled_note(d: _Diff, noise: Noise | None) -> str:
+    """Where a verdict on its own seeds and one with the pooled noise differ, say so."""
+    if d.noise != stats.OWN or noise is None or pd.isna(d.pooled_separated):
+        return ""
+    if bool(d.pooled_separated) == bool(d.separated):
+        return ""
+    k = decimals(d.pooled_half, d.mean)
+    verdict = "separated" if d.pooled_separated else "not separated"
+    return (
+        f"; with the pooled seed noise (sd {noise.sd:.2g} over {noise.df} df, what racing "
+        f"judges with) it would be ± {d.pooled_half:.{k}f}: {verdict}"
+    )
+
+
 def _versus(
-    a: str, b: str, d: _Diff, label: str, sense: str, level: float, common: bool = False
+    a: str,
+    b: str,
+    d: _Diff,
+    label: str,
+    sense: str,
+    level: float,
+    common: bool = False,
+    noise: Noise | None = None,
 ) -> tuple[bool, str]:
     """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart.
 
@@ -187,8 +211,11 @@ def _versus(
             f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n, common)}, noise unknown (no "
             "candidate has two paired seeds yet): not separated"
         )
+    note = _pooled_note(d, noise)
     if not bool(d.separated):
-        return False, f"{a} vs {b}: within noise on {_seeds(d.n, common)} ({nums}): not separated"
+        text = f"{a} vs {b}: within noise on {_seeds(d.n, common)} ({nums}): not separated"
+        own = f" on {'their' if common else 'its'} own seeds{note}" if note else ""
+        return False, text + own
     a_wins = (1.0 if sense == "minimize" else -1.0) * d.mean < 0
     won = d.n_better if a_wins else d.n - d.n_better
     seeds = f"{won}/{_seeds(d.n, common)}"
@@ -203,7 +230,7 @@ def _versus(
     loser_censored = d.censored_b if a_wins else d.censored_a
     if loser_censored:
         text += f"; {b if a_wins else a} was also {loser_censored}"
-    return True, text
+    return True, text + note
 
 
 def _top(
@@ -233,7 +260,7 @@ def _top(
             tied.append(other)
             continue
         d = _Diff.of(p, _censored(info.loc[best]), _censored(info.loc[other]))
-        ok, text = _versus(best, other, d, label, sense, level, common=True)
+        ok, text = _versus(best, other, d, label, sense, level, common=True, noise=noise)
         (yes if ok else no).append(text)
         if not ok:
             tied.append(other)

@@ -457,6 +457,10 @@ EFFECT_COLUMNS = (
     "half_width",
     "effect_noise",  # mean_delta / noise_sd: the effect in units of seed noise
     "separated",  # the interval excludes 0 (<NA> when the noise is unknown)
+    # the interval's half-width with ``noise`` (pooled) for every candidate, whatever its seeds,
+    # and whether it excludes 0 (NaN / <NA> without ``noise``): what racing judges with
+    "pooled_half_width",
+    "pooled_separated",
     "censored",  # pruned or failed on some seed (its completed seeds flatter it)
     "censored_seeds",
     "censored_states",
@@ -478,6 +482,8 @@ PAIR_COLUMNS = (
     "half_width",
     "effect_noise",
     "separated",
+    "pooled_half_width",
+    "pooled_separated",
 )
 
 
@@ -487,20 +493,29 @@ def _sign(sense: str) -> float:
     return 1.0 if sense == "minimize" else -1.0
 
 
-_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "separated")
+_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "separated",
+           "pooled_half_width", "pooled_separated")  # fmt: skip
 
 
 def _noised(diffs: Sequence[float], noise: Any, level: float) -> dict[str, Any]:
-    """Mean of paired differences with its interval: own sd (2+), else ``noise`` (1), else none."""
+    """Mean of paired differences with its interval: own sd (2+), else ``noise`` (1), else none.
+
+    ``pooled_half_width`` / ``pooled_separated``: the interval every candidate would get from
+    ``noise`` (with its n seeds), so a reader sees where the two estimates disagree.
+    """
     iv = mean_interval(diffs, level)
     nan = math.nan
     out: dict[str, Any] = dict(mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_sd=nan, noise_df=0)
-    out.update(lo=nan, hi=nan, half_width=nan)
+    out.update(lo=nan, hi=nan, half_width=nan, pooled_half_width=nan, pooled_separated=pd.NA)
+    pooled = noise is not None and int(noise.df) >= 1 and math.isfinite(noise.sd)
+    if iv.n >= 1 and pooled:
+        half = t_quantile(int(noise.df), level) * float(noise.sd) / math.sqrt(iv.n)
+        out.update(pooled_half_width=half, pooled_separated=bool(abs(iv.mean) > half))
     if iv.n >= 2:
         out.update(noise=OWN, noise_sd=iv.sd, noise_df=iv.n - 1, lo=iv.lo, hi=iv.hi)
         out["half_width"] = iv.half_width
-    elif iv.n == 1 and noise is not None and int(noise.df) >= 1 and math.isfinite(noise.sd):
-        half = t_quantile(int(noise.df), level) * float(noise.sd)  # / sqrt(1)
+    elif iv.n == 1 and pooled:
+        half = out["pooled_half_width"]
         out.update(noise=POOLED, noise_sd=float(noise.sd), noise_df=int(noise.df))
         out.update(lo=iv.mean - half, hi=iv.mean + half, half_width=half)
     if out["noise"] == UNKNOWN:
@@ -565,8 +580,10 @@ def effects(
             }
         )
     out = pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS])
-    out["separated"] = out["separated"].astype("boolean")
-    floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise")
+    for col in ("separated", "pooled_separated"):
+        out[col] = out[col].astype("boolean")
+    floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise",
+              "pooled_half_width")  # fmt: skip
     return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})
 
 
@@ -616,6 +633,8 @@ def pairwise(
                  **{c: x[c] for c in PAIR_COLUMNS if c in x}}
             )  # fmt: skip
     out = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
-    out["separated"] = out["separated"].astype("boolean")
-    floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise")
+    for col in ("separated", "pooled_separated"):
+        out[col] = out[col].astype("boolean")
+    floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise",
+              "pooled_half_width")  # fmt: skip
     return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})

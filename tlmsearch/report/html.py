@@ -295,13 +295,18 @@ def conclusions_html(report: Report) -> str:
 
 def _effect_cells(r: Any) -> list[str]:
     if r.n == 0:
-        return ["", "no seed paired with uniform", "", "", "", ""]
+        return ["", "no seed paired with uniform", "", "", "", "", ""]
     if r.noise == stats.UNKNOWN:
-        return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged"]
+        return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged", ""]
     k = decimals(r.half_width, r.mean_delta)
     noise = f"{'own' if r.noise == stats.OWN else 'pooled'} ({r.noise_df} df)"
     ratio = f"{r.effect_noise:+.1f}" if math.isfinite(r.effect_noise) else "no spread"
     verdict = "<b>separated</b>" if r.separated else "within noise"
+    pooled = ""
+    if r.noise == stats.OWN and not pd.isna(r.pooled_separated):
+        kp = decimals(r.pooled_half_width, r.mean_delta)
+        pooled = f"± {r.pooled_half_width:.{kp}f}: "
+        pooled += "separated" if r.pooled_separated else "within noise"
     return [
         f"{r.mean_delta:+.{k}f} ± {r.half_width:.{k}f}",
         f"{r.lo:+.{k}f} .. {r.hi:+.{k}f}",
@@ -309,6 +314,7 @@ def _effect_cells(r: Any) -> list[str]:
         ratio,
         f"{r.n_better}/{r.n}",
         verdict,
+        pooled,
     ]
 
 
@@ -317,8 +323,10 @@ def effects_html(report: Report) -> str:
     e = report.effects
     parts = []
     if e is not None and len(e.table):
-        head = ("rank", "candidate", "seeds", f"{e.metric} vs uniform (mean ± 95%)", "95% CI",
-                "noise (sd of deltas)", "effect / noise", "better on", "verdict")  # fmt: skip
+        head = ("rank (uniform counts)", "candidate", "seeds",
+                f"{e.metric} vs uniform (mean ± 95%)", "95% CI", "noise (sd of deltas)",
+                "effect / noise", "better on", "verdict",
+                "with the pooled noise (racing's view)")  # fmt: skip
         rows = []
         for r in e.table.itertuples():
             rank = "" if pd.isna(r.rank) else str(r.rank)
