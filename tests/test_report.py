@@ -72,6 +72,19 @@ def test_every_figure_has_content_in_edge_cases(tmp_path, case):
     assert html.count('class="plotly-graph-div"') == len(report.figures)
 
 
+def test_report_says_what_the_study_supports_and_shows_the_race(tmp_path):
+    study = study_dict(seeds=(0, 1, 2))
+    plain = write_report(make_run(tmp_path / "plain", study=study, seeds=(0, 1, 2))).read_text()
+    assert plain.index("id='conclusions-box'") < plain.index('id="fig-separation"')
+    assert plain.index('id="fig-separation"') < plain.index("id='effects-box'")
+    assert "beats uniform on 3/3 seeds" in plain and "noise units" in plain
+    assert "<h3>Effects vs uniform</h3>" in plain and "<h3>Race</h3>" not in plain
+    study["search"]["racing"] = {"max_seeds": 3, "confidence": 0.95}
+    raced = write_report(make_run(tmp_path / "raced", study=study, seeds=(0, 1, 2))).read_text()
+    assert "<h3>Race</h3>" in raced and "up to 3 of seeds [0, 1, 2]" in raced
+    assert "Uniform (the control) completed seeds 0, 1, 2" in raced
+
+
 def test_switch_between_perplexity_and_bits_per_byte(run_dir):
     fig = build(load_run(run_dir)).figures[0].fig
     buttons = fig.layout.updatemenus[0].buttons
@@ -194,6 +207,8 @@ def test_dashboard_serves_and_refreshes(tmp_path):
         second = json.loads(_get(base + "/state.json")[1])
         assert second["stamp"] != first["stamp"] and "complete: <b>14</b>" in second["header"]
         assert set(second["figures"]) == set(first["figures"])
+        assert "beats uniform on 2/2 seeds" in second["conclusions"]
+        assert "<h3>Effects vs uniform</h3>" in second["effects"]
         with pytest.raises(urllib.error.HTTPError):
             _get(base + "/etc/passwd")
     finally:

@@ -380,9 +380,18 @@ def test_paired_deltas_ci_and_noise_marks():
     assert s.loc[clear, "half_width"] == pytest.approx(stats.t_quantile(2) * sd / math.sqrt(3))
     assert bool(s.loc[clear, "within_noise"]) is False
     assert bool(s.loc[noisy, "within_noise"]) is True
-    assert pd.isna(s.loc[one, "within_noise"]) and math.isnan(s.loc[one, "half_width"])
+    assert s.loc[clear, "noise"] == s.loc[noisy, "noise"] == "own"
+    # one seed: the study's pooled seed noise (clear's and noisy's deltas, 4 df), said so
+    pooled = math.sqrt((0.0002 + np.var([0.05, -0.06, 0.02], ddof=0) * 3) / 4)
+    assert s.loc[one, "noise"] == "pooled" and s.loc[one, "noise_sd"] == pytest.approx(pooled)
+    assert s.loc[one, "half_width"] == pytest.approx(stats.t_quantile(4) * pooled)
+    assert bool(s.loc[one, "within_noise"]) is False  # +0.3 +- 0.113
+    assert math.isnan(s.loc[one, "sd"])  # its own sd: none
     assert d.summary["candidate"].iloc[0] == clear  # best (most negative) first
     assert len(d.per_seed) == 7
+    alone = C.paired_deltas(_paired({"one": [0.3]}), "val_bpb").summary.iloc[0]
+    assert pd.isna(alone["within_noise"]) and math.isnan(alone["half_width"])
+    assert alone["noise"] == "unknown"
 
 
 def test_paired_deltas_need_a_same_seed_baseline():
@@ -420,6 +429,7 @@ def test_run_summary():
     assert best["realised"] == [1.5, 0.5] and best["delta_n_seeds"] == 2
     lo, hi = best["delta_ci95"]
     assert lo < best["delta_vs_uniform"] < hi
+    assert best["noise"] == "own" and best["effect_noise"] < 0
     better = {c["candidate"]: c for c in s["censored_better"]}
     assert set(better) == {"cosine 1.25->0.75", "cosine 1.5->0.5"}
     assert better["cosine 1.5->0.5"]["flag"] == "censored: 1 of 2 seeds (fail on seed 0)"

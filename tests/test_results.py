@@ -16,6 +16,7 @@ from tlmsearch.results import (
     CURVE_COLUMNS,
     TRIAL_COLUMNS,
     add_deltas,
+    add_effects,
     load_run,
     metric_column,
     objectives_of,
@@ -113,6 +114,41 @@ def test_deltas_are_paired_by_seed(tmp_path):
         load_run(tmp_path).trials["delta_val_bpb"].tolist()[:4]
         == tdf["delta_val_bpb"][:4].tolist()
     )
+
+
+def test_every_trial_carries_its_candidates_effect_in_units_of_noise(tmp_path):
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"objectives": [{"metric": "val_bpb"}]}))
+    cos, lin = {"shape": "cosine", "r_start": 1.5}, {"shape": "linear", "r_start": 1.5}
+    trials = [
+        _trial("u0", 0, {"shape": "uniform"}, 1.30),
+        _trial("u1", 1, {"shape": "uniform"}, 1.40),
+        _trial("c0", 0, cos, 1.20),  # deltas -0.10, -0.12: own noise (2 seeds)
+        _trial("c1", 1, cos, 1.28),
+        _trial("l0", 0, lin, 1.35),  # one seed: the pooled noise (cosine's sd, 1 df)
+        _trial("l1", 1, lin, 9.0, state="PRUNED"),
+    ]
+    write_results(tmp_path, trials, [])
+    (tmp_path / "trials.parquet").unlink()  # the CSV keeps the kinds too
+    t = load_run(tmp_path).trials.set_index("trial_id")
+    sd = math.sqrt(0.0002)  # sd of -0.10, -0.12
+    for tid in ("c0", "c1"):  # the same on every trial of the candidate
+        c = t.loc[tid]
+        assert c["effect_val_bpb"] == pytest.approx(-0.11)
+        assert c["effect_noise_val_bpb"] == pytest.approx(-0.11 / sd)
+        assert c["effect_seeds_val_bpb"] == 2 and c["effect_from_val_bpb"] == "own"
+        half = 12.706204736174698 * sd / math.sqrt(2)
+        assert c["effect_lo_val_bpb"] == pytest.approx(-0.11 - half)
+        assert c["effect_hi_val_bpb"] == pytest.approx(-0.11 + half)
+    lin0 = t.loc["l1"]  # a pruned trial still names its candidate's effect (seed 0)
+    assert lin0["effect_val_bpb"] == pytest.approx(0.05) and lin0["effect_seeds_val_bpb"] == 1
+    assert lin0["effect_from_val_bpb"] == "pooled"
+    assert lin0["effect_hi_val_bpb"] == pytest.approx(0.05 + 12.706204736174698 * sd)
+    u = t.loc["u0"]
+    assert math.isnan(u["effect_val_bpb"]) and u["effect_from_val_bpb"] == ""
+    assert u["effect_seeds_val_bpb"] is pd.NA
+    assert str(t["effect_seeds_val_bpb"].dtype) == "Int64"
+    alone = add_effects(trials_frame([_trial("u0", 0, {"shape": "uniform"}, 1.3)]), ["val_bpb"])
+    assert alone["effect_from_val_bpb"].tolist() == [""]
 
 
 def test_only_complete_trials_get_a_delta():

@@ -254,6 +254,40 @@ def test_a_pruned_bad_seed_never_makes_a_candidate_best(cfg):
     assert lo == pytest.approx(-0.1) and hi == pytest.approx(-0.1)
 
 
+def test_best_yaml_gives_the_effect_in_units_of_noise_and_the_conclusions(cfg):
+    doc = best_document(_censored_frame(), cfg)
+    (best,) = doc["best"]
+    assert best["noise"] == {"val_bpb": "own"} and best["delta_sd"]["val_bpb"] == pytest.approx(0)
+    assert best["effect_noise"]["val_bpb"] == float("-inf")  # -0.1 on both seeds: no spread
+    yes, no = doc["conclusions"]["supported"], doc["conclusions"]["unsupported"]
+    assert yes[0].startswith("linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10 ± 0.00 val_bpb")
+    assert any(s.startswith("linear 2->1.5 beats uniform") and "pruned on seed 1" in s for s in no)
+
+
+def test_a_one_seed_best_is_judged_with_the_pooled_noise(tmp_path):
+    # Seed 2 has not run for anyone: every candidate is pending, compared on seed 0, where the
+    # one-seed A is best. Its interval uses B's seed noise (sd of -0.10, -0.08; 1 df), said so.
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2]})
+    rows = [(0, {"shape": "uniform"}, 2.0), (1, {"shape": "uniform"}, 2.2), (0, A, 1.7),
+            (0, B, 1.9), (1, B, 2.12)]  # fmt: skip
+    frame = trials_frame(
+        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
+         for i, (s, p, v) in enumerate(rows)]
+    )  # fmt: skip
+    (best,) = best_candidates(frame, cfg)
+    assert best["candidate"] == "linear 2->1.5" and best["delta_n_seeds"]["val_bpb"] == 1
+    sd, half = 0.02 / 2**0.5, 12.706204736174698 * 0.02 / 2**0.5
+    assert best["noise"]["val_bpb"] == "pooled"
+    assert best["delta_sd"]["val_bpb"] == pytest.approx(sd)
+    assert best["delta_ci95"]["val_bpb"] == pytest.approx([-0.3 - half, -0.3 + half])
+    assert best["effect_noise"]["val_bpb"] == pytest.approx(-0.3 / sd)
+    from tlmsearch.search.cli import best_line
+
+    line = best_line(best)
+    assert f"[95% CI {-0.3 - half:+.4f}, {-0.3 + half:+.4f}, pooled seed noise]" in line
+    assert f"{0.3 / sd:.1f} noise units" in line
+
+
 def test_best_yaml_says_what_trained_and_names_the_censored_candidate(cfg):
     doc = best_document(_censored_frame(), cfg)
     (best,) = doc["best"]
@@ -309,6 +343,8 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     assert "best: linear 1.5->0.5 (val_bpb 2.0000; mean of seed(s) 0, 1; 2 of 2 seeds)" in out
     assert "vs uniform val_bpb -0.1000" in out
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
+    assert "supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10 ± 0.00 val_bpb" in out
+    assert "not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
 
 
 def _running_run(tmp_path, reported_at: float):

@@ -335,3 +335,165 @@ def test_tiers_come_first_and_a_seed_effect_changes_no_comparison(cells_, shift)
 def _tied(r: pd.DataFrame, names: list[str]) -> bool:
     scores = r.set_index("candidate").loc[names, "score"].to_numpy()
     return bool(np.any(np.isclose(np.diff(np.sort(scores)), 0.0, atol=1e-6)))
+
+
+# -------------------------------------------------------------------------------------------------
+# effects in units of noise, pairwise differences
+
+T975_4DF = 2.7764451051977987  # scipy.stats.t.ppf(0.975, 4)
+
+
+class _Noise:
+    """What racing.pooled_noise returns: an sd and its degrees of freedom."""
+
+    def __init__(self, sd: float, df: int) -> None:
+        self.sd, self.df = sd, df
+
+
+def test_effects_on_own_seeds_known_answers():
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
+    e = by_cand(stats.effects(t, "v"))
+    assert "uniform" not in e.index  # an effect vs uniform of uniform is nothing
+    a = e.loc["A"]
+    assert (a["n"], a["seeds"], a["n_better"]) == (3, (0, 1, 2), 3)
+    assert (a["noise"], a["noise_df"]) == ("own", 2)
+    assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == a["noise_sd"]
+    assert a["noise_sd"] == pytest.approx(0.1) and a["effect_noise"] == pytest.approx(-2.0)
+    half = T975_2DF * 0.1 / math.sqrt(3)
+    assert a["half_width"] == pytest.approx(half)
+    assert (a["lo"], a["hi"]) == pytest.approx((-0.2 - half, -0.2 + half))
+    assert bool(a["separated"]) is False  # (-0.448, 0.048) contains 0
+    b = e.loc["B"]
+    assert bool(b["separated"]) is True and b["effect_noise"] == pytest.approx(-10.0)
+    assert e.loc["C", "n_better"] == 1  # better than uniform on seed 1 only
+    # the same numbers as summarise: one source for the interval
+    s = by_cand(stats.summarise(t, "v"))
+    for col in ("mean_delta", "lo", "hi", "half_width", "effect_noise"):
+        assert e.loc["A", col] == pytest.approx(s.loc["A", col])
+
+
+def test_effects_on_one_seed_use_the_pooled_noise_and_say_so():
+    t = _deltas_frame({"A": [-0.3], "B": [-0.05]})
+    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4)))
+    a = e.loc["A"]
+    assert (a["n"], a["noise"], a["noise_df"]) == (1, "pooled", 4)
+    assert math.isnan(a["sd_delta"]) and a["noise_sd"] == 0.05  # its own sd: none
+    assert a["half_width"] == pytest.approx(T975_4DF * 0.05)  # 0.139: -0.3 is separated
+    assert a["effect_noise"] == pytest.approx(-6.0) and bool(a["separated"]) is True
+    assert bool(e.loc["B", "separated"]) is False  # -0.05 +- 0.139 contains 0
+    # without a pooled estimate (or with the racing prior, df 0) the noise is unknown
+    for noise in (None, _Noise(0.05, 0)):
+        u = by_cand(stats.effects(t, "v", noise=noise)).loc["A"]
+        assert u["noise"] == "unknown" and u["noise_df"] == 0 and pd.isna(u["separated"])
+        assert math.isnan(u["half_width"]) and math.isnan(u["effect_noise"])
+        assert u["mean_delta"] == pytest.approx(-0.3)
+
+
+def test_effects_maximize_unpaired_and_censored():
+    t = frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.0),
+            ("uniform", 1, "COMPLETE", 2.2),
+            ("A", 0, "COMPLETE", 2.1),
+            ("A", 1, "PRUNED", 1.0),
+            ("N", 0, "FAIL", float("nan")),
+        ]
+    )
+    e = by_cand(stats.effects(t, "v", "maximize"))
+    a = e.loc["A"]
+    assert a["n_better"] == 1 and a["censored"] and a["censored_seeds"] == (1,)
+    assert a["censored_states"] == "PRUNED" and a["noise"] == "unknown"
+    n = e.loc["N"]
+    assert n["n"] == 0 and n["seeds"] == () and math.isnan(n["mean_delta"])
+    assert n["noise"] == "unknown"
+    with pytest.raises(ValueError, match="sense"):
+        stats.effects(t, "v", "down")
+    assert stats.effects(frame([]), "v").empty
+
+
+def test_pairwise_known_answers_mirror_and_common_seeds():
+    t = frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.0),
+            ("uniform", 1, "COMPLETE", 2.2),
+            ("uniform", 2, "COMPLETE", 2.1),
+            ("a", 0, "COMPLETE", 1.5),
+            ("a", 1, "COMPLETE", 1.8),
+            ("a", 2, "COMPLETE", 1.5),
+            ("b", 0, "COMPLETE", 2.0),
+            ("b", 1, "COMPLETE", 2.2),
+            ("b", 2, "PRUNED", 1.0),  # pruned: not a common seed
+        ]
+    )
+    p = stats.pairwise(t, "v", ["a", "b", "uniform"]).set_index(["a", "b"])
+    assert len(p) == 6  # every ordered pair
+    ab = p.loc[("a", "b")]  # a - b on seeds 0, 1: -0.5, -0.4
+    assert (ab["n"], ab["seeds"], ab["n_better"], ab["noise"]) == (2, (0, 1), 2, "own")
+    assert ab["mean"] == pytest.approx(-0.45) and ab["sd"] == pytest.approx(math.sqrt(0.005))
+    half = 12.706204736174698 * math.sqrt(0.005) / math.sqrt(2)  # t(0.975, 1 df)
+    assert ab["half_width"] == pytest.approx(half) and bool(ab["separated"]) is False
+    ba = p.loc[("b", "a")]
+    assert ba["mean"] == pytest.approx(0.45) and ba["half_width"] == pytest.approx(half)
+    assert ba["n_better"] == 0 and ba["effect_noise"] == pytest.approx(-ab["effect_noise"])
+    # a vs uniform is a's paired effect vs uniform: deltas -0.5, -0.4, -0.6
+    au = p.loc[("a", "uniform")]
+    e = by_cand(stats.effects(t, "v")).loc["a"]
+    assert au["mean"] == pytest.approx(-0.5) and au["n"] == 3
+    assert (au["lo"], au["hi"]) == pytest.approx((e["lo"], e["hi"]))
+    assert au["half_width"] == pytest.approx(T975_2DF * 0.1 / math.sqrt(3))
+    assert bool(au["separated"]) is True
+
+
+def test_pairwise_one_common_seed_pooled_none_unknown():
+    t = frame(
+        [
+            ("a", 0, "COMPLETE", 1.0),
+            ("b", 0, "COMPLETE", 1.5),
+            ("b", 1, "COMPLETE", 1.5),
+            ("c", 1, "COMPLETE", 1.4),
+        ]
+    )
+    p = stats.pairwise(t, "v", ["a", "b", "c", "ghost"], noise=_Noise(0.1, 4))
+    p = p.set_index(["a", "b"])
+    ab = p.loc[("a", "b")]
+    assert (ab["n"], ab["noise"], ab["noise_df"]) == (1, "pooled", 4)
+    assert ab["half_width"] == pytest.approx(T975_4DF * 0.1) and bool(ab["separated"]) is True
+    ac = p.loc[("a", "c")]  # no seed in common
+    assert ac["n"] == 0 and ac["noise"] == "unknown" and pd.isna(ac["separated"])
+    assert p.loc[("ghost", "a"), "n"] == 0  # a name with no trials: nothing to compare
+    q = stats.pairwise(t, "v", ["a", "b"]).set_index(["a", "b"]).loc[("a", "b")]
+    assert q["noise"] == "unknown" and math.isnan(q["half_width"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(cells, st.lists(st.floats(-5, 5), min_size=4, max_size=4))
+def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
+    t = _frame_from(cells_)
+    names = sorted(set(t["candidate"]))
+    p = stats.pairwise(t, "v", names).set_index(["a", "b"])
+    moved = t.assign(v=t["v"] + t["seed"].map(dict(enumerate(shift))))
+    q = stats.pairwise(moved, "v", names).set_index(["a", "b"])
+    for a in names:
+        for b in names:
+            if a == b:
+                continue
+            ab, ba = p.loc[(a, b)], p.loc[(b, a)]
+            assert ab["n"] == ba["n"] and ab["n_better"] + ba["n_better"] <= ab["n"]
+            if ab["n"]:
+                assert ab["mean"] == pytest.approx(-ba["mean"], abs=1e-9)
+                assert q.loc[(a, b), "mean"] == pytest.approx(ab["mean"], abs=1e-6)
+            if ab["n"] >= 2:
+                assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9)
+
+
+def test_effects_give_the_pooled_interval_next_to_the_own_one():
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [0.3]})
+    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4)))
+    a = e.loc["A"]  # own: within noise; with the pooled 0.05 (4 df): half 0.080, separated
+    assert a["noise"] == "own" and bool(a["separated"]) is False
+    assert a["pooled_half_width"] == pytest.approx(T975_4DF * 0.05 / math.sqrt(3))
+    assert bool(a["pooled_separated"]) is True
+    b = e.loc["B"]  # one seed: the pooled interval is the interval
+    assert b["pooled_half_width"] == b["half_width"] and bool(b["pooled_separated"])
+    none = by_cand(stats.effects(t, "v")).loc["A"]
+    assert math.isnan(none["pooled_half_width"]) and pd.isna(none["pooled_separated"])

@@ -177,13 +177,29 @@ def _coerce(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
     extra = [c for c in df.columns if c not in columns]
     for name in extra:  # keep what the writer added (delta_*, user fields), JSON for containers
         col = df[name]
-        if name.startswith("delta_"):
+        kind = _extra_kind(name)
+        if kind == "float":
             out[name] = pd.to_numeric(col, errors="coerce").astype("float64")
+        elif kind == "int":
+            out[name] = pd.to_numeric(col, errors="coerce").round().astype("Int64")
+        elif kind == "str":
+            out[name] = col.map(lambda v: "" if _is_missing(v) else str(v)).astype(object)
         elif col.map(lambda v: isinstance(v, (list, dict, tuple))).any():
             out[name] = col.map(lambda v: "" if _is_missing(v) else json.dumps(v))
         else:
             out[name] = col
     return out.reset_index(drop=True)
+
+
+def _extra_kind(name: str) -> str | None:
+    """The kind of a column the writer adds per objective (delta_*, effect_*), else None."""
+    if name.startswith(("effect_seeds_",)):
+        return "int"
+    if name.startswith("effect_from_"):
+        return "str"
+    if name.startswith(("delta_", "effect_")):
+        return "float"
+    return None
 
 
 def trials_frame(
@@ -279,6 +295,49 @@ def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     return out
 
 
+# A candidate's paired effect vs uniform, per objective metric, on each of its trials' rows
+# (tlmsearch.conclusions.study_effects): column prefix -> stats.effects column.
+EFFECT_PREFIXES = {
+    "effect_": "mean_delta",
+    "effect_lo_": "lo",
+    "effect_hi_": "hi",
+    "effect_noise_": "effect_noise",
+    "effect_seeds_": "n",
+    "effect_from_": "noise",
+}
+
+
+def add_effects(
+    trials: pd.DataFrame, metrics: Sequence[str], senses: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """Add each trial's *candidate's* paired effect vs uniform, for each objective metric.
+
+    Columns (``m`` the metric): ``effect_m`` (mean paired delta over its paired seeds),
+    ``effect_lo_m`` / ``effect_hi_m`` (95% t interval), ``effect_noise_m`` (mean / seed
+    noise), ``effect_seeds_m`` (paired seeds) and ``effect_from_m``: ``own`` (its own seeds'
+    sd), ``pooled`` (one seed: the study's pooled seed noise) or ``unknown``. The same on every
+    trial of a candidate; NaN / ``""`` on the uniform baseline's rows.
+    """
+    from tlmsearch.conclusions import study_effects
+
+    out = trials.copy()
+    for metric in metrics:
+        col = metric_column(metric)
+        if col not in out:
+            continue
+        sense = (senses or {}).get(metric) or METRICS.get(metric, "minimize")
+        eff = study_effects(out, col, sense).set_index("candidate")
+        for prefix, src in EFFECT_PREFIXES.items():
+            values = out["candidate"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
+            if prefix == "effect_from_":
+                out[prefix + metric] = values.astype(object).where(values.notna(), "")
+            elif prefix == "effect_seeds_":
+                out[prefix + metric] = pd.to_numeric(values).astype("Int64")
+            else:
+                out[prefix + metric] = pd.to_numeric(values).astype("float64")
+    return out
+
+
 # -------------------------------------------------------------------------------------------------
 # Writing and reading
 
@@ -326,6 +385,7 @@ def write_results(
     if metrics is None:
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.get("model")), metrics)
+    tdf = add_effects(tdf, metrics, dict(objectives_of(study)))
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))

@@ -429,3 +429,212 @@ def _flag(row: Any, common: set[int]) -> str:
 def tier_name(tier: int) -> str:
     """``0`` -> ``'complete'``, ``2`` -> ``'censored'`` (see :data:`TIERS`)."""
     return TIERS[int(tier)]
+
+
+# -------------------------------------------------------------------------------------------------
+# Effects in units of noise, and which candidates can be told apart
+#
+# A candidate with two or more paired seeds has its own seed-to-seed sd of deltas ("own"). With
+# one seed it has none; ``noise`` (e.g. tlmsearch.racing.pooled_noise: the sd of paired deltas
+# pooled over the study's candidates with two or more seeds) stands in, said as "pooled": it
+# assumes every candidate's delta is as noisy as the others'. Without either the noise is
+# "unknown" and nothing is separated. A racing prior (df 0) is an assumption, not a
+# measurement: it is never used here.
+
+OWN, POOLED, UNKNOWN = "own", "pooled", "unknown"
+
+EFFECT_COLUMNS = (
+    "n",  # paired seeds: completed with a finished uniform of the same seed
+    "seeds",  # those seeds (tuple)
+    "n_better",  # of them, the seeds on which it beat uniform (``sense`` decides which way)
+    "mean_delta",  # mean paired delta vs uniform
+    "sd_delta",  # its own seed-to-seed sd of deltas (NaN with one seed)
+    "noise",  # where noise_sd comes from: own | pooled | unknown
+    "noise_sd",  # the sd the interval and effect_noise use
+    "noise_df",  # its degrees of freedom (0 when unknown)
+    "lo",  # t interval of mean_delta at ``level`` (NaN when the noise is unknown)
+    "hi",
+    "half_width",
+    "effect_noise",  # mean_delta / noise_sd: the effect in units of seed noise
+    "separated",  # the interval excludes 0 (<NA> when the noise is unknown)
+    # the interval's half-width with ``noise`` (pooled) for every candidate, whatever its seeds,
+    # and whether it excludes 0 (NaN / <NA> without ``noise``): what racing judges with
+    "pooled_half_width",
+    "pooled_separated",
+    "censored",  # pruned or failed on some seed (its completed seeds flatter it)
+    "censored_seeds",
+    "censored_states",
+)
+
+PAIR_COLUMNS = (
+    "a",
+    "b",
+    "n",  # common seeds: both completed
+    "seeds",
+    "n_better",  # seeds on which a beat b
+    "mean",  # mean over the common seeds of a - b
+    "sd",  # sd of a - b across them (NaN with one)
+    "noise",
+    "noise_sd",
+    "noise_df",
+    "lo",
+    "hi",
+    "half_width",
+    "effect_noise",
+    "separated",
+    "pooled_half_width",
+    "pooled_separated",
+)
+
+
+def _sign(sense: str) -> float:
+    if sense not in ("minimize", "maximize"):
+        raise ValueError(f"sense must be 'minimize' or 'maximize', but got {sense=}")
+    return 1.0 if sense == "minimize" else -1.0
+
+
+_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "separated",
+           "pooled_half_width", "pooled_separated")  # fmt: skip
+
+
+def _noised(diffs: Sequence[float], noise: Any, level: float) -> dict[str, Any]:
+    """Mean of paired differences with its interval: own sd (2+), else ``noise`` (1), else none.
+
+    ``pooled_half_width`` / ``pooled_separated``: the interval every candidate would get from
+    ``noise`` (with its n seeds), so a reader sees where the two estimates disagree.
+    """
+    iv = mean_interval(diffs, level)
+    nan = math.nan
+    out: dict[str, Any] = dict(mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_sd=nan, noise_df=0)
+    out.update(lo=nan, hi=nan, half_width=nan, pooled_half_width=nan, pooled_separated=pd.NA)
+    pooled = noise is not None and int(noise.df) >= 1 and math.isfinite(noise.sd)
+    if iv.n >= 1 and pooled:
+        half = t_quantile(int(noise.df), level) * float(noise.sd) / math.sqrt(iv.n)
+        out.update(pooled_half_width=half, pooled_separated=bool(abs(iv.mean) > half))
+    if iv.n >= 2:
+        out.update(noise=OWN, noise_sd=iv.sd, noise_df=iv.n - 1, lo=iv.lo, hi=iv.hi)
+        out["half_width"] = iv.half_width
+    elif iv.n == 1 and pooled:
+        half = out["pooled_half_width"]
+        out.update(noise=POOLED, noise_sd=float(noise.sd), noise_df=int(noise.df))
+        out.update(lo=iv.mean - half, hi=iv.mean + half, half_width=half)
+    if out["noise"] == UNKNOWN:
+        out["effect_noise"], out["separated"] = math.nan, pd.NA
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["effect_noise"] = float(np.float64(iv.mean) / np.float64(out["noise_sd"]))
+        out["separated"] = not (out["lo"] <= 0.0 <= out["hi"])
+    return out
+
+
+def effects(
+    trials: pd.DataFrame,
+    value: str,
+    sense: str = "minimize",
+    *,
+    key: str = "candidate",
+    level: float = 0.95,
+    seeds: Sequence[int] | None = None,
+    noise: Any = None,
+) -> pd.DataFrame:
+    """Every candidate's paired effect vs uniform: mean, ``level`` interval, effect / noise.
+
+    From :func:`summarise` (its mean_delta, sd_delta and interval over the candidate's own
+    seeds); a candidate with one paired seed takes ``noise`` (an object with ``sd`` and ``df``
+    >= 1, e.g. :func:`tlmsearch.racing.pooled_noise`'s) and says so in ``noise``. One row per
+    non-baseline candidate, sorted by key: key, :data:`EFFECT_COLUMNS`.
+
+    >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
+    ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 4,
+    ...                   "v": [2.0, 2.2, 1.9, 2.0]})
+    >>> e = effects(t, "v").iloc[0]
+    >>> int(e["n_better"]), float(round(e["mean_delta"], 3)), e["noise"]
+    (2, -0.15, 'own')
+    >>> float(round(e["effect_noise"], 2))  # -0.15 / sd 0.0707
+    -2.12
+    """
+    sign = _sign(sense)
+    s = summarise(trials, value, key=key, level=level, seeds=seeds)
+    s = s[~s["is_baseline"].astype(bool)]
+    d = paired_deltas(trials, value, key=key)
+    d = d[~d["is_baseline"]]
+    per = {c: g for c, g in d.groupby(key, sort=False)}
+    rows = []
+    for row in s.itertuples(index=False):
+        cand = row[0]  # the key column
+        g = per.get(cand)
+        deltas = [] if g is None else g["delta"].tolist()
+        x = _noised(deltas, noise, level)
+        rows.append(
+            {
+                key: cand,
+                "n": len(deltas),
+                "seeds": () if g is None else tuple(int(v) for v in g["seed"]),
+                "n_better": sum(sign * v < 0 for v in deltas),
+                "mean_delta": row.mean_delta,
+                "sd_delta": row.sd_delta,
+                **{c: x[c] for c in _NOISED},
+                "censored": bool(row.censored),
+                "censored_seeds": row.censored_seeds,
+                "censored_states": row.censored_states,
+            }
+        )
+    out = pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS])
+    for col in ("separated", "pooled_separated"):
+        out[col] = out[col].astype("boolean")
+    floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise",
+              "pooled_half_width")  # fmt: skip
+    return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})
+
+
+def pairwise(
+    trials: pd.DataFrame,
+    value: str,
+    candidates: Sequence[Any],
+    sense: str = "minimize",
+    *,
+    key: str = "candidate",
+    level: float = 0.95,
+    noise: Any = None,
+) -> pd.DataFrame:
+    """Can these be told apart? Paired differences a - b on the seeds both completed.
+
+    Within a seed both saw the same data and initial weights, so a - b on that seed is a paired
+    difference (uniform among ``candidates`` gives the paired delta vs uniform). Over two or
+    more common seeds its own sd gives the ``level`` t interval; on one common seed ``noise``
+    stands in (as in :func:`effects`: the spread of a - b is taken to be that of a paired
+    delta, both being differences of two models on one seed). One row per ordered pair (a, b),
+    a != b, in the order of ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
+
+    >>> t = pd.DataFrame({"candidate": ["a"] * 3 + ["b"] * 3, "is_baseline": [0] * 6,
+    ...                   "seed": [0, 1, 2] * 2, "state": ["COMPLETE"] * 6,
+    ...                   "v": [1.0, 2.0, 3.0, 1.5, 2.4, 3.6]})
+    >>> p = pairwise(t, "v", ["a", "b"]).iloc[0]
+    >>> p["a"], p["b"], int(p["n_better"]), float(round(p["mean"], 3)), bool(p["separated"])
+    ('a', 'b', 3, -0.5, True)
+    """
+    sign = _sign(sense)
+    done: dict[Any, dict[int, float]] = {}
+    for (cand, seed), cell in _cells(trials, value, key).items():
+        if cell.outcome == "complete" and seed != UNKNOWN_SEED:
+            done.setdefault(cand, {})[seed] = cell.value
+    rows = []
+    for a in candidates:
+        for b in candidates:
+            if a == b:
+                continue
+            va, vb = done.get(a, {}), done.get(b, {})
+            common = sorted(set(va) & set(vb))
+            diffs = [va[x] - vb[x] for x in common]
+            x = _noised(diffs, noise, level)
+            rows.append(
+                {"a": a, "b": b, "n": len(common), "seeds": tuple(common),
+                 "n_better": sum(sign * v < 0 for v in diffs),
+                 **{c: x[c] for c in PAIR_COLUMNS if c in x}}
+            )  # fmt: skip
+    out = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
+    for col in ("separated", "pooled_separated"):
+        out[col] = out[col].astype("boolean")
+    floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise",
+              "pooled_half_width")  # fmt: skip
+    return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})

@@ -560,9 +560,11 @@ class Deltas(NamedTuple):
     metric: str
     sense: str
     per_seed: pd.DataFrame  # candidate, label, seed, delta, hover
-    # candidate, label, mean, sd, n (paired seeds), half_width, lo, hi (95% t interval; NaN
-    # with 1 seed), within_noise (<NA> with one seed: noise unknown), effect_noise, k,
-    # n_of_k, censored, tier, flag, rank; best first (fully measured before censored)
+    # candidate, label, mean, sd (own, NaN with 1 seed), n (paired seeds), half_width, lo, hi
+    # (95% t interval), within_noise, effect_noise, noise (own | pooled | unknown: the sd the
+    # interval uses, tlmsearch.stats.effects; with one seed the study's pooled seed noise, NaN
+    # interval and <NA> within_noise while there is none), noise_sd, k, n_of_k, censored,
+    # tier, flag, rank; best first (fully measured before censored)
     summary: pd.DataFrame
 
 
@@ -575,12 +577,23 @@ def paired_deltas(
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
     From :mod:`tlmsearch.stats`: a difference is *within noise* when the t-interval of the
-    mean paired delta contains 0; a candidate pruned or failed on some seed is censored, its
-    ``label`` says "n of k seeds", and it is listed after the fully measured ones.
+    mean paired delta contains 0 (a one-seed candidate's interval uses the study's pooled
+    seed noise, :func:`tlmsearch.conclusions.study_effects`, said in ``noise``); a candidate
+    pruned or failed on some seed is censored, its ``label`` says "n of k seeds", and it is
+    listed after the fully measured ones.
     """
+    from tlmsearch.conclusions import study_effects
+
     sense = sense or sense_of(metric)
     ranked = ranked_candidates(trials, metric, sense, seeds)
     summary = ranked[~ranked["is_baseline"].astype(bool) & (ranked["n_paired"] > 0)]
+    eff = study_effects(trials, metric_column(metric), sense).set_index("candidate")
+    eff = eff.reindex(summary["candidate"])
+    summary = summary.assign(
+        **{c: eff[c].to_numpy() for c in ("lo", "hi", "half_width", "effect_noise", "noise")},
+        noise_sd=eff["noise_sd"].to_numpy(),
+        within_noise=pd.array(~eff["separated"].astype("boolean"), dtype="boolean"),
+    )
     summary = summary.assign(
         label=[
             c + (f" [{n_of_k}]" if tier > 0 else "")
@@ -593,7 +606,8 @@ def paired_deltas(
         n=summary["n_paired"],
     )
     cols = ["candidate", "label", "mean", "sd", "n", "half_width", "lo", "hi", "within_noise",
-            "effect_noise", "k", "n_of_k", "censored", "tier", "flag", "rank"]  # fmt: skip
+            "effect_noise", "noise", "noise_sd", "k", "n_of_k", "censored", "tier", "flag",
+            "rank"]  # fmt: skip
     summary = summary[cols].reset_index(drop=True)
     cells = stats.paired_deltas(trials, metric_column(metric))
     cells = cells[~cells["is_baseline"]]
@@ -650,13 +664,20 @@ def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[
     return list(plan.widths)
 
 
-def _candidate_summary(row: pd.Series, metric: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI."""
+def _candidate_summary(
+    row: pd.Series, metric: str, config: Mapping[str, Any], effect: pd.Series | None = None
+) -> dict[str, Any]:
+    """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI.
+
+    ``effect``: its :func:`tlmsearch.stats.effects` row (with the pooled noise for one seed);
+    without it the interval is over its own seeds only.
+    """
 
     def num(x: Any) -> float | None:
         return None if pd.isna(x) else float(x)
 
     params = json.loads(row["params_json"] or "{}")
+    e = effect if effect is not None else row
     return {
         "candidate": row["candidate"],
         "metric": metric,
@@ -674,9 +695,10 @@ def _candidate_summary(row: pd.Series, metric: str, config: Mapping[str, Any]) -
         "realised": [num(row["realised_start"]), num(row["realised_end"])],
         "target_widths": target_widths(config, params),
         "delta_vs_uniform": num(row["mean_delta"]),
-        "delta_ci95": None if pd.isna(row["lo"]) else [float(row["lo"]), float(row["hi"])],
+        "delta_ci95": None if pd.isna(e["lo"]) else [float(e["lo"]), float(e["hi"])],
         "delta_n_seeds": int(row["n_paired"]),
-        "effect_noise": num(row["effect_noise"]),
+        "effect_noise": num(e["effect_noise"]),
+        "noise": str(e.get("noise", "own" if row["n_paired"] >= 2 else "unknown")),
     }
 
 
@@ -694,7 +716,12 @@ def run_summary(
     best: dict[str, Any] | None = None
     censored_better: list[dict[str, Any]] = []
     if len(ranked):
-        best = _candidate_summary(ranked.iloc[0], metric, config)
+        from tlmsearch.conclusions import study_effects
+
+        eff = study_effects(trials, metric_column(metric), sense).set_index("candidate")
+        top = ranked.iloc[0]
+        effect = eff.loc[top["candidate"]] if top["candidate"] in eff.index else None
+        best = _candidate_summary(top, metric, config, effect)
         censored_better = [
             {
                 "candidate": r.candidate,

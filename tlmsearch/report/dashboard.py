@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 from tlmsearch.report.html import (
     build,
+    conclusions_html,
+    effects_html,
     failed_html,
     figures_dict,
     header_html,
@@ -42,6 +44,8 @@ _POLL = """<script>
         document.getElementById('header').innerHTML=s.header;
         document.getElementById('summary-box').innerHTML=s.summary;
         document.getElementById('failed-box').innerHTML=s.failed;
+        document.getElementById('conclusions-box').innerHTML=s.conclusions;
+        document.getElementById('effects-box').innerHTML=s.effects;
         document.getElementById('live').textContent='updated '+new Date().toLocaleTimeString();
         if(window.tlmsearchCheck){tlmsearchCheck();}
       })
@@ -120,6 +124,8 @@ class _State:
                 "header": header_html(report.summary),
                 "summary": summary_html(report.summary),
                 "failed": failed_html(report.failed),
+                "conclusions": conclusions_html(report),
+                "effects": effects_html(report),
             }
             self.stamp = stamp
 

@@ -23,6 +23,7 @@ from tlmsearch.report.collect import (
     RatioFront,
     label,
 )
+from tlmsearch.report.effects import Separation
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 UNIFORM_COLOR = "#555555"
@@ -412,7 +413,7 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
     for kind, name, color in (
         (False, "clear difference", "#1f77b4"),
         (True, "within noise (95% CI contains 0)", "#aaaaaa"),
-        (None, "single seed: noise unknown", "#ff7f0e"),
+        (None, "single seed, no pooled seed noise yet: noise unknown", "#ff7f0e"),
         ("censored", "censored: pruned / failed / running on some seed", "#d62728"),
     ):
         if kind == "censored":
@@ -427,6 +428,16 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
         text = [
             f"{r.candidate}<br>mean delta {r.mean:+.4g} over {r.n} seed(s) ({r.n_of_k} completed)"
             + ("" if math.isnan(r.half_width) else f"<br>95% CI ±{r.half_width:.3g}")
+            + (
+                f"<br>one seed: the study's pooled seed noise (sd {r.noise_sd:.2g})"
+                if r.noise == "pooled"
+                else ""
+            )
+            + (
+                ""
+                if not math.isfinite(r.effect_noise)
+                else f", {abs(r.effect_noise):.1f} noise units"
+            )
             + f"<br>{r.flag or name}"
             for r in sub.itertuples()
         ]
@@ -467,4 +478,69 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
     )
     if s.empty:
         _note(fig, "no candidate shares a seed with a finished uniform baseline yet")
+    return fig
+
+
+# row better / not separated / row worse (the cell's ``better``: 1, 0, -1)
+SEPARATION_COLORS = ((0.0, "#d6604d"), (0.5, "#eeeeee"), (1.0, "#4393c3"))
+
+
+def separation(m: Separation) -> go.Figure:
+    """The "can these be told apart" matrix: row minus column on their common seeds, 95% CI.
+
+    Bold and coloured where the interval excludes 0 (blue: the row is better, red: worse);
+    grey where it does not; blank without a common seed or a noise estimate. A dagger marks a
+    cell judged on one common seed with the study's pooled seed noise.
+    """
+    fig = go.Figure()
+    names = m.names
+    if len(names) >= 2 and len(m.cells):
+        cell = m.cells.set_index(["a", "b"])
+        z, text, hover = [], [], []
+        for a in names:
+            zr, tr, hr = [], [], []
+            for b in names:
+                if a == b:
+                    zr.append(None)
+                    tr.append("")
+                    hr.append(a)
+                    continue
+                c = cell.loc[(a, b)]
+                zr.append(None if math.isnan(c["better"]) else float(c["better"]))
+                tr.append(c["text"])
+                hr.append(c["hover"])
+            z.append(zr)
+            text.append(tr)
+            hover.append(hr)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=names,
+                y=names,
+                zmin=-1,
+                zmax=1,
+                colorscale=[list(c) for c in SEPARATION_COLORS],
+                showscale=False,
+                text=text,
+                texttemplate="%{text}",
+                customdata=hover,
+                hovertemplate="%{customdata}<extra></extra>",
+                xgap=2,
+                ygap=2,
+            )
+        )
+    better = "lower" if m.sense == "minimize" else "higher"
+    _layout(
+        fig,
+        f"Can these be told apart? Row minus column, {label(m.metric)} ({better} is better), "
+        "on common seeds with 95% CI<br><sub>bold, blue: row better; bold, red: row worse "
+        "(the interval excludes 0); grey: within noise; † one common seed, pooled seed "
+        "noise</sub>",
+        xaxis={"side": "top", "automargin": True, "title": "minus column"},
+        yaxis={"autorange": "reversed", "automargin": True, "title": "row"},
+        height=max(320, 160 + 70 * len(names)),
+    )
+    fig.update_layout(margin={"t": 150, "b": 40})  # room for the column names on top
+    if len(names) < 2:
+        _note(fig, "fewer than two measured candidates: nothing to tell apart")
     return fig

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 import yaml
 
+from tlmsearch import stats
+from tlmsearch.conclusions import decimals
 from tlmsearch.report import collect as C
+from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
 from tlmsearch.results import RunData, atomic_write, load_run
 
@@ -38,6 +43,8 @@ class Report:
     figures: list[Figure]
     summary: dict[str, Any]
     failed: Any  # DataFrame: trial_id, candidate, reason
+    effects: E.Effects | None = None  # every candidate's effect vs uniform, and in words
+    race: E.Race | None = None  # racing studies: seeds per candidate and why racing stopped
 
 
 def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
@@ -86,7 +93,20 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
             F.paired_deltas(C.paired_deltas(t, metric, sense, seeds)),
         )
     )
-    return Report(figs, C.run_summary(run.config, t, run.status), curves.failed)
+    figs.append(
+        Figure(
+            "fig-separation",
+            "Effects in units of noise",
+            F.separation(E.separation(t, metric, sense, seeds, top_k)),
+        )
+    )
+    return Report(
+        figs,
+        C.run_summary(run.config, t, run.status),
+        curves.failed,
+        E.effects(t, metric, sense, seeds),
+        E.race(t, run.config, metric, sense),
+    )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -227,15 +247,130 @@ def best_html(b: dict[str, Any]) -> str:
     delta = b.get("delta_vs_uniform")
     if delta is not None:
         ci = b.get("delta_ci95")
-        noise = (
-            f"95% CI {ci[0]:+.3g}..{ci[1]:+.3g} over {b['delta_n_seeds']} seeds"
-            if ci
-            else "1 seed: noise unknown"
-        )
+        if ci:
+            seeds = f"{b['delta_n_seeds']} seed{'s' if b['delta_n_seeds'] != 1 else ''}"
+            pooled = ", the pooled seed noise" if b.get("noise") == "pooled" else ""
+            noise = f"95% CI {ci[0]:+.3g}..{ci[1]:+.3g} over {seeds}{pooled}"
+            units = b.get("effect_noise")
+            if units is not None and math.isfinite(units):
+                noise += f"; {abs(units):.1f} noise units"
+        else:
+            noise = "1 seed: noise unknown"
         text += f"; {delta:+.4g} vs uniform ({noise})"
     if b.get("flag"):
         text = f"<b>{_e(b['flag'])}</b>: " + text
     return text
+
+
+def conclusions_html(report: Report) -> str:
+    """What the study supports and what it does not, in words (above the matrix)."""
+    e = report.effects
+    if e is None or (not e.conclusions.supported and not e.conclusions.unsupported):
+        return "<p class='sub'>No candidate has a finished seed paired with uniform yet.</p>"
+    noise = (
+        f"the study's pooled seed noise (sd {e.noise.sd:.2g} over {e.noise.df} df, the "
+        "estimate racing decides with)"
+        if e.noise is not None
+        else "none yet (no candidate has two paired seeds), so a one-seed candidate is not judged"
+    )
+    parts = [
+        "<p class='sub'>Each effect is a paired difference on the same seeds (same data order "
+        "and initial weights), with a 95% Student t interval; noise units are the mean "
+        "difference over the seed-to-seed sd of differences. The sd is the candidate's own "
+        f"where it has two or more seeds; with one seed it is {_e(noise)}, said where used.</p>"
+    ]
+    for head, lines in (
+        ("Supported", e.conclusions.supported),
+        ("Not supported (yet)", e.conclusions.unsupported),
+    ):
+        if not lines:
+            continue
+        items = "".join(f"<li>{_e(x)}</li>" for x in lines[:40])
+        more = (
+            f"<li>... and {len(lines) - 40} more (see the table)</li>" if len(lines) > 40 else ""
+        )
+        parts.append(f"<h3>{head}</h3><ul class='said'>{items}{more}</ul>")
+    return "".join(parts)
+
+
+def _effect_cells(r: Any) -> list[str]:
+    if r.n == 0:
+        return ["", "no seed paired with uniform", "", "", "", "", ""]
+    if r.noise == stats.UNKNOWN:
+        return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged", ""]
+    k = decimals(r.half_width, r.mean_delta)
+    noise = f"{'own' if r.noise == stats.OWN else 'pooled'} ({r.noise_df} df)"
+    ratio = f"{r.effect_noise:+.1f}" if math.isfinite(r.effect_noise) else "no spread"
+    verdict = "<b>separated</b>" if r.separated else "within noise"
+    pooled = ""
+    if r.noise == stats.OWN and not pd.isna(r.pooled_separated):
+        kp = decimals(r.pooled_half_width, r.mean_delta)
+        pooled = f"± {r.pooled_half_width:.{kp}f}: "
+        pooled += "separated" if r.pooled_separated else "within noise"
+    return [
+        f"{r.mean_delta:+.{k}f} ± {r.half_width:.{k}f}",
+        f"{r.lo:+.{k}f} .. {r.hi:+.{k}f}",
+        f"{noise}, sd {r.noise_sd:.2g}",
+        ratio,
+        f"{r.n_better}/{r.n}",
+        verdict,
+        pooled,
+    ]
+
+
+def effects_html(report: Report) -> str:
+    """Every candidate's effect vs uniform (a table), then the race of a racing study."""
+    e = report.effects
+    parts = []
+    if e is not None and len(e.table):
+        head = ("rank (uniform counts)", "candidate", "seeds",
+                f"{e.metric} vs uniform (mean ± 95%)", "95% CI", "noise (sd of deltas)",
+                "effect / noise", "better on", "verdict",
+                "with the pooled noise (racing's view)")  # fmt: skip
+        rows = []
+        for r in e.table.itertuples():
+            rank = "" if pd.isna(r.rank) else str(r.rank)
+            seeds = f"{r.n} paired: {', '.join(str(x) for x in r.seeds)}" if r.n else "none"
+            if r.flag:
+                seeds += f" ({r.flag})"
+            cells = [rank, _e(r.candidate), _e(seeds), *_effect_cells(r)]
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        th = "".join(f"<th>{_e(h)}</th>" for h in head)
+        parts.append(
+            f"<h3>Effects vs uniform</h3><div class='scroll'><table><tr>{th}</tr>"
+            f"{''.join(rows)}</table></div>"
+        )
+    parts.append(race_html(report.race))
+    return "".join(parts)
+
+
+def race_html(race: E.Race | None) -> str:
+    """Seeds per candidate and why racing stopped (empty for a study that does not race)."""
+    if race is None:
+        return ""
+    text = f"<h3>Race</h3><p class='sub'>Racing seeds: {_e(race.settings)}. "
+    if race.note:
+        return text + f"{_e(race.note)}.</p>"
+    counts = ", ".join(f"{n} {k}" for k, n in race.counts.items()) or "no candidate yet"
+    state = "decided: no candidate races on" if race.decided else "still racing"
+    seeds = ", ".join(str(x) for x in race.uniform_seeds) or "none yet"
+    text += (
+        f"Uniform (the control) completed seeds {_e(seeds)}. Candidates: {_e(counts)}; "
+        f"{state}. A candidate gets its next seed only while its paired delta is not separated "
+        "from the reference; it stops when separated, when a seed is pruned or failed, or at "
+        "the seed limit (a tie).</p>"
+    )
+    head = ("candidate", "status", "seeds", "mean delta ± half-width", "why")
+    rows = []
+    for r in race.lanes.itertuples():
+        seeds = ", ".join(str(x) for x in r.seeds) or "-"
+        delta = "" if math.isnan(r.mean_delta) else f"{r.mean_delta:+.4g}"
+        if delta and not math.isnan(r.half_width):
+            delta += f" ± {r.half_width:.2g}"
+        cells = (r.candidate, r.status, f"{r.n_seeds}: {seeds}", delta, r.reason)
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return text + f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"
 
 
 def failed_html(failed: Any) -> str:
@@ -294,6 +429,8 @@ def render(
                 )
             done.add(f.section)
             parts.append(f"<h2 id='{_anchor(f.section)}'>{_e(f.section)}</h2>")
+        if f.id == "fig-separation":
+            parts.append(f"<div id='conclusions-box'>{conclusions_html(report)}</div>")
         parts.append("<div class='plot'>")
         parts.append(
             f.fig.to_html(
@@ -307,6 +444,8 @@ def render(
         first = False
         if f.id == "fig-curves":
             parts.append(f"<div id='failed-box'>{failed_html(report.failed)}</div>")
+        if f.id == "fig-separation":
+            parts.append(f"<div id='effects-box'>{effects_html(report)}</div>")
     cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)
     parts.append(
         f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"

@@ -41,7 +41,8 @@ def _write_report(console: Any, run_dir: Path) -> None:
 
 
 def best_line(best: dict[str, Any]) -> str:
-    """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with CI.
+    """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with CI
+    (its own seeds', or the pooled seed noise's with one seed, said) and effect / noise.
 
     A censored or unfinished candidate (best only when no candidate completed every seed of
     the study) says so on a second line.
@@ -52,7 +53,14 @@ def best_line(best: dict[str, Any]) -> str:
     deltas = []
     for m, d in (best.get("delta_vs_uniform") or {}).items():
         ci = (best.get("delta_ci95") or {}).get(m)
-        noise = f" [95% CI {ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else " [1 seed: noise unknown]"
+        source = (best.get("noise") or {}).get(m)
+        units = (best.get("effect_noise") or {}).get(m)
+        if ci:
+            pooled = ", pooled seed noise" if source == "pooled" else ""
+            noise = f" [95% CI {ci[0]:+.4f}, {ci[1]:+.4f}{pooled}]"
+            noise += f", {abs(units):.1f} noise units" if units is not None else ""
+        else:
+            noise = " [1 seed: noise unknown]"
         deltas.append(f"{m} {d:+.4f}{noise}")
     if deltas:
         text += "; vs uniform " + ", ".join(deltas)
@@ -70,6 +78,16 @@ def censored_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"not ranked above it: {c['candidate']} ({c['flag']}): {delta} vs the best on the "
             f"{c['n_seeds_shared']} seed(s) both completed; its other seeds decide"
         )
+    return out
+
+
+def conclusion_lines(c: Any, limit: int = 12) -> list[str]:
+    """What the study supports and what it does not, each list cut at ``limit`` lines."""
+    out = []
+    for head, lines in (("supported", c.supported), ("not supported", c.unsupported)):
+        out += [f"{head}: {line}" for line in lines[:limit]]
+        if len(lines) > limit:
+            out.append(f"{head}: ... and {len(lines) - limit} more (see the report)")
     return out
 
 
@@ -176,6 +194,8 @@ def status_command(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     for line in rep["race"]:  # racing studies: seeds per candidate and why
         console.print(f"race: {line}", markup=False, highlight=False)
+    for line in conclusion_lines(rep["conclusions"]):  # effects in units of seed noise
+        console.print(line, markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)

@@ -139,6 +139,18 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     }
 
 
+def _effects(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """metric -> :func:`tlmsearch.conclusions.study_effects` (keyed by params_json)."""
+    from tlmsearch.conclusions import study_effects
+
+    return {
+        o.metric: study_effects(
+            trials, _metric_col(o.metric), o.sense, key="params_json"
+        ).set_index("params_json")
+        for o in cfg.objectives
+    }
+
+
 def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     """The best candidate (or, with several objectives, the Pareto front), never on missing seeds.
 
@@ -148,7 +160,9 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     where no fully measured candidate exists, flagged. Each entry: candidate, params, n_seeds
     (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
     over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
-    {metric: [lo, hi] or None with one seed}, delta_n_seeds.
+    {metric: [lo, hi], or None when the noise is unknown}, delta_n_seeds, and from
+    :func:`tlmsearch.stats.effects`: noise {metric: own | pooled | unknown, where the
+    interval's sd comes from}, delta_sd {metric: that sd}, effect_noise {metric: delta / sd}.
     """
     if trials.empty:
         return []
@@ -162,14 +176,17 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     if tier.empty:
         return []
     pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
+    effects = _effects(trials, cfg)
     if len(cfg.objectives) == 1:
-        return [_entry(pool[0], ranks, trials)]  # `first` is sorted best first
-    entries = [_entry(key, ranks, trials) for key in pool]
+        return [_entry(pool[0], ranks, effects, trials)]  # `first` is sorted best first
+    entries = [_entry(key, ranks, effects, trials) for key in pool]
     objs = [(o.metric, 1.0 if o.sense == "minimize" else -1.0) for o in cfg.objectives]
     return pareto_front(entries, objs)
 
 
-def _entry(key: str, ranks: Mapping[str, Any], trials: Any) -> dict[str, Any]:
+def _entry(
+    key: str, ranks: Mapping[str, Any], effects: Mapping[str, Any], trials: Any
+) -> dict[str, Any]:
     first = next(iter(ranks.values())).loc[key]
     label = trials.loc[trials["params_json"] == key, "candidate"]
     entry: dict[str, Any] = {
@@ -186,6 +203,9 @@ def _entry(key: str, ranks: Mapping[str, Any], trials: Any) -> dict[str, Any]:
         "delta_vs_uniform": {},
         "delta_ci95": {},
         "delta_n_seeds": {},
+        "noise": {},
+        "delta_sd": {},
+        "effect_noise": {},
     }
     from tlmsearch import stats
 
@@ -197,11 +217,16 @@ def _entry(key: str, ranks: Mapping[str, Any], trials: Any) -> dict[str, Any]:
         entry["per_seed"][metric] = {
             int(s): float(v) for s, v in zip(done["seed"], done["value"], strict=True)
         }
-        if row["n_paired"] > 0:
-            entry["delta_vs_uniform"][metric] = float(row["mean_delta"])
-            entry["delta_n_seeds"][metric] = int(row["n_paired"])
-            ci = None if math.isnan(row["lo"]) else [float(row["lo"]), float(row["hi"])]
+        if row["n_paired"] > 0 and key in effects[metric].index:
+            e = effects[metric].loc[key]  # its own seeds' noise, or the pooled one with 1 seed
+            entry["delta_vs_uniform"][metric] = float(e["mean_delta"])
+            entry["delta_n_seeds"][metric] = int(e["n"])
+            ci = None if math.isnan(e["lo"]) else [float(e["lo"]), float(e["hi"])]
             entry["delta_ci95"][metric] = ci
+            entry["noise"][metric] = str(e["noise"])
+            entry["delta_sd"][metric] = None if math.isnan(e["noise_sd"]) else float(e["noise_sd"])
+            en = float(e["effect_noise"])
+            entry["effect_noise"][metric] = None if math.isnan(en) else en
     return entry
 
 
@@ -283,7 +308,20 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
+    doc["conclusions"] = study_conclusions(trials, cfg)._asdict()
     return doc
+
+
+def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
+    """:func:`tlmsearch.conclusions.conclusions` for the first objective, in rank order."""
+    from tlmsearch.conclusions import Conclusions, conclusions
+
+    if trials.empty:
+        return Conclusions([], [])
+    o = cfg.objectives[0]
+    return conclusions(
+        trials, _metric_col(o.metric), o.sense, label=o.metric, seeds=_planned_seeds(cfg)
+    )
 
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -442,6 +480,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "best": best,
         "censored_better": censored_better(frame, cfg),
         "race": race_lines(study, cfg),
+        "conclusions": study_conclusions(frame, cfg),
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},

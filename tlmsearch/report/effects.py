@@ -1,0 +1,234 @@
+"""Collect functions for "Effects in units of noise": what the study supports, which of the top
+candidates can be told apart, and (racing studies) how the race went.
+
+Pure functions of the run dir's tables and study.yaml (no Ray, no Optuna), unit-tested on
+DataFrames; every number comes from :mod:`tlmsearch.stats` through
+:mod:`tlmsearch.conclusions` (effects with the pooled seed noise for one-seed candidates) or
+:func:`tlmsearch.racing.race` (the decisions, re-derived from the trials table as the driver
+derives them).
+
+>>> from tlmsearch.results import trials_frame
+>>> t = trials_frame([
+...     {"trial_id": f"{s}{seed}", "seed": seed, "params": p, "val_bpb": v + 0.1 * seed + d}
+...     for seed, d in enumerate([0.0, 0.002, -0.001])
+...     for s, p, v in [("u", {"shape": "uniform"}, 2.0),
+...                     ("c", {"shape": "cosine", "r_start": 1.5}, 1.98)]
+... ])
+>>> m = separation(t, "val_bpb")
+>>> m.names
+['cosine 1.5->0.5', 'uniform']
+>>> m.cells[["n", "separated", "better"]].values.tolist()  # cosine - uniform, uniform - cosine
+[[3, True, 1.0], [3, True, -1.0]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from tlmsearch import stats
+from tlmsearch.conclusions import Conclusions, conclusions, study_effects, study_noise
+from tlmsearch.racing import Noise
+from tlmsearch.report.collect import ranked_candidates, sense_of
+from tlmsearch.results import metric_column
+
+LEVEL = 0.95
+
+
+class Effects(NamedTuple):
+    metric: str
+    sense: str
+    # one row per non-baseline candidate, in rank order (stats.rank): candidate, rank, n_of_k,
+    # tier, flag, then stats.effects' columns (n, seeds, n_better, mean_delta, noise, noise_sd,
+    # noise_df, lo, hi, half_width, effect_noise, separated, censored...)
+    table: pd.DataFrame
+    noise: Noise | None  # the study's pooled seed noise (None: no candidate has two seeds)
+    conclusions: Conclusions
+
+
+def effects(
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
+) -> Effects:
+    """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, where the
+    noise comes from), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`.
+    """
+    sense = sense or sense_of(metric)
+    col = metric_column(metric)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
+    eff = study_effects(trials, col, sense, level=LEVEL)
+    if eff.empty:
+        table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
+                                      *stats.EFFECT_COLUMNS])  # fmt: skip
+        return Effects(metric, sense, table, None, Conclusions([], []))
+    info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
+    table = eff.join(info, on="candidate")
+    order = {c: i for i, c in enumerate(ranked["candidate"])}
+    table = table.assign(_o=table["candidate"].map(order)).sort_values("_o", kind="stable")
+    table = table.drop(columns="_o").reset_index(drop=True)
+    table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS]]
+    said = conclusions(trials, col, sense, label=metric, seeds=seeds, level=LEVEL)
+    return Effects(metric, sense, table, study_noise(trials, col), said)
+
+
+class Separation(NamedTuple):
+    metric: str
+    sense: str
+    names: list[str]  # rows and columns, in order: the top candidates, then uniform
+    # stats.pairwise rows (a - b on common seeds) plus ``better``: 1 when a is separated and
+    # better, -1 separated and worse, 0 not separated, NaN without a noise estimate or a common
+    # seed; ``text`` (the cell) and ``hover``
+    cells: pd.DataFrame
+
+
+def separation(
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
+    k: int = 5,
+) -> Separation:
+    """Can these be told apart? The top ``k`` candidates by :func:`tlmsearch.stats.rank`, and
+    uniform, compared pairwise on their common seeds (:func:`tlmsearch.stats.pairwise`)."""
+    sense = sense or sense_of(metric)
+    col = metric_column(metric)
+    ranked = ranked_candidates(trials, metric, sense, seeds)
+    measured = ranked[ranked["tier"] < 3]
+    names = list(measured.loc[~measured["is_baseline"].astype(bool), "candidate"].head(k))
+    names += list(measured.loc[measured["is_baseline"].astype(bool), "candidate"])
+    empty = pd.DataFrame(columns=[*stats.PAIR_COLUMNS, "better", "text", "hover"])
+    if len(names) < 2:
+        return Separation(metric, sense, names, empty)
+    noise = study_noise(trials, col)
+    cells = stats.pairwise(trials, col, names, sense, level=LEVEL, noise=noise)
+    sign = 1.0 if sense == "minimize" else -1.0
+    better = [
+        math.nan if pd.isna(sep) else (0.0 if not sep else (1.0 if sign * m < 0 else -1.0))
+        for sep, m in zip(cells["separated"], cells["mean"], strict=True)
+    ]
+    cells = cells.assign(
+        better=pd.Series(better, dtype="float64"),
+        text=[_cell_text(r) for r in cells.itertuples()],
+        hover=[_cell_hover(r, metric, sense) for r in cells.itertuples()],
+    )
+    return Separation(metric, sense, names, cells)
+
+
+def _cell_text(r: Any) -> str:
+    if r.n == 0:
+        return "no common seed"
+    if r.noise == stats.UNKNOWN:
+        return f"{r.mean:+.3g}<br>1 seed, noise ?"
+    mark = "<b>" if r.separated else ""
+    end = "</b>" if r.separated else ""
+    pooled = " †" if r.noise == stats.POOLED else ""
+    return f"{mark}{r.mean:+.3g} ± {r.half_width:.2g}{end}<br>{r.n} seed{'s' * (r.n != 1)}{pooled}"
+
+
+def _cell_hover(r: Any, metric: str, sense: str) -> str:
+    head = f"{r.a}<br>minus {r.b}"
+    if r.n == 0:
+        return f"{head}<br>no seed both completed: not compared"
+    seeds = ", ".join(str(s) for s in r.seeds)
+    lines = [head, f"{metric} difference {r.mean:+.4g} on seed(s) {seeds}"]
+    if r.noise == stats.UNKNOWN:
+        lines.append("one seed and no pooled seed noise yet: noise unknown")
+    else:
+        source = (
+            f"its own {r.n} seeds"
+            if r.noise == stats.OWN
+            else f"the pooled seed noise (sd {r.noise_sd:.2g}, {r.noise_df} df): one common seed"
+        )
+        lines.append(f"{LEVEL:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} from {source}")
+        if math.isfinite(r.effect_noise):
+            lines.append(f"{abs(r.effect_noise):.1f} noise units")
+        verdict = "separated: the interval excludes 0" if r.separated else "not separated"
+        lines.append(verdict)
+        pooled = r.pooled_separated
+        if r.noise == stats.OWN and not pd.isna(pooled) and bool(pooled) != bool(r.separated):
+            other = "separated" if pooled else "not separated"
+            lines.append(
+                f"with the pooled seed noise (what racing judges with): "
+                f"± {r.pooled_half_width:.2g}, {other}"
+            )
+    better = "lower" if sense == "minimize" else "higher"
+    lines.append(f"row better on {r.n_better}/{r.n} seeds ({better} is better)")
+    return "<br>".join(lines)
+
+
+class Race(NamedTuple):
+    settings: str  # "up to 3 of seeds [0, 1, 2], 95% confidence, against uniform"
+    # one row per candidate: candidate, status, n_seeds, seeds, mean_delta, half_width, reason
+    lanes: pd.DataFrame
+    counts: dict[str, int]  # status -> candidates
+    uniform_seeds: list[int]  # the seeds the control completed
+    decided: bool  # no candidate still racing
+    note: str  # why there is no race table ("" when there is one)
+
+
+def race(
+    trials: pd.DataFrame,
+    config: Mapping[str, Any],
+    metric: str | None = None,
+    sense: str | None = None,
+) -> Race | None:
+    """How a racing study's race stands, from the trials table and study.yaml alone.
+
+    None for a study without ``search.racing``. The decisions are
+    :func:`tlmsearch.racing.race`'s on the stored trials, as the driver made them (without the
+    queue, which lives in the Optuna storage: a seed "next" may already be queued).
+    """
+    from tlmsearch.racing import race as race_lanes
+    from tlmsearch.results import objectives_of
+
+    search = config.get("search") or {}
+    racing = search.get("racing")
+    if not racing:
+        return None
+    seeds = [int(s) for s in search.get("seeds") or [0]]
+    max_seeds = int(racing.get("max_seeds") or len(seeds))
+    confidence = float(racing.get("confidence", 0.95))
+    against = str(racing.get("against", "uniform"))
+    if metric is None or sense is None:
+        metric, sense = objectives_of(config)[0]
+    settings = (
+        f"up to {max_seeds} of seeds {seeds}, {confidence:.0%} confidence, against {against}"
+        + (f", prior sd {racing['prior_sd']}" if racing.get("prior_sd") else "")
+    )
+    cols = ["candidate", "status", "n_seeds", "seeds", "mean_delta", "half_width", "reason"]
+    empty = pd.DataFrame(columns=cols)
+    if trials.empty:
+        return Race(settings, empty, {}, [], False, "no trial yet")
+    base = trials[trials["is_baseline"].astype(bool) & (trials["state"] == "COMPLETE")]
+    uniform_seeds = sorted({int(s) for s in base["seed"].dropna()})
+    try:
+        lanes = race_lanes(
+            trials,
+            metric_column(metric),
+            sense=sense,
+            seeds=seeds,
+            max_seeds=max_seeds,
+            confidence=confidence,
+            against=against,
+            prior_sd=racing.get("prior_sd"),
+        )
+    except ValueError as err:  # a hand-edited study.yaml: say why, keep the rest of the report
+        return Race(settings, empty, {}, uniform_seeds, False, f"race not computable: {err}")
+    rows = [
+        (ln.candidate, ln.status, len(ln.seeds), ln.seeds, ln.mean_delta, ln.half_width,
+         ln.reason)
+        for ln in lanes
+    ]  # fmt: skip
+    table = pd.DataFrame(rows, columns=cols)
+    sign = 1.0 if sense == "minimize" else -1.0  # best mean delta first, undecided last
+    table = table.assign(_k=sign * table["mean_delta"].astype("float64"))
+    table = table.sort_values("_k", kind="stable", na_position="last").drop(columns="_k")
+    table = table.reset_index(drop=True)
+    counts = {str(k): int(v) for k, v in table["status"].value_counts().sort_index().items()}
+    decided = bool(len(table)) and not (table["status"] == "racing").any()
+    return Race(settings, table, counts, uniform_seeds, decided, "")
