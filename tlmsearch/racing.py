@@ -72,7 +72,7 @@ def pooled_noise(deltas: pd.DataFrame, key: str, prior_sd: float | None) -> Nois
     ss, df = 0.0, 0
     for _, g in deltas[~deltas["is_baseline"]].groupby(key, sort=True):
         d = g["delta"].to_numpy()
-        if len(d) >= 2:
+        if len(d) >= 2 and (d != 0).any():  # all zero: uniform's own model, not seed noise
             ss += float(((d - d.mean()) ** 2).sum())
             df += len(d) - 1
     if df > 0:
@@ -170,9 +170,9 @@ def _decide(
     mean = float(diffs.mean()) if n else math.nan
     half = math.nan
     if n and noise is not None:
-        # a difference of two paired deltas carries the noise of both
-        scale = math.sqrt(2.0) if ref != "uniform" else 1.0
-        half = noise.quantile(confidence) * noise.sd * scale / math.sqrt(n)
+        # against the incumbent: d_c - d_inc = v_c - v_inc on a seed (uniform cancels), whose
+        # seed-to-seed spread is that of one candidate against another: the same noise scale
+        half = noise.quantile(confidence) * noise.sd / math.sqrt(n)
     if in_flight:
         return lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half, None)
     if n and math.isfinite(half) and abs(mean) > half and (incumbent != cand):
