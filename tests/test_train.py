@@ -203,7 +203,7 @@ def test_a_nan_run_stops_cleanly(data: PreparedData, monkeypatch: pytest.MonkeyP
     import tlmsearch.models as models
 
     real = models.build_model
-    monkeypatch.setattr(models, "build_model", lambda *a: _NaNAfter(real(*a), 5))
+    monkeypatch.setattr(models, "build_model", lambda *a, **kw: _NaNAfter(real(*a, **kw), 5))
     s = train_proxy(TINY, [64, 64], data, tcfg(), seed=0)
     assert s.status == "diverged" and "nan" in s.reason.lower()
     # Forward calls 1-5 were fine: whole steps before the bad call were taken, its step was not.
