@@ -269,3 +269,16 @@ def test_unreadable_values_in_overrides_are_input_errors(tmp_path: Path) -> None
     assert "the value cannot be read: a number of more than 4300 digits" in msg
     msg = _problems(tmp_path, TINY, ("model.n_layer=" + "[" * 600 + "]" * 600,))
     assert "nested deeper than Python can read" in msg
+
+
+@pytest.mark.parametrize("source", ["~nosuchuser/train.npy", "x" * 300 + ".npy"])
+def test_token_paths_that_name_no_file_are_not_a_crash(tmp_path: Path, source: str) -> None:
+    # validate looks for the byte counts of token files; a path that cannot exist has none
+    cfg = load_study(_write(tmp_path, {**TINY, "data": {"sources": [source]}}))
+    assert cfg.data.sources == [source]
+
+
+def test_a_space_named_like_another_users_home_is_just_not_found(tmp_path: Path) -> None:
+    assert "space: '~nosuchuser/paper' not found" in _problems(
+        tmp_path, {**TINY, "space": "~nosuchuser/paper"}
+    )

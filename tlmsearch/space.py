@@ -385,7 +385,10 @@ def find_space(ref: str, base: Path | None = None) -> Path:
     candidates = []
     names = [ref] if ref.endswith((".yaml", ".yml")) else [ref, f"{ref}.yaml"]
     for name in names:
-        p = Path(name).expanduser()
+        try:
+            p = Path(name).expanduser()
+        except RuntimeError:  # ~nosuchuser/...: not a home directory, so not a path either
+            continue
         if p.is_absolute():
             candidates.append(p)
             continue
