@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,93 @@ def test_fast_commands_import_neither_torch_nor_ray() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _r_start(*choices: object) -> dict:
+    cosine = {"type": "fixed", "value": "cosine"}
+    r_start = {"type": "categorical", "choices": list(choices)}
+    return {"space": {"dimensions": {"shape": cosine, "r_start": r_start}}}
+
+
+# The issue's cases (#14): each crashed or was accepted; now exit 2 naming the path and value.
+ISSUE = {
+    "string choice": (
+        _r_start(1.5, "median"),
+        "space.dimensions: r_start.choices[1]: 'median' is not a number; r_start takes numbers",
+    ),
+    "bool choice": (_r_start(True, 1.5), "r_start.choices[0]: True is not a number"),
+    "d_ff": (
+        {"model": {"d_ff": 2**40}},
+        "model.d_ff: 1099511627776 is invalid: Input should be less than or equal to 1048576",
+    ),
+    "d_model": ({"model": {"d_model": 2**40}}, "model.d_model: 1099511627776 is invalid"),
+    "vocab_size": ({"model": {"vocab_size": 2**40}}, "model.vocab_size: 1099511627776 is inv"),
+    "seq_len": ({"data": {"seq_len": 2**40}}, "data.seq_len: 1099511627776 is invalid"),
+    "tokens": ({"train": {"tokens": 2**70}}, "train.tokens: 1180591620717411303424 is invalid"),
+    "infinite lr": ({"train": {"lr": math.inf}}, "train.lr: inf is invalid: Input should be a fi"),
+    "mlp_ratio": ({"model": {"d_ff": None, "mlp_ratio": 1e300}}, "model.mlp_ratio: 1e+300 is"),
+    "seed": ({"search": {"seeds": [0, -1]}}, "search.seeds: [0, -1] is invalid: seeds must lie"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ISSUE))
+def test_issue_cases_exit_2_naming_the_field(tmp_path: Path, case: str) -> None:
+    study = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())
+    patch, needle = ISSUE[case]
+    for section, value in patch.items():
+        study[section] = value if section == "space" else {**study[section], **value}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_sizes_that_once_ate_the_machine_exit_2_under_a_memory_cap(tmp_path: Path) -> None:
+    # Each of these allocated until the machine ran out of memory (n_layer 2**63 took 24 GiB):
+    # run them where 1 GiB of address space is all there is, and check the peak.
+    study = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(study))
+    fine = "{type: float, low: 0.5, high: 1.5, step: 9.313225746154785e-10}"  # 2**-30
+    cases = [
+        (["--set", "model.n_layer=9223372036854775808"], "model.n_layer: 9223372036854775808"),
+        (["--set", "target.n_layer=10000000"], "target.n_layer: 10000000 is invalid"),
+        (["--set", f"space.dimensions.r_start={fine}"], "grid values, more than 10,000"),
+    ]
+    cases = [(["validate", str(tmp_path / "s.yaml"), *a], needle) for a, needle in cases]
+    cases.append((["widths", "--layers", "9223372036854775808"], "n_layer: must lie in [1, 1024]"))
+    code = (
+        "import json, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from typer.testing import CliRunner\n"
+        "from tlmsearch.cli import app\n"
+        f"for args, needle in {cases!r}:\n"
+        "    r = CliRunner().invoke(app, args)\n"
+        "    print(json.dumps([r.exit_code, needle in r.output, r.output[-300:]]))\n"
+        # VmHWM: ru_maxrss would carry over this pytest process's own peak (Linux, exec)
+        "print([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0].split()[1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == len(cases) + 1, out.stdout + out.stderr
+    for (args, _), line in zip(cases, lines, strict=False):
+        exit_code, found, output = json.loads(line)
+        assert exit_code == 2 and found, (args, output)
+    assert int(lines[-1]) * 1024 < 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--shape", "sigmoid", "--k", "1000"], "k: must lie in [0.001, 500], but got 1000.0"),
+        (["--layers", "1025"], "n_layer: must lie in [1, 1024], but got 1025"),
+        (["--d-ff", "2097152"], "d_ff: must be at most 1048576"),
+        (["--start", "nan"], "r_start: must be a finite number > 0"),
+    ],
+)
+def test_widths_out_of_range_exits_2(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, ["widths", *args])
+    assert result.exit_code == 2 and needle in result.output, result.output

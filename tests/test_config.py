@@ -223,3 +223,62 @@ def test_run_dirs_frozen_before_divergence_nats_still_load(tmp_path: Path) -> No
     # study.yaml of older runs holds train.divergence_factor: resume and export must read it
     cfg = load_study(_write(tmp_path, {**TINY, "train": {"divergence_factor": 3.0}}))
     assert cfg.train.divergence_nats == 1.5
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["model"].update(n_head=2**20), "model.n_head: 1048576 is invalid"),
+        (lambda d: d["model"].update(multiple_of=2**40), "model.multiple_of: 1099511627776 is"),
+        (
+            lambda d: d["model"].update(d_ff=None, d_model=2**16, n_head=2**8, mlp_ratio=40),
+            "model: d_ff = mlp_ratio * d_model = 2621440 is above 1048576; lower mlp_ratio",
+        ),
+        (lambda d: d["model"].update(titans={"memory_depth": 10**9}), "model.titans.memory_d"),
+        (lambda d: d["model"].update(hope={"levels": 10**6}), "model.hope.levels: 1000000 is"),
+        (lambda d: d["model"].update(rope_theta=float("nan")), "model.rope_theta: nan is inval"),
+        (lambda d: d["data"].update(val_tokens=2**40), "data.val_tokens: 1099511627776 is"),
+        (lambda d: d["data"]["tokenizer"].update(vocab_size=2**30), "data.tokenizer.vocab_size"),
+        (lambda d: d.update(train={"batch_tokens": 2**40}), "train.batch_tokens: 10995116277"),
+        (lambda d: d.update(train={"betas": [0.9, 1.5]}), "train: betas must lie in [0, 1)"),
+        (lambda d: d.update(search={"sampler_seed": -1}), "search.sampler_seed: -1 is invalid"),
+        (lambda d: d.update(search={"n_trials": 10**9}), "search.n_trials: 1000000000 is inv"),
+        (lambda d: d.update(ray={"num_cpus": 10**9}), "ray.num_cpus: 1000000000 is invalid"),
+    ],
+)
+def test_every_size_has_a_bound(tmp_path: Path, mutate, needle: str) -> None:
+    data = yaml.safe_load(yaml.safe_dump(TINY))
+    mutate(data)
+    assert needle in _problems(tmp_path, data)
+
+
+def test_n_layer_is_bounded_where_the_model_is_validated() -> None:
+    # (a whole study with 2**63 layers is in test_cli.py, under a memory cap: it used to
+    # allocate until the machine ran out of memory)
+    from pydantic import ValidationError
+
+    from tlmsearch.config import ModelConfig
+
+    with pytest.raises(ValidationError, match="less than or equal to 1024"):
+        ModelConfig(n_layer=9223372036854775808, d_model=32, n_head=2, d_ff=64, multiple_of=8)
+    assert ModelConfig(n_layer=1024, d_model=32, n_head=2, d_ff=64).n_layer == 1024
+
+
+def test_unreadable_values_in_overrides_are_input_errors(tmp_path: Path) -> None:
+    msg = _problems(tmp_path, TINY, ("train.tokens=" + "1" * 5000,))
+    assert "the value cannot be read: a number of more than 4300 digits" in msg
+    msg = _problems(tmp_path, TINY, ("model.n_layer=" + "[" * 600 + "]" * 600,))
+    assert "nested deeper than Python can read" in msg
+
+
+@pytest.mark.parametrize("source", ["~nosuchuser/train.npy", "x" * 300 + ".npy"])
+def test_token_paths_that_name_no_file_are_not_a_crash(tmp_path: Path, source: str) -> None:
+    # validate looks for the byte counts of token files; a path that cannot exist has none
+    cfg = load_study(_write(tmp_path, {**TINY, "data": {"sources": [source]}}))
+    assert cfg.data.sources == [source]
+
+
+def test_a_space_named_like_another_users_home_is_just_not_found(tmp_path: Path) -> None:
+    assert "space: '~nosuchuser/paper' not found" in _problems(
+        tmp_path, {**TINY, "space": "~nosuchuser/paper"}
+    )

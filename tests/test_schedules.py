@@ -293,3 +293,39 @@ def test_a_candidate_that_does_not_mean_what_it_says_is_an_error(params, field) 
     with pytest.raises(ScheduleError) as info:
         plan_from_params(params, n_layer=3, d_ff=64, multiple_of=8)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        # sizes are checked before the per-layer lists are built (2**63 layers: test_cli.py)
+        ({"shape": "cosine", "n_layer": 1025, "d_ff": 64}, "n_layer"),
+        ({"shape": "uniform", "n_layer": 1025, "d_ff": 64}, "n_layer"),
+        ({"shape": "cosine", "n_layer": True, "d_ff": 64}, "n_layer"),
+        ({"shape": "cosine", "n_layer": 4, "d_ff": 2**21}, "d_ff"),
+        ({"shape": "cosine", "n_layer": 4, "d_ff": 64, "multiple_of": 2**40}, "multiple_of"),
+        # parameters of the wrong type or past any sensible size are errors, not tracebacks
+        ({"shape": "cosine", "n_layer": 4, "d_ff": 64, "r_start": 10**400}, "r_start"),
+        ({"shape": "cosine", "n_layer": 4, "d_ff": 64, "r_start": True}, "r_start"),
+        ({"shape": "cosine", "n_layer": 4, "d_ff": 64, "r_start": "median"}, "r_start"),
+        ({"shape": "linear", "n_layer": 4, "d_ff": 64, "r_end": math.inf}, "r_end"),
+        ({"shape": "sigmoid", "n_layer": 4, "d_ff": 64, "k": 1000.0}, "k"),
+        ({"shape": "sigmoid", "n_layer": 4, "d_ff": 64, "k": 1e-20}, "k"),
+        ({"shape": "sigmoid", "n_layer": 4, "d_ff": 64, "midpoint": True}, "midpoint"),
+        ({"shape": "blocks", "n_layer": 4, "d_ff": 64, "b1": "x"}, "b1/b2"),
+        ({"shape": "blocks", "n_layer": 4, "d_ff": 64, "preset": ["wider_early"]}, "preset"),
+        ({"shape": "blocks", "n_layer": 4, "d_ff": 64, "m_late": math.nan}, "m_late"),
+        ({"shape": "custom", "n_layer": 4, "d_ff": 64, "ratios": "1111"}, "ratios"),
+        ({"shape": "custom", "n_layer": 2, "d_ff": 64, "ratios": [1, False]}, "ratios[1]"),
+    ],
+)
+def test_out_of_range_and_mistyped_requests_name_the_field(kwargs: dict, field: str) -> None:
+    shape = kwargs.pop("shape")
+    with pytest.raises(ScheduleError) as info:
+        plan_widths(shape, **kwargs)
+    assert info.value.field == field
+
+
+def test_the_steepest_sigmoid_allowed_is_a_clean_step() -> None:
+    plan = plan_widths("sigmoid", n_layer=8, d_ff=64, multiple_of=8, r_start=1.5, k=500.0)
+    assert plan.widths == (96, 96, 96, 96, 32, 32, 32, 32)

@@ -127,3 +127,109 @@ def test_labels_and_taper_strength() -> None:
 def test_a_space_without_shape_is_an_error() -> None:
     with pytest.raises(ConfigError, match="needs a 'shape' dimension"):
         space_from_mapping({"dimensions": {"r_start": {"type": "float", "low": 1.0, "high": 1.5}}})
+
+
+COSINE = {"shape": {"type": "fixed", "value": "cosine"}}
+
+
+@pytest.mark.parametrize(
+    ("dim", "needle"),
+    [
+        (
+            {"type": "categorical", "choices": [1.5, "median"]},
+            "space.dimensions: r_start.choices[1]: 'median' is not a number; r_start takes "
+            "numbers, e.g. 1.5",
+        ),
+        ({"type": "categorical", "choices": [True]}, "r_start.choices[0]: True is not a number"),
+        ({"type": "fixed", "value": "1.5"}, "r_start.value: '1.5' is not a number"),
+        (
+            {"type": "categorical", "choices": [10**400]},
+            "is out of range; r_start takes numbers within +-1,000,000",
+        ),
+        ({"type": "categorical", "choices": [float("nan")]}, "Input should be a finite number"),
+        ({"type": "float", "low": 0.5, "high": float("inf")}, "r_start.high: inf is invalid"),
+        ({"type": "float", "low": -1e300, "high": 1e300}, "r_start.low: -1e+300 is invalid"),
+    ],
+)
+def test_every_choice_is_type_checked_against_its_parameter(dim: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        space_from_mapping({"dimensions": {**COSINE, "r_start": dim}})
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("dims", "needle"),
+    [
+        ({"shape": {"type": "float", "low": 0, "high": 1}}, "shape takes names (uniform, linear"),
+        ({"shape": {"type": "categorical", "choices": ["cosine", 3]}}, "shape.choices[1]: 3 is"),
+        ({**COSINE, "preset": {"type": "fixed", "value": 1}}, "preset.value: 1 is not one of"),
+    ],
+)
+def test_shape_and_preset_take_names(dims: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        space_from_mapping({"dimensions": dims})
+    assert needle in str(info.value)
+
+
+def test_grids_are_counted_before_they_are_built() -> None:
+    # step 2**-30 divides the range exactly: 2**30 + 1 values, once a list of a billion floats
+    fine = {"type": "float", "low": 0.5, "high": 1.5, "step": 2**-30}
+    with pytest.raises(
+        ConfigError,
+        match=r"r_start: \(high - low\) / step gives 1.07e\+09 grid "
+        r"values, more than 10,000; raise step to at least 0.0001",
+    ):
+        space_from_mapping({"dimensions": {**COSINE, "r_start": fine}})
+    wide = {"type": "int", "low": 1, "high": 10**6}
+    with pytest.raises(ConfigError, match="1,000,000 grid values, more than 10,000; give a step"):
+        space_from_mapping({"dimensions": {**COSINE, "k": wide}})
+    # each dimension is small, their product is not
+    dims = {
+        "shape": {"type": "categorical", "choices": ["linear", "cosine"]},
+        "r_start": {"type": "float", "low": 0.5, "high": 1.5, "step": 0.001},
+        "r_end": {"type": "float", "low": 0.5, "high": 1.5, "step": 0.01},
+    }
+    with pytest.raises(ConfigError) as info:
+        space_from_mapping({"dimensions": dims})
+    assert str(info.value) == (
+        "space: the grid has more than 10,000 candidates (shape 2 x r_start 1001 x r_end 101, "
+        "less any `when`); raise a step, narrow a range or drop choices"
+    )
+    # a continuous space's corners are counted too, as `when` makes them: 250 r_start x 2
+    # r_end corners x (9 k x 2 midpoint corners for sigmoid + 1 for cosine) = 9,500
+    dims = {
+        "shape": {"type": "categorical", "choices": ["sigmoid", "cosine"]},
+        "r_start": {"type": "categorical", "choices": [0.01 * i for i in range(1, 251)]},
+        "r_end": {"type": "float", "low": 0.25, "high": 1.5},
+        "k": {"type": "categorical", "choices": list(range(2, 11)), "when": {"shape": "sigmoid"}},
+        "midpoint": {"type": "float", "low": 0.25, "high": 0.75, "when": {"shape": "sigmoid"}},
+    }
+    assert len(space_from_mapping({"dimensions": dims}).corners()) == 9_500
+    dims["r_start"]["choices"] = [0.01 * i for i in range(1, 301)]  # 11,400
+    with pytest.raises(ConfigError, match="continuous space has more than 10,000 candidates"):
+        space_from_mapping({"dimensions": dims})
+
+
+def test_count_is_the_length_of_values() -> None:
+    from tlmsearch.space import Dimension
+
+    for dim in [
+        Dimension(type="float", low=1.25, high=1.75, step=0.125),
+        Dimension(type="int", low=2, high=8),
+        Dimension(type="float", low=0.5, high=2.0),
+        Dimension(type="float", low=1.0, high=1.0),
+        Dimension(type="categorical", choices=[1, 2, 3]),
+        Dimension(type="fixed", value="cosine"),
+    ]:
+        assert dim.count() == len(dim.values())
+        assert dim.count(corners=True) == len(dim.values(corners=True))
+
+
+def test_repeated_choices_are_counted_not_enumerated_forever() -> None:
+    # 10**20 paths to one candidate: counting distinct candidates would never finish
+    dims = {"shape": {"type": "categorical", "choices": ["cosine"] * 10_000}}
+    dims |= {p: {"type": "categorical", "choices": [1.0] * 10_000} for p in ("r_start", "r_end")}
+    with pytest.raises(ConfigError, match="more than 10,000 candidates"):
+        space_from_mapping({"dimensions": dims})
+    dims = {"shape": {"type": "categorical", "choices": ["cosine", "cosine"]}}
+    assert space_from_mapping({"dimensions": dims}).grid() == [{"shape": "cosine"}]

@@ -19,9 +19,24 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.schedules import ScheduleError, WidthPlan, check_params, plan_from_params
-from tlmsearch.space import UNIFORM, SearchSpace, describe, find_space, is_flat, load_space
+from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short, unreadable
+from tlmsearch.schedules import (
+    MAX_D_FF,
+    MAX_LAYERS,
+    ScheduleError,
+    WidthPlan,
+    check_params,
+    plan_from_params,
+)
+from tlmsearch.space import (
+    MAX_CANDIDATES,
+    UNIFORM,
+    SearchSpace,
+    describe,
+    find_space,
+    is_flat,
+    load_space,
+)
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
@@ -61,7 +76,18 @@ EVAL_KEYS = (
     "wall_s",
 )
 
-PositiveInt = Field(ge=1)
+# Upper bounds on every size, checked when the YAML is read, before anything is allocated (a
+# study with n_layer 2**63 made `tlmsearch validate` allocate until the machine ran out of
+# memory). Generous, so that no real study meets them: MAX_LAYERS and MAX_D_FF (schedules.py)
+# are 8x and 14x the largest public dense LMs; d_model 65,536 is 3.5x PaLM 540B's 18,432; a
+# vocabulary of 2**21 is 8x Gemma's 262,144; 2**20 tokens of context is the longest trained
+# today; 10**15 tokens is 25x the largest training runs (~40T).
+MAX_D_MODEL = 2**16
+MAX_VOCAB = 2**21
+MAX_SEQ_LEN = 2**20
+MAX_TOKENS = 10**15
+MAX_SEED = 2**32 - 1  # numpy and Optuna seeds are 32-bit
+MAX_WORKERS = 4096  # threads, CPUs, concurrent trials
 
 
 # -------------------------------------------------------------------------------------------------
@@ -77,9 +103,10 @@ class GatedAttentionOptions(Strict):
 class TitansOptions(Strict):
     """Behrouz et al. 2025 (arXiv 2501.00663): neural long-term memory written at test time."""
 
-    memory_depth: int = Field(2, ge=2)  # layers of the memory MLP M
-    memory_expansion: int = Field(2, ge=1)  # hidden width of M = expansion * head dim
-    chunk_size: int = Field(64, ge=1)  # tokens per parallel chunk (gradients at chunk start)
+    memory_depth: int = Field(2, ge=2, le=16)  # layers of the memory MLP M
+    memory_expansion: int = Field(2, ge=1, le=64)  # hidden width of M = expansion * head dim
+    # tokens per parallel chunk (gradients at chunk start)
+    chunk_size: int = Field(64, ge=1, le=MAX_SEQ_LEN)
     with_attention: bool = True  # MAL: the memory layer, then a causal attention layer
     max_lr: float = Field(0.01, gt=0)  # inner learning rate theta_t = max_lr * sigmoid(...)
     # torch.compile the memory recurrence too (else it runs eagerly inside a compiled model):
@@ -90,10 +117,10 @@ class TitansOptions(Strict):
 class HopeOptions(Strict):
     """Nested Learning (arXiv 2512.24695): a continuum memory system of MLP levels."""
 
-    levels: int = Field(2, ge=1)  # SwiGLU MLPs chained per layer, each of the layer's width
+    levels: int = Field(2, ge=1, le=16)  # SwiGLU MLPs chained per layer, each of its width
     # level i's parameters take an optimizer step every periods[i] steps, with the gradient
     # summed over those steps (see tlmsearch/models/hope.py)
-    periods: list[int] = Field(default_factory=lambda: [1, 4])
+    periods: list[int] = Field(default_factory=lambda: [1, 4], max_length=16)
 
     @model_validator(mode="after")
     def _periods(self) -> HopeOptions:
@@ -101,8 +128,8 @@ class HopeOptions(Strict):
             raise ValueError(
                 f"periods needs one entry per level ({self.levels}), but got {self.periods}"
             )
-        if any(p < 1 for p in self.periods):
-            raise ValueError(f"periods must all be >= 1, but got {self.periods}")
+        if any(not 1 <= p <= 2**20 for p in self.periods):
+            raise ValueError(f"periods must all lie in [1, {2**20}], but got {self.periods}")
         return self
 
 
@@ -110,13 +137,13 @@ class ModelConfig(Strict):
     """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
 
     arch: Literal[ARCHS] = "transformer"
-    n_layer: int = PositiveInt
-    d_model: int = PositiveInt
-    n_head: int = PositiveInt
-    d_ff: int | None = Field(None, ge=1)  # the uniform width; or give mlp_ratio
-    mlp_ratio: float | None = Field(None, gt=0)  # d_ff = mlp_ratio * d_model, rounded
-    multiple_of: int = Field(16, ge=1)  # every per-layer width is a multiple of this
-    vocab_size: int | None = Field(None, ge=2)  # None: from the data's tokenizer
+    n_layer: int = Field(ge=1, le=MAX_LAYERS)
+    d_model: int = Field(ge=1, le=MAX_D_MODEL)
+    n_head: int = Field(ge=1, le=MAX_D_MODEL)
+    d_ff: int | None = Field(None, ge=1, le=MAX_D_FF)  # the uniform width; or give mlp_ratio
+    mlp_ratio: float | None = Field(None, gt=0, le=64)  # d_ff = mlp_ratio * d_model, rounded
+    multiple_of: int = Field(16, ge=1, le=MAX_D_FF)  # every per-layer width is a multiple of this
+    vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)  # None: from the data's tokenizer
     tie_embeddings: bool = True
     rope_theta: float = Field(10000.0, gt=0)
     norm_eps: float = Field(1e-5, gt=0)
@@ -138,6 +165,11 @@ class ModelConfig(Strict):
         if self.d_ff is not None and self.mlp_ratio is not None:
             raise ValueError("give d_ff or mlp_ratio, not both")
         width = self.d_ff_uniform
+        if width > MAX_D_FF:  # mlp_ratio * d_model, rounded up to a multiple_of
+            raise ValueError(
+                f"d_ff = mlp_ratio * d_model = {width} is above {MAX_D_FF}; lower mlp_ratio "
+                "or multiple_of"
+            )
         if width % self.multiple_of:
             lo = max(self.multiple_of, width // self.multiple_of * self.multiple_of)
             raise ValueError(
@@ -171,7 +203,7 @@ class ModelConfig(Strict):
 
 class TokenizerConfig(Strict):
     kind: Literal["bpe", "bytes", "file"] = "bpe"
-    vocab_size: int = Field(8192, ge=257)  # bpe only
+    vocab_size: int = Field(8192, ge=257, le=MAX_VOCAB)  # bpe only
     path: str | None = None  # kind: file -> a tokenizer.json
 
     @model_validator(mode="after")
@@ -185,9 +217,9 @@ class DataConfig(Strict):
     # 'classics' (built in, from packages), or text files / folders, or token files (.bin, .npy)
     sources: list[str] = Field(default_factory=lambda: ["classics"], min_length=1)
     tokenizer: TokenizerConfig = TokenizerConfig()
-    token_vocab_size: int | None = Field(None, ge=2)  # for token files without a sidecar
-    seq_len: int = Field(256, ge=8)
-    val_tokens: int = Field(65536, ge=1)
+    token_vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)  # token files without sidecar
+    seq_len: int = Field(256, ge=8, le=MAX_SEQ_LEN)
+    val_tokens: int = Field(65536, ge=1, le=2**32)  # held in memory as one array
     cache_dir: str | None = None  # default: $TLMSEARCH_CACHE or ~/.cache/tlmsearch
 
     @field_validator("sources", mode="before")
@@ -197,21 +229,22 @@ class DataConfig(Strict):
 
 
 class TrainConfig(Strict):
-    tokens: int = Field(1_000_000, ge=1)  # the run's length: a token budget
-    batch_tokens: int = Field(4096, ge=1)  # tokens per optimizer step
-    micro_batch_size: int = Field(16, ge=1)  # sequences per forward pass (accumulation fills up)
+    tokens: int = Field(1_000_000, ge=1, le=MAX_TOKENS)  # the run's length: a token budget
+    batch_tokens: int = Field(4096, ge=1, le=2**30)  # tokens per optimizer step
+    # sequences per forward pass (accumulation fills up)
+    micro_batch_size: int = Field(16, ge=1, le=2**16)
     lr: float = Field(3e-3, gt=0)
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
     lr_schedule: Literal["cosine", "wsd"] = "cosine"
     decay_fraction: float = Field(0.2, gt=0, le=1)  # wsd: share of the run spent decaying
-    warmup_tokens: int = Field(50_000, ge=0)
+    warmup_tokens: int = Field(50_000, ge=0, le=MAX_TOKENS)
     weight_decay: float = Field(0.1, ge=0)
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
-    eval_every_tokens: int | None = Field(None, ge=1)  # None: 8 evals per run
+    eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"
-    threads: int | None = Field(None, ge=1)  # None: the trial's CPU allotment
+    threads: int | None = Field(None, ge=1, le=MAX_WORKERS)  # None: the trial's CPU allotment
     # Attention kernel of training steps (scaled_dot_product_attention's backend): default is
     # torch's own choice (flash on a CPU); auto takes math on a CPU when seq_len <= 256, where
     # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
@@ -225,6 +258,8 @@ class TrainConfig(Strict):
 
     @model_validator(mode="after")
     def _fits(self) -> TrainConfig:
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1) (Adam), but got {list(self.betas)}")
         if self.warmup_tokens >= self.tokens:
             raise ValueError(
                 f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
@@ -263,25 +298,26 @@ class RacingConfig(Strict):
     """Racing seeds (tlmsearch/racing.py): a candidate gets its next seed only while its paired
     delta is not yet separated from the reference at ``confidence``."""
 
-    max_seeds: int | None = Field(None, ge=1)  # None: every seed of search.seeds
+    max_seeds: int | None = Field(None, ge=1, le=1000)  # None: every seed of search.seeds
     confidence: float = Field(0.95, gt=0.5, lt=1)
     against: Literal["uniform", "best"] = "uniform"
     # The seed noise of paired deltas (in the objective's units) assumed until some candidate
     # has two seeds; None: nothing separates on one seed before then.
-    prior_sd: float | None = Field(None, gt=0)
+    prior_sd: float | None = Field(None, gt=0, le=1e6)
 
 
 class SearchConfig(Strict):
     sampler: Literal[SAMPLERS] = "grid"
-    sampler_seed: int = 0
+    sampler_seed: int = Field(0, ge=0, le=MAX_SEED)
     pruner: Literal[PRUNERS] = "median"
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
     # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
     # the warm-up and a quarter of train.tokens.
-    grace_tokens: int | None = Field(None, ge=0)
-    n_trials: int | None = Field(None, ge=1)  # candidates to sample (grid: the whole grid)
-    concurrency: int = Field(2, ge=1)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    grace_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    # candidates to sample (grid: the whole grid)
+    n_trials: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
+    concurrency: int = Field(2, ge=1, le=MAX_WORKERS)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
     racing: RacingConfig | None = None  # race seeds instead of running every seed
     # A trial lost to the system (worker killed, node lost, out of memory) is started again this
@@ -291,8 +327,10 @@ class SearchConfig(Strict):
     @field_validator("seeds")
     @classmethod
     def _distinct(cls, v: list[int]) -> list[int]:
+        if any(not 0 <= s <= MAX_SEED for s in v):
+            raise ValueError(f"seeds must lie in [0, {MAX_SEED}]")
         if len(set(v)) != len(v):
-            raise ValueError(f"seeds must be distinct, but got {v}")
+            raise ValueError(f"seeds must be distinct, but got {short(v)}")
         return v
 
 
@@ -313,9 +351,10 @@ class StorageConfig(Strict):
 
 class RayConfig(Strict):
     address: str | None = None  # None: an embedded local Ray on loopback
-    cpus_per_trial: float = Field(1.0, gt=0)
-    gpus_per_trial: float = Field(0.0, ge=0)
-    num_cpus: int | None = Field(None, ge=1)  # size of the embedded Ray (default: all cores)
+    cpus_per_trial: float = Field(1.0, gt=0, le=MAX_WORKERS)
+    gpus_per_trial: float = Field(0.0, ge=0, le=MAX_WORKERS)
+    # size of the embedded Ray (default: all cores)
+    num_cpus: int | None = Field(None, ge=1, le=MAX_WORKERS)
     # This driver's address when joining a cluster (None: Ray picks it). The embedded Ray is
     # always on 127.0.0.1, the one address Ray listens on alone (search/cluster.py); a loopback
     # value is accepted there (run dirs before this change froze 127.0.0.2), any other is an error.
@@ -468,6 +507,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except (ValueError, RecursionError) as err:  # a 5000-digit integer, [[[[...]]]]
+        why = unreadable(err)
+        raise ConfigError(f"--set {short(text)}: the value cannot be read: {why}") from None
     return path, value
 
 
@@ -481,23 +523,20 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
                 child = node[part] = {}
             if not isinstance(child, dict):
                 where = ".".join(path[: i + 1])
-                raise ConfigError(f"--set {text!r}: {where} is {child!r}, not a section")
+                raise ConfigError(f"--set {text!r}: {where} is {short(child)}, not a section")
             node = child
         node[path[-1]] = value
     return data
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"study file not found: {path}")
-    text = path.read_text()
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"not valid YAML{where}: {problem}", source=str(path)) from None
+        found = path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        found = False
+    if not found:
+        raise ConfigError(f"study file not found: {path}")
+    data = read_yaml(path)
     if data is None:
         raise ConfigError(
             "the file is empty; a study needs at least name, space and model "

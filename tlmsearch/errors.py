@@ -7,8 +7,11 @@ Every message names the YAML path, the bad value and what would be valid, e.g.
 
 from __future__ import annotations
 
+import reprlib
+from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 
@@ -27,9 +30,10 @@ class ConfigError(ValueError):
 
 
 class Strict(BaseModel):
-    """Base of every config object: unknown keys are errors, objects are frozen."""
+    """Base of every config object: unknown keys are errors, objects are frozen, and no float
+    is NaN or infinite (a YAML ``.nan`` or ``.inf`` is never a meaningful setting)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def dotted(loc: tuple[Any, ...], prefix: str = "") -> str:
@@ -43,8 +47,19 @@ def dotted(loc: tuple[Any, ...], prefix: str = "") -> str:
     return out or "(top level)"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+# repr of a bad value, bounded before it is built: a YAML alias bomb is cheap to parse but its
+# full repr would be exponentially large, and a 4000-digit integer is no use in a message.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 3, 8, 8, 8
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = 60, 40, 60
+
+
+def short(value: Any) -> str:
+    """A short repr of ``value`` for a message, however large or deep ``value`` is."""
+    try:
+        text = _REPR.repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        text = f"<{type(value).__name__} too long to print>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -69,14 +84,42 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+# Union members pydantic names in an error's path (``choices[0].str``): one line says them all.
+_MEMBERS = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+MAX_PROBLEMS = 20  # lines per error; a list of 10,000 bad entries needs only the first few
+
+
+def _merged(error: ValidationError) -> list[dict[str, Any]]:
+    """pydantic's errors with internal tags dropped and a union's members merged into one."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for err in error.errors():
+        # Drop pydantic's internal tags (function-after[...], list[...] members) from the path.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+        member = loc[-1] if loc and isinstance(loc[-1], str) and loc[-1] in _MEMBERS else None
+        if member is None:
+            out[(len(out),)] = {**err, "loc": loc}
+            continue
+        key = ("union", *loc[:-1])
+        merged = out.setdefault(key, {**err, "loc": loc[:-1], "members": []})
+        merged["members"].append(_MEMBERS[member])
+        if err["type"] == "finite_number":  # the one member message that says more than a type
+            merged["specific"] = err["msg"]
+    for err in out.values():
+        if err.get("members"):
+            names = err["members"]
+            listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+            err["msg"] = err.get("specific") or f"Input should be a {listed}"
+    return list(out.values())
+
+
 def problems_from(
     error: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
 ) -> list[str]:
     """One line per pydantic error: path, bad value, what is valid."""
     lines = []
-    for err in error.errors():
-        # Drop pydantic's internal tags (function-after[...], union member names) from the path.
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+    errors = _merged(error)
+    for err in errors[:MAX_PROBLEMS]:
+        loc = err["loc"]
         path = dotted(loc, prefix)
         kind = err["type"]
         if kind == "extra_forbidden":
@@ -90,9 +133,42 @@ def problems_from(
         msg = err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if not loc:
-            lines.append(msg)
+            lines.append(f"{prefix}: {msg}" if prefix else msg)
         elif isinstance(value, dict):  # a whole section failed a cross-field check
             lines.append(f"{path}: {msg}")
         else:
-            lines.append(f"{path}: {_short(value)} is invalid: {msg}")
+            lines.append(f"{path}: {short(value)} is invalid: {msg}")
+    if len(errors) > MAX_PROBLEMS:
+        lines.append(f"... and {len(errors) - MAX_PROBLEMS} more problems")
     return lines
+
+
+def unreadable(err: BaseException) -> str:
+    """Why YAML text that the parser raised ``err`` on cannot be read, in a few words."""
+    if isinstance(err, RecursionError):
+        return "nested deeper than Python can read; flatten it"
+    text = str(err).splitlines()[0]
+    if "integer string conversion" in text:  # Python's guard against quadratic int parsing
+        return "a number of more than 4300 digits; no setting takes one that large"
+    return text
+
+
+def read_yaml(path: Path) -> Any:
+    """``yaml.safe_load`` of a file; anything unreadable is a :class:`ConfigError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"not UTF-8 text (byte {err.start}); save the file as UTF-8", source=str(path)
+        ) from None
+    except OSError as err:
+        raise ConfigError(f"cannot read the file: {err.strerror}", source=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"not valid YAML{where}: {problem}", source=str(path)) from None
+    except (ValueError, RecursionError) as err:
+        raise ConfigError(f"not readable YAML: {unreadable(err)}", source=str(path)) from None

@@ -38,6 +38,19 @@ BLOCK_PRESETS: dict[str, tuple[float, float, float]] = {
     "wider_late": (0.5, 1.0, 1.5),
 }
 
+# Sizes are checked against these before any per-layer list is built (a study's n_layer of 2**63
+# made `tlmsearch validate` allocate until the machine ran out of memory). They are generous:
+# 8x the depth and 14x the MLP width of the largest public dense LMs (Llama-3 405B has 126
+# layers, PaLM 540B d_ff 73,728).
+MAX_LAYERS = 1024
+MAX_D_FF = 2**20
+# Ratios, depth fractions and the sigmoid's steepness are O(1) numbers; past this they are typos
+# (and float() of a 400-digit integer is an OverflowError, not a ratio).
+MAX_PARAM = 1e6
+# The sigmoid's steepness: exp(k) must stay finite (k < 709), and below 0.001 it is a straight
+# line to 7 digits (use linear).
+K_RANGE = (1e-3, 500.0)
+
 # Every schedule parameter a candidate may carry, with its default.
 DEFAULTS: dict[str, Any] = {
     "shape": "cosine",
@@ -140,14 +153,27 @@ def _monotone(values: list[float], increasing: bool) -> list[float]:
     return out
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)  # True is not a ratio
+
+
 def _positive(field: str, value: float) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ScheduleError(field, f"must be a finite number > 0, but got {value!r}")
+    if not (_is_number(value) and 0 < value <= MAX_PARAM):  # NaN fails both comparisons
+        raise ScheduleError(
+            field, f"must be a finite number > 0 (at most {MAX_PARAM:,.0f}), but got {value!r}"
+        )
     return float(value)
 
 
+def _check_layers(n_layer: Any) -> None:
+    if not (isinstance(n_layer, int) and not isinstance(n_layer, bool)):
+        raise ScheduleError("n_layer", f"must be an integer, but got {n_layer!r}")
+    if not 1 <= n_layer <= MAX_LAYERS:
+        raise ScheduleError("n_layer", f"must lie in [1, {MAX_LAYERS}], but got {n_layer!r}")
+
+
 def _block_groups(n_layer: int, b1: float, b2: float) -> list[int]:
-    if not (0.0 < b1 < b2 < 1.0):
+    if not (_is_number(b1) and _is_number(b2) and 0.0 < b1 < b2 < 1.0):
         raise ScheduleError("b1/b2", f"need 0 < b1 < b2 < 1, but got b1={b1!r}, b2={b2!r}")
     # Layer l sits at the centre of its depth slot, (l + 0.5) / L; equal thirds for 1/3, 2/3.
     groups = []
@@ -160,8 +186,9 @@ def _block_groups(n_layer: int, b1: float, b2: float) -> list[int]:
 def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
     """The real-valued ratio profile of ``shape`` over ``n_layer`` layers (not yet normalised)."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
-    if shape not in SHAPES:
+    if not isinstance(shape, str) or shape not in SHAPES:
         raise ScheduleError("shape", f"{shape!r} is not one of {', '.join(SHAPES)}")
+    _check_layers(n_layer)
     t = _depth(n_layer)
     if shape == "uniform":
         return [1.0] * n_layer
@@ -177,7 +204,11 @@ def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
             g = [(1.0 - math.cos(math.pi * x)) / 2.0 for x in t]
         else:
             k, mid = _positive("k", p["k"]), p["midpoint"]
-            if not (isinstance(mid, int | float) and 0.0 < mid < 1.0):
+            if not K_RANGE[0] <= k <= K_RANGE[1]:
+                raise ScheduleError(
+                    "k", f"must lie in [{K_RANGE[0]:g}, {K_RANGE[1]:g}], but got {k!r}"
+                )
+            if not (_is_number(mid) and 0.0 < mid < 1.0):
                 raise ScheduleError("midpoint", f"must lie in (0, 1), but got {mid!r}")
             s = [1.0 / (1.0 + math.exp(-k * (x - mid))) for x in (*t, 0.0, 1.0)]
             s0, s1 = s[-2], s[-1]
@@ -188,7 +219,7 @@ def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
         return _monotone(values, increasing=re_ > rs)
     if shape == "blocks":
         if p["preset"] is not None:
-            if p["preset"] not in BLOCK_PRESETS:
+            if not isinstance(p["preset"], str) or p["preset"] not in BLOCK_PRESETS:
                 raise ScheduleError(
                     "preset", f"{p['preset']!r} is not one of {', '.join(BLOCK_PRESETS)}"
                 )
@@ -197,7 +228,7 @@ def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
             mults = tuple(_positive(name, p[name]) for name in ("m_early", "m_middle", "m_late"))
         return [mults[g] for g in _block_groups(n_layer, p["b1"], p["b2"])]
     ratios = p["ratios"]  # custom
-    if not isinstance(ratios, Sequence) or len(ratios) != n_layer:
+    if not isinstance(ratios, Sequence) or isinstance(ratios, str) or len(ratios) != n_layer:
         got = len(ratios) if isinstance(ratios, Sequence) else ratios
         raise ScheduleError("ratios", f"needs one ratio per layer ({n_layer}), but got {got!r}")
     return [_positive(f"ratios[{i}]", r) for i, r in enumerate(ratios)]
@@ -246,10 +277,13 @@ def plan_widths(
     >>> plan_widths("linear", n_layer=3, d_ff=32, multiple_of=8, r_start=1.5).widths
     (48, 32, 16)
     """
-    if not isinstance(n_layer, int) or n_layer < 1:
-        raise ScheduleError("n_layer", f"must be an integer >= 1, but got {n_layer!r}")
-    if not isinstance(multiple_of, int) or multiple_of < 1:
-        raise ScheduleError("multiple_of", f"must be an integer >= 1, but got {multiple_of!r}")
+    _check_layers(n_layer)
+    if not isinstance(multiple_of, int) or not 1 <= multiple_of <= MAX_D_FF:
+        raise ScheduleError(
+            "multiple_of", f"must be an integer in [1, {MAX_D_FF}], but got {multiple_of!r}"
+        )
+    if isinstance(d_ff, int) and d_ff > MAX_D_FF:
+        raise ScheduleError("d_ff", f"must be at most {MAX_D_FF}, but got {d_ff!r}")
     if not isinstance(d_ff, int) or d_ff < multiple_of or d_ff % multiple_of:
         raise ScheduleError(
             "d_ff",

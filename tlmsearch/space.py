@@ -21,12 +21,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from tlmsearch.errors import ConfigError, Strict, problems_from
+from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
 from tlmsearch.schedules import (
     BLOCK_PRESETS,
+    MAX_PARAM,
     PARAMS,
     SHAPES,
     ScheduleError,
@@ -36,6 +36,15 @@ from tlmsearch.schedules import (
 
 Scalar = str | int | float | bool
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+# Candidates a space may enumerate (its grid, or a continuous space's corners), counted before
+# any list of them is built: each is checked for the proxy and the target model and, on a grid,
+# trained once per seed. The paper's grid has 15.
+MAX_CANDIDATES = 10_000
+# The values each parameter takes (shape and preset are names, the others numbers).
+NAMES: dict[str, tuple[str, ...]] = {
+    "shape": tuple(s for s in SHAPES if s != "custom"),  # custom needs a ratio per layer
+    "preset": tuple(BLOCK_PRESETS),
+}
 
 
 class Dimension(Strict):
@@ -43,9 +52,9 @@ class Dimension(Strict):
 
     type: Literal["categorical", "float", "int", "fixed"]
     choices: list[Scalar] | None = None
-    low: float | None = None
-    high: float | None = None
-    step: float | None = None
+    low: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)
+    high: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)
+    step: float | None = Field(None, le=MAX_PARAM)
     log: bool = False
     value: Scalar | None = None
     when: dict[str, Scalar | list[Scalar]] | None = None
@@ -67,6 +76,13 @@ class Dimension(Strict):
                 if self.step <= 0:
                     raise ValueError(f"step must be > 0, but got {self.step}")
                 n = (self.high - self.low) / self.step
+                if not n < MAX_CANDIDATES:  # before round(n): a tiny step makes n huge or inf
+                    least = (self.high - self.low) / (MAX_CANDIDATES - 1)
+                    raise ValueError(
+                        f"(high - low) / step gives {n:.3g} grid values, more than "
+                        f"{MAX_CANDIDATES:,}; raise step to at least {least:.3g}, or drop step "
+                        "to sample the range (sampler random, tpe, gp or nsga2)"
+                    )
                 if abs(n - round(n)) > 1e-9:
                     raise ValueError(
                         f"high - low ({self.high - self.low:g}) must be a multiple of "
@@ -76,7 +92,26 @@ class Dimension(Strict):
                 float(v).is_integer() for v in (self.low, self.high, self.step or 1)
             ):
                 raise ValueError("an int dimension needs integer low, high and step")
+        if self.finite and self.count() > MAX_CANDIDATES:
+            fix = (
+                "drop choices"
+                if self.type == "categorical"
+                else "give a step, narrow low..high, or set log: true (low > 0) to sample it "
+                "(sampler random, tpe, gp or nsga2)"
+            )
+            raise ValueError(f"{self.count():,} grid values, more than {MAX_CANDIDATES:,}; {fix}")
         return self
+
+    def count(self, corners: bool = False) -> int:
+        """``len(self.values(corners))``, without building the list."""
+        if self.type == "categorical":
+            return len(self.choices or ())
+        if self.type == "fixed":
+            return 1
+        assert self.low is not None and self.high is not None
+        if corners or not self.finite:
+            return 1 if self.low == self.high else 2
+        return round((self.high - self.low) / (self.step or 1)) + 1
 
     @property
     def finite(self) -> bool:
@@ -131,14 +166,9 @@ class SearchSpace(Strict):
                         f"{name}.when refers to {dep!r}, which must be a dimension listed "
                         f"before {name!r}"
                     )
-            if name == "shape":
-                bad = [c for c in dim.values() if c not in SHAPES or c == "custom"]
-                if bad:
-                    raise ValueError(f"shape {bad[0]!r} is not one of {', '.join(SHAPES[:5])}")
-            if name == "preset":
-                bad = [c for c in dim.values() if c not in BLOCK_PRESETS]
-                if bad:
-                    raise ValueError(f"preset {bad[0]!r} is not one of {', '.join(BLOCK_PRESETS)}")
+            problem = _type_problem(name, dim)
+            if problem:
+                raise ValueError(problem)
             seen.append(name)
         if "shape" not in dims:
             raise ValueError(
@@ -147,13 +177,32 @@ class SearchSpace(Strict):
             )
         return dims
 
+    @model_validator(mode="after")
+    def _bounded(self) -> SearchSpace:
+        # Counted lazily, so a space of 10**30 candidates costs MAX_CANDIDATES steps, not memory;
+        # paths, not distinct candidates, or choices repeated 10,000 times would take forever.
+        corners = not self.finite
+        for n, _ in enumerate(self._paths(corners), start=1):
+            if n > MAX_CANDIDATES:
+                sizes = " x ".join(
+                    f"{name} {dim.count(corners)}" for name, dim in self.dimensions.items()
+                )
+                what = "continuous space has" if corners else "grid has"
+                raise ValueError(
+                    f"the {what} more than {MAX_CANDIDATES:,} candidates ({sizes}, less any "
+                    "`when`); raise a step, narrow a range or drop choices"
+                )
+        return self
+
     # -- finite enumeration -------------------------------------------------------------------
 
     @property
     def finite(self) -> bool:
         return all(d.finite for d in self.dimensions.values())
 
-    def _expand(self, corners: bool) -> Iterator[dict[str, Any]]:
+    def _paths(self, corners: bool) -> Iterator[dict[str, Any]]:
+        """Every combination of values, in YAML order; repeated choices repeat candidates."""
+
         def rec(i: int, partial: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if i == len(names):
                 yield dict(partial)
@@ -168,8 +217,11 @@ class SearchSpace(Strict):
                 del partial[names[i]]
 
         names = list(self.dimensions)
+        yield from rec(0, {})
+
+    def _expand(self, corners: bool) -> Iterator[dict[str, Any]]:
         seen: set[tuple] = set()
-        for cand in rec(0, {}):
+        for cand in self._paths(corners):
             key = tuple(sorted(cand.items()))
             if key not in seen:
                 seen.add(key)
@@ -222,6 +274,37 @@ class SearchSpace(Strict):
             if dim.active({**sampled, **out}) and dim.type == "fixed":
                 out[name] = dim.value
         return out
+
+
+def _type_problem(name: str, dim: Dimension) -> str | None:
+    """Why ``dim``'s values cannot be values of parameter ``name``, or None.
+
+    >>> _type_problem("r_start", Dimension(type="categorical", choices=[1.5, "median"]))
+    "r_start.choices[1]: 'median' is not a number; r_start takes numbers, e.g. 1.5"
+    """
+    field = {"categorical": "choices", "fixed": "value"}.get(dim.type)
+    if name in NAMES:
+        valid = ", ".join(NAMES[name])
+        if field is None:
+            return f"{name} takes names ({valid}), so its type is categorical or fixed"
+        for i, v in enumerate(dim.values()):
+            if not isinstance(v, str) or v not in NAMES[name]:
+                where = f"{name}.choices[{i}]" if field == "choices" else f"{name}.value"
+                return f"{where}: {short(v)} is not one of {valid}"
+        return None
+    if field is None:
+        return None  # float and int ranges hold numbers
+    example = {"k": 10.0, "midpoint": 0.5, "b1": 0.25, "b2": 0.75}.get(name, 1.5)
+    for i, v in enumerate(dim.values()):
+        where = f"{name}.choices[{i}]" if field == "choices" else f"{name}.value"
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return f"{where}: {short(v)} is not a number; {name} takes numbers, e.g. {example}"
+        if not abs(v) <= MAX_PARAM:
+            return (
+                f"{where}: {short(v)} is out of range; {name} takes numbers within "
+                f"+-{MAX_PARAM:,.0f}, e.g. {example}"
+            )
+    return None
 
 
 UNIFORM: dict[str, Any] = {"shape": "uniform"}
@@ -302,7 +385,10 @@ def find_space(ref: str, base: Path | None = None) -> Path:
     candidates = []
     names = [ref] if ref.endswith((".yaml", ".yml")) else [ref, f"{ref}.yaml"]
     for name in names:
-        p = Path(name).expanduser()
+        try:
+            p = Path(name).expanduser()
+        except RuntimeError:  # ~nosuchuser/...: not a home directory, so not a path either
+            continue
         if p.is_absolute():
             candidates.append(p)
             continue
@@ -311,15 +397,18 @@ def find_space(ref: str, base: Path | None = None) -> Path:
                 candidates += [root / p, root / "search_spaces" / p]
         candidates.append(SPACES_DIR / p)
     for c in candidates:
-        if c.is_file():
-            return c
+        try:
+            if c.is_file():
+                return c
+        except OSError:  # a name too long for the file system is not a file
+            continue
     shipped = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))
-    raise ConfigError(f"space: {ref!r} not found; shipped spaces: {shipped}, or give a path")
+    raise ConfigError(f"space: {short(ref)} not found; shipped spaces: {shipped}, or give a path")
 
 
 def space_from_mapping(data: Any, source: str = "space") -> SearchSpace:
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: expected a mapping with 'dimensions', but got {data!r}")
+        raise ConfigError(f"{source}: expected a mapping with 'dimensions', but got {short(data)}")
     try:
         return SearchSpace.model_validate(data)
     except ValidationError as err:
@@ -329,10 +418,7 @@ def space_from_mapping(data: Any, source: str = "space") -> SearchSpace:
 def load_space(path: str | Path) -> SearchSpace:
     """Load and validate a search-space YAML file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"not valid YAML: {err}", source=str(path)) from None
+    data = read_yaml(path)
     data = dict(data) if isinstance(data, Mapping) else data
     if isinstance(data, dict):
         data.setdefault("name", path.stem)

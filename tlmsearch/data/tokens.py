@@ -110,6 +110,20 @@ def resolve_vocab(files: list[TokenFile], given: int | None) -> int:
     return given
 
 
+def _expanded(source: str) -> Path:
+    try:
+        return Path(source).expanduser()
+    except RuntimeError:  # ~nosuchuser/...: left as written (and so not found)
+        return Path(source)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # e.g. a name too long for the file system
+        return False
+
+
 def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
     """Why bits per byte cannot be computed for these token files, or None when it can.
 
@@ -117,10 +131,10 @@ def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
     token files alone need a sidecar ``bytes_per_token`` (one value for all of them, as
     :mod:`tlmsearch.data.prepare` uses it).
     """
-    paths = [Path(s).expanduser() for s in sources]
+    paths = [_expanded(s) for s in sources]
     if not paths or not all(is_token_file(p) for p in paths) or tokenizer_kind == "file":
         return None
-    if not all(p.is_file() for p in paths):
+    if not all(_is_file(p) for p in paths):
         return None  # preparing the data says which file is missing
     found = {_sidecar(p).get("bytes_per_token") for p in paths}
     found = {b for b in found if isinstance(b, int | float) and not isinstance(b, bool) and b > 0}

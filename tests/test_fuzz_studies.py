@@ -1,0 +1,379 @@
+"""Fuzzing ``tlmsearch validate`` and ``tlmsearch widths``: bad input is exit 2, never a crash.
+
+Mutations of the shipped studies (their search spaces by name, inline, in a file of their own,
+or overridden with ``--set``): wrong types, huge and negative numbers, NaN/inf, deleted,
+misspelled and unknown keys, lists for mappings, deep nesting, alias bombs, broken YAML. Every
+case must end with exit 0 or 2 and no traceback, within a time limit, and the whole loop runs
+in a child process under an address-space cap (``RLIMIT_AS``): a size that is not bounded
+before something is allocated fails here instead of taking the machine down.
+Deterministic: case i is drawn from ``random.Random(f"{seed}/{i}")``.
+
+By hand, more cases or one case replayed::
+
+    python tests/test_fuzz_studies.py --cases 20000 --seed 7
+    python tests/test_fuzz_studies.py --case 1234 --show
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = 2400  # validate cases; then WIDTHS_CASES of the widths command
+WIDTHS_CASES = 300
+MEMORY_CAP = 1 << 30  # address space for the whole loop; the imports alone take ~170 MB
+CASE_SECONDS = 20  # a case slower than this is a finding (validate should answer in ~1 s)
+
+# Values a user (or a typo) can put anywhere: each is a type, size or sign something must reject.
+INTS = [0, -1, -7, 1, 2, 3, 7, 1024, 1025, 2**20, 2**20 + 1, 2**21 + 1, 2**31, 2**32]
+HUGE = [2**63, 10**15, 10**15 + 1, 10**18, 10**100, -(2**63)]
+FLOATS = [0.0, -0.5, 0.5, 1e-9, 1.5, 2.0, 1e15, 1e308, -1e308, 5e-324, math.nan, math.inf]
+STRINGS = ["", "median", "1.5", "cosine", "wider_early", "uniform", "0x10", "1e400", "two"]
+ODD = [True, False, None, -math.inf, "é∂ƒ", "a" * 300, "\t", "null", "~", "~nosuchuser/t.npy"]
+ODD += ["x" * 300 + ".npy", "~nosuchuser"]
+CONTAINERS = [[], [1, 2], ["median"], [1.5, "median"], [True], [[1]], {}, {"a": 1}, {"low": 1}]
+NASTY: list[Any] = [*INTS, *HUGE, *FLOATS, *STRINGS, *ODD, *CONTAINERS]
+# As YAML text, for --set values and edits of the file's text.
+NASTY_TEXT = [
+    *("9223372036854775808", "1e400", "-1e400", ".nan", ".inf", "-.inf", "1" * 5000),
+    *("0x" + "f" * 40, "[1, 2", "{a: 1", "'x", "!!python/object:os.system x", "*undefined"),
+    *("&a [1, *a]", "[]", "{}", "", "~", "yes", "off", "1_000_000", "0o777", "2**63", "-0"),
+    *("1e-320", ": :", "- -", "[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]"),
+]
+KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when"]
+WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
+WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
+
+
+# -------------------------------------------------------------------------------------------------
+# Cases (plain data in, a study file and CLI arguments out)
+
+
+def _load(path: Path) -> Any:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def _dump(doc: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def _bases() -> list[dict[str, Any]]:
+    """The shipped studies, and the quickstart with each shipped space inline."""
+    bases = [_load(p) for p in sorted((ROOT / "studies").glob("*.yaml"))]
+    quick = _load(ROOT / "studies" / "quickstart.yaml")
+    for path in sorted((ROOT / "search_spaces").glob("*.yaml")):
+        study = {**copy.deepcopy(quick), "space": _load(path)}
+        if path.stem == "continuous":  # a grid needs a finite space
+            study["search"] = {**study["search"], "sampler": "tpe"}
+        bases.append(study)
+    return bases
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _get(node: Any, path: tuple) -> Any:
+    for p in path:
+        node = node[p]
+    return node
+
+
+def _nasty(rng: random.Random, like: Any = None) -> Any:
+    if isinstance(like, int | float) and not isinstance(like, bool) and rng.random() < 0.4:
+        factor = rng.choice([2**40, 10**9, -1, 0.5, 1e300, 1e-300, 3, 1000])
+        try:
+            value = like * factor
+            return int(value) if isinstance(like, int) and math.isfinite(value) else value
+        except OverflowError:  # an int past float range, from an earlier edit
+            return math.inf
+    value = copy.deepcopy(rng.choice(NASTY))
+    if isinstance(value, list) and rng.random() < 0.1:
+        value = value * rng.choice([10, 10, 1000])  # a long list
+    return value
+
+
+def _misspell(rng: random.Random, key: str) -> str:
+    i = rng.randrange(max(1, len(key)))
+    typos = [key[:i] + key[i + 1 :], key[:i] + key[i : i + 1] + key[i:], key.upper(), key + "s"]
+    return rng.choice(typos) or "x"
+
+
+def mutate_tree(rng: random.Random, doc: Any) -> Any:
+    """One edit at a random node: replace, delete, misspell, add a key, wrap, swap, repeat."""
+    paths = _paths(doc)
+    path = rng.choice(paths)
+    ops = ["replace", "replace", "replace", "delete", "misspell", "add_key", "wrap", "swap", "dup"]
+    op = rng.choice(ops)
+    if not path:  # the document itself
+        if op == "add_key" and isinstance(doc, dict):
+            doc[rng.choice(KEYS)] = _nasty(rng)
+            return doc
+        return rng.choice([doc, [doc], {"study": doc}])
+    parent, last = _get(doc, path[:-1]), path[-1]
+    value = parent[last]
+    if op == "delete":
+        del parent[last]
+    elif op == "misspell" and isinstance(last, str):
+        parent[_misspell(rng, last)] = parent.pop(last)
+    elif op == "add_key" and isinstance(value, dict):
+        value[rng.choice(KEYS)] = _nasty(rng)
+    elif op == "wrap":
+        if isinstance(value, dict):
+            parent[last] = list(value.values()) or [value]
+        elif isinstance(value, list):
+            parent[last] = {str(i): v for i, v in enumerate(value)}
+        else:
+            parent[last] = rng.choice([[value], {"value": value}])
+    elif op == "swap":
+        other = rng.choice(paths)
+        parent[last] = copy.deepcopy(_get(doc, other)) if other else {"x": 1}
+    elif op == "dup" and isinstance(value, list) and value:
+        value.extend([rng.choice(value)] * rng.choice([1, 1, 5, 300]))
+    else:
+        parent[last] = _nasty(rng, value)
+    return doc
+
+
+def mutate_text(rng: random.Random, text: str) -> str:
+    """One edit of the YAML text: truncation, a stray character, a line lost or doubled or
+    shifted, deep nesting, an alias bomb, a scalar YAML reads oddly."""
+    lines = text.splitlines()
+    ops = ["truncate", "insert", "delete_line", "dup_line", "indent", "nest", "bomb", "scalar"]
+    op = rng.choice(ops)
+    i = rng.randrange(max(1, len(lines)))
+    if op == "truncate":
+        return text[: rng.randrange(len(text) + 1)]
+    if op == "insert":
+        pos = rng.randrange(len(text) + 1)
+        junk = rng.choice([":", "[", "{", "]", "}", "-", "\t", "&a", "*a", "!!", "%", "\x00", "'"])
+        return text[:pos] + junk + text[pos:]
+    if op == "delete_line" and lines:
+        del lines[i]
+    elif op == "dup_line" and lines:
+        lines.insert(i, lines[i])
+    elif op == "indent" and lines:
+        lines[i] = " " * rng.choice([1, 2, 3, 5]) + lines[i]
+    elif op == "nest":  # past what a recursive parser can take
+        depth = rng.choice([50, 300, 600])
+        inner = "[" * depth + "]" * depth if rng.random() < 0.5 else "{a: " * depth + "}" * depth
+        key = rng.choice(["model", "space", "name", "train", "search", "objectives", "x"])
+        lines.append(f"{key}: {inner}")
+    elif op == "bomb":  # 10**9 leaves by alias: cheap to parse, ruinous to walk or print
+        lines += ["x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+        lines += [f"x{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]" for k in range(1, 9)]
+        key = rng.choice(["x8", "model", "name", "description", "space", "search"])
+        lines.append(f"{key}: *a8")
+    elif lines and ":" in lines[i]:
+        lines[i] = f"{lines[i].split(':', 1)[0]}: {rng.choice(NASTY_TEXT)}"
+    return "\n".join(lines) + "\n"
+
+
+def overrides(rng: random.Random, doc: Any) -> list[str]:
+    """``--set`` options: at real keys mostly, with bad values; some malformed."""
+    out = []
+    keys = [p for p in _paths(doc) if p and all(isinstance(k, str) for k in p)]
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        r = rng.random()
+        if r < 0.1:
+            out += ["--set", rng.choice(["oops", "=1", "a..b=1", ".=x", "model.=1", "a b=1"])]
+            continue
+        path = ".".join(rng.choice(keys)) if keys and r < 0.8 else rng.choice(KEYS) + ".x"
+        value = rng.choice(NASTY_TEXT) if rng.random() < 0.5 else json.dumps(_nasty(rng))
+        out += ["--set", f"{path}={value}"]
+    return out
+
+
+def widths_args(rng: random.Random) -> list[str]:
+    args = ["widths", "--shape"]
+    args.append(rng.choice(["cosine", "linear", "sigmoid", "blocks", "uniform", "custom", "x"]))
+    options = [("--start", "1.5"), ("--end", "0.5"), ("--layers", "12"), ("--d-ff", "2048")]
+    options += [("--multiple-of", "16"), ("--k", "10")]
+    for opt, good in options:
+        if rng.random() < 0.6:
+            args += [opt, good if rng.random() < 0.5 else rng.choice(WIDTH_VALUES)]
+    if rng.random() < 0.3:
+        args += ["--preset", rng.choice(["wider_early", "uniform", "nope", ""])]
+    if rng.random() < 0.3:
+        args.append("--json")
+    return args
+
+
+def make_case(i: int, seed: int, n_validate: int, bases: list[dict], tmp: Path) -> list[str]:
+    """Write case i's files under ``tmp`` and return its CLI arguments."""
+    rng = random.Random(f"{seed}/{i}")
+    if i >= n_validate:
+        return widths_args(rng)
+    doc: Any = copy.deepcopy(rng.choice(bases))
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        doc = mutate_tree(rng, doc)
+    args = []
+    kind = rng.random()
+    if kind < 0.12 and isinstance(doc, dict) and isinstance(doc.get("space"), dict):
+        text = _dump(mutate_tree(rng, copy.deepcopy(doc["space"])))  # a space file of its own
+        (tmp / "space.yaml").write_text(mutate_text(rng, text) if rng.random() < 0.4 else text)
+        doc["space"] = str(tmp / "space.yaml")
+    elif kind < 0.3:
+        args += overrides(rng, doc)
+    text = _dump(doc)
+    if rng.random() < 0.25:
+        text = mutate_text(rng, text)
+    if rng.random() < 0.01:
+        (tmp / "study.yaml").write_bytes(b"name: \xff\xfe\n" + text.encode())  # not UTF-8
+    else:
+        (tmp / "study.yaml").write_text(text)
+    no_config = ["--no-config"] if rng.random() < 0.7 else []
+    return ["validate", str(tmp / "study.yaml"), *args, *no_config]
+
+
+# -------------------------------------------------------------------------------------------------
+# The loop (in a child process, under the memory cap)
+
+
+def peak_rss() -> int:
+    """Peak resident memory of this process, in bytes.
+
+    VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec, so a child of a
+    large pytest process would report its parent's peak.
+    """
+    import resource
+
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
+    line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise CaseTimeout(f"no answer within {CASE_SECONDS} s")
+
+
+def run_cases(n_validate: int, n_widths: int, seed: int, tmp: Path, only: int | None) -> dict:
+    import signal
+    import traceback
+
+    import typer.main
+    import typer.testing
+
+    from tlmsearch.cli import app
+
+    # CliRunner rebuilds the click command from the typer app on every call (~a third of a
+    # case's time); one command serves every case.
+    command = typer.main.get_command(app)
+    typer.testing._get_command = lambda _app: command  # type: ignore[attr-defined]
+    bases, runner = _bases(), typer.testing.CliRunner()
+    exits: dict[str, int] = {}
+    crashes: list[dict[str, Any]] = []
+    longest, slowest = 0, (0.0, -1)
+    signal.signal(signal.SIGALRM, _alarm)
+    start = time.perf_counter()
+    indices = [only] if only is not None else range(n_validate + n_widths)
+    for i in indices:
+        args = make_case(i, seed, n_validate, bases, tmp)
+        t0 = time.perf_counter()
+        signal.alarm(CASE_SECONDS)
+        try:
+            result = runner.invoke(app, args)
+        finally:
+            signal.alarm(0)
+        slowest = max(slowest, (time.perf_counter() - t0, i))
+        exits[str(result.exit_code)] = exits.get(str(result.exit_code), 0) + 1
+        longest = max(longest, len(result.output))
+        exc = result.exception
+        crashed = exc is not None and not isinstance(exc, SystemExit)
+        silent = args[0] == "validate" and result.exit_code == 2 and "error: " not in result.output
+        if crashed or silent or result.exit_code not in (0, 2):
+            tb = "".join(traceback.format_exception(*result.exc_info)) if crashed else ""
+            crash = {"case": i, "args": args, "exit": result.exit_code, "error": repr(exc)[:300]}
+            crashes.append({**crash, "traceback": tb[-2000:], "output": result.output[-500:]})
+            print(json.dumps(crashes[-1]), file=sys.stderr, flush=True)
+        if only is not None:
+            print(result.output, file=sys.stderr)
+    return {
+        "cases": len(indices),
+        "exits": exits,
+        "crashes": crashes,
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_rss_bytes": peak_rss(),
+        "memory_cap_bytes": MEMORY_CAP,
+        "longest_output_chars": longest,
+        "slowest_case": {"case": slowest[1], "seconds": round(slowest[0], 2)},
+    }
+
+
+def main(argv: list[str]) -> None:
+    import resource
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=CASES, help="validate cases")
+    parser.add_argument("--widths-cases", type=int, default=WIDTHS_CASES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", type=int, default=None, help="replay this one case")
+    parser.add_argument("--show", action="store_true", help="with --case: print its files")
+    parser.add_argument("--tmp", type=Path, default=None, help="where case files are written")
+    opts = parser.parse_args(argv)
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory() as default_tmp:
+        tmp = opts.tmp or Path(default_tmp)
+        tmp.mkdir(parents=True, exist_ok=True)
+        summary = run_cases(opts.cases, opts.widths_cases, opts.seed, tmp, opts.case)
+        if opts.show:
+            for f in sorted(tmp.glob("*.yaml")):
+                print(f"--- {f}\n{f.read_text(errors='replace')[:3000]}", file=sys.stderr)
+    print(json.dumps(summary))
+
+
+# -------------------------------------------------------------------------------------------------
+# The test
+
+
+def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(tmp_path: Path) -> None:
+    pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, __file__, "--tmp", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    print({k: v for k, v in summary.items() if k != "crashes"})  # shown with pytest -s
+    assert summary["cases"] >= 2000
+    assert not summary["crashes"], json.dumps(summary["crashes"][:5], indent=1)
+    assert set(summary["exits"]) <= {"0", "2"}, summary["exits"]
+    assert summary["peak_rss_bytes"] < MEMORY_CAP
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
