@@ -308,7 +308,9 @@ def pruner_table(runs: Path, tokens: int, seeds: list[int]) -> list[dict[str, An
     order = list(truth["candidate"])
     best = order[0]
     deltas = stats.paired_deltas(full, "val_bpb")
-    noise = _pooled(deltas) * math.sqrt(2 / len(seeds))  # sd of a difference of two means
+    # two candidates' means over the same seeds: v_a - v_b per seed has the seed noise of one
+    # paired delta (uniform cancels), so the difference of means has sd noise / sqrt(n)
+    noise = _pooled(deltas) / math.sqrt(len(seeds))
     out = []
     for pruner in PRUNERS:
         rep = replay(cfg, full, curves, pruner)

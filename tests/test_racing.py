@@ -225,3 +225,57 @@ def test_a_resumed_race_continues_without_running_anything_twice(tmp_path) -> No
 
 def _seeds_run_complete() -> dict[str, list[int]]:
     return {"uniform": [0, 1, 2], "cosine 1.25->0.75": [0, 1, 2], "cosine 1.5->0.5": [0]}
+
+
+def _null_share(confidence: float, reps: int = 5) -> float:
+    """Share of candidates equal to uniform (deltas N(0, 0.01)) ever declared separated when
+    40 of them race over 4 seeds, over ``reps`` independent races."""
+    import numpy as np
+
+    hits = 0
+    for rep in range(reps):
+        rng = np.random.default_rng(rep)
+        deltas = {f"c{i}": rng.normal(0, 0.01, size=4) for i in range(40)}
+        separated: set[str] = set()
+        for n in range(1, 5):  # one more seed for every candidate still racing
+            rows = list(BASE)
+            for cand, ds in deltas.items():
+                rows += rows_for(cand, list(ds[: 1 if cand in separated else n]))
+            for lane in race(_frame(rows), "v", seeds=SEEDS, max_seeds=4, confidence=confidence):
+                if lane.status == SEPARATED:
+                    separated.add(lane.candidate)
+        hits += len(separated)
+    return hits / (40 * reps)
+
+
+def test_candidates_equal_to_uniform_rarely_separate_over_all_their_looks() -> None:
+    # Each look tests at 1 - 0.05 / 4, so the share ever separated stays under 5%; testing each
+    # look at 95% (what confidence 0.8 / 4 looks amounts to) separates 8% here.
+    assert _null_share(0.95) <= 0.05
+    assert _null_share(0.8) > 0.05  # the same race with a per-look 95% (the old rule)
+
+
+def test_a_failed_baseline_seed_leaves_the_pool() -> None:
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "FAIL", math.nan)]
+    rows += [("uniform", 2, "COMPLETE", 2.2), ("c", 0, "COMPLETE", 2.0)]
+    lane = _lanes(rows, max_seeds=3)["c"]
+    assert lane.status == RACING and lane.next_seed == 2  # seed 1 has no control
+
+
+def test_a_lost_worker_is_a_missing_seed_a_divergence_ends_the_race() -> None:
+    lost = [*BASE, ("c", 0, "COMPLETE", 2.0), ("c", 1, "FAIL", math.nan)]
+    frame = _frame(lost).assign(reason=["", "", "", "", "", "worker died (pid 7)"])
+    lane = {x.candidate: x for x in race(frame, "v", seeds=SEEDS, max_seeds=4)}["c"]
+    assert lane.status == RACING and lane.next_seed == 2
+    frame["reason"] = ["", "", "", "", "", "diverged: loss is nan at 2,048 tokens"]
+    lane = {x.candidate: x for x in race(frame, "v", seeds=SEEDS, max_seeds=4)}["c"]
+    assert lane.status == STOPPED and "diverged" in lane.reason
+
+
+def test_a_better_challenger_races_on_against_the_incumbent() -> None:
+    rows = BASE + rows_for("inc", [-0.10, -0.11, -0.09]) + rows_for("mid", [0.0, 0.01, -0.01])
+    rows += rows_for("star", [-0.60])
+    lanes = _lanes(rows, against="best")
+    assert lanes["inc"].status == RACING  # the incumbent (most seeds)
+    star = lanes["star"]
+    assert star.status == RACING and star.next_seed == 1 and "challenger" in star.reason

@@ -6,10 +6,13 @@ paired control, the uniform model of the same seed (common random numbers: same 
 init), so a seed gives one *paired delta* d = value - uniform. After each finished trial,
 :func:`race` looks at a candidate's deltas and decides:
 
-- ``separated``: its mean delta is further from the reference than the noise allows at
-  ``confidence`` (a t interval over its seeds excludes 0): no more seeds;
+- ``separated``: its mean delta is further from the reference than the noise allows (a t
+  interval over its seeds excludes 0; each look at ``1 - (1 - confidence) / max_seeds``, so
+  over all its looks a candidate equal to its reference separates with chance at most
+  ``1 - confidence``): no more seeds;
 - ``tied``: it reached ``max_seeds`` without separating: the data cannot tell it apart;
-- ``stopped``: a seed was pruned or failed (the pruner judged it; more seeds buy nothing);
+- ``stopped``: a seed was pruned or diverged (the pruner or the trainer judged it; more seeds
+  buy nothing). A seed lost to the system (a killed worker) is only missing;
 - ``done``: the incumbent (``against: best``) raced every seed;
 - ``racing``: not yet decided: its next seed is due (``next_seed``) or in flight.
 
@@ -19,9 +22,11 @@ other candidates do. Before any candidate has two seeds, ``prior_sd`` (if given)
 a normal quantile; without it nothing separates on one seed.
 
 The reference (``against``) is ``uniform`` (the delta itself) or ``best``: the difference to the
-current incumbent on their common seeds (the candidate with the best mean delta among those with
-the most seeds). The incumbent itself races every seed, as SMAC's does: it is what the others
-are measured against.
+current incumbent on their common seeds (the candidate still racing with the best mean delta
+among those with the most seeds). The incumbent itself races every seed, as SMAC's does: it is
+what the others are measured against; a challenger separated as *better* races on, and takes
+its place once it has as many seeds. A seed whose uniform baseline failed for good leaves the
+pool (nothing can be paired on it).
 
 Pure pandas (no ray, no optuna): a function of the trials table, so a resumed race continues
 where the stored trials left it.
@@ -95,43 +100,70 @@ def race(
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
-    ``trials``: the run's trials table (``key``, ``seed``, ``state``, ``is_baseline``, ``value``);
-    ``seeds``: the seed pool in the order seeds are raced; ``queued``: (candidate, seed) pairs
-    already waiting in the queue (they count as in flight).
+    ``trials``: the run's trials table (``key``, ``seed``, ``state``, ``is_baseline``, ``value``;
+    optional ``reason`` and ``same_as``); ``seeds``: the seed pool in the order seeds are raced;
+    ``queued``: (candidate, seed) pairs already waiting in the queue (they count as in flight).
+    A candidate is looked at up to ``max_seeds`` times, so each look tests at
+    ``1 - (1 - confidence) / max_seeds`` (Bonferroni): ``confidence`` bounds the chance that a
+    candidate no different from its reference is ever declared separated.
     """
     if against not in ("uniform", "best"):
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
     if not 1 <= max_seeds <= len(seeds):
         raise ValueError(f"max_seeds must lie in 1..{len(seeds)}, but got {max_seeds=}")
     sign = 1.0 if sense == "minimize" else -1.0  # a better candidate has sign * delta < 0
+    per_look = 1.0 - (1.0 - confidence) / max_seeds
     deltas = paired_deltas(trials, value, key=key)
-    noise = pooled_noise(deltas, key, prior_sd)
+    # a replayed twin repeats another trial's numbers: it is not another draw of the noise
+    fresh = trials[trials["same_as"].isna()] if "same_as" in trials else trials
+    noise = pooled_noise(paired_deltas(fresh, value, key=key), key, prior_sd)
     by_cand = {c: g.set_index("seed")["delta"] for c, g in deltas.groupby(key, sort=True)}
-    incumbent = _incumbent(deltas, key, sign) if against == "best" else None
     base = trials[trials["is_baseline"].astype(bool)]
     base_done = set(base.loc[base["state"] == "COMPLETE", "seed"].dropna().astype(int))
-    lanes = []
+    # a seed whose control failed for good cannot pair anything: out of the pool
+    base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int)) - base_done
+    pool = [s for s in seeds if s not in base_failed]
     cands = trials[~trials["is_baseline"].astype(bool)]
+    stopped = {str(c): _stop_reason(g) for c, g in cands.groupby(key, sort=True)}
+    racing_ = {c for c, why in stopped.items() if not why}
+    incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
+    lanes = []
     for cand, g in cands.groupby(key, sort=True):
-        states = g["state"].astype(str)
-        in_flight = set(g.loc[states.isin(["RUNNING", "WAITING"]), "seed"].dropna().astype(int))
+        cand = str(cand)
+        ran = set(g["seed"].dropna().astype(int))
+        in_flight = set(
+            g.loc[g["state"].isin(["RUNNING", "WAITING"]), "seed"].dropna().astype(int)
+        )
         in_flight |= {s for c, s in queued if c == cand}
-        d = by_cand.get(cand, pd.Series(dtype="float64"))
-        tried = set(g["seed"].dropna().astype(int)) | in_flight
+        tried = (ran | in_flight) - base_failed
         # a finished seed whose control has not finished yet cannot be judged: wait for it
-        base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int))
-        in_flight |= (set(g["seed"].dropna().astype(int)) - base_done) - base_failed
+        in_flight |= (ran - base_done) - base_failed
+        d = by_cand.get(cand, pd.Series(dtype="float64"))
         lane = _decide(
-            str(cand), d, states, in_flight, tried, seeds, max_seeds, confidence, noise,
+            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, per_look, noise,
             incumbent, by_cand, sign,
         )  # fmt: skip
         lanes.append(lane)
     return lanes
 
 
-def _incumbent(deltas: pd.DataFrame, key: str, sign: float) -> str | None:
-    """The candidate with the best mean delta among those with the most paired seeds."""
-    d = deltas[~deltas["is_baseline"]]
+def _stop_reason(g: pd.DataFrame) -> str:
+    """Why a candidate's race is over whatever its numbers: pruned, or diverged on a seed.
+
+    A trial lost to the system (a killed worker, a lost node) says nothing about the candidate:
+    that seed is only missing.
+    """
+    states = set(g["state"].astype(str))
+    reasons = g["reason"].astype(str) if "reason" in g else pd.Series([""] * len(g))
+    diverged = ((g["state"] == "FAIL") & reasons.str.startswith("diverged")).any()
+    if "PRUNED" in states:
+        return "pruned on a seed"
+    return "diverged on a seed" if diverged else ""
+
+
+def _incumbent(deltas: pd.DataFrame, key: str, sign: float, racing: set[str]) -> str | None:
+    """The candidate with the best mean delta among those still racing with the most seeds."""
+    d = deltas[~deltas["is_baseline"] & deltas[key].astype(str).isin(racing)]
     if d.empty:
         return None
     stats = d.groupby(key, sort=True)["delta"].agg(["count", "mean"])
@@ -143,12 +175,12 @@ def _incumbent(deltas: pd.DataFrame, key: str, sign: float) -> str | None:
 def _decide(
     cand: str,
     d: pd.Series,
-    states: pd.Series,
+    stop: str,
     in_flight: set[int],
     tried: set[int],
-    seeds: Sequence[int],
+    pool: Sequence[int],
     max_seeds: int,
-    confidence: float,
+    per_look: float,
     noise: Noise | None,
     incumbent: str | None,
     by_cand: dict[Any, pd.Series],
@@ -157,39 +189,46 @@ def _decide(
     def lane(status: str, reason: str, mean: float, half: float, nxt: int | None) -> Lane:
         return Lane(cand, status, reason, tuple(int(s) for s in d.index), mean, half, nxt)
 
-    bad = sorted(set(states) & {"PRUNED", "FAIL"})
-    if bad:
-        return lane(STOPPED, f"{'/'.join(bad).lower()} on a seed", math.nan, math.nan, None)
+    if stop:
+        return lane(STOPPED, stop, math.nan, math.nan, None)
     ref = "uniform"
     diffs = d
     if incumbent is not None and incumbent != cand:
         inc = by_cand[incumbent]
         common = d.index.intersection(inc.index)
+        # on a seed d_c - d_inc = v_c - v_inc (uniform cancels): one candidate against
+        # another, with the same seed-noise scale as a delta
         diffs, ref = d[common] - inc[common], incumbent
     n = len(diffs)
     mean = float(diffs.mean()) if n else math.nan
     half = math.nan
     if n and noise is not None:
-        # against the incumbent: d_c - d_inc = v_c - v_inc on a seed (uniform cancels), whose
-        # seed-to-seed spread is that of one candidate against another: the same noise scale
-        half = noise.quantile(confidence) * noise.sd / math.sqrt(n)
+        half = noise.quantile(per_look) * noise.sd / math.sqrt(n)
     if in_flight:
         return lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half, None)
-    if n and math.isfinite(half) and abs(mean) > half and (incumbent != cand):
-        side = "better" if sign * mean < 0 else "worse"
+    left = [s for s in pool if s not in tried]
+    separated = n and math.isfinite(half) and abs(mean) > half and incumbent != cand
+    side = "better" if sign * mean < 0 else "worse"
+    if separated and not (ref != "uniform" and side == "better"):
         return lane(
             SEPARATED,
-            f"{side} than {ref} at {confidence:.0%} after {n} seed(s): "
-            f"{mean:+.4g} ± {half:.2g}",
+            f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}",
             mean, half, None,
         )  # fmt: skip
-    if len(tried) >= max_seeds:
+    if len(tried) >= max_seeds or not left:
         if incumbent == cand:
-            return lane(DONE, f"the incumbent: raced all {max_seeds} seeds", mean, half, None)
-        why = f"not separated from {ref} at {confidence:.0%}"
-        return lane(TIED, f"{why} after {n} of {max_seeds} seeds", mean, half, None)
-    nxt = next(s for s in seeds if s not in tried)
-    why = "no noise estimate yet" if not math.isfinite(half) else f"within noise of {ref}"
+            return lane(DONE, f"the incumbent: raced {len(tried)} seed(s)", mean, half, None)
+        if separated:  # better than the incumbent, and out of seeds: it ends as a challenger
+            why = f"better than {ref} after {n} seed(s) ({mean:+.4g} ± {half:.2g})"
+            return lane(SEPARATED, why, mean, half, None)
+        why = f"not separated from {ref} after {n} of {max_seeds} seeds"
+        return lane(TIED, why if left else why + " (no seed left with a control)", mean, half,
+                    None)  # fmt: skip
+    nxt = left[0]
     if incumbent == cand:
         why = "the incumbent races every seed"
+    elif separated:  # better than the incumbent: races on, to take its place with more seeds
+        why = f"better than {ref} ({mean:+.4g} ± {half:.2g}): races on as the challenger"
+    else:
+        why = "no noise estimate yet" if not math.isfinite(half) else f"within noise of {ref}"
     return lane(RACING, f"{why}: seed {nxt} next", mean, half, nxt)

@@ -7,10 +7,14 @@ batches from the same initial weights, which the search runs first and never pru
 eval (step = tokens seen) after the grace period:
 
     d(trial, t)  = value(trial, t) - value(uniform of trial's seed, t)
-    d*(t)        = the best d(other trial, t) among the other candidates' trials at t
-    worse(t)     = sign * (d(trial, t) - d*(t)) > margin_sds * noise(t)
+    d*(t)        = the incumbent's mean d at t: the best mean over the other candidates with
+                   the most seeds there (n of them, chosen among k)
+    worse(t)     = sign * (d(trial, t) - d*(t))
+                   > noise(t) * (margin_sds * sqrt(1 + 1/n) + sqrt(2 ln k / n))
 
 and the trial is pruned once ``worse`` held at ``patience`` evals in a row (its latest ones).
+The second term is the winner's curse: the best of k equal means leads the truth by about
+sqrt(2 ln k) standard errors, so a tied trial measured against it is not pruned for that lead.
 ``noise(t)`` is the seed-to-seed sd of paired deltas at t, pooled over every candidate with two
 or more seeds there; while there is none, ``prior_sd`` (in the objective's units) or, unset,
 1% of the baseline's value at t (a sane prior: seed noise of a proxy's loss is a fraction of a
@@ -40,7 +44,7 @@ class PairedPruner(BasePruner):
         self,
         grace_tokens: int = 0,
         patience: int = 2,
-        margin_sds: float = 2.0,
+        margin_sds: float = 2.5,
         prior_sd: float | None = None,
     ) -> None:
         if grace_tokens < 0:
@@ -72,19 +76,39 @@ class PairedPruner(BasePruner):
         if len(steps) < self._patience:
             return False
         deltas = _deltas(trials, base)  # step -> [(candidate, seed, number, delta)]
+        me = str(attrs.get(_CANDIDATE, trial.number))
         streak = 0
         for step in steps[-self._patience :]:
             mine = trial.intermediate_values[step] - ref[step]
-            others = [d for c, _, n, d in deltas[step] if n != trial.number and math.isfinite(d)]
-            if not others or not math.isfinite(mine):
+            inc = _incumbent([r for r in deltas[step] if r[0] != me], sign)
+            if inc is None or not math.isfinite(mine):
                 return False
-            best = min(others, key=lambda d: sign * d)
+            best, n_inc, k = inc
             noise = _pooled_sd(deltas[step])
             if noise is None:
                 noise = self._prior if self._prior else 0.01 * abs(ref[step])
-            if sign * (mine - best) > self._margin * noise:
+            # one delta against the incumbent's mean of n_inc; plus the winner's curse of
+            # picking the best of k means (its expected lead over the truth, ~sqrt(2 ln k) se)
+            margin = self._margin * noise * math.sqrt(1 + 1 / n_inc)
+            margin += noise / math.sqrt(n_inc) * math.sqrt(2 * math.log(k))
+            if sign * (mine - best) > margin:
                 streak += 1
         return streak == self._patience
+
+
+def _incumbent(
+    rows: list[tuple[str, int, int, float]], sign: float
+) -> tuple[float, int, int] | None:
+    """(mean delta, seeds, rivals) of the best candidate among those with the most seeds."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for cand, _, _, d in rows:
+        if math.isfinite(d):
+            by[cand].append(d)
+    if not by:
+        return None
+    most = max(len(v) for v in by.values())
+    top = [sum(v) / len(v) for v in by.values() if len(v) == most]
+    return min(top, key=lambda m: sign * m), most, len(top)
 
 
 def _baselines(trials: list[FrozenTrial]) -> dict[int, dict[int, float]]:
