@@ -75,8 +75,8 @@ def test_report_renders_every_figure_offline_without_errors(copied_report, tmp_p
         r'<div id="(fig-[a-z0-9-]+)" class="plotly-graph-div"', copied_report.read_text()
     )
     assert (
-        len(ids) == 10
-    )  # fronts, 4 Pareto (3 pairs + 3D), widths, curves, parcoords, imp, deltas
+        len(ids) == 11
+    )  # fronts, 4 Pareto (3 pairs + 3D), widths, curves, parcoords, imp, deltas, told-apart
     assert status["plotly"] is True
     assert status["errors"] == [] and uncaught == []
     assert status["empty"] == [] and sorted(status["rendered"]) == sorted(ids)
@@ -144,7 +144,7 @@ def test_live_dashboard_redraws_when_the_run_dir_changes(tmp_path, monkeypatch):
     assert "complete: <b>14</b>" in header  # it was 7 when the page loaded
     assert "updated" in re.search(r'<span id="live">(.*?)</span>', res.stdout).group(1)
     status = json.loads(re.search(r'<pre id="render-status"[^>]*>([^<]*)', res.stdout).group(1))
-    assert status["errors"] == [] and status["empty"] == [] and len(status["rendered"]) == 7
+    assert status["errors"] == [] and status["empty"] == [] and len(status["rendered"]) == 8
 
 
 def test_png_export_with_chromium(copied_report, tmp_path):

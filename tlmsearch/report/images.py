@@ -59,15 +59,22 @@ def write_pngs(
     paths = [out / f"{f.id.removeprefix('fig-')}.png" for f in figures]
     env_before = os.environ.get("BROWSER_PATH")
     os.environ["BROWSER_PATH"] = browser  # make kaleido use the browser found above
+    todo = list(range(len(figures)))
     try:
-        pio.write_images(
-            [f.fig for f in figures],
-            paths,
-            format="png",
-            width=width,
-            height=[f.fig.layout.height or 500 for f in figures],
-            scale=scale,
-        )
+        # kaleido 1.5 can return without writing a file (seen with stdin at /dev/null, as under
+        # nohup, CI or pytest: the first figure went missing): check, and draw the missing again
+        for _ in range(3):
+            pio.write_images(
+                [figures[i].fig for i in todo],
+                [paths[i] for i in todo],
+                format="png",
+                width=width,
+                height=[figures[i].fig.layout.height or 500 for i in todo],
+                scale=scale,
+            )
+            todo = [i for i in todo if not paths[i].is_file()]
+            if not todo:
+                break
     except Exception as err:
         raise ImageExportError(f"PNG export failed with {browser}: {err}. {INSTALL_HINT}") from err
     finally:
@@ -75,4 +82,7 @@ def write_pngs(
             os.environ.pop("BROWSER_PATH", None)
         else:
             os.environ["BROWSER_PATH"] = env_before
+    if todo:
+        missing = ", ".join(paths[i].name for i in todo)
+        raise ImageExportError(f"kaleido with {browser} wrote no file for {missing} (3 tries)")
     return paths
