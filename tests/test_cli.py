@@ -73,6 +73,17 @@ def test_train_refuses_a_candidate_that_would_train_something_else(candidate, ne
     assert needle in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(
+    "options", ["{margin_sds: -1}", "{patience: 0}", "{patience: true}", "{margin_sds: x}"]
+)
+def test_validate_refuses_pruner_options_the_pruner_refuses(options) -> None:
+    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
+    args += ["--set", "search.pruner=paired", "--set", f"search.pruner_options={options}"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "pruner_options" in result.output
+
+
 def test_validate_continuous_space_reports_corners(tmp_path: Path) -> None:
     study = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())
     study.update(space="continuous", search={"sampler": "tpe"})

@@ -123,7 +123,7 @@ def test_the_numbers_are_those_of_stats():
 def test_where_own_seeds_and_the_pooled_noise_disagree_both_are_said():
     # A: -0.10, -0.12 (sd 0.0141, 1 df: half 0.127, not separated on its own seeds); pooled
     # with B (0.01, -0.01, 0.0): sd sqrt((0.0002 + 0.0002) / 3) = 0.0115 over 3 df, half
-    # t(.975, 3) * 0.0115 / sqrt(2) = 0.026: separated, as racing would judge it
+    # t(.975, 3) * 0.0115 / sqrt(2) = 0.026: separated at 95% on one look
     t = with_deltas({"A": [-0.10, -0.12], "B": [0.01, -0.01, 0.0]})
     e = study_effects(t, "val_bpb").set_index("candidate").loc["A"]
     pooled = (0.0004 / 3) ** 0.5
@@ -132,6 +132,6 @@ def test_where_own_seeds_and_the_pooled_noise_disagree_both_are_said():
     (a,) = [s for s in conclusions(t, "val_bpb").unsupported if s.startswith("A vs uniform")]
     assert a == (
         "A vs uniform: within noise on 2 seeds (-0.11 ± 0.13 val_bpb (95% CI), 7.8 noise units): "
-        "not separated on its own seeds; with the pooled seed noise (sd 0.012 over 3 df, what "
-        "racing judges with) it would be ± 0.026: separated"
+        "not separated on its own seeds; with the pooled seed noise (sd 0.012 over 3 df, at 95% "
+        "per look; racing tests each look stricter) it would be ± 0.026: separated"
     )

@@ -184,8 +184,8 @@ def _pooled_note(d: _Diff, noise: Noise | None) -> str:
     k = decimals(d.pooled_half, d.mean)
     verdict = "separated" if d.pooled_separated else "not separated"
     return (
-        f"; with the pooled seed noise (sd {noise.sd:.2g} over {noise.df} df, what racing "
-        f"judges with) it would be ± {d.pooled_half:.{k}f}: {verdict}"
+        f"; with the pooled seed noise (sd {noise.sd:.2g} over {noise.df} df, at 95% per look; "
+        f"racing tests each look stricter) it would be ± {d.pooled_half:.{k}f}: {verdict}"
     )
 
 

@@ -250,7 +250,7 @@ class TrainConfig(Strict):
     # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
     attention: Literal["auto", "default", "math"] = "auto"
     # The run ends as diverged when its smoothed training loss rises this many nats above its
-    # running minimum, or a val loss after 10 steps is still ln V (tlmsearch/divergence.py).
+    # running minimum, or a val loss after the warm-up is still ln V (tlmsearch/divergence.py).
     divergence_nats: float = Field(1.5, gt=0)
     # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per
     # process): +10-20% tokens/s at the quickstart size on this CPU (benchmarks/trainer.py).
@@ -323,6 +323,28 @@ class SearchConfig(Strict):
     # A trial lost to the system (worker killed, node lost, out of memory) is started again this
     # many times; the uniform baseline once more. An exception or a divergence is never retried.
     max_retries: int = Field(1, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _pruner_options(self) -> SearchConfig:
+        # Checked here, not only when the pruner is built, so `validate` (which imports no
+        # optuna) refuses them too; the names are checked by search/samplers.make_pruner.
+        opts = self.pruner_options
+        for key, v in opts.items():
+            if isinstance(v, bool):
+                raise ValueError(f"pruner_options.{key}: {v!r} is a boolean; give a number")
+        if self.pruner == "paired":
+            patience = opts.get("patience", 2)
+            if int(patience) != patience or patience < 1:
+                raise ValueError(
+                    f"pruner_options.patience must be an integer >= 1, not {patience}"
+                )
+            if opts.get("margin_sds", 2.5) < 0:
+                raise ValueError(
+                    f"pruner_options.margin_sds must be >= 0, not {opts['margin_sds']}"
+                )
+            if "prior_sd" in opts and not opts["prior_sd"] > 0:
+                raise ValueError(f"pruner_options.prior_sd must be > 0, not {opts['prior_sd']}")
+        return self
 
     @field_validator("seeds")
     @classmethod

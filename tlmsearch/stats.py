@@ -458,7 +458,7 @@ EFFECT_COLUMNS = (
     "effect_noise",  # mean_delta / noise_sd: the effect in units of seed noise
     "separated",  # the interval excludes 0 (<NA> when the noise is unknown)
     # the interval's half-width with ``noise`` (pooled) for every candidate, whatever its seeds,
-    # and whether it excludes 0 (NaN / <NA> without ``noise``): what racing judges with
+    # and whether it excludes 0 (NaN / <NA> without ``noise``); racing tests each look stricter
     "pooled_half_width",
     "pooled_separated",
     "censored",  # pruned or failed on some seed (its completed seeds flatter it)

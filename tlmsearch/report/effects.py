@@ -153,8 +153,7 @@ def _cell_hover(r: Any, metric: str, sense: str) -> str:
         if r.noise == stats.OWN and not pd.isna(pooled) and bool(pooled) != bool(r.separated):
             other = "separated" if pooled else "not separated"
             lines.append(
-                f"with the pooled seed noise (what racing judges with): "
-                f"± {r.pooled_half_width:.2g}, {other}"
+                f"with the pooled seed noise (95%, one look): ± {r.pooled_half_width:.2g}, {other}"
             )
     better = "lower" if sense == "minimize" else "higher"
     lines.append(f"row better on {r.n_better}/{r.n} seeds ({better} is better)")

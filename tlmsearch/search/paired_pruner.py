@@ -125,8 +125,8 @@ def _deltas(
     out: dict[int, list[tuple[str, int, int, float]]] = defaultdict(list)
     for t in trials:
         a = t.user_attrs
-        if a.get(_CONTROL) or _SEED not in a:
-            continue
+        if a.get(_CONTROL) or _SEED not in a or a.get("same_as") is not None:
+            continue  # a replayed twin repeats another trial: not another rival or noise draw
         ref = base.get(int(a[_SEED]), {})
         for step, v in t.intermediate_values.items():
             if step in ref:

@@ -96,10 +96,9 @@ _PRUNER_OPTIONS = {
 def make_pruner(cfg: StudyConfig) -> Any:
     """The study's Optuna pruner; steps are tokens seen, so warm-up and resources are tokens.
 
-    ``search.pruner_options`` pass through (e.g. ``percentile: 25``), checked by name.
+    ``search.pruner_options`` pass through (e.g. ``percentile: 25``), checked by name; a value
+    the pruner refuses is a :class:`ConfigError` naming the option (exit 2, not a traceback).
     """
-    import optuna
-
     name = cfg.search.pruner
     opts = dict(cfg.search.pruner_options)
     bad = sorted(set(opts) - _PRUNER_OPTIONS[name])
@@ -109,6 +108,22 @@ def make_pruner(cfg: StudyConfig) -> Any:
             f"search.pruner_options: {bad[0]!r} is not an option of the {name} pruner; "
             f"valid: {valid}"
         )
+    flags = [k for k, v in opts.items() if isinstance(v, bool)]
+    if flags:
+        raise ConfigError(
+            f"search.pruner_options.{flags[0]}: {opts[flags[0]]!r} is a boolean; give a number"
+        )
+    try:
+        return _make_pruner(cfg, name, opts)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(
+            f"search.pruner_options: the {name} pruner refuses {opts}: {err}"
+        ) from None
+
+
+def _make_pruner(cfg: StudyConfig, name: str, opts: dict[str, Any]) -> Any:
+    import optuna
+
     grace = grace_tokens(cfg)
     # Few trials in a small study: start comparing after 2 finished ones, not Optuna's 5.
     if name == "median":
