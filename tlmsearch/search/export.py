@@ -17,6 +17,7 @@ import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
+from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.search.failures import RETRIES
 from tlmsearch.search.samplers import CANDIDATE, RETRY_OF, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.storage import open_storage, storage_url
@@ -116,10 +117,6 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
 
 # -------------------------------------------------------------------------------------------------
 # Best candidate
-
-
-def _metric_col(metric: str) -> str:
-    return {"params": "n_params", "non_embedding_params": "n_params_nonemb"}.get(metric, metric)
 
 
 def _planned_seeds(cfg: StudyConfig) -> list[int] | None:
