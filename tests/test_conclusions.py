@@ -107,7 +107,7 @@ def test_maximize_unpaired_and_no_baseline():
     assert conclusions(lonely, "val_bpb").unsupported[0] == (
         "no uniform baseline in the study: no effect vs uniform is measured"
     )
-    assert conclusions(frame([]), "val_bpb") == ([], [])
+    assert conclusions(frame([]), "val_bpb") == ([], [], None)
 
 
 def test_the_numbers_are_those_of_stats():

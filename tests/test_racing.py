@@ -279,3 +279,57 @@ def test_a_better_challenger_races_on_against_the_incumbent() -> None:
     assert lanes["inc"].status == RACING  # the incumbent (most seeds)
     star = lanes["star"]
     assert star.status == RACING and star.next_seed == 1 and "challenger" in star.reason
+
+
+def test_the_ranking_follows_the_race_not_the_seed_count() -> None:
+    # against uniform: "good" separates as better after 2 seeds and stops; "flat" never
+    # separates and races to 4. Counting seeds, "flat" looked fully measured and "good"
+    # two seeds short, so "flat" ranked first; by the race both are decided, and "good"'s
+    # paired effect is the better one.
+    from tlmsearch.racing import planned_seeds
+    from tlmsearch.stats import rank
+
+    rows = BASE + rows_for("good", [-0.30, -0.31]) + rows_for("flat", [0.01, -0.01, 0.02, -0.02])
+    rows += rows_for("bad", [0.5])
+    frame = _frame(rows)
+    lanes = race(frame, "v", seeds=SEEDS, max_seeds=4)
+    status = {ln.candidate: ln.status for ln in lanes}
+    assert status == {"good": SEPARATED, "flat": TIED, "bad": SEPARATED}
+    plan = planned_seeds(frame, lanes)
+    assert plan["good"] == (0, 1) and plan["bad"] == (0,) and plan["uniform"] == (0, 1, 2, 3)
+    r = rank(frame, "v", seeds=plan)
+    assert r["candidate"].tolist() == ["good", "flat", "uniform", "bad"]
+    assert (r["tier"] == 0).all() and (r["flag"] == "").all()
+    assert r["ranked_seeds"].tolist()[0] == (0, 1)
+    old = rank(frame, "v")  # every seed any trial ran on: "good" pending, "flat" first
+    assert old["candidate"].iloc[0] == "flat"
+
+
+def test_a_candidate_still_racing_is_pending_on_its_next_seed() -> None:
+    from tlmsearch.racing import planned_seeds
+    from tlmsearch.stats import rank
+
+    rows = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + rows_for("new", [0.002])
+    frame = _frame(rows)
+    lanes = race(frame, "v", seeds=SEEDS, max_seeds=4)
+    plan = planned_seeds(frame, lanes)
+    assert plan["noisy"] == (0, 1, 2, 3) and plan["new"] == (0, 1)
+    r = rank(frame, "v", seeds=plan).set_index("candidate")
+    assert r.loc["noisy", "tier"] == 1 and "1 running or not run yet" in r.loc["noisy", "flag"]
+
+
+def test_parallel_seeds_start_the_next_seed_beside_one_in_flight() -> None:
+    rows = BASE + rows_for("noisy", [0.01, -0.01]) + rows_for("c", [0.003])
+    rows += [("c", 1, "RUNNING", math.nan)]
+    one = _lanes(rows)["c"]
+    assert one.status == RACING and one.next_seed is None  # waits for seed 1's verdict
+    two = _lanes(rows, parallel_seeds=2)["c"]
+    assert two.status == RACING and two.next_seed == 2 and "beside seed 1" in two.reason
+    three = _lanes([*rows, ("c", 2, "RUNNING", math.nan)], parallel_seeds=2)["c"]
+    assert three.next_seed is None  # two in flight: the limit
+    # a verdict the finished seeds would give waits for the seeds in flight
+    bad = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + [("bad", 0, "COMPLETE", 2.5)]
+    bad += [("bad", 1, "RUNNING", math.nan)]
+    lane = _lanes(bad, parallel_seeds=2)["bad"]
+    assert lane.status == RACING and lane.next_seed is None
+    assert _lanes(bad[:-1], parallel_seeds=2)["bad"].status == SEPARATED

@@ -67,7 +67,7 @@ def test_effects_table_in_rank_order_with_the_noise_said():
 def test_effects_on_empty_and_baseline_only_tables():
     for t in (trials_frame([]), table([])):
         e = E.effects(t, "val_bpb")
-        assert e.table.empty and e.noise is None and e.conclusions == ([], [])
+        assert e.table.empty and e.noise is None and e.conclusions == ([], [], None)
         assert set(stats.EFFECT_COLUMNS) <= set(e.table.columns)
 
 

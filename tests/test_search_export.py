@@ -456,3 +456,41 @@ def test_status_of_a_stopped_run_shows_its_unfinished_trials_without_an_eta(tmp_
     out = " ".join(res.output.split())
     assert res.exit_code == 0 and "800,000/2,000,000 tokens (40%), val_bpb 2.3456" in out
     assert "ETA ?" in out and "the run is not going" in out and "for the run" not in out
+
+
+def _race_frame(rows):
+    frame = trials_frame(
+        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
+         for i, (s, p, v) in enumerate(rows)]
+    )  # fmt: skip
+    return add_deltas(frame, ["val_bpb"])
+
+
+def test_best_yaml_follows_the_race(tmp_path):
+    # against uniform, 4 seeds: GOOD separates (better) after 2 seeds and stops; FLAT ties and
+    # races all 4. Counting seeds would make FLAT the only fully measured one, and best.
+    cfg = tiny_config(
+        tmp_path, search={"seeds": [0, 1, 2, 3], "racing": {"max_seeds": 4}, "pruner": "none"}
+    )
+    good, flat = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}
+    rows = [(s, {"shape": "uniform"}, 2.0 + 0.1 * s) for s in range(4)]
+    rows += [(s, good, 2.0 + 0.1 * s + d) for s, d in ((0, -0.30), (1, -0.31))]
+    rows += [(s, flat, 2.0 + 0.1 * s + d) for s, d in enumerate((0.01, -0.01, 0.02, -0.02))]
+    doc = best_document(_race_frame(rows), cfg)
+    (best,) = doc["best"]
+    assert best["candidate"] == "cosine 1.25->0.75" and best["n_of_k"] == "2 of 2 seeds"
+    assert best["flag"] == "" and best["ranked_seeds"] == [0, 1]
+    assert doc["conclusions"]["top_group"]["tied_with"] == []
+    assert doc["verdict"].startswith("cosine 1.25->0.75 is the best: separated at 95%")
+
+
+def test_best_yaml_states_a_tie_of_the_top_group(tmp_path):
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
+    a, b = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}
+    rows = [(s, {"shape": "uniform"}, 2.0 + 0.1 * s) for s in range(3)]
+    rows += [(s, a, 1.9 + 0.1 * s + d) for s, d in enumerate((0.0, 0.02, -0.01))]
+    rows += [(s, b, 1.9 + 0.1 * s + d) for s, d in enumerate((0.01, 0.0, 0.0))]
+    doc = best_document(_race_frame(rows), cfg)
+    group = doc["conclusions"]["top_group"]
+    assert group["best"] == doc["best"][0]["candidate"] and len(group["tied_with"]) == 1
+    assert "a tie of the top group" in doc["verdict"]

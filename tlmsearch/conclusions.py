@@ -56,10 +56,16 @@ def study_effects(
 
 
 class Conclusions(NamedTuple):
-    """Sentences: what the study supports, and what it does not (yet)."""
+    """Sentences: what the study supports, and what it does not (yet).
+
+    ``top_group``: the rank-1 candidate and, among the next ranked ones, those it cannot be
+    told apart from at ``level`` (``tied_with``: with them it is a tie of the top group, not a
+    winner) and those it is separated from; None with fewer than two ranked candidates.
+    """
 
     supported: list[str]
     unsupported: list[str]
+    top_group: dict[str, Any] | None = None
 
 
 def conclusions(
@@ -104,10 +110,10 @@ def conclusions(
                 f"{len(unpaired)} candidate(s) have no seed paired with a finished uniform "
                 f"(pruned, failed or running): no effect measured ({_names(unpaired)})"
             )
-    top_yes, top_no = _top(ranked, trials, value, sense, label, level, top, noise)
+    top_yes, top_no, group = _top(ranked, trials, value, sense, label, level, top, noise)
     yes += top_yes
     no += top_no
-    return Conclusions(yes, no)
+    return Conclusions(yes, no, group)
 
 
 class _Diff(NamedTuple):
@@ -242,12 +248,12 @@ def _top(
     level: float,
     top: int,
     noise: Noise | None,
-) -> tuple[list[str], list[str]]:
-    """(supported, unsupported): the best (rank 1) against each of the next ``top - 1``."""
+) -> tuple[list[str], list[str], dict[str, Any] | None]:
+    """(supported, unsupported, top group): the best (rank 1) against the next ``top - 1``."""
     cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
     names = list(cands["candidate"].head(top))
     if len(names) < 2:
-        return [], []
+        return [], [], None
     best, others = names[0], names[1:]
     pairs = stats.pairwise(trials, value, names, sense, level=level, noise=noise)
     pairs = pairs[pairs["a"] == best].set_index("b")
@@ -274,7 +280,13 @@ def _top(
             f"{best} ranks first and is separated at {level:.0%} from each of the next "
             f"{len(others)} ranked candidate(s)"
         )
-    return yes, no
+    group = {
+        "best": str(best),
+        "tied_with": [str(x) for x in tied],
+        "separated_from": [str(x) for x in others if x not in tied],
+        "level": level,
+    }
+    return yes, no, group
 
 
 def _names(names: Sequence[Any], limit: int = 5) -> str:

@@ -304,6 +304,9 @@ class RacingConfig(Strict):
     # The seed noise of paired deltas (in the objective's units) assumed until some candidate
     # has two seeds; None: nothing separates on one seed before then.
     prior_sd: float | None = Field(None, gt=0, le=1e6)
+    # Seeds of one candidate that may run at once: 1 waits for each seed's verdict; more keep
+    # trial slots busy when few candidates are left racing (at the risk of an unneeded seed).
+    parallel_seeds: int = Field(1, ge=1, le=1000)
 
 
 class SearchConfig(Strict):

@@ -35,7 +35,7 @@ where the stored trials left it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,12 +97,17 @@ def race(
     prior_sd: float | None = None,
     queued: set[tuple[str, int]] | frozenset = frozenset(),
     key: str = "candidate",
+    parallel_seeds: int = 1,
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
     ``trials``: the run's trials table (``key``, ``seed``, ``state``, ``is_baseline``, ``value``;
     optional ``reason`` and ``same_as``); ``seeds``: the seed pool in the order seeds are raced;
     ``queued``: (candidate, seed) pairs already waiting in the queue (they count as in flight).
+    ``parallel_seeds``: how many seeds of one candidate may be in flight at once. With 1 a
+    candidate's next seed waits for the last one's verdict; with more, a candidate the finished
+    seeds leave undecided gets its next seed beside those in flight (trial slots stay busy near
+    the end of a race; a seed started that way may turn out not to have been needed).
     A candidate is looked at up to ``max_seeds`` times, so each look tests at
     ``1 - (1 - confidence) / max_seeds`` (Bonferroni): ``confidence`` bounds the chance that a
     candidate no different from its reference is ever declared separated.
@@ -111,6 +116,8 @@ def race(
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
     if not 1 <= max_seeds <= len(seeds):
         raise ValueError(f"max_seeds must lie in 1..{len(seeds)}, but got {max_seeds=}")
+    if parallel_seeds < 1:
+        raise ValueError(f"parallel_seeds must be >= 1, but got {parallel_seeds=}")
     sign = 1.0 if sense == "minimize" else -1.0  # a better candidate has sign * delta < 0
     per_look = 1.0 - (1.0 - confidence) / max_seeds
     deltas = paired_deltas(trials, value, key=key)
@@ -141,10 +148,69 @@ def race(
         d = by_cand.get(cand, pd.Series(dtype="float64"))
         lane = _decide(
             cand, d, stopped[cand], in_flight, tried, pool, max_seeds, per_look, noise,
-            incumbent, by_cand, sign,
+            incumbent, by_cand, sign, parallel_seeds,
         )  # fmt: skip
         lanes.append(lane)
     return lanes
+
+
+def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """:func:`race`'s settings from a study's config as a dict (study.yaml); None: no racing."""
+    search = config.get("search") or {}
+    racing = search.get("racing") if isinstance(search, Mapping) else None
+    if not racing:
+        return None
+    seeds = [int(s) for s in search.get("seeds") or [0]]
+    return {
+        "seeds": seeds,
+        "max_seeds": int(racing.get("max_seeds") or len(seeds)),
+        "confidence": float(racing.get("confidence", 0.95)),
+        "against": str(racing.get("against", "uniform")),
+        "prior_sd": racing.get("prior_sd"),
+        "parallel_seeds": int(racing.get("parallel_seeds") or 1),
+    }
+
+
+def race_plan(
+    trials: pd.DataFrame,
+    config: Mapping[str, Any],
+    value: str,
+    sense: str = "minimize",
+    *,
+    key: str = "candidate",
+) -> dict[Any, tuple[int, ...]] | None:
+    """:func:`planned_seeds` of a racing study's trials (None without racing or trials).
+
+    A config the race cannot read (a hand-edited study.yaml) raises ValueError.
+    """
+    settings = race_settings(config)
+    if settings is None or trials.empty:
+        return None
+    lanes = race(trials, value, sense=sense, key=key, **settings)
+    return planned_seeds(trials, lanes, key=key)
+
+
+def planned_seeds(
+    trials: pd.DataFrame, lanes: Sequence[Lane], *, key: str = "candidate"
+) -> dict[Any, tuple[int, ...]]:
+    """Each candidate's seeds as the race plans them, for :func:`tlmsearch.stats.rank`.
+
+    A decided candidate (separated, tied, stopped, done) is planned on the seeds it ran: a race
+    that stopped it after one seed did not leave it short of seeds. One still racing is planned
+    on those plus its next seed (pending). The uniform baseline: every seed any trial ran on.
+    """
+    ran: dict[Any, set[int]] = {}
+    for cand, seed in zip(trials[key], pd.to_numeric(trials["seed"], errors="coerce"),
+                          strict=True):  # fmt: skip
+        if pd.notna(seed):
+            ran.setdefault(cand, set()).add(int(seed))
+    nxt = {ln.candidate: ln.next_seed for ln in lanes if ln.next_seed is not None}
+    out = {c: tuple(sorted(s | ({nxt[str(c)]} if str(c) in nxt else set())))
+           for c, s in ran.items()}  # fmt: skip
+    every = tuple(sorted(set().union(*out.values()))) if out else ()
+    for cand in trials.loc[trials["is_baseline"].astype(bool), key].unique():
+        out[cand] = every
+    return out
 
 
 def _stop_reason(g: pd.DataFrame) -> str:
@@ -185,6 +251,7 @@ def _decide(
     incumbent: str | None,
     by_cand: dict[Any, pd.Series],
     sign: float,
+    parallel: int = 1,
 ) -> Lane:
     def lane(status: str, reason: str, mean: float, half: float, nxt: int | None) -> Lane:
         return Lane(cand, status, reason, tuple(int(s) for s in d.index), mean, half, nxt)
@@ -204,11 +271,19 @@ def _decide(
     half = math.nan
     if n and noise is not None:
         half = noise.quantile(per_look) * noise.sd / math.sqrt(n)
-    if in_flight:
-        return lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half, None)
+    waiting = lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half,
+                   None) if in_flight else None  # fmt: skip
+    if waiting is not None and len(in_flight) >= parallel:
+        return waiting
     left = [s for s in pool if s not in tried]
     separated = n and math.isfinite(half) and abs(mean) > half and incumbent != cand
     side = "better" if sign * mean < 0 else "worse"
+    if waiting is not None and (
+        (separated and not (ref != "uniform" and side == "better"))
+        or len(tried) >= max_seeds
+        or not left
+    ):
+        return waiting  # the verdict waits for the seeds in flight
     if separated and not (ref != "uniform" and side == "better"):
         return lane(
             SEPARATED,
@@ -225,6 +300,9 @@ def _decide(
         return lane(TIED, why if left else why + " (no seed left with a control)", mean, half,
                     None)  # fmt: skip
     nxt = left[0]
+    if waiting is not None:
+        why = f"undecided on its finished seeds; seed {nxt} next, beside seed {min(in_flight)}"
+        return lane(RACING, why, mean, half, nxt)
     if incumbent == cand:
         why = "the incumbent races every seed"
     elif separated:  # better than the incumbent: races on, to take its place with more seeds

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -115,13 +115,17 @@ class _Cell(NamedTuple):
     states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
 
 
+Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
+
+
 def _cells(
-    trials: pd.DataFrame, value: str, key: str, seeds: Sequence[int] | None = None
+    trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
 ) -> dict[tuple[Any, int], _Cell]:
     """(candidate, seed) -> _Cell, in sorted order (so row order never matters).
 
-    With ``seeds`` (the study's seeds; None: every known seed in ``trials``), a candidate
-    without a trial on one of them gets a pending cell there (states ``""``: not run yet).
+    With ``seeds`` (the study's seeds; None: every known seed in ``trials``; a mapping:
+    each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
+    trial on one of them gets a pending cell there (states ``""``: not run yet).
     """
     if trials.empty:
         return {}
@@ -144,10 +148,16 @@ def _cells(
         if state == "COMPLETE" and math.isfinite(v):
             cell[1].append(float(v))
         cell[2].add(state)
-    planned = {int(x) for x in (seeds if seeds is not None else _seeds_all(acc))}
-    for cand in {c for c, _ in acc}:
-        for seed in planned:
-            acc.setdefault((cand, seed), [False, [], set()])
+    if isinstance(seeds, Mapping):
+        planned_of = {c: {int(x) for x in v} for c, v in seeds.items()}
+        for cand in {c for c, _ in acc}:
+            for seed in planned_of.get(cand, ()):
+                acc.setdefault((cand, seed), [False, [], set()])
+    else:
+        planned = {int(x) for x in (seeds if seeds is not None else _seeds_all(acc))}
+        for cand in {c for c, _ in acc}:
+            for seed in planned:
+                acc.setdefault((cand, seed), [False, [], set()])
     baseline = {c for (c, _), cell in acc.items() if cell[0]}
     for (cand, _), cell in acc.items():  # a not-run cell belongs to the baseline too
         cell[0] = cand in baseline
@@ -175,7 +185,7 @@ def seed_outcomes(
     value: str,
     *,
     key: str = "candidate",
-    seeds: Sequence[int] | None = None,
+    seeds: Seeds = None,
 ) -> pd.DataFrame:
     """One row per (candidate, seed): ``outcome`` complete | censored | pending, and the value.
 
@@ -265,7 +275,7 @@ def summarise(
     *,
     key: str = "candidate",
     level: float = 0.95,
-    seeds: Sequence[int] | None = None,
+    seeds: Seeds = None,
 ) -> pd.DataFrame:
     """One row per candidate: seeds completed of planned, mean, paired delta and its interval.
 
@@ -344,7 +354,7 @@ def rank(
     *,
     key: str = "candidate",
     level: float = 0.95,
-    seeds: Sequence[int] | None = None,
+    seeds: Seeds = None,
 ) -> pd.DataFrame:
     """:func:`summarise` plus a ranking that never rewards a candidate for its missing seeds.
 
@@ -355,8 +365,17 @@ def rank(
     completed (when none is fully measured: the candidates of the best tier present; each on
     its own seeds, flagged, when they share none); a lower-tier candidate on its completed
     seeds among the common ones (its own seeds if none). Within a tier: by
-    ``score`` (``sense`` decides which way), ties by key, so row order never matters. Returns
-    one row per candidate, best first: key, :data:`SUMMARY_COLUMNS`, :data:`RANK_COLUMNS`.
+    ``score`` (``sense`` decides which way), ties by key, so row order never matters.
+
+    ``seeds`` as a mapping (candidate -> its planned seeds, as a race gives them: a candidate
+    separated after one seed is fully measured on that one) ranks within a tier by the mean
+    *paired delta* vs uniform over each candidate's own paired seeds: their seed sets differ,
+    so raw means would mix the seeds' levels in; a paired delta cancels them. ``score`` stays
+    the mean value over the candidate's own completed seeds (``ranked_seeds``); a candidate
+    without a paired seed sorts last in its tier.
+
+    Returns one row per candidate, best first: key, :data:`SUMMARY_COLUMNS`,
+    :data:`RANK_COLUMNS`.
     """
     if sense not in ("minimize", "maximize"):
         raise ValueError(f"sense must be 'minimize' or 'maximize', but got {sense=}")
@@ -371,9 +390,12 @@ def rank(
     ).astype(int)
     s["tier"] = tier
     # the common seeds: those every candidate of the best tier present completed
+    own_seeds = isinstance(seeds, Mapping)
     rankable = s["tier"][s["tier"] < 3]
     pool = s[s["tier"] == rankable.min()] if len(rankable) else s.iloc[:0]
     common = set.intersection(*(set(x) for x in pool["seeds"])) if len(pool) else set()
+    if own_seeds:  # each on its own seeds, compared by paired delta: nothing needs sharing
+        common = set().union(*(set(x) for x in s["seeds"])) if len(s) else set()
     ranked, scores, flags = [], [], []
     for row in s.itertuples(index=False):
         own = set(row.seeds)
@@ -386,7 +408,7 @@ def rank(
     s["score"] = pd.Series(scores, dtype="float64")
     s["flag"] = flags
     sign = 1.0 if sense == "minimize" else -1.0
-    s["_key"] = sign * s["score"]
+    s["_key"] = sign * (s["mean_delta"] if own_seeds else s["score"])
     s["_name"] = s[key].astype(str)
     s = s.sort_values(["tier", "_key", "_name"], kind="stable", na_position="last")
     s = s.drop(columns=["_key", "_name"]).reset_index(drop=True)
@@ -534,7 +556,7 @@ def effects(
     *,
     key: str = "candidate",
     level: float = 0.95,
-    seeds: Sequence[int] | None = None,
+    seeds: Seeds = None,
     noise: Any = None,
 ) -> pd.DataFrame:
     """Every candidate's paired effect vs uniform: mean, ``level`` interval, effect / noise.

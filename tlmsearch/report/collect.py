@@ -637,15 +637,28 @@ def paired_deltas(
 # 7. summary
 
 
-def study_seeds(config: Mapping[str, Any]) -> list[int] | None:
-    """The study's ``search.seeds`` (every candidate runs on each), or None if not recorded.
+def study_seeds(
+    config: Mapping[str, Any], trials: pd.DataFrame | None = None
+) -> list[int] | dict[Any, tuple[int, ...]] | None:
+    """The seeds each candidate is planned on, for :func:`tlmsearch.stats.rank`.
 
-    None as well for a racing study: there a candidate gets only the seeds the race gives it,
-    so the seeds to judge it on are those its trials ran on.
+    The study's ``search.seeds`` (every candidate runs on each), or None if not recorded. In
+    a racing study a candidate gets only the seeds the race gives it: with ``trials``, each
+    candidate's own seeds as the race planned them (:func:`tlmsearch.racing.race_plan`, so
+    the ranking is by paired delta), else None (the seeds its trials ran on).
     """
     search = (config.get("search") or {}) if isinstance(config, Mapping) else {}
     if search.get("racing"):
-        return None
+        if trials is None:
+            return None
+        from tlmsearch.racing import race_plan
+        from tlmsearch.results import objectives_of
+
+        metric, sense = objectives_of(config)[0]
+        try:
+            return race_plan(trials, config, metric_column(metric), sense)
+        except ValueError:  # a hand-edited study.yaml: the race table says why
+            return None
     seeds = search.get("seeds")
     return [int(x) for x in seeds] if isinstance(seeds, list) and seeds else None
 
@@ -711,7 +724,7 @@ def run_summary(
     objectives = objectives_of(config)
     metric, sense = objectives[0]
     counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
-    ranked = ranked_candidates(trials, metric, sense, study_seeds(config))
+    ranked = ranked_candidates(trials, metric, sense, study_seeds(config, trials))
     ranked = ranked[ranked["tier"] < 3]
     best: dict[str, Any] | None = None
     censored_better: list[dict[str, Any]] = []

@@ -183,21 +183,20 @@ def race(
     queue, which lives in the Optuna storage: a seed "next" may already be queued).
     """
     from tlmsearch.racing import race as race_lanes
+    from tlmsearch.racing import race_settings
     from tlmsearch.results import objectives_of
 
-    search = config.get("search") or {}
-    racing = search.get("racing")
-    if not racing:
+    racing = race_settings(config)
+    if racing is None:
         return None
-    seeds = [int(s) for s in search.get("seeds") or [0]]
-    max_seeds = int(racing.get("max_seeds") or len(seeds))
-    confidence = float(racing.get("confidence", 0.95))
-    against = str(racing.get("against", "uniform"))
+    seeds, max_seeds = racing["seeds"], racing["max_seeds"]
+    confidence, against = racing["confidence"], racing["against"]
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]
     settings = (
         f"up to {max_seeds} of seeds {seeds}, {confidence:.0%} confidence, against {against}"
         + (f", prior sd {racing['prior_sd']}" if racing.get("prior_sd") else "")
+        + (f", {racing['parallel_seeds']} seeds at once" if racing["parallel_seeds"] > 1 else "")
     )
     cols = ["candidate", "status", "n_seeds", "seeds", "mean_delta", "half_width", "reason"]
     empty = pd.DataFrame(columns=cols)
@@ -206,16 +205,7 @@ def race(
     base = trials[trials["is_baseline"].astype(bool) & (trials["state"] == "COMPLETE")]
     uniform_seeds = sorted({int(s) for s in base["seed"].dropna()})
     try:
-        lanes = race_lanes(
-            trials,
-            metric_column(metric),
-            sense=sense,
-            seeds=seeds,
-            max_seeds=max_seeds,
-            confidence=confidence,
-            against=against,
-            prior_sd=racing.get("prior_sd"),
-        )
+        lanes = race_lanes(trials, metric_column(metric), sense=sense, **racing)
     except ValueError as err:  # a hand-edited study.yaml: say why, keep the rest of the report
         return Race(settings, empty, {}, uniform_seeds, False, f"race not computable: {err}")
     rows = [

@@ -55,7 +55,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     dims = list((space or {}).get("dimensions") or {}) or None
     figs: list[Figure] = []
 
-    seeds = C.study_seeds(run.config)  # every candidate is planned on each
+    seeds = C.study_seeds(run.config, t)  # the seeds each candidate is planned on
     fronts = {
         m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds)
         for m in FRONT_METRICS

@@ -119,9 +119,14 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
 # Best candidate
 
 
-def _planned_seeds(cfg: StudyConfig) -> list[int] | None:
-    """Seeds every candidate is planned on; None with racing (the race gives each its own)."""
-    return None if cfg.search.racing else list(cfg.search.seeds)
+def _planned_seeds(cfg: StudyConfig, trials: Any, key: str) -> Any:
+    """Seeds every candidate is planned on; with racing, each its own as the race gave them."""
+    if not cfg.search.racing:
+        return list(cfg.search.seeds)
+    from tlmsearch.racing import race_plan
+
+    o = cfg.objectives[0]
+    return race_plan(trials, cfg.to_dict(), _metric_col(o.metric), o.sense, key=key)
 
 
 def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
@@ -130,7 +135,11 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 
     return {
         o.metric: stats.rank(
-            trials, _metric_col(o.metric), o.sense, key="params_json", seeds=_planned_seeds(cfg)
+            trials,
+            _metric_col(o.metric),
+            o.sense,
+            key="params_json",
+            seeds=_planned_seeds(cfg, trials, "params_json"),
         )
         for o in cfg.objectives
     }
@@ -305,8 +314,28 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
-    doc["conclusions"] = study_conclusions(trials, cfg)._asdict()
+    said = study_conclusions(trials, cfg)
+    if len(cfg.objectives) == 1 and said.top_group:
+        doc["verdict"] = verdict(said.top_group)
+    doc["conclusions"] = said._asdict()
     return doc
+
+
+def verdict(group: Mapping[str, Any]) -> str:
+    """The best in one line: a winner at the stated confidence, or a tie of the top group.
+
+    >>> verdict({"best": "a", "tied_with": ["b"], "separated_from": ["c"], "level": 0.95})
+    'a ranks first but ties with b (not separated at 95%): a tie of the top group a, b'
+    """
+    best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
+    if tied:
+        names = ", ".join(tied)
+        return (
+            f"{best} ranks first but ties with {names} (not separated at {level:.0%}): "
+            f"a tie of the top group {best}, {names}"
+        )
+    n = len(group["separated_from"])
+    return f"{best} is the best: separated at {level:.0%} from each of the next {n} ranked"
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
@@ -317,7 +346,11 @@ def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
         return Conclusions([], [])
     o = cfg.objectives[0]
     return conclusions(
-        trials, _metric_col(o.metric), o.sense, label=o.metric, seeds=_planned_seeds(cfg)
+        trials,
+        _metric_col(o.metric),
+        o.sense,
+        label=o.metric,
+        seeds=_planned_seeds(cfg, trials, "candidate"),
     )
 
 

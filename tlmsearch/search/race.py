@@ -58,6 +58,7 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
         against=racing.against,
         prior_sd=racing.prior_sd,
         queued=queued,
+        parallel_seeds=racing.parallel_seeds,
     )
     return result, params
 
