@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
@@ -251,13 +252,27 @@ def samplers(n_trials: int, n_seeds: int) -> list[dict[str, Any]]:
 
 
 # -------------------------------------------------------------------------------------------------
-# (d) Pruners replayed on one no-pruning run's curves
+# (d) Pruners (and racing) replayed on one no-pruning run's curves
 
-PRUNERS = ["none", "median", "percentile", "successive_halving", "hyperband", "wilcoxon", "paired"]
+# (row name, pruner, pruner options, racing settings or None)
+REPLAYS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+    ("none", "none", {}, None),
+    ("median", "median", {}, None),
+    ("percentile", "percentile", {}, None),
+    ("successive_halving", "successive_halving", {}, None),
+    ("hyperband", "hyperband", {}, None),
+    ("wilcoxon", "wilcoxon", {}, None),
+    ("paired", "paired", {}, None),
+    ("paired margin 1, patience 1", "paired", {"margin_sds": 1.0, "patience": 1}, None),
+    ("race vs best", "none", {}, {"against": "best"}),
+    ("race vs best + paired", "paired", {}, {"against": "best"}),
+    ("race vs best + paired margin 1", "paired", {"margin_sds": 1.0, "patience": 1},
+     {"against": "best"}),
+]  # fmt: skip
 
 
-def replay(cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str) -> Any:
-    """The trials table had ``pruner`` run the study: its curves replayed in launch order.
+class _Replayer:
+    """Replays trials of a no-pruning run through a pruner, one trial at a time.
 
     Training is deterministic per (candidate, seed), so a pruned trial's curve is the prefix of
     the full one: one no-pruning run answers for every pruner. Each trial reports its evals to an
@@ -265,47 +280,105 @@ def replay(cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner:
     grace, the baseline and the last eval never pruned) and is asked after every eval. One
     trial at a time, so every pruner sees every earlier trial finished: its best case.
     """
-    import optuna
 
-    from tlmsearch.search.samplers import CONTROL, grace_tokens, make_pruner
+    def __init__(self, cfg: StudyConfig, curves: pd.DataFrame, pruner: str, options: dict) -> None:
+        import optuna
 
-    cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"pruner": pruner})})
-    judge, grace = make_pruner(cfg), grace_tokens(cfg)
-    study = optuna.create_study(direction="minimize", pruner=judge)
-    rows = []
-    for tr in trials.sort_values("number").itertuples():
-        curve = curves[curves["trial_id"] == tr.trial_id].sort_values("tokens")
-        ot = study.ask()
+        from tlmsearch.search.samplers import grace_tokens, make_pruner
+
+        search = cfg.search.model_copy(update={"pruner": pruner, "pruner_options": options})
+        self.cfg = cfg.model_copy(update={"search": search})
+        self.grace = grace_tokens(self.cfg)
+        self.study = optuna.create_study(direction="minimize", pruner=make_pruner(self.cfg))
+        self.curves = {k: g.sort_values("tokens") for k, g in curves.groupby("trial_id")}
+
+    def run(self, tr: Any) -> dict[str, Any]:
+        import optuna
+
+        from tlmsearch.search.samplers import CONTROL
+
+        ot = self.study.ask()
         ot.set_user_attr("seed", int(tr.seed))
         ot.set_user_attr("candidate", tr.params_json)
         if tr.is_baseline:
             ot.set_user_attr(CONTROL, True)
         state, last, spent = "COMPLETE", math.nan, 0
-        for ev in curve.itertuples():
+        for ev in self.curves[tr.trial_id].itertuples():
             ot.report(float(ev.val_bpb), int(ev.tokens))
             last, spent = float(ev.val_bpb), int(ev.tokens)
-            final = int(ev.tokens) >= cfg.train.tokens
-            if ev.tokens >= grace and not final and not tr.is_baseline and ot.should_prune():
+            final = int(ev.tokens) >= self.cfg.train.tokens
+            if ev.tokens >= self.grace and not final and not tr.is_baseline and ot.should_prune():
                 state = "PRUNED"
                 break
-        study.tell(ot, None if state == "PRUNED" else last,
-                   state=getattr(optuna.trial.TrialState, state))  # fmt: skip
+        self.study.tell(ot, None if state == "PRUNED" else last,
+                        state=getattr(optuna.trial.TrialState, state))  # fmt: skip
         row = {"candidate": tr.candidate, "seed": int(tr.seed), "state": state}
-        rows.append({**row, "is_baseline": bool(tr.is_baseline), "val_bpb": last, "tokens": spent})
-    return pd.DataFrame(rows)
+        return {**row, "is_baseline": bool(tr.is_baseline), "val_bpb": last, "tokens": spent}
 
 
-def pruner_table(runs: Path, tokens: int, seeds: list[int]) -> list[dict[str, Any]]:
-    """One no-pruning run of the paper space; every pruner replayed on it (see :func:`replay`)."""
+def replay(
+    cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str, options: dict
+) -> pd.DataFrame:
+    """The trials table had ``pruner`` run the study: every trial, in launch order."""
+    rep = _Replayer(cfg, curves, pruner, options)
+    return pd.DataFrame([rep.run(tr) for tr in trials.sort_values("number").itertuples()])
+
+
+def race_replay(
+    cfg: StudyConfig,
+    trials: pd.DataFrame,
+    curves: pd.DataFrame,
+    pruner: str,
+    options: dict,
+    racing: dict[str, Any],
+) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
+    """The trials table had a race (``search.racing``) with ``pruner`` run the study.
+
+    Every candidate on the first seed in launch order (the baseline first), then, after each
+    trial, the seeds :func:`tlmsearch.racing.race` says are due (a seed's baseline before its
+    candidates), one trial at a time. Returns the replayed table and the race's planned seeds.
+    """
+    from tlmsearch.racing import planned_seeds, race
+
+    seeds = list(cfg.search.seeds)
+    rep = _Replayer(cfg, curves, pruner, options)
+    by_pair = {(str(t.candidate), int(t.seed)): t for t in trials.itertuples()}
+    base = str(trials.loc[trials["is_baseline"], "candidate"].iloc[0])
+    first = trials[trials["seed"] == seeds[0]].sort_values("number")
+    queue = [(str(c), seeds[0]) for c in first["candidate"]]
+    done: list[dict[str, Any]] = []
+    settings = {"max_seeds": len(seeds), "confidence": 0.95, **racing}
+    while queue:
+        cand, seed = queue.pop(0)
+        done.append(rep.run(by_pair[(cand, seed)]))
+        lanes = race(pd.DataFrame(done), "val_bpb", seeds=seeds, queued=set(queue), **settings)
+        ran = {(r["candidate"], r["seed"]) for r in done} | set(queue)
+        for lane in lanes:
+            if lane.next_seed is None:
+                continue
+            for pair in ((base, lane.next_seed), (lane.candidate, lane.next_seed)):
+                if pair not in ran:
+                    queue.append(pair)
+                    ran.add(pair)
+    table = pd.DataFrame(done)
+    lanes = race(table, "val_bpb", seeds=seeds, **settings)
+    return table, planned_seeds(table, lanes)
+
+
+def pruner_table(runs: Path, tokens: int, seeds: list[int], reuse: Path | None) -> list[dict]:
+    """One no-pruning run of the paper space; every pruner and race replayed on it."""
     from scipy.stats import kendalltau
 
     from tlmsearch import stats
 
-    cfg_dict = study("replay", runs, tokens, "none", "paper")
-    cfg_dict["search"]["seeds"] = seeds
-    cfg = study_from_mapping(cfg_dict)
-    full, _, _ = timed_run(cfg_dict)
-    curves = pd.read_parquet(runs / "replay" / "curves.parquet")
+    if reuse is None:
+        cfg_dict = study("replay", runs, tokens, "none", "paper")
+        cfg_dict["search"]["seeds"] = seeds
+        timed_run(cfg_dict)
+        reuse = runs / "replay"
+    cfg = study_from_mapping(yaml.safe_load((reuse / "study.yaml").read_text()))
+    full = pd.read_parquet(reuse / "trials.parquet")
+    curves = pd.read_parquet(reuse / "curves.parquet")
     truth = stats.rank(full, "val_bpb", "minimize")
     mean = truth.set_index("candidate")["mean"]
     order = list(truth["candidate"])
@@ -313,17 +386,21 @@ def pruner_table(runs: Path, tokens: int, seeds: list[int]) -> list[dict[str, An
     deltas = stats.paired_deltas(full, "val_bpb")
     # two candidates' means over the same seeds: v_a - v_b per seed has the seed noise of one
     # paired delta (uniform cancels), so the difference of means has sd noise / sqrt(n)
-    noise = _pooled(deltas) / math.sqrt(len(seeds))
+    noise = _pooled(deltas) / math.sqrt(len(cfg.search.seeds))
     out = []
-    for pruner in PRUNERS:
-        rep = replay(cfg, full, curves, pruner)
-        ranked = stats.rank(rep, "val_bpb", "minimize")
+    for name, pruner, options, racing in REPLAYS:
+        if racing is None:
+            rep, plan = replay(cfg, full, curves, pruner, options), None
+        else:
+            rep, plan = race_replay(cfg, full, curves, pruner, options, racing)
+        ranked = stats.rank(rep, "val_bpb", "minimize", seeds=plan)
         picked = str(ranked["candidate"].iloc[0])
         gap = float(mean[picked] - mean[best])
         pos = {c: i for i, c in enumerate(ranked["candidate"])}
         tau = kendalltau([order.index(c) for c in order], [pos[c] for c in order]).statistic
         out.append({
-            "pruner": pruner,
+            "replay": name,
+            "trials": len(rep),
             "tokens_share": round(rep["tokens"].sum() / full["tokens"].sum(), 3),
             "pruned": int((rep["state"] == "PRUNED").sum()),
             "best_kept": picked == best,
@@ -349,7 +426,13 @@ def main() -> None:
     ap.add_argument("--pruners", default="none,median", help="pruning runs to compare")
     ap.add_argument("--trials", type=int, default=30, help="samplers: candidates per study")
     ap.add_argument("--seeds", type=int, default=12, help="samplers: sampler seeds per row")
-    ap.add_argument("--replay-seeds", default="0,1", help="replay: seeds of the no-pruning run")
+    ap.add_argument("--replay-seeds", default="0,1,2", help="replay: seeds of the no-pruning run")
+    ap.add_argument(
+        "--replay-run",
+        type=Path,
+        default=None,
+        help="replay: an existing no-pruning run dir of the paper space to reuse",
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args()
     results: dict[str, Any] = {}
@@ -362,7 +445,7 @@ def main() -> None:
             print(pd.DataFrame(results["pruning"]).to_string(index=False), flush=True)
         if "replay" in args.what:
             seeds = [int(x) for x in args.replay_seeds.split(",")]
-            results["replay"] = pruner_table(Path(tmp), args.tokens, seeds)
+            results["replay"] = pruner_table(Path(tmp), args.tokens, seeds, args.replay_run)
             print(pd.DataFrame(results["replay"]).to_string(index=False), flush=True)
         if "samplers" in args.what:
             results["samplers"] = samplers(args.trials, args.seeds)

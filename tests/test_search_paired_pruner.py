@@ -6,6 +6,8 @@ import json
 
 import optuna
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tlmsearch.search.paired_pruner import PairedPruner
 
@@ -141,3 +143,31 @@ def test_tied_candidates_are_rarely_pruned() -> None:
             total += 1
             pruned += PairedPruner(3000, patience=2).prune(study, _frozen(study, t))
     assert pruned / total <= 0.08, pruned / total
+
+
+@given(
+    st.lists(
+        st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=4)
+        | st.builds(lambda n: [0.0] * n, st.integers(1, 3)),
+        min_size=1,
+        max_size=5,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_the_pruner_and_the_race_pool_the_same_seed_noise(groups) -> None:
+    # one formula (stats.pooled_sd) for both: a candidate equal to uniform (all-zero deltas)
+    # is not seed noise for either
+    import pandas as pd
+
+    from tlmsearch.racing import pooled_noise
+    from tlmsearch.search.paired_pruner import _pooled_sd
+
+    rows = [(f"c{i}", s, 0, d) for i, g in enumerate(groups) for s, d in enumerate(g)]
+    frame = pd.DataFrame(rows, columns=["candidate", "seed", "number", "delta"])
+    frame["is_baseline"] = False
+    race_noise = pooled_noise(frame, "candidate", None)
+    pruner_noise = _pooled_sd(rows)
+    if race_noise is None:
+        assert pruner_noise is None
+    else:
+        assert pruner_noise == pytest.approx(race_noise.sd)

@@ -39,7 +39,9 @@ def study_noise(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> 
 
     None while no candidate has two (no prior: an assumed noise is no measurement).
     """
-    return pooled_noise(stats.paired_deltas(trials, value, key=key), key, None)
+    # a replayed twin (same_as) repeats another trial's numbers: not another draw of the noise
+    fresh = trials[trials["same_as"].isna()] if "same_as" in trials else trials
+    return pooled_noise(stats.paired_deltas(fresh, value, key=key), key, None)
 
 
 def study_effects(

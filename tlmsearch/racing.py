@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 
-from tlmsearch.stats import paired_deltas, t_quantile
+from tlmsearch.stats import paired_deltas, pooled_sd, t_quantile
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
 
@@ -73,15 +73,12 @@ class Lane:
 
 
 def pooled_noise(deltas: pd.DataFrame, key: str, prior_sd: float | None) -> Noise | None:
-    """Pooled within-candidate sd of the paired deltas; the prior (df 0) or None without one."""
-    ss, df = 0.0, 0
-    for _, g in deltas[~deltas["is_baseline"]].groupby(key, sort=True):
-        d = g["delta"].to_numpy()
-        if len(d) >= 2 and (d != 0).any():  # all zero: uniform's own model, not seed noise
-            ss += float(((d - d.mean()) ** 2).sum())
-            df += len(d) - 1
-    if df > 0:
-        return Noise(math.sqrt(ss / df), df)
+    """Pooled within-candidate sd of the paired deltas (:func:`tlmsearch.stats.pooled_sd`);
+    the prior (df 0) or None without one."""
+    groups = [g["delta"].tolist() for _, g in deltas[~deltas["is_baseline"]].groupby(key)]
+    pooled = pooled_sd(groups)
+    if pooled is not None:
+        return Noise(*pooled)
     return Noise(float(prior_sd), 0) if prior_sd else None
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,6 +69,27 @@ def _t_ppf(q: float, df: float) -> float:
     from scipy.stats import t as student_t  # imported here: scipy.stats takes ~0.3 s to load
 
     return float(student_t.ppf(q, df))
+
+
+def pooled_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int] | None:
+    """(sd, df) of values pooled within groups: sqrt(sum of squares about each group's mean / df).
+
+    Only groups of two or more values count (df = sum of n_i - 1), and not one whose values are
+    all exactly 0 (the baseline's own deltas: uniform minus itself, not a draw of seed noise).
+    None when no group counts. The seed noise racing, the paired pruner and the conclusions
+    judge with.
+
+    >>> pooled_sd([[1.0, 3.0], [5.0], [0.0, 0.0], [2.0, 2.0, 5.0]])
+    (1.632993161855452, 3)
+    """
+    ss, df = 0.0, 0
+    for g in groups:
+        v = [float(x) for x in g if math.isfinite(x)]
+        if len(v) >= 2 and any(x != 0 for x in v):
+            m = sum(v) / len(v)
+            ss += sum((x - m) ** 2 for x in v)
+            df += len(v) - 1
+    return (math.sqrt(ss / df), df) if df else None
 
 
 class Interval(NamedTuple):

@@ -137,14 +137,10 @@ def _deltas(
 
 def _pooled_sd(rows: list[tuple[str, int, int, float]]) -> float | None:
     """Within-candidate sd of deltas at one step, pooled over candidates with >= 2 seeds."""
+    from tlmsearch.stats import pooled_sd
+
     by: dict[str, list[float]] = defaultdict(list)
     for cand, _, _, d in rows:
-        if math.isfinite(d):
-            by[cand].append(d)
-    ss, df = 0.0, 0
-    for ds in by.values():
-        if len(ds) >= 2:
-            m = sum(ds) / len(ds)
-            ss += sum((x - m) ** 2 for x in ds)
-            df += len(ds) - 1
-    return math.sqrt(ss / df) if df else None
+        by[cand].append(d)
+    pooled = pooled_sd(by.values())
+    return pooled[0] if pooled else None
