@@ -366,11 +366,11 @@ def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> di
 
 
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    from tlmsearch.results import atomic_write
+
     doc = best_document(trials, cfg)
-    path = Path(run_dir) / "best.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(path)
+    text = yaml.safe_dump(doc, sort_keys=False)
+    atomic_write(Path(run_dir) / "best.yaml", lambda tmp: Path(tmp).write_text(text))
     return doc
 
 
