@@ -126,3 +126,11 @@ def test_tau_b_and_rho_match_scipy_with_ties(pairs: list[tuple[int, int]]) -> No
         return
     assert tau == pytest.approx(kendalltau(x, y, variant="b").statistic, abs=1e-9)
     assert rho == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
+
+
+def test_rungs_of_equal_compute_fit_no_line_and_cross_nowhere() -> None:
+    lo = _rung({"1.25": [-0.02, -0.03], "1.5": [-0.01, -0.01]}, [2.0, 2.1])
+    hi = _rung({"1.25": [-0.04, -0.05], "1.5": [-0.05, -0.04]}, [1.8, 1.9])
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e9)], "val_bpb", resamples=50)
+    assert {f["kind"] for f in doc["fits"]} == {"one point"}
+    assert doc["crossings"] == [] and doc["pairs"][0]["n_candidates"] == 3

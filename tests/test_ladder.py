@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 from fixtures_run import make_run, make_trials, study_dict
@@ -231,3 +232,122 @@ def test_fidelity_leaves_out_what_a_rung_did_not_measure(tmp_path: Path) -> None
     (pair,) = L.ladder_fidelity(run)["pairs"]
     assert pair["n_candidates"] == 5
     assert pair["left_out"] == ["cosine 1.75->0.25", "linear 1.75->0.25"]
+
+
+# -------------------------------------------------------------------------------------------------
+# End to end: a 2-rung ladder of a tiny study, trained
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One embedded Ray on loopback for this module (the runs join it and never stop it)."""
+    import ray
+
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.cluster import start_ray, stop_ray
+
+    if ray.is_initialized():
+        yield
+        return
+    start_ray(RayConfig(num_cpus=2))
+    yield
+    stop_ray()
+
+
+@pytest.mark.slow
+def test_a_two_rung_ladder_runs_resumes_and_measures_fidelity(local_ray, tmp_path: Path) -> None:
+    data = tiny_study(
+        tmp_path,
+        space={
+            "dimensions": {
+                "shape": {"type": "fixed", "value": "cosine"},
+                "r_start": {"type": "categorical", "choices": [1.25, 1.5]},
+            }
+        },
+        train={"tokens": 4096, "eval_every_tokens": 2048},
+        search={"pruner": "none", "seeds": [0, 1]},
+    )
+    data["name"] = "lad"
+    data["ladder"] = LADDER  # d_model 32, then 48 trained on 6144 tokens
+    path = tmp_path / "lad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = _cli("run", str(path))
+    assert res.exit_code == 0, res.output
+    run = tmp_path / "runs" / "lad"
+    for i, tokens in enumerate((4096, 6144)):
+        trials = pd.read_parquet(run / f"rung-{i}" / "trials.parquet")
+        assert len(trials) == 6 and set(trials["state"]) == {"COMPLETE"}  # 3 candidates x 2
+        assert set(trials["tokens"]) == {tokens}
+    assert "rank agreement" in res.output and "trust:" in res.output
+    assert (run / "report.html").exists() and (run / "best.yaml").exists()
+    res = _cli("fidelity", str(run))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((run / "fidelity.json").read_text())
+    (pair,) = doc["pairs"]
+    assert pair["n_candidates"] == 3 and pair["n_seeds"] == 2
+    assert doc["rungs"][1]["compute"] > doc["rungs"][0]["compute"]
+    best = yaml.safe_load((run / "best.yaml").read_text())
+    assert best["rung"] == "rung-1" and best["fidelity"]["n_candidates"] == 3
+    res = _cli("status", str(run))  # each rung's counts and best
+    assert res.exit_code == 0, res.output
+    assert "rung-0" in res.output and "rung-1" in res.output and "6 complete" in res.output
+    res = _cli("export", str(run), "--format", "yaml")
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load((run / "best.yaml").read_text())["fidelity"]["n_seeds"] == 2
+    assert (run / "rung-0" / "report.html").exists() and (run / "rung-1" / "report.html").exists()
+    res = _cli("resume", str(run))  # a finished ladder: nothing runs again
+    assert res.exit_code == 0, res.output
+    assert res.output.count("nothing left to run") == 2
+
+
+def test_climb_promotes_and_resume_continues_the_first_unfinished_rung(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestration with fabricated rung runs in place of training."""
+    from tlmsearch.search import runner
+
+    calls: list[tuple[str, str]] = []
+    stop_at = {"rung-1"}  # the first climb is interrupted in rung 1
+
+    def fake_run(cfg: StudyConfig, *, address=None, name=None, echo=print) -> Any:
+        run = Path(cfg.storage.runs_dir) / name
+        calls.append(("run", name))
+        keys = [json.dumps(c, sort_keys=True) for c in cfg.candidates()]
+        trials, curves = make_trials(seeds=cfg.search.seeds)
+        trials = [t for t in trials if json.dumps(t["params"], sort_keys=True) in keys]
+        for t in trials:
+            t["flops_per_token"] = 20_000 * cfg.model.d_model
+        make_run(run, study={**cfg.to_dict(), "name": name}, trials=trials, curves=curves)
+        (run / "best.yaml").write_text(yaml.safe_dump({"best": [], "study": name}))
+        status = "interrupted" if name in stop_at else "finished"
+        return runner.RunResult(run, status)
+
+    def fake_resume(run_dir: Path, *, address=None, retry_failed=False, echo=print) -> Any:
+        calls.append(("resume", Path(run_dir).name))
+        return runner.RunResult(Path(run_dir), "finished")
+
+    monkeypatch.setattr(runner, "run_study", fake_run)
+    monkeypatch.setattr(runner, "resume_run", fake_resume)
+    study = study_dict(seeds=(0, 1))
+    study["train"] = {"tokens": 4000, "warmup_tokens": 100}
+    study["storage"] = {"runs_dir": str(tmp_path)}
+    sizes = (32, 48, 64)
+    study.update(ladder=[{"model": {"d_model": d}} for d in sizes], ladder_mode="promote")
+    study["promote_top"] = 2
+    cfg = study_from_mapping(study)
+    res = L.run_ladder(cfg, echo=lambda _: None)
+    assert res.status == "interrupted" and calls == [("run", "rung-0"), ("run", "rung-1")]
+    run = tmp_path / "synthetic"
+    state = json.loads((run / L.LADDER_FILE).read_text())
+    best_two = [{"r_start": 1.5, "shape": "cosine"}, {"r_start": 1.25, "shape": "cosine"}]
+    assert state["rungs"][1]["candidates"] == best_two  # rung 0's best two, best first
+    assert L.rung_study(cfg, 1, run, best_two).candidates()[0] == {"shape": "uniform"}
+    calls.clear()
+    stop_at.clear()
+    res = L.resume_ladder(run, echo=lambda _: None)
+    assert res.status == "finished"
+    assert calls == [("resume", "rung-0"), ("resume", "rung-1"), ("run", "rung-2")]
+    trials = pd.read_parquet(run / "rung-2" / "trials.parquet")
+    assert set(trials["candidate"]) == {"uniform", "cosine 1.5->0.5", "cosine 1.25->0.75"}
+    assert [p["n_candidates"] for p in res.fidelity["pairs"]] == [3, 3, 3]  # the promoted ones
+    assert yaml.safe_load((run / "best.yaml").read_text())["rung"] == "rung-2"

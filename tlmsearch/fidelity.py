@@ -41,6 +41,7 @@ from tlmsearch import stats
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 LEVEL = 0.95
+ABS_TOL = 1e-12  # slopes closer than this (metric units per decade) are parallel
 
 
 # -------------------------------------------------------------------------------------------------
@@ -196,10 +197,13 @@ def crossing(a: Line, b: Line, x_min: float, *, rtol: float = 1e-9) -> float | N
     >>> crossing(Line(0.0, 1.0, 2, None, ""), Line(2.0, -1.0, 2, None, ""), 0.0)
     1.0
     """
-    if not all(math.isfinite(v) for v in (a.slope, b.slope, a.intercept, b.intercept)):
+    coefs = (a.slope, b.slope, a.intercept, b.intercept)
+    if not all(v is not None and math.isfinite(v) for v in coefs):
         return None
     ds = a.slope - b.slope
-    if abs(ds) <= rtol * max(abs(a.slope), abs(b.slope), 1e-300):
+    if abs(ds) <= max(
+        rtol * max(abs(a.slope), abs(b.slope)), ABS_TOL
+    ):  # parallel (or float noise)
         return None
     x = (b.intercept - a.intercept) / ds
     return None if x < x_min - 1e-12 else float(x)
@@ -222,7 +226,16 @@ def rung_words(log_c: float, rungs: Sequence[float]) -> str:
             frac = (log_c - rungs[i]) / (rungs[j] - rungs[i])
             return f"between rung {i} and rung {j} ({frac:.2f} of the way)"
     top = order[-1]
-    return f"beyond rung {top} ({10 ** (log_c - rungs[top]):.3g}x its compute)"
+    return f"beyond rung {top} ({compute_text(log_c - rungs[top])}x its compute)"
+
+
+def compute_text(log_c: float) -> str:
+    """10 ** log_c as text, however large: ``1.99e+04``, ``10^412``.
+
+    >>> compute_text(4.3), compute_text(412.2)
+    ('2e+04', '10^412')
+    """
+    return f"{10**log_c:.3g}" if log_c < 300 else f"10^{log_c:.0f}"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -341,13 +354,13 @@ def fidelity(
         })  # fmt: skip
     crossings = []
     x_min = min((x for x in logc if math.isfinite(x)), default=math.nan)
-    for fa, fb in itertools.combinations([f for f in fits if f["n_points"] >= 2], 2):
+    for fa, fb in itertools.combinations([f for f in fits if f["slope"] is not None], 2):
         la, lb = (Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"])
                   for f in (fa, fb))  # fmt: skip
         x = crossing(la, lb, x_min)
         crossings.append({
             "a": fa["candidate"], "b": fb["candidate"],
-            "log10_compute": x, "compute": None if x is None else 10**x,
+            "log10_compute": x, "compute": None if x is None or x > 300 else 10**x,
             "effect": None if x is None else la.intercept + la.slope * x,
             "where": "no crossing at or above the smallest rung" if x is None
             else rung_words(x, logc),

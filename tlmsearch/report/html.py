@@ -376,7 +376,7 @@ def race_html(race: E.Race | None) -> str:
 
 def fidelity_html(doc: dict[str, Any]) -> str:
     """A ladder's rank agreement between every pair of rungs and the predicted crossings."""
-    from tlmsearch.fidelity import with_ci
+    from tlmsearch.fidelity import compute_text, with_ci
 
     boot = doc["bootstrap"]
     rows = []
@@ -394,10 +394,11 @@ def fidelity_html(doc: dict[str, Any]) -> str:
         for r in doc["rungs"]
     )
     cross = "".join(
-        f"<tr><td>{_e(c['a'])}</td><td>{_e(c['b'])}</td><td>{c['compute']:.3g}</td>"
+        f"<tr><td>{_e(c['a'])}</td><td>{_e(c['b'])}</td>"
+        f"<td>{compute_text(c['log10_compute'])}</td>"
         f"<td>{_e(c['where'])}</td></tr>"
         for c in doc["crossings"]
-        if c["compute"] is not None
+        if c["log10_compute"] is not None
     )
     return (
         f"<p><b>{_e(doc['trust'])}</b></p>"

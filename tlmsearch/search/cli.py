@@ -265,6 +265,8 @@ def _ladder_outcome(console: Any, climb: Any) -> int:
         console.print(f"\ninterrupted: continue with [bold]tlmsearch resume {result.run_dir}[/]")
         return 130
     print_fidelity(console, result.fidelity or {})
+    for res in result.rungs:  # each rung's own report, then the ladder's
+        _write_report(console, res.run_dir)
     _write_report(console, result.run_dir)
     console.print(f"\nrun dir: [bold]{result.run_dir}[/] (a ladder: one run per rung)")
     console.print(f"  tlmsearch fidelity {result.run_dir}   rank agreement between rungs")
@@ -280,7 +282,7 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
     """``tlmsearch fidelity``'s tables: agreement per pair of rungs, lines, crossings, trust."""
     from rich.table import Table
 
-    from tlmsearch.fidelity import with_ci
+    from tlmsearch.fidelity import compute_text, with_ci
 
     if not doc:
         return
@@ -321,13 +323,14 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
         )
         f.add_row(fit["candidate"], *cells, _num(fit["slope"], "+.4f"), kind)
     console.print(f)
-    crossing = [c for c in doc["crossings"] if c["compute"] is not None]
+    crossing = [c for c in doc["crossings"] if c["log10_compute"] is not None]
     if crossing:
         c_t = Table(title="where two candidates' lines cross (predicted)")
         for col in ("a", "b", "compute (FLOPs)", "where", "effect there"):
             c_t.add_column(col)
         for c in crossing:
-            c_t.add_row(c["a"], c["b"], f"{c['compute']:.3g}", c["where"], f"{c['effect']:+.4f}")
+            at = compute_text(c["log10_compute"])
+            c_t.add_row(c["a"], c["b"], at, c["where"], f"{c['effect']:+.4f}")
         console.print(c_t)
     console.print(f"trust: {doc['trust']}", markup=False, highlight=False)
 
