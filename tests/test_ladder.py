@@ -207,6 +207,12 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert block["statement"] == doc["trust"] and best["fidelity"]["trust"] == doc["trust"]
 
 
+def test_the_dashboard_of_a_ladder_names_a_rung(tmp_path: Path) -> None:
+    make_ladder(tmp_path / "lad", {})
+    res = _cli("dashboard", str(tmp_path / "lad"), "--port", "0")
+    assert res.exit_code == 2 and "tlmsearch dashboard" in res.output and "rung-1" in res.output
+
+
 def test_fidelity_of_a_plain_run_exits_2(tmp_path: Path) -> None:
     make_run(tmp_path / "plain")
     res = _cli("fidelity", str(tmp_path / "plain"))
