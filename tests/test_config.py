@@ -32,7 +32,9 @@ def _problems(tmp_path: Path, data: object, overrides: tuple[str, ...] = ()) -> 
     return str(info.value)
 
 
-@pytest.mark.parametrize("name", ["quickstart", "paper_440m", "race"])
+@pytest.mark.parametrize(
+    "name", ["quickstart", "paper_440m", "race", "paper_grid", "paper_blocks", "paper_ladder"]
+)
 def test_shipped_studies_are_valid(name: str) -> None:
     cfg = load_study(ROOT / "studies" / f"{name}.yaml")
     assert cfg.name == name
