@@ -146,6 +146,8 @@ class OptunaPruningScheduler(FIFOScheduler):
     pruning and intermediate values (Optuna keeps none for multi-objective studies).
     ``max_retries``: how often Ray starts a trial again after a system error (the uniform
     baseline: once more, :func:`~tlmsearch.search.failures.max_failures`).
+    ``keep_weights``: ``search.keep_weights``, applied to a trial's checkpoints when it ends
+    (completed, pruned or failed in its final report; not when Ray retries it).
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         metric: str | None,
         total_tokens: int | None = None,
         max_retries: int = 0,
+        keep_weights: str = "none",
     ) -> None:
         super().__init__()
         if grace_tokens < 0:
@@ -164,6 +167,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         self._total = total_tokens  # an eval at the end saves nothing: never prune there
         self._objective = metric
         self._max_retries = max_retries
+        self._keep_weights = keep_weights
         self._curves: dict[str, list[dict[str, Any]]] = {}
         self._reported: dict[str, set[int]] = {}
         self._errors: dict[str, list[str]] = {}  # trial id -> reason of each error so far
@@ -215,6 +219,9 @@ class OptunaPruningScheduler(FIFOScheduler):
         if ot is None:
             return TrialScheduler.CONTINUE
         self._record(ot, trial.trial_id, result)
+        ckpt = getattr(trial, "checkpoint", None)  # Ray registers a report's checkpoint after it
+        if ckpt is not None and ot.user_attrs.get("checkpoint") != ckpt.path:
+            ot.set_user_attr("checkpoint", ckpt.path)
         if result.get("final") or self._objective is None:
             return TrialScheduler.CONTINUE
         value, step = result.get(self._objective), result.get("tokens")
@@ -255,9 +262,31 @@ class OptunaPruningScheduler(FIFOScheduler):
             ot.set_user_attr("reason", reason)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        # (pruned trials come here too, after STOP; so do trials that reported a failure)
+        _, ot = self._ot_trial(tune_controller, trial.trial_id)
+        completed = bool(result and result.get("final") and result.get("status") == "completed")
+        self._retain(trial, ot, completed)
         self._curves.pop(trial.trial_id, None)
         self._reported.pop(trial.trial_id, None)
         self._errors.pop(trial.trial_id, None)
+
+    def _retain(self, trial: Any, ot: Any, completed: bool) -> None:
+        """``search.keep_weights`` for an ended trial: its own checkpoints and those of the
+        interrupted trial it continued from; the kept final weights' folder as ``weights``."""
+        from pathlib import Path
+
+        from tlmsearch import checkpoints
+        from tlmsearch.search.samplers import RESUME_FROM
+
+        try:
+            kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
+            before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)
+            if before:
+                checkpoints.retain(Path(before).parent, self._keep_weights, completed=False)
+        except OSError:
+            return  # storage another node owns, or gone: nothing to thin here
+        if kept is not None and ot is not None:
+            ot.set_user_attr(export.WEIGHTS, str(kept))
 
     def debug_string(self) -> str:
         return f"OptunaPruningScheduler({type(self._pruner).__name__}, grace {self._grace})"
