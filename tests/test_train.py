@@ -453,57 +453,29 @@ def _untimed(curve: list[dict]) -> list[dict]:
 
 def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(data: PreparedData) -> None:
     cfg = tcfg(tokens=12_288, eval_every_tokens=2048, checkpoint_every_tokens=4096)
-    widths = (64, 32)
+
+    def run(**kw: object):
+        return train_proxy(TINY, (64, 32), data, cfg, seed=3, threads=1, device="cpu", **kw)
+
     states: list[dict] = []
-    straight = train_proxy(
-        TINY,
-        widths,
-        data,
-        cfg,
-        seed=3,
-        threads=1,
-        device="cpu",
-        on_checkpoint=lambda s: states.append(_through_disk(s)),
-        final_checkpoint=True,
-    )
+    straight = run(on_checkpoint=lambda s: states.append(_through_disk(s)), final_checkpoint=True)
     assert straight.status == "completed"
     # at the evals at 4,096 and 8,192 tokens, then the end (12,288 is a boundary too: no twin)
     assert [s["tokens"] for s in states] == [4096, 8192, 12_288]
     half = states[0]
     assert [r["tokens"] for r in half["loop"]["curve"]] == [2048, 4096]
     evals: list[dict] = []
-    resumed = train_proxy(
-        TINY,
-        widths,
-        data,
-        cfg,
-        seed=3,
-        threads=1,
-        device="cpu",
-        resume=half,
-        on_eval=lambda ev: evals.append(ev),
-    )
+    resumed = run(resume=half, on_eval=evals.append)
     assert resumed.status == "completed" and resumed.tokens == straight.tokens
     assert [e["tokens"] for e in evals] == [6144, 8192, 10_240, 12_288]  # nothing trained twice
     assert _untimed(resumed.curve) == _untimed(straight.curve)  # exactly, not approximately
     # from its final state a run trains nothing more and takes no second final checkpoint
     out: list[dict] = []
-    again = train_proxy(
-        TINY,
-        widths,
-        data,
-        cfg,
-        seed=3,
-        threads=1,
-        device="cpu",
-        resume=states[-1],
-        on_checkpoint=out.append,
-        final_checkpoint=True,
-    )
+    again = run(resume=states[-1], on_checkpoint=out.append, final_checkpoint=True)
     assert again.status == "completed" and again.tokens == 12_288 and out == []
     assert _untimed(again.curve) == _untimed(straight.curve)
 
 
 def test_checkpoint_every_below_the_eval_interval_is_refused() -> None:
-    with pytest.raises(ValueError, match="checkpoint_every_tokens .* below the eval interval"):
+    with pytest.raises(ValueError, match=r"checkpoint_every_tokens .* below the eval interval"):
         tcfg(eval_every_tokens=4096, checkpoint_every_tokens=1000)
