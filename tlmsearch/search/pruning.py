@@ -171,6 +171,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         self._curves: dict[str, list[dict[str, Any]]] = {}
         self._reported: dict[str, set[int]] = {}
         self._errors: dict[str, list[str]] = {}  # trial id -> reason of each error so far
+        self._pruned: set[str] = set()  # trial ids this scheduler stopped
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -250,6 +251,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         )
         search._ot_study.tell(ot, state=optuna.trial.TrialState.PRUNED)
         search._completed_trials.add(trial.trial_id)
+        self._pruned.add(trial.trial_id)
         search.trial_ended()
         return TrialScheduler.STOP
 
@@ -262,10 +264,13 @@ class OptunaPruningScheduler(FIFOScheduler):
             ot.set_user_attr("reason", reason)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
-        # (pruned trials come here too, after STOP; so do trials that reported a failure)
-        _, ot = self._ot_trial(tune_controller, trial.trial_id)
-        completed = bool(result and result.get("final") and result.get("status") == "completed")
-        self._retain(trial, ot, completed)
+        # Pruned trials come here too, after STOP, and so do trials stopped unfinished when the
+        # run is interrupted (Ctrl-C): those keep their checkpoints for `tlmsearch resume`.
+        ended = bool(result and result.get("final")) or trial.trial_id in self._pruned
+        if ended:
+            _, ot = self._ot_trial(tune_controller, trial.trial_id)
+            self._retain(trial, ot, completed=result.get("status") == "completed")
+        self._pruned.discard(trial.trial_id)
         self._curves.pop(trial.trial_id, None)
         self._reported.pop(trial.trial_id, None)
         self._errors.pop(trial.trial_id, None)
