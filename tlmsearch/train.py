@@ -249,7 +249,10 @@ def pack_state(
     monitor: DivergenceMonitor,
     loop: LoopState,
 ) -> dict[str, Any]:
-    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict)."""
+    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict).
+
+    Its tensors are the live ones (no copy): save it before training goes on.
+    """
     loop_dict = asdict(loop)
     loop_dict["curve"] = [dict(r) for r in loop.curve]
     return {
