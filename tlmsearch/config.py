@@ -247,6 +247,9 @@ class TrainConfig(Strict):
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
     eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
+    # A resumable checkpoint (search/checkpoints.py) at the first eval at or after every this
+    # many tokens; None: none (a resumed trial then trains again from zero).
+    checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"
     threads: int | None = Field(None, ge=1, le=MAX_WORKERS)  # None: the trial's CPU allotment
@@ -268,6 +271,13 @@ class TrainConfig(Strict):
         if self.warmup_tokens >= self.tokens:
             raise ValueError(
                 f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
+            )
+        every = self.checkpoint_every_tokens
+        if every is not None and every < self.eval_interval:
+            raise ValueError(
+                f"checkpoint_every_tokens ({every:,}) is below the eval interval "
+                f"({self.eval_interval:,} tokens): checkpoints are taken at evals, so at most one "
+                f"per eval; set it to {self.eval_interval:,} or more, or null for none"
             )
         return self
 
@@ -336,6 +346,10 @@ class SearchConfig(Strict):
     candidates: list[dict[str, Scalar]] | None = Field(
         None, min_length=1, max_length=MAX_CANDIDATES
     )
+    # Trained weights kept in the run dir (search/checkpoints.py): none; final (every completed
+    # trial's final weights); best (at the end of the run only those of the uniform baseline and
+    # the best candidates); all (final weights and every intermediate checkpoint).
+    keep_weights: Literal["none", "final", "best", "all"] = "none"
 
     @model_validator(mode="after")
     def _pruner_options(self) -> SearchConfig:
