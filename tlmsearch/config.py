@@ -479,6 +479,13 @@ class StudyConfig(Strict):
         tok = self.data.tokenizer
         return 256 if tok.kind == "bytes" else tok.vocab_size if tok.kind == "bpe" else None
 
+    def data_for_run(self) -> DataConfig:
+        """The data section as a run prepares it: with ``ray.shared_path`` and no
+        ``data.cache_dir``, the prepared arrays live on the shared path every node reads."""
+        if self.ray.shared_path and not self.data.cache_dir:
+            return self.data.model_copy(update={"cache_dir": self.ray.shared_path})
+        return self.data
+
     def candidates(self) -> list[dict[str, Any]]:
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
         cands = self.space.grid() if self.space.finite else self.space.corners()
