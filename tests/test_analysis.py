@@ -131,32 +131,34 @@ def test_a_zero_mlp_costs_nothing_and_writes_nothing() -> None:
     assert zero["ablation_nats"] == 0.0 and zero["rel_norm"] == 0.0 and zero["cosine"] == 0.0
 
 
-BASE = tiny_model()
-BASE_ROWS = layer_diagnostics(BASE, *windows(), batch=5)
+@pytest.fixture(scope="module")
+def base() -> tuple[torch.nn.Module, list[dict]]:
+    model = tiny_model()
+    return model, layer_diagnostics(model, *windows(), batch=5)
 
 
 @settings(max_examples=8, deadline=None)
 @given(c=st.floats(0.1, 10.0))
-def test_scaling_the_last_mlp_scales_its_norm_ratio_only(c: float) -> None:
+def test_scaling_the_last_mlp_scales_its_norm_ratio_only(base, c: float) -> None:
     """The last MLP's output times c: its rel_norm times c, its cosine the same, and every
     earlier MLP reads the same stream as before."""
-    model = copy.deepcopy(BASE)
+    model, base_rows = copy.deepcopy(base[0]), base[1]
     with torch.no_grad():
         model.blocks[-1].mlps[-1].w2.weight.mul_(c)
     rows = layer_diagnostics(model, *windows(), batch=5)
     *earlier, last = rows
-    assert math.isclose(last["rel_norm"], c * BASE_ROWS[-1]["rel_norm"], rel_tol=1e-5)
-    assert math.isclose(last["cosine"], BASE_ROWS[-1]["cosine"], rel_tol=1e-4, abs_tol=1e-6)
-    for new, old in zip(earlier, BASE_ROWS, strict=False):
+    assert math.isclose(last["rel_norm"], c * base_rows[-1]["rel_norm"], rel_tol=1e-5)
+    assert math.isclose(last["cosine"], base_rows[-1]["cosine"], rel_tol=1e-4, abs_tol=1e-6)
+    for new, old in zip(earlier, base_rows, strict=False):
         assert math.isclose(new["rel_norm"], old["rel_norm"], rel_tol=1e-6)
 
 
-def test_bad_arguments_are_refused() -> None:
+def test_bad_arguments_are_refused(base) -> None:
     vx, vy = windows()
     with pytest.raises(ValueError, match="batch"):
-        layer_diagnostics(BASE, vx, vy, batch=0)
+        layer_diagnostics(base[0], vx, vy, batch=0)
     with pytest.raises(ValueError, match="vx, vy"):
-        layer_diagnostics(BASE, vx, vy[:, :-1], batch=2)
+        layer_diagnostics(base[0], vx, vy[:, :-1], batch=2)
 
 
 # -------------------------------------------------------------------------------------------------
