@@ -485,11 +485,8 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
 def _prepare(cfg: StudyConfig, echo: Any) -> Any:
     from tlmsearch.data import prepare_data
 
-    data_cfg = cfg.data
-    if cfg.ray.shared_path and not data_cfg.cache_dir:
-        data_cfg = data_cfg.model_copy(update={"cache_dir": cfg.ray.shared_path})
     t = time.time()
-    data = prepare_data(data_cfg, progress=sys.stderr.isatty())
+    data = prepare_data(cfg.data_for_run(), progress=sys.stderr.isatty())
     echo(
         f"data: {data.n_train_tokens:,} train / {data.n_val_tokens:,} val tokens, "
         f"vocab {data.vocab_size} ({time.time() - t:.1f} s)"
