@@ -42,19 +42,19 @@ Run: ``.venv/bin/python benchmarks/search.py [--tokens N]
     (131,072 tokens a trial, seeds 0,1,2; ``--replay-run DIR`` replays a kept run; 2 shared
     cores, Dec 2026):
 
-                                                replay  trials  tokens_share  pruned  best_kept   picked  gap_in_noise  kendall_tau
-        oracle: stop only what the end separates from the best      48   0.812      12       True   linear 1.75->0.25   0.00      NaN
-                                                  none      48         1.000       0       True   linear 1.75->0.25   0.00    1.000
-                                                median      48         0.638      34      False             uniform   3.55    0.283
-                                            percentile      48         0.513      38      False             uniform   3.55   -0.033
-                                    successive_halving      48         0.719      32      False             uniform   3.55    0.367
-                                             hyperband      48         0.786      33      False             uniform   3.55    0.350
-                                              wilcoxon      48         0.805      35      False             uniform   3.55   -0.050
-                                                paired      48         1.000       0       True   linear 1.75->0.25   0.00    1.000
-                           paired margin 1, patience 1      48         0.919       7       True   linear 1.75->0.25   0.00    0.733
-                                          race vs best      48         1.000       0       True   linear 1.75->0.25   0.00    1.000
-                                 race vs best + paired      48         1.000       0       True   linear 1.75->0.25   0.00    1.000
-                        race vs best + paired margin 1      41         0.773       7       True   linear 1.75->0.25   0.00    0.733
+        replay                          trials  tokens  pruned  best_kept  gap_noise   tau
+        oracle (see _oracle)                48   0.812      12       True       0.00     -
+        none                                48   1.000       0       True       0.00  1.000
+        median                              48   0.638      34      False       3.55  0.283
+        percentile                          48   0.513      38      False       3.55 -0.033
+        successive_halving                  48   0.719      32      False       3.55  0.367
+        hyperband                           48   0.786      33      False       3.55  0.350
+        wilcoxon                            48   0.805      35      False       3.55 -0.050
+        paired                              48   1.000       0       True       0.00  1.000
+        paired margin 1, patience 1         48   0.919       7       True       0.00  0.733
+        race vs best                        48   1.000       0       True       0.00  1.000
+        race vs best + paired               48   1.000       0       True       0.00  1.000
+        race vs best + paired margin 1      41   0.773       7       True       0.00  0.733
 
     The raw-value pruners pruned the best (linear 1.75->0.25) on some seed; a candidate censored
     that way never outranks a fully measured one, so their answer fell back to uniform (0.0098
