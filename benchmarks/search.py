@@ -421,12 +421,13 @@ def pruner_table(runs: Path, tokens: int, seeds: list[int], reuse: Path | None) 
 
 
 def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
-    """The least any pruner that keeps the best *within noise* can spend: a row of the table.
+    """The least a pruner that runs every seed and keeps what is within noise of the best spends.
 
     It knows the end: it stops (at the grace, on every seed) exactly the candidates whose
     difference to the best, over all the run's seeds with the pooled seed noise, is separated
-    at 95%; everything else, the best and uniform run to the end. No pruner that keeps every
-    candidate the data cannot tell from the best can spend less.
+    at 95% (one look, pooled noise); everything else, the best and uniform run to the end. No
+    pruner that runs every seed and keeps every candidate the data cannot tell from the best
+    can spend less (a race can: it runs fewer seeds).
     """
     from tlmsearch import stats
     from tlmsearch.conclusions import study_noise

@@ -158,6 +158,8 @@ def select_kept(kept: Sequence[Mapping[str, Any]], trials: str | None) -> list[d
 
     A run that kept none, a bad list or a number without kept weights is a ConfigError.
     """
+    # a checkpoint written outside a search (no Optuna trial) has no number: nothing to name
+    kept = [k for k in kept if k.get("number") is not None]
     if not kept:
         raise ConfigError(f"the run kept no weights; {NO_WEIGHTS}")
     if trials is None:

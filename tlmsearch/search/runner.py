@@ -442,7 +442,10 @@ def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, A
         return 0
     keys = {json.dumps(b["params"], sort_keys=True) for b in best}
     keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
-    gone = checkpoints.keep_only(run, {int(n) for n in trials.loc[keep, "number"]})
+    numbers = {int(n) for n in trials.loc[keep, "number"]}
+    if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
+        numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}
+    gone = checkpoints.keep_only(run, numbers)
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     for w in gone:
         if w["number"] in by_number:
