@@ -16,7 +16,8 @@ shorter still, for the test).
    then are timed for ``--seconds`` of training steps each (evals excluded). tokens/s per trial
    is their mean, "all" their sum; MFU is the sum x FLOPs per token (``tlmsearch.budget``)
    against the device's peak: the GPU's data-sheet peak for the precision that ran
-   (``tlmsearch.mfu``), or the CPU's matmul peak of all cores (``trainer.machine_peak``).
+   (``tlmsearch.mfu``), or the CPU's matmul peak of all cores (``trainer.machine_peak``: the
+   cached calibration, the highest so far; ``python -m tlmsearch.mfu`` measures it again).
    "vs uniform" is a taper row's tokens/s over the uniform row's.
 2. Search: a 2-trial study (uniform and the taper at the first size) through ``tlmsearch run``
    in a temporary directory, end to end: Ray's start, the data, both trials at once (on a GPU
@@ -38,6 +39,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -178,13 +180,19 @@ def _env() -> dict[str, str]:
 
 
 def _error(proc: Any, err: str) -> str:
-    lines = [x for x in (err or "").strip().splitlines() if x.strip()]
-    return lines[-1][:160] if lines else f"exit {proc.returncode}"
+    """The exception of a traceback with the two lines after it (pydantic puts the field and
+    the reason there), else the last line."""
+    lines = [x.strip() for x in (err or "").splitlines() if x.strip()]
+    heads = [i for i, x in enumerate(lines) if re.match(r"[\w.]+(Error|Exception|Exit)\b", x)]
+    text = " | ".join(lines[heads[-1] : heads[-1] + 3]) if heads else (lines or [""])[-1]
+    return text[:200] or f"exit {proc.returncode}"
 
 
-def wait_all(children: list[subprocess.Popen], deadline: float) -> tuple[list[dict], list[str]]:
-    """Each child's JSON line, or the errors; the first failure (or the deadline) ends all: the
-    others would wait for it at their barrier."""
+def wait_all(
+    children: list[subprocess.Popen], sync: Path, deadline: float
+) -> tuple[list[dict], list[str]]:
+    """Each child's JSON line (``sync/out.<i>``), or the errors (``sync/err.<i>``); the first
+    failure (or the deadline) ends all: the others would wait for it at their barrier."""
     failed = False
     while any(c.poll() is None for c in children):
         failed = any(c.returncode not in (None, 0) for c in children)
@@ -195,14 +203,14 @@ def wait_all(children: list[subprocess.Popen], deadline: float) -> tuple[list[di
             break
         time.sleep(0.2)
     outs, errors = [], []
-    for c in children:
-        out, err = c.communicate()
+    for i, c in enumerate(children):
+        c.wait()
         if c.returncode == 0:
-            outs.append(json.loads(out.strip().splitlines()[-1]))
+            outs.append(json.loads((sync / f"out.{i}").read_text().strip().splitlines()[-1]))
         elif c.returncode < 0 and not errors:
             errors.append("stopped: " + ("another trial failed" if failed else "timed out"))
-        else:
-            errors.insert(0, _error(c, err))  # a real error before the kills it caused
+        elif c.returncode > 0:  # a real error goes before the kills it caused
+            errors.insert(0, _error(c, (sync / f"err.{i}").read_text()))
     return outs, errors
 
 
@@ -233,17 +241,12 @@ def throughput_row(
     row: dict[str, Any] = {"size": name, "model": kind, "trials": procs}
     t0 = time.perf_counter()
     cmd = [sys.executable, __file__, "--one"]
-    children = [
-        subprocess.Popen(
-            [*cmd, json.dumps({**spec, "index": i})],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        for i in range(procs)
-    ]
-    outs, errors = wait_all(children, t0 + timeout)
+    children = []
+    for i in range(procs):  # output to files: a full pipe nobody reads would stall a child
+        with open(sync / f"out.{i}", "w") as out, open(sync / f"err.{i}", "w") as err:
+            argv = [*cmd, json.dumps({**spec, "index": i})]
+            children.append(subprocess.Popen(argv, stdout=out, stderr=err, env=_env()))
+    outs, errors = wait_all(children, sync, t0 + timeout)
     row["wall_s"] = time.perf_counter() - t0
     bad = [o["reason"] for o in outs if o["status"] == "diverged"]
     bad += [f"not timed ({o['reason']})" for o in outs if not o["tokens_per_s"] > 0]
@@ -396,7 +399,6 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        os.environ["TLMSEARCH_CACHE"] = os.environ.get("TLMSEARCH_CACHE") or str(tmp / "cache")
         device, peak = describe_device(gpu)
         print(f"# {device}", flush=True)
         rows: list[dict[str, Any]] = []

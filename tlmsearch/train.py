@@ -366,7 +366,7 @@ def train_proxy(
                 (loss / accum).backward()
                 losses.append(loss.detach())
             # one host sync per step, not per micro batch: a GPU keeps its queue meanwhile
-            loss_val = torch.stack(losses).double().sum().item() / accum
+            loss_val = torch.stack(losses).sum().item() / accum  # fp32 losses
             why = monitor.step(loss_val)
             if why:
                 status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
