@@ -401,6 +401,8 @@ class StorageConfig(Strict):
 class RayConfig(Strict):
     address: str | None = None  # None: an embedded local Ray on loopback
     cpus_per_trial: float = Field(1.0, gt=0, le=MAX_WORKERS)
+    # A trial trains on CUDA when this is > 0 (the GPU Ray assigned it), else on CPUs, GPU node
+    # or not. At most 1 (a trial uses one GPU); a fraction shares one: 0.25 runs 4 trials on it.
     gpus_per_trial: float = Field(0.0, ge=0, le=MAX_WORKERS)
     # size of the embedded Ray (default: all cores)
     num_cpus: int | None = Field(None, ge=1, le=MAX_WORKERS)
@@ -410,6 +412,16 @@ class RayConfig(Strict):
     node_ip: str | None = None
     shared_path: str | None = None  # prepared data on storage every node can read
     reuse_actors: bool = True  # ~3x faster trial start on small trials (measured)
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _one_gpu(cls, v: float) -> float:
+        if v > 1:
+            raise ValueError(
+                "a trial trains on one GPU: use 1, or a fraction such as 0.25 to run 4 trials "
+                "on each GPU"
+            )
+        return v
 
 
 # -------------------------------------------------------------------------------------------------

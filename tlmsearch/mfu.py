@@ -3,7 +3,8 @@
 On a CPU the peak is measured once per machine (CPU model, torch version, thread count) by a short
 bf16 matmul calibration and cached as JSON; bf16 is the peak on CPUs with AVX512-BF16 or AMX
 (about 4.5x fp32 on the machine in notes/cpu.md), fp32 elsewhere. On a GPU it comes from a
-table of dense bf16 tensor-core peaks.
+table of dense data-sheet peaks, matched in ``torch.cuda.get_device_name()``: bf16 tensor cores,
+TF32 tensor cores for an fp32 run with TF32 matmuls on (``train.enable_tf32``), else plain fp32.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 
 import torch
 
-# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets.
+# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets (which quote
+# twice these "with sparsity"). Keys are matched in the device name, the longest first: "NVIDIA
+# H100 80GB HBM3" (SXM) takes "H100", "NVIDIA GH200 480GB" takes "GH200" before "H200".
 GPU_PEAK_BF16 = {
+    "H200 NVL": 835e12,
     "H200": 989e12,
     "H100 SXM": 989e12,
     "H100 NVL": 835e12,
@@ -29,6 +33,7 @@ GPU_PEAK_BF16 = {
     "A10G": 70e12,
     "A10": 125e12,
     "L40S": 362e12,
+    "L40": 181e12,
     "L4": 121e12,
     "RTX 4090": 165e12,
     "RTX 3090": 71e12,
@@ -37,8 +42,28 @@ GPU_PEAK_BF16 = {
 }
 
 
-# Dense fp32 peaks without tensor cores (an fp32 run here does not enable TF32), FLOP/s.
+# Dense TF32 tensor-core peaks (Ampere and newer), FLOP/s: an fp32 run with TF32 matmuls.
+GPU_PEAK_TF32 = {
+    "H200 NVL": 418e12,
+    "H200": 495e12,
+    "H100 SXM": 495e12,
+    "H100 NVL": 418e12,
+    "H100 PCIe": 378e12,
+    "H100": 495e12,
+    "GH200": 495e12,
+    "B200": 1125e12,
+    "A100": 156e12,
+    "L40S": 183e12,
+    "L40": 90.5e12,
+    "L4": 60e12,
+    "RTX 4090": 82.6e12,
+    "RTX 3090": 35.6e12,
+}
+
+
+# Dense fp32 peaks without tensor cores (an fp32 run with TF32 off, or a GPU without TF32), FLOP/s.
 GPU_PEAK_FP32 = {
+    "H200 NVL": 60e12,
     "H200": 67e12,
     "H100 SXM": 67e12,
     "H100 NVL": 60e12,
@@ -48,6 +73,7 @@ GPU_PEAK_FP32 = {
     "B200": 80e12,
     "A100": 19.5e12,
     "L40S": 91.6e12,
+    "L40": 90.5e12,
     "L4": 30.3e12,
     "RTX 4090": 82.6e12,
     "V100": 15.7e12,
@@ -148,14 +174,25 @@ def cpu_peak(
     return peak
 
 
-def gpu_peak(device: torch.device, dtype: torch.dtype = torch.bfloat16) -> float | None:
-    """The data-sheet peak of this GPU for ``dtype`` (None when the table lacks it)."""
-    table = GPU_PEAK_BF16 if dtype in (torch.bfloat16, torch.float16) else GPU_PEAK_FP32
-    name = torch.cuda.get_device_name(device)
+def _lookup(table: dict[str, float], name: str) -> float | None:
     for key in sorted(table, key=len, reverse=True):  # most specific name first
         if key in name:
             return table[key]
     return None
+
+
+def gpu_peak(device: torch.device, dtype: torch.dtype = torch.bfloat16) -> float | None:
+    """The data-sheet peak of this GPU for ``dtype`` (None when the table lacks it): fp32 is
+    the TF32 tensor-core peak while torch's fp32 matmuls use TF32 (precision ``high``/``medium``)
+    on a GPU that has it, else the plain fp32 peak."""
+    name = torch.cuda.get_device_name(device)
+    if dtype in (torch.bfloat16, torch.float16):
+        return _lookup(GPU_PEAK_BF16, name)
+    if torch.get_float32_matmul_precision() != "highest":
+        tf32 = _lookup(GPU_PEAK_TF32, name)
+        if tf32 is not None:
+            return tf32
+    return _lookup(GPU_PEAK_FP32, name)
 
 
 def peak_flops(

@@ -4,6 +4,10 @@
 seed (so candidates of one seed compare paired), trains with AdamW (no decay on norms and biases),
 linear warm-up then cosine or warmup-stable-decay (WSD, arXiv 2404.06395) learning rate, gradient
 clipping and accumulation, bf16 autocast where the hardware has it and optional ``torch.compile``.
+On CUDA: the fused AdamW kernel, batches through pinned memory (:func:`batches.to_device`), the
+flash attention kernel (the models call ``scaled_dot_product_attention(..., is_causal=True)``
+with no mask, bf16 under autocast), TF32 matmuls where the run is fp32 (:func:`enable_tf32`), and
+MFU against the GPU's data-sheet peak for the precision that runs (:mod:`tlmsearch.mfu`).
 At fixed token checkpoints it evaluates on the same validation tokens and hands the metrics to
 ``on_eval``. Divergence ends the run with status ``diverged``, never an exception.
 """
@@ -22,7 +26,7 @@ import torch.nn.functional as F
 
 from tlmsearch import budget
 from tlmsearch.config import ModelConfig, TrainConfig
-from tlmsearch.data.batches import Batches, val_windows
+from tlmsearch.data.batches import Batches, pinned, val_windows
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
@@ -110,11 +114,49 @@ def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if ok else torch.float32
 
 
-def resolve_compile(cfg: TrainConfig) -> bool:
-    """``auto`` compiles when the run is long enough to repay the ~25-40 s compile."""
-    if cfg.compile == "auto":
-        return cfg.tokens >= 2_000_000
-    return cfg.compile == "on"
+# ``compile: auto`` on a GPU: compile when the run would take this long uncompiled, estimated
+# from its model FLOPs at GPU_EAGER_MFU of the device's peak (GPU_UNKNOWN_PEAK where the table
+# lacks the GPU).
+GPU_COMPILE_AFTER_S = 180.0
+GPU_EAGER_MFU = 0.3
+GPU_UNKNOWN_PEAK = 100e12
+
+
+def resolve_compile(
+    cfg: TrainConfig,
+    device: torch.device | None = None,
+    flops_per_token: float = 0.0,
+    peak: float | None = None,
+) -> bool:
+    """Whether training steps run under ``torch.compile``: ``on`` and ``off`` as given; ``auto``
+    when the run is long enough to repay the compile (the first step's time, reported as
+    ``setup["first_step_s"]``):
+
+    - on a CPU, runs of 2M tokens or more (the compile took ~25-40 s at the quickstart size);
+    - on CUDA, runs that would take ``GPU_COMPILE_AFTER_S`` (3 minutes) or more uncompiled,
+      estimated as ``tokens * flops_per_token / (GPU_EAGER_MFU * peak)``: the compile (tens of
+      seconds; ``benchmarks/gpu.py`` reports it) pays off on a GPU for any run longer than a few
+      minutes, while a shorter one (a tiny proxy's whole run takes seconds there) would mostly
+      compile.
+    """
+    if cfg.compile != "auto":
+        return cfg.compile == "on"
+    if device is not None and device.type == "cuda":
+        eager_s = cfg.tokens * flops_per_token / (GPU_EAGER_MFU * (peak or GPU_UNKNOWN_PEAK))
+        return eager_s >= GPU_COMPILE_AFTER_S
+    return cfg.tokens >= 2_000_000
+
+
+def enable_tf32(device: torch.device, dtype: torch.dtype) -> bool:
+    """fp32 matmuls on TF32 tensor cores (fp32 range, 10-bit mantissa inputs, fp32 sums) where a
+    run on a CUDA device computes in fp32; True when set. Without it an fp32 run on an Ampere or
+    newer GPU leaves its tensor cores idle (A100: 19.5 vs 156 TFLOP/s). Process-wide (torch's
+    ``float32_matmul_precision``), as every run of a trial process resolves it the same way; MFU
+    is then against the TF32 peak (``mfu.gpu_peak``)."""
+    if device.type == "cuda" and dtype == torch.float32:
+        torch.set_float32_matmul_precision("high")
+        return True
+    return False
 
 
 def attention_kernel(cfg: TrainConfig, device: torch.device, seq_len: int) -> str:
@@ -322,7 +364,7 @@ def train_proxy(
     if n_threads and dev.type == "cpu":
         torch.set_num_threads(n_threads)
     dtype = resolve_dtype(train_cfg, dev)
-    use_compile = resolve_compile(train_cfg)
+    tf32 = enable_tf32(dev, dtype)
     vocab = data.vocab_size
     if model_cfg.vocab_size is not None and model_cfg.vocab_size < vocab:
         raise ConfigError(
@@ -345,8 +387,10 @@ def train_proxy(
         float(counts["flops_per_token"]),
     )
     batches = Batches(data.train_tokens(), seq, seed=seed)
-    vx, vy = val_windows(data.val_tokens(), seq)
+    vx, vy = (pinned(t, dev) for t in val_windows(data.val_tokens(), seq))
     n_val_pred = vx.numel()
+    peak = peak_flops(dev, n_threads, dtype=dtype)  # the precision that runs, not always bf16
+    use_compile = resolve_compile(train_cfg, dev, fpt, peak)
 
     # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
     optimizer = torch.optim.AdamW(
@@ -369,10 +413,10 @@ def train_proxy(
     step_tokens = micro * accum * seq
     n_steps = max(1, math.ceil(train_cfg.tokens / step_tokens))
     interval = train_cfg.eval_interval
-    peak = peak_flops(dev, n_threads, dtype=dtype)  # the precision that runs, not always bf16
     setup = {
         "device": str(dev),
         "dtype": str(dtype).removeprefix("torch."),
+        "tf32": tf32,
         "compile": use_compile,
         "attention": kernel,
         "threads": torch.get_num_threads() if dev.type == "cpu" else None,
@@ -381,6 +425,7 @@ def train_proxy(
         "step_tokens": step_tokens,
         "steps": n_steps,
         "peak_flops": peak,
+        "first_step_s": None,  # the first step's wall time, the compile included
     }
 
     status, reason = "completed", ""
@@ -409,14 +454,14 @@ def train_proxy(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             t0 = time.perf_counter()
-            step_loss_sum = 0.0
+            losses = []
             for _ in range(accum):
-                x, y = batches.next(micro)
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                x, y = batches.next(micro, dev)
                 loss = step_loss(x, y)
                 (loss / accum).backward()
-                step_loss_sum += loss.item()
-            loss_val = step_loss_sum / accum
+                losses.append(loss.detach())
+            # one host sync per step, not per micro batch: a GPU keeps its queue meanwhile
+            loss_val = torch.stack(losses).sum().item() / accum  # fp32 losses
             why = monitor.step(loss_val)
             if why:
                 status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
@@ -436,6 +481,8 @@ def train_proxy(
             if step > first_step:
                 train_time += dt
                 timed_tokens += step_tokens
+            else:
+                setup["first_step_s"] = dt
             if bar is not None:
                 bar.update(task, advance=step_tokens, info=f"loss {loss_val:.3f}")
             if tokens >= loop.next_eval or step == n_steps - 1:

@@ -1,7 +1,8 @@
 """Batches: random windows from a memory-mapped token array, and the fixed validation windows.
 
 The window starts come from a NumPy generator seeded by the trial's seed alone, so every candidate
-of a seed sees the same data in the same order (paired comparisons).
+of a seed sees the same data in the same order (paired comparisons). Bound for a CUDA device, a
+batch goes through page-locked (pinned) memory and an asynchronous copy (:func:`to_device`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ class Batches:
         self.rng = np.random.default_rng(seed)
         self._offsets = np.arange(seq_len + 1)
 
-    def next(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def next(
+        self, batch_size: int, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next windows, on ``device`` when given (one copy of the (B, T + 1) windows: x and
+        y are views of it there)."""
         starts = self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
         win = torch.from_numpy(self.tokens[starts[:, None] + self._offsets].astype(np.int64))
+        if device is not None:
+            win = to_device(win, device)
         return win[:, :-1], win[:, 1:]  # (B, T), (B, T)
 
     def state_dict(self) -> dict:
@@ -36,6 +43,21 @@ class Batches:
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["bit_generator"]
+
+
+def pinned(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` in page-locked memory when it is bound for a CUDA device, else ``t`` itself.
+
+    A copy from pinned memory with ``non_blocking=True`` is asynchronous: it overlaps the kernels
+    still queued (from pageable memory it waits for them). A CPU device needs no copy at all.
+    """
+    return t.pin_memory() if device.type == "cuda" else t
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``: through pinned memory and an asynchronous copy on CUDA, ``t`` itself
+    on a CPU. PyTorch's pinned-memory cache keeps the source block until the copy is done."""
+    return pinned(t, device).to(device, non_blocking=True)
 
 
 def val_windows(tokens: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import socket
@@ -185,9 +186,18 @@ def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
 
     facts = start_ray(cfg.ray, address, env=cfg.train.process_env())
     where = "joined" if facts["joined"] else "started"
+    gpus = f", {facts['gpus']:g} GPUs" if facts.get("gpus") else ""
     echo(
-        f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), {facts['cpus']:g} CPUs)"
+        f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), "
+        f"{facts['cpus']:g} CPUs{gpus})"
     )
+    if cfg.ray.gpus_per_trial and not facts.get("gpus") and not facts["joined"]:
+        _release(facts)  # trials would wait for a GPU forever
+        raise ConfigError(
+            f"ray.gpus_per_trial: {cfg.ray.gpus_per_trial:g} but Ray found no GPU on this "
+            "machine; set ray.gpus_per_trial: 0 to train on CPUs, or check that torch sees "
+            "the GPU (nvidia-smi, torch.cuda.is_available())"
+        )
     return facts
 
 
@@ -462,13 +472,21 @@ def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
     >>> cfg = N(search=N(concurrency=3), ray=N(cpus_per_trial=1.0, gpus_per_trial=0.0))
     >>> trial_slots(cfg, {"cpus": 2.0, "gpus": 0.0})
     2
+
+    Fractions count as Ray counts them (to 1e-4): 0.1 GPU a trial fits 10 on one GPU, though
+    ``1.0 // 0.1`` is 9.0 in floating point.
     """
     fits = [cfg.search.concurrency]
     if facts.get("cpus"):
-        fits.append(int(facts["cpus"] // cfg.ray.cpus_per_trial))
+        fits.append(_fits(facts["cpus"], cfg.ray.cpus_per_trial))
     if cfg.ray.gpus_per_trial:
-        fits.append(int((facts.get("gpus") or 0) // cfg.ray.gpus_per_trial))
+        fits.append(_fits(facts.get("gpus") or 0, cfg.ray.gpus_per_trial))
     return max(1, min(fits))
+
+
+def _fits(total: float, each: float) -> int:
+    """How many requests of ``each`` fit in ``total``, up to Ray's resource precision."""
+    return math.floor(total / each + 1e-6)
 
 
 def trial_dirname(trial: Any) -> str:

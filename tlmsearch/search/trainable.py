@@ -34,6 +34,14 @@ def trial_threads(cfg: StudyConfig) -> int:
     return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_trial))
 
 
+def trial_device(cfg: StudyConfig) -> str:
+    """``cuda`` when the study gives each trial a GPU or a share of one (``ray.gpus_per_trial``
+    > 0): Ray has set CUDA_VISIBLE_DEVICES to the GPU it assigned, so ``cuda`` is that one,
+    shared with the trials it also holds at a fraction. ``cpu`` otherwise, on a GPU node too:
+    Ray accounted no GPU to the trial, and trials piling onto one unaccounted would contend."""
+    return "cuda" if cfg.ray.gpus_per_trial > 0 else "cpu"
+
+
 def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
     """Every objective metric name present (Ray rejects results that lack the metric)."""
     out = {m: NAN for m in METRICS}
@@ -131,6 +139,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         resume=resume,
         on_checkpoint=reporter.checkpoint,
         final_checkpoint=cfg.search.keep_weights != "none",
+        device=trial_device(cfg),
     )
     metrics = dict(summary.metrics or {})
     metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
