@@ -26,7 +26,13 @@ class Batches:
         self._offsets = np.arange(seq_len + 1)
 
     def next(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        starts = self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
+        return self.windows(self.starts(batch_size))
+
+    def starts(self, batch_size: int) -> np.ndarray:
+        """The next ``batch_size`` window starts (what ``next`` draws, without reading them)."""
+        return self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
+
+    def windows(self, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         win = torch.from_numpy(self.tokens[starts[:, None] + self._offsets].astype(np.int64))
         return win[:, :-1], win[:, 1:]  # (B, T), (B, T)
 
