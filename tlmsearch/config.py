@@ -417,11 +417,11 @@ class RayConfig(Strict):
                     f"({n}) x ray.{worker} ({getattr(self, worker):g}); give one of them"
                 )
         gpus = self.gpus_per_worker or 0.0
-        if n > 1 and gpus != int(gpus):
+        if n > 1 and gpus not in (0.0, 1.0):
             raise ValueError(
-                f"ray.gpus_per_worker ({gpus:g}) must be a whole number with "
-                f"workers_per_trial {n} (NCCL needs a GPU per worker); set "
-                f"gpus_per_worker: 1, or workers_per_trial: 1 to share GPUs between trials"
+                f"ray.gpus_per_worker ({gpus:g}) must be 0 or 1 with workers_per_trial {n} "
+                "(a worker trains on one GPU of its own, NCCL between them); set "
+                "gpus_per_worker: 1, or workers_per_trial: 1 to share GPUs between trials"
             )
         return self
 

@@ -251,6 +251,7 @@ def _execute(
     from tlmsearch.search.failures import handle_lost_workers
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.workers import trial_resources
 
     if not facts.get("joined") and not cfg.ray.gpus_per_trial:
         # Calibrate the MFU peak here, before trials share the cores: a trial calibrating
@@ -282,7 +283,7 @@ def _execute(
         payload = data if cfg.ray.shared_path else data.in_memory()
         trainable = tune.with_resources(
             tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
-            {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial},
+            trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
         )
         single = len(cfg.objectives) == 1
         metrics = [o.metric for o in cfg.objectives]
@@ -328,7 +329,8 @@ def _execute(
                 scheduler=scheduler,
                 num_samples=remaining,
                 max_concurrent_trials=cfg.search.concurrency,
-                reuse_actors=cfg.ray.reuse_actors,
+                # a multi-worker trial is stopped (pruned) in its actor's stop: never cached
+                reuse_actors=cfg.ray.reuse_actors and cfg.ray.workers_per_trial == 1,
                 trial_dirname_creator=trial_dirname,
             ),
             run_config=tune.RunConfig(
@@ -383,6 +385,8 @@ def _finish(
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
     """Trials that run at once: ``search.concurrency``, or fewer where Ray's CPUs (GPUs) fit fewer.
+
+    A trial's resources are those of all its workers (``cpus_per_trial`` is their sum).
 
     >>> from types import SimpleNamespace as N
     >>> cfg = N(search=N(concurrency=3), ray=N(cpus_per_trial=1.0, gpus_per_trial=0.0))

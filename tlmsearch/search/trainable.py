@@ -28,8 +28,9 @@ TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Opt
 
 
 def trial_threads(cfg: StudyConfig) -> int:
-    """Intra-op threads: the YAML's ``train.threads``, else the trial's CPU allotment."""
-    return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_trial))
+    """Intra-op threads: the YAML's ``train.threads``, else a worker's CPU allotment (with one
+    worker per trial, the trial's)."""
+    return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_worker or 1))
 
 
 def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
@@ -105,9 +106,20 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         faults.at_eval(candidate, seed, ev.get("tokens"))  # tests only; inert otherwise
         return False
 
-    summary = train_proxy(
-        model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
-    )
+    if cfg.ray.workers_per_trial > 1:  # Ray Train workers; this trial is their driver
+        from tlmsearch.search.workers import train_on_workers
+
+        def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
+            static["node"] = ",".join(nodes)
+
+        summary = train_on_workers(
+            cfg, model, plan.widths, data, seed=seed, threads=threads, on_eval=on_eval,
+            on_nodes=on_nodes,
+        )  # fmt: skip
+    else:
+        summary = train_proxy(
+            model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
+        )
     metrics = dict(summary.metrics or {})
     metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
     tune.report(
