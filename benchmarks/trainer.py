@@ -11,6 +11,11 @@ Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] 
    machine (all threads). Rows use the trainer's ``attention: auto`` (the math kernel at
    seq_len <= 256 on a CPU) except the one that names ``attention: default`` (torch's flash
    kernel), measured for comparison; ``thp`` rows run with PyTorch's huge pages, as trials do.
+3. Checkpoints (``--checkpoint``): at the study's proxy size, the seconds to write one trial
+   checkpoint (``tlmsearch.checkpoints.write_checkpoint``: torch.save, fsync, sha256, renames) and
+   to load and verify it, its bytes and bytes per parameter (weights + AdamW moments + the rest);
+   at 440M (studies/paper_440m.yaml) the bytes estimated as bytes per parameter x its parameters
+   and the seconds from the write bandwidth measured here.
 The machine may be shared: trust ratios measured side by side more than absolute numbers.
 """
 
@@ -196,6 +201,75 @@ def setups(study: str, tokens: int, full: bool) -> list[dict]:
     return rows
 
 
+def checkpoint_cost(study: str, tokens: int, big: str) -> dict:
+    """Seconds and bytes per checkpoint at ``study``'s size, estimated at ``big``'s."""
+    import tempfile
+
+    from tlmsearch import checkpoints
+    from tlmsearch.budget import trial_counts
+    from tlmsearch.config import load_study
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import train_proxy
+
+    cfg, train = _load(study, tokens)
+    every = tokens // 4
+    train = train.model_copy(
+        update={"compile": "off", "eval_every_tokens": every, "checkpoint_every_tokens": every}
+    )
+    data = prepare_data(cfg.data, progress=False)
+    widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
+    states: list[dict] = []
+    s = train_proxy(cfg.model, widths, data, train, seed=0, threads=1, on_checkpoint=states.append)
+    writes, loads, sizes = [], [], []
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:  # the disk runs dirs live on
+        for i, state in enumerate(states):
+            t0 = time.perf_counter()
+            folder = checkpoints.write_checkpoint(
+                Path(tmp) / f"checkpoint_{i:06d}",
+                state,
+                {
+                    "number": 0,
+                    "candidate": {},
+                    "seed": 0,
+                    "widths": widths,
+                    "tokens": state["tokens"],
+                    "model": {},
+                    "arch": cfg.model.arch,
+                },
+            )
+            writes.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            assert checkpoints.load_checkpoint(folder) is not None
+            loads.append(time.perf_counter() - t0)
+            sizes.append((folder / checkpoints.STATE).stat().st_size)
+    write_s, size = statistics.median(writes), statistics.median(sizes)
+    per_param = size / s.n_params
+    big_cfg = load_study(big)
+    big_model = big_cfg.model
+    big_params = trial_counts(
+        big_model,
+        [big_model.d_ff_uniform] * big_model.n_layer,
+        big_model.vocab_size or 128_256,
+        big_cfg.data.seq_len,
+    )["n_params"]
+    bandwidth = size / write_s
+    return {
+        "n_params": s.n_params,
+        "checkpoints": len(states),
+        "bytes": int(size),
+        "bytes_per_param": round(per_param, 2),
+        "write_s": round(write_s, 4),
+        "load_verify_s": round(statistics.median(loads), 4),
+        "write_MB_per_s": round(bandwidth / 1e6, 1),
+        "at_440m": {
+            "n_params": big_params,
+            "bytes_est": int(per_param * big_params),
+            "GB_est": round(per_param * big_params / 1e9, 2),
+            "write_s_est": round(per_param * big_params / bandwidth, 1),
+        },
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default=str(ROOT / "studies/quickstart.yaml"))
@@ -204,8 +278,13 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="also eager at 2 threads / 2 procs")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-setups", action="store_true")
+    ap.add_argument("--checkpoint", action="store_true", help="only the checkpoint cost")
+    ap.add_argument("--big", default=str(ROOT / "studies/paper_440m.yaml"))
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.checkpoint:
+        print(json.dumps({"checkpoint": checkpoint_cost(args.study, 40_000, args.big)}))
+        return
     if not args.one:
         # The overhead rounds run in this process as trials do: with PyTorch's huge pages
         # (train.thp, read at the first allocation). Setups choose theirs per row.

@@ -32,7 +32,9 @@ def _problems(tmp_path: Path, data: object, overrides: tuple[str, ...] = ()) -> 
     return str(info.value)
 
 
-@pytest.mark.parametrize("name", ["quickstart", "paper_440m", "race"])
+@pytest.mark.parametrize(
+    "name", ["quickstart", "paper_440m", "race", "paper_grid", "paper_blocks", "paper_ladder"]
+)
 def test_shipped_studies_are_valid(name: str) -> None:
     cfg = load_study(ROOT / "studies" / f"{name}.yaml")
     assert cfg.name == name
@@ -282,3 +284,20 @@ def test_a_space_named_like_another_users_home_is_just_not_found(tmp_path: Path)
     assert "space: '~nosuchuser/paper' not found" in _problems(
         tmp_path, {**TINY, "space": "~nosuchuser/paper"}
     )
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["train.tokens=true", "model.n_layer=false", "search.concurrency=true", "train.lr=true",
+     "search.seeds=[0, true]", "search.racing.max_seeds=true"],
+)  # fmt: skip
+def test_a_boolean_where_a_number_goes_is_refused(tmp_path: Path, override: str) -> None:
+    # pydantic alone reads YAML `true` as 1 in an int field: a typo that trains something else
+    field = override.split("=")[0]
+    text = _problems(tmp_path, {**TINY, "search": {"seeds": [0, 1]}}, (override,))
+    assert field.split(".")[-1] in text and "a boolean where a number goes" in text
+
+
+def test_boolean_fields_still_take_booleans(tmp_path: Path) -> None:
+    cfg = load_study(_write(tmp_path, TINY), ("search.baseline=false",))
+    assert cfg.search.baseline is False

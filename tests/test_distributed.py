@@ -25,11 +25,13 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.train import train_proxy
 
 TINY = test_train.TINY
-tiny_text = test_train.data  # the fixture `data`: test_train's tiny byte-level corpus
+tiny_text = test_train.data  # a fixture: test_train's tiny byte-level corpus
 throwaway_cache = test_train._cache  # autouse: MFU calibration and data to a tmp cache
 WIDTHS = (64, 64)
 # 16 sequences of 32 per step: 2 x 8 for one worker, 1 x 8 for each of two
-TRAIN = test_train.tcfg(tokens=8192, warmup_tokens=1024, eval_every_tokens=2048)
+TRAIN = test_train.tcfg(
+    tokens=8192, warmup_tokens=1024, eval_every_tokens=2048, checkpoint_every_tokens=4096
+)
 
 
 @given(st.integers(1, 6), st.integers(1, 6), st.sampled_from([1, 2, 3, 4]), st.integers(1, 9))
@@ -55,6 +57,10 @@ def test_the_shards_of_a_step_are_the_one_worker_step(
     assert torch.equal(torch.cat(whole), torch.cat(shards))
 
 
+def _untimed(curve: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in test_train.TIMING} for row in curve]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,28 +70,39 @@ def _free_port() -> int:
 def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> None:
     listener = listen("127.0.0.1", port) if rank == 0 else None
     info = init_group(rank, world, "127.0.0.1", port, torch.device("cpu"), listener, 60)
+    ckpt = Path(out, "at4096.pt")
     try:
         runs = {}
-        for name, stop_at in (("full", None), ("stopped", 4096)):
-            on_eval = None
-            if rank == 0:
+        for name, stop_at in (("full", None), ("stopped", 4096), ("resumed", None)):
+            on_eval = on_checkpoint = None
+            if rank == 0:  # the reporter: its answer stops every rank; it alone checkpoints
 
                 def on_eval(ev: dict, stop_at: int | None = stop_at) -> bool:
                     return stop_at is not None and ev["tokens"] >= stop_at
 
+                def on_checkpoint(state: dict) -> None:
+                    if state["tokens"] == 4096 and not ckpt.exists():
+                        torch.save(state, ckpt)
+
+            resume = None
+            if name == "resumed":  # every rank from rank 0's checkpoint
+                info.agree(True)  # a barrier: rank 0 has written it
+                resume = torch.load(ckpt, weights_only=False)
             s = train_proxy(
                 TINY, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
-                device="cpu",
+                device="cpu", on_checkpoint=on_checkpoint, resume=resume,
             )  # fmt: skip
-            runs[name] = {"status": s.status, "curve": s.curve, "setup": s.setup}
+            runs[name] = {"status": s.status, "curve": _untimed(s.curve), "setup": s.setup}
         Path(out, f"rank{rank}.json").write_text(json.dumps(runs))
     finally:
         close_group()
 
 
 @pytest.mark.slow  # two spawned torch processes: ~45 s on a loaded 2-core machine
-def test_two_gloo_workers_train_the_one_worker_model(data: PreparedData, tmp_path: Path) -> None:
-    data = data.in_memory()  # pickled to the workers
+def test_two_gloo_workers_train_the_one_worker_model(
+    tiny_text: PreparedData, tmp_path: Path
+) -> None:
+    data = tiny_text.in_memory()  # pickled to the workers
     one = train_proxy(TINY, WIDTHS, data, TRAIN, seed=1, threads=1, device="cpu")
     mp.start_processes(
         _rank, args=(2, _free_port(), data, str(tmp_path)), nprocs=2, start_method="spawn"
@@ -104,4 +121,7 @@ def test_two_gloo_workers_train_the_one_worker_model(data: PreparedData, tmp_pat
         # rank 0's caller said stop at 4096 tokens: every rank stopped there
         assert run["stopped"]["status"] == "stopped"
         assert run["stopped"]["curve"][-1]["tokens"] == 4096
+        # from rank 0's checkpoint every rank goes on as if it had never stopped: exactly
+        assert run["resumed"]["status"] == "completed"
+        assert run["resumed"]["curve"] == full["curve"]
     assert one.curve[0]["val_loss"] > one.curve[-1]["val_loss"] + 0.3  # it learned something

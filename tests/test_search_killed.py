@@ -206,3 +206,126 @@ def test_a_trial_over_the_memory_limit_is_killed_retried_then_fail(tmp_path):
     assert (df[df["params_json"] != hog["params_json"]]["state"] == "COMPLETE").all()
     attempts = {e["pid"] for e in read_jsonl(faults / "evals.jsonl") if e["candidate"] == COSINE}
     assert len(attempts) == 2
+
+
+# -------------------------------------------------------------------------------------------------
+# Checkpoints: a killed trial continues from its last checkpoint, with the very same curve
+
+LOSSES = ("tokens", "train_loss", "val_loss", "val_ppl", "val_bpb", "lr")
+
+
+def _ckpt_study(tmp: Path, name: str, **search) -> tuple[Path, dict]:
+    """One seed, one trial at a time, a checkpoint at every eval (2,048 tokens)."""
+    data = tiny_study(
+        tmp,
+        train={"checkpoint_every_tokens": 2048},
+        search={"pruner": "none", "concurrency": 1, **search},
+    )
+    data["name"] = name
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, data
+
+
+def _straight_curve(data: dict, cand: dict, seed: int) -> list[dict]:
+    """The curve of an uninterrupted run of (cand, seed), in this process, as a trial runs it."""
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import train_proxy
+
+    cfg = study_from_mapping(data)
+    summary = train_proxy(
+        cfg.model,
+        cfg.model.plan(cand).widths,
+        prepare_data(cfg.data, progress=False),
+        cfg.train,
+        seed=seed,
+        threads=1,  # a trial's: ray.cpus_per_trial
+        device="cpu",
+    )
+    return [{k: row[k] for k in LOSSES} for row in summary.curve]
+
+
+def _trial_curve(run: Path, cand: dict, seed: int) -> list[dict]:
+    df = pd.read_parquet(run / "trials.parquet")
+    row = _row(df, cand, seed)
+    assert row["state"] == "COMPLETE", row
+    curves = pd.read_parquet(run / "curves.parquet")
+    mine = curves[curves["trial_id"] == row["trial_id"]].sort_values("tokens")
+    return [
+        {k: (int(r[k]) if k == "tokens" else float(r[k])) for k in LOSSES}
+        for _, r in mine.iterrows()
+    ]
+
+
+def _attempts(faults: Path, cand: dict, seed: int) -> dict[int, list[int]]:
+    """pid -> the tokens of the evals that process trained (not the ones it reported again)."""
+    out: dict[int, list[int]] = {}
+    for e in read_jsonl(faults / "evals.jsonl"):
+        if e["candidate"] == cand and e["seed"] == seed:
+            out.setdefault(e["pid"], []).append(e["tokens"])
+    return out
+
+
+def test_a_killed_driver_resumes_its_trial_from_the_checkpoint_with_the_same_curve(tmp_path):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    # the first attempt of the baseline waits at its first eval (2,048 tokens, checkpointed)
+    (faults / "faults.json").write_text(json.dumps({"kill": [[UNIFORM, 0, 1]]}))
+    study, data = _ckpt_study(tmp_path, "driver")
+    run, env = tmp_path / "runs" / "driver", _env(faults)
+    with (tmp_path / "run.log").open("w") as out:
+        driver = subprocess.Popen([EXE, "run", str(study)], stdout=out, stderr=out, env=env)
+    helpers: list[int] = []
+    try:
+        deadline = time.time() + 300
+        while not read_jsonl(faults / "waiting.jsonl"):
+            assert driver.poll() is None and time.time() < deadline, (
+                tmp_path / "run.log"
+            ).read_text()
+            time.sleep(0.1)
+        helpers = _descendants(driver.pid)
+        os.kill(driver.pid, signal.SIGKILL)  # mid-trial: the trial's worker is waiting
+        driver.wait(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for pid in helpers:  # Ray's processes outlive a SIGKILLed driver; only ours, by PID
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert list(run.glob("ray/session-0/trial_*/checkpoint_*/meta.json"))
+
+    code, log = _run(["resume", str(run)], env, tmp_path / "resume.log")
+    assert code == 0, log
+    assert "1 interrupted trial(s) queued again, 1 from a checkpoint at 2,048 tokens" in log
+    attempts = list(_attempts(faults, UNIFORM, 0).values())
+    assert len(attempts) == 2 and attempts[0] == [2048]
+    assert attempts[1] == [4096, 6144, 8192]  # went on from 2,048 tokens, not from zero
+    assert _trial_curve(run, UNIFORM, 0) == _straight_curve(data, UNIFORM, 0)  # exactly
+    # keep_weights none: no checkpoint is left, the interrupted trial's included
+    assert not list(run.glob("ray/*/*/checkpoint_*"))
+
+
+def test_a_killed_worker_is_retried_from_its_checkpoint_with_the_same_curve(tmp_path):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "faults.json").write_text(json.dumps({"kill": [[COSINE, 0, 1]]}))
+    study, data = _ckpt_study(tmp_path, "worker", max_retries=1, keep_weights="final")
+    run, env = tmp_path / "runs" / "worker", _env(faults)
+    code, log = _run(["run", str(study)], env, tmp_path / "run.log", faults / "waiting.jsonl")
+    assert code == 0, log
+    assert [ln for ln in log.splitlines() if ln.startswith("RETRY")], log
+    attempts = list(_attempts(faults, COSINE, 0).values())
+    assert attempts == [[2048], [4096, 6144, 8192]]  # Ray's retry: tune.get_checkpoint()
+    assert _trial_curve(run, COSINE, 0) == _straight_curve(data, COSINE, 0)
+    # keep_weights final: one folder per trial, its final weights, named in the trials table
+    from tlmsearch.checkpoints import kept_weights, load_model
+
+    df = pd.read_parquet(run / "trials.parquet")
+    kept = kept_weights(run)
+    assert sorted(w["path"] for w in kept) == sorted(df["weights"])
+    assert len(list(run.glob("ray/*/*/checkpoint_*"))) == len(df) == 3
+    model, meta = load_model(_row(df, COSINE, 0)["weights"])
+    assert sum(p.numel() for p in model.parameters()) == _row(df, COSINE, 0)["n_params"]
+    assert meta["tokens"] == 8192 and meta["candidate"] == COSINE and meta["seed"] == 0
+    assert meta["number"] == int(_row(df, COSINE, 0)["number"])

@@ -382,3 +382,49 @@ def test_without_tokens_per_trial_there_is_no_eta(capsys):
         "EVAL     uniform (seed 0): 4,096 tokens, val_bpb 3.0000, 2,048 tok/s, ETA ?"
     )
     assert line.endswith("ETA ?]")
+
+
+def _checkpointed(tmp: Path, name: str, final: bool = False) -> Path:
+    """A trial folder with one intermediate checkpoint (and a final one)."""
+    from tlmsearch import checkpoints
+
+    trial = tmp / name
+    meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
+    checkpoints.write_checkpoint(
+        trial / "checkpoint_000000", {"model": {}}, {**meta, "tokens": 2048}
+    )
+    if final:
+        checkpoints.write_checkpoint(
+            trial / "checkpoint_000001", {"model": {}}, {**meta, "tokens": 8192, "final": True}
+        )
+    return trial
+
+
+def test_checkpoints_are_thinned_when_a_trial_ends_not_when_the_run_is_interrupted(tmp_path):
+    from tlmsearch.checkpoints import checkpoint_dirs
+
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    sched._keep_weights = "final"
+    # interrupted: Ray stops it with its last eval (no final report); resume needs its checkpoint
+    t = _trial(searcher, sched, ctrl, "a")
+    t.path, t.checkpoint = str(_checkpointed(tmp_path, "a")), None
+    sched.on_trial_result(ctrl, t, _result(2048, 3.0))
+    sched.on_trial_complete(ctrl, t, _result(2048, 3.0))
+    assert len(checkpoint_dirs(t.path)) == 1
+    # completed: the final weights stay (named in the trial), the intermediate one goes
+    t = _trial(searcher, sched, ctrl, "b")
+    t.path, t.checkpoint = str(_checkpointed(tmp_path, "b", final=True)), None
+    final = _result(8192, 2.0, final=True, status="completed")
+    sched.on_trial_result(ctrl, t, final)
+    sched.on_trial_complete(ctrl, t, final)
+    searcher.on_trial_complete("b", result=final)
+    assert [p.name for p in checkpoint_dirs(t.path)] == ["checkpoint_000001"]
+    assert _frozen(searcher, 1).user_attrs["weights"] == str(Path(t.path) / "checkpoint_000001")
+    # pruned: nothing stays
+    _complete(searcher, sched, ctrl, "c", [3.0, 2.5, 2.2, 2.0])
+    _complete(searcher, sched, ctrl, "e", [3.0, 2.5, 2.2, 2.0])
+    bad = _trial(searcher, sched, ctrl, "d")
+    bad.path, bad.checkpoint = str(_checkpointed(tmp_path, "d")), None
+    assert sched.on_trial_result(ctrl, bad, _result(2048, 9.0)) == TrialScheduler.STOP
+    sched.on_trial_complete(ctrl, bad, _result(2048, 9.0))
+    assert checkpoint_dirs(bad.path) == []

@@ -429,3 +429,53 @@ def test_mfu_is_against_the_peak_of_the_dtype_that_ran(
     assert s.setup["dtype"] == "float32" and s.setup["peak_flops"] == 2e11
     row = s.curve[-1]
     assert row["mfu"] == pytest.approx(row["tokens_per_s"] * s.flops_per_token / 2e11)
+
+
+# -------------------------------------------------------------------------------------------------
+# Checkpoints: a resumed run goes on exactly as if it had never stopped
+
+TIMING = ("tokens_per_s", "mfu", "wall_s")
+
+
+def _through_disk(state: dict) -> dict:
+    """The state as a checkpoint on disk holds it (torch.save, then torch.load)."""
+    import io
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+def _untimed(curve: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in curve]
+
+
+def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(data: PreparedData) -> None:
+    cfg = tcfg(tokens=12_288, eval_every_tokens=2048, checkpoint_every_tokens=4096)
+
+    def run(**kw: object):
+        return train_proxy(TINY, (64, 32), data, cfg, seed=3, threads=1, device="cpu", **kw)
+
+    states: list[dict] = []
+    straight = run(on_checkpoint=lambda s: states.append(_through_disk(s)), final_checkpoint=True)
+    assert straight.status == "completed"
+    # at the evals at 4,096 and 8,192 tokens, then the end (12,288 is a boundary too: no twin)
+    assert [s["tokens"] for s in states] == [4096, 8192, 12_288]
+    half = states[0]
+    assert [r["tokens"] for r in half["loop"]["curve"]] == [2048, 4096]
+    evals: list[dict] = []
+    resumed = run(resume=half, on_eval=evals.append)
+    assert resumed.status == "completed" and resumed.tokens == straight.tokens
+    assert [e["tokens"] for e in evals] == [6144, 8192, 10_240, 12_288]  # nothing trained twice
+    assert _untimed(resumed.curve) == _untimed(straight.curve)  # exactly, not approximately
+    # from its final state a run trains nothing more and takes no second final checkpoint
+    out: list[dict] = []
+    again = run(resume=states[-1], on_checkpoint=out.append, final_checkpoint=True)
+    assert again.status == "completed" and again.tokens == 12_288 and out == []
+    assert _untimed(again.curve) == _untimed(straight.curve)
+
+
+def test_checkpoint_every_below_the_eval_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"checkpoint_every_tokens .* below the eval interval"):
+        tcfg(eval_every_tokens=4096, checkpoint_every_tokens=1000)

@@ -84,6 +84,11 @@ def validate(
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))
+    if cfg.ladder:
+        from tlmsearch.search.ladder import ladder_notes
+
+        for line in ladder_notes(cfg):
+            console.print(line, markup=False)
     console.print(f"[green]ok[/]: {study} is valid")
 
 
@@ -273,6 +278,19 @@ def status(
 
 
 @app.command()
+def fidelity(
+    run_dir: Annotated[Path, typer.Argument(help="A ladder run dir (a study with ladder:)")],
+) -> None:
+    """Rank agreement between the rungs of a ladder run; writes RUN/fidelity.json."""
+    from tlmsearch.search.cli import fidelity_command
+
+    try:
+        fidelity_command(run_dir, console=_console())
+    except ConfigError as err:
+        _bad_input(err)
+
+
+@app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
     fmt: Annotated[str, typer.Option("--format", help="csv, parquet or yaml (best.yaml)")] = (
@@ -309,17 +327,15 @@ def report(
     top_k: Annotated[int, typer.Option(min=1, help="Candidates in the width profiles")] = 5,
 ) -> None:
     """Write one self-contained HTML report of a run (opens offline; needs no torch or Ray)."""
-    from tlmsearch.report.html import build, save_report
+    from tlmsearch.report.html import build_run, save_report
     from tlmsearch.report.images import ImageExportError, write_pngs
-    from tlmsearch.results import load_run
 
     try:
         if x not in ("r_start", "taper"):
             raise ConfigError(f"--x: {x!r} is not one of r_start, taper")
-        run_data = load_run(run_dir)
+        rep, run_data = build_run(run_dir, top_k=top_k, x=x)
     except ConfigError as err:
         _bad_input(err)
-    rep = build(run_data, top_k=top_k, x=x)
     typer.echo(f"report: {save_report(rep, run_data, out)}")
     if png is not None:
         try:

@@ -32,6 +32,7 @@ from tlmsearch.schedules import (
 from tlmsearch.space import (
     MAX_CANDIDATES,
     UNIFORM,
+    Scalar,
     SearchSpace,
     describe,
     find_space,
@@ -89,6 +90,10 @@ MAX_SEQ_LEN = 2**20
 MAX_TOKENS = 10**15
 MAX_SEED = 2**32 - 1  # numpy and Optuna seeds are 32-bit
 MAX_WORKERS = 4096  # threads, CPUs, concurrent trials
+MAX_RUNGS = 16  # proxy sizes in a ladder
+# What a ladder rung may override: the proxy's size and how long it trains, nothing that changes
+# the candidates or how they are searched and compared (pairing across rungs needs the same ones).
+RUNG_SECTIONS = ("model", "train", "data")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -243,6 +248,9 @@ class TrainConfig(Strict):
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
     eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
+    # A resumable checkpoint (search/checkpoints.py) at the first eval at or after every this
+    # many tokens; None: none (a resumed trial then trains again from zero).
+    checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"
     threads: int | None = Field(None, ge=1, le=MAX_WORKERS)  # None: the trial's CPU allotment
@@ -264,6 +272,13 @@ class TrainConfig(Strict):
         if self.warmup_tokens >= self.tokens:
             raise ValueError(
                 f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
+            )
+        every = self.checkpoint_every_tokens
+        if every is not None and every < self.eval_interval:
+            raise ValueError(
+                f"checkpoint_every_tokens ({every:,}) is below the eval interval "
+                f"({self.eval_interval:,} tokens): checkpoints are taken at evals, so at most one "
+                f"per eval; set it to {self.eval_interval:,} or more, or null for none"
             )
         return self
 
@@ -331,6 +346,15 @@ class SearchConfig(Strict):
     # A trial lost to the system (worker killed, node lost, out of memory) is started again this
     # many times; the uniform baseline once more. An exception or a divergence is never retried.
     max_retries: int = Field(1, ge=0, le=10)
+    # sampler grid over exactly these candidates (uniform added first with baseline) instead of
+    # the space's grid: what a ladder's promote mode gives an upper rung (search/ladder.py)
+    candidates: list[dict[str, Scalar]] | None = Field(
+        None, min_length=1, max_length=MAX_CANDIDATES
+    )
+    # Trained weights kept in the run dir (search/checkpoints.py): none; final (every completed
+    # trial's final weights); best (at the end of the run only those of the uniform baseline and
+    # the best candidates); all (final weights and every intermediate checkpoint).
+    keep_weights: Literal["none", "final", "best", "all"] = "none"
 
     @model_validator(mode="after")
     def _pruner_options(self) -> SearchConfig:
@@ -462,6 +486,12 @@ class StudyConfig(Strict):
     objectives: list[Objective] = Field(default_factory=lambda: [Objective()], min_length=1)
     storage: StorageConfig = StorageConfig()
     ray: RayConfig = RayConfig()
+    # Fidelity across scales (search/ladder.py, tlmsearch/fidelity.py): proxy sizes, each a
+    # mapping of model / train / data overrides applied to this study, smallest compute first.
+    ladder: list[dict[str, Any]] | None = Field(None, min_length=2, max_length=MAX_RUNGS)
+    # all: every candidate at every rung; promote: a rung's promote_top best (and uniform) go up
+    ladder_mode: Literal["all", "promote"] = "all"
+    promote_top: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
 
     @field_validator("name")
     @classmethod
@@ -473,7 +503,13 @@ class StudyConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
-        if self.search.sampler == "grid" and not self.space.finite:
+        explicit = self.search.candidates is not None
+        if explicit and self.search.sampler != "grid":
+            raise ValueError(
+                f"search.candidates lists the candidates of a grid, but search.sampler is "
+                f"{self.search.sampler}; set search.sampler: grid or remove search.candidates"
+            )
+        if self.search.sampler == "grid" and not self.space.finite and not explicit:
             raise ValueError(
                 "search.sampler is grid but the space is continuous: use random, tpe, gp or "
                 "nsga2, or give every float dimension a step"
@@ -497,6 +533,7 @@ class StudyConfig(Strict):
                     f"search.racing.max_seeds ({racing.max_seeds}) exceeds the seeds listed in "
                     f"search.seeds ({len(self.search.seeds)}); list more seeds or lower it"
                 )
+        self._ladder_fields()
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
@@ -518,6 +555,24 @@ class StudyConfig(Strict):
             )
         return self
 
+    def _ladder_fields(self) -> None:
+        if self.ladder is None:
+            if self.ladder_mode != "all" or self.promote_top is not None:
+                raise ValueError("ladder_mode and promote_top need a ladder: list its rungs")
+            return
+        if self.ladder_mode == "promote" and self.promote_top is None:
+            raise ValueError(
+                "promote_top: ladder_mode promote needs it: how many of a rung's best "
+                "candidates go up to the next (uniform always goes up)"
+            )
+        if self.ladder_mode == "all" and self.promote_top is not None:
+            raise ValueError("promote_top is read in ladder_mode: promote only; remove it")
+        if self.storage.optuna not in (None, "journal"):
+            raise ValueError(
+                "storage.optuna: a ladder keeps one storage per rung in its run dir (rung-0, "
+                "rung-1, ...); leave it empty (SQLite) or write 'journal'"
+            )
+
     # -- derived ------------------------------------------------------------------------------
 
     @property
@@ -530,13 +585,22 @@ class StudyConfig(Strict):
 
     def candidates(self) -> list[dict[str, Any]]:
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
-        cands = self.space.grid() if self.space.finite else self.space.corners()
+        if self.search.candidates is not None:
+            cands = [dict(c) for c in self.search.candidates]
+        else:
+            cands = self.space.grid() if self.space.finite else self.space.corners()
         if self.search.baseline:
             # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
             # baseline at every scale: with the same seed it would train the same model again.
             layers = [self.model.n_layer] + ([self.target.n_layer] if self.target else [])
             cands = [dict(UNIFORM)] + [c for c in cands if not is_flat(c, layers)]
         return cands
+
+    def rung(self, index: int) -> StudyConfig:
+        """The study of ladder rung ``index``: this one with the rung's overrides, no ladder."""
+        if not self.ladder or not 0 <= index < len(self.ladder):
+            raise IndexError(f"no ladder rung {index}")
+        return study_from_mapping(rung_mapping(self.to_dict(), self.ladder[index]))
 
     def trainings(self) -> list[Training]:
         """:meth:`candidates` grouped by their proxy width vector, in the same order.
@@ -558,7 +622,10 @@ class StudyConfig(Strict):
         return n if racing is None or racing.max_seeds is None else racing.max_seeds
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        out = self.model_dump(mode="json", exclude_none=True)
+        if self.ladder is None:  # study.yaml of a plain study says nothing of ladders
+            out.pop("ladder_mode")
+        return out
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -639,9 +706,74 @@ def study_from_mapping(
     except ValidationError as err:
         raise ConfigError(problems_from(err, model=StudyConfig), source) from None
     problems = check_widths(cfg) + _data_problems(cfg)
+    if not problems and cfg.ladder:
+        problems = ladder_problems(cfg)
     if problems:
         raise ConfigError(problems, source)
     return cfg
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: nested mappings key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def rung_mapping(study: Mapping[str, Any], rung: Mapping[str, Any]) -> dict[str, Any]:
+    """A ladder study's mapping -> one rung's: the rung's overrides merged in, no ladder."""
+    base = {k: v for k, v in study.items() if k not in ("ladder", "ladder_mode", "promote_top")}
+    return _merge(base, rung)
+
+
+def ladder_problems(cfg: StudyConfig) -> list[str]:
+    """Each rung, applied to the study, must be a valid study with the same candidates.
+
+    A rung may change model, train and data only: a different space, search, objectives or
+    seeds would break the pairing of candidates across rungs that fidelity measures. A rung
+    whose model changes which candidates exist (a profile flat at one depth and not at another)
+    is refused for the same reason.
+    """
+    problems: list[str] = []
+    want = [json.dumps(c, sort_keys=True) for c in cfg.candidates()]
+    for i, rung in enumerate(cfg.ladder or []):
+        where = f"ladder[{i}]"
+        bad = [k for k in rung if k not in RUNG_SECTIONS]
+        if bad:
+            problems.append(
+                f"{where}.{bad[0]}: a rung may override {', '.join(RUNG_SECTIONS)} only "
+                "(the candidates, search and objectives stay those of the study, so rungs pair)"
+            )
+            continue
+        wrong = [k for k, v in rung.items() if not isinstance(v, Mapping)]
+        if wrong:
+            problems.append(
+                f"{where}.{wrong[0]}: {short(rung[wrong[0]])} is not a mapping of "
+                f"{wrong[0]} fields, e.g. {{model: {{d_model: 64}}}}"
+            )
+            continue
+        try:
+            sub = StudyConfig.model_validate(rung_mapping(cfg.to_dict(), rung))
+        except ValidationError as err:
+            problems += problems_from(err, prefix=where, model=StudyConfig)
+            continue
+        more = check_widths(sub) + _data_problems(sub)
+        if more:
+            problems += [f"{where}: {p}" for p in more]
+            continue
+        got = [json.dumps(c, sort_keys=True) for c in sub.candidates()]
+        if got != want:
+            lost = sorted(set(want) - set(got)) or sorted(set(got) - set(want))
+            problems.append(
+                f"{where}.model: at n_layer {sub.model.n_layer} the candidates differ from the "
+                f"study's (e.g. {lost[0]} is flat at one size and not the other), so rungs "
+                "cannot be paired; keep n_layer or drop that candidate from the space"
+            )
+    return problems
 
 
 def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:

@@ -76,6 +76,13 @@ class DivergenceMonitor:
             )
         return None
 
+    def state_dict(self) -> dict:
+        """What the rules remember: steps seen, the moving average and its minimum."""
+        return {"steps": self.steps, "ema": self._ema, "best": self.best}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps, self._ema, self.best = int(state["steps"]), state["ema"], state["best"]
+
     def eval(self, val_loss: float, *, warmed_up: bool = True) -> str | None:
         """``warmed_up``: the LR warm-up is over (inside it, a low LR may not have moved yet)."""
         if not math.isfinite(val_loss):

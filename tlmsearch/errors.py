@@ -8,11 +8,12 @@ Every message names the YAML path, the bad value and what would be valid, e.g.
 from __future__ import annotations
 
 import reprlib
+import types
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 
 class ConfigError(ValueError):
@@ -34,6 +35,44 @@ class Strict(BaseModel):
     is NaN or infinite (a YAML ``.nan`` or ``.inf`` is never a meaningful setting)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, v: Any, info: ValidationInfo) -> Any:
+        # pydantic reads YAML's `true` as 1 in an int field: a typo that trains something else
+        if info.field_name and _stray_bool(v, cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"{v!r} holds a boolean where a number goes; give a number")
+        return v
+
+
+def _stray_bool(v: Any, annotation: Any) -> bool:
+    """Whether ``v`` is (or a list of ``v`` holds) a bool where ``annotation`` takes none."""
+    import typing
+
+    if isinstance(v, bool):
+        return not _takes_bool(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):  # e.g. list[int] | None
+        arms = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(arms) == 1 and _stray_bool(v, arms[0])
+    if isinstance(v, list) and origin in (list, tuple):
+        args = typing.get_args(annotation)
+        return len(args) >= 1 and any(_stray_bool(x, args[0]) for x in v)
+    return False
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's type admits a bool: bool itself, Any, or a union/container with one."""
+    import typing
+
+    if annotation is bool or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_bool(a) for a in typing.get_args(annotation))
+    return origin is not None and origin not in (list, tuple, set, frozenset)
 
 
 def dotted(loc: tuple[Any, ...], prefix: str = "") -> str:

@@ -73,6 +73,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "flops_per_token": "int",
     "wall_s": "float",
     "node": "str",
+    "weights": "str",
 }
 CURVE_COLUMNS: dict[str, str] = {
     "trial_id": "str",

@@ -210,6 +210,82 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
     return bar, bar.add_task("train", total=total, info="")
 
 
+# -------------------------------------------------------------------------------------------------
+# Resumable state
+
+
+@dataclass
+class LoopState:
+    """The training loop's own counters: with the model, optimizer, data position, RNGs and
+    divergence monitor, all a run needs to go on where it stopped."""
+
+    step: int = 0  # optimizer steps done
+    tokens: int = 0
+    loss_sum: float = 0.0  # training losses since the last eval
+    loss_n: int = 0
+    next_eval: int = 0
+    next_checkpoint: int | None = None
+    checkpointed: int = -1  # tokens at the last checkpoint handed out
+    curve: list[dict[str, float]] = field(default_factory=list)
+
+
+def rng_states() -> dict[str, Any]:
+    """Every random generator a training step may read (torch's CPU and CUDA generators)."""
+    out: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def pack_state(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Batches,
+    monitor: DivergenceMonitor,
+    loop: LoopState,
+) -> dict[str, Any]:
+    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict).
+
+    Its tensors are the live ones (no copy): save it before training goes on.
+    """
+    loop_dict = asdict(loop)
+    loop_dict["curve"] = [dict(r) for r in loop.curve]
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "batches": batches.state_dict(),
+        "monitor": monitor.state_dict(),
+        "rng": rng_states(),
+        "loop": loop_dict,
+        "tokens": loop.tokens,
+    }
+
+
+def unpack_state(
+    state: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Batches,
+    monitor: DivergenceMonitor,
+) -> LoopState:
+    """Load a :func:`pack_state` state into a freshly built run; returns its loop counters."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    batches.load_state_dict(state["batches"])
+    monitor.load_state_dict(state["monitor"])
+    set_rng_states(state["rng"])
+    loop = LoopState(**state["loop"])
+    loop.curve = [dict(r) for r in loop.curve]
+    loop.checkpointed = loop.tokens  # the state handed in is this point's checkpoint
+    return loop
+
+
 def train_proxy(
     model_cfg: ModelConfig,
     widths: Sequence[int],
@@ -221,9 +297,17 @@ def train_proxy(
     on_eval: Callable[[dict], object] | None = None,
     device: str = "auto",
     progress: bool = False,
+    resume: dict[str, Any] | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    final_checkpoint: bool = False,
     dist: DistInfo | None = None,
 ) -> TrainSummary:
     """Train one proxy for ``train_cfg.tokens`` tokens and evaluate it at fixed checkpoints.
+
+    ``on_checkpoint`` gets the run's whole state (:func:`pack_state`) at the first eval at or
+    after every ``train_cfg.checkpoint_every_tokens`` (before that eval's ``on_eval``), and at
+    the end of a completed run with ``final_checkpoint``. ``resume``: such a state to continue
+    from; on a CPU the run then goes on exactly as if it had never stopped (same losses).
 
     ``dist``: this process is one rank of a data-parallel group (:mod:`tlmsearch.distributed`);
     the run is the one-worker run, and only rank 0 calls ``on_eval``.
@@ -311,17 +395,28 @@ def train_proxy(
         "peak_flops": peak,
     }
 
-    curve: list[dict[str, float]] = []
     status, reason = "completed", ""
-    tokens = 0
     # ln V of the data's vocabulary: a padded model.vocab_size would hide a run stuck at it
     monitor = DivergenceMonitor(train_cfg.divergence_nats, data.vocab_size)
-    loss_sum, loss_n = 0.0, 0
+    every = train_cfg.checkpoint_every_tokens
+    loop = LoopState(next_eval=interval, next_checkpoint=every)
+    if resume is not None:
+        loop = unpack_state(resume, model, optimizer, batches, monitor)
+    curve = loop.curve
     train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
-    next_eval = interval
+    first_step = loop.step
     bar, task = _progress(progress, n_steps * step_tokens)
+    if bar is not None:
+        bar.update(task, advance=loop.tokens)
+
+    def checkpoint() -> None:
+        if on_checkpoint is not None:
+            on_checkpoint(pack_state(model, optimizer, batches, monitor, loop))
+        loop.checkpointed = loop.tokens
+
     try:
-        for step in range(n_steps):
+        for step in range(first_step, n_steps):
+            tokens = loop.tokens
             lr = lr_at(tokens + step_tokens, train_cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -354,17 +449,18 @@ def train_proxy(
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             dt = time.perf_counter() - t0
-            tokens += step_tokens
-            loss_sum += loss_val
-            loss_n += 1
-            if step > 0:
+            tokens = loop.tokens = tokens + step_tokens
+            loop.step = step + 1
+            loop.loss_sum += loss_val
+            loop.loss_n += 1
+            if step > first_step:
                 train_time += dt
                 timed_tokens += step_tokens
             if bar is not None:
                 bar.update(task, advance=step_tokens, info=f"loss {loss_val:.3f}")
-            if tokens >= next_eval or step == n_steps - 1:
-                while next_eval <= tokens:
-                    next_eval += interval
+            if tokens >= loop.next_eval or step == n_steps - 1:
+                while loop.next_eval <= tokens:
+                    loop.next_eval += interval
                 if dist:  # [dist] each rank a slice of the windows, summed
                     rows = dist.rows(vx.size(0))
                     nll = dist.sum(evaluate(model, vx[rows], vy[rows], local_micro, dev, dtype))
@@ -374,7 +470,7 @@ def train_proxy(
                 tps = timed_tokens / train_time if train_time > 0 else float("nan")
                 row = {
                     "tokens": tokens,
-                    "train_loss": loss_sum / max(1, loss_n),
+                    "train_loss": loop.loss_sum / max(1, loop.loss_n),
                     "val_loss": val_loss,
                     "val_ppl": math.exp(min(val_loss, 700.0)),
                     "val_bpb": nll / (math.log(2) * data.val_bytes)
@@ -386,13 +482,17 @@ def train_proxy(
                     "wall_s": time.perf_counter() - t_start,
                 }
                 curve.append(row)
-                loss_sum, loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
+                loop.loss_sum, loop.loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
                 if bar is not None:
                     bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
                 why = monitor.eval(val_loss, warmed_up=tokens >= train_cfg.warmup_tokens)
                 if why:
                     status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
                     break
+                if every and loop.next_checkpoint and tokens >= loop.next_checkpoint:
+                    while loop.next_checkpoint <= tokens:
+                        loop.next_checkpoint += every
+                    checkpoint()
                 if on_eval is not None or dist:
                     answer = on_eval(dict(row)) if on_eval is not None else None
                     stop = answer is True or answer == "stop"
@@ -401,9 +501,12 @@ def train_proxy(
                     if stop:
                         status, reason = "stopped", f"stopped by the caller at {tokens:,} tokens"
                         break
+        if status == "completed" and final_checkpoint and loop.checkpointed != loop.tokens:
+            checkpoint()
     finally:
         if bar is not None:
             bar.stop()
+    tokens = loop.tokens
     return TrainSummary(
         status=status,
         reason=reason or f"trained {tokens:,} tokens",

@@ -36,6 +36,13 @@ class Batches:
         win = torch.from_numpy(self.tokens[starts[:, None] + self._offsets].astype(np.int64))
         return win[:, :-1], win[:, 1:]  # (B, T), (B, T)
 
+    def state_dict(self) -> dict:
+        """The data position: the generator's state (the next window it draws)."""
+        return {"bit_generator": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["bit_generator"]
+
 
 def val_windows(tokens: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Consecutive windows overlapping by one token: every token but the first is predicted once.

@@ -180,6 +180,15 @@ def serve(
     echo: Any = print,
 ) -> None:
     """Serve the live page until Ctrl-C."""
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.ladder import is_ladder_run, rung_dirs
+
+    if is_ladder_run(run_dir):  # its trials live in the rungs' run dirs
+        rungs = rung_dirs(Path(run_dir))
+        example = rungs[-1] if rungs else Path(run_dir) / "rung-0"
+        raise ConfigError(
+            f"{run_dir} is a ladder run: watch one rung, e.g. tlmsearch dashboard {example}"
+        )
     server = make_server(run_dir, host, port, interval)
     bound_host, bound_port = server.server_address[:2]
     run = Path(run_dir)

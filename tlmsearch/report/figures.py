@@ -544,3 +544,68 @@ def separation(m: Separation) -> go.Figure:
     if len(names) < 2:
         _note(fig, "fewer than two measured candidates: nothing to tell apart")
     return fig
+
+
+def fidelity(doc: Mapping[str, object]) -> go.Figure:
+    """A ladder's paired effect vs compute per candidate (points) with its fitted line, dashed
+    beyond the largest rung up to the farthest crossing shown (a prediction, not a measure)."""
+    fig = go.Figure()
+    fits = list(doc.get("fits") or [])  # type: ignore[call-overload]
+    metric = str(doc.get("metric", "metric"))
+    xs = [
+        float(r["log10_compute"])
+        for r in doc.get("rungs") or []  # type: ignore[attr-defined]
+        if r["log10_compute"] is not None
+    ]
+    if not fits or len(xs) < 2:
+        return _note(_layout(fig, "Effect vs compute"), "fewer than two rungs with compute")
+    ahead = [
+        float(c["log10_compute"])
+        for c in doc.get("crossings") or []  # type: ignore[attr-defined]
+        if c["log10_compute"] is not None
+    ]
+    lo, hi = min(xs), max(xs)
+    far = min(max([hi, *ahead]), hi + 2.0)  # at most two decades past the largest rung
+    for i, f in enumerate(fits):
+        color = UNIFORM_COLOR if f["candidate"] == "uniform" else PALETTE[i % len(PALETTE)]
+        pts = f["points"]
+        fig.add_trace(
+            go.Scatter(
+                x=[10 ** p["log10_compute"] for p in pts],
+                y=[p["effect"] for p in pts],
+                mode="markers",
+                marker={"color": color, "size": 9},
+                name=f["candidate"],
+                legendgroup=f["candidate"],
+                text=[
+                    f"{f['candidate']}: {p['effect']:+.4f} at {p['compute']:.3g} FLOPs"
+                    for p in pts
+                ],
+                hovertemplate=HOVER,
+            )
+        )
+        if f["slope"] is None or f["intercept"] is None:
+            continue
+        for a, b, dash in ((lo, hi, "solid"), (hi, far, "dot")):
+            if b <= a:
+                continue
+            line_x = np.linspace(a, b, 20)
+            fig.add_trace(
+                go.Scatter(
+                    x=10**line_x,
+                    y=f["intercept"] + f["slope"] * line_x,
+                    mode="lines",
+                    line={"color": color, "dash": dash},
+                    name=f"{f['candidate']} ({f['kind']})",
+                    legendgroup=f["candidate"],
+                    showlegend=False,
+                    hoverinfo="skip",
+                )
+            )
+    return _layout(
+        fig,
+        f"Paired effect on {metric} vs uniform, against training compute per model "
+        "(dotted: extrapolated)",
+        xaxis={"title": "training FLOPs (log)", "type": "log"},
+        yaxis={"title": f"{metric} minus uniform (same seed)", "zeroline": True},
+    )

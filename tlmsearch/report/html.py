@@ -45,6 +45,7 @@ class Report:
     failed: Any  # DataFrame: trial_id, candidate, reason
     effects: E.Effects | None = None  # every candidate's effect vs uniform, and in words
     race: E.Race | None = None  # racing studies: seeds per candidate and why racing stopped
+    fidelity: dict[str, Any] | None = None  # a ladder run: tlmsearch.fidelity's document
 
 
 def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
@@ -373,6 +374,53 @@ def race_html(race: E.Race | None) -> str:
     return text + f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"
 
 
+def fidelity_html(doc: dict[str, Any]) -> str:
+    """A ladder's rank agreement between every pair of rungs and the predicted crossings."""
+    from tlmsearch.fidelity import compute_text, with_ci
+
+    boot = doc["bootstrap"]
+    rows = []
+    for p in doc["pairs"]:
+        tau = with_ci(p["kendall_tau"], p["tau_ci95"])
+        rho = with_ci(p["spearman_rho"], p["rho_ci95"])
+        acc = "-" if p["decision_accuracy"] is None else f"{p['decision_accuracy']:.0%}"
+        rows.append(
+            f"<tr><td>{p['lower']} &rarr; {p['upper']}</td><td>{p['n_candidates']}</td>"
+            f"<td>{p['n_seeds']}</td><td>{tau}</td><td>{rho}</td><td>{acc}</td>"
+            f"<td>{_e(', '.join(p['left_out']) or '-')}</td></tr>"
+        )
+    rungs = "".join(
+        f"<tr><td>{r['index']}</td><td>{_e(r['label'])}</td><td>{r['compute']:.3g}</td></tr>"
+        for r in doc["rungs"]
+    )
+    cross = "".join(
+        f"<tr><td>{_e(c['a'])}</td><td>{_e(c['b'])}</td>"
+        f"<td>{compute_text(c['log10_compute'])}</td>"
+        f"<td>{_e(c['where'])}</td></tr>"
+        for c in doc["crossings"]
+        if c["log10_compute"] is not None
+    )
+    return (
+        f"<p><b>{_e(doc['trust'])}</b></p>"
+        "<table><tr><th>rung</th><th>run dir</th><th>training FLOPs per model</th></tr>"
+        f"{rungs}</table>"
+        "<table><tr><th>rungs</th><th>candidates</th><th>seeds</th><th>Kendall tau [95% CI]</th>"
+        "<th>Spearman rho [95% CI]</th><th>decision accuracy</th><th>left out</th></tr>"
+        f"{''.join(rows)}</table>"
+        f"<p class='sub'>Rankings of the candidates' paired effects vs uniform (uniform at 0) "
+        f"on the seeds both rungs paired; 95% CI: percentile bootstrap over seeds "
+        f"({boot['resamples']} resamples, rng seed {boot['rng_seed']}); decision accuracy: "
+        "the share of candidate pairs ordered the same, ties counted half. Lines: through the "
+        "two points with two rungs, least squares with more.</p>"
+        + (
+            "<table><tr><th>a</th><th>b</th><th>lines cross at FLOPs</th><th>where</th></tr>"
+            f"{cross}</table>"
+            if cross
+            else "<p>No two candidates' lines cross at or above the smallest rung.</p>"
+        )
+    )
+
+
 def failed_html(failed: Any) -> str:
     if failed is None or len(failed) == 0:
         return "<p class='sub'>No failed trials.</p>"
@@ -446,6 +494,8 @@ def render(
             parts.append(f"<div id='failed-box'>{failed_html(report.failed)}</div>")
         if f.id == "fig-separation":
             parts.append(f"<div id='effects-box'>{effects_html(report)}</div>")
+        if f.id == "fig-fidelity" and report.fidelity:
+            parts.append(f"<div id='fidelity-box'>{fidelity_html(report.fidelity)}</div>")
     cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)
     parts.append(
         f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"
@@ -478,8 +528,29 @@ def write_report(
 
     Example: ``write_report("runs/quickstart")`` -> ``Path("runs/quickstart/report.html")``.
     """
-    run = load_run(run_dir)
-    return save_report(build(run, top_k=top_k, x=x), run, out)
+    rep, run = build_run(run_dir, top_k=top_k, x=x)
+    return save_report(rep, run, out)
+
+
+def build_run(
+    run_dir: str | Path, *, top_k: int = 5, x: str = "r_start"
+) -> tuple[Report, RunData]:
+    """The report of a run dir. A ladder run (search/ladder.py): its top rung's report, with a
+    "Fidelity across scales" section, to be saved in the ladder's own dir."""
+    from dataclasses import replace
+
+    from tlmsearch.search.ladder import is_ladder_run, ladder_fidelity, rung_dirs
+
+    if not is_ladder_run(run_dir):
+        run = load_run(run_dir)
+        return build(run, top_k=top_k, x=x), run
+    top = load_run(rung_dirs(Path(run_dir))[-1])
+    doc = ladder_fidelity(run_dir)
+    rep = build(top, top_k=top_k, x=x)
+    fig = Figure("fig-fidelity", "Fidelity across scales", F.fidelity(doc))
+    rep = replace(rep, figures=[*rep.figures, fig], fidelity=doc)
+    name = f"{Path(run_dir).name} (ladder; figures of its top rung, {top.path.name})"
+    return rep, replace(top, path=Path(run_dir), config={**top.config, "name": name})
 
 
 def figures_dict(report: Report) -> dict[str, Any]:

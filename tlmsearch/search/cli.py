@@ -149,6 +149,14 @@ def run_command(
     from tlmsearch.search.runner import RunFailed, run_study
 
     cfg = load_study(study, overrides)  # exit 2 before anything starts
+    if cfg.ladder:
+        from tlmsearch.search.ladder import ladder_notes, run_ladder
+
+        for line in ladder_notes(cfg):
+            console.print(line, markup=False, highlight=False)
+        return _ladder_outcome(
+            console, lambda: run_ladder(cfg, address=address, name=name, echo=_echo(console))
+        )
     try:
         result = run_study(cfg, address=address, name=name, echo=_echo(console))
     except RunFailed as err:
@@ -160,8 +168,16 @@ def run_command(
 def resume_command(
     run_dir: Path, *, address: str | None, console: Any, retry_failed: bool = False
 ) -> int:
+    from tlmsearch.search.ladder import is_ladder_run, resume_ladder
     from tlmsearch.search.runner import RunFailed, resume_run
 
+    if is_ladder_run(run_dir):
+        return _ladder_outcome(
+            console,
+            lambda: resume_ladder(
+                run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+            ),
+        )
     try:
         result = resume_run(
             run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
@@ -173,6 +189,17 @@ def resume_command(
 
 
 def status_command(run_dir: Path, *, console: Any) -> int:
+    from tlmsearch.search.ladder import is_ladder_run, rung_dirs
+
+    if is_ladder_run(run_dir):  # a ladder: each rung's status in turn
+        for rung in rung_dirs(Path(run_dir)):
+            console.print(f"\n[bold]{rung.name}[/]")
+            _status(rung, console=console)
+        return 0
+    return _status(run_dir, console=console)
+
+
+def _status(run_dir: Path, *, console: Any) -> int:
     from tlmsearch.search.export import status_report
     from tlmsearch.search.storage import dashboard_command, storage_url
 
@@ -205,9 +232,115 @@ def status_command(run_dir: Path, *, console: Any) -> int:
 
 def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -> int:
     from tlmsearch.search.export import export_run
+    from tlmsearch.search.ladder import finish_ladder, is_ladder_run, rung_dirs
 
-    for path in export_run(run_dir, fmt, out):
-        console.print(str(path))
+    runs = rung_dirs(Path(run_dir)) if is_ladder_run(run_dir) else [Path(run_dir)]
+    for rung in runs:  # a ladder: every rung's tables (into OUT/rung-i with --out)
+        dest = None if out is None or len(runs) == 1 else Path(out) / rung.name
+        for path in export_run(rung, fmt, dest):
+            console.print(str(path))
+    if len(runs) > 1 and fmt == "yaml":  # the top rung's best, with the ladder's fidelity
+        finish_ladder(run_dir)
+        console.print(str(Path(run_dir) / "best.yaml"))
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# Ladder runs (search/ladder.py) and fidelity across scales
+
+
+def _ladder_outcome(console: Any, climb: Any) -> int:
+    from tlmsearch.search.runner import RunFailed
+
+    try:
+        result = climb()
+    except RunFailed as err:
+        console.print(f"[red]error:[/] {err}")
+        return 1
+    for res in result.rungs:
+        console.print(f"\n[bold]{res.run_dir.name}[/]: {res.status} in {res.wall_s / 60:.1f} min")
+        for best in res.best:
+            console.print(best_line(best), markup=False, highlight=False)
+    if result.status == "interrupted":
+        console.print(f"\ninterrupted: continue with [bold]tlmsearch resume {result.run_dir}[/]")
+        return 130
+    print_fidelity(console, result.fidelity or {})
+    for res in result.rungs:  # each rung's own report, then the ladder's
+        _write_report(console, res.run_dir)
+    _write_report(console, result.run_dir)
+    console.print(f"\nrun dir: [bold]{result.run_dir}[/] (a ladder: one run per rung)")
+    console.print(f"  tlmsearch fidelity {result.run_dir}   rank agreement between rungs")
+    console.print(f"  tlmsearch status {result.run_dir}     each rung's counts and best")
+    return 0
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
+    """``tlmsearch fidelity``'s tables: agreement per pair of rungs, lines, crossings, trust."""
+    from rich.table import Table
+
+    from tlmsearch.fidelity import compute_text, with_ci
+
+    if not doc:
+        return
+    boot = doc["bootstrap"]
+    t = Table(
+        title=f"rank agreement of the candidates' paired effects on {doc['metric']} vs uniform",
+        caption=f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
+        f"rng seed {boot['rng_seed']}); decision accuracy: share of candidate pairs ordered "
+        "the same, ties counted half",
+    )
+    for col in ("rungs", "candidates", "seeds", "Kendall tau [95% CI]",
+                "Spearman rho [95% CI]", "decision accuracy", "left out"):  # fmt: skip
+        t.add_column(col)
+    for p in doc["pairs"]:
+        tau = with_ci(p["kendall_tau"], p["tau_ci95"])
+        rho = with_ci(p["spearman_rho"], p["rho_ci95"])
+        t.add_row(
+            f"{p['lower']} -> {p['upper']}", str(p["n_candidates"]), str(p["n_seeds"]), tau,
+            rho, _num(p["decision_accuracy"], ".0%"), ", ".join(p["left_out"]) or "-",
+        )  # fmt: skip
+    console.print(t)
+    rungs = doc["rungs"]
+    f = Table(
+        title="paired effect vs log10 compute (training FLOPs), per candidate",
+        caption="2 rungs: the line through the two points; 3 or more: least squares (residual sd)",
+    )
+    for col in ("candidate", *(f"rung {r['index']}" for r in rungs), "slope / decade", "fit"):
+        f.add_column(col)
+    for fit in doc["fits"]:
+        at = {round(pt["log10_compute"], 9): pt["effect"] for pt in fit["points"]}
+        cells = [
+            _num(at.get(round(r["log10_compute"], 9)) if r["log10_compute"] is not None
+                 else None, "+.4f")
+            for r in rungs
+        ]  # fmt: skip
+        kind = fit["kind"] + (
+            f" (residual sd {fit['residual_sd']:.4f})" if fit["residual_sd"] is not None else ""
+        )
+        f.add_row(fit["candidate"], *cells, _num(fit["slope"], "+.4f"), kind)
+    console.print(f)
+    crossing = [c for c in doc["crossings"] if c["log10_compute"] is not None]
+    if crossing:
+        c_t = Table(title="where two candidates' lines cross (predicted)")
+        for col in ("a", "b", "compute (FLOPs)", "where", "effect there"):
+            c_t.add_column(col)
+        for c in crossing:
+            at = compute_text(c["log10_compute"])
+            c_t.add_row(c["a"], c["b"], at, c["where"], f"{c['effect']:+.4f}")
+        console.print(c_t)
+    console.print(f"trust: {doc['trust']}", markup=False, highlight=False)
+
+
+def fidelity_command(run_dir: Path, *, console: Any) -> int:
+    from tlmsearch.search.ladder import FIDELITY_FILE, write_fidelity
+
+    doc = write_fidelity(run_dir)
+    print_fidelity(console, doc)
+    console.print(f"wrote {Path(run_dir) / FIDELITY_FILE}", markup=False, highlight=False)
     return 0
 
 

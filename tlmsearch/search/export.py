@@ -26,6 +26,7 @@ from tlmsearch.space import describe
 # A trial's final metrics: its last eval, less the bookkeeping keys.
 METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))
 # What a trial is, recorded by the pruning scheduler (it adds the widths).
+WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
 STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
 INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
@@ -91,6 +92,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once
             row["stands_for"] = json.dumps([describe(c) for c in json.loads(attrs[STANDS_FOR])])
+        if attrs.get(WEIGHTS):  # the folder of its kept final weights (search.keep_weights)
+            row["weights"] = attrs[WEIGHTS]
         for k in METRIC_KEYS:
             row[k] = _num(last.get(k))
         for k in STATIC_KEYS:
@@ -366,11 +369,11 @@ def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> di
 
 
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    from tlmsearch.results import atomic_write
+
     doc = best_document(trials, cfg)
-    path = Path(run_dir) / "best.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
-    tmp.replace(path)
+    text = yaml.safe_dump(doc, sort_keys=False)
+    atomic_write(Path(run_dir) / "best.yaml", lambda tmp: Path(tmp).write_text(text))
     return doc
 
 

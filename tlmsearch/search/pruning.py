@@ -146,6 +146,8 @@ class OptunaPruningScheduler(FIFOScheduler):
     pruning and intermediate values (Optuna keeps none for multi-objective studies).
     ``max_retries``: how often Ray starts a trial again after a system error (the uniform
     baseline: once more, :func:`~tlmsearch.search.failures.max_failures`).
+    ``keep_weights``: ``search.keep_weights``, applied to a trial's checkpoints when it ends
+    (completed, pruned or failed in its final report; not when Ray retries it).
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         metric: str | None,
         total_tokens: int | None = None,
         max_retries: int = 0,
+        keep_weights: str = "none",
     ) -> None:
         super().__init__()
         if grace_tokens < 0:
@@ -164,9 +167,11 @@ class OptunaPruningScheduler(FIFOScheduler):
         self._total = total_tokens  # an eval at the end saves nothing: never prune there
         self._objective = metric
         self._max_retries = max_retries
+        self._keep_weights = keep_weights
         self._curves: dict[str, list[dict[str, Any]]] = {}
         self._reported: dict[str, set[int]] = {}
         self._errors: dict[str, list[str]] = {}  # trial id -> reason of each error so far
+        self._pruned: set[str] = set()  # trial ids this scheduler stopped
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -215,6 +220,9 @@ class OptunaPruningScheduler(FIFOScheduler):
         if ot is None:
             return TrialScheduler.CONTINUE
         self._record(ot, trial.trial_id, result)
+        ckpt = getattr(trial, "checkpoint", None)  # Ray registers a report's checkpoint after it
+        if ckpt is not None and ot.user_attrs.get("checkpoint") != ckpt.path:
+            ot.set_user_attr("checkpoint", ckpt.path)
         if result.get("final") or self._objective is None:
             return TrialScheduler.CONTINUE
         value, step = result.get(self._objective), result.get("tokens")
@@ -243,6 +251,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         )
         search._ot_study.tell(ot, state=optuna.trial.TrialState.PRUNED)
         search._completed_trials.add(trial.trial_id)
+        self._pruned.add(trial.trial_id)
         search.trial_ended()
         return TrialScheduler.STOP
 
@@ -255,9 +264,34 @@ class OptunaPruningScheduler(FIFOScheduler):
             ot.set_user_attr("reason", reason)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        # Pruned trials come here too, after STOP, and so do trials stopped unfinished when the
+        # run is interrupted (Ctrl-C): those keep their checkpoints for `tlmsearch resume`.
+        ended = bool(result and result.get("final")) or trial.trial_id in self._pruned
+        if ended:
+            _, ot = self._ot_trial(tune_controller, trial.trial_id)
+            self._retain(trial, ot, completed=result.get("status") == "completed")
+        self._pruned.discard(trial.trial_id)
         self._curves.pop(trial.trial_id, None)
         self._reported.pop(trial.trial_id, None)
         self._errors.pop(trial.trial_id, None)
+
+    def _retain(self, trial: Any, ot: Any, completed: bool) -> None:
+        """``search.keep_weights`` for an ended trial: its own checkpoints and those of the
+        interrupted trial it continued from; the kept final weights' folder as ``weights``."""
+        from pathlib import Path
+
+        from tlmsearch import checkpoints
+        from tlmsearch.search.samplers import RESUME_FROM
+
+        try:
+            kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
+            before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)
+            if before:
+                checkpoints.retain(Path(before).parent, self._keep_weights, completed=False)
+        except OSError:
+            return  # storage another node owns, or gone: nothing to thin here
+        if kept is not None and ot is not None:
+            ot.set_user_attr(export.WEIGHTS, str(kept))
 
     def debug_string(self) -> str:
         return f"OptunaPruningScheduler({type(self._pruner).__name__}, grace {self._grace})"

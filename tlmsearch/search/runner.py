@@ -28,6 +28,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.search import export
 from tlmsearch.search.samplers import (
     CANDIDATE,
+    RESUME_FROM,
     SEED,
     STANDS_FOR,
     SpaceFn,
@@ -147,9 +148,9 @@ def resume_run(
         raise ConfigError(
             f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
         )
-    requeued = requeue_interrupted(study, cfg)
+    requeued = requeue_interrupted(study, cfg, run)
     if requeued:
-        echo(f"resume: {requeued} interrupted trial(s) queued again")
+        echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
     if retry_failed:
         echo(f"resume: {requeue_failed(study, cfg)} failed trial(s) queued again")
     elif failed := export.counts(study)["FAIL"]:
@@ -197,17 +198,52 @@ def _release(facts: dict[str, Any]) -> None:
         stop_ray()
 
 
-def requeue_interrupted(study: Any, cfg: StudyConfig) -> int:
-    """Trials left RUNNING by a dead driver: mark them interrupted (FAIL) and queue them again."""
+def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -> list[int | None]:
+    """Trials left RUNNING by a dead driver: mark them interrupted (FAIL) and queue them again.
+
+    A trial that left a valid checkpoint in ``run`` is queued to continue from it (its folder is
+    the new trial's ``resume_from``). Returns, per trial queued, the tokens of that checkpoint
+    (None: from zero).
+    """
     import optuna
 
-    n = 0
+    out: list[int | None] = []
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
-        _enqueue_again(study, cfg, ft.user_attrs)
-        n += 1
-    return n
+        found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
+        _enqueue_again(study, cfg, ft.user_attrs, resume_from=str(found[0]) if found else None)
+        out.append(found[1] if found else None)
+    return out
+
+
+def interrupted_checkpoint(run: Path, attrs: dict[str, Any]) -> tuple[Path, int] | None:
+    """The newest valid checkpoint an interrupted trial left, and its tokens: in its Ray trial
+    folder (any session), else the one it had itself resumed from."""
+    from tlmsearch import checkpoints
+
+    places: list[Path] = []
+    if attrs.get("ray_trial_id"):
+        places += [
+            p for p in checkpoints.trial_dirs(run) if p.name == f"trial_{attrs['ray_trial_id']}"
+        ]
+    best: tuple[Path, int] | None = None
+    for path in [checkpoints.latest_checkpoint(p) for p in places] + [
+        Path(attrs[RESUME_FROM]) if attrs.get(RESUME_FROM) else None
+    ]:
+        meta = checkpoints.read_meta(path, verify=True) if path is not None else None
+        if meta is not None and (best is None or meta["tokens"] > best[1]):
+            best = (path, int(meta["tokens"]))
+    return best
+
+
+def _mid_way(tokens: list[int | None]) -> str:
+    """', 1 from a checkpoint at 40,960 tokens' for the resume line ('' when none)."""
+    found = sorted(t for t in tokens if t is not None)
+    if not found:
+        return ""
+    at = ", ".join(f"{t:,}" for t in found)
+    return f", {len(found)} from a checkpoint at {at} tokens"
 
 
 def requeue_failed(study: Any, cfg: StudyConfig) -> int:
@@ -224,12 +260,17 @@ def requeue_failed(study: Any, cfg: StudyConfig) -> int:
 
 
 def _enqueue_again(
-    study: Any, cfg: StudyConfig, attrs: dict[str, Any], retry_of: int | None = None
+    study: Any,
+    cfg: StudyConfig,
+    attrs: dict[str, Any],
+    retry_of: int | None = None,
+    resume_from: str | None = None,
 ) -> bool:
     if CANDIDATE not in attrs or SEED not in attrs:
         return False
     aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
-    enqueue(study, cfg, json.loads(attrs[CANDIDATE]), int(attrs[SEED]), aliases, retry_of)
+    cand, seed = json.loads(attrs[CANDIDATE]), int(attrs[SEED])
+    enqueue(study, cfg, cand, seed, aliases, retry_of, resume_from)
     return True
 
 
@@ -303,6 +344,7 @@ def _execute(
             metrics[0] if single else None,
             cfg.train.tokens,
             max_retries=cfg.search.max_retries,
+            keep_weights=cfg.search.keep_weights,
         )
         from tlmsearch.search.progress import LiveProgress, TableWriter
 
@@ -341,6 +383,11 @@ def _execute(
                 # A lost worker is retried (the scheduler sets each trial's own limit: the
                 # baseline gets one more); an exception is a final report, never retried.
                 failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
+                # Ray removes a trial's older checkpoint when it registers a newer one; the
+                # scheduler thins the rest when the trial ends (search.keep_weights)
+                checkpoint_config=tune.CheckpointConfig(
+                    num_to_keep=None if cfg.search.keep_weights == "all" else 1
+                ),
             ),
         )
         try:
@@ -369,6 +416,11 @@ def _finish(
 ) -> RunResult:
     trials = export.write_tables(run, study, cfg)
     doc = export.write_best(run, trials, cfg)
+    if status == "finished" and cfg.search.keep_weights == "best":
+        removed = keep_best_weights(run, study, trials, doc["best"])
+        if removed:
+            echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
+            trials = export.write_tables(run, study, cfg)
     counts = export.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
@@ -381,6 +433,25 @@ def _finish(
             + (f"; reasons: {' | '.join(reasons)}" if reasons else "")
         )
     return result
+
+
+def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, Any]]) -> int:
+    """``keep_weights: best``: remove the kept weights of every trial that is neither a uniform
+    baseline nor a seed of a best candidate (best.yaml's); returns how many were removed."""
+    from tlmsearch import checkpoints
+
+    if trials.empty:
+        return 0
+    keys = {json.dumps(b["params"], sort_keys=True) for b in best}
+    keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
+    gone = checkpoints.keep_only(run, {int(n) for n in trials.loc[keep, "number"]})
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    for w in gone:
+        if w["number"] in by_number:
+            study._storage.set_trial_user_attr(
+                by_number[w["number"]]._trial_id, export.WEIGHTS, ""
+            )
+    return len(gone)
 
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:

@@ -29,6 +29,10 @@ SAME_AS = "same_as"  # the number of the finished trial whose model (widths, see
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
 RETRY_OF = "retry_of"  # the number of the failed trial this one runs again (resume --retry-failed)
+# user attribute and trial config key: the checkpoint folder an interrupted trial left, which the
+# trial queued in its place continues from (tlmsearch resume)
+RESUME_FROM = "resume_from"
+NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints record it)
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -219,16 +223,19 @@ def enqueue(
     seed: int,
     stands_for: Sequence[Mapping[str, Any]] = (),
     retry_of: int | None = None,
+    resume_from: str | None = None,
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
     The uniform baseline is a control (samplers never learn from it, see search/control.py).
     ``retry_of``: the number of a failed trial this one runs again (a finished trial cannot be
-    marked, so the new one names it).
+    marked, so the new one names it). ``resume_from``: a checkpoint folder to continue from.
     """
     attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
     if retry_of is not None:
         attrs[RETRY_OF] = retry_of
+    if resume_from is not None:
+        attrs[RESUME_FROM] = resume_from
     if dict(candidate) == UNIFORM:
         attrs[CONTROL] = True
     if stands_for:
@@ -279,7 +286,9 @@ class SpaceFn:
 
     def _config(self, trial: Any, cand: dict[str, Any], seed: int) -> dict[str, Any]:
         """The trial config; a replay of a finished twin when one trained the same model."""
-        conf: dict[str, Any] = {"candidate": cand, "seed": seed}
+        conf: dict[str, Any] = {"candidate": cand, "seed": seed, NUMBER: trial.number}
+        if trial.user_attrs.get(RESUME_FROM):
+            conf[RESUME_FROM] = trial.user_attrs[RESUME_FROM]
         control = trial.user_attrs.get(CONTROL)  # the baseline is one model per seed anyway
         twin = None if control else find_twin(trial.study, self.cfg, cand, seed)
         if twin is not None:

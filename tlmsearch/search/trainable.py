@@ -13,6 +13,8 @@ Ray as an error, and Ray retries those (:mod:`tlmsearch.search.failures`).
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 import time
 import traceback
 from typing import Any
@@ -21,7 +23,7 @@ from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
 from tlmsearch.search import faults
 from tlmsearch.search.failures import exception_line, is_out_of_memory
-from tlmsearch.search.samplers import REPLAY
+from tlmsearch.search.samplers import NUMBER, REPLAY, RESUME_FROM
 
 NAN = float("nan")
 TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial
@@ -98,31 +100,47 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         return
     threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
     start = time.time()
+    meta = {
+        "number": config.get(NUMBER),
+        "candidate": candidate,
+        "seed": seed,
+        "widths": list(plan.widths),
+        "model": model.model_dump(mode="json"),
+        "arch": model.arch,
+    }
+    reporter = _Reporter(meta, cfg.train.tokens)
+    resume = _resume_state(config, meta)
+    if resume is not None:  # the evals before the checkpoint, so Optuna has the whole curve
+        for ev in resume["loop"]["curve"]:
+            reporter.report({**_metrics(ev, static), **static, "final": False})
 
     def on_eval(ev: dict[str, Any]) -> bool:
         report = {**_metrics(ev, static), **static, "final": False}
-        tune.report(report)
+        reporter.report(report)
         last.update(report)
         faults.at_eval(candidate, seed, ev.get("tokens"))  # tests only; inert otherwise
         return False
 
+    run = {
+        "seed": seed,
+        "threads": threads,
+        "on_eval": on_eval,
+        "resume": resume,
+        "on_checkpoint": reporter.checkpoint,
+        "final_checkpoint": cfg.search.keep_weights != "none",
+    }
     if cfg.ray.workers_per_trial > 1:  # Ray Train workers; this trial is their driver
         from tlmsearch.search.workers import train_on_workers
 
         def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
             static["node"] = ",".join(nodes)
 
-        summary = train_on_workers(
-            cfg, model, plan.widths, data, seed=seed, threads=threads, on_eval=on_eval,
-            on_nodes=on_nodes,
-        )  # fmt: skip
+        summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes, **run)
     else:
-        summary = train_proxy(
-            model, plan.widths, data, cfg.train, seed=seed, threads=threads, on_eval=on_eval
-        )
+        summary = train_proxy(model, plan.widths, data, cfg.train, **run)
     metrics = dict(summary.metrics or {})
     metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
-    tune.report(
+    reporter.report(
         {
             **_metrics(metrics, static),
             **static,
@@ -131,6 +149,66 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
             "reason": summary.reason or "",
         }
     )
+
+
+class _Reporter:
+    """``tune.report`` that attaches the checkpoint written since the last report, if any.
+
+    Ray copies the folder into the trial's storage during ``tune.report``; the temporary one is
+    removed after. A checkpoint is written at an eval, before its report: the report carrying a
+    checkpoint is always an eval's (or the final one).
+    """
+
+    def __init__(self, meta: dict[str, Any], total_tokens: int) -> None:
+        self.meta = meta
+        self.total = total_tokens
+        self.pending: str | None = None
+
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        from tlmsearch.checkpoints import write_checkpoint
+
+        if self.pending:  # never reported (cannot happen: one checkpoint per eval at most)
+            shutil.rmtree(self.pending, ignore_errors=True)
+        self.pending = tempfile.mkdtemp(prefix="tlmsearch-ckpt-")
+        tokens = int(state["tokens"])
+        write_checkpoint(
+            self.pending, state, {**self.meta, "tokens": tokens, "final": tokens >= self.total}
+        )
+
+    def report(self, metrics: dict[str, Any]) -> None:
+        from ray import tune
+
+        folder, self.pending = self.pending, None
+        if folder is None:
+            tune.report(metrics)
+            return
+        try:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _resume_state(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The state to continue from: Ray's latest checkpoint of this trial (a retry after a lost
+    worker), else the interrupted trial's that ``tlmsearch resume`` named (``resume_from``).
+    None when neither is a valid checkpoint of this very model (candidate widths and seed)."""
+    from ray import tune
+
+    from tlmsearch.checkpoints import load_checkpoint
+
+    loaded = None
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as folder:
+            loaded = load_checkpoint(folder)
+    if loaded is None and config.get(RESUME_FROM):
+        loaded = load_checkpoint(config[RESUME_FROM])
+    if loaded is None:
+        return None
+    state, saved = loaded
+    if saved["widths"] != meta["widths"] or saved["seed"] != meta["seed"]:
+        return None  # another model's: training from zero is right
+    return state
 
 
 def _node_ip() -> str:

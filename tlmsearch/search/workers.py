@@ -51,11 +51,16 @@ def train_on_workers(
     threads: int,
     on_eval: Callable[[dict], object],
     on_nodes: Callable[[list[str]], None],
+    resume: dict[str, Any] | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    final_checkpoint: bool = False,
 ) -> TrainSummary:
     """``train_proxy`` on ``cfg.ray.workers_per_trial`` Ray Train workers; rank 0's summary.
 
     ``on_eval`` gets every eval (and its answer stops every rank); ``on_nodes`` the address of
-    each rank's node, by rank, before the first eval. A worker's exception is raised here.
+    each rank's node, by rank, before the first eval; ``on_checkpoint`` rank 0's state (every
+    rank holds the same), here, before the eval it belongs to. Every rank starts from ``resume``.
+    A worker's exception is raised here.
     """
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -77,6 +82,9 @@ def train_on_workers(
             "threads": threads,
             "device": "cuda" if per_worker["GPU"] else "cpu",
             "data": ray.put(data),
+            "resume": ray.put(resume),
+            "checkpoints": on_checkpoint is not None,
+            "final_checkpoint": final_checkpoint,
             "evals": evals,
             "answers": answers,
         },
@@ -118,6 +126,10 @@ def train_on_workers(
             elif kind == "eval":
                 answer = on_eval(payload)
                 answers.put(answer is True or answer == "stop")
+            elif kind == "checkpoint":  # [ref]: the state stays in the object store till here
+                if on_checkpoint is not None:
+                    on_checkpoint(ray.get(payload[0]))
+                answers.put(True)  # rank 0 may go on (and drop the state)
             else:
                 summary = TrainSummary(**payload)
     except BaseException:  # Tune stopped the trial (pruned) or the driver is going down
@@ -161,13 +173,19 @@ def _worker(loop: dict[str, Any]) -> None:
     try:
         nodes = info.gather(node)
         evals, answers = loop["evals"], loop["answers"]
-        on_eval = None
-        if info.main:
+        on_eval = on_checkpoint = None
+        if info.main:  # rank 0 talks to the trial; each message waits for its answer
             evals.put(("start", (nodes, ray.util.get_current_placement_group())))
 
             def on_eval(row: dict) -> bool:
                 evals.put(("eval", row))
                 return bool(answers.get())
+
+            def write(state: dict) -> None:
+                evals.put(("checkpoint", [ray.put(state)]))
+                answers.get()
+
+            on_checkpoint = write if loop["checkpoints"] else None
 
         summary = train_proxy(
             loop["model"],
@@ -178,6 +196,9 @@ def _worker(loop: dict[str, Any]) -> None:
             threads=loop["threads"],
             on_eval=on_eval,
             device=loop["device"],
+            resume=ray.get(loop["resume"]),  # the same state on every rank
+            on_checkpoint=on_checkpoint,
+            final_checkpoint=loop["final_checkpoint"],
             dist=info,
         )
         if info.main:

@@ -1,0 +1,136 @@
+"""tlmsearch.fidelity: rank agreement between rungs, lines in log compute, where they cross."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch import fidelity as fid
+from tlmsearch.results import trials_frame
+
+
+def test_tau_and_rho_of_identical_reversed_and_one_swap_rankings() -> None:
+    x = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert fid.kendall_tau(x, x) == 1.0 and fid.spearman_rho(x, x) == 1.0
+    rev = x[::-1]
+    assert fid.kendall_tau(x, rev) == -1.0 and fid.spearman_rho(x, rev) == -1.0
+    swap = [1.0, 2.0, 3.0, 5.0, 4.0]  # one adjacent swap of 10 pairs: tau = (9 - 1) / 10
+    assert fid.kendall_tau(x, swap) == pytest.approx(0.8)
+    assert fid.spearman_rho(x, swap) == pytest.approx(1 - 6 * 2 / (5 * 24))  # 0.9
+    assert fid.decision_accuracy(x, swap) == pytest.approx(0.9)
+
+
+def test_ties() -> None:
+    # tau-b with one tie in x: concordant 5, discordant 0, ties 1 of 6 pairs
+    x, y = [1.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]
+    assert fid.kendall_tau(x, y) == pytest.approx(5 / math.sqrt(5 * 6))
+    # Spearman with average ranks: x ranks 1.5, 1.5, 3, 4
+    rho = np.corrcoef([1.5, 1.5, 3, 4], [1, 2, 3, 4])[0, 1]
+    assert fid.spearman_rho(x, y) == pytest.approx(rho)
+    assert fid.decision_accuracy(x, y) == pytest.approx(5.5 / 6)  # the tied pair counts 1/2
+    assert math.isnan(fid.kendall_tau([1.0, 1.0], [1.0, 2.0]))  # all tied: undefined
+
+
+def test_decision_accuracy_by_hand() -> None:
+    # pairs: (a,b) same, (a,c) same, (b,c) swapped, (a,d) same, (b,d) tied in y: 1/2, (c,d) same
+    x, y = [0.0, 1.0, 2.0, 3.0], [0.0, 2.0, 1.0, 2.0]
+    assert fid.decision_accuracy(x, y) == pytest.approx(4.5 / 6)
+
+
+def test_bootstrap_interval_holds_the_estimate_and_is_deterministic() -> None:
+    rng = np.random.default_rng(5)
+    truth = np.linspace(-0.05, 0.05, 6)[:, None]
+    lower = truth + rng.normal(0, 0.02, (6, 4))
+    upper = truth + rng.normal(0, 0.02, (6, 4))
+    a = fid.agreement(lower, upper, resamples=300)
+    b = fid.agreement(lower, upper, resamples=300)
+    assert a == b  # the fixed RNG seed
+    assert a.tau_ci95[0] <= a.kendall_tau <= a.tau_ci95[1]
+    assert a.rho_ci95[0] <= a.spearman_rho <= a.rho_ci95[1]
+    assert a.n_candidates == 6 and a.n_seeds == 4
+    assert fid.agreement(lower[:, :1], upper[:, :1]).tau_ci95 is None  # one seed
+
+
+def test_two_rung_fit_is_the_line_through_the_points() -> None:
+    line = fid.fit_line([9.0, 10.0], [-0.02, -0.05])
+    assert line.kind == "line through 2 points" and line.residual_sd is None
+    assert line.slope == pytest.approx(-0.03)
+    assert line.intercept + line.slope * 9.0 == pytest.approx(-0.02)
+    three = fid.fit_line([1.0, 2.0, 3.0], [1.0, 2.0, 4.0])
+    assert three.kind == "least squares"
+    assert three.slope == pytest.approx(1.5)
+    assert three.residual_sd == pytest.approx(math.sqrt(1 / 6))
+
+
+def test_crossing_at_a_known_x_and_parallel_or_behind_gives_none() -> None:
+    a = fid.fit_line([0.0, 1.0], [0.0, 1.0])  # y = x
+    b = fid.fit_line([0.0, 1.0], [3.0, 2.0])  # y = 3 - x
+    assert fid.crossing(a, b, 0.0) == pytest.approx(1.5)
+    assert fid.crossing(a, fid.fit_line([0.0, 1.0], [1.0, 2.0]), 0.0) is None  # parallel
+    assert fid.crossing(a, b, 2.0) is None  # behind the smallest rung
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(-2, 2), st.floats(-2, 2), st.floats(-2, 2), st.floats(-2, 2), st.floats(0.5, 3))
+def test_lines_meet_at_the_crossing(a0: float, a1: float, b0: float, b1: float, x: float) -> None:
+    """Two lines built to meet at x: the fits through two points each cross there."""
+    if abs(a1 - b1) < 1e-3:
+        return
+    y = a0 + a1 * x
+    la = fid.fit_line([0.0, 4.0], [y - a1 * x, y + a1 * (4.0 - x)])
+    lb = fid.fit_line([0.0, 4.0], [y - b1 * x, y + b1 * (4.0 - x)])
+    assert fid.crossing(la, lb, 0.0) == pytest.approx(x, abs=1e-6)
+
+
+def _rung(effects: dict[str, list[float]], base: list[float]) -> pd.DataFrame:
+    rows = [{"params": {"shape": "uniform"}, "seed": s, "val_bpb": v} for s, v in enumerate(base)]
+    for r, deltas in effects.items():
+        rows += [
+            {"params": {"shape": "cosine", "r_start": float(r)}, "seed": s, "val_bpb": base[s] + d}
+            for s, d in enumerate(deltas)
+        ]
+    return trials_frame(rows)
+
+
+def test_fidelity_of_a_two_rung_ladder() -> None:
+    lo = _rung({"1.25": [-0.02, -0.03], "1.5": [-0.01, -0.01], "1.75": [0.01, 0.02]}, [2.0, 2.1])
+    hi = _rung({"1.25": [-0.04, -0.05], "1.5": [-0.05, -0.04], "1.75": [0.0, 0.01]}, [1.8, 1.9])
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10)], "val_bpb", resamples=200)
+    (pair,) = doc["pairs"]
+    assert pair["n_candidates"] == 4 and pair["n_seeds"] == 2  # uniform is a candidate at 0
+    # lower order: 1.25 < 1.5 < uniform < 1.75; upper: 1.5 = 1.25 (tie on mean -0.045) < ...
+    assert pair["decision_accuracy"] == pytest.approx(5.5 / 6)
+    fit = {f["candidate"]: f for f in doc["fits"]}
+    assert fit["cosine 1.5->0.5"]["slope"] == pytest.approx(-0.035)
+    assert fit["uniform"]["slope"] == 0.0
+    cross = {(c["a"], c["b"]): c for c in doc["crossings"]}
+    c = cross[("cosine 1.25->0.75", "cosine 1.5->0.5")]
+    assert c["log10_compute"] == pytest.approx(10.0) and c["where"] == "at rung 1"
+    assert "Kendall tau" in doc["trust"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=2, max_size=12))
+def test_tau_b_and_rho_match_scipy_with_ties(pairs: list[tuple[int, int]]) -> None:
+    from scipy.stats import kendalltau, spearmanr
+
+    x, y = [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
+    tau, rho = fid.kendall_tau(x, y), fid.spearman_rho(x, y)
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        assert math.isnan(tau) and math.isnan(rho)
+        return
+    assert tau == pytest.approx(kendalltau(x, y, variant="b").statistic, abs=1e-9)
+    assert rho == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
+
+
+def test_rungs_of_equal_compute_fit_no_line_and_cross_nowhere() -> None:
+    lo = _rung({"1.25": [-0.02, -0.03], "1.5": [-0.01, -0.01]}, [2.0, 2.1])
+    hi = _rung({"1.25": [-0.04, -0.05], "1.5": [-0.05, -0.04]}, [1.8, 1.9])
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e9)], "val_bpb", resamples=50)
+    assert {f["kind"] for f in doc["fits"]} == {"one point"}
+    assert doc["crossings"] == [] and doc["pairs"][0]["n_candidates"] == 3

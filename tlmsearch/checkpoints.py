@@ -1,0 +1,192 @@
+"""Trial checkpoints and kept weights on disk: one folder each, written atomically.
+
+A checkpoint folder holds
+
+- ``state.pt``: ``torch.save`` of the run's state (:func:`tlmsearch.train.pack_state`): key
+  ``"model"`` is the model's state_dict; the optimizer, data position, RNGs, curve and counters
+  are the other keys;
+- ``meta.json``: what the weights are, written last (its presence marks a complete checkpoint):
+  ``number`` (the Optuna trial, or null), ``candidate``, ``seed``, ``widths``, ``tokens``,
+  ``model`` (the ModelConfig as a dict, ``vocab_size`` filled in), ``arch``, ``final`` (the
+  weights of a completed run) and ``bytes`` and ``sha256`` of state.pt.
+
+Ray Tune copies such a folder into the trial's storage (``RUN/ray/session-N/trial_X/
+checkpoint_00000K``, search/trainable.py). A folder whose meta is missing or unreadable, or whose
+state.pt has another size or checksum, is not a checkpoint: :func:`load_checkpoint` refuses it
+and :func:`latest_checkpoint` falls back to the one before.
+
+For analysis (``tlmsearch analyze``)::
+
+    for w in kept_weights("runs/quickstart"):      # the final weights the study kept
+        model, meta = load_model(w["path"])       # rebuilt with build_model, weights loaded
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+STATE = "state.pt"
+META = "meta.json"
+PREFIX = "checkpoint_"
+KEEP_WEIGHTS = ("none", "final", "best", "all")
+_META_KEYS = ("candidate", "seed", "widths", "tokens", "model", "bytes", "sha256")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 24):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    """fsync ``tmp``, then rename it onto ``final`` (atomic on one file system)."""
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+
+
+def write_checkpoint(folder: str | Path, state: dict[str, Any], meta: dict[str, Any]) -> Path:
+    """Write ``state`` and ``meta`` into ``folder`` (state.pt first, meta.json last, each via a
+    temporary file and a rename): a crash at any point leaves no folder that loads."""
+    import torch
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / META).unlink(missing_ok=True)  # rewriting: invalid until the new meta lands
+    tmp = out / f"{STATE}.tmp"
+    torch.save(state, tmp)
+    _replace(tmp, out / STATE)
+    info = {**meta, "bytes": (out / STATE).stat().st_size, "sha256": _sha256(out / STATE)}
+    tmp = out / f"{META}.tmp"
+    tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
+    _replace(tmp, out / META)
+    return out
+
+
+def read_meta(folder: str | Path, *, verify: bool = False) -> dict[str, Any] | None:
+    """The meta of a complete checkpoint, else None. The size of state.pt is always checked;
+    its checksum with ``verify`` (reads the whole file)."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / META).read_text())
+        size = (folder / STATE).stat().st_size
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or any(k not in meta for k in _META_KEYS):
+        return None
+    if size != meta["bytes"] or (verify and _sha256(folder / STATE) != meta["sha256"]):
+        return None
+    return meta
+
+
+def load_checkpoint(
+    folder: str | Path, map_location: str = "cpu"
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(state, meta) of a complete, uncorrupted checkpoint (checksum verified), else None."""
+    import torch
+
+    meta = read_meta(folder, verify=True)
+    if meta is None:
+        return None
+    try:
+        state = torch.load(Path(folder) / STATE, map_location=map_location, weights_only=False)
+    except Exception:  # a file that matches its checksum but does not unpickle: not ours
+        return None
+    return state, meta
+
+
+def checkpoint_dirs(trial_dir: str | Path) -> list[Path]:
+    """The ``checkpoint_*`` folders of a trial, valid or not, oldest name first."""
+    root = Path(trial_dir)
+    return sorted(p for p in root.glob(f"{PREFIX}*") if p.is_dir()) if root.is_dir() else []
+
+
+def latest_checkpoint(trial_dir: str | Path) -> Path | None:
+    """The newest valid checkpoint (most tokens, then latest name) of a trial, else None."""
+    found = [(m["tokens"], p) for p in checkpoint_dirs(trial_dir) if (m := read_meta(p))]
+    for _, path in sorted(found, reverse=True):
+        if read_meta(path, verify=True) is not None:
+            return path
+    return None
+
+
+def trial_dirs(run_dir: str | Path) -> list[Path]:
+    """Every Ray trial folder of a run, all sessions."""
+    return sorted(Path(run_dir).glob("ray/session-*/trial_*"))
+
+
+def kept_weights(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The final weights a run kept (``search.keep_weights``), one dict per trial: its meta
+    (``number``, ``candidate``, ``seed``, ``widths``, ``tokens``, ``model``, ``arch``, ...) and
+    ``path``, the checkpoint folder for :func:`load_model`. Sorted by trial number; the
+    checksum is checked by :func:`load_model`, not here (only the size)."""
+    out = []
+    for trial in trial_dirs(run_dir):
+        for path in checkpoint_dirs(trial):
+            meta = read_meta(path)
+            if meta is not None and meta.get("final"):
+                out.append({**meta, "path": str(path)})
+    return sorted(out, key=lambda m: (m["number"] is None, m["number"] or 0, m["path"]))
+
+
+def load_model(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+    """The model of a checkpoint folder, rebuilt (``build_model``) with its weights, in eval
+    mode, and its meta. Raises ValueError for a folder that is not a valid checkpoint."""
+    from tlmsearch.config import ModelConfig
+    from tlmsearch.models import build_model
+
+    loaded = load_checkpoint(path, map_location=device)
+    if loaded is None:
+        raise ValueError(f"{path}: not a complete checkpoint (meta.json or state.pt bad)")
+    state, meta = loaded
+    cfg = ModelConfig.model_validate(meta["model"])
+    model = build_model(cfg, meta["widths"], int(cfg.vocab_size or 0), seed=int(meta["seed"]))
+    model.load_state_dict(state["model"])
+    return model.to(device).eval(), meta
+
+
+# -------------------------------------------------------------------------------------------------
+# Retention (search.keep_weights)
+
+
+def remove(paths: list[Path]) -> int:
+    """Delete checkpoint folders; returns how many bytes were freed."""
+    freed = 0
+    for p in paths:
+        freed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        shutil.rmtree(p, ignore_errors=True)
+    return freed
+
+
+def retain(trial_dir: str | Path, keep_weights: str, completed: bool) -> Path | None:
+    """Apply ``keep_weights`` to a trial that has ended; returns the final weights kept, if any.
+
+    ``all`` keeps everything; ``none`` nothing; ``final`` and ``best`` keep the final weights of
+    a completed trial (``best`` thins them at the end of the run, :func:`keep_only`) and remove
+    the intermediate checkpoints, and every checkpoint of a trial that did not complete.
+    """
+    if keep_weights not in KEEP_WEIGHTS:
+        raise ValueError(f"keep_weights: {keep_weights!r} is not one of {KEEP_WEIGHTS}")
+    dirs = checkpoint_dirs(trial_dir)
+    kept = None
+    if completed and keep_weights != "none":
+        finals = [p for p in dirs if (m := read_meta(p)) and m.get("final")]
+        kept = finals[-1] if finals else None
+    if keep_weights != "all":
+        remove([p for p in dirs if p != kept])
+    return kept
+
+
+def keep_only(run_dir: str | Path, numbers: set[int]) -> list[dict[str, Any]]:
+    """``best`` at the end of a run: remove the kept weights of trials not in ``numbers``;
+    returns those removed."""
+    gone = [w for w in kept_weights(run_dir) if w["number"] not in numbers]
+    remove([Path(w["path"]) for w in gone])
+    return gone

@@ -1,0 +1,433 @@
+"""Proxy-to-target fidelity: does a small proxy rank the candidates as a larger one does?
+
+A ladder run (``ladder:`` in the study, :mod:`tlmsearch.search.ladder`) trains the candidates at
+several proxy sizes, one ordinary run per rung. Between every pair of rungs this module measures,
+on the candidates both rungs measured on their common seeds:
+
+- Kendall tau-b and Spearman rho of the candidates' *paired effects* (mean over the common seeds
+  of the value minus the same seed's uniform value; uniform itself is a candidate at 0), with a
+  percentile bootstrap 95% interval that resamples the common seeds with replacement
+  (:data:`BOOTSTRAP_RESAMPLES` resamples, ``numpy.random.default_rng(BOOTSTRAP_SEED)``, so the
+  same input gives the same interval);
+- decision accuracy: the share of candidate pairs the two rungs order the same way, a pair tied
+  at either rung counting one half.
+
+Per candidate it fits the paired effect against log10 compute (training FLOPs per token times
+the rung's tokens): with two rungs the straight line through the two points (nothing more can be
+fitted honestly), with three or more a least-squares line and its residual sd. The paired effect
+rather than the metric itself, because every candidate's metric shares the uniform model's
+scaling curve, which is far from linear in log compute and would swamp the residual; the
+crossings are the same either way (a least-squares fit is linear in y, so the fit of value =
+uniform + effect is the fit of uniform plus the fit of the effect). For each pair of candidates,
+the compute where their lines cross, or None when they are parallel or cross below the smallest
+rung (the data there says nothing). Uniform's line is y = 0: a candidate's crossing with uniform
+is where its effect is predicted to change sign.
+
+Pure numpy / pandas / scipy; input is each rung's trials table (docs/run_dir.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from tlmsearch import stats
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+LEVEL = 0.95
+ABS_TOL = 1e-12  # slopes closer than this (metric units per decade) are parallel
+
+
+# -------------------------------------------------------------------------------------------------
+# Rank agreement
+
+
+def _signs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """sign(x_i - x_j) and sign(y_i - y_j) over the pairs i < j."""
+    x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x and y must be paired 1-d samples, not {x.shape} and {y.shape}")
+    i, j = np.triu_indices(len(x), k=1)
+    return np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of two paired samples, ties in either handled; NaN when undefined
+    (fewer than two items, or every value of one sample tied).
+
+    tau-b = (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)), n0 the pairs.
+
+    >>> kendall_tau([1, 2, 3], [1, 2, 3]), kendall_tau([1, 2, 3], [3, 2, 1])
+    (1.0, -1.0)
+    """
+    sx, sy = _signs(x, y)
+    n0 = len(sx)
+    denom = math.sqrt(float(n0 - np.sum(sx == 0)) * float(n0 - np.sum(sy == 0)))
+    return float(np.sum(sx * sy) / denom) if denom > 0 else math.nan
+
+
+def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho: the Pearson correlation of average ranks; NaN when undefined.
+
+    >>> spearman_rho([1, 2, 3, 4], [1, 2, 4, 3])
+    0.8
+    """
+    from scipy.stats import rankdata
+
+    x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    rx, ry = rankdata(x) - (len(x) + 1) / 2, rankdata(y) - (len(y) + 1) / 2
+    return float(round(float(rx @ ry) / math.sqrt(float(rx @ rx) * float(ry @ ry)), 12))
+
+
+def decision_accuracy(x: Sequence[float], y: Sequence[float]) -> float:
+    """Share of the pairs (i, j) that ``x`` and ``y`` order the same way; a pair tied in
+    either counts one half. NaN with fewer than two items.
+
+    >>> decision_accuracy([1, 2, 3], [1, 3, 2])  # one of three pairs swapped
+    0.6666666666666666
+    >>> decision_accuracy([1, 1, 3], [1, 2, 3])  # (0, 1) tied at x: half
+    0.8333333333333334
+    """
+    sx, sy = _signs(x, y)
+    if not len(sx):
+        return math.nan
+    tied = (sx == 0) | (sy == 0)
+    return float((np.sum((sx == sy) & ~tied) + 0.5 * np.sum(tied)) / len(sx))
+
+
+def _percentile_interval(values: np.ndarray, level: float) -> list[float] | None:
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return None
+    tail = 100 * (1 - level) / 2
+    return [float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail))]
+
+
+class Agreement(NamedTuple):
+    """Rank agreement of two rungs over ``n_candidates`` candidates and ``n_seeds`` seeds."""
+
+    n_candidates: int
+    n_seeds: int
+    kendall_tau: float
+    tau_ci95: list[float] | None  # percentile bootstrap over seeds; None with one seed
+    spearman_rho: float
+    rho_ci95: list[float] | None
+    decision_accuracy: float
+    accuracy_ci95: list[float] | None
+
+
+def agreement(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = LEVEL,
+) -> Agreement:
+    """Rank agreement of two rungs from per-seed effects, shape (candidates, seeds) each.
+
+    Column s of both is the same seed (common random numbers: the bootstrap resamples whole
+    seeds, keeping each seed's pairing across candidates and rungs). The point estimates use
+    every seed; the intervals are percentiles of ``resamples`` bootstrap replicates drawn with
+    ``numpy.random.default_rng(seed)`` (None with fewer than two seeds: nothing to resample).
+    """
+    lower, upper = np.asarray(lower, dtype="float64"), np.asarray(upper, dtype="float64")
+    if lower.shape != upper.shape or lower.ndim != 2:
+        raise ValueError(f"effects must share one (candidates, seeds) shape: {lower.shape}, "
+                         f"{upper.shape}")  # fmt: skip
+    n_cand, n_seeds = lower.shape
+    a, b = lower.mean(axis=1), upper.mean(axis=1)
+    point = (kendall_tau(a, b), spearman_rho(a, b), decision_accuracy(a, b))
+    cis: list[list[float] | None] = [None, None, None]
+    if n_seeds >= 2 and n_cand >= 2:
+        rng = np.random.default_rng(seed)
+        reps = np.empty((resamples, 3))
+        for r in range(resamples):
+            idx = rng.integers(0, n_seeds, n_seeds)
+            x, y = lower[:, idx].mean(axis=1), upper[:, idx].mean(axis=1)
+            reps[r] = (kendall_tau(x, y), spearman_rho(x, y), decision_accuracy(x, y))
+        cis = [_percentile_interval(reps[:, k], level) for k in range(3)]
+    return Agreement(n_cand, n_seeds, point[0], cis[0], point[1], cis[1], point[2], cis[2])
+
+
+# -------------------------------------------------------------------------------------------------
+# Effect against compute
+
+
+class Line(NamedTuple):
+    """y = intercept + slope * x, x = log10 compute; residual_sd None where nothing is left."""
+
+    intercept: float
+    slope: float
+    n_points: int
+    residual_sd: float | None  # least squares with >= 3 points: sqrt(SSE / (n - 2))
+    kind: str  # "line through 2 points" | "least squares" | "one point"
+
+
+def fit_line(x: Sequence[float], y: Sequence[float]) -> Line:
+    """The line through two points, a least-squares line through three or more.
+
+    >>> fit_line([1.0, 3.0], [2.0, 6.0])[:2]
+    (0.0, 2.0)
+    """
+    x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
+    n = len(x)
+    if n < 2 or np.ptp(x) == 0:
+        return Line(float(y.mean()) if n else math.nan, math.nan, n, None, "one point")
+    if n == 2:
+        slope = (y[1] - y[0]) / (x[1] - x[0])
+        return Line(float(y[0] - slope * x[0]), float(slope), 2, None, "line through 2 points")
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    sd = math.sqrt(float(resid @ resid) / (n - 2)) if n > 2 else None
+    return Line(float(intercept), float(slope), n, sd, "least squares")
+
+
+def crossing(a: Line, b: Line, x_min: float, *, rtol: float = 1e-9) -> float | None:
+    """x where lines ``a`` and ``b`` cross; None when parallel or when x < ``x_min``.
+
+    >>> crossing(Line(0.0, 1.0, 2, None, ""), Line(2.0, -1.0, 2, None, ""), 0.0)
+    1.0
+    """
+    coefs = (a.slope, b.slope, a.intercept, b.intercept)
+    if not all(v is not None and math.isfinite(v) for v in coefs):
+        return None
+    ds = a.slope - b.slope
+    if abs(ds) <= max(
+        rtol * max(abs(a.slope), abs(b.slope)), ABS_TOL
+    ):  # parallel (or float noise)
+        return None
+    x = (b.intercept - a.intercept) / ds
+    return None if x < x_min - 1e-12 else float(x)
+
+
+def rung_words(log_c: float, rungs: Sequence[float]) -> str:
+    """Where ``log_c`` (log10 compute) lies among the rungs' log10 computes, in words.
+
+    >>> rung_words(9.0, [8.0, 9.0, 10.0]), rung_words(9.5, [8.0, 9.0, 10.0])
+    ('at rung 1', 'between rung 1 and rung 2 (0.50 of the way)')
+    >>> rung_words(11.0, [8.0, 10.0])
+    'beyond rung 1 (10x its compute)'
+    """
+    order = sorted(range(len(rungs)), key=lambda i: rungs[i])
+    for i in order:
+        if math.isclose(log_c, rungs[i], abs_tol=1e-6):
+            return f"at rung {i}"
+    for i, j in itertools.pairwise(order):
+        if rungs[i] < log_c < rungs[j]:
+            frac = (log_c - rungs[i]) / (rungs[j] - rungs[i])
+            return f"between rung {i} and rung {j} ({frac:.2f} of the way)"
+    top = order[-1]
+    return f"beyond rung {top} ({compute_text(log_c - rungs[top])}x its compute)"
+
+
+def compute_text(log_c: float) -> str:
+    """10 ** log_c as text, however large: ``1.99e+04``, ``10^412``.
+
+    >>> compute_text(4.3), compute_text(412.2)
+    ('2e+04', '10^412')
+    """
+    return f"{10**log_c:.3g}" if log_c < 300 else f"10^{log_c:.0f}"
+
+
+# -------------------------------------------------------------------------------------------------
+# A ladder's rungs -> fidelity.json
+
+
+class Rung(NamedTuple):
+    """One rung: its trials table and the compute one of its trainings spends."""
+
+    trials: pd.DataFrame
+    compute: float  # training FLOPs per token x tokens (the uniform model's; all share it)
+    label: str = ""
+
+
+def _effects_by_seed(trials: pd.DataFrame, value: str, sign: float) -> dict[str, dict[int, float]]:
+    """params_json -> {seed: paired delta x sign} (lower is better); uniform at 0."""
+    d = stats.paired_deltas(trials, value, key="params_json")
+    out: dict[str, dict[int, float]] = {}
+    for row in d.itertuples(index=False):
+        out.setdefault(row.params_json, {})[int(row.seed)] = sign * float(row.delta)
+    return out
+
+
+def _labels(rungs: Sequence[Rung]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in rungs:
+        for key, label in zip(r.trials["params_json"], r.trials["candidate"], strict=True):
+            out.setdefault(str(key), str(label))
+    return out
+
+
+def _seeds_with_uniform(eff: dict[str, dict[int, float]], base: str | None) -> set[int]:
+    return set(eff.get(base, {})) if base is not None else set()
+
+
+def _baseline_key(rungs: Sequence[Rung]) -> str | None:
+    for r in rungs:
+        keys = r.trials.loc[r.trials["is_baseline"].astype(bool), "params_json"]
+        if len(keys):
+            return str(keys.iloc[0])
+    return None
+
+
+def pair_agreement(
+    lo: dict[str, dict[int, float]],
+    hi: dict[str, dict[int, float]],
+    base: str | None,
+    labels: dict[str, str],
+    **kw: Any,
+) -> dict[str, Any]:
+    """Agreement of two rungs: the seeds both paired with uniform, the candidates complete on
+    every one of them at both rungs (the others listed as left out)."""
+    seeds = sorted(_seeds_with_uniform(lo, base) & _seeds_with_uniform(hi, base))
+    both = sorted(set(lo) & set(hi), key=lambda k: labels.get(k, k))
+    cands = [k for k in both if all(s in lo[k] and s in hi[k] for s in seeds)]
+    left = sorted(labels.get(k, k) for k in (set(lo) | set(hi)) - set(cands))
+    out: dict[str, Any] = {"seeds": seeds, "candidates": [labels.get(k, k) for k in cands]}
+    out["left_out"] = left
+    if not seeds or len(cands) < 2:
+        out.update(n_candidates=len(cands), n_seeds=len(seeds), kendall_tau=None)
+        out.update(tau_ci95=None, spearman_rho=None, rho_ci95=None, decision_accuracy=None)
+        out["accuracy_ci95"] = None
+        return out
+    a = np.array([[lo[k][s] for s in seeds] for k in cands])
+    b = np.array([[hi[k][s] for s in seeds] for k in cands])
+    out.update({k: _clean(v) for k, v in agreement(a, b, **kw)._asdict().items()})
+    return out
+
+
+def _clean(v: Any) -> Any:
+    """NaN -> None (JSON and YAML hold no NaN honestly)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def fidelity(
+    rungs: Sequence[Rung],
+    value: str,
+    sense: str = "minimize",
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Everything ``tlmsearch fidelity`` prints and ``fidelity.json`` holds (see module doc).
+
+    ``value``: the trials column of the metric; ``sense``: which way is better. Effects are
+    reported in the metric's own sign (a negative val_bpb effect beats uniform).
+    """
+    sign = 1.0 if sense == "minimize" else -1.0
+    labels = _labels(rungs)
+    base = _baseline_key(rungs)
+    eff = [_effects_by_seed(r.trials, value, sign) for r in rungs]
+    pairs = []
+    for i, j in itertools.combinations(range(len(rungs)), 2):
+        p = pair_agreement(eff[i], eff[j], base, labels, resamples=resamples, seed=seed)
+        pairs.append({"lower": i, "upper": j, **p})
+    logc = [math.log10(r.compute) if r.compute > 0 else math.nan for r in rungs]
+    # every rung's point of a candidate: its mean effect over the seeds paired at every rung
+    common = set.intersection(*(_seeds_with_uniform(e, base) for e in eff)) if eff else set()
+    fits = []
+    for key in sorted({k for e in eff for k in e}, key=lambda k: labels.get(k, k)):
+        pts = [
+            (logc[i], float(np.mean([e[key][s] for s in sorted(common)])))
+            for i, e in enumerate(eff)
+            if key in e and common and all(s in e[key] for s in common)
+        ]
+        pts = [(x, sign * y) for x, y in pts if math.isfinite(x)]
+        line = fit_line([p[0] for p in pts], [p[1] for p in pts])
+        fits.append({
+            "candidate": labels.get(key, key), "params_json": key,
+            "points": [{"log10_compute": x, "compute": 10**x, "effect": y} for x, y in pts],
+            **{k: _clean(v) for k, v in line._asdict().items()},
+        })  # fmt: skip
+    crossings = []
+    x_min = min((x for x in logc if math.isfinite(x)), default=math.nan)
+    for fa, fb in itertools.combinations([f for f in fits if f["slope"] is not None], 2):
+        la, lb = (Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"])
+                  for f in (fa, fb))  # fmt: skip
+        x = crossing(la, lb, x_min)
+        crossings.append({
+            "a": fa["candidate"], "b": fb["candidate"],
+            "log10_compute": x, "compute": None if x is None or x > 300 else 10**x,
+            "effect": None if x is None else la.intercept + la.slope * x,
+            "where": "no crossing at or above the smallest rung" if x is None
+            else rung_words(x, logc),
+        })  # fmt: skip
+    return {
+        "metric": value,
+        "sense": sense,
+        "effect": "mean paired delta vs the same seed's uniform, over the seeds paired at every "
+        "rung (value minus uniform; uniform is 0)",
+        "bootstrap": {
+            "resamples": resamples,
+            "rng_seed": seed,
+            "level": LEVEL,
+            "resampled": "seeds, with replacement",
+        },
+        "rungs": [
+            {"index": i, "label": r.label, "compute": r.compute, "log10_compute": _clean(logc[i])}
+            for i, r in enumerate(rungs)
+        ],
+        "pairs": pairs,
+        "fits": fits,
+        "crossings": crossings,
+        "trust": trust_line(pairs[-1] if pairs else None, len(rungs)),
+    }
+
+
+def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
+    """``+0.80 [+0.33, +1.00]``; ``-`` when not measured; no interval with one seed, said.
+
+    >>> with_ci(0.8, [0.33, 1.0]), with_ci(None, None), with_ci(1.0, None)
+    ('+0.80 [+0.33, +1.00]', '-', '+1.00 (1 seed: no CI)')
+    """
+    if value is None:
+        return "-"
+    return f"{value:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (1 seed: no CI)")
+
+
+def top_pair(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The agreement between the two largest rungs (the last two)."""
+    n = len(doc.get("rungs") or [])
+    for p in doc.get("pairs") or []:
+        if p["lower"] == n - 2 and p["upper"] == n - 1:
+            return p
+    return None
+
+
+def trust_line(pair: dict[str, Any] | None, n_rungs: int) -> str:
+    """One sentence: how far the proxy's ranking can be trusted, from the top two rungs."""
+    if pair is None or pair.get("kendall_tau") is None:
+        return (
+            "not measured: the top two rungs share fewer than two candidates on a common seed, "
+            "so the proxy's ranking is untested"
+        )
+    tau, ci = pair["kendall_tau"], pair.get("tau_ci95")
+    acc = pair["decision_accuracy"]
+    span = f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f})" if ci else " (one seed: no interval)"
+    head = (
+        f"rung {pair['lower']} ranks {pair['n_candidates']} candidates as rung {pair['upper']} "
+        f"does with Kendall tau {tau:+.2f}{span} over {pair['n_seeds']} seed(s); it orders "
+        f"{acc:.0%} of candidate pairs the same"
+    )
+    if ci is None or pair["n_candidates"] < 4:
+        verdict = "too few candidates or seeds to tell how far it can be trusted"
+    elif ci[0] > 0.5:
+        verdict = "the proxy's ranking can be trusted at this step"
+    elif ci[0] > 0:
+        verdict = "the proxy's ranking agrees better than chance, but its top pick may not hold"
+    else:
+        verdict = "the proxy's ranking is not shown to hold at the larger size"
+    return f"{head}: {verdict}"
