@@ -1,7 +1,8 @@
 """Multi-worker trials end to end: Ray Train workers inside Tune trials on the embedded Ray. Slow.
 
 Two gloo workers of one trial train what one worker trains (the same curve to fp32 summation
-order), and a STOP of the scheduler (how pruning ends a trial) stops every worker at that eval.
+order) and keep rank 0's weights; a STOP of the scheduler (how pruning ends a trial) stops every
+worker at that eval, and two workers resume from its checkpoint.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ CURVE = ("train_loss", "val_loss", "val_bpb", "lr")
 def study(tmp: Path, name: str, workers: int) -> dict:
     data = tiny_study(
         tmp,
-        search={"pruner": "none", "concurrency": 1},
+        train={"checkpoint_every_tokens": 4096},
+        search={"pruner": "none", "concurrency": 1, "keep_weights": "final"},
         ray={"num_cpus": 2, "cpus_per_trial": workers, "workers_per_trial": workers},
     )
     data["name"] = name
@@ -63,9 +65,20 @@ def test_two_workers_give_the_one_worker_curves(local_ray, tmp_path: Path) -> No
     assert (one_trials["node"] == "127.0.0.1").all()
     assert list(two["params_json"]) == list(one["params_json"])
     assert list(two["tokens"]) == list(one["tokens"]) and len(one) == 8  # 4 evals x 2 trials
+    _same_curves(two, one)
+    # rank 0's final weights, through the trial: the model each trial names
+    from tlmsearch.checkpoints import load_model
+
+    for _, row in two_trials.iterrows():
+        model, meta = load_model(row["weights"])
+        assert meta["tokens"] == 8192 and meta["seed"] == 0
+        assert sum(p.numel() for p in model.parameters()) == row["n_params"]
+
+
+def _same_curves(got_rows: pd.DataFrame, want_rows: pd.DataFrame) -> None:
     for key in CURVE:
-        got = torch.tensor(two[key].to_numpy(), dtype=torch.float64)
-        want = torch.tensor(one[key].to_numpy(), dtype=torch.float64)
+        got = torch.tensor(got_rows[key].to_numpy(), dtype=torch.float64)
+        want = torch.tensor(want_rows[key].to_numpy(), dtype=torch.float64)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (key, got, want)
 
 
@@ -78,9 +91,11 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
 
     from tlmsearch.config import study_from_mapping
     from tlmsearch.data import prepare_data
+    from tlmsearch.search.samplers import RESUME_FROM
     from tlmsearch.search.trainable import run_trial
     from tlmsearch.search.workers import trial_resources
     from tlmsearch.space import UNIFORM
+    from tlmsearch.train import train_proxy
 
     class StopAt4096(FIFOScheduler):
         def on_trial_result(self, tune_controller, trial, result):
@@ -94,15 +109,28 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
         tune.with_parameters(run_trial, study=cfg.to_dict(), data=data),
         trial_resources(cfg.ray),
     )
-    grid = tune.Tuner(
-        trainable,
-        param_space={"candidate": dict(UNIFORM), "seed": 0},
-        tune_config=tune.TuneConfig(scheduler=StopAt4096(), num_samples=1),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), verbose=0),
-    ).fit()
-    reports = grid[0].metrics_dataframe
-    assert list(reports["tokens"]) == [2048, 4096] and not reports["final"].any()
+
+    def tuner(name: str, scheduler: FIFOScheduler, **config: object) -> tune.ResultGrid:
+        return tune.Tuner(
+            trainable,
+            param_space={"candidate": dict(UNIFORM), "seed": 0, **config},
+            tune_config=tune.TuneConfig(scheduler=scheduler, num_samples=1),
+            run_config=tune.RunConfig(name=name, storage_path=str(tmp_path / "ray"), verbose=0),
+        ).fit()
+
+    stopped = tuner("stopped", StopAt4096())[0]
+    assert list(stopped.metrics_dataframe["tokens"]) == [2048, 4096]
+    assert not stopped.metrics_dataframe["final"].any()
     deadline = time.time() + 60
     while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:
         time.sleep(0.5)
     assert ray.available_resources().get("CPU", 0) == 2  # no worker trains on
+
+    # Its checkpoint at 4,096 tokens (rank 0's, through the trial): two workers go on from it
+    # and end where one worker trained straight through ends.
+    resumed = tuner("resumed", FIFOScheduler(), **{RESUME_FROM: stopped.checkpoint.path})[0]
+    curve = resumed.metrics_dataframe
+    assert list(curve["tokens"]) == [2048, 4096, 6144, 8192, 8192]  # the earlier evals again
+    one = train_proxy(cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
+                      (64, 64), data, cfg.train, seed=0, threads=1, device="cpu")  # fmt: skip
+    _same_curves(curve[~curve["final"]], pd.DataFrame(one.curve))
