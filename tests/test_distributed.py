@@ -125,3 +125,14 @@ def test_two_gloo_workers_train_the_one_worker_model(
         assert run["resumed"]["status"] == "completed"
         assert run["resumed"]["curve"] == full["curve"]
     assert one.curve[0]["val_loss"] > one.curve[-1]["val_loss"] + 0.3  # it learned something
+
+
+def test_a_trial_whose_workers_never_fit_is_refused() -> None:
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.workers import check_fits
+
+    two = RayConfig(workers_per_trial=2, cpus_per_worker=1, gpus_per_worker=1)
+    check_fits(two, {"cpus": 2.0, "gpus": 2.0})
+    with pytest.raises(ConfigError, match=r"2 workers need 2 GPUS .* cluster has 1"):
+        check_fits(two, {"cpus": 8.0, "gpus": 1.0})
+    check_fits(RayConfig(cpus_per_trial=4), {"cpus": 2.0})  # one worker: Tune's own business

@@ -182,8 +182,14 @@ def _remaining(cfg: StudyConfig, study: Any) -> int:
 
 def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
     from tlmsearch.search.cluster import start_ray
+    from tlmsearch.search.workers import check_fits
 
     facts = start_ray(cfg.ray, address, env=cfg.train.process_env())
+    try:
+        check_fits(cfg.ray, facts)
+    except ConfigError:
+        _release(facts)
+        raise
     where = "joined" if facts["joined"] else "started"
     echo(
         f"ray: {where} {facts['address']} ({len(facts['nodes'])} node(s), {facts['cpus']:g} CPUs)"

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tlmsearch.config import ModelConfig, RayConfig, StudyConfig
+from tlmsearch.errors import ConfigError
 from tlmsearch.train import TrainSummary
 
 DRIVER = {"cpu": 0, "gpu": 0, "memory": 256 * 2**20}  # the trial of a multi-worker run: a driver
@@ -39,6 +40,20 @@ def trial_resources(cfg: RayConfig) -> dict[str, float]:
     if cfg.workers_per_trial > 1:
         return dict(DRIVER)
     return {"cpu": cfg.cpus_per_trial, "gpu": cfg.gpus_per_trial}
+
+
+def check_fits(cfg: RayConfig, facts: dict[str, Any]) -> None:
+    """A trial's workers must fit in the cluster at once, or Ray Train waits for them forever."""
+    if cfg.workers_per_trial == 1:
+        return
+    for kind, need in (("cpus", cfg.cpus_per_trial), ("gpus", cfg.gpus_per_trial)):
+        have = facts.get(kind) or 0.0
+        if need > have:
+            raise ConfigError(
+                f"ray.workers_per_trial: a trial's {cfg.workers_per_trial} workers need "
+                f"{need:g} {kind.upper()} in all (x ray.{kind}_per_worker), but the Ray cluster "
+                f"has {have:g}; lower them, or add nodes"
+            )
 
 
 def train_on_workers(
