@@ -98,7 +98,7 @@ def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> Non
         close_group()
 
 
-@pytest.mark.slow  # two spawned torch processes: ~45 s on a loaded 2-core machine
+@pytest.mark.slow  # two spawned torch processes: 12-45 s on this 2-core machine
 def test_two_gloo_workers_train_the_one_worker_model(
     tiny_text: PreparedData, tmp_path: Path
 ) -> None:
