@@ -298,7 +298,7 @@ def test_a_boolean_where_a_number_goes_is_refused(tmp_path: Path, override: str)
     # pydantic alone reads YAML `true` as 1 in an int field: a typo that trains something else
     field = override.split("=")[0]
     text = _problems(tmp_path, {**TINY, "search": {"seeds": [0, 1]}}, (override,))
-    assert field.split(".")[-1] in text and "a boolean where a number goes" in text
+    assert field.split(".")[-1] in text and "is a boolean, which this field does not take" in text
 
 
 def test_boolean_fields_still_take_booleans(tmp_path: Path) -> None:

@@ -333,3 +333,10 @@ def test_parallel_seeds_start_the_next_seed_beside_one_in_flight() -> None:
     lane = _lanes(bad, parallel_seeds=2)["bad"]
     assert lane.status == RACING and lane.next_seed is None
     assert _lanes(bad[:-1], parallel_seeds=2)["bad"].status == SEPARATED
+
+
+def test_parallel_seeds_wait_for_a_first_finished_seed() -> None:
+    # nothing finished yet: a second seed beside the first would spend racing's saving
+    rows = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + [("c", 0, "WAITING", math.nan)]
+    lane = _lanes(rows, parallel_seeds=2, prior_sd=0.01)["c"]
+    assert lane.status == RACING and lane.next_seed is None

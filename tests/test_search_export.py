@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -494,3 +495,43 @@ def test_best_yaml_states_a_tie_of_the_top_group(tmp_path):
     group = doc["conclusions"]["top_group"]
     assert group["best"] == doc["best"][0]["candidate"] and len(group["tied_with"]) == 1
     assert "a tie of the top group" in doc["verdict"]
+
+
+def test_a_lower_ranked_candidate_better_on_common_seeds_means_no_best_yet(tmp_path):
+    # b ran 2 of 3 seeds (seed 2 still running) and beats a clearly where both ran: a ranks
+    # first (fully measured) but best.yaml must not call it the best
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
+    a, b = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}
+    rows = [(0, {"shape": "uniform"}, 3.0), (1, {"shape": "uniform"}, 3.1),
+            (2, {"shape": "uniform"}, 2.9), (0, a, 2.9), (1, a, 3.0), (2, a, 2.8),
+            (0, b, 2.5), (1, b, 2.61)]  # fmt: skip
+    frame = _race_frame(rows)
+    doc = best_document(frame, cfg)
+    group = doc["conclusions"]["top_group"]
+    assert group["best"] == "cosine 1.25->0.75" and group["beaten_by"] == ["linear 1.5->0.5"]
+    assert group["separated_from"] == [] and doc["verdict"].startswith("no best yet")
+
+
+def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from tlmsearch import checkpoints
+    from tlmsearch.search.runner import keep_best_weights
+
+    kept: list[set] = []
+    monkeypatch.setattr(checkpoints, "keep_only", lambda run, numbers: kept.append(numbers) or [])
+    best = {"shape": "cosine", "r_start": 1.25}
+    trials = pd.DataFrame({
+        "number": [0, 1, 2, 3],
+        "is_baseline": [True, False, False, False],
+        "params_json": ['{"shape": "uniform"}', '{"r_start": 1.5, "shape": "linear"}',
+                        json.dumps(best, sort_keys=True), '{"shape": "sigmoid"}'],
+        "same_as": [None, None, 1, None],  # the best replayed trial 1's curve: 1 has its weights
+    })  # fmt: skip
+
+    class _Study:
+        def get_trials(self, deepcopy=False):
+            return []
+
+    keep_best_weights(tmp_path, _Study(), trials, [{"params": best}])
+    assert kept == [{0, 1, 2}]

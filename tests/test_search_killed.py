@@ -329,3 +329,9 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_with_the_same_curve(tmp_
     assert sum(p.numel() for p in model.parameters()) == _row(df, COSINE, 0)["n_params"]
     assert meta["tokens"] == 8192 and meta["candidate"] == COSINE and meta["seed"] == 0
     assert meta["number"] == int(_row(df, COSINE, 0)["number"])
+    # and `tlmsearch analyze` reads them: one row per (kept model, layer)
+    code, log = _run(["analyze", str(run), "--max-windows", "2"], env, tmp_path / "an.log")
+    assert code == 0, log
+    layers = pd.read_parquet(run / "analysis.parquet")
+    assert sorted(layers["number"].unique()) == sorted(df["number"].astype(int))
+    assert layers.groupby("number").size().eq(len(meta["widths"])).all()

@@ -347,6 +347,58 @@ def report(
 
 
 @app.command()
+def analyze(
+    run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    max_windows: Annotated[
+        int, typer.Option(min=1, help="Validation windows to read (the first N; CPU: keep small)")
+    ] = 64,
+    trials: Annotated[
+        str | None, typer.Option(help="Only these trial numbers, e.g. 3,7 (default: all kept)")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "cpu",
+) -> None:
+    """Per-layer diagnostics of a run's kept weights into RUN/analysis.parquet and the report:
+    per MLP, its cosine with and norm relative to the residual stream, and its ablation."""
+    from tlmsearch.config import load_study
+    from tlmsearch.results import load_run
+
+    try:
+        run_data = load_run(run_dir)
+        from tlmsearch.analysis import analyze_run, select_kept, validation_windows
+        from tlmsearch.checkpoints import kept_weights, load_model
+        from tlmsearch.train import batch_shape, resolve_device
+
+        kept = select_kept(kept_weights(run_dir), trials)
+        cfg = load_study(run_dir / "study.yaml")
+        dev = resolve_device(device)
+        val = validation_windows(cfg, max_windows, progress=sys.stderr.isatty())
+        batch, _ = batch_shape(cfg.train, cfg.data.seq_len)  # the trials' eval batch
+        df = analyze_run(
+            run_dir,
+            kept,
+            lambda path: load_model(path, device=str(dev)),
+            val=val,
+            batch=batch,
+            device=dev,
+        )
+    except ConfigError as err:
+        _bad_input(err)
+    console = _console()
+    n = int(df["val_tokens"].max())
+    console.print(
+        f"{len(kept)} model(s), {len(df)} MLPs on {n:,} validation tokens: "
+        f"{run_data.path / 'analysis.parquet'}",
+        markup=False,
+    )
+    for (number, cand, seed), sub in df.groupby(["number", "candidate", "seed"], sort=False):
+        ablation = " ".join(f"{v:+.4f}" for v in sub["ablation_nats"])
+        console.print(f"  #{number} {cand} seed {seed}: ablation (nats) {ablation}", markup=False)
+    from tlmsearch.report.html import write_report
+
+    console.print(f"report: {write_report(run_dir)}", markup=False)
+
+
+@app.command()
 def dashboard(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free)")] = 8050,

@@ -251,7 +251,11 @@ def _top(
     top: int,
     noise: Noise | None,
 ) -> tuple[list[str], list[str], dict[str, Any] | None]:
-    """(supported, unsupported, top group): the best (rank 1) against the next ``top - 1``."""
+    """(supported, unsupported, top group): the best (rank 1) against the next ``top - 1``.
+
+    A lower-ranked candidate (on fewer seeds) separated as *better* on the common seeds is
+    ``beaten_by``: then rank 1 is no best yet, whatever the others say.
+    """
     cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
     names = list(cands["candidate"].head(top))
     if len(names) < 2:
@@ -260,7 +264,8 @@ def _top(
     pairs = stats.pairwise(trials, value, names, sense, level=level, noise=noise)
     pairs = pairs[pairs["a"] == best].set_index("b")
     info = cands.set_index("candidate")
-    yes, no, tied = [], [], []
+    yes, no, tied, beaten_by = [], [], [], []
+    sign = 1.0 if sense == "minimize" else -1.0
     for other in others:
         p = pairs.loc[other]
         if p["n"] == 0:
@@ -270,9 +275,16 @@ def _top(
         d = _Diff.of(p, _censored(info.loc[best]), _censored(info.loc[other]))
         ok, text = _versus(best, other, d, label, sense, level, common=True, noise=noise)
         (yes if ok else no).append(text)
-        if not ok:
+        if not pd.isna(d.separated) and bool(d.separated) and sign * d.mean > 0:
+            beaten_by.append(other)  # ranked below it (fewer seeds), better where both ran
+        elif not ok:
             tied.append(other)
-    if tied:
+    if beaten_by:
+        no.append(
+            f"{best} ranks first but loses to {_names(beaten_by)} on their common seeds "
+            f"at {level:.0%}: no best yet, their other seeds decide"
+        )
+    elif tied:
         no.append(
             f"{best} ranks first but cannot be told apart from {_names(tied)} at {level:.0%}: "
             "a tie of the top group"
@@ -285,7 +297,8 @@ def _top(
     group = {
         "best": str(best),
         "tied_with": [str(x) for x in tied],
-        "separated_from": [str(x) for x in others if x not in tied],
+        "separated_from": [str(x) for x in others if x not in tied and x not in beaten_by],
+        "beaten_by": [str(x) for x in beaten_by],
         "level": level,
     }
     return yes, no, group

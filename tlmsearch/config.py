@@ -248,7 +248,7 @@ class TrainConfig(Strict):
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
     eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
-    # A resumable checkpoint (search/checkpoints.py) at the first eval at or after every this
+    # A resumable checkpoint (tlmsearch/checkpoints.py) at the first eval at or after every this
     # many tokens; None: none (a resumed trial then trains again from zero).
     checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
@@ -351,7 +351,7 @@ class SearchConfig(Strict):
     candidates: list[dict[str, Scalar]] | None = Field(
         None, min_length=1, max_length=MAX_CANDIDATES
     )
-    # Trained weights kept in the run dir (search/checkpoints.py): none; final (every completed
+    # Trained weights kept in the run dir (tlmsearch/checkpoints.py): none; final (every completed
     # trial's final weights); best (at the end of the run only those of the uniform baseline and
     # the best candidates); all (final weights and every intermediate checkpoint).
     keep_weights: Literal["none", "final", "best", "all"] = "none"
@@ -582,6 +582,13 @@ class StudyConfig(Strict):
             return self.model.vocab_size
         tok = self.data.tokenizer
         return 256 if tok.kind == "bytes" else tok.vocab_size if tok.kind == "bpe" else None
+
+    def data_for_run(self) -> DataConfig:
+        """The data section as a run prepares it: with ``ray.shared_path`` and no
+        ``data.cache_dir``, the prepared arrays live on the shared path every node reads."""
+        if self.ray.shared_path and not self.data.cache_dir:
+            return self.data.model_copy(update={"cache_dir": self.ray.shared_path})
+        return self.data
 
     def candidates(self) -> list[dict[str, Any]]:
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""

@@ -41,7 +41,7 @@ class Strict(BaseModel):
     def _no_bool_for_a_number(cls, v: Any, info: ValidationInfo) -> Any:
         # pydantic reads YAML's `true` as 1 in an int field: a typo that trains something else
         if info.field_name and _stray_bool(v, cls.model_fields[info.field_name].annotation):
-            raise ValueError(f"{v!r} holds a boolean where a number goes; give a number")
+            raise ValueError(f"{v!r} is a boolean, which this field does not take")
         return v
 
 

@@ -276,7 +276,8 @@ def _decide(
     separated = n and math.isfinite(half) and abs(mean) > half and incumbent != cand
     side = "better" if sign * mean < 0 else "worse"
     if waiting is not None and (
-        (separated and not (ref != "uniform" and side == "better"))
+        n == 0  # nothing finished yet: no verdict to be undecided about
+        or (separated and not (ref != "uniform" and side == "better"))
         or len(tried) >= max_seeds
         or not left
     ):

@@ -80,6 +80,25 @@ CURVE_COLUMNS: dict[str, str] = {
     "seed": "int",
     **{key: "int" if key == "tokens" else "float" for key in EVAL_KEYS},
 }
+# analysis.parquet (``tlmsearch analyze``, :mod:`tlmsearch.analysis`): one row per (kept trial,
+# layer, level), level 0 except hope_attention's CMS levels.
+ANALYSIS_COLUMNS: dict[str, str] = {
+    "trial_id": "str",
+    "number": "int",
+    "seed": "int",
+    "candidate": "str",
+    "shape": "str",
+    "is_control": "bool",
+    "arch": "str",
+    "layer": "int",
+    "level": "int",
+    "width": "int",
+    "cosine": "float",
+    "rel_norm": "float",
+    "ablation_nats": "float",
+    "val_loss": "float",
+    "val_tokens": "int",
+}
 # Objective metric names (tlmsearch.config.METRICS) whose trials column is named differently.
 _METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}
 
@@ -107,6 +126,8 @@ class RunData:
     trials: pd.DataFrame = field(default_factory=lambda: trials_frame([]))
     curves: pd.DataFrame = field(default_factory=lambda: curves_frame([]))
     status: dict[str, Any] = field(default_factory=dict)  # run.json
+    # analysis.parquet (``tlmsearch analyze``); empty when the run has not been analysed
+    analysis: pd.DataFrame = field(default_factory=lambda: analysis_frame([]))
 
     @property
     def name(self) -> str:
@@ -274,6 +295,12 @@ def curves_frame(curves: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return df.sort_values(["trial_id", "tokens"], kind="stable").reset_index(drop=True)
 
 
+def analysis_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per-layer diagnostic records -> the analysis table, sorted by trial number, layer, level."""
+    df = _coerce(pd.DataFrame(list(rows)), ANALYSIS_COLUMNS)
+    return df.sort_values(["number", "layer", "level"], kind="stable").reset_index(drop=True)
+
+
 def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """Add ``delta_<metric>``: value minus the mean of the same seed's COMPLETE uniform trials.
 
@@ -422,7 +449,8 @@ def _read_table(run: Path, name: str, columns: Mapping[str, str]) -> pd.DataFram
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read study.yaml, trials, curves and run.json of a run dir (missing parts are empty)."""
+    """Read study.yaml, trials, curves, run.json and analysis of a run dir (missing parts are
+    empty)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ConfigError(f"run dir {str(run)!r} does not exist; give the folder a run wrote")
@@ -449,4 +477,5 @@ def load_run(run_dir: str | Path) -> RunData:
         trials=trials,
         curves=curves,
         status=status,
+        analysis=_read_table(run, "analysis", ANALYSIS_COLUMNS),
     )

@@ -2,8 +2,9 @@
 
 A stdlib HTTP server on 127.0.0.1 (another address only when asked) reads nothing but the run
 dir: the page polls ``/state.json``, which rebuilds the figures when trials.parquet, curves,
-run.json or study.yaml changed (their sizes and mtimes form a stamp), and redraws with
-``Plotly.react``. plotly.js is served from the installed plotly package: no network needed.
+run.json, study.yaml or analysis.parquet changed (their sizes and mtimes form a stamp), and
+redraws with ``Plotly.react``. plotly.js is served from the installed plotly package: no
+network needed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tlmsearch.report.html import (
 )
 from tlmsearch.results import load_run
 
-WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml")
+WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml", "analysis.parquet")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _POLL = """<script>

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from tlmsearch.report.collect import (
     Curves,
@@ -24,6 +25,7 @@ from tlmsearch.report.collect import (
     label,
 )
 from tlmsearch.report.effects import Separation
+from tlmsearch.report.layers import DIAGNOSTICS, LayerLines
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 UNIFORM_COLOR = "#555555"
@@ -609,3 +611,51 @@ def fidelity(doc: Mapping[str, object]) -> go.Figure:
         xaxis={"title": "training FLOPs (log)", "type": "log"},
         yaxis={"title": f"{metric} minus uniform (same seed)", "zeroline": True},
     )
+
+
+def layer_diagnostics(d: LayerLines) -> go.Figure:
+    """Cosine, relative norm and ablation of every MLP across depth: one line per candidate,
+    uniform dashed as the reference, a dotted zero line where the sign matters."""
+    fig = make_subplots(rows=1, cols=len(DIAGNOSTICS), horizontal_spacing=0.08)
+    others = 0
+    for (cand, control), sub in d.lines.groupby(["candidate", "is_control"], sort=False):
+        if control:
+            line = {"color": UNIFORM_COLOR, "dash": "dash", "width": 3}
+        else:
+            line = {"color": PALETTE[others % len(PALETTE)]}
+            others += 1
+        for col, metric in enumerate(DIAGNOSTICS, start=1):
+            fig.add_trace(
+                go.Scatter(
+                    x=sub["depth"],
+                    y=sub[metric],
+                    mode="lines+markers",
+                    name=sub["legend"].iloc[0],
+                    legendgroup=str(cand),
+                    showlegend=col == 1,
+                    line=line,
+                    text=sub["hover"],
+                    hovertemplate=HOVER,
+                ),
+                row=1,
+                col=col,
+            )
+    for col, (metric, title) in enumerate(DIAGNOSTICS.items(), start=1):
+        fig.update_yaxes(title_text=title, row=1, col=col)
+        fig.update_xaxes(title_text="layer", dtick=1, row=1, col=col)
+        if metric != "rel_norm":
+            zero = {"color": "#999999", "dash": "dot", "width": 1}
+            fig.add_hline(y=0, line=zero, row=1, col=col)
+    levels = f"; level i of {d.levels} at layer + i/{d.levels}" if d.levels > 1 else ""
+    _layout(
+        fig,
+        "Per-layer diagnostics of the kept weights on "
+        f"{d.val_tokens:,} validation tokens<br><sub>per MLP: cosine with and norm relative to "
+        "the residual stream it is added to, and the loss increase when it is removed; "
+        f"uniform dashed{levels}</sub>",
+        height=480,
+    )
+    fig.update_layout(margin={"t": 100}, legend={"orientation": "h", "y": -0.2})
+    if d.lines.empty:
+        _note(fig, "no analysis: run tlmsearch analyze RUN on a run that kept weights")
+    return fig

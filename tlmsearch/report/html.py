@@ -25,6 +25,7 @@ from tlmsearch.conclusions import decimals
 from tlmsearch.report import collect as C
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
+from tlmsearch.report import layers as L
 from tlmsearch.results import RunData, atomic_write, load_run
 
 FRONT_METRICS = ("val_ppl", "val_bpb")
@@ -101,6 +102,9 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
             F.separation(E.separation(t, metric, sense, seeds, top_k)),
         )
     )
+    if not run.analysis.empty:  # written by `tlmsearch analyze` from kept weights
+        lines = L.layer_diagnostics(run.analysis)
+        figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
     return Report(
         figs,
         C.run_summary(run.config, t, run.status),

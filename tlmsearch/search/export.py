@@ -122,7 +122,7 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
 # Best candidate
 
 
-def _planned_seeds(cfg: StudyConfig, trials: Any, key: str) -> Any:
+def planned_seeds(cfg: StudyConfig, trials: Any, key: str) -> Any:
     """Seeds every candidate is planned on; with racing, each its own as the race gave them."""
     if not cfg.search.racing:
         return list(cfg.search.seeds)
@@ -142,7 +142,7 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             _metric_col(o.metric),
             o.sense,
             key="params_json",
-            seeds=_planned_seeds(cfg, trials, "params_json"),
+            seeds=planned_seeds(cfg, trials, "params_json"),
         )
         for o in cfg.objectives
     }
@@ -331,6 +331,12 @@ def verdict(group: Mapping[str, Any]) -> str:
     'a ranks first but ties with b (not separated at 95%): a tie of the top group a, b'
     """
     best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
+    if group.get("beaten_by"):
+        names = ", ".join(group["beaten_by"])
+        return (
+            f"no best yet: {best} ranks first on its seeds but loses to {names} on their common "
+            f"seeds at {level:.0%}; their other seeds decide"
+        )
     if tied:
         names = ", ".join(tied)
         return (
@@ -353,7 +359,7 @@ def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
         _metric_col(o.metric),
         o.sense,
         label=o.metric,
-        seeds=_planned_seeds(cfg, trials, "candidate"),
+        seeds=planned_seeds(cfg, trials, "candidate"),
     )
 
 

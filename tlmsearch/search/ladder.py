@@ -139,7 +139,9 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
 
     o = cfg_rung.objectives[0]
     trials = load_run(rung_run).trials
-    seeds = None if cfg_rung.search.racing else list(cfg_rung.search.seeds)
+    from tlmsearch.search.export import planned_seeds
+
+    seeds = planned_seeds(cfg_rung, trials, "params_json")  # with racing: as the race gave them
     r = stats.rank(trials, metric_column(o.metric), o.sense, key="params_json", seeds=seeds)
     r = r[(~r["is_baseline"].astype(bool)) & r["rank"].notna()]
     return [json.loads(k) for k in r["params_json"].head(top)]

@@ -450,7 +450,10 @@ def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, A
         return 0
     keys = {json.dumps(b["params"], sort_keys=True) for b in best}
     keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
-    gone = checkpoints.keep_only(run, {int(n) for n in trials.loc[keep, "number"]})
+    numbers = {int(n) for n in trials.loc[keep, "number"]}
+    if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
+        numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}
+    gone = checkpoints.keep_only(run, numbers)
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     for w in gone:
         if w["number"] in by_number:
@@ -495,11 +498,8 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
 def _prepare(cfg: StudyConfig, echo: Any) -> Any:
     from tlmsearch.data import prepare_data
 
-    data_cfg = cfg.data
-    if cfg.ray.shared_path and not data_cfg.cache_dir:
-        data_cfg = data_cfg.model_copy(update={"cache_dir": cfg.ray.shared_path})
     t = time.time()
-    data = prepare_data(data_cfg, progress=sys.stderr.isatty())
+    data = prepare_data(cfg.data_for_run(), progress=sys.stderr.isatty())
     echo(
         f"data: {data.n_train_tokens:,} train / {data.n_val_tokens:,} val tokens, "
         f"vocab {data.vocab_size} ({time.time() - t:.1f} s)"

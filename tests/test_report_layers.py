@@ -1,0 +1,108 @@
+"""The per-layer diagnostics figure: lines per candidate from a synthetic analysis.parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures_run import make_run
+
+from tlmsearch.report.html import build, render
+from tlmsearch.report.layers import DIAGNOSTICS, layer_diagnostics
+from tlmsearch.results import analysis_frame, atomic_write, load_run
+
+CANDIDATES = [
+    (0, "uniform", 0),
+    (1, "cosine 1.5->0.5", 0),
+    (2, "uniform", 1),
+    (3, "cosine 1.5->0.5", 1),
+]
+
+
+def synthetic(levels: int = 1, layers: int = 4) -> list[dict]:
+    """Rows as ``tlmsearch analyze`` writes them; every value encodes where it comes from."""
+    rows = []
+    for number, cand, seed in CANDIDATES:
+        for layer in range(layers):
+            for level in range(levels):
+                rows.append(
+                    {
+                        "trial_id": f"t{number}",
+                        "number": number,
+                        "seed": seed,
+                        "candidate": cand,
+                        "shape": cand.split()[0],
+                        "is_control": cand == "uniform",
+                        "layer": layer,
+                        "level": level,
+                        "width": 64 if cand == "uniform" else 96 - 16 * layer,
+                        "cosine": 0.1 * layer + 0.01 * seed,
+                        "rel_norm": 0.5 + level + seed,
+                        "ablation_nats": (0.2 if cand == "uniform" else 0.3) / (layer + 1),
+                        "val_loss": 3.0,
+                        "val_tokens": 2048,
+                    }
+                )
+    return rows
+
+
+def with_analysis(path: Path, rows: list[dict]) -> Path:
+    run = make_run(path, seeds=(0, 1), shapes=("cosine",))
+    df = analysis_frame(rows)
+    atomic_write(run / "analysis.parquet", lambda p: df.to_parquet(p, index=False))
+    return run
+
+
+def test_one_line_per_candidate_mean_over_seeds_uniform_first() -> None:
+    d = layer_diagnostics(analysis_frame(synthetic()))
+    assert d.levels == 1 and d.val_tokens == 2048
+    assert d.lines["legend"].unique().tolist() == [
+        "uniform (reference), mean of seeds 0, 1",
+        "cosine 1.5->0.5, mean of seeds 0, 1",
+    ]
+    cos = d.lines[~d.lines["is_control"]]
+    assert cos["depth"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert cos["cosine"].round(6).tolist() == [0.005, 0.105, 0.205, 0.305]  # seeds 0, 1 averaged
+    assert cos["rel_norm"].tolist() == [1.0] * 4
+    assert cos["width"].tolist() == [96, 80, 64, 48]
+    assert cos["ablation_nats"].round(6).tolist() == [0.3, 0.15, 0.1, 0.075]
+
+
+def test_hope_levels_sit_between_layers() -> None:
+    d = layer_diagnostics(analysis_frame(synthetic(levels=2, layers=2)))
+    assert d.levels == 2
+    u = d.lines[d.lines["is_control"]]
+    assert u["depth"].tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert u["rel_norm"].tolist() == [1.0, 2.0, 1.0, 2.0]
+    assert "layer 1, level 1: d_ff 64" in u["hover"].iloc[-1]
+
+
+def test_report_draws_the_figure_only_with_an_analysis(tmp_path: Path) -> None:
+    plain = make_run(tmp_path / "plain", seeds=(0,), shapes=("cosine",))
+    assert "fig-layers" not in [f.id for f in build(load_run(plain)).figures]
+
+    run = with_analysis(tmp_path / "run", synthetic())
+    rep = build(load_run(run))
+    fig = next(f for f in rep.figures if f.id == "fig-layers")
+    assert fig.section == "Per-layer diagnostics" and rep.figures[-1] is fig
+    traces = fig.fig.data
+    assert len(traces) == 2 * len(DIAGNOSTICS)  # two candidates, one trace per panel each
+    assert [t.name for t in traces if t.showlegend] == [
+        "uniform (reference), mean of seeds 0, 1",
+        "cosine 1.5->0.5, mean of seeds 0, 1",
+    ]
+    uniform = [t for t in traces if t.name.startswith("uniform")]
+    assert {t.line.dash for t in uniform} == {"dash"}
+    assert {t.line.dash for t in traces if t not in uniform} == {None}
+    ablation = traces[2 * len(DIAGNOSTICS) - 1]  # the candidate's last panel
+    assert list(ablation.y) == pytest.approx([0.3, 0.15, 0.1, 0.075])
+    assert "2,048 validation tokens" in fig.fig.layout.title.text
+    page = render(rep, "t")
+    assert "id='per-layer-diagnostics'" in page and 'id="fig-layers"' in page
+
+
+def test_empty_analysis_draws_a_note() -> None:
+    from tlmsearch.report.figures import layer_diagnostics as figure
+
+    fig = figure(layer_diagnostics(analysis_frame([])))
+    assert not fig.data and "tlmsearch analyze" in fig.layout.annotations[0].text

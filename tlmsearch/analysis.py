@@ -1,0 +1,233 @@
+"""Per-layer diagnostics of kept weights: what each MLP writes into the residual stream, and
+what removing it costs (``tlmsearch analyze RUN``, written to ``analysis.parquet``).
+
+Every architecture here is a stack of pre-norm residual blocks (:class:`tlmsearch.models.Block`):
+after its mixers, MLP i of a block computes ``x = x + mlps[i](mlp_norms[i](x))``. transformer,
+gated_attention and titans blocks have one MLP per layer (level 0); a hope_attention block has
+one per CMS level (``model.hope.periods``: a chain of residual MLPs, all of the layer's width,
+level i updated every periods[i] steps), so Hope gets a row per (layer, level). For each MLP,
+over the validation windows (every position predicted once, so a plain mean over positions is
+token-weighted):
+
+- ``cosine``: mean over positions of cos(mlp_out_t, x_t), x_t the residual stream the MLP reads
+  (its norm's input) and is added to: > 0 it reinforces the stream, < 0 it erases, ~0 it writes
+  a new direction.
+- ``rel_norm``: mean over positions of ||mlp_out_t|| / ||x_t||: how much it writes.
+- ``ablation_nats``: the validation loss (nats/token) with this MLP's output zeroed, every other
+  MLP intact, minus the intact loss: what the layer is worth to the trained model.
+
+The numbers are read through forward hooks on the models' own modules (a pre-hook on the MLP's
+norm sees x, a hook on the MLP sees its output; an MLP hook that returns zeros ablates it), so the
+models carry no code for this. The passes run in fp32, whatever dtype the trial trained in.
+torch is imported at module level: the report reads ``analysis.parquet`` through
+:mod:`tlmsearch.results` and never imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from tlmsearch.config import StudyConfig
+from tlmsearch.errors import ConfigError
+
+NO_WEIGHTS = "run with search.keep_weights: best (or final) to analyze"
+_EPS = 1e-12  # a residual or MLP output of norm 0 gives cosine 0 and no division by zero
+
+# ``load(path) -> (model, meta)``: a kept-weights directory to its model and its meta.json
+Load = Callable[[Any], tuple[nn.Module, Mapping[str, Any]]]
+
+
+def mlp_sites(model: nn.Module) -> list[tuple[int, int, nn.Module, nn.Module]]:
+    """``(layer, level, norm, mlp)`` for every MLP of a :class:`~tlmsearch.models.CausalLM`, in
+    depth order; level indexes a block's MLPs (hope_attention's CMS levels, else only 0)."""
+    return [
+        (layer, level, norm, mlp)
+        for layer, block in enumerate(model.blocks)
+        for level, (norm, mlp) in enumerate(zip(block.mlp_norms, block.mlps, strict=True))
+    ]
+
+
+def _mean_nll(model: nn.Module, vx: torch.Tensor, vy: torch.Tensor, batch: int, dev: Any) -> float:
+    from tlmsearch.train import evaluate
+
+    return evaluate(model, vx, vy, batch, dev, torch.float32) / vy.numel()
+
+
+@torch.inference_mode()
+def layer_diagnostics(
+    model: nn.Module,
+    vx: torch.Tensor,
+    vy: torch.Tensor,
+    *,
+    batch: int,
+    device: str | torch.device = "cpu",
+) -> list[dict[str, Any]]:
+    """Per MLP (layer, level): width, cosine, rel_norm and ablation_nats (see the module doc),
+    with the intact ``val_loss`` (nats/token) and ``val_tokens`` (positions) they were read on.
+
+    ``vx``, ``vy``: (windows, T) inputs and targets (:func:`tlmsearch.data.batches.val_windows`);
+    ``model`` must already be on ``device``. One intact pass, then one pass per MLP.
+
+    Example: ``layer_diagnostics(model, vx, vy, batch=16)[0]["ablation_nats"]``.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, but got {batch=}")
+    if vx.ndim != 2 or vx.shape != vy.shape or vx.numel() == 0:
+        raise ValueError(f"vx, vy must be equal (windows, T) tensors, got {vx.shape}, {vy.shape}")
+    dev = torch.device(device)
+    sites = mlp_sites(model)
+    cos_sum = torch.zeros(len(sites), dtype=torch.float64, device=dev)
+    ratio_sum = torch.zeros_like(cos_sum)
+    resid: dict[int, torch.Tensor] = {}
+
+    def reads(k: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+            resid[k] = args[0]  # (B, T, d): the stream the MLP reads and is added to
+
+        return hook
+
+    def writes(k: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, out: torch.Tensor) -> None:
+            assert k in resid, f"MLP {k} ran without its norm: Block.forward changed"
+            x, o = resid.pop(k).double(), out.double()  # (B, T, d)
+            xn, on = x.norm(dim=-1), o.norm(dim=-1)  # (B, T)
+            cos_sum[k] += ((o * x).sum(-1) / (on * xn).clamp_min(_EPS)).sum()
+            ratio_sum[k] += (on / xn.clamp_min(_EPS)).sum()
+
+        return hook
+
+    handles = []
+    try:
+        for k, (_, _, norm, mlp) in enumerate(sites):
+            handles.append(norm.register_forward_pre_hook(reads(k)))
+            handles.append(mlp.register_forward_hook(writes(k)))
+        intact = _mean_nll(model, vx, vy, batch, dev)
+    finally:
+        for h in handles:
+            h.remove()
+    n = vy.numel()
+    rows = []
+    for k, (layer, level, _, mlp) in enumerate(sites):
+        handle = mlp.register_forward_hook(lambda m, a, out: torch.zeros_like(out))
+        try:
+            ablated = _mean_nll(model, vx, vy, batch, dev)
+        finally:
+            handle.remove()
+        rows.append(
+            {
+                "layer": layer,
+                "level": level,
+                "width": mlp.w1.out_features,
+                "cosine": float(cos_sum[k]) / n,
+                "rel_norm": float(ratio_sum[k]) / n,
+                "ablation_nats": ablated - intact,
+                "val_loss": intact,
+                "val_tokens": n,
+            }
+        )
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
+# A run's kept weights
+
+
+def validation_windows(
+    cfg: StudyConfig, max_windows: int | None = None, *, progress: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's validation windows as its trials evaluated them (the run's prepared data and
+    ``data.seq_len``), the first ``max_windows`` of them when given."""
+    from tlmsearch.data import prepare_data
+    from tlmsearch.data.batches import val_windows
+
+    data = prepare_data(cfg.data_for_run(), progress=progress)
+    vx, vy = val_windows(data.val_tokens(), data.seq_len)
+    if max_windows is not None:
+        vx, vy = vx[:max_windows], vy[:max_windows]
+    return vx, vy
+
+
+def select_kept(kept: Sequence[Mapping[str, Any]], trials: str | None) -> list[dict[str, Any]]:
+    """The kept weights to analyze: all, or those of the trial numbers in ``trials`` ("3,7").
+
+    A run that kept none, a bad list or a number without kept weights is a ConfigError.
+    """
+    # a checkpoint written outside a search (no Optuna trial) has no number: nothing to name
+    kept = [k for k in kept if k.get("number") is not None]
+    if not kept:
+        raise ConfigError(f"the run kept no weights; {NO_WEIGHTS}")
+    if trials is None:
+        return [dict(k) for k in kept]
+    try:
+        wanted = [int(t) for t in trials.split(",")]
+    except ValueError:
+        raise ConfigError(
+            f"--trials: {trials!r} is not a list of trial numbers; e.g. --trials 3,7"
+        ) from None
+    have = {int(k["number"]): k for k in kept}
+    missing = [t for t in wanted if t not in have]
+    if missing:
+        raise ConfigError(
+            f"--trials: no kept weights for trial(s) {', '.join(map(str, missing))}; "
+            f"the run kept {', '.join(map(str, sorted(have)))}"
+        )
+    return [dict(have[t]) for t in dict.fromkeys(wanted)]
+
+
+def _trial_info(meta: Mapping[str, Any], trials: pd.DataFrame) -> dict[str, Any]:
+    """The analysis columns that say which trial a model is, from its meta and the trials table."""
+    from tlmsearch.space import describe
+
+    number = int(meta["number"])
+    params = dict(meta.get("candidate") or {})
+    ids = trials.loc[trials["number"] == number, "trial_id"]
+    shape = params.get("shape", "uniform")
+    return {
+        "trial_id": ids.iloc[0] if len(ids) else f"optuna-{number}",
+        "number": number,
+        "seed": meta.get("seed"),
+        "candidate": describe(params),
+        "shape": shape,
+        "is_control": shape == "uniform",  # the uniform baseline: every delta's reference
+        "arch": meta.get("arch") or (meta.get("model") or {}).get("arch", ""),
+    }
+
+
+def analyze_run(
+    run_dir: str | Path,
+    kept: Sequence[Mapping[str, Any]],
+    load: Load,
+    *,
+    val: tuple[torch.Tensor, torch.Tensor],
+    batch: int,
+    device: str | torch.device = "cpu",
+) -> pd.DataFrame:
+    """:func:`layer_diagnostics` of every kept model of a run; writes ``analysis.parquet``.
+
+    ``kept``: kept-weights entries (meta dicts with ``"path"``); ``load(path) -> (model, meta)``
+    puts the model on ``device``; ``val``: (vx, vy) from :func:`validation_windows`. Returns the
+    analysis table (:data:`tlmsearch.results.ANALYSIS_COLUMNS`), one row per (trial, layer,
+    level), also written atomically to ``RUN/analysis.parquet`` (replacing an earlier one).
+    """
+    from tlmsearch.results import analysis_frame, atomic_write, load_run
+
+    run = load_run(run_dir)
+    if not kept:
+        raise ConfigError(f"the run kept no weights; {NO_WEIGHTS}")
+    vx, vy = val
+    rows = []
+    for entry in kept:
+        model, meta = load(entry["path"])
+        info = _trial_info({**entry, **meta}, run.trials)
+        diags = layer_diagnostics(model, vx, vy, batch=batch, device=device)
+        rows += [{**info, **d} for d in diags]
+        del model
+    df = analysis_frame(rows)
+    atomic_write(run.path / "analysis.parquet", lambda p: df.to_parquet(p, index=False))
+    return df
