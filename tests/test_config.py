@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tlmsearch.config import apply_overrides, load_study, study_from_mapping
 from tlmsearch.errors import ConfigError
@@ -301,3 +304,47 @@ def test_a_boolean_where_a_number_goes_is_refused(tmp_path: Path, override: str)
 def test_boolean_fields_still_take_booleans(tmp_path: Path) -> None:
     cfg = load_study(_write(tmp_path, TINY), ("search.baseline=false",))
     assert cfg.search.baseline is False
+
+
+# -------------------------------------------------------------------------------------------------
+# Multi-worker trials
+
+
+@given(st.integers(1, 16), st.sampled_from([0.5, 1.0, 2.0, 8.0]), st.sampled_from([0.0, 1.0]))
+def test_a_trial_reserves_its_workers_resources(n: int, cpus: float, gpus: float) -> None:
+    """Per worker given: the trial's totals are N times it; per trial given: N divides it."""
+    from tlmsearch.config import RayConfig
+
+    rc = RayConfig(workers_per_trial=n, cpus_per_worker=cpus, gpus_per_worker=gpus)
+    assert (rc.cpus_per_trial, rc.gpus_per_trial) == (n * cpus, n * gpus)
+    back = RayConfig(workers_per_trial=n, cpus_per_trial=n * cpus, gpus_per_trial=n * gpus)
+    assert (back.cpus_per_worker, back.gpus_per_worker) == pytest.approx((cpus, gpus))
+    assert RayConfig.model_validate(rc.model_dump()) == rc  # study.yaml reads back the same
+
+
+def test_one_worker_per_trial_means_what_it_meant() -> None:
+    cfg = study_from_mapping({**TINY, "ray": {"cpus_per_trial": 3, "gpus_per_trial": 0.5}})
+    assert cfg.ray.workers_per_trial == 1
+    assert (cfg.ray.cpus_per_worker, cfg.ray.gpus_per_worker) == (3, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("ray", "train", "expected"),
+    [
+        ({"workers_per_trial": 2, "gpus_per_trial": 1}, {}, r"ray\.gpus_per_worker \(0\.5\)"),
+        ({"workers_per_trial": 2, "gpus_per_worker": 2}, {}, r"must be 0 or 1"),
+        (
+            {"workers_per_trial": 2, "cpus_per_trial": 3, "cpus_per_worker": 1},
+            {},
+            r"ray\.cpus_per_trial \(3\) is not ray\.workers_per_trial \(2\) x ray\.cpus_per_w",
+        ),
+        (  # 4096 tokens of 256: 16 sequences per step, not a multiple of 3
+            {"workers_per_trial": 3},
+            {"batch_tokens": 4096},
+            r"ray\.workers_per_trial \(3\) must divide the 16 sequences .*batch_tokens: 4608",
+        ),
+    ],
+)
+def test_bad_worker_settings_name_the_field(tmp_path, ray, train, expected) -> None:
+    data = {**TINY, "ray": ray, "train": train, "data": {**TINY["data"], "seq_len": 256}}
+    assert re.search(expected, _problems(tmp_path, data)), _problems(tmp_path, data)

@@ -240,7 +240,9 @@ def test_fractions_count_as_ray_counts_them() -> None:
 
 def test_gpus_per_trial_is_at_most_one_gpu(tmp_path: Path) -> None:
     assert tiny_config(tmp_path, ray={"gpus_per_trial": 0.25}).ray.gpus_per_trial == 0.25
-    with pytest.raises(ConfigError, match=r"ray\.gpus_per_trial: 2 is invalid: .*0\.25"):
+    with pytest.raises(
+        ConfigError, match=r"ray\.gpus_per_trial \(2\): .*0\.25.*workers_per_trial"
+    ):
         tiny_config(tmp_path, ray={"gpus_per_trial": 2})
 
 

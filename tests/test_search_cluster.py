@@ -104,6 +104,33 @@ def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
     assert set(df["node"]) == {HEAD, WORKER}
 
 
+def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
+    """One trial, two Ray Train workers of 1 CPU each on the two 1-CPU nodes (SPREAD): its
+    process group runs across nodes, and each rank reports its own node."""
+    address, env = cluster
+    data = tiny_study(
+        tmp_path,
+        search={"baseline": False, "seeds": [0]},
+        ray={"workers_per_trial": 2, "cpus_per_worker": 1, "worker_placement": "STRICT_SPREAD"},
+    )
+    data["name"] = "spread"
+    data["ray"].pop("cpus_per_trial")
+    data["space"]["dimensions"] = {
+        "shape": {"type": "categorical", "choices": ["cosine"]},
+        "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
+    }  # one candidate, one trial
+    study = tmp_path / "spread.yaml"
+    study.write_text(yaml.safe_dump(data))
+    res = subprocess.run(
+        [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    df = pd.read_parquet(tmp_path / "runs" / "spread" / "trials.parquet")
+    assert len(df) == 1 and df["state"].iloc[0] == "COMPLETE"
+    assert sorted(df["node"].iloc[0].split(",")) == [HEAD, WORKER]  # rank by rank
+
+
 def test_embedded_ray_gives_every_worker_the_training_env():
     """THP_MEM_ALLOC_ENABLE must be in a trial's environment before torch starts there."""
     code = (
@@ -154,15 +181,23 @@ def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back
     assert out.stdout.count("after disabled None None") == 2 and "fresh True" in out.stdout
 
 
-def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path, workers: int):
     """Every socket a real run listens on is on loopback; its Ray needs a token of its own.
 
     Ray executes code for whoever reaches its GCS. The sockets are those of the run's own
-    process tree (driver, GCS, raylet, agents, trial workers), sampled while it runs.
+    process tree (driver, GCS, raylet, agents, trial workers, with two workers per trial their
+    process group's rendezvous and gloo pairs), sampled while it runs.
     """
+    ray = {"num_cpus": 2, "workers_per_trial": 2, "cpus_per_worker": 1} if workers > 1 else {}
     data = tiny_study(
-        tmp_path, train={"tokens": 4096}, search={"concurrency": 1}, ray={"num_cpus": 1}
+        tmp_path,
+        train={"tokens": 4096},
+        search={"concurrency": 1},
+        ray={"num_cpus": 1, **ray},
     )
+    if workers > 1:
+        data["ray"].pop("cpus_per_trial")
     data["space"]["dimensions"] = {
         "shape": {"type": "categorical", "choices": ["cosine"]},
         "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},

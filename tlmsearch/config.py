@@ -10,6 +10,7 @@ No torch, no ray.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -300,6 +301,10 @@ class TrainConfig(Strict):
         """Environment a training process needs before torch allocates its first tensor."""
         return {"THP_MEM_ALLOC_ENABLE": "1"} if self.thp else {}
 
+    def step_sequences(self, seq_len: int) -> int:
+        """Sequences of ``seq_len`` tokens per optimizer step (``batch_tokens``, at least one)."""
+        return max(1, self.batch_tokens // seq_len)
+
     @property
     def eval_interval(self) -> int:
         return self.eval_every_tokens or max(1, self.tokens // 8)
@@ -400,10 +405,19 @@ class StorageConfig(Strict):
 
 class RayConfig(Strict):
     address: str | None = None  # None: an embedded local Ray on loopback
+    # What one trial reserves in all: with several workers, workers_per_trial x the per-worker
+    # resources (one is derived from the other; both given, they must agree).
     cpus_per_trial: float = Field(1.0, gt=0, le=MAX_WORKERS)
     # A trial trains on CUDA when this is > 0 (the GPU Ray assigned it), else on CPUs, GPU node
     # or not. At most 1 (a trial uses one GPU); a fraction shares one: 0.25 runs 4 trials on it.
     gpus_per_trial: float = Field(0.0, ge=0, le=MAX_WORKERS)
+    # Data-parallel workers of one trial (Ray Train; gloo on CPU, NCCL on GPU). The global batch
+    # (train.batch_tokens) does not depend on it, so neither does a trial's result.
+    workers_per_trial: int = Field(1, ge=1, le=MAX_WORKERS)
+    cpus_per_worker: float | None = Field(None, gt=0, le=MAX_WORKERS)  # None: per trial / N
+    gpus_per_worker: float | None = Field(None, ge=0, le=MAX_WORKERS)  # None: per trial / N
+    # How a trial's workers are placed on nodes (a Ray placement group strategy)
+    worker_placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     # size of the embedded Ray (default: all cores)
     num_cpus: int | None = Field(None, ge=1, le=MAX_WORKERS)
     # This driver's address when joining a cluster (None: Ray picks it). The embedded Ray is
@@ -413,15 +427,35 @@ class RayConfig(Strict):
     shared_path: str | None = None  # prepared data on storage every node can read
     reuse_actors: bool = True  # ~3x faster trial start on small trials (measured)
 
-    @field_validator("gpus_per_trial")
-    @classmethod
-    def _one_gpu(cls, v: float) -> float:
-        if v > 1:
+    @model_validator(mode="after")
+    def _workers(self) -> RayConfig:
+        n, given = self.workers_per_trial, self.model_fields_set
+        for kind in ("cpus", "gpus"):
+            trial, worker = f"{kind}_per_trial", f"{kind}_per_worker"
+            # derived once, while validating (the object is frozen from then on)
+            if getattr(self, worker) is None:
+                object.__setattr__(self, worker, getattr(self, trial) / n)
+            elif trial not in given:
+                object.__setattr__(self, trial, getattr(self, worker) * n)
+            elif not math.isclose(getattr(self, trial), getattr(self, worker) * n):
+                raise ValueError(
+                    f"ray.{trial} ({getattr(self, trial):g}) is not ray.workers_per_trial "
+                    f"({n}) x ray.{worker} ({getattr(self, worker):g}); give one of them"
+                )
+        if n == 1 and self.gpus_per_trial > 1:
             raise ValueError(
-                "a trial trains on one GPU: use 1, or a fraction such as 0.25 to run 4 trials "
-                "on each GPU"
+                f"ray.gpus_per_trial ({self.gpus_per_trial:g}): a one-worker trial trains on one "
+                "GPU: use 1, a fraction such as 0.25 to run 4 trials on each GPU, or "
+                "workers_per_trial: N with gpus_per_worker: 1 to train one trial on N GPUs"
             )
-        return v
+        gpus = self.gpus_per_worker or 0.0
+        if n > 1 and gpus not in (0.0, 1.0):
+            raise ValueError(
+                f"ray.gpus_per_worker ({gpus:g}) must be 0 or 1 with workers_per_trial {n} "
+                "(a worker trains on one GPU of its own, NCCL between them); set "
+                "gpus_per_worker: 1, or workers_per_trial: 1 to share GPUs between trials"
+            )
+        return self
 
 
 # -------------------------------------------------------------------------------------------------
@@ -511,6 +545,14 @@ class StudyConfig(Strict):
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
+        seqs, n = self.train.step_sequences(self.data.seq_len), self.ray.workers_per_trial
+        if seqs % n:
+            raise ValueError(
+                f"ray.workers_per_trial ({n}) must divide the {seqs} sequences of a step "
+                f"(train.batch_tokens {self.train.batch_tokens} / data.seq_len "
+                f"{self.data.seq_len}); e.g. train.batch_tokens: "
+                f"{-(-seqs // n) * n * self.data.seq_len}"
+            )
         chunk = self.model.titans.chunk_size
         if self.model.arch == "titans" and chunk >= self.data.seq_len:
             # Tokens read the memory written by earlier chunks only (tlmsearch/models/titans.py).

@@ -28,6 +28,7 @@ from tlmsearch import budget
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, pinned, val_windows
 from tlmsearch.data.prepare import PreparedData
+from tlmsearch.distributed import DistInfo
 from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
 
@@ -184,7 +185,7 @@ def attention_context(kernel: str) -> contextlib.AbstractContextManager:
 
 def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
     """(micro batch in sequences, accumulation steps) for ``batch_tokens`` per optimizer step."""
-    seqs = max(1, cfg.batch_tokens // seq_len)
+    seqs = cfg.step_sequences(seq_len)
     # The largest micro batch that divides the step exactly: 24 sequences with micro 16 run as
     # 2 x 12, not 1 x 16 (which would silently train on a third fewer tokens per step).
     micro = max(d for d in range(1, min(cfg.micro_batch_size, seqs) + 1) if seqs % d == 0)
@@ -341,6 +342,7 @@ def train_proxy(
     resume: dict[str, Any] | None = None,
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
     final_checkpoint: bool = False,
+    dist: DistInfo | None = None,
 ) -> TrainSummary:
     """Train one proxy for ``train_cfg.tokens`` tokens and evaluate it at fixed checkpoints.
 
@@ -348,6 +350,9 @@ def train_proxy(
     after every ``train_cfg.checkpoint_every_tokens`` (before that eval's ``on_eval``), and at
     the end of a completed run with ``final_checkpoint``. ``resume``: such a state to continue
     from; on a CPU the run then goes on exactly as if it had never stopped (same losses).
+
+    ``dist``: this process is one rank of a data-parallel group (:mod:`tlmsearch.distributed`);
+    the run is the one-worker run, and only rank 0 calls ``on_eval``.
 
     Example::
 
@@ -410,9 +415,15 @@ def train_proxy(
     step_loss = torch.compile(loss_of) if use_compile else loss_of
 
     micro, accum = batch_shape(train_cfg, seq)
-    step_tokens = micro * accum * seq
+    step_tokens = micro * accum * seq  # the global step, whatever the number of workers
+    # [dist] this rank's share of every step (all of it for one worker)
+    local_micro, local_accum = (
+        dist.local_shape(micro, accum, train_cfg.micro_batch_size) if dist else (micro, accum)
+    )
     n_steps = max(1, math.ceil(train_cfg.tokens / step_tokens))
     interval = train_cfg.eval_interval
+    if dist:  # [dist] tokens/s counts every worker's tokens: so does the peak
+        peak *= dist.world
     setup = {
         "device": str(dev),
         "dtype": str(dtype).removeprefix("torch."),
@@ -420,8 +431,9 @@ def train_proxy(
         "compile": use_compile,
         "attention": kernel,
         "threads": torch.get_num_threads() if dev.type == "cpu" else None,
-        "micro_batch": micro,
-        "accum": accum,
+        "micro_batch": local_micro,
+        "accum": local_accum,
+        "workers": dist.world if dist else 1,
         "step_tokens": step_tokens,
         "steps": n_steps,
         "peak_flops": peak,
@@ -455,13 +467,21 @@ def train_proxy(
                 group["lr"] = lr
             t0 = time.perf_counter()
             losses = []
-            for _ in range(accum):
-                x, y = batches.next(micro, dev)
+            # [dist] a rank draws the whole step and trains on its share
+            draws = (
+                dist.step_batches(batches, micro, accum, local_micro, dev)
+                if dist
+                else (batches.next(micro, dev) for _ in range(accum))
+            )
+            for x, y in draws:
                 loss = step_loss(x, y)
-                (loss / accum).backward()
+                (loss / local_accum).backward()
                 losses.append(loss.detach())
             # one host sync per step, not per micro batch: a GPU keeps its queue meanwhile
-            loss_val = torch.stack(losses).sum().item() / accum  # fp32 losses
+            loss_val = torch.stack(losses).sum().item() / local_accum  # fp32 losses
+            if dist:  # [dist] the one-worker gradient and loss on every rank
+                dist.average_grads(list(model.parameters()))
+                loss_val = dist.mean(loss_val)
             why = monitor.step(loss_val)
             if why:
                 status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
@@ -488,7 +508,11 @@ def train_proxy(
             if tokens >= loop.next_eval or step == n_steps - 1:
                 while loop.next_eval <= tokens:
                     loop.next_eval += interval
-                nll = evaluate(model, vx, vy, micro, dev, dtype)
+                if dist:  # [dist] each rank a slice of the windows, summed
+                    rows = dist.rows(vx.size(0))
+                    nll = dist.sum(evaluate(model, vx[rows], vy[rows], local_micro, dev, dtype))
+                else:
+                    nll = evaluate(model, vx, vy, micro, dev, dtype)
                 val_loss = nll / n_val_pred
                 tps = timed_tokens / train_time if train_time > 0 else float("nan")
                 row = {
@@ -516,9 +540,12 @@ def train_proxy(
                     while loop.next_checkpoint <= tokens:
                         loop.next_checkpoint += every
                     checkpoint()
-                if on_eval is not None:
-                    answer = on_eval(dict(row))
-                    if answer is True or answer == "stop":
+                if on_eval is not None or dist:
+                    answer = on_eval(dict(row)) if on_eval is not None else None
+                    stop = answer is True or answer == "stop"
+                    if dist:  # [dist] rank 0 reports; its answer is every rank's
+                        stop = dist.agree(stop and dist.main)
+                    if stop:
                         status, reason = "stopped", f"stopped by the caller at {tokens:,} tokens"
                         break
         if status == "completed" and final_checkpoint and loop.checkpointed != loop.tokens:

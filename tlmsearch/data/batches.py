@@ -31,7 +31,15 @@ class Batches:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The next windows, on ``device`` when given (one copy of the (B, T + 1) windows: x and
         y are views of it there)."""
-        starts = self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
+        return self.windows(self.starts(batch_size), device)
+
+    def starts(self, batch_size: int) -> np.ndarray:
+        """The next ``batch_size`` window starts (what ``next`` draws, without reading them)."""
+        return self.rng.integers(0, self.tokens.size - self.seq_len, size=batch_size)
+
+    def windows(
+        self, starts: np.ndarray, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         win = torch.from_numpy(self.tokens[starts[:, None] + self._offsets].astype(np.int64))
         if device is not None:
             win = to_device(win, device)

@@ -183,8 +183,14 @@ def _remaining(cfg: StudyConfig, study: Any) -> int:
 
 def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
     from tlmsearch.search.cluster import start_ray
+    from tlmsearch.search.workers import check_fits
 
     facts = start_ray(cfg.ray, address, env=cfg.train.process_env())
+    try:
+        check_fits(cfg.ray, facts)
+    except ConfigError:
+        _release(facts)
+        raise
     where = "joined" if facts["joined"] else "started"
     gpus = f", {facts['gpus']:g} GPUs" if facts.get("gpus") else ""
     echo(
@@ -302,6 +308,7 @@ def _execute(
     from tlmsearch.search.failures import handle_lost_workers
     from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
     from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.workers import trial_resources
 
     if not facts.get("joined") and not cfg.ray.gpus_per_trial:
         # Calibrate the MFU peak here, before trials share the cores: a trial calibrating
@@ -333,7 +340,7 @@ def _execute(
         payload = data if cfg.ray.shared_path else data.in_memory()
         trainable = tune.with_resources(
             tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
-            {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial},
+            trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
         )
         single = len(cfg.objectives) == 1
         metrics = [o.metric for o in cfg.objectives]
@@ -380,7 +387,8 @@ def _execute(
                 scheduler=scheduler,
                 num_samples=remaining,
                 max_concurrent_trials=cfg.search.concurrency,
-                reuse_actors=cfg.ray.reuse_actors,
+                # a multi-worker trial is stopped (pruned) in its actor's stop: never cached
+                reuse_actors=cfg.ray.reuse_actors and cfg.ray.workers_per_trial == 1,
                 trial_dirname_creator=trial_dirname,
             ),
             run_config=tune.RunConfig(
@@ -467,6 +475,8 @@ def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, A
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
     """Trials that run at once: ``search.concurrency``, or fewer where Ray's CPUs (GPUs) fit fewer.
+
+    A trial's resources are those of all its workers (``cpus_per_trial`` is their sum).
 
     >>> from types import SimpleNamespace as N
     >>> cfg = N(search=N(concurrency=3), ray=N(cpus_per_trial=1.0, gpus_per_trial=0.0))

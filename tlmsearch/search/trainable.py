@@ -30,8 +30,9 @@ TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Opt
 
 
 def trial_threads(cfg: StudyConfig) -> int:
-    """Intra-op threads: the YAML's ``train.threads``, else the trial's CPU allotment."""
-    return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_trial))
+    """Intra-op threads: the YAML's ``train.threads``, else a worker's CPU allotment (with one
+    worker per trial, the trial's)."""
+    return cfg.train.threads or max(1, math.floor(cfg.ray.cpus_per_worker or 1))
 
 
 def trial_device(cfg: StudyConfig) -> str:
@@ -128,19 +129,23 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         faults.at_eval(candidate, seed, ev.get("tokens"))  # tests only; inert otherwise
         return False
 
-    summary = train_proxy(
-        model,
-        plan.widths,
-        data,
-        cfg.train,
-        seed=seed,
-        threads=threads,
-        on_eval=on_eval,
-        resume=resume,
-        on_checkpoint=reporter.checkpoint,
-        final_checkpoint=cfg.search.keep_weights != "none",
-        device=trial_device(cfg),
-    )
+    run = {
+        "seed": seed,
+        "threads": threads,
+        "on_eval": on_eval,
+        "resume": resume,
+        "on_checkpoint": reporter.checkpoint,
+        "final_checkpoint": cfg.search.keep_weights != "none",
+    }
+    if cfg.ray.workers_per_trial > 1:  # Ray Train workers; this trial is their driver
+        from tlmsearch.search.workers import train_on_workers
+
+        def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
+            static["node"] = ",".join(nodes)
+
+        summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes, **run)
+    else:
+        summary = train_proxy(model, plan.widths, data, cfg.train, device=trial_device(cfg), **run)
     metrics = dict(summary.metrics or {})
     metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
     reporter.report(

@@ -1,0 +1,138 @@
+"""Data-parallel proxies: N gloo workers train the one-worker model (tlmsearch/distributed.py).
+
+The workers are processes of torch.multiprocessing on loopback, without Ray; the Ray Train launch
+is tested in test_search_workers.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import test_train
+import torch
+import torch.multiprocessing as mp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tlmsearch.data import PreparedData
+from tlmsearch.data.batches import Batches
+from tlmsearch.distributed import DistInfo, close_group, init_group, listen
+from tlmsearch.errors import ConfigError
+from tlmsearch.train import train_proxy
+
+TINY = test_train.TINY
+tiny_text = test_train.data  # a fixture: test_train's tiny byte-level corpus
+throwaway_cache = test_train._cache  # autouse: MFU calibration and data to a tmp cache
+WIDTHS = (64, 64)
+# 16 sequences of 32 per step: 2 x 8 for one worker, 1 x 8 for each of two
+TRAIN = test_train.tcfg(
+    tokens=8192, warmup_tokens=1024, eval_every_tokens=2048, checkpoint_every_tokens=4096
+)
+
+
+@given(st.integers(1, 6), st.integers(1, 6), st.sampled_from([1, 2, 3, 4]), st.integers(1, 9))
+def test_the_shards_of_a_step_are_the_one_worker_step(
+    micro: int, accum: int, world: int, max_micro: int
+) -> None:
+    """Rank by rank, the shards in order are the one-worker step's sequences, each once."""
+    tokens = np.arange(500, dtype=np.uint16)
+    if micro * accum % world:
+        with pytest.raises(ConfigError, match="workers_per_trial"):
+            DistInfo(0, world).local_shape(micro, accum, max_micro)
+        return
+    one = Batches(tokens, 8, seed=3)
+    whole = [one.next(micro)[0] for _ in range(2 * accum)]  # two steps
+    shards = []
+    ranks = [Batches(tokens, 8, seed=3) for _ in range(world)]
+    for _ in range(2):
+        for r, b in enumerate(ranks):
+            info = DistInfo(r, world)
+            local, local_accum = info.local_shape(micro, accum, max_micro)
+            assert local <= max(1, max_micro) and local * local_accum * world == micro * accum
+            shards += [x for x, _ in info.step_batches(b, micro, accum, local)]
+    assert torch.equal(torch.cat(whole), torch.cat(shards))
+
+
+def _untimed(curve: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in test_train.TIMING} for row in curve]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> None:
+    listener = listen("127.0.0.1", port) if rank == 0 else None
+    info = init_group(rank, world, "127.0.0.1", port, torch.device("cpu"), listener, 60)
+    ckpt = Path(out, "at4096.pt")
+    try:
+        runs = {}
+        for name, stop_at in (("full", None), ("stopped", 4096), ("resumed", None)):
+            on_eval = on_checkpoint = None
+            if rank == 0:  # the reporter: its answer stops every rank; it alone checkpoints
+
+                def on_eval(ev: dict, stop_at: int | None = stop_at) -> bool:
+                    return stop_at is not None and ev["tokens"] >= stop_at
+
+                def on_checkpoint(state: dict) -> None:
+                    if state["tokens"] == 4096 and not ckpt.exists():
+                        torch.save(state, ckpt)
+
+            resume = None
+            if name == "resumed":  # every rank from rank 0's checkpoint
+                info.agree(True)  # a barrier: rank 0 has written it
+                resume = torch.load(ckpt, weights_only=False)
+            s = train_proxy(
+                TINY, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
+                device="cpu", on_checkpoint=on_checkpoint, resume=resume,
+            )  # fmt: skip
+            runs[name] = {"status": s.status, "curve": _untimed(s.curve), "setup": s.setup}
+        Path(out, f"rank{rank}.json").write_text(json.dumps(runs))
+    finally:
+        close_group()
+
+
+@pytest.mark.slow  # two spawned torch processes: 12-45 s on this 2-core machine
+def test_two_gloo_workers_train_the_one_worker_model(
+    tiny_text: PreparedData, tmp_path: Path
+) -> None:
+    data = tiny_text.in_memory()  # pickled to the workers
+    one = train_proxy(TINY, WIDTHS, data, TRAIN, seed=1, threads=1, device="cpu")
+    mp.start_processes(
+        _rank, args=(2, _free_port(), data, str(tmp_path)), nprocs=2, start_method="spawn"
+    )
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["full"]["setup"]["workers"] == 2
+    assert (ranks[0]["full"]["setup"]["micro_batch"], ranks[0]["full"]["setup"]["accum"]) == (8, 1)
+    for run in ranks:
+        full = run["full"]
+        assert full["status"] == one.status == "completed"
+        assert [ev["tokens"] for ev in full["curve"]] == [ev["tokens"] for ev in one.curve]
+        for key in ("train_loss", "val_loss", "val_bpb", "lr"):
+            got = torch.tensor([ev[key] for ev in full["curve"]], dtype=torch.float64)
+            want = torch.tensor([ev[key] for ev in one.curve], dtype=torch.float64)
+            assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (key, got, want)
+        # rank 0's caller said stop at 4096 tokens: every rank stopped there
+        assert run["stopped"]["status"] == "stopped"
+        assert run["stopped"]["curve"][-1]["tokens"] == 4096
+        # from rank 0's checkpoint every rank goes on as if it had never stopped: exactly
+        assert run["resumed"]["status"] == "completed"
+        assert run["resumed"]["curve"] == full["curve"]
+    assert one.curve[0]["val_loss"] > one.curve[-1]["val_loss"] + 0.3  # it learned something
+
+
+def test_a_trial_whose_workers_never_fit_is_refused() -> None:
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.workers import check_fits
+
+    two = RayConfig(workers_per_trial=2, cpus_per_worker=1, gpus_per_worker=1)
+    check_fits(two, {"cpus": 2.0, "gpus": 2.0})
+    with pytest.raises(ConfigError, match=r"2 workers need 2 GPUS .* cluster has 1"):
+        check_fits(two, {"cpus": 8.0, "gpus": 1.0})
+    check_fits(RayConfig(cpus_per_trial=4), {"cpus": 2.0})  # one worker: Tune's own business
