@@ -234,9 +234,10 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -
     from tlmsearch.search.export import export_run
     from tlmsearch.search.ladder import finish_ladder, is_ladder_run, rung_dirs
 
-    runs = rung_dirs(Path(run_dir)) if is_ladder_run(run_dir) else [Path(run_dir)]
+    ladder = is_ladder_run(run_dir)
+    runs = rung_dirs(Path(run_dir)) if ladder else [Path(run_dir)]
     for rung in runs:  # a ladder: every rung's tables (into OUT/rung-i with --out)
-        dest = None if out is None or len(runs) == 1 else Path(out) / rung.name
+        dest = Path(out) / rung.name if out is not None and ladder else out
         for path in export_run(rung, fmt, dest):
             console.print(str(path))
     if len(runs) > 1 and fmt == "yaml":  # the top rung's best, with the ladder's fidelity
