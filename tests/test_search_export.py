@@ -535,3 +535,14 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
 
     keep_best_weights(tmp_path, _Study(), trials, [{"params": best}])
     assert kept == [{0, 1, 2}]
+
+
+def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
+    a, b = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}
+    rows = [(s, {"shape": "uniform"}, 2.0 + 0.1 * s) for s in range(3)]
+    rows += [(s, a, 2.0 + 0.1 * s + d) for s, d in enumerate((-0.03, 0.02, -0.01))]  # ~ uniform
+    rows += [(s, b, 2.0 + 0.1 * s + d) for s, d in enumerate((0.3, 0.31, 0.29))]  # clearly worse
+    doc = best_document(_race_frame(rows), cfg)
+    assert doc["verdict"].startswith("cosine 1.25->0.75 is the best: separated at 95%")
+    assert "; but not separated from uniform (95% CI" in doc["verdict"]
