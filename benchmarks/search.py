@@ -469,9 +469,16 @@ def main() -> None:
         help="replay: an existing no-pruning run dir of the paper space to reuse",
     )
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    ap.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="keep the benchmark's run dirs here (default: a temporary dir)",
+    )
     args = ap.parse_args()
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.runs_dir) if args.runs_dir else scratch
         if "overhead" in args.what:
             results["overhead"] = overhead(Path(tmp), args.tokens)
             print(json.dumps(results["overhead"], indent=1), flush=True)
