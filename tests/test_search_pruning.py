@@ -428,3 +428,23 @@ def test_checkpoints_are_thinned_when_a_trial_ends_not_when_the_run_is_interrupt
     assert sched.on_trial_result(ctrl, bad, _result(2048, 9.0)) == TrialScheduler.STOP
     sched.on_trial_complete(ctrl, bad, _result(2048, 9.0))
     assert checkpoint_dirs(bad.path) == []
+
+
+def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path):
+    # the driver died between the last eval's report (with the final checkpoint) and the final
+    # report: the resumed trial trains 0 steps and writes nothing; the weights must survive
+    from tlmsearch.checkpoints import checkpoint_dirs
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    _, searcher, sched, ctrl = _setup(tmp_path)
+    sched._keep_weights = "final"
+    old = _checkpointed(tmp_path, "old", final=True)
+    t = _trial(searcher, sched, ctrl, "new")
+    t.path, t.checkpoint = str(tmp_path / "new"), None
+    t.config = {**(t.config or {}), RESUME_FROM: str(old / "checkpoint_000001")}
+    final = _result(8192, 2.0, final=True, status="completed")
+    sched.on_trial_result(ctrl, t, final)
+    sched.on_trial_complete(ctrl, t, final)
+    searcher.on_trial_complete("new", result=final)
+    assert [p.name for p in checkpoint_dirs(old)] == ["checkpoint_000001"]
+    assert _frozen(searcher, 0).user_attrs["weights"] == str(old / "checkpoint_000001")

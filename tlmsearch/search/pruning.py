@@ -287,7 +287,12 @@ class OptunaPruningScheduler(FIFOScheduler):
             kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
             before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)
             if before:
-                checkpoints.retain(Path(before).parent, self._keep_weights, completed=False)
+                # resumed from a final checkpoint (the driver died after it): it holds the
+                # final weights; this trial trained nothing after it and wrote none
+                prior = checkpoints.retain(
+                    Path(before).parent, self._keep_weights, completed=completed and kept is None
+                )
+                kept = kept if kept is not None else prior
         except OSError:
             return  # storage another node owns, or gone: nothing to thin here
         if kept is not None and ot is not None:
