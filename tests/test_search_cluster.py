@@ -86,20 +86,25 @@ def cluster(tmp_path: Path):
             stale.unlink()
 
 
-def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
-    address, env = cluster
-    # 3 distinct widths x 2 seeds: enough trials that both nodes get some
-    data = tiny_study(tmp_path, train={"tokens": 16384}, search={"seeds": [0, 1]})
-    data["name"] = "cluster"
-    study = tmp_path / "cluster.yaml"
+def _run_on(address: str, env: dict, tmp_path: Path, data: dict, name: str):
+    """``tlmsearch run`` of study ``data`` (named ``name``) on the cluster: (result, trials)."""
+    data["name"] = name
+    study = tmp_path / f"{name}.yaml"
     study.write_text(yaml.safe_dump(data))
     res = subprocess.run(
         [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
+    return res, pd.read_parquet(tmp_path / "runs" / name / "trials.parquet")
+
+
+def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
+    address, env = cluster
+    # 3 distinct widths x 2 seeds: enough trials that both nodes get some
+    data = tiny_study(tmp_path, train={"tokens": 16384}, search={"seeds": [0, 1]})
+    res, df = _run_on(address, env, tmp_path, data, "cluster")
     assert "joined" in res.stdout and "2 node(s)" in res.stdout
-    df = pd.read_parquet(tmp_path / "runs" / "cluster" / "trials.parquet")
     assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert set(df["node"]) == {HEAD, WORKER}
 
@@ -113,20 +118,12 @@ def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
         search={"baseline": False, "seeds": [0]},
         ray={"workers_per_trial": 2, "cpus_per_worker": 1, "worker_placement": "STRICT_SPREAD"},
     )
-    data["name"] = "spread"
     data["ray"].pop("cpus_per_trial")
     data["space"]["dimensions"] = {
         "shape": {"type": "categorical", "choices": ["cosine"]},
         "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
     }  # one candidate, one trial
-    study = tmp_path / "spread.yaml"
-    study.write_text(yaml.safe_dump(data))
-    res = subprocess.run(
-        [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout + res.stderr
-    df = pd.read_parquet(tmp_path / "runs" / "spread" / "trials.parquet")
+    _, df = _run_on(address, env, tmp_path, data, "spread")
     assert len(df) == 1 and df["state"].iloc[0] == "COMPLETE"
     assert sorted(df["node"].iloc[0].split(",")) == [HEAD, WORKER]  # rank by rank
 

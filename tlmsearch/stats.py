@@ -410,13 +410,13 @@ def rank(
         [s["n"] == 0, s["n_censored"] > 0, s["n_pending"] > 0], [3, 2, 1], default=0
     ).astype(int)
     s["tier"] = tier
-    # the common seeds: those every candidate of the best tier present completed
     own_seeds = isinstance(seeds, Mapping)
-    rankable = s["tier"][s["tier"] < 3]
-    pool = s[s["tier"] == rankable.min()] if len(rankable) else s.iloc[:0]
-    common = set.intersection(*(set(x) for x in pool["seeds"])) if len(pool) else set()
     if own_seeds:  # each on its own seeds, compared by paired delta: nothing needs sharing
         common = set().union(*(set(x) for x in s["seeds"])) if len(s) else set()
+    else:  # the common seeds: those every candidate of the best tier present completed
+        rankable = s["tier"][s["tier"] < 3]
+        pool = s[s["tier"] == rankable.min()] if len(rankable) else s.iloc[:0]
+        common = set.intersection(*(set(x) for x in pool["seeds"])) if len(pool) else set()
     ranked, scores, flags = [], [], []
     for row in s.itertuples(index=False):
         own = set(row.seeds)

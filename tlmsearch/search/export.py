@@ -320,12 +320,9 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     said = study_conclusions(trials, cfg)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
-        ci = (
-            (doc["best"][0].get("delta_ci95") or {}).get(cfg.objectives[0].metric)
-            if doc["best"]
-            else None
-        )
-        if doc["best"] and doc["best"][0]["candidate"] == said.top_group["best"]:
+        best = doc["best"][0] if doc["best"] else None
+        if best is not None and best["candidate"] == said.top_group["best"]:
+            ci = (best.get("delta_ci95") or {}).get(cfg.objectives[0].metric)
             if ci is None:
                 doc["verdict"] += "; its effect vs uniform has no noise estimate yet"
             elif ci[0] <= 0.0 <= ci[1]:
