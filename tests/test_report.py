@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -236,6 +237,39 @@ def test_dashboard_command_listens_on_loopback_only(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
+@pytest.mark.parametrize("host", ["::1", "[::1]"])
+def test_dashboard_serves_on_ipv6_loopback(tmp_path, host):
+    """`--host ::1` was refused: the server made an IPv4 socket for every address."""
+    server = dashboard.make_server(make_run(tmp_path / "live", seeds=(0,)), host=host, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = dashboard.url_of(server)
+        assert url.startswith("http://[::1]:"), url
+        assert _get(url)[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("host", ["no.such.host.invalid", "a..b"])
+def test_dashboard_bad_host_is_exit_2(tmp_path, host):
+    run = make_run(tmp_path / "live", seeds=(0,))
+    result = CliRunner().invoke(app, ["dashboard", str(run), "--port", "0", "--host", host])
+    assert result.exit_code == 2, result.output
+    assert f"--host {host!r} is not an address to listen on" in result.output
 
 
 def test_optuna_dashboard_hint(tmp_path):

@@ -6,6 +6,7 @@ Exit status: 0 ok, 1 failure while running, 2 bad input (the message names the f
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -414,6 +415,8 @@ def dashboard(
         serve(run_dir, host=host, port=port, interval=interval, echo=typer.echo)
     except ConfigError as err:
         _bad_input(err)
+    except (socket.gaierror, UnicodeError) as err:  # not an address or a host name
+        _bad_input(ConfigError(f"--host {host!r} is not an address to listen on ({err})"))
     except OSError as err:
         typer.secho(f"error: cannot listen on {host}:{port}: {err}", fg="red", err=True)
         raise typer.Exit(1) from None

@@ -10,6 +10,7 @@ network needed.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -170,7 +171,25 @@ def make_server(
             except Exception as err:  # a half-written or broken run dir: say so, keep serving
                 self._send(f"{type(err).__name__}: {err}".encode(), "text/plain", 500)
 
-    return ThreadingHTTPServer((host, port), Handler)
+    family, _, _, _, address = socket.getaddrinfo(
+        bare_host(host), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]  # "::1" or a name that resolves to IPv6 needs an AF_INET6 socket
+
+    class Server(ThreadingHTTPServer):
+        address_family = family
+
+    return Server(address[:2], Handler)
+
+
+def bare_host(host: str) -> str:
+    """``[::1]`` (as written in URLs) -> ``::1``."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def url_of(server: ThreadingHTTPServer) -> str:
+    """The http URL a server listens on, an IPv6 address in brackets."""
+    host, port = server.server_address[:2]
+    return f"http://[{host}]:{port}/" if ":" in str(host) else f"http://{host}:{port}/"
 
 
 def serve(
@@ -191,10 +210,9 @@ def serve(
             f"{run_dir} is a ladder run: watch one rung, e.g. tlmsearch dashboard {example}"
         )
     server = make_server(run_dir, host, port, interval)
-    bound_host, bound_port = server.server_address[:2]
     run = Path(run_dir)
-    echo(f"live dashboard of {run}: http://{bound_host}:{bound_port}/ (Ctrl-C stops it)")
-    if host not in LOOPBACK:
+    echo(f"live dashboard of {run}: {url_of(server)} (Ctrl-C stops it)")
+    if bare_host(host) not in LOOPBACK:
         echo(f"warning: listening on {host}, reachable from other machines; no authentication")
     data = load_run(run)
     hint = optuna_dashboard_hint(run, data.config, data.status)
