@@ -3,6 +3,8 @@
 Mutations of the shipped studies (their search spaces by name, inline, in a file of their own,
 or overridden with ``--set``): wrong types, huge and negative numbers, NaN/inf, deleted,
 misspelled and unknown keys, lists for mappings, deep nesting, alias bombs, broken YAML. Every
+field of the study schema (read from the pydantic models, so a key added tomorrow is fuzzed
+without being listed here) is also set to such values, present in a shipped study or not. Every
 case must end with exit 0 or 2 and no traceback, within a time limit, and the whole loop runs
 in a child process under an address-space cap (``RLIMIT_AS``): a size that is not bounded
 before something is allocated fails here instead of taking the machine down.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import math
 import os
@@ -82,6 +85,51 @@ def _bases() -> list[dict[str, Any]]:
             study["search"] = {**study["search"], "sampler": "tpe"}
         bases.append(study)
     return bases
+
+
+def schema_fields() -> list[tuple[str, ...]]:
+    """Every field path of ``StudyConfig``, nested models included: ``("racing", ...)`` too."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from tlmsearch.config import StudyConfig
+
+    def models_in(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in typing.get_args(annotation) for m in models_in(arg)]
+
+    def walk(model: type[BaseModel], prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        out = []
+        for name, field in model.model_fields.items():
+            key = (*prefix, field.alias or name)
+            out.append(key)
+            for sub in models_in(field.annotation):
+                out += walk(sub, key)
+        return out
+
+    return walk(StudyConfig, ())
+
+
+def set_field(rng: random.Random, doc: Any, fields: list[tuple[str, ...]]) -> Any:
+    """Set one schema field (creating its parents) to a nasty value, or a nasty ``--set``."""
+    if not isinstance(doc, dict):
+        return doc
+    path = rng.choice(fields)
+    node = doc
+    for key, after in itertools.pairwise(path):
+        value = node.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            value = rng.choice(value)  # objectives: one of the list's entries
+        elif isinstance(value, dict) and after not in value and value:
+            inner = list(value.values())  # space.dimensions: one dimension by name
+            value = rng.choice(inner) if all(isinstance(v, dict) for v in inner) else value
+        if not isinstance(value, dict):
+            value = node[key] = {}
+        node = value
+    node[path[-1]] = _nasty(rng, node.get(path[-1]))
+    return doc
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -221,14 +269,16 @@ def widths_args(rng: random.Random) -> list[str]:
     return args
 
 
-def make_case(i: int, seed: int, n_validate: int, bases: list[dict], tmp: Path) -> list[str]:
+def make_case(
+    i: int, seed: int, n_validate: int, bases: list[dict], tmp: Path, fields: list[tuple]
+) -> list[str]:
     """Write case i's files under ``tmp`` and return its CLI arguments."""
     rng = random.Random(f"{seed}/{i}")
     if i >= n_validate:
         return widths_args(rng)
     doc: Any = copy.deepcopy(rng.choice(bases))
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
-        doc = mutate_tree(rng, doc)
+        doc = set_field(rng, doc, fields) if rng.random() < 0.3 else mutate_tree(rng, doc)
     args = []
     kind = rng.random()
     if kind < 0.12 and isinstance(doc, dict) and isinstance(doc.get("space"), dict):
@@ -290,7 +340,7 @@ def run_cases(n_validate: int, n_widths: int, seed: int, tmp: Path, only: int | 
     # case's time); one command serves every case.
     command = typer.main.get_command(app)
     typer.testing._get_command = lambda _app: command  # type: ignore[attr-defined]
-    bases, runner = _bases(), typer.testing.CliRunner()
+    bases, runner, fields = _bases(), typer.testing.CliRunner(), schema_fields()
     exits: dict[str, int] = {}
     crashes: list[dict[str, Any]] = []
     longest, slowest = 0, (0.0, -1)
@@ -298,7 +348,7 @@ def run_cases(n_validate: int, n_widths: int, seed: int, tmp: Path, only: int | 
     start = time.perf_counter()
     indices = [only] if only is not None else range(n_validate + n_widths)
     for i in indices:
-        args = make_case(i, seed, n_validate, bases, tmp)
+        args = make_case(i, seed, n_validate, bases, tmp, fields)
         t0 = time.perf_counter()
         signal.alarm(CASE_SECONDS)
         try:
