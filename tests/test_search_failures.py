@@ -138,10 +138,18 @@ def _trial(searcher, sched, ctrl, tid: str) -> SimpleNamespace:
         get_error=lambda: None,
         get_pickled_error=lambda: rex.RayActorError(error_msg=SIGKILLED),
         max_failures=0,
+        num_failures=0,
     )
+    trial.should_recover = lambda: trial.num_failures <= trial.max_failures  # as Ray's
     trial.config = searcher.suggest(tid)
     sched.on_trial_add(ctrl, trial)
     return trial
+
+
+def _lose(sched, ctrl, trial) -> None:
+    """What Ray does when a trial's worker dies: count the failure, tell the scheduler."""
+    trial.num_failures += 1  # Trial.handle_error
+    sched.on_trial_error(ctrl, trial)
 
 
 def _eval(tokens: int, final: bool = False) -> dict:
@@ -156,7 +164,7 @@ def test_a_lost_baseline_gets_one_retry_more_and_its_curve_starts_again(tmp_path
     assert (base.max_failures, cand.max_failures) == (2, 1)  # read by Ray's should_recover
     for tokens in (2048, 4096):
         sched.on_trial_result(ctrl, base, _eval(tokens))
-    sched.on_trial_error(ctrl, base)  # Ray retries it: on_trial_error, then on_trial_add
+    _lose(sched, ctrl, base)  # Ray retries it: on_trial_error, then on_trial_add
     sched.on_trial_add(ctrl, base)
     for tokens in (2048, 4096, 6144, 8192):
         sched.on_trial_result(ctrl, base, _eval(tokens))
@@ -174,11 +182,41 @@ def test_a_lost_candidate_out_of_retries_is_fail_with_the_reason(tmp_path):
     cand = _trial(searcher, sched, ctrl, "b")
     assert cand.max_failures == 0
     sched.on_trial_result(ctrl, cand, _eval(2048))
-    sched.on_trial_error(ctrl, cand)  # no retry: Ray tells the searcher next
+    _lose(sched, ctrl, cand)  # no retry: Ray tells the searcher next
     searcher.on_trial_complete("b", error=True)
     ft = searcher._ot_study.get_trials()[1]
     assert ft.state == S.FAIL and ft.user_attrs["reason"] == "worker died (pid 21682)"
     assert RETRIES not in ft.user_attrs
+
+
+def _with_checkpoint(tmp: Path, trial: SimpleNamespace, tokens: int = 2048) -> Path:
+    from tlmsearch import checkpoints
+
+    trial.path = str(tmp / f"trial_{trial.trial_id}")
+    meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
+    folder = Path(trial.path) / "checkpoint_000000"
+    return checkpoints.write_checkpoint(folder, {"model": {}}, {**meta, "tokens": tokens})
+
+
+@pytest.mark.parametrize("keep", ["none", "final", "best", "all"])
+def test_a_retried_trial_keeps_its_checkpoint_and_a_lost_one_leaves_none(tmp_path, keep):
+    """Ray resumes a retried trial from its checkpoint; after the last retry nothing will (and
+    `resume --retry-failed` starts it from zero): its checkpoints went unremoved before."""
+    from tlmsearch.checkpoints import checkpoint_dirs
+
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
+    sched._keep_weights = keep
+    _trial(searcher, sched, ctrl, "a")
+    cand = _trial(searcher, sched, ctrl, "b")
+    saved = _with_checkpoint(tmp_path, cand)
+    sched.on_trial_result(ctrl, cand, _eval(2048))
+    _lose(sched, ctrl, cand)  # retried (1 of 1)
+    assert checkpoint_dirs(cand.path) == [saved]
+    sched.on_trial_add(ctrl, cand)
+    _lose(sched, ctrl, cand)  # out of retries
+    searcher.on_trial_complete("b", error=True)
+    assert checkpoint_dirs(cand.path) == ([saved] if keep == "all" else [])
+    assert searcher._ot_study.get_trials()[1].state == S.FAIL
 
 
 def test_a_raising_trial_keeps_its_traceback_in_the_storage(tmp_path):
@@ -255,6 +293,55 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
     assert queued.user_attrs["candidate"] == failed.user_attrs["candidate"]
     rows, _ = export.trial_records(study)
     assert [r["number"] for r in rows] == [0, 2, 3, 5]  # the requeued and interrupted are gone
+
+
+# -- resume after a dead driver: the checkpoint a requeued trial continues from ------------------
+
+
+def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
+    """Trial A was interrupted at 2,048 tokens and requeued as B (resuming from A's checkpoint);
+    the driver dies again with B running, after (``b_saved``) or before B's first checkpoint."""
+    from tlmsearch import checkpoints
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    cfg = tiny_config(tmp, search={"keep_weights": keep})
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    run = tmp / "run"
+    meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
+    a = checkpoints.write_checkpoint(
+        run / "ray/session-0/trial_A/checkpoint_000000", {"model": {}}, {**meta, "tokens": 2048}
+    )
+    (run / "ray/session-1/trial_B").mkdir(parents=True)
+    b = run / "ray/session-1/trial_B/checkpoint_000000"
+    if b_saved:
+        checkpoints.write_checkpoint(b, {"model": {}}, {**meta, "tokens": 4096})
+    trial = study.ask()  # B, RUNNING when the driver died
+    trial.set_user_attr("ray_trial_id", "B")
+    trial.set_user_attr(RESUME_FROM, str(a))
+    return study, cfg, run, a, b
+
+
+@pytest.mark.parametrize("keep", ["none", "final", "all"])
+def test_a_trial_interrupted_twice_keeps_only_the_checkpoint_it_continues_from(tmp_path, keep):
+    from tlmsearch.search.runner import requeue_interrupted
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    study, cfg, run, a, b = _interrupted_twice(tmp_path, keep, b_saved=True)
+    assert requeue_interrupted(study, cfg, run) == [4096]
+    assert study.trials[-1].state == S.WAITING
+    assert study.trials[-1].user_attrs[RESUME_FROM] == str(b)
+    assert b.is_dir()
+    assert a.is_dir() == (keep == "all")  # A's was left behind for good before
+
+
+def test_a_requeued_trial_that_saved_nothing_yet_keeps_the_one_it_resumed_from(tmp_path):
+    from tlmsearch.search.runner import requeue_interrupted
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    study, cfg, run, a, _ = _interrupted_twice(tmp_path, "none", b_saved=False)
+    assert requeue_interrupted(study, cfg, run) == [2048]
+    assert study.trials[-1].user_attrs[RESUME_FROM] == str(a) and a.is_dir()
 
 
 # -- the log: one line per lost trial, nothing of Ray's ----------------------------------------

@@ -56,7 +56,9 @@ def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
 
 
 def _trial(searcher, sched, ctrl, tid: str) -> SimpleNamespace:
-    trial = SimpleNamespace(trial_id=tid, error_file=None, get_error=lambda: None)
+    trial = SimpleNamespace(
+        trial_id=tid, error_file=None, get_error=lambda: None, should_recover=lambda: False
+    )
     trial.config = searcher.suggest(tid)
     sched.on_trial_add(ctrl, trial)
     return trial

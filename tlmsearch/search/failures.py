@@ -8,9 +8,10 @@ A trial ends in one of two kinds of failure:
 - the system's: the worker process was killed (SIGKILL, the kernel's OOM killer, Ray's memory
   monitor), its node was lost, or an allocation failed (``MemoryError``). Ray hears of it as an
   error (``RayActorError``, ...) and its own failure handling (``FailureConfig.max_failures``,
-  per trial) starts the trial again from the start: ``search.max_retries`` times, the uniform
-  baseline :data:`CONTROL_EXTRA_RETRIES` more, because without it no candidate of its seed has a
-  control. Then the trial is FAIL with one of the reasons below.
+  per trial) starts the trial again, from its last checkpoint if it wrote one (else from the
+  start): ``search.max_retries`` times, the uniform baseline :data:`CONTROL_EXTRA_RETRIES`
+  more, because without it no candidate of its seed has a control. Then the trial is FAIL with
+  one of the reasons below, and its checkpoints are removed (unless ``keep_weights: all``).
 
 Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both (private
 APIs, so tests/test_search_killed.py checks them on every Ray upgrade):

@@ -262,6 +262,10 @@ class OptunaPruningScheduler(FIFOScheduler):
             reason = error_reason(trial)
             self._errors.setdefault(trial.trial_id, []).append(reason)
             ot.set_user_attr("reason", reason)
+        if not trial.should_recover():
+            # The final error: Ray will not retry from these checkpoints, and `resume` runs a
+            # failed trial again from the start (a trial at 440M leaves ~5 GB each).
+            self._retain(trial, ot, completed=False)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         # Pruned trials come here too, after STOP, and so do trials stopped unfinished when the
@@ -283,6 +287,8 @@ class OptunaPruningScheduler(FIFOScheduler):
         from tlmsearch import checkpoints
         from tlmsearch.search.samplers import RESUME_FROM
 
+        if not getattr(trial, "path", None):
+            return  # never started: no folder
         try:
             kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
             before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)

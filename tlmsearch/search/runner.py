@@ -228,9 +228,19 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
         study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
+        if run is not None and cfg.search.keep_weights != "all":
+            drop_superseded(run, ft.user_attrs, keep=found[0] if found else None)
         _enqueue_again(study, cfg, ft.user_attrs, resume_from=str(found[0]) if found else None)
         out.append(found[1] if found else None)
     return out
+
+
+def _checkpoint_places(run: Path, attrs: dict[str, Any]) -> list[Path]:
+    """An interrupted trial's Ray trial folders (any session)."""
+    from tlmsearch import checkpoints
+
+    tid = attrs.get("ray_trial_id")
+    return [p for p in checkpoints.trial_dirs(run) if tid and p.name == f"trial_{tid}"]
 
 
 def interrupted_checkpoint(run: Path, attrs: dict[str, Any]) -> tuple[Path, int] | None:
@@ -238,19 +248,34 @@ def interrupted_checkpoint(run: Path, attrs: dict[str, Any]) -> tuple[Path, int]
     folder (any session), else the one it had itself resumed from."""
     from tlmsearch import checkpoints
 
-    places: list[Path] = []
-    if attrs.get("ray_trial_id"):
-        places += [
-            p for p in checkpoints.trial_dirs(run) if p.name == f"trial_{attrs['ray_trial_id']}"
-        ]
     best: tuple[Path, int] | None = None
-    for path in [checkpoints.latest_checkpoint(p) for p in places] + [
+    for path in [checkpoints.latest_checkpoint(p) for p in _checkpoint_places(run, attrs)] + [
         Path(attrs[RESUME_FROM]) if attrs.get(RESUME_FROM) else None
     ]:
         meta = checkpoints.read_meta(path, verify=True) if path is not None else None
         if meta is not None and (best is None or meta["tokens"] > best[1]):
             best = (path, int(meta["tokens"]))
     return best
+
+
+def drop_superseded(run: Path, attrs: dict[str, Any], keep: Path | None) -> int:
+    """Remove an interrupted trial's checkpoints other than ``keep`` (the one its requeued
+    trial continues from): those in its own folders and the one it had itself resumed from.
+    Without this a trial interrupted twice (A -> B -> C) left A's behind for good. Returns the
+    bytes freed."""
+    from tlmsearch import checkpoints
+
+    folders = _checkpoint_places(run, attrs)
+    if attrs.get(RESUME_FROM):
+        folders.append(Path(attrs[RESUME_FROM]).parent)
+    resolved = keep.resolve() if keep is not None else None
+    dead = [
+        c
+        for f in folders
+        for c in checkpoints.checkpoint_dirs(f)
+        if resolved is None or c.resolve() != resolved
+    ]
+    return checkpoints.remove(dead)
 
 
 def _mid_way(tokens: list[int | None]) -> str:
