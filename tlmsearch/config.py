@@ -575,11 +575,6 @@ class StudyConfig(Strict):
             )
         if self.ladder_mode == "all" and self.promote_top is not None:
             raise ValueError("promote_top is read in ladder_mode: promote only; remove it")
-        if self.storage.optuna not in (None, "journal"):
-            raise ValueError(
-                "storage.optuna: a ladder keeps one storage per rung in its run dir (rung-0, "
-                "rung-1, ...); leave it empty (SQLite) or write 'journal'"
-            )
 
     # -- derived ------------------------------------------------------------------------------
 

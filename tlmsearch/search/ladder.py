@@ -46,6 +46,12 @@ def rung_dir(run: Path, index: int) -> Path:
     return run / f"rung-{index}"
 
 
+def rung_study_name(run: Path, index: int) -> str:
+    """The Optuna study of rung ``index``: ``<ladder run>.rung-<index>``, so the rungs of every
+    ladder can share one server storage (``storage.optuna: postgresql://...``)."""
+    return f"{run.name}.{rung_dir(run, index).name}"
+
+
 def rung_study(
     cfg: StudyConfig, index: int, run: Path, candidates: list[dict[str, Any]] | None = None
 ) -> StudyConfig:
@@ -250,7 +256,9 @@ def _rungs(
                 _write_ladder(run, cfg, promoted_to)
                 echo(f"ladder: {len(cands)} candidate(s) promoted to rung {i}")
             sub = rung_study(cfg, i, run, cands)
-            res = run_study(sub, address=address, name=here.name, echo=echo)
+            res = run_study(
+                sub, address=address, name=here.name, study_name=rung_study_name(run, i), echo=echo
+            )
         results.append(res)
         if res.status != "finished":
             write_status(run, res.status)

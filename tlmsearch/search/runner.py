@@ -75,9 +75,14 @@ def run_study(
     *,
     address: str | None = None,
     name: str | None = None,
+    study_name: str | None = None,
     echo: Any = print,
 ) -> RunResult:
-    """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done."""
+    """Start a new run of ``cfg`` in ``runs_dir/<name>``; returns when the study is done.
+
+    ``study_name``: the Optuna study's name when it is not the run's (a ladder's rungs share a
+    server storage under names of their own); run.json records it.
+    """
 
     if name is not None and name_problem(name):
         raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
@@ -94,13 +99,13 @@ def run_study(
     make_sampler(cfg)
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
     try:
-        study = _create_run(run, cfg, url)
+        study = _create_run(run, cfg, url, study_name or cfg.name)
         return _execute(run, cfg, study, url, data, facts, echo)
     finally:
         _release(facts)
 
 
-def _create_run(run: Path, cfg: StudyConfig, url: str) -> Any:
+def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
     """The run dir (study.yaml, run.json) and its Optuna study with the initial queue."""
     import optuna
 
@@ -108,12 +113,12 @@ def _create_run(run: Path, cfg: StudyConfig, url: str) -> Any:
     (run / "study.yaml").write_text(cfg.to_yaml())
     try:
         study = optuna.create_study(
-            storage=open_storage(url), study_name=cfg.name, **_directions(cfg)
+            storage=open_storage(url), study_name=study_name, **_directions(cfg)
         )
     except optuna.exceptions.DuplicatedStudyError:
         (run / "study.yaml").unlink()
         raise ConfigError(
-            f"storage.optuna: {redact(url)} already holds a study {cfg.name!r}; "
+            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
             "pick another run with --name NEW"
         ) from None
     study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
@@ -122,7 +127,7 @@ def _create_run(run: Path, cfg: StudyConfig, url: str) -> Any:
         run,
         "running",
         n_trials_planned=planned_trials(cfg),
-        optuna_study=cfg.name,
+        optuna_study=study_name,
         storage=redact(url),
         versions=_versions(),
         git_sha=_git_sha(),
