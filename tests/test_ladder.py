@@ -306,6 +306,22 @@ def test_a_two_rung_ladder_runs_resumes_and_measures_fidelity(local_ray, tmp_pat
     assert res.output.count("nothing left to run") == 2
 
 
+def test_a_rung_study_name_taken_in_a_shared_storage_is_exit_2_before_anything(
+    tmp_path: Path,
+) -> None:
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(storage=shared, study_name="lad.rung-1")  # another ladder "lad"'s
+    data = study_dict(seeds=(0,))
+    data.update(name="lad", ladder=LADDER, storage={"runs_dir": str(tmp_path), "optuna": shared})
+    data["train"] = {"tokens": 4096, "warmup_tokens": 512, "eval_every_tokens": 2048}
+    path = tmp_path / "lad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = _cli("run", str(path))
+    assert res.exit_code == 2, res.output
+    assert "already holds a study 'lad.rung-1'" in res.output and "--name NEW" in res.output
+    assert not (tmp_path / "lad").exists()
+
+
 def test_climb_promotes_and_resume_continues_the_first_unfinished_rung(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -194,6 +194,7 @@ def run_ladder(
         )
     for i in range(len(cfg.ladder or [])):
         rung_study(cfg, i, run)  # every rung is a valid study before anything starts
+    _check_shared_storage(cfg, run)
     if name is not None:
         cfg = cfg.model_copy(update={"name": name})
     run.mkdir(parents=True, exist_ok=True)
@@ -201,6 +202,25 @@ def run_ladder(
     _write_ladder(run, cfg, {})
     write_status(run, "running", rungs=len(cfg.ladder or []))
     return _climb(run, cfg, address=address, retry_failed=False, echo=echo)
+
+
+def _check_shared_storage(cfg: StudyConfig, run: Path) -> None:
+    """With a server storage, no rung's study name may be taken (another ladder of this name in
+    another runs dir): said before any rung dir is made, not half-way up."""
+    if cfg.storage.optuna in (None, "journal"):
+        return  # one storage per rung, in its own dir
+    import optuna
+
+    from tlmsearch.search.storage import open_storage, redact, storage_url
+
+    url = storage_url(cfg.storage, run)
+    taken = set(optuna.get_all_study_names(open_storage(url)))
+    clash = [n for i in range(len(cfg.ladder or [])) if (n := rung_study_name(run, i)) in taken]
+    if clash:
+        raise ConfigError(
+            f"storage.optuna: {redact(url)} already holds a study {clash[0]!r}; "
+            "pick another run with --name NEW"
+        )
 
 
 def resume_ladder(
