@@ -28,6 +28,22 @@ def test_validate_quickstart() -> None:
     assert "equal" in result.output and "is valid" in result.output
 
 
+@pytest.mark.parametrize(
+    ("sets", "warned"),
+    [
+        ([], False),
+        (["ray.workers_per_trial=2"], True),
+        (["ray.workers_per_trial=2", "ray.gpus_per_worker=1"], False),
+    ],
+)
+def test_validate_warns_of_multi_worker_trials_on_cpus(sets: list[str], warned: bool) -> None:
+    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
+    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert ("note: ray.workers_per_trial 2 on CPUs: Ray Train starts" in out) == warned
+
+
 def test_validate_says_which_candidates_share_proxy_widths() -> None:
     result = runner.invoke(
         app,

@@ -53,7 +53,7 @@ def validate(
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
     from tlmsearch.search.samplers import planned_trials
-    from tlmsearch.summary import candidates_table, same_widths_notes
+    from tlmsearch.summary import candidates_table, same_widths_notes, worker_notes
 
     try:
         cfg = load_study(study, set_ or [])
@@ -90,6 +90,8 @@ def validate(
 
         for line in ladder_notes(cfg):
             console.print(line, markup=False)
+    for line in worker_notes(cfg):
+        console.print(line, markup=False)
     console.print(f"[green]ok[/]: {study} is valid")
 
 

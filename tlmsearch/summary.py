@@ -106,3 +106,22 @@ def same_widths_notes(cfg: StudyConfig) -> list[str]:
                 )
         lines.append(line)
     return lines
+
+
+# Measured (README "Multi-worker trials"): Ray Train's controller and worker actors take this long
+# to start, per trial, on this project's CPU machines.
+WORKER_START_S = (20, 30)
+
+
+def worker_notes(cfg: StudyConfig) -> list[str]:
+    """A warning where ``ray.workers_per_trial`` > 1 trains on CPUs: the workers' start costs
+    more than a CPU-sized trial gains from them."""
+    n = cfg.ray.workers_per_trial
+    if n == 1 or cfg.ray.gpus_per_trial > 0:
+        return []
+    low, high = WORKER_START_S
+    return [
+        f"note: ray.workers_per_trial {n} on CPUs: Ray Train starts a trial's workers in "
+        f"~{low}-{high} s (measured), and on CPUs N gloo workers rarely beat one worker with N "
+        f"threads (train.threads); use it to fit a model one node cannot hold, or on GPUs"
+    ]
