@@ -306,11 +306,15 @@ def test_a_two_rung_ladder_runs_resumes_and_measures_fidelity(local_ray, tmp_pat
     assert res.output.count("nothing left to run") == 2
 
 
-def test_a_rung_study_name_taken_in_a_shared_storage_is_exit_2_before_anything(
-    tmp_path: Path,
-) -> None:
+@pytest.mark.parametrize("case", ["a rung's study name taken", "a storage that cannot open"])
+def test_a_shared_storage_problem_is_exit_2_before_any_rung_dir(tmp_path: Path, case: str) -> None:
     shared = f"sqlite:///{tmp_path / 'shared.db'}"
-    optuna.create_study(storage=shared, study_name="lad.rung-1")  # another ladder "lad"'s
+    if case == "a rung's study name taken":
+        optuna.create_study(storage=shared, study_name="lad.rung-1")  # another ladder "lad"'s
+        said = ["already holds a study 'lad.rung-1'", "--name NEW"]
+    else:
+        shared = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir' / 'shared.db'}"
+        said = ["storage.optuna: cannot open"]
     data = study_dict(seeds=(0,))
     data.update(name="lad", ladder=LADDER, storage={"runs_dir": str(tmp_path), "optuna": shared})
     data["train"] = {"tokens": 4096, "warmup_tokens": 512, "eval_every_tokens": 2048}
@@ -318,8 +322,17 @@ def test_a_rung_study_name_taken_in_a_shared_storage_is_exit_2_before_anything(
     path.write_text(yaml.safe_dump(data))
     res = _cli("run", str(path))
     assert res.exit_code == 2, res.output
-    assert "already holds a study 'lad.rung-1'" in res.output and "--name NEW" in res.output
+    assert all(s in res.output for s in said), res.output
     assert not (tmp_path / "lad").exists()
+
+
+def test_rung_study_names_follow_the_ladder_dir_even_as_dot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lad").mkdir()
+    monkeypatch.chdir(tmp_path / "lad")  # `tlmsearch resume .`
+    assert L.rung_study_name(Path("."), 1) == "lad.rung-1"
+    assert L.rung_study_name(tmp_path / "lad", 0) == "lad.rung-0"
 
 
 def test_climb_promotes_and_resume_continues_the_first_unfinished_rung(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.request
 from pathlib import Path
 
@@ -264,7 +265,37 @@ def test_dashboard_serves_on_ipv6_loopback(tmp_path, host):
         server.server_close()
 
 
-@pytest.mark.parametrize("host", ["no.such.host.invalid", "a..b"])
+def test_a_name_listens_on_its_ipv4_address_when_it_has_one(monkeypatch):
+    """Where /etc/hosts lists ``::1 localhost`` first, --host localhost stays on 127.0.0.1
+    (ssh tunnels to 127.0.0.1 keep working); an IPv6-only name gets its IPv6 address."""
+    v6 = (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 8050, 0, 0))
+    v4 = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 8050))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [v6, v4])
+    assert dashboard.listen_address("localhost", 8050) == (socket.AF_INET, ("127.0.0.1", 8050))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [v6])
+    assert dashboard.listen_address("ip6-localhost", 8050) == (socket.AF_INET6, v6[4])
+    assert dashboard.listen_address("", 8050) == (socket.AF_INET, ("", 8050))  # every interface
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        (("127.0.0.1", 1), True),
+        (("127.0.0.2", 1), True),
+        (("::1", 1, 0, 0), True),
+        (("::ffff:127.0.0.1", 1, 0, 0), True),
+        (("", 1), False),
+        (("0.0.0.0", 1), False),
+        (("10.1.2.3", 1), False),
+        (("fe80::1%eth0", 1, 0, 2), False),
+    ],
+)
+def test_the_warning_judges_the_address_listened_on(address, loopback):
+    server = types.SimpleNamespace(server_address=address)
+    assert dashboard.is_loopback(server) is loopback
+
+
+@pytest.mark.parametrize("host", ["a..b", "bad host", "[::1"])
 def test_dashboard_bad_host_is_exit_2(tmp_path, host):
     run = make_run(tmp_path / "live", seeds=(0,))
     result = CliRunner().invoke(app, ["dashboard", str(run), "--port", "0", "--host", host])

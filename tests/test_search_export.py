@@ -519,7 +519,9 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
     from tlmsearch.search.runner import keep_best_weights
 
     kept: list[set] = []
-    monkeypatch.setattr(checkpoints, "keep_only", lambda run, numbers: kept.append(numbers) or [])
+    monkeypatch.setattr(
+        checkpoints, "keep_only", lambda run, numbers, paths=(): kept.append(numbers) or []
+    )
     best = {"shape": "cosine", "r_start": 1.25}
     trials = pd.DataFrame({
         "number": [0, 1, 2, 3],
@@ -535,6 +537,39 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
 
     keep_best_weights(tmp_path, _Study(), trials, [{"params": best}])
     assert kept == [{0, 1, 2}]
+
+
+def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
+    """Trial 5 resumed from interrupted trial 2's final checkpoint (the driver died after it):
+    5 names that folder as its weights, whose meta says trial 2. It was removed as trial 2's."""
+    import pandas as pd
+
+    from tlmsearch import checkpoints
+    from tlmsearch.search.runner import keep_best_weights
+
+    meta = {"candidate": {}, "seed": 0, "widths": [64, 64], "model": {}, "final": True}
+    folders = {}
+    for number in (0, 2, 3):  # uniform's, the interrupted best's, a loser's
+        folders[number] = checkpoints.write_checkpoint(
+            tmp_path / f"ray/session-0/trial_{number}/checkpoint_000001",
+            {"model": {}},
+            {**meta, "number": number, "tokens": 8192},
+        )
+    best = {"shape": "cosine", "r_start": 1.25}
+    trials = pd.DataFrame({
+        "number": [0, 5, 3],
+        "is_baseline": [True, False, False],
+        "params_json": ['{"shape": "uniform"}', json.dumps(best, sort_keys=True),
+                        '{"shape": "sigmoid"}'],
+        "weights": [str(folders[0]), str(folders[2]), str(folders[3])],
+    })  # fmt: skip
+
+    class _Study:
+        def get_trials(self, deepcopy=False):
+            return []
+
+    assert keep_best_weights(tmp_path, _Study(), trials, [{"params": best}]) == 1
+    assert folders[0].is_dir() and folders[2].is_dir() and not folders[3].exists()
 
 
 def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):

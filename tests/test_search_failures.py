@@ -192,31 +192,50 @@ def test_a_lost_candidate_out_of_retries_is_fail_with_the_reason(tmp_path):
 def _with_checkpoint(tmp: Path, trial: SimpleNamespace, tokens: int = 2048) -> Path:
     from tlmsearch import checkpoints
 
-    trial.path = str(tmp / f"trial_{trial.trial_id}")
+    trial.path = str(tmp / f"trial_{trial.trial_id}")  # the folder requeue finds it by
     meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
     folder = Path(trial.path) / "checkpoint_000000"
     return checkpoints.write_checkpoint(folder, {"model": {}}, {**meta, "tokens": tokens})
 
 
-@pytest.mark.parametrize("keep", ["none", "final", "best", "all"])
-def test_a_retried_trial_keeps_its_checkpoint_and_a_lost_one_leaves_none(tmp_path, keep):
-    """Ray resumes a retried trial from its checkpoint; after the last retry nothing will (and
-    `resume --retry-failed` starts it from zero): its checkpoints went unremoved before."""
+@pytest.mark.parametrize("keep", ["none", "final", "all"])
+def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tmp_path, keep):
+    """Ray resumes a retried trial from its checkpoint; after the last retry the checkpoint
+    stays for `resume --retry-failed`, which continues the trial from it (it restarted a
+    440M trial from zero before); one that failed on its own starts again from zero."""
     from tlmsearch.checkpoints import checkpoint_dirs
+    from tlmsearch.search.samplers import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = keep
     _trial(searcher, sched, ctrl, "a")
     cand = _trial(searcher, sched, ctrl, "b")
-    saved = _with_checkpoint(tmp_path, cand)
+    saved = _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
     sched.on_trial_result(ctrl, cand, _eval(2048))
     _lose(sched, ctrl, cand)  # retried (1 of 1)
-    assert checkpoint_dirs(cand.path) == [saved]
     sched.on_trial_add(ctrl, cand)
     _lose(sched, ctrl, cand)  # out of retries
     searcher.on_trial_complete("b", error=True)
-    assert checkpoint_dirs(cand.path) == ([saved] if keep == "all" else [])
-    assert searcher._ot_study.get_trials()[1].state == S.FAIL
+    study = searcher._ot_study
+    assert study.get_trials()[1].state == S.FAIL and checkpoint_dirs(cand.path) == [saved]
+    cfg = tiny_config(tmp_path, search={"keep_weights": keep})
+    assert requeue_failed(study, cfg, tmp_path / "run") == [2048]
+    assert study.trials[-1].user_attrs[RESUME_FROM] == str(saved)
+
+
+def test_a_trial_that_failed_on_its_own_is_retried_from_zero(tmp_path):
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
+    sched._keep_weights = "all"  # its checkpoints stay: they must not be continued from
+    cand = _trial(searcher, sched, ctrl, "a")
+    _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
+    final = {**_eval(2048, final=True), "status": "diverged", "reason": "diverged: loss nan"}
+    sched.on_trial_result(ctrl, cand, final)
+    searcher.on_trial_complete("a", result=final)
+    study = searcher._ot_study
+    assert requeue_failed(study, tiny_config(tmp_path), tmp_path / "run") == [None]
+    assert RESUME_FROM not in study.trials[-1].user_attrs
 
 
 def test_a_raising_trial_keeps_its_traceback_in_the_storage(tmp_path):
@@ -285,7 +304,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
         if i == 4:
             trial.set_user_attr(export.INTERRUPTED, True)  # already queued again by resume
         study.tell(trial, 1.0 if state == S.COMPLETE else None, state=state)
-    assert requeue_failed(study, cfg) == 1 and requeue_failed(study, cfg) == 0
+    assert requeue_failed(study, cfg) == [None] and requeue_failed(study, cfg) == []
     c = export.counts(study)
     assert (c["FAIL"], c["requeued"], c["interrupted"], c["WAITING"]) == (0, 1, 1, 1)
     failed, queued = study.trials[1], study.trials[-1]
@@ -333,6 +352,32 @@ def test_a_trial_interrupted_twice_keeps_only_the_checkpoint_it_continues_from(t
     assert study.trials[-1].user_attrs[RESUME_FROM] == str(b)
     assert b.is_dir()
     assert a.is_dir() == (keep == "all")  # A's was left behind for good before
+
+
+def test_a_storage_error_while_thinning_loses_no_trial(tmp_path, monkeypatch):
+    from tlmsearch import checkpoints
+    from tlmsearch.search.runner import requeue_interrupted
+
+    study, cfg, run, a, _ = _interrupted_twice(tmp_path, "none", b_saved=True)
+
+    def stale(paths):
+        raise OSError(116, "Stale file handle")  # NFS
+
+    monkeypatch.setattr(checkpoints, "remove", stale)
+    assert requeue_interrupted(study, cfg, run) == [4096]
+    assert study.trials[-1].state == S.WAITING and a.is_dir()
+
+
+def test_resume_stores_absolute_checkpoint_paths_from_a_relative_run_dir(tmp_path, monkeypatch):
+    """`tlmsearch resume runs/x` stored runs/x/ray/...: relative to the cwd, which a Ray trial
+    changes to its own folder, so the trial silently started from zero."""
+    from tlmsearch.search.runner import requeue_interrupted
+    from tlmsearch.search.samplers import RESUME_FROM
+
+    study, cfg, _, _, b = _interrupted_twice(tmp_path, "none", b_saved=True)
+    monkeypatch.chdir(tmp_path)
+    assert requeue_interrupted(study, cfg, Path("run")) == [4096]
+    assert study.trials[-1].user_attrs[RESUME_FROM] == str(b.resolve())
 
 
 def test_a_requeued_trial_that_saved_nothing_yet_keeps_the_one_it_resumed_from(tmp_path):

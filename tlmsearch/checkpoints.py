@@ -184,9 +184,18 @@ def retain(trial_dir: str | Path, keep_weights: str, completed: bool) -> Path | 
     return kept
 
 
-def keep_only(run_dir: str | Path, numbers: set[int]) -> list[dict[str, Any]]:
-    """``best`` at the end of a run: remove the kept weights of trials not in ``numbers``;
+def keep_only(
+    run_dir: str | Path, numbers: set[int], paths: set[str] | frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """``best`` at the end of a run: remove the kept weights of trials not in ``numbers``,
+    except the folders in ``paths`` (weights a trial kept that another trial wrote: resumed
+    from an interrupted one's final checkpoint, whose meta names the interrupted trial);
     returns those removed."""
-    gone = [w for w in kept_weights(run_dir) if w["number"] not in numbers]
+    keep = {Path(p).resolve() for p in paths}
+    gone = [
+        w
+        for w in kept_weights(run_dir)
+        if w["number"] not in numbers and Path(w["path"]).resolve() not in keep
+    ]
     remove([Path(w["path"]) for w in gone])
     return gone

@@ -30,7 +30,6 @@ from tlmsearch.report.html import (
 from tlmsearch.results import load_run
 
 WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml", "analysis.parquet")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _POLL = """<script>
 (function(){
@@ -171,19 +170,44 @@ def make_server(
             except Exception as err:  # a half-written or broken run dir: say so, keep serving
                 self._send(f"{type(err).__name__}: {err}".encode(), "text/plain", 500)
 
-    family, _, _, _, address = socket.getaddrinfo(
-        bare_host(host), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]  # "::1" or a name that resolves to IPv6 needs an AF_INET6 socket
+    family, address = listen_address(host, port)
 
     class Server(ThreadingHTTPServer):
         address_family = family
 
-    return Server(address[:2], Handler)
+    return Server(address, Handler)
+
+
+def listen_address(host: str, port: int) -> tuple[socket.AddressFamily, tuple]:
+    """The socket family and address to bind for ``--host``: an IPv6 literal (``::1``, also in
+    URL brackets, scope ids kept) on IPv6; a name on its IPv4 address when it has one (as
+    before: ``localhost`` stays 127.0.0.1 where /etc/hosts lists ``::1`` first), else on its
+    IPv6 one; ``""`` on every IPv4 interface, as the stdlib server takes it.
+    Raises ``socket.gaierror`` (or ``UnicodeError``) for what is no address or name."""
+    if host == "":
+        return socket.AF_INET, ("", port)
+    found = socket.getaddrinfo(
+        bare_host(host), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    family, _, _, _, address = next((a for a in found if a[0] == socket.AF_INET), found[0])
+    return family, address
 
 
 def bare_host(host: str) -> str:
     """``[::1]`` (as written in URLs) -> ``::1``."""
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def is_loopback(server: ThreadingHTTPServer) -> bool:
+    """Whether the server listens on a loopback address only (127.0.0.0/8, ::1, ::ffff:127.x)."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(str(server.server_address[0]).split("%")[0])
+    except ValueError:  # "" (every interface)
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
@@ -212,7 +236,7 @@ def serve(
     server = make_server(run_dir, host, port, interval)
     run = Path(run_dir)
     echo(f"live dashboard of {run}: {url_of(server)} (Ctrl-C stops it)")
-    if bare_host(host) not in LOOPBACK:
+    if not is_loopback(server):
         echo(f"warning: listening on {host}, reachable from other machines; no authentication")
     data = load_run(run)
     hint = optuna_dashboard_hint(run, data.config, data.status)

@@ -11,7 +11,8 @@ A trial ends in one of two kinds of failure:
   per trial) starts the trial again, from its last checkpoint if it wrote one (else from the
   start): ``search.max_retries`` times, the uniform baseline :data:`CONTROL_EXTRA_RETRIES`
   more, because without it no candidate of its seed has a control. Then the trial is FAIL with
-  one of the reasons below, and its checkpoints are removed (unless ``keep_weights: all``).
+  one of the reasons below (:func:`is_lost`), and its last checkpoint stays:
+  ``tlmsearch resume --retry-failed`` continues it from there.
 
 Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both (private
 APIs, so tests/test_search_killed.py checks them on every Ray upgrade):
@@ -121,6 +122,13 @@ def _with_detail(reason: str, text: str) -> str:
     if reason == WORKER_DIED and (m := _PID.search(text)):
         return f"{reason} (pid {m.group(1)})"
     return reason
+
+
+def is_lost(reason: str | None) -> bool:
+    """Whether a trial's recorded reason is the system's (a lost worker or node, memory), not
+    its own: such a trial, retried, may continue from its last checkpoint."""
+    lost = (OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED, NODE_LOST)
+    return bool(reason) and str(reason).startswith(lost)
 
 
 def exception_line(err: BaseException) -> str:

@@ -49,7 +49,7 @@ def rung_dir(run: Path, index: int) -> Path:
 def rung_study_name(run: Path, index: int) -> str:
     """The Optuna study of rung ``index``: ``<ladder run>.rung-<index>``, so the rungs of every
     ladder can share one server storage (``storage.optuna: postgresql://...``)."""
-    return f"{run.name}.{rung_dir(run, index).name}"
+    return f"{run.resolve().name}.{rung_dir(run, index).name}"  # resolved: `resume .` too
 
 
 def rung_study(
@@ -214,7 +214,12 @@ def _check_shared_storage(cfg: StudyConfig, run: Path) -> None:
     from tlmsearch.search.storage import open_storage, redact, storage_url
 
     url = storage_url(cfg.storage, run)
-    taken = set(optuna.get_all_study_names(open_storage(url)))
+    try:
+        taken = set(optuna.get_all_study_names(open_storage(url)))
+    except ConfigError:
+        raise
+    except Exception as err:  # unreachable server, a SQLite file in a missing folder, ...
+        raise ConfigError(f"storage.optuna: cannot open {redact(url)}: {err}") from None
     clash = [n for i in range(len(cfg.ladder or [])) if (n := rung_study_name(run, i)) in taken]
     if clash:
         raise ConfigError(

@@ -147,7 +147,8 @@ class OptunaPruningScheduler(FIFOScheduler):
     ``max_retries``: how often Ray starts a trial again after a system error (the uniform
     baseline: once more, :func:`~tlmsearch.search.failures.max_failures`).
     ``keep_weights``: ``search.keep_weights``, applied to a trial's checkpoints when it ends
-    (completed, pruned or failed in its final report; not when Ray retries it).
+    (completed, pruned or failed in its final report); not when Ray retries it, nor when the
+    system lost it for good (its last checkpoint is for ``resume --retry-failed``).
     """
 
     def __init__(
@@ -262,10 +263,9 @@ class OptunaPruningScheduler(FIFOScheduler):
             reason = error_reason(trial)
             self._errors.setdefault(trial.trial_id, []).append(reason)
             ot.set_user_attr("reason", reason)
-        if not trial.should_recover():
-            # The final error: Ray will not retry from these checkpoints, and `resume` runs a
-            # failed trial again from the start (a trial at 440M leaves ~5 GB each).
-            self._retain(trial, ot, completed=False)
+        # A trial lost for good keeps its last checkpoint (Ray keeps one): `tlmsearch resume
+        # --retry-failed` continues it from there (runner.requeue_failed), and that trial's end
+        # removes it.
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         # Pruned trials come here too, after STOP, and so do trials stopped unfinished when the
@@ -287,8 +287,6 @@ class OptunaPruningScheduler(FIFOScheduler):
         from tlmsearch import checkpoints
         from tlmsearch.search.samplers import RESUME_FROM
 
-        if not getattr(trial, "path", None):
-            return  # never started: no folder
         try:
             kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
             before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)

@@ -111,18 +111,8 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
 
     run.mkdir(parents=True, exist_ok=True)
     (run / "study.yaml").write_text(cfg.to_yaml())
-    try:
-        study = optuna.create_study(
-            storage=open_storage(url), study_name=study_name, **_directions(cfg)
-        )
-    except optuna.exceptions.DuplicatedStudyError:
-        (run / "study.yaml").unlink()
-        raise ConfigError(
-            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
-            "pick another run with --name NEW"
-        ) from None
-    study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
-    write_initial_queue(study, cfg)
+    # run.json names the Optuna study before it exists: a driver that dies in between leaves
+    # a run dir that says which study it is (a ladder rung's is not its study.yaml's name)
     _write_status(
         run,
         "running",
@@ -132,6 +122,19 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
         versions=_versions(),
         git_sha=_git_sha(),
     )
+    try:
+        study = optuna.create_study(
+            storage=open_storage(url), study_name=study_name, **_directions(cfg)
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        (run / "study.yaml").unlink()
+        (run / "run.json").unlink(missing_ok=True)
+        raise ConfigError(
+            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
+            "pick another run with --name NEW"
+        ) from None
+    study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
+    write_initial_queue(study, cfg)
     return study
 
 
@@ -146,7 +149,7 @@ def resume_run(
 
     ``retry_failed``: failed trials are queued again too (e.g. after more memory was freed).
     """
-    run = Path(run_dir)
+    run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
     cfg, study = export.open_run(run)
     info = export.run_info(run)
     pid, host = info.get("driver_pid"), info.get("driver_host")
@@ -158,7 +161,8 @@ def resume_run(
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
     if retry_failed:
-        echo(f"resume: {requeue_failed(study, cfg)} failed trial(s) queued again")
+        again = requeue_failed(study, cfg, run)
+        echo(f"resume: {len(again)} failed trial(s) queued again{_mid_way(again)}")
     elif failed := export.counts(study)["FAIL"]:
         echo(f"resume: {failed} failed trial(s) kept; --retry-failed runs them again")
     if cfg.search.racing:
@@ -229,15 +233,26 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
     import optuna
 
     out: list[int | None] = []
+    run = run.resolve() if run is not None else None
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
-        if run is not None and cfg.search.keep_weights != "all":
-            drop_superseded(run, ft.user_attrs, keep=found[0] if found else None)
         _enqueue_again(study, cfg, ft.user_attrs, resume_from=str(found[0]) if found else None)
         out.append(found[1] if found else None)
+        _drop_superseded_safely(run, cfg, ft.user_attrs, found)
     return out
+
+
+def _drop_superseded_safely(
+    run: Path | None, cfg: StudyConfig, attrs: dict[str, Any], found: tuple[Path, int] | None
+) -> None:
+    """:func:`drop_superseded` once the trial is queued again, unless ``keep_weights: all``; a
+    storage error here loses nothing (the checkpoints stay)."""
+    if run is None or found is None or cfg.search.keep_weights == "all":
+        return
+    with contextlib.suppress(OSError):
+        drop_superseded(run, attrs, keep=found[0])
 
 
 def _checkpoint_places(run: Path, attrs: dict[str, Any]) -> list[Path]:
@@ -263,7 +278,7 @@ def interrupted_checkpoint(run: Path, attrs: dict[str, Any]) -> tuple[Path, int]
     return best
 
 
-def drop_superseded(run: Path, attrs: dict[str, Any], keep: Path | None) -> int:
+def drop_superseded(run: Path, attrs: dict[str, Any], keep: Path) -> int:
     """Remove an interrupted trial's checkpoints other than ``keep`` (the one its requeued
     trial continues from): those in its own folders and the one it had itself resumed from.
     Without this a trial interrupted twice (A -> B -> C) left A's behind for good. Returns the
@@ -273,13 +288,8 @@ def drop_superseded(run: Path, attrs: dict[str, Any], keep: Path | None) -> int:
     folders = _checkpoint_places(run, attrs)
     if attrs.get(RESUME_FROM):
         folders.append(Path(attrs[RESUME_FROM]).parent)
-    resolved = keep.resolve() if keep is not None else None
-    dead = [
-        c
-        for f in folders
-        for c in checkpoints.checkpoint_dirs(f)
-        if resolved is None or c.resolve() != resolved
-    ]
+    keep = keep.resolve()
+    dead = [c for f in folders for c in checkpoints.checkpoint_dirs(f) if c.resolve() != keep]
     return checkpoints.remove(dead)
 
 
@@ -292,17 +302,31 @@ def _mid_way(tokens: list[int | None]) -> str:
     return f", {len(found)} from a checkpoint at {at} tokens"
 
 
-def requeue_failed(study: Any, cfg: StudyConfig) -> int:
-    """Failed trials (not interrupted ones): queue each again, once (the new one names it)."""
+def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> list[int | None]:
+    """Failed trials (not interrupted ones): queue each again, once (the new one names it).
+
+    One the system lost (:func:`~tlmsearch.search.failures.is_lost`: a dead worker or node,
+    memory) continues from the last checkpoint it left in ``run``; one that failed on its own
+    (diverged, raised) starts from zero, as continuing would fail the same way. Returns, per
+    trial queued, the tokens of the checkpoint it continues from (None: from zero).
+    """
     import optuna
 
+    from tlmsearch.search.failures import is_lost
+
     done = export.requeued(study)
-    n = 0
+    out: list[int | None] = []
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
         if ft.user_attrs.get(export.INTERRUPTED) or ft.number in done:
             continue
-        n += _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number)
-    return n
+        found = None
+        if run is not None and is_lost(ft.user_attrs.get("reason")):
+            found = interrupted_checkpoint(run.resolve(), ft.user_attrs)
+        resume_from = str(found[0]) if found else None
+        if _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number, resume_from=resume_from):
+            out.append(found[1] if found else None)
+            _drop_superseded_safely(run.resolve() if run else None, cfg, ft.user_attrs, found)
+    return out
 
 
 def _enqueue_again(
@@ -493,7 +517,10 @@ def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, A
     numbers = {int(n) for n in trials.loc[keep, "number"]}
     if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
         numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}
-    gone = checkpoints.keep_only(run, numbers)
+    # the folder each kept trial names: a trial resumed from an interrupted one's final
+    # checkpoint keeps weights whose meta names the interrupted trial's number
+    paths = set(trials.loc[keep, "weights"].dropna()) - {""} if "weights" in trials else set()
+    gone = checkpoints.keep_only(run, numbers, paths)
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     for w in gone:
         if w["number"] in by_number:
