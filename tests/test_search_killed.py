@@ -163,6 +163,31 @@ def test_a_killed_worker_is_retried_or_fail_and_resume_runs_it_only_when_asked(t
     assert len(attempts) == 2
 
 
+def test_a_trial_lost_for_good_is_retried_from_its_checkpoint_when_asked(tmp_path):
+    """Out of retries, a lost trial keeps its last checkpoint; `resume --retry-failed` goes on
+    from it (it started from zero before: hours at 440M) with the straight run's curve, and
+    that trial's end removes it (keep_weights none)."""
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "faults.json").write_text(json.dumps({"kill": [[COSINE, 0, 1]]}))
+    study, data = _ckpt_study(tmp_path, "lost", max_retries=0)
+    run, env = tmp_path / "runs" / "lost", _env(faults)
+    code, log = _run(["run", str(study)], env, tmp_path / "run.log", faults / "waiting.jsonl")
+    assert code == 0, log
+    assert "1 failed" in log and _row(pd.read_parquet(run / "trials.parquet"), COSINE, 0)[
+        "reason"
+    ].startswith("worker died"), log
+    assert len(list(run.glob("ray/*/*/checkpoint_*"))) == 1  # the lost trial's, at 2,048
+
+    code, log = _run(["resume", str(run), "--retry-failed"], env, tmp_path / "retry.log")
+    assert code == 0, log
+    assert "1 failed trial(s) queued again, 1 from a checkpoint at 2,048 tokens" in log, log
+    attempts = list(_attempts(faults, COSINE, 0).values())
+    assert attempts == [[2048], [4096, 6144, 8192]]  # went on from 2,048 tokens
+    assert _trial_curve(run, COSINE, 0) == _straight_curve(data, COSINE, 0)  # exactly
+    assert not list(run.glob("ray/*/*/checkpoint_*"))
+
+
 def _memory() -> tuple[int, int]:
     """(used, total) bytes as Ray's memory monitor counts them (cgroup-aware)."""
     from ray._private.utils import get_system_memory, get_used_memory
