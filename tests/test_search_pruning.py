@@ -450,3 +450,46 @@ def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path)
     searcher.on_trial_complete("new", result=final)
     assert [p.name for p in checkpoint_dirs(old)] == ["checkpoint_000001"]
     assert _frozen(searcher, 0).user_attrs["weights"] == str(old / "checkpoint_000001")
+
+
+@pytest.mark.slow
+def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
+    """The scheduler's STOP through a real `tlmsearch run` (Ray Tune stops the trial, the
+    trials table says PRUNED and why): one candidate reports 1 bit/byte worse than it trained
+    (the faults hook's ``shift``), one trial at a time, so the median pruner has finished
+    trials to compare with. The real-training run in test_search_run may prune nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+    import yaml
+    from search_helpers import tiny_study
+
+    from tlmsearch.search.faults import ENV
+
+    bad = {"shape": "cosine", "r_start": 1.5}  # linear 1.5 has its widths at 2 layers
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "faults.json").write_text(json.dumps({"shift": [[bad, 1.0]]}))
+    data = tiny_study(tmp_path, search={"pruner": "median", "seeds": [0, 1], "concurrency": 1})
+    data["name"] = "pruned"
+    (tmp_path / "pruned.yaml").write_text(yaml.safe_dump(data))
+    exe = str(Path(sys.executable).with_name("tlmsearch"))
+    proc = subprocess.run(
+        [exe, "run", str(tmp_path / "pruned.yaml")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, ENV: str(faults)},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    df = pd.read_parquet(tmp_path / "runs" / "pruned" / "trials.parquet")
+    shifted = df[df["params_json"] == json.dumps(bad, sort_keys=True)]
+    assert len(shifted) == 2
+    assert (shifted["state"] == "PRUNED").any()  # seed 1's at least: 3 trials finished before
+    pruned = df[df["state"] == "PRUNED"]  # (a real candidate below the median may be too)
+    assert pruned["reason"].str.contains("pruned by Median at").all()
+    assert (pruned["tokens"] >= 2048).all() and (pruned["tokens"] < 8192).all()
+    assert (df.loc[df["state"] != "PRUNED", "state"] == "COMPLETE").all()

@@ -113,6 +113,8 @@ def test_trials_table(finished):
     assert (base["delta_val_bpb"] == 0).all()
     done = df[df["state"] == "COMPLETE"]
     assert (done["tokens"] >= 8192).all() and done["val_bpb"].notna().all()
+    # whatever the median pruner stopped in real training, maybe nothing; a prune through Ray
+    # is certain in test_search_pruning's test_through_ray_a_clearly_worse_candidate_...
     pruned = df[df["state"] == "PRUNED"]
     assert (pruned["tokens"] < 8192).all()
     assert pruned["reason"].str.contains("pruned by Median").all()

@@ -12,11 +12,16 @@ eval the trainable appends ``{"pid", "seed", "candidate", "tokens"}`` to ``FOLDE
   end.
 - ``hog``: the worker allocates memory, touching every page, until something kills it (Ray's
   memory monitor, in the test), or raises after ``cap_bytes``.
+
+``"shift": [[candidate, delta], ...]`` adds ``delta`` to that candidate's reported val_bpb and
+val_loss at every eval (:func:`shifted`): a candidate clearly worse than the others, so a test
+can count on a pruner stopping it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -53,6 +58,22 @@ def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
         raise RuntimeError("test fault: waited 120 s to be killed")
     if asked("hog"):
         _allocate(int(faults["cap_bytes"]))
+
+
+def shifted(candidate: Mapping[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the ``shift`` of ``faults.json`` for ``candidate`` added (val_bpb,
+    val_loss; val_ppl follows); ``values`` itself when inert or not asked."""
+    folder = os.environ.get(ENV)
+    spec = Path(folder) / "faults.json" if folder else None
+    if spec is None or not spec.is_file():
+        return values
+    delta = sum(d for c, d in json.loads(spec.read_text()).get("shift", []) if c == candidate)
+    if not delta or "val_loss" not in values:
+        return values
+    out = {**values, "val_loss": values["val_loss"] + delta}
+    out["val_bpb"] = values.get("val_bpb", 0.0) + delta
+    out["val_ppl"] = math.exp(min(out["val_loss"], 700.0))
+    return out
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

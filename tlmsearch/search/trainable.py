@@ -123,6 +123,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
             reporter.report({**_metrics(ev, static), **static, "final": False})
 
     def on_eval(ev: dict[str, Any]) -> bool:
+        ev = faults.shifted(candidate, ev)  # tests only; inert otherwise
         report = {**_metrics(ev, static), **static, "final": False}
         reporter.report(report)
         last.update(report)
@@ -146,7 +147,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes, **run)
     else:
         summary = train_proxy(model, plan.widths, data, cfg.train, device=trial_device(cfg), **run)
-    metrics = dict(summary.metrics or {})
+    metrics = faults.shifted(candidate, dict(summary.metrics or {}))
     metrics.update(tokens=summary.tokens, wall_s=time.time() - start)
     reporter.report(
         {
