@@ -10,7 +10,9 @@ For each run: every candidate's paired effect vs uniform (val_bpb, mean over its
 95% interval, noise units, seeds, how its race ended) and the same as a perplexity ratio
 (exp of the mean paired delta of val_loss: the paper reports perplexity), beside the paper's
 440M numbers where it has one; for a run with ``analysis.parquet``, the ablation per layer;
-for a ladder run (``fidelity.json``), the rank agreement between its rungs. Markdown on stdout.
+for a ladder run (``fidelity.json``), the rank agreement between its rungs; for a run of the
+taper grid, the paper's grid claims tested on paired seeds (:func:`grid_table`). Markdown on
+stdout.
 """
 
 from __future__ import annotations
@@ -83,6 +85,89 @@ def effects_table(run: Path) -> str:
     return "\n".join(lines)
 
 
+GRID_SHAPES = ("cosine", "linear", "sigmoid")
+
+
+def _grid_cells(trials: pd.DataFrame) -> dict[tuple[str, float], str]:
+    """(shape, r_start) -> params_json, for the taper grid's candidates of a run."""
+    out = {}
+    for key in trials["params_json"].dropna().unique():
+        p = json.loads(key)
+        if p.get("shape") in GRID_SHAPES and "r_start" in p:
+            out[(p["shape"], float(p["r_start"]))] = key
+    return out
+
+
+def _pair(pairs: pd.DataFrame, a: str, b: str) -> str:
+    row = pairs[(pairs["a"] == a) & (pairs["b"] == b)]
+    if row.empty or int(row["n"].iloc[0]) == 0:
+        return "-"
+    r = row.iloc[0]
+    if math.isfinite(r["lo"]):
+        mark = " **sep**" if bool(r["separated"]) else ""
+        return f"{r['mean']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] ({int(r['n'])}){mark}"
+    return f"{r['mean']:+.4f} ({int(r['n'])} seed, no interval)"
+
+
+def grid_table(run: Path) -> str:
+    """The paper's grid claims, tested on the run's paired seeds: the shape x ratio matrix of
+    effects vs uniform, "cosine is best at every ratio" (cosine minus linear and minus sigmoid
+    at each ratio) and "U-shaped in the ratio, best at 1.5/0.5" (1.5 minus its neighbours, per
+    shape): each a mean paired difference of val_bpb over the seeds both ran, with its 95% t
+    interval (**sep**: the interval excludes 0), and the number of those seeds."""
+    from tlmsearch import stats
+    from tlmsearch.conclusions import study_effects, study_noise
+    from tlmsearch.results import load_run
+
+    t = load_run(run).trials
+    cells = _grid_cells(t)
+    ratios = sorted({r for _, r in cells})
+    if len(ratios) < 2 or len({s for s, _ in cells}) < 2:
+        return ""
+    eff = study_effects(t, "val_bpb", key="params_json").set_index("params_json")
+    pairs = stats.pairwise(
+        t, "val_bpb", list(cells.values()), key="params_json",
+        noise=study_noise(t, "val_bpb", key="params_json"),
+    )  # fmt: skip
+    head = " | ".join(f"{r:g}->{2 - r:g}" for r in ratios)
+    lines = ["Effect on val_bpb vs uniform (mean paired delta, seeds):", "",
+             f"| shape | {head} |", "|---" * (1 + len(ratios)) + "|"]  # fmt: skip
+    for shape in GRID_SHAPES:
+        row = []
+        for r in ratios:
+            key = cells.get((shape, r))
+            if key is None or key not in eff.index:
+                row.append("-")
+                continue
+            e = eff.loc[key]
+            sep = "*" if pd.notna(e["separated"]) and bool(e["separated"]) else ""
+            row.append(f"{e['mean_delta']:+.4f}{sep} ({int(e['n'])})")
+        lines.append(f"| {shape} | " + " | ".join(row) + " |")
+    lines += ["", "(* separated from uniform at 95%)", "",
+              "Cosine best at every ratio? cosine minus the other shape (negative: cosine "
+              "better), 95% CI (common seeds):", "",
+              "| ratio | cosine - linear | cosine - sigmoid |", "|---|---|---|"]  # fmt: skip
+    for r in ratios:
+        cos = cells.get(("cosine", r))
+        lines.append(
+            f"| {r:g}->{2 - r:g} | {_pair(pairs, cos, cells.get(('linear', r)))} "
+            f"| {_pair(pairs, cos, cells.get(('sigmoid', r)))} |"
+        )
+    if 1.5 in ratios:
+        lower = max((r for r in ratios if r < 1.5), default=None)
+        upper = min((r for r in ratios if r > 1.5), default=None)
+        lines += ["", "Best at 1.5/0.5 (a U in the ratio)? 1.5->0.5 minus its neighbours "
+                  "(negative: 1.5 better):", "",
+                  f"| shape | 1.5 - {lower:g} | 1.5 - {upper:g} |", "|---|---|---|"]  # fmt: skip
+        for shape in GRID_SHAPES:
+            mid = cells.get((shape, 1.5))
+            lines.append(
+                f"| {shape} | {_pair(pairs, mid, cells.get((shape, lower)))} "
+                f"| {_pair(pairs, mid, cells.get((shape, upper)))} |"
+            )
+    return "\n".join(lines)
+
+
 def ablation_table(run: Path) -> str:
     path = run / "analysis.parquet"
     if not path.exists():
@@ -145,6 +230,9 @@ def main() -> None:
                 print(f"### {run.name}/{rung.name}\n\n{effects_table(rung)}\n")
             continue
         print(effects_table(run) + "\n")
+        grid = grid_table(run)
+        if grid:
+            print(grid + "\n")
         print("Per-layer diagnostics (mean over kept models):\n\n" + ablation_table(run) + "\n")
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fixtures_run import make_run
+from fixtures_run import make_run, make_trials
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,7 +20,33 @@ def test_the_paper_tables_come_from_the_run_dir(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert out.startswith("## syn") and "uniform: val_bpb 1.49" in out
-    rows = [ln for ln in out.splitlines() if ln.startswith(("| cosine", "| linear"))]
+    effects = out.split("Effect on val_bpb vs uniform")[0]  # the grid's claims come after
+    rows = [ln for ln in effects.splitlines() if ln.startswith(("| cosine", "| linear"))]
     assert len(rows) == 6  # 2 shapes x 3 ratios, each with its seeds, interval and ppl ratio
     assert all("| 3 |" in r and "(own)" in r for r in rows)
+    assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" in out
     assert "no analysis.parquet" in out
+
+
+def test_the_grid_claims_are_paired_differences_with_known_answers(tmp_path: Path) -> None:
+    """cosine - linear at 1.5 is -0.02 on every seed up to +-0.001: separated; cosine - sigmoid
+    at 1.5 is -0.02 +- 0.01: its t interval (2 df) holds 0. Values are final val_bpb."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import paper
+
+    effect = {("cosine", 1.5): -0.05, ("linear", 1.5): -0.03, ("sigmoid", 1.5): -0.03}
+    jitter = {("cosine", 1.5): (0.001, 0.0, -0.001), ("sigmoid", 1.5): (-0.009, 0.0, 0.009)}
+    trials, curves = make_trials(shapes=("cosine", "linear", "sigmoid"), seeds=(0, 1, 2))
+    for t in trials:
+        cell = (t["params"]["shape"], t["params"].get("r_start"))
+        t["val_bpb"] = 2.0 + 0.1 * t["seed"] + effect.get(cell, -0.01 * (cell[0] != "uniform"))
+        t["val_bpb"] += jitter.get(cell, (0.0, 0.0, 0.0))[t["seed"]]
+    out = paper.grid_table(make_run(tmp_path / "grid", trials=trials, curves=curves))
+    row = next(ln for ln in out.splitlines() if ln.startswith("| 1.5->0.5 |"))
+    linear, sigmoid = row.split(" | ")[1:3]
+    # a - b over seeds: [-0.021, -0.020, -0.019] and [-0.030, -0.020, -0.010] (sd 0.001, 0.01)
+    half = 4.302653 * 0.001 / 3**0.5  # t(0.975, 2 df) sd / sqrt(3)
+    assert linear == f"-0.0200 [{-0.02 - half:+.4f}, {-0.02 + half:+.4f}] (3) **sep**"
+    assert sigmoid.startswith("-0.0200 [-0.0448, +0.0048] (3)") and "sep" not in sigmoid
+    assert "| cosine | -0.0100* (3) | -0.0500* (3) | -0.0100* (3) |" in out  # sd 0: separated
+    assert "| linear | -0.0200 [" in out  # 1.5 - 1.25 for linear: -0.03 - (-0.01), every seed
