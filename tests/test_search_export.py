@@ -535,7 +535,7 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
         def get_trials(self, deepcopy=False):
             return []
 
-    keep_best_weights(tmp_path, _Study(), trials, [{"params": best}])
+    keep_best_weights(tmp_path, trials, [{"params": best}])
     assert kept == [{0, 1, 2}]
 
 
@@ -564,12 +564,52 @@ def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
         "weights": [str(folders[0]), str(folders[2]), str(folders[3])],
     })  # fmt: skip
 
-    class _Study:
-        def get_trials(self, deepcopy=False):
-            return []
-
-    assert keep_best_weights(tmp_path, _Study(), trials, [{"params": best}]) == 1
+    assert keep_best_weights(tmp_path, trials, [{"params": best}]) == 1
     assert folders[0].is_dir() and folders[2].is_dir() and not folders[3].exists()
+
+
+def test_a_finished_run_keeping_the_best_weights_thins_them_and_its_table(tmp_path):
+    """The end of a `keep_weights: best` run, on a real Optuna storage: it raised
+    UpdateFinishedTrialError (clearing a finished trial's `weights` attribute), after removing
+    the weights and before writing run.json, so the measured paper_grid run ended in a
+    traceback. Now the losers' folders go and the table names only the folders that stay."""
+    import optuna
+    import pandas as pd
+
+    from tlmsearch import checkpoints
+    from tlmsearch.search.runner import _finish
+    from tlmsearch.search.samplers import CANDIDATE, SEED
+
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1], "keep_weights": "best"})
+    (run / "study.yaml").write_text(cfg.to_yaml())
+    url = f"sqlite:///{run / 'optuna.db'}"
+    study = optuna.create_study(study_name="tiny", storage=url)
+    best, loser = {"shape": "cosine", "r_start": 1.5}, {"shape": "linear", "r_start": 1.25}
+    rows = [({"shape": "uniform"}, (2.1, 2.2)), (best, (2.0, 2.1)), (loser, (2.3, 2.4))]
+    meta = {"candidate": {}, "widths": [64, 64], "model": {}, "final": True, "tokens": 8192}
+    for number, (params, seed) in enumerate((p, s) for p, _ in rows for s in (0, 1)):
+        value = next(v for p, v in rows if p == params)[seed]
+        folder = checkpoints.write_checkpoint(
+            run / f"ray/session-0/trial_{number}/checkpoint_000001",
+            {"model": {}},
+            {**meta, "number": number, "seed": seed},
+        )
+        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "weights": str(folder),
+                 "metrics": {"val_bpb": value, "tokens": 8192}}  # fmt: skip
+        study.add_trial(
+            optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE,
+                                      value=value, user_attrs=attrs)
+        )  # fmt: skip
+    result = _finish(run, cfg, study, url, "finished", 0.0, echo=lambda _: None)
+    assert result.status == "finished"
+    kept = {w["number"] for w in checkpoints.kept_weights(run)}
+    assert kept == {0, 1, 2, 3}  # uniform's and the best's, both seeds
+    table = pd.read_parquet(run / "trials.parquet")
+    named = table.loc[table["weights"].fillna("") != "", "number"]
+    assert set(named) == {0, 1, 2, 3}
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
 
 def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):

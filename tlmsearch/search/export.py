@@ -92,7 +92,10 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once
             row["stands_for"] = json.dumps([describe(c) for c in json.loads(attrs[STANDS_FOR])])
-        if attrs.get(WEIGHTS):  # the folder of its kept final weights (search.keep_weights)
+        if attrs.get(WEIGHTS) and Path(attrs[WEIGHTS]).is_dir():
+            # the folder of its kept final weights (search.keep_weights), while it exists
+            # (keep_weights: best removes the others at the end; a finished trial's attributes
+            # cannot change)
             row["weights"] = attrs[WEIGHTS]
         for k in METRIC_KEYS:
             row[k] = _num(last.get(k))

@@ -487,7 +487,7 @@ def _finish(
     trials = export.write_tables(run, study, cfg)
     doc = export.write_best(run, trials, cfg)
     if status == "finished" and cfg.search.keep_weights == "best":
-        removed = keep_best_weights(run, study, trials, doc["best"])
+        removed = keep_best_weights(run, trials, doc["best"])
         if removed:
             echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
             trials = export.write_tables(run, study, cfg)
@@ -505,9 +505,13 @@ def _finish(
     return result
 
 
-def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, Any]]) -> int:
+def keep_best_weights(run: Path, trials: Any, best: list[dict[str, Any]]) -> int:
     """``keep_weights: best``: remove the kept weights of every trial that is neither a uniform
-    baseline nor a seed of a best candidate (best.yaml's); returns how many were removed."""
+    baseline nor a seed of a best candidate (best.yaml's); returns how many were removed.
+
+    The trials' ``weights`` attribute is left as it is (Optuna refuses to change a finished
+    trial): the trials table names a folder only while it exists (:func:`export.trial_records`).
+    """
     from tlmsearch import checkpoints
 
     if trials.empty:
@@ -520,14 +524,7 @@ def keep_best_weights(run: Path, study: Any, trials: Any, best: list[dict[str, A
     # the folder each kept trial names: a trial resumed from an interrupted one's final
     # checkpoint keeps weights whose meta names the interrupted trial's number
     paths = set(trials.loc[keep, "weights"].dropna()) - {""} if "weights" in trials else set()
-    gone = checkpoints.keep_only(run, numbers, paths)
-    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
-    for w in gone:
-        if w["number"] in by_number:
-            study._storage.set_trial_user_attr(
-                by_number[w["number"]]._trial_id, export.WEIGHTS, ""
-            )
-    return len(gone)
+    return len(checkpoints.keep_only(run, numbers, paths))
 
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
