@@ -612,6 +612,26 @@ def test_a_finished_run_keeping_the_best_weights_thins_them_and_its_table(tmp_pa
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
 
+def test_a_tie_with_every_compared_candidate_says_the_ones_below_were_not_compared(tmp_path):
+    """The verdict compares the best with the next 4 ranked: a tie with all of them was worded
+    as the whole top group (paper_grid's "five-way tie" of 15)."""
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
+    rows = [(s, {"shape": "uniform"}, 2.0 + 0.1 * s) for s in range(3)]
+    # 6 candidates 0.001 apart in the mean, each with its own seed noise of 0.05: all tied
+    noise = [(5, -5, 0), (0, 5, -5), (-5, 0, 5), (5, 0, -5), (0, -5, 5), (-5, 5, 0)]
+    cands = [{"shape": sh, "r_start": r, **({"k": 10.0} if sh == "sigmoid" else {})}
+             for r in (1.25, 1.5) for sh in ("cosine", "linear", "sigmoid")]  # fmt: skip
+    for n, cand in enumerate(cands):
+        rows += [(s, cand, 2.0 + 0.1 * s - 0.001 * n + 0.01 * noise[n][s]) for s in range(3)]
+    doc = best_document(_race_frame(rows), cfg)
+    group = doc["conclusions"]["top_group"]
+    assert len(group["tied_with"]) == 4 and group["separated_from"] == [], group
+    assert (
+        "; 1 lower-ranked candidate(s) were not compared, so the tie may go further"
+        in doc["verdict"]
+    ), doc["verdict"]
+
+
 def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
     a, b = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}

@@ -223,6 +223,26 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     assert study.trials[-1].user_attrs[RESUME_FROM] == str(saved)
 
 
+@pytest.mark.parametrize("keep", ["none", "all"])
+def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, keep):
+    """A Ray-level error that is not the system's (unreadable, or an unknown kind) is retried
+    from zero by --retry-failed: nothing would ever remove its checkpoints."""
+    from tlmsearch.checkpoints import checkpoint_dirs
+
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=0)
+    sched._keep_weights = keep
+    _trial(searcher, sched, ctrl, "a")
+    cand = _trial(searcher, sched, ctrl, "b")
+    cand.get_pickled_error = lambda: None  # Ray's error unreadable
+    saved = _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
+    _lose(sched, ctrl, cand)
+    searcher.on_trial_complete("b", error=True)
+    assert searcher._ot_study.get_trials()[1].user_attrs["reason"] == (
+        "the trial raised an exception"
+    )
+    assert checkpoint_dirs(cand.path) == ([saved] if keep == "all" else [])
+
+
 def test_a_trial_that_failed_on_its_own_is_retried_from_zero(tmp_path):
     from tlmsearch.search.samplers import RESUME_FROM
 

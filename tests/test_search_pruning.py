@@ -452,6 +452,19 @@ def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path)
     assert _frozen(searcher, 0).user_attrs["weights"] == str(old / "checkpoint_000001")
 
 
+def test_the_fault_hook_is_inert_and_says_when_it_is_armed(tmp_path, monkeypatch):
+    from tlmsearch.search import faults
+
+    monkeypatch.delenv(faults.ENV, raising=False)
+    ev = {"val_bpb": 2.0, "val_loss": 5.5}
+    assert faults.warning() is None and faults.shifted({"shape": "uniform"}, ev) is ev
+    (tmp_path / "faults.json").write_text('{"shift": [[{"shape": "uniform"}, 1.0]]}')
+    monkeypatch.setenv(faults.ENV, str(tmp_path))
+    assert "the test fault hook is armed" in faults.warning()
+    assert faults.shifted({"shape": "uniform"}, ev)["val_bpb"] == 3.0
+    assert faults.shifted({"shape": "cosine"}, ev) is ev
+
+
 @pytest.mark.slow
 def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     """The scheduler's STOP through a real `tlmsearch run` (Ray Tune stops the trial, the
@@ -485,6 +498,7 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "the test fault hook is armed" in proc.stdout  # a real run would be told
     df = pd.read_parquet(tmp_path / "runs" / "pruned" / "trials.parquet")
     shifted = df[df["params_json"] == json.dumps(bad, sort_keys=True)]
     assert len(shifted) == 2

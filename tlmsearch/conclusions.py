@@ -300,6 +300,8 @@ def _top(
         "separated_from": [str(x) for x in others if x not in tied and x not in beaten_by],
         "beaten_by": [str(x) for x in beaten_by],
         "level": level,
+        # ranked below the compared ones: a tie of all the compared may go further down
+        "not_compared": len(cands) - len(names),
     }
     return yes, no, group
 

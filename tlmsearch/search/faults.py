@@ -31,6 +31,18 @@ from typing import Any
 ENV = "TLMSEARCH_TEST_FAULTS"
 
 
+def warning() -> str | None:
+    """A line for the run's log while the hook is armed (a variable leaked from a test shell
+    would otherwise change a real run's numbers unseen); None when inert."""
+    folder = os.environ.get(ENV)
+    if not folder:
+        return None
+    return (
+        f"warning: {ENV}={folder} is set: the test fault hook is armed (kill, hog, shift in "
+        f"{folder}/faults.json); unset it for a real run"
+    )
+
+
 def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
     folder = os.environ.get(ENV)
     if not folder:

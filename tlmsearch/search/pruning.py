@@ -26,7 +26,13 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import export
-from tlmsearch.search.failures import RETRIED_AFTER, RETRIES, error_reason, max_failures
+from tlmsearch.search.failures import (
+    RETRIED_AFTER,
+    RETRIES,
+    error_reason,
+    is_lost,
+    max_failures,
+)
 from tlmsearch.search.samplers import REPLAY
 
 STATIC_KEYS = ("widths", *export.STATIC_KEYS)
@@ -259,13 +265,16 @@ class OptunaPruningScheduler(FIFOScheduler):
     def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
         # Ray calls this for a final error and before it retries one (then on_trial_add).
         _, ot = self._ot_trial(tune_controller, trial.trial_id)
+        reason = error_reason(trial)
         if ot is not None:
-            reason = error_reason(trial)
             self._errors.setdefault(trial.trial_id, []).append(reason)
             ot.set_user_attr("reason", reason)
         # A trial lost for good keeps its last checkpoint (Ray keeps one): `tlmsearch resume
         # --retry-failed` continues it from there (runner.requeue_failed), and that trial's end
-        # removes it.
+        # removes it. Any other final error (a Ray-level one that is not a lost worker or node,
+        # or memory) is retried from zero: its checkpoints go now, or nothing ever removes them.
+        if not trial.should_recover() and not is_lost(reason):
+            self._retain(trial, ot, completed=False)
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         # Pruned trials come here too, after STOP, and so do trials stopped unfinished when the
@@ -287,6 +296,8 @@ class OptunaPruningScheduler(FIFOScheduler):
         from tlmsearch import checkpoints
         from tlmsearch.search.samplers import RESUME_FROM
 
+        if not getattr(trial, "path", None):
+            return  # never started: no folder
         try:
             kept = checkpoints.retain(Path(trial.path), self._keep_weights, completed)
             before = (getattr(trial, "config", None) or {}).get(RESUME_FROM)

@@ -127,15 +127,23 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
             storage=open_storage(url), study_name=study_name, **_directions(cfg)
         )
     except optuna.exceptions.DuplicatedStudyError:
-        (run / "study.yaml").unlink()
-        (run / "run.json").unlink(missing_ok=True)
+        _unmake(run)
         raise ConfigError(
             f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
             "pick another run with --name NEW"
         ) from None
+    except BaseException:  # an unreachable server, Ctrl-C: no run dir that says "running"
+        _unmake(run)
+        raise
     study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
     write_initial_queue(study, cfg)
     return study
+
+
+def _unmake(run: Path) -> None:
+    """Undo :func:`_create_run`'s files when its study could not be created."""
+    (run / "study.yaml").unlink(missing_ok=True)
+    (run / "run.json").unlink(missing_ok=True)
 
 
 def resume_run(
@@ -569,7 +577,10 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
 
 def _prepare(cfg: StudyConfig, echo: Any) -> Any:
     from tlmsearch.data import prepare_data
+    from tlmsearch.search import faults
 
+    if line := faults.warning():
+        echo(line)
     t = time.time()
     data = prepare_data(cfg.data_for_run(), progress=sys.stderr.isatty())
     echo(
