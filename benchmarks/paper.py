@@ -88,14 +88,51 @@ def effects_table(run: Path) -> str:
 GRID_SHAPES = ("cosine", "linear", "sigmoid")
 
 
-def _grid_cells(trials: pd.DataFrame) -> dict[tuple[str, float], str]:
-    """(shape, r_start) -> params_json, for the taper grid's candidates of a run."""
-    out = {}
+def _grid_cells(trials: pd.DataFrame) -> dict[tuple[str, float], str] | None:
+    """(shape, r_start) -> params_json, for the taper grid's candidates of a run; None when the
+    run's tapers are not such a grid (an ``r_end`` of their own, a ``k`` that varies, two
+    candidates in one cell): the grid's claims would misread them."""
+    out: dict[tuple[str, float], str] = {}
+    ks = set()
     for key in trials["params_json"].dropna().unique():
         p = json.loads(key)
-        if p.get("shape") in GRID_SHAPES and "r_start" in p:
-            out[(p["shape"], float(p["r_start"]))] = key
-    return out
+        if p.get("shape") == "uniform":
+            continue
+        if p.get("shape") not in GRID_SHAPES or not set(p) <= {"shape", "r_start", "k"}:
+            return None
+        if "r_start" not in p or (p["shape"], float(p["r_start"])) in out:
+            return None
+        cell = (p["shape"], float(p["r_start"]))
+        ks.add(p.get("k"))
+        out[cell] = key
+    return out if len(ks - {None}) <= 1 else None
+
+
+def _ratio_trend(trials: pd.DataFrame, cells: dict[tuple[str, float], str]) -> str:
+    """Per seed, the least-squares slope of the paired delta (val_bpb) on r_start over the
+    grid's candidates; its mean over seeds with a 95% t interval. Within a seed every delta
+    shares that seed's uniform, so the slope is free of it; seeds are the replicates."""
+    from tlmsearch import stats
+
+    ratio = {key: r for (_, r), key in cells.items()}
+    deltas = stats.paired_deltas(trials, "val_bpb", key="params_json")
+    deltas = deltas[deltas["params_json"].isin(ratio)]
+    slopes = []
+    for _, d in deltas.groupby("seed"):
+        x = d["params_json"].map(ratio).astype(float)
+        if x.nunique() >= 2:
+            xc = x - x.mean()
+            slopes.append(float((xc * d["delta"]).sum() / (xc**2).sum()))
+    iv = stats.mean_interval(slopes)
+    if iv.n < 2:
+        return f"Trend in the ratio: {iv.n} seed(s) with a slope; no interval."
+    sep = " **sep**" if not iv.lo <= 0.0 <= iv.hi else ""
+    return (
+        f"Trend in the ratio: slope of the paired delta on r_start, per seed over the "
+        f"{len(cells)} tapers: {iv.mean:+.4f} bpb per unit of r_start "
+        f"[{iv.lo:+.4f}, {iv.hi:+.4f}] over {iv.n} seeds{sep} (negative: the wider the first "
+        "layer, the better)."
+    )
 
 
 def _pair(pairs: pd.DataFrame, a: str, b: str) -> str:
@@ -121,6 +158,8 @@ def grid_table(run: Path) -> str:
 
     t = load_run(run).trials
     cells = _grid_cells(t)
+    if cells is None:
+        return ""
     ratios = sorted({r for _, r in cells})
     if len(ratios) < 2 or len({s for s, _ in cells}) < 2:
         return ""
@@ -153,9 +192,9 @@ def grid_table(run: Path) -> str:
             f"| {r:g}->{2 - r:g} | {_pair(pairs, cos, cells.get(('linear', r)))} "
             f"| {_pair(pairs, cos, cells.get(('sigmoid', r)))} |"
         )
-    if 1.5 in ratios:
-        lower = max((r for r in ratios if r < 1.5), default=None)
-        upper = min((r for r in ratios if r > 1.5), default=None)
+    lower = max((r for r in ratios if r < 1.5), default=None)
+    upper = min((r for r in ratios if r > 1.5), default=None)
+    if 1.5 in ratios and lower is not None and upper is not None:
         lines += ["", "Best at 1.5/0.5 (a U in the ratio)? 1.5->0.5 minus its neighbours "
                   "(negative: 1.5 better):", "",
                   f"| shape | 1.5 - {lower:g} | 1.5 - {upper:g} |", "|---|---|---|"]  # fmt: skip
@@ -165,6 +204,7 @@ def grid_table(run: Path) -> str:
                 f"| {shape} | {_pair(pairs, mid, cells.get((shape, lower)))} "
                 f"| {_pair(pairs, mid, cells.get((shape, upper)))} |"
             )
+    lines += ["", _ratio_trend(t, cells)]
     return "\n".join(lines)
 
 

@@ -50,3 +50,29 @@ def test_the_grid_claims_are_paired_differences_with_known_answers(tmp_path: Pat
     assert sigmoid.startswith("-0.0200 [-0.0448, +0.0048] (3)") and "sep" not in sigmoid
     assert "| cosine | -0.0100* (3) | -0.0500* (3) | -0.0100* (3) |" in out  # sd 0: separated
     assert "| linear | -0.0200 [" in out  # 1.5 - 1.25 for linear: -0.03 - (-0.01), every seed
+    assert "over the 9 tapers: +0.0000 bpb per unit of r_start [+0.0000, +0.0000] over 3" in out
+
+
+def _grid_run(tmp_path: Path, ratios, value, extra=None) -> Path:
+    trials, curves = make_trials(shapes=("cosine", "linear"), ratios=ratios, seeds=(0, 1, 2))
+    for t in trials:
+        if t["params"]["shape"] == "cosine":
+            t["params"].update(extra or {})
+        r = t["params"].get("r_start")
+        t["val_bpb"] = 2.0 + 0.1 * t["seed"] + (0.0 if r is None else value(r, t["seed"]))
+    return make_run(tmp_path / "g", trials=trials, curves=curves)
+
+
+def test_the_grid_trend_and_cells_that_are_no_grid(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import paper
+
+    # -0.02 bpb per unit of r_start on every seed: the slope, with no spread
+    out = paper.grid_table(_grid_run(tmp_path / "a", (1.25, 1.5, 1.75), lambda r, s: -0.02 * r))
+    assert "-0.0200 bpb per unit of r_start [-0.0200, -0.0200] over 3 seeds **sep**" in out
+    # 1.5 without a neighbour above it: no U table, no crash
+    out = paper.grid_table(_grid_run(tmp_path / "b", (1.25, 1.5), lambda r, s: -0.01))
+    assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" not in out
+    # tapers with an r_end of their own are no (shape, r_start) grid: nothing is claimed
+    no_grid = _grid_run(tmp_path / "c", (1.25, 1.5), lambda r, s: -0.01, {"r_end": 0.5})
+    assert paper.grid_table(no_grid) == ""
