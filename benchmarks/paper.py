@@ -82,7 +82,27 @@ def effects_table(run: Path) -> str:
             f"| {cand} | {int(e['n'])} | {e['mean_delta']:+.4f} {ci} | {units} | {ratio} "
             f"| {_paper(str(cand))} | {race.get(cand, '')} |"
         )
+    lines += ["", _best_against_all(t, [c for c in ranked["candidate"] if c in eff.index])]
     return "\n".join(lines)
+
+
+def _best_against_all(trials: pd.DataFrame, ranked: list[str]) -> str:
+    """The rank-1 candidate against every other (best.yaml's verdict looks at the next 4
+    only): own-sd paired intervals on the seeds both ran, one seed's pairs on the study noise."""
+    from tlmsearch import stats
+    from tlmsearch.conclusions import study_noise
+
+    if len(ranked) < 2:
+        return ""
+    best = ranked[0]
+    pairs = stats.pairwise(trials, "val_bpb", ranked, noise=study_noise(trials, "val_bpb"))
+    mine = pairs[pairs["a"] == best]
+    sep = mine[mine["separated"].fillna(False).astype(bool)]
+    names = ", ".join(f"{b} ({m:+.4f})" for b, m in zip(sep["b"], sep["mean"], strict=True))
+    return (
+        f"{best} against each of the other {len(mine)} (95% paired intervals, uncorrected): "
+        f"separated from {len(sep)}" + (f": {names}" if names else "")
+    )
 
 
 GRID_SHAPES = ("cosine", "linear", "sigmoid")

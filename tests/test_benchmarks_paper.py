@@ -25,6 +25,7 @@ def test_the_paper_tables_come_from_the_run_dir(tmp_path: Path) -> None:
     assert len(rows) == 6  # 2 shapes x 3 ratios, each with its seeds, interval and ppl ratio
     assert all("| 3 |" in r and "(own)" in r for r in rows)
     assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" in out
+    assert "against each of the other 5 (95% paired intervals, uncorrected)" in out
     assert "no analysis.parquet" in out
 
 
