@@ -22,6 +22,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 # The paper's 440M perplexities (PAPER.md): uniform 16.28 and the others' ratio to it.
@@ -129,29 +130,37 @@ def _grid_cells(trials: pd.DataFrame) -> dict[tuple[str, float], str] | None:
 
 
 def _ratio_trend(trials: pd.DataFrame, cells: dict[tuple[str, float], str]) -> str:
-    """Per seed, the least-squares slope of the paired delta (val_bpb) on r_start over the
-    grid's candidates; its mean over seeds with a 95% t interval. Within a seed every delta
-    shares that seed's uniform, so the slope is free of it; seeds are the replicates."""
+    """Per seed, the least-squares slope of the paired delta (val_bpb) on r_start within shape
+    (both centred per shape, so shapes' levels do not leak in), over the cells every counted
+    seed completed (a cell one seed lacks, pruned or stopped by racing, is left out for all:
+    the seeds stay replicates of one quantity); its mean over seeds with a 95% t interval.
+    Within a seed every delta shares that seed's uniform, so the slope is free of it."""
     from tlmsearch import stats
 
-    ratio = {key: r for (_, r), key in cells.items()}
-    deltas = stats.paired_deltas(trials, "val_bpb", key="params_json")
-    deltas = deltas[deltas["params_json"].isin(ratio)]
+    where = {key: cell for cell, key in cells.items()}
+    d = stats.paired_deltas(trials, "val_bpb", key="params_json")
+    d = d[d["params_json"].isin(where) & np.isfinite(d["delta"])]
+    seeds = sorted(d["seed"].unique())
+    full = [k for k, g in d.groupby("params_json") if set(g["seed"]) == set(seeds)]
+    d = d[d["params_json"].isin(full)].assign(
+        shape=lambda x: x["params_json"].map(lambda k: where[k][0]),
+        r=lambda x: x["params_json"].map(lambda k: where[k][1]),
+    )
     slopes = []
-    for _, d in deltas.groupby("seed"):
-        x = d["params_json"].map(ratio).astype(float)
-        if x.nunique() >= 2:
-            xc = x - x.mean()
-            slopes.append(float((xc * d["delta"]).sum() / (xc**2).sum()))
+    for _, g in d.groupby("seed"):
+        xc = g["r"] - g.groupby("shape")["r"].transform("mean")
+        yc = g["delta"] - g.groupby("shape")["delta"].transform("mean")
+        if (xc**2).sum() > 0:
+            slopes.append(float((xc * yc).sum() / (xc**2).sum()))
     iv = stats.mean_interval(slopes)
+    used = f"the {len(full)} of {len(cells)} tapers complete on all {len(seeds)} seeds"
     if iv.n < 2:
-        return f"Trend in the ratio: {iv.n} seed(s) with a slope; no interval."
+        return f"Trend in the ratio: {iv.n} seed(s) with a slope over {used}; no interval."
     sep = " **sep**" if not iv.lo <= 0.0 <= iv.hi else ""
     return (
-        f"Trend in the ratio: slope of the paired delta on r_start, per seed over the "
-        f"{len(cells)} tapers: {iv.mean:+.4f} bpb per unit of r_start "
-        f"[{iv.lo:+.4f}, {iv.hi:+.4f}] over {iv.n} seeds{sep} (negative: the wider the first "
-        "layer, the better)."
+        f"Trend in the ratio: slope of the paired delta on r_start within shape, per seed over "
+        f"{used}: {iv.mean:+.4f} bpb per unit of r_start [{iv.lo:+.4f}, {iv.hi:+.4f}] over "
+        f"{iv.n} seeds{sep} (negative: the wider the first layer, the better)."
     )
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 from fixtures_run import make_run, make_trials
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +52,13 @@ def test_the_grid_claims_are_paired_differences_with_known_answers(tmp_path: Pat
     assert sigmoid.startswith("-0.0200 [-0.0448, +0.0048] (3)") and "sep" not in sigmoid
     assert "| cosine | -0.0100* (3) | -0.0500* (3) | -0.0100* (3) |" in out  # sd 0: separated
     assert "| linear | -0.0200 [" in out  # 1.5 - 1.25 for linear: -0.03 - (-0.01), every seed
-    assert "over the 9 tapers: +0.0000 bpb per unit of r_start [+0.0000, +0.0000] over 3" in out
+    assert "all 3 seeds: +0.0000 bpb per unit of r_start [+0.0000, +0.0000] over 3 seeds" in out
 
 
-def _grid_run(tmp_path: Path, ratios, value, extra=None) -> Path:
-    trials, curves = make_trials(shapes=("cosine", "linear"), ratios=ratios, seeds=(0, 1, 2))
+def _grid_run(tmp_path: Path, ratios, value, extra=None, pruned=()) -> Path:
+    trials, curves = make_trials(
+        shapes=("cosine", "linear"), ratios=ratios, seeds=(0, 1, 2), pruned=pruned
+    )
     for t in trials:
         if t["params"]["shape"] == "cosine":
             t["params"].update(extra or {})
@@ -71,6 +74,17 @@ def test_the_grid_trend_and_cells_that_are_no_grid(tmp_path: Path) -> None:
     # -0.02 bpb per unit of r_start on every seed: the slope, with no spread
     out = paper.grid_table(_grid_run(tmp_path / "a", (1.25, 1.5, 1.75), lambda r, s: -0.02 * r))
     assert "-0.0200 bpb per unit of r_start [-0.0200, -0.0200] over 3 seeds **sep**" in out
+    # no ratio effect, linear 0.03 better than cosine, linear 1.25 pruned on seed 0: pooling
+    # the shapes would read their gap as a slope; within shape, on the cells every seed has,
+    # the slope is 0
+    shapes = _grid_run(
+        tmp_path / "p", (1.25, 1.5, 1.75), lambda r, s: 0.0, pruned=[4]
+    )  # trial 4: linear 1.25->0.75, seed 0
+    trials = pd.read_parquet(shapes / "trials.parquet")
+    trials.loc[trials["candidate"].str.startswith("linear"), "val_bpb"] -= 0.03
+    trials.to_parquet(shapes / "trials.parquet")
+    out = paper.grid_table(shapes)
+    assert "the 5 of 6 tapers complete on all 3 seeds: +0.0000 bpb" in out, out
     # 1.5 without a neighbour above it: no U table, no crash
     out = paper.grid_table(_grid_run(tmp_path / "b", (1.25, 1.5), lambda r, s: -0.01))
     assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" not in out

@@ -626,10 +626,11 @@ def test_a_tie_with_every_compared_candidate_says_the_ones_below_were_not_compar
     doc = best_document(_race_frame(rows), cfg)
     group = doc["conclusions"]["top_group"]
     assert len(group["tied_with"]) == 4 and group["separated_from"] == [], group
-    assert (
-        "; 1 lower-ranked candidate(s) were not compared, so the tie may go further"
-        in doc["verdict"]
-    ), doc["verdict"]
+    assert "; 1 lower-ranked candidate(s) were not compared with it" in doc["verdict"]
+    (tie,) = [x for x in doc["conclusions"]["unsupported"] if "a tie of the top group" in x]
+    assert tie.endswith(
+        "a tie of the top group; 1 lower-ranked candidate(s) were not compared with it"
+    )
 
 
 def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):

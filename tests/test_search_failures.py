@@ -229,13 +229,16 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
     from zero by --retry-failed: nothing would ever remove its checkpoints."""
     from tlmsearch.checkpoints import checkpoint_dirs
 
-    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=0)
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = keep
     _trial(searcher, sched, ctrl, "a")
     cand = _trial(searcher, sched, ctrl, "b")
     cand.get_pickled_error = lambda: None  # Ray's error unreadable
     saved = _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
-    _lose(sched, ctrl, cand)
+    _lose(sched, ctrl, cand)  # Ray retries it: from this checkpoint, which must stay
+    assert checkpoint_dirs(cand.path) == [saved]
+    sched.on_trial_add(ctrl, cand)
+    _lose(sched, ctrl, cand)  # out of retries
     searcher.on_trial_complete("b", error=True)
     assert searcher._ot_study.get_trials()[1].user_attrs["reason"] == (
         "the trial raised an exception"
@@ -462,3 +465,20 @@ def test_ray_is_kept_from_printing_a_lost_worker(monkeypatch, capsys):
     (exc,) = seen
     assert isinstance(exc, rex.RayActorError) and manager._failed_actor_ids == {"a1"}
     assert lost_reason(exc).startswith(OOM_KILLED)
+
+
+def test_a_study_that_cannot_be_created_leaves_no_run_dir_saying_running(tmp_path, monkeypatch):
+    """run.json is written before the Optuna study (it names it); a failure to create the study
+    (an unreachable server, Ctrl-C) removed study.yaml but left run.json saying "running"."""
+    from tlmsearch.search import runner
+
+    cfg = tiny_config(tmp_path)
+    run = tmp_path / "runs" / "tiny"
+
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(optuna, "create_study", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner._create_run(run, cfg, f"sqlite:///{run / 'optuna.db'}", "tiny")
+    assert not (run / "study.yaml").exists() and not (run / "run.json").exists()

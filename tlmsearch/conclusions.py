@@ -279,6 +279,8 @@ def _top(
             beaten_by.append(other)  # ranked below it (fewer seeds), better where both ran
         elif not ok:
             tied.append(other)
+    below = len(cands) - len(names)
+    unseen = not_compared_clause(below)
     if beaten_by:
         no.append(
             f"{best} ranks first but loses to {_names(beaten_by)} on their common seeds "
@@ -287,12 +289,12 @@ def _top(
     elif tied:
         no.append(
             f"{best} ranks first but cannot be told apart from {_names(tied)} at {level:.0%}: "
-            "a tie of the top group"
+            f"a tie of the top group{unseen}"
         )
     else:
         yes.append(
             f"{best} ranks first and is separated at {level:.0%} from each of the next "
-            f"{len(others)} ranked candidate(s)"
+            f"{len(others)} ranked candidate(s){unseen}"
         )
     group = {
         "best": str(best),
@@ -300,10 +302,18 @@ def _top(
         "separated_from": [str(x) for x in others if x not in tied and x not in beaten_by],
         "beaten_by": [str(x) for x in beaten_by],
         "level": level,
-        # ranked below the compared ones: a tie of all the compared may go further down
-        "not_compared": len(cands) - len(names),
+        # ranked below the compared ones, each pair on its own noise: a noisy one may tie too
+        "not_compared": below,
     }
     return yes, no, group
+
+
+def not_compared_clause(below: int) -> str:
+    """What the top group's comparisons leave out: the best is compared with the next few
+    ranked only, and a lower-ranked candidate on noisier seeds may not be separated from it."""
+    if below <= 0:
+        return ""
+    return f"; {below} lower-ranked candidate(s) were not compared with it"
 
 
 def _names(names: Sequence[Any], limit: int = 5) -> str:

@@ -343,10 +343,13 @@ def verdict(group: Mapping[str, Any]) -> str:
     'a ranks first but ties with b (not separated at 95%): a tie of the top group a, b'
     >>> verdict({"best": "a", "tied_with": ["b", "c"], "separated_from": [], "level": 0.95,
     ...          "not_compared": 9}).endswith("b, c; 9 lower-ranked candidate(s) were not "
-    ...                                           "compared, so the tie may go further")
+    ...                                           "compared with it")
     True
     """
+    from tlmsearch.conclusions import not_compared_clause
+
     best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
+    unseen = not_compared_clause(int(group.get("not_compared") or 0))
     if group.get("beaten_by"):
         names = ", ".join(group["beaten_by"])
         return (
@@ -355,18 +358,12 @@ def verdict(group: Mapping[str, Any]) -> str:
         )
     if tied:
         names = ", ".join(tied)
-        below = int(group.get("not_compared") or 0)
-        further = (
-            f"; {below} lower-ranked candidate(s) were not compared, so the tie may go further"
-            if below and not group["separated_from"]
-            else ""
-        )
         return (
             f"{best} ranks first but ties with {names} (not separated at {level:.0%}): "
-            f"a tie of the top group {best}, {names}{further}"
+            f"a tie of the top group {best}, {names}{unseen}"
         )
     n = len(group["separated_from"])
-    return f"{best} is the best: separated at {level:.0%} from each of the next {n} ranked"
+    return f"{best} is the best: separated at {level:.0%} from each of the next {n} ranked{unseen}"
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
