@@ -209,23 +209,13 @@ def _check_shared_storage(cfg: StudyConfig, run: Path) -> None:
     another runs dir): said before any rung dir is made, not half-way up."""
     if cfg.storage.optuna in (None, "journal"):
         return  # one storage per rung, in its own dir
-    import optuna
-
-    from tlmsearch.search.storage import open_storage, redact, storage_url
+    from tlmsearch.search.storage import name_taken, storage_url, study_names
 
     url = storage_url(cfg.storage, run)
-    try:
-        taken = set(optuna.get_all_study_names(open_storage(url)))
-    except ConfigError:
-        raise
-    except Exception as err:  # unreachable server, a SQLite file in a missing folder, ...
-        raise ConfigError(f"storage.optuna: cannot open {redact(url)}: {err}") from None
+    taken = study_names(url)
     clash = [n for i in range(len(cfg.ladder or [])) if (n := rung_study_name(run, i)) in taken]
     if clash:
-        raise ConfigError(
-            f"storage.optuna: {redact(url)} already holds a study {clash[0]!r}; "
-            "pick another run with --name NEW"
-        )
+        raise name_taken(url, clash[0])
 
 
 def resume_ladder(

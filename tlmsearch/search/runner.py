@@ -41,7 +41,14 @@ from tlmsearch.search.samplers import (
     planned_trials,
     write_initial_queue,
 )
-from tlmsearch.search.storage import dashboard_command, open_storage, redact, storage_url
+from tlmsearch.search.storage import (
+    dashboard_command,
+    name_taken,
+    open_storage,
+    redact,
+    storage_url,
+    study_names,
+)
 
 
 class RunFailed(RuntimeError):
@@ -97,9 +104,14 @@ def run_study(
     url = storage_url(cfg.storage, run.resolve())
     make_pruner(cfg)  # bad pruner options are input errors: before anything starts
     make_sampler(cfg)
+    optuna_name = study_name or cfg.name
+    # a server or a file of the user's: a taken name, or one that cannot open, is exit 2 now,
+    # before Ray starts and data is prepared
+    if cfg.storage.optuna not in (None, "journal") and optuna_name in study_names(url):
+        raise name_taken(url, optuna_name)
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
     try:
-        study = _create_run(run, cfg, url, study_name or cfg.name)
+        study = _create_run(run, cfg, url, optuna_name)
         return _execute(run, cfg, study, url, data, facts, echo)
     finally:
         _release(facts)
@@ -126,12 +138,9 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
         study = optuna.create_study(
             storage=open_storage(url), study_name=study_name, **_directions(cfg)
         )
-    except optuna.exceptions.DuplicatedStudyError:
+    except optuna.exceptions.DuplicatedStudyError:  # taken since run_study looked
         _unmake(run)
-        raise ConfigError(
-            f"storage.optuna: {redact(url)} already holds a study {study_name!r}; "
-            "pick another run with --name NEW"
-        ) from None
+        raise name_taken(url, study_name) from None
     except BaseException:  # an unreachable server, Ctrl-C: no run dir that says "running"
         _unmake(run)
         raise

@@ -53,6 +53,28 @@ def open_storage(url: str) -> Any:
     return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
 
 
+def study_names(url: str) -> set[str]:
+    """The studies a storage holds; a :class:`ConfigError` naming ``storage.optuna`` when it
+    cannot be opened (an unreachable server, a SQLite file in a missing folder), so a run says
+    so before it starts Ray and prepares data."""
+    import optuna
+
+    try:
+        return set(optuna.get_all_study_names(open_storage(url)))
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"storage.optuna: cannot open {redact(url)}: {err}") from None
+
+
+def name_taken(url: str, name: str) -> ConfigError:
+    """The error for a study name the storage already holds."""
+    return ConfigError(
+        f"storage.optuna: {redact(url)} already holds a study {name!r}; "
+        "pick another run with --name NEW"
+    )
+
+
 def _pg_driver(url: str) -> str:
     """SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3; use whichever is installed."""
     import importlib.util

@@ -1,0 +1,31 @@
+"""search/runner.py's checks before a run starts: a storage of the user's (a server, or a file
+they name) that cannot open or already holds the study's name is exit 2 before Ray starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from search_helpers import tiny_study
+from typer.testing import CliRunner
+
+from tlmsearch.cli import app
+
+
+@pytest.mark.parametrize("case", ["cannot open", "name taken"])
+def test_a_user_storage_problem_is_exit_2_before_ray_starts(tmp_path: Path, case: str) -> None:
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    if case == "cannot open":
+        shared = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir' / 'optuna.db'}"
+        said = "storage.optuna: cannot open"
+    else:
+        optuna.create_study(storage=shared, study_name="tiny")  # another run's, elsewhere
+        said = "already holds a study 'tiny'; pick another run with --name NEW"
+    data = tiny_study(tmp_path, storage={"runs_dir": str(tmp_path / "runs"), "optuna": shared})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "tiny.yaml")])
+    assert res.exit_code == 2, res.output
+    assert said in res.output and "ray: started" not in res.output  # it used to start Ray first
+    assert not (tmp_path / "runs" / "tiny").exists()
