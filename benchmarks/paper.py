@@ -103,12 +103,12 @@ def _holm(eff: pd.DataFrame) -> str:
     its own seeds (n - 1 df), Holm-adjusted over the candidates with 2+ seeds."""
     from scipy.stats import t as student_t
 
-    rows = eff[(eff["n"] >= 2) & np.isfinite(eff["lo"])]
+    rows = eff[(eff["n"] >= 2) & np.isfinite(eff["sd_delta"])]
     if rows.empty:
         return ""
     p = []
     for r in rows.itertuples():
-        se = (r.hi - r.lo) / 2 / student_t.ppf(0.975, r.n - 1)  # back from the 95% interval
+        se = r.sd_delta / math.sqrt(r.n)
         p.append(float(2 * student_t.sf(abs(r.mean_delta) / se, r.n - 1)) if se > 0 else 0.0)
     adjusted = holm(p)
     kept = sum(a < 0.05 for a in adjusted)
