@@ -24,6 +24,7 @@ import yaml
 
 from tlmsearch.config import StudyConfig, load_study, name_problem, study_from_mapping
 from tlmsearch.errors import ConfigError
+from tlmsearch.search.storage import check_names_free, storage_url
 
 LADDER_FILE = "ladder.json"
 FIDELITY_FILE = "fidelity.json"
@@ -194,7 +195,8 @@ def run_ladder(
         )
     for i in range(len(cfg.ladder or [])):
         rung_study(cfg, i, run)  # every rung is a valid study before anything starts
-    _check_shared_storage(cfg, run)
+    rungs = [rung_study_name(run, i) for i in range(len(cfg.ladder or []))]
+    check_names_free(cfg.storage, storage_url(cfg.storage, run), rungs)  # before any rung dir
     if name is not None:
         cfg = cfg.model_copy(update={"name": name})
     run.mkdir(parents=True, exist_ok=True)
@@ -202,20 +204,6 @@ def run_ladder(
     _write_ladder(run, cfg, {})
     write_status(run, "running", rungs=len(cfg.ladder or []))
     return _climb(run, cfg, address=address, retry_failed=False, echo=echo)
-
-
-def _check_shared_storage(cfg: StudyConfig, run: Path) -> None:
-    """With a server storage, no rung's study name may be taken (another ladder of this name in
-    another runs dir): said before any rung dir is made, not half-way up."""
-    if cfg.storage.optuna in (None, "journal"):
-        return  # one storage per rung, in its own dir
-    from tlmsearch.search.storage import name_taken, storage_url, study_names
-
-    url = storage_url(cfg.storage, run)
-    taken = study_names(url)
-    clash = [n for i in range(len(cfg.ladder or [])) if (n := rung_study_name(run, i)) in taken]
-    if clash:
-        raise name_taken(url, clash[0])
 
 
 def resume_ladder(

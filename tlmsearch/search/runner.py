@@ -42,12 +42,12 @@ from tlmsearch.search.samplers import (
     write_initial_queue,
 )
 from tlmsearch.search.storage import (
+    check_names_free,
     dashboard_command,
     name_taken,
     open_storage,
     redact,
     storage_url,
-    study_names,
 )
 
 
@@ -105,10 +105,7 @@ def run_study(
     make_pruner(cfg)  # bad pruner options are input errors: before anything starts
     make_sampler(cfg)
     optuna_name = study_name or cfg.name
-    # a server or a file of the user's: a taken name, or one that cannot open, is exit 2 now,
-    # before Ray starts and data is prepared
-    if cfg.storage.optuna not in (None, "journal") and optuna_name in study_names(url):
-        raise name_taken(url, optuna_name)
+    check_names_free(cfg.storage, url, [optuna_name])  # before Ray starts and data is prepared
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
     try:
         study = _create_run(run, cfg, url, optuna_name)
@@ -333,16 +330,17 @@ def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> lis
 
     done = export.requeued(study)
     out: list[int | None] = []
+    run = run.resolve() if run is not None else None
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
         if ft.user_attrs.get(export.INTERRUPTED) or ft.number in done:
             continue
         found = None
         if run is not None and is_lost(ft.user_attrs.get("reason")):
-            found = interrupted_checkpoint(run.resolve(), ft.user_attrs)
+            found = interrupted_checkpoint(run, ft.user_attrs)
         resume_from = str(found[0]) if found else None
         if _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number, resume_from=resume_from):
             out.append(found[1] if found else None)
-            _drop_superseded_safely(run.resolve() if run else None, cfg, ft.user_attrs, found)
+            _drop_superseded_safely(run, cfg, ft.user_attrs, found)
     return out
 
 

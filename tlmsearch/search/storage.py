@@ -67,6 +67,19 @@ def study_names(url: str) -> set[str]:
         raise ConfigError(f"storage.optuna: cannot open {redact(url)}: {err}") from None
 
 
+def check_names_free(storage: StorageConfig, url: str, names: list[str]) -> None:
+    """A storage outside the run dir (a server, or a file the user names) must open and hold
+    none of ``names``: a :class:`ConfigError` otherwise, said before a run or ladder starts
+    anything. A storage in the run dir (SQLite or journal) is new with the run: nothing to
+    check."""
+    if storage.optuna in (None, "journal"):
+        return
+    taken = study_names(url)
+    clash = [n for n in names if n in taken]
+    if clash:
+        raise name_taken(url, clash[0])
+
+
 def name_taken(url: str, name: str) -> ConfigError:
     """The error for a study name the storage already holds."""
     return ConfigError(
