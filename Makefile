@@ -25,8 +25,9 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(BIN)/tlmsearch run studies/quickstart.yaml --name quickstart-$$(date +%Y%m%d-%H%M%S)
 
+# The suite runs from an empty home directory (.ci/fresh-home): it must pass on a fresh machine.
 test: setup
-	bash .ci/with-services.sh $(BIN)/python -m pytest
+	bash .ci/with-services.sh bash .ci/fresh-home $(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check tlmsearch tests benchmarks

@@ -1,14 +1,16 @@
 """The embedded Ray closed to the network, and a real two-node Ray cluster on loopback. Slow.
 
 The cluster: head 127.0.0.2, worker 127.0.0.3 (``ray start`` rewrites 127.0.0.1 to the external
-address); every process uses the same ``RAY_AUTH_MODE`` (token), or workers and drivers fail to
-connect. The nodes are ``ray start --block`` processes stopped by PID (never ``ray stop``, which
-stops every Ray on the machine).
+address); every process uses the same ``RAY_AUTH_MODE`` (token) and the same secret, made here for
+this cluster alone (never the user's ``~/.ray/auth_token``, which a fresh machine does not have),
+or workers and drivers fail to connect. The nodes are ``ray start --block`` processes stopped by
+PID (never ``ray stop``, which stops every Ray on the machine).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -47,9 +49,21 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float = 90
     pytest.fail(f"{text!r} not in {path}:\n{path.read_text()}")
 
 
+def cluster_env(base) -> dict[str, str]:
+    """The environment of every process of a test cluster: token auth with a secret of its own.
+
+    Whatever Ray settings the user has (``RAY_AUTH_TOKEN_PATH``, a token, auth off) are dropped,
+    so the cluster never reads ``~/.ray/auth_token`` and never depends on it existing.
+    """
+    env = {k: v for k, v in base.items() if not k.startswith("RAY_AUTH")}
+    return {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
 @pytest.fixture
 def cluster(tmp_path: Path):
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    env = cluster_env(os.environ)
+    env["HOME"] = str(tmp_path / "home")  # empty, as on a fresh machine: no ~/.ray of the user's
+    Path(env["HOME"]).mkdir()
     port = _free_port(HEAD)
     address = f"{HEAD}:{port}"
     common = ["--num-cpus=1", "--block", "--disable-usage-stats"]
