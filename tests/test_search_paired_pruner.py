@@ -154,18 +154,20 @@ def test_tied_candidates_are_rarely_pruned() -> None:
     )
 )
 @settings(max_examples=60, deadline=None)
-def test_the_pruner_and_the_race_pool_the_same_seed_noise(groups) -> None:
-    # one formula (stats.pooled_sd) for both: a candidate equal to uniform (all-zero deltas)
-    # is not seed noise for either
+def test_the_pruner_and_the_race_judge_with_the_same_block_design_noise(groups) -> None:
+    # one noise model for both: the two-way fit of the values (uniform on every seed)
     import pandas as pd
 
-    from tlmsearch.racing import pooled_noise
+    from tlmsearch.racing import race_noise as noise_of
     from tlmsearch.search.paired_pruner import _pooled_sd
 
     rows = [(f"c{i}", s, 0, d) for i, g in enumerate(groups) for s, d in enumerate(g)]
-    frame = pd.DataFrame(rows, columns=["candidate", "seed", "number", "delta"])
-    frame["is_baseline"] = False
-    race_noise = pooled_noise(frame, "candidate", None)
+    frame = pd.DataFrame(rows, columns=["candidate", "seed", "number", "v"])
+    seeds = sorted({s for _, s, _, _ in rows})
+    frame = pd.concat([frame, pd.DataFrame({"candidate": "uniform", "seed": seeds, "v": 0.0})])
+    frame["state"] = "COMPLETE"
+    frame["is_baseline"] = frame["candidate"] == "uniform"
+    race_noise = noise_of(frame.reset_index(drop=True), "v", "candidate", None)
     pruner_noise = _pooled_sd(rows)
     if race_noise is None:
         assert pruner_noise is None

@@ -1,12 +1,10 @@
-"""What a study supports, in words: effects vs uniform in units of seed noise, and whether the
-top candidates can be told apart.
+"""What a study supports, in words: effects vs uniform in units of seed noise, each decided once
+over a stated family, and which candidate is the best (multiple comparisons with the best).
 
-The numbers come from :mod:`tlmsearch.stats` (:func:`~tlmsearch.stats.effects`,
-:func:`~tlmsearch.stats.pairwise`, :func:`~tlmsearch.stats.rank`); the noise a one-seed candidate
-is judged with is the study's pooled seed noise of paired deltas
-(:func:`tlmsearch.racing.pooled_noise`, the estimate racing decides with), and every sentence
-that uses it says so. Used by the report, ``best.yaml``, the trials table and
-``tlmsearch status``; pure pandas (no torch, ray or plotting).
+Every number and decision comes from one :class:`tlmsearch.evidence.Evidence`; this module only
+words it, and every sentence that decides says how (the family, or the race). Used by the
+report, ``best.yaml``, the trials table and ``tlmsearch status``; pure pandas (no torch, ray or
+plotting).
 
 >>> import pandas as pd
 >>> t = pd.DataFrame({
@@ -17,31 +15,26 @@ that uses it says so. Used by the report, ``best.yaml``, the trials table and
 ... })
 >>> c = conclusions(t, "val_bpb")
 >>> c.supported[0]
-'cosine 1.5->0.5 beats uniform on 3/3 seeds: -0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units'
->>> c.unsupported
-[]
+'cosine 1.5->0.5 beats uniform on 3/3 seeds: -0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units; adjusted p 0.0051 (Holm over 1 comparison with uniform)'
+>>> c.supported[1]
+'cosine 1.5->0.5 is the best: better than the other candidate, uniform, jointly at 95% (multiple comparisons with the best, Hsu, over 2 candidates with uniform)'
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.racing import Noise, pooled_noise
+from tlmsearch.evidence import RACE, Evidence
 
 
-def study_noise(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> Noise | None:
-    """The study's seed noise of paired deltas, pooled over candidates with 2+ paired seeds.
-
-    None while no candidate has two (no prior: an assumed noise is no measurement).
-    """
-    # a replayed twin (same_as) repeats another trial's numbers: not another draw of the noise
-    fresh = trials[trials["same_as"].isna()] if "same_as" in trials else trials
-    return pooled_noise(stats.paired_deltas(fresh, value, key=key), key, None)
+def study_noise(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> stats.Noise | None:
+    """The study's noise of one paired delta: :func:`tlmsearch.stats.block_noise`."""
+    return stats.block_noise(trials, value, key=key)
 
 
 def study_effects(
@@ -51,18 +44,21 @@ def study_effects(
     *,
     key: str = "candidate",
     level: float = 0.95,
+    family: str = "holm",
 ) -> pd.DataFrame:
-    """:func:`tlmsearch.stats.effects` with :func:`study_noise` for one-seed candidates."""
-    noise = study_noise(trials, value, key=key)
-    return stats.effects(trials, value, sense, key=key, level=level, noise=noise)
+    """:func:`tlmsearch.stats.effects` on the study's block-design noise, decided over
+    ``family`` (the trials table's columns, where no race is at hand)."""
+    return stats.effects(trials, value, sense, key=key, level=level, family=family)
 
 
 class Conclusions(NamedTuple):
     """Sentences: what the study supports, and what it does not (yet).
 
-    ``top_group``: the rank-1 candidate and, among the next ranked ones, those it cannot be
-    told apart from at ``level`` (``tied_with``: with them it is a tie of the top group, not a
-    winner) and those it is separated from; None with fewer than two ranked candidates.
+    ``top_group``: the verdict about the best (multiple comparisons with the best, uniform
+    included): ``best`` (ranked first), ``selected`` (it is the best at ``level``),
+    ``tied_with`` (the others that could be the best), ``separated_from`` (shown not the best),
+    ``beaten_by`` (those the first-ranked is shown worse than, on their common seeds); None
+    with fewer than two ranked candidates.
     """
 
     supported: list[str]
@@ -78,31 +74,35 @@ def conclusions(
     label: str | None = None,
     seeds: Sequence[int] | None = None,
     level: float = 0.95,
-    top: int = 5,
+    family: str = "holm",
+    config: Mapping[str, Any] | None = None,
+    evidence: Evidence | None = None,
 ) -> Conclusions:
-    """Every candidate's effect vs uniform, then the best against the next ``top - 1``, in words.
+    """Every candidate's effect vs uniform, then the best, in words.
 
     ``value``: the trials column; ``label``: its name in the sentences (default ``value``);
-    ``seeds``: the study's seeds (for the ranking, see :func:`tlmsearch.stats.rank`).
+    ``seeds``: the study's seeds; ``config``: the study as a dict (its race decides, where it
+    races against uniform); ``evidence``: one already built (then the rest is ignored).
     Candidates come in rank order. A candidate separated from uniform is a conclusion, unless
-    it looks better but was pruned or failed on some seed (a pruned seed looked worse); one
-    within noise, or with no noise estimate, is not.
+    it looks better but was pruned or failed on some seed (a pruned seed looked worse).
     """
     label = label or value
-    ranked = stats.rank(trials, value, sense, seeds=seeds, level=level)
+    ev = evidence or Evidence.build(trials, value, sense, level=level, family=family,
+                                    seeds=seeds, config=config)  # fmt: skip
+    ranked = ev.ranking
     if ranked.empty:
         return Conclusions([], [])
-    noise = study_noise(trials, value)
-    eff = stats.effects(trials, value, sense, level=level, noise=noise).set_index("candidate")
-    order = [c for c in ranked["candidate"] if c in eff.index]
+    eff = ev.effects.set_index(ev.key)
+    order = [c for c in ranked[ev.key] if c in eff.index]
     yes: list[str] = []
     no: list[str] = []
     unpaired = [c for c in order if eff.loc[c, "n"] == 0]
+    how = ev.decision_words()
     for cand in order:
         row = eff.loc[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
-            ok, text = _versus(str(cand), "uniform", d, label, sense, level, noise=noise)
+            ok, text = _versus(str(cand), "uniform", d, label, ev.sense, ev.level, how=how)
             (yes if ok else no).append(text)
     if unpaired:
         if not ranked["is_baseline"].astype(bool).any():
@@ -112,38 +112,32 @@ def conclusions(
                 f"{len(unpaired)} candidate(s) have no seed paired with a finished uniform "
                 f"(pruned, failed or running): no effect measured ({_names(unpaired)})"
             )
-    top_yes, top_no, group = _top(ranked, trials, value, sense, label, level, top, noise)
-    yes += top_yes
-    no += top_no
-    return Conclusions(yes, no, group)
+    top_yes, top_no, group = _top(ev)
+    return Conclusions(yes + top_yes, no + top_no, group)
 
 
 class _Diff(NamedTuple):
-    """A paired difference (a candidate vs uniform, or a vs b) as the sentences need it."""
+    """A paired difference (a candidate vs uniform) as the sentences need it."""
 
     n: int
     n_better: int  # seeds on which a beat b
     mean: float  # of a - b
     half: float
     noise: str
-    noise_sd: float
-    noise_df: int
     effect_noise: float
+    p_adj: float
+    decided_by: str  # race | family
     separated: Any  # True | False | <NA>
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
-    censored_b: str
-    pooled_half: float  # the interval's half-width with the pooled noise (NaN without it)
-    pooled_separated: Any
 
     @classmethod
-    def of(cls, row: Any, censored_a: str = "", censored_b: str = "") -> _Diff:
-        """From a :func:`stats.effects` row or a :func:`stats.pairwise` row."""
-        mean = row["mean_delta"] if "mean_delta" in row else row["mean"]
+    def of(cls, row: Any, censored_a: str = "") -> _Diff:
+        """From an :attr:`Evidence.effects <tlmsearch.evidence.Evidence.effects>` row."""
         return cls(
-            int(row["n"]), int(row["n_better"]), float(mean), float(row["half_width"]),
-            str(row["noise"]), float(row["noise_sd"]), int(row["noise_df"]),
-            float(row["effect_noise"]), row["separated"], censored_a, censored_b,
-            float(row["pooled_half_width"]), row["pooled_separated"],
+            int(row["n"]), int(row["n_better"]), float(row["mean_delta"]),
+            float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
+            float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
+            censored_a,
         )  # fmt: skip
 
 
@@ -168,154 +162,126 @@ def decimals(half: float, mean: float) -> int:
 
 
 def _numbers(d: _Diff, label: str, level: float) -> str:
-    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units' (the noise's source said)."""
+    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units'."""
     k = decimals(d.half, d.mean)
-    ci = f"{level:.0%} CI"
-    if d.noise == stats.POOLED:
-        ci += f" from the pooled seed noise, sd {d.noise_sd:.2g} over {d.noise_df} df"
-    text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
+    text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({level:.0%} CI)"
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"
     return f"{text}, no seed-to-seed spread"
 
 
-def _seeds(n: int, common: bool) -> str:
-    return f"{n} {'common ' if common else ''}seed{'s' if n != 1 else ''}"
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
 
 
-def _pooled_note(d: _Diff, noise: Noise | None) -> str:
-    """Where a verdict on its own seeds and one with the pooled noise differ, say so."""
-    if d.noise != stats.OWN or noise is None or pd.isna(d.pooled_separated):
-        return ""
-    if bool(d.pooled_separated) == bool(d.separated):
-        return ""
-    k = decimals(d.pooled_half, d.mean)
-    verdict = "separated" if d.pooled_separated else "not separated"
-    return (
-        f"; with the pooled seed noise (sd {noise.sd:.2g} over {noise.df} df, at 95% per look; "
-        f"racing tests each look stricter) it would be ± {d.pooled_half:.{k}f}: {verdict}"
-    )
+def _how(d: _Diff, how: str) -> str:
+    """'; adjusted p 0.012 (Holm over 15 comparisons with uniform)', or the race's words."""
+    if d.decided_by == RACE:
+        return f"; {how}"
+    return f"; adjusted p {d.p_adj:.2g} ({how})"
 
 
 def _versus(
-    a: str,
-    b: str,
-    d: _Diff,
-    label: str,
-    sense: str,
-    level: float,
-    common: bool = False,
-    noise: Noise | None = None,
+    a: str, b: str, d: _Diff, label: str, sense: str, level: float, *, how: str
 ) -> tuple[bool, str]:
     """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart.
 
     The numbers are always a - b. A win of a candidate pruned or failed on some seed is no
     conclusion: it won on the seeds it finished.
     """
-    nums = _numbers(d, label, level)
     if d.noise == stats.UNKNOWN:
         k = decimals(d.half, d.mean)
         return False, (
-            f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n, common)}, noise unknown (no "
-            "candidate has two paired seeds yet): not separated"
+            f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n)}, noise unknown (the "
+            "design has no residual degrees of freedom yet): not separated"
         )
-    note = _pooled_note(d, noise)
-    if not bool(d.separated):
-        text = f"{a} vs {b}: within noise on {_seeds(d.n, common)} ({nums}): not separated"
-        own = f" on {'their' if common else 'its'} own seeds{note}" if note else ""
-        return False, text + own
+    nums = _numbers(d, label, level)
+    if pd.isna(d.separated) or not bool(d.separated):
+        return False, f"{a} vs {b}: within noise on {_seeds(d.n)} ({nums}{_how(d, how)}): " + (
+            "not separated" if d.decided_by != RACE else "not separated (yet)"
+        )
     a_wins = (1.0 if sense == "minimize" else -1.0) * d.mean < 0
     won = d.n_better if a_wins else d.n - d.n_better
-    seeds = f"{won}/{_seeds(d.n, common)}"
+    seeds = f"{won}/{_seeds(d.n)}"
     verb = "beats" if a_wins else "loses to"
-    winner, censored = ("it", d.censored_a) if a_wins else (b, d.censored_b)
-    if censored:
+    if a_wins and d.censored_a:
         return False, (
-            f"{a} {verb} {b} on {seeds} ({nums}), but {winner} was {censored}: not a "
+            f"{a} {verb} {b} on {seeds} ({nums}), but it was {d.censored_a}: not a "
             "conclusion, the seeds it did not finish may be worse"
         )
-    text = f"{a} {verb} {b} on {seeds}: {nums}"
-    loser_censored = d.censored_b if a_wins else d.censored_a
-    if loser_censored:
-        text += f"; {b if a_wins else a} was also {loser_censored}"
-    return True, text + note
+    text = f"{a} {verb} {b} on {seeds}: {nums}{_how(d, how)}"
+    if d.censored_a:
+        text += f"; {a} was also {d.censored_a}"
+    return True, text
 
 
-def _top(
-    ranked: pd.DataFrame,
-    trials: pd.DataFrame,
-    value: str,
-    sense: str,
-    label: str,
-    level: float,
-    top: int,
-    noise: Noise | None,
-) -> tuple[list[str], list[str], dict[str, Any] | None]:
-    """(supported, unsupported, top group): the best (rank 1) against the next ``top - 1``.
+def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
+    """(supported, unsupported, top group): multiple comparisons with the best (Hsu's MCB) over
+    every ranked candidate, uniform included.
 
-    A lower-ranked candidate (on fewer seeds) separated as *better* on the common seeds is
-    ``beaten_by``: then rank 1 is no best yet, whatever the others say.
+    The first-ranked is called the best only when it is better than every other one at
+    ``level`` jointly; otherwise the sentence names every candidate that could be the best.
+    Uniform is one of them: when it ranks first the verdict says so. A first-ranked candidate
+    pruned or failed on some seed is never called the best (its missing seeds looked worse).
     """
-    cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
-    names = list(cands["candidate"].head(top))
+    best = ev.best.set_index("candidate")  # stats.mcb names its key column "candidate"
+    names = list(ev.best["candidate"])
     if len(names) < 2:
         return [], [], None
-    best, others = names[0], names[1:]
-    pairs = stats.pairwise(trials, value, names, sense, level=level, noise=noise)
-    pairs = pairs[pairs["a"] == best].set_index("b")
-    info = cands.set_index("candidate")
-    yes, no, tied, beaten_by = [], [], [], []
-    sign = 1.0 if sense == "minimize" else -1.0
-    for other in others:
-        p = pairs.loc[other]
-        if p["n"] == 0:
-            no.append(f"{best} vs {other}: no common seed: not compared")
-            tied.append(other)
-            continue
-        d = _Diff.of(p, _censored(info.loc[best]), _censored(info.loc[other]))
-        ok, text = _versus(best, other, d, label, sense, level, common=True, noise=noise)
-        (yes if ok else no).append(text)
-        if not pd.isna(d.separated) and bool(d.separated) and sign * d.mean > 0:
-            beaten_by.append(other)  # ranked below it (fewer seeds), better where both ran
-        elif not ok:
-            tied.append(other)
-    below = len(cands) - len(names)
-    unseen = not_compared_clause(below)
-    if beaten_by:
-        no.append(
-            f"{best} ranks first but loses to {_names(beaten_by)} on their common seeds "
-            f"at {level:.0%}: no best yet, their other seeds decide"
+    ranked = ev.ranking.set_index(ev.key)
+    first = names[0]
+    level, k = ev.level, len(names)
+    contenders = [c for c in names if not bool(best.loc[c, "eliminated"])]
+    eliminated = [c for c in names if bool(best.loc[c, "eliminated"])]
+    beaten_by = [str(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
+    censored = bool(ranked.loc[first, "censored"])
+    method = f"multiple comparisons with the best, Hsu, over {k} candidates with uniform"
+    selected = bool(best.loc[first, "selected"]) and not censored
+    yes: list[str] = []
+    no: list[str] = []
+    if ev.noise is None:
+        no.append(f"no best: {first} ranks first, but the noise is unknown ({method})")
+    elif selected:
+        others = (
+            f"the other candidate, {names[1]}," if k == 2
+            else f"each of the other {k - 1} candidates, uniform included,"
         )
-    elif tied:
+        yes.append(f"{first} is the best: better than {others} jointly at {level:.0%} ({method})")
+    elif beaten_by:
         no.append(
-            f"{best} ranks first but cannot be told apart from {_names(tied)} at {level:.0%}: "
-            f"a tie of the top group{unseen}"
+            f"no best yet: {first} ranks first on its seeds but is worse than {beaten_by[0]} "
+            f"on their common seeds at {level:.0%} ({method}); their other seeds decide"
         )
     else:
-        yes.append(
-            f"{best} ranks first and is separated at {level:.0%} from each of the next "
-            f"{len(others)} ranked candidate(s){unseen}"
+        why = f", but it was {_censored(ranked.loc[first])}" if censored else ""
+        no.append(
+            f"no single best at {level:.0%}: {first} ranks first{why}, but "
+            f"{_names(contenders, and_=True)} could each be the best ({method})"
         )
     group = {
-        "best": str(best),
-        "tied_with": [str(x) for x in tied],
-        "separated_from": [str(x) for x in others if x not in tied and x not in beaten_by],
-        "beaten_by": [str(x) for x in beaten_by],
+        "best": str(first),
+        "selected": selected,
+        "tied_with": [str(x) for x in contenders if x != first],
+        "separated_from": [str(x) for x in eliminated if x != first],
+        "beaten_by": beaten_by,
         "level": level,
-        # ranked below the compared ones, each pair on its own noise: a noisy one may tie too
-        "not_compared": below,
+        "method": "mcb",
+        "not_compared": 0,
     }
     return yes, no, group
 
 
 def not_compared_clause(below: int) -> str:
-    """What the top group's comparisons leave out: the best is compared with the next few
-    ranked only, and a lower-ranked candidate on noisier seeds may not be separated from it."""
+    """What a comparison of the best leaves out ("" when it compared every candidate)."""
     if below <= 0:
         return ""
     return f"; {below} lower-ranked candidate(s) were not compared with it"
 
 
-def _names(names: Sequence[Any], limit: int = 5) -> str:
-    shown = ", ".join(str(n) for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+def _names(names: Sequence[Any], limit: int = 5, and_: bool = False) -> str:
+    names = [str(n) for n in names]
+    if len(names) > limit:
+        return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+    if and_ and len(names) >= 2:
+        return ", ".join(names[:-1]) + f" and {names[-1]}"
+    return ", ".join(names)

@@ -482,6 +482,16 @@ def name_problem(name: str) -> str | None:
     return "use letters, digits, '_', '-' or '.', at most 64 (it names the run dir)"
 
 
+class StatsConfig(Strict):
+    """How the study's decisions are made (tlmsearch/evidence.py): every "separated" and
+    "supported" and the verdict hold their error rate over a stated family."""
+
+    # the comparisons of every candidate with uniform: holm (family-wise error), bh (false
+    # discovery rate, Benjamini-Hochberg) or none (per comparison; the sentences say so)
+    family: Literal["holm", "bh", "none"] = "holm"
+    level: float = Field(0.95, gt=0.5, lt=1)  # 1 - the error rate of each decision
+
+
 class StudyConfig(Strict):
     name: str
     description: str = ""
@@ -494,6 +504,7 @@ class StudyConfig(Strict):
     objectives: list[Objective] = Field(default_factory=lambda: [Objective()], min_length=1)
     storage: StorageConfig = StorageConfig()
     ray: RayConfig = RayConfig()
+    stats: StatsConfig = StatsConfig()
     # Fidelity across scales (search/ladder.py, tlmsearch/fidelity.py): proxy sizes, each a
     # mapping of model / train / data overrides applied to this study, smallest compute first.
     ladder: list[dict[str, Any]] | None = Field(None, min_length=2, max_length=MAX_RUNGS)

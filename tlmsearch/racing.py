@@ -6,27 +6,32 @@ paired control, the uniform model of the same seed (common random numbers: same 
 init), so a seed gives one *paired delta* d = value - uniform. After each finished trial,
 :func:`race` looks at a candidate's deltas and decides:
 
-- ``separated``: its mean delta is further from the reference than the noise allows (a t
-  interval over its seeds excludes 0; each look at ``1 - (1 - confidence) / max_seeds``, so
-  over all its looks a candidate equal to its reference separates with chance at most
-  ``1 - confidence``): no more seeds;
+- ``separated``: its mean delta is further from the reference than the noise allows: each
+  look tests at ``(1 - confidence) / (max_seeds x m)``, m the candidates in the race
+  (Bonferroni over every candidate and every look), so the chance that *any* candidate equal
+  to its reference is ever declared separated is at most ``1 - confidence`` (family-wise, over
+  the whole race): no more seeds;
 - ``tied``: it reached ``max_seeds`` without separating: the data cannot tell it apart;
 - ``stopped``: a seed was pruned or diverged (the pruner or the trainer judged it; more seeds
   buy nothing). A seed lost to the system (a killed worker) is only missing;
 - ``done``: the incumbent (``against: best``) raced every seed;
 - ``racing``: not yet decided: its next seed is due (``next_seed``) or in flight.
 
-The noise is the seed-to-seed sd of paired deltas *pooled* over every candidate with two or more
-seeds (df = sum of n_i - 1): one candidate's single seed says nothing about noise, the study's
-other candidates do. Before any candidate has two seeds, ``prior_sd`` (if given) stands in with
-a normal quantile; without it nothing separates on one seed.
+The noise is the study's noise of one paired delta from the block-design fit
+(:func:`tlmsearch.stats.block_noise`: candidates x seeds, every delta of a seed sharing its
+uniform), the estimate every other part of tlmsearch judges with. Before the fit has residual
+df, ``prior_sd`` (if given) stands in with a normal quantile; without it nothing separates.
 
-The reference (``against``) is ``uniform`` (the delta itself) or ``best``: the difference to the
-current incumbent on their common seeds (the candidate still racing with the best mean delta
-among those with the most seeds). The incumbent itself races every seed, as SMAC's does: it is
-what the others are measured against; a challenger separated as *better* races on, and takes
-its place once it has as many seeds. A seed whose uniform baseline failed for good leaves the
-pool (nothing can be paired on it).
+The reference (``against``) is ``uniform`` (the delta itself, a two-sided test) or ``best``:
+the difference to the current incumbent on their common seeds (the candidate still racing with
+the best mean delta among those with the most seeds). The incumbent is *selected* by the data
+(the best of m noisy means leads the truth), so a challenger is declared worse only at Tukey's
+range critical value over every pair of the m candidates (Bonferroni over the looks): the
+chance of any false "worse than" over the whole race stays at most ``1 - confidence``, also
+when every candidate is equal. The incumbent itself races
+every seed, as SMAC's does; a challenger separated as *better* races on, and takes its place
+once it has as many seeds. A seed whose uniform baseline failed for good leaves the pool
+(nothing can be paired on it).
 
 Pure pandas (no ray, no optuna): a function of the trials table, so a resumed race continues
 where the stored trials left it.
@@ -41,22 +46,9 @@ from typing import Any
 
 import pandas as pd
 
-from tlmsearch.stats import paired_deltas, pooled_sd, t_quantile
+from tlmsearch.stats import Noise, block_noise, paired_deltas
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
-
-
-@dataclass(frozen=True)
-class Noise:
-    """The pooled seed-to-seed sd of paired deltas and its degrees of freedom (0: the prior)."""
-
-    sd: float
-    df: int
-
-    def quantile(self, confidence: float) -> float:
-        if self.df == 0:  # the prior: a normal quantile (t with infinite df)
-            return t_quantile(1e9, confidence)
-        return t_quantile(self.df, confidence)
 
 
 @dataclass(frozen=True)
@@ -72,14 +64,31 @@ class Lane:
     next_seed: int | None  # due now (not queued, not running); None otherwise
 
 
-def pooled_noise(deltas: pd.DataFrame, key: str, prior_sd: float | None) -> Noise | None:
-    """Pooled within-candidate sd of the paired deltas (:func:`tlmsearch.stats.pooled_sd`);
-    the prior (df 0) or None without one."""
-    groups = [g["delta"].tolist() for _, g in deltas[~deltas["is_baseline"]].groupby(key)]
-    pooled = pooled_sd(groups)
-    if pooled is not None:
-        return Noise(*pooled)
+def race_noise(
+    trials: pd.DataFrame, value: str, key: str, prior_sd: float | None
+) -> Noise | None:
+    """The study's :func:`tlmsearch.stats.block_noise`; before it has residual df the prior
+    (df 0), or None without one."""
+    noise = block_noise(trials, value, key=key)
+    if noise is not None:
+        return noise
     return Noise(float(prior_sd), 0) if prior_sd else None
+
+
+def critical(noise: Noise, confidence: float, max_seeds: int, m: int, against: str) -> float:
+    """The critical value of one look, in standard errors: Bonferroni over ``max_seeds`` looks,
+    and over the ``m`` candidates (against uniform: two-sided t at (1 - confidence) /
+    (looks x m)) or over every pair of them (against the best: Tukey's range, since the
+    incumbent is whichever the data rank first; :func:`tlmsearch.stats.range_critical`).
+
+    >>> round(critical(Noise(0.01, 30), 0.95, 3, 10, "uniform"), 2)
+    3.45
+    """
+    from tlmsearch.stats import range_critical
+
+    if against == "best":
+        return range_critical(m, noise.df, 1.0 - (1.0 - confidence) / max_seeds)
+    return noise.quantile(1.0 - (1.0 - confidence) / (max_seeds * max(1, m)))
 
 
 def race(
@@ -95,6 +104,7 @@ def race(
     queued: set[tuple[str, int]] | frozenset = frozenset(),
     key: str = "candidate",
     parallel_seeds: int = 1,
+    family_size: int = 0,
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
@@ -105,9 +115,10 @@ def race(
     candidate's next seed waits for the last one's verdict; with more, a candidate the finished
     seeds leave undecided gets its next seed beside those in flight (trial slots stay busy near
     the end of a race; a seed started that way may turn out not to have been needed).
-    A candidate is looked at up to ``max_seeds`` times, so each look tests at
-    ``1 - (1 - confidence) / max_seeds`` (Bonferroni): ``confidence`` bounds the chance that a
-    candidate no different from its reference is ever declared separated.
+    A candidate is looked at up to ``max_seeds`` times and the race has m candidates (those in
+    ``trials``, at least ``family_size``: a sampler that adds candidates later should name
+    how many it will), so each look tests at :func:`critical`'s value: ``confidence`` bounds
+    the chance that any candidate no different from its reference is ever declared separated.
     """
     if against not in ("uniform", "best"):
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
@@ -116,11 +127,8 @@ def race(
     if parallel_seeds < 1:
         raise ValueError(f"parallel_seeds must be >= 1, but got {parallel_seeds=}")
     sign = 1.0 if sense == "minimize" else -1.0  # a better candidate has sign * delta < 0
-    per_look = 1.0 - (1.0 - confidence) / max_seeds
     deltas = paired_deltas(trials, value, key=key)
-    # a replayed twin repeats another trial's numbers: it is not another draw of the noise
-    fresh = trials[trials["same_as"].isna()] if "same_as" in trials else trials
-    noise = pooled_noise(paired_deltas(fresh, value, key=key), key, prior_sd)
+    noise = race_noise(trials, value, key, prior_sd)
     by_cand = {c: g.set_index("seed")["delta"] for c, g in deltas.groupby(key, sort=True)}
     base = trials[trials["is_baseline"].astype(bool)]
     base_done = set(base.loc[base["state"] == "COMPLETE", "seed"].dropna().astype(int))
@@ -128,6 +136,8 @@ def race(
     base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int)) - base_done
     pool = [s for s in seeds if s not in base_failed]
     cands = trials[~trials["is_baseline"].astype(bool)]
+    m = max(int(cands[key].nunique()), int(family_size))
+    look = (confidence, max_seeds, m, against)
     stopped = {str(c): _stop_reason(g) for c, g in cands.groupby(key, sort=True)}
     racing_ = {c for c, why in stopped.items() if not why}
     incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
@@ -144,7 +154,7 @@ def race(
         in_flight |= (ran - base_done) - base_failed
         d = by_cand.get(cand, pd.Series(dtype="float64"))
         lane = _decide(
-            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, per_look, noise,
+            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look, noise,
             incumbent, by_cand, sign, parallel_seeds,
         )  # fmt: skip
         lanes.append(lane)
@@ -243,7 +253,7 @@ def _decide(
     tried: set[int],
     pool: Sequence[int],
     max_seeds: int,
-    per_look: float,
+    look: tuple[float, int, int, str],
     noise: Noise | None,
     incumbent: str | None,
     by_cand: dict[Any, pd.Series],
@@ -267,7 +277,8 @@ def _decide(
     mean = float(diffs.mean()) if n else math.nan
     half = math.nan
     if n and noise is not None:
-        half = noise.quantile(per_look) * noise.sd / math.sqrt(n)
+        conf, looks, m, against = look
+        half = critical(noise, conf, looks, m, against) * noise.sd / math.sqrt(n)
     waiting = lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half,
                    None) if in_flight else None  # fmt: skip
     if waiting is not None and len(in_flight) >= parallel:

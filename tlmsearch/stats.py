@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -121,6 +122,147 @@ def mean_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> 
     sd = float(v.std(ddof=1))
     half = t_quantile(n - 1, level) * sd / math.sqrt(n)
     return Interval(n, mean, sd, mean - half, mean + half, half)
+
+
+def t_sf(t: float, df: float) -> float:
+    """Upper tail of Student t: P(T > t) with ``df`` degrees of freedom.
+
+    >>> round(t_sf(2.0, 10), 4), t_sf(0.0, 3)
+    (0.0367, 0.5)
+    """
+    from scipy.stats import t as student_t
+
+    return float(student_t.sf(t, df))
+
+
+@functools.lru_cache(maxsize=256)
+def range_critical(m: int, df: float, level: float) -> float:
+    """Tukey's critical value for every pair of ``m`` means at once, in standard errors of a
+    difference: the studentized range quantile over sqrt(2) (df 0 or above 1000: 1000).
+
+    Any claim "a differs from b" among m candidates made with it holds its family-wise error
+    at ``1 - level`` over all the pairs, also when every candidate is equal (where comparing
+    each with the data's best, at a one-sided level per comparison, does not).
+
+    >>> round(range_critical(2, 1000, 0.95), 2)  # two means: the two-sided normal quantile
+    1.96
+    """
+    from scipy.stats import studentized_range
+
+    df = 1000.0 if df == 0 or df > 1000 else float(df)
+    return float(studentized_range.ppf(level, max(2, int(m)), df)) / math.sqrt(2.0)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The sd of one paired delta (a candidate minus uniform on one seed) and its df.
+
+    From the block-design fit (:func:`block_noise`): ``sd`` = sqrt(2) x the residual sd of
+    ``value ~ candidate + seed``, ``df`` its residual degrees of freedom. ``df`` 0 is a racing
+    prior (an assumption, not a measurement): a normal quantile.
+    """
+
+    sd: float
+    df: int
+
+    def quantile(self, confidence: float) -> float:
+        """Two-sided quantile at ``confidence`` (t with ``df``; normal for the prior)."""
+        return t_quantile(1e9 if self.df == 0 else self.df, confidence)
+
+    def one_sided(self, confidence: float) -> float:
+        """One-sided quantile at ``confidence``: the two-sided one at ``2 * confidence - 1``."""
+        return self.quantile(2.0 * confidence - 1.0)
+
+
+def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]) -> tuple[
+    float, int
+]:
+    """(residual sum of squares, residual df) of the two-way additive fit value ~ candidate + seed.
+
+    A study is a randomized block design: candidates are treatments (uniform one of them), seeds
+    are blocks, y(c, s) = mu + tau_c + u_s + e_cs. Every paired delta on seed s subtracts the
+    same uniform value, so the deltas of one seed share its -e_us: pooling each candidate's
+    deltas as if independent misstates the noise (notes/statistics.md). The residuals of this
+    fit estimate sigma_e^2 with df = cells - rank(design) ((C - 1)(S - 1) in a complete design);
+    cells a race or pruner left empty are simply absent. Equal to statsmodels'
+    ``ols("value ~ C(candidate) + C(seed)")`` (tests/test_stats.py checks it).
+
+    >>> rss, df = block_fit(["u", "u", "a", "a"], [0, 1, 0, 1], [1.0, 2.0, 1.5, 2.1])
+    >>> round(rss, 4), df
+    (0.04, 1)
+    """
+    y = np.asarray(values, dtype="float64")
+    if len(y) == 0:
+        return 0.0, 0
+    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
+    s_codes = pd.factorize(pd.Series(list(seeds)))[0]
+    cols = [np.ones(len(y))]
+    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
+    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
+    x = np.column_stack(cols)
+    beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ beta
+    return float(resid @ resid), int(len(y) - rank)
+
+
+def block_noise(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> Noise | None:
+    """The study's noise of a paired delta from the block-design fit (:func:`block_fit`).
+
+    On the completed (candidate, seed) cells of known seeds; a replayed twin (``same_as``)
+    repeats another trial's numbers and is left out. None when the fit leaves no residual df
+    (e.g. one seed): then nothing can be separated.
+    """
+    if "same_as" in trials:
+        trials = trials[trials["same_as"].isna()]
+    done = [(c, s, cell.value) for (c, s), cell in _cells(trials, value, key).items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    if not done:
+        return None
+    rss, df = block_fit(*zip(*done, strict=True))
+    if df < 1:
+        return None
+    return Noise(math.sqrt(2.0 * rss / df), df)
+
+
+FAMILIES = ("holm", "bh", "none")
+
+
+def adjust(p_values: Sequence[float], family: str = "holm") -> list[float]:
+    """Family-wise adjusted p-values: ``holm`` (step-down, family-wise error), ``bh``
+    (Benjamini-Hochberg, false discovery rate) or ``none``. NaN stays NaN and is no member.
+
+    >>> [round(x, 3) for x in adjust([0.01, 0.04, 0.03], "holm")]
+    [0.03, 0.06, 0.06]
+    >>> [round(x, 3) for x in adjust([0.01, 0.04, 0.03], "bh")]
+    [0.03, 0.04, 0.04]
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, but got {family=}")
+    p = np.asarray(p_values, dtype="float64")
+    out = p.copy()
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    if family == "none" or m == 0:
+        return out.tolist()
+    order = ok[np.argsort(p[ok], kind="stable")]
+    ranked = p[order]
+    if family == "holm":
+        adj = np.maximum.accumulate((m - np.arange(m)) * ranked)
+    else:  # bh: step-up
+        adj = np.minimum.accumulate((m / np.arange(1, m + 1) * ranked)[::-1])[::-1]
+    out[order] = np.minimum(adj, 1.0)
+    return out.tolist()
+
+
+def family_words(family: str, m: int) -> str:
+    """How a decision's family is said: 'Holm over 15 comparisons with uniform'."""
+    name = {"holm": "Holm", "bh": "Benjamini-Hochberg (false discovery rate)",
+            "none": "no correction"}[family]  # fmt: skip
+    if family == "none":
+        return f"{name}: per comparison, {m} in the study"
+    return f"{name} over {m} comparison{'s' * (m != 1)}"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -477,33 +619,33 @@ def tier_name(tier: int) -> str:
 # -------------------------------------------------------------------------------------------------
 # Effects in units of noise, and which candidates can be told apart
 #
-# A candidate with two or more paired seeds has its own seed-to-seed sd of deltas ("own"). With
-# one seed it has none; ``noise`` (e.g. tlmsearch.racing.pooled_noise: the sd of paired deltas
-# pooled over the study's candidates with two or more seeds) stands in, said as "pooled": it
-# assumes every candidate's delta is as noisy as the others'. Without either the noise is
+# Every interval and test uses the study's noise of a paired delta from the block-design fit
+# (:func:`block_noise`, said as "model"): one estimate for every candidate, whatever its seeds,
+# with the df of the whole design. A candidate's own seed-to-seed sd of deltas (``sd_delta``) is
+# kept beside it as a description, never as a second verdict. Without residual df the noise is
 # "unknown" and nothing is separated. A racing prior (df 0) is an assumption, not a
 # measurement: it is never used here.
 
-OWN, POOLED, UNKNOWN = "own", "pooled", "unknown"
+MODEL, UNKNOWN = "model", "unknown"
 
 EFFECT_COLUMNS = (
     "n",  # paired seeds: completed with a finished uniform of the same seed
     "seeds",  # those seeds (tuple)
     "n_better",  # of them, the seeds on which it beat uniform (``sense`` decides which way)
     "mean_delta",  # mean paired delta vs uniform
-    "sd_delta",  # its own seed-to-seed sd of deltas (NaN with one seed)
-    "noise",  # where noise_sd comes from: own | pooled | unknown
-    "noise_sd",  # the sd the interval and effect_noise use
+    "sd_delta",  # its own seed-to-seed sd of deltas (NaN with one seed): a description only
+    "noise",  # model (the block-design fit) | unknown (no residual df yet)
+    "noise_sd",  # the sd of one paired delta the interval and effect_noise use
     "noise_df",  # its degrees of freedom (0 when unknown)
-    "lo",  # t interval of mean_delta at ``level`` (NaN when the noise is unknown)
+    "lo",  # t interval of mean_delta at ``level``, per comparison (NaN when the noise is unknown)
     "hi",
     "half_width",
     "effect_noise",  # mean_delta / noise_sd: the effect in units of seed noise
-    "separated",  # the interval excludes 0 (<NA> when the noise is unknown)
-    # the interval's half-width with ``noise`` (pooled) for every candidate, whatever its seeds,
-    # and whether it excludes 0 (NaN / <NA> without ``noise``); racing tests each look stricter
-    "pooled_half_width",
-    "pooled_separated",
+    "p",  # two-sided p-value of mean_delta = 0, per comparison
+    "p_adj",  # adjusted over the family (``family``) of comparisons with uniform
+    "separated",  # p_adj < 1 - level: the family's decision (<NA> when the noise is unknown)
+    "family",  # holm | bh | none
+    "family_size",  # comparisons with uniform in the family
     "censored",  # pruned or failed on some seed (its completed seeds flatter it)
     "censored_seeds",
     "censored_states",
@@ -516,7 +658,7 @@ PAIR_COLUMNS = (
     "seeds",
     "n_better",  # seeds on which a beat b
     "mean",  # mean over the common seeds of a - b
-    "sd",  # sd of a - b across them (NaN with one)
+    "sd",  # sd of a - b across them (NaN with one): a description only
     "noise",
     "noise_sd",
     "noise_df",
@@ -524,9 +666,9 @@ PAIR_COLUMNS = (
     "hi",
     "half_width",
     "effect_noise",
+    "p",
+    "p_adj",  # adjusted over the unordered pairs asked for (``family``)
     "separated",
-    "pooled_half_width",
-    "pooled_separated",
 )
 
 
@@ -536,37 +678,28 @@ def _sign(sense: str) -> float:
     return 1.0 if sense == "minimize" else -1.0
 
 
-_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "separated",
-           "pooled_half_width", "pooled_separated")  # fmt: skip
+_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "p")
 
 
-def _noised(diffs: Sequence[float], noise: Any, level: float) -> dict[str, Any]:
-    """Mean of paired differences with its interval: own sd (2+), else ``noise`` (1), else none.
+def _noised(diffs: Sequence[float], noise: Noise | None, level: float) -> dict[str, Any]:
+    """Mean of paired differences with its interval, p-value and effect / noise from ``noise``.
 
-    ``pooled_half_width`` / ``pooled_separated``: the interval every candidate would get from
-    ``noise`` (with its n seeds), so a reader sees where the two estimates disagree.
+    A difference of two models on one seed has the sd of one paired delta, ``noise.sd``; over
+    n seeds the mean's standard error is noise.sd / sqrt(n), with ``noise.df`` df.
     """
     iv = mean_interval(diffs, level)
     nan = math.nan
     out: dict[str, Any] = dict(mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_sd=nan, noise_df=0)
-    out.update(lo=nan, hi=nan, half_width=nan, pooled_half_width=nan, pooled_separated=pd.NA)
-    pooled = noise is not None and int(noise.df) >= 1 and math.isfinite(noise.sd)
-    if iv.n >= 1 and pooled:
-        half = t_quantile(int(noise.df), level) * float(noise.sd) / math.sqrt(iv.n)
-        out.update(pooled_half_width=half, pooled_separated=bool(abs(iv.mean) > half))
-    if iv.n >= 2:
-        out.update(noise=OWN, noise_sd=iv.sd, noise_df=iv.n - 1, lo=iv.lo, hi=iv.hi)
-        out["half_width"] = iv.half_width
-    elif iv.n == 1 and pooled:
-        half = out["pooled_half_width"]
-        out.update(noise=POOLED, noise_sd=float(noise.sd), noise_df=int(noise.df))
-        out.update(lo=iv.mean - half, hi=iv.mean + half, half_width=half)
-    if out["noise"] == UNKNOWN:
-        out["effect_noise"], out["separated"] = math.nan, pd.NA
-    else:
+    out.update(lo=nan, hi=nan, half_width=nan, effect_noise=nan, p=nan)
+    if iv.n >= 1 and noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
+        se = noise.sd / math.sqrt(iv.n)
+        half = t_quantile(noise.df, level) * se
+        out.update(noise=MODEL, noise_sd=noise.sd, noise_df=noise.df, half_width=half)
+        out.update(lo=iv.mean - half, hi=iv.mean + half)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out["effect_noise"] = float(np.float64(iv.mean) / np.float64(out["noise_sd"]))
-        out["separated"] = not (out["lo"] <= 0.0 <= out["hi"])
+            out["effect_noise"] = float(np.float64(iv.mean) / np.float64(noise.sd))
+            z = float(np.float64(abs(iv.mean)) / np.float64(se))
+        out["p"] = 1.0 if iv.mean == 0 else 2.0 * t_sf(z, noise.df)
     return out
 
 
@@ -578,25 +711,28 @@ def effects(
     key: str = "candidate",
     level: float = 0.95,
     seeds: Seeds = None,
-    noise: Any = None,
+    noise: Noise | None = None,
+    family: str = "holm",
 ) -> pd.DataFrame:
-    """Every candidate's paired effect vs uniform: mean, ``level`` interval, effect / noise.
+    """Every candidate's paired effect vs uniform: mean, interval, p-value, the family's verdict.
 
-    From :func:`summarise` (its mean_delta, sd_delta and interval over the candidate's own
-    seeds); a candidate with one paired seed takes ``noise`` (an object with ``sd`` and ``df``
-    >= 1, e.g. :func:`tlmsearch.racing.pooled_noise`'s) and says so in ``noise``. One row per
-    non-baseline candidate, sorted by key: key, :data:`EFFECT_COLUMNS`.
+    The noise is ``noise`` or, by default, the study's :func:`block_noise`. ``separated`` is the
+    decision over the family of every candidate's comparison with uniform (``family``: holm,
+    bh or none; :func:`adjust`), at ``1 - level``; ``lo``/``hi`` are per comparison. One row
+    per non-baseline candidate, sorted by key: key, :data:`EFFECT_COLUMNS`.
 
     >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
     ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 4,
     ...                   "v": [2.0, 2.2, 1.9, 2.0]})
     >>> e = effects(t, "v").iloc[0]
-    >>> int(e["n_better"]), float(round(e["mean_delta"], 3)), e["noise"]
-    (2, -0.15, 'own')
+    >>> int(e["n_better"]), float(round(e["mean_delta"], 3)), e["noise"], int(e["noise_df"])
+    (2, -0.15, 'model', 1)
     >>> float(round(e["effect_noise"], 2))  # -0.15 / sd 0.0707
     -2.12
     """
     sign = _sign(sense)
+    if noise is None:
+        noise = block_noise(trials, value, key=key)
     s = summarise(trials, value, key=key, level=level, seeds=seeds)
     s = s[~s["is_baseline"].astype(bool)]
     d = paired_deltas(trials, value, key=key)
@@ -623,11 +759,28 @@ def effects(
             }
         )
     out = pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS])
-    for col in ("separated", "pooled_separated"):
-        out[col] = out[col].astype("boolean")
+    out["p_adj"] = adjust(out["p"].astype("float64").tolist(), family) if len(out) else []
+    tested = out["p"].notna()
+    out["separated"] = pd.array(
+        [bool(q < 1.0 - level) if ok else pd.NA for q, ok in zip(out["p_adj"], tested,
+                                                                 strict=True)],
+        dtype="boolean",
+    )  # fmt: skip
+    out["family"] = family
+    out["family_size"] = int(tested.sum())
     floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise",
-              "pooled_half_width")  # fmt: skip
-    return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})
+              "p", "p_adj")  # fmt: skip
+    return out.astype({c: "float64" for c in floats}).astype(
+        {"n": "int64", "noise_df": "int64", "family_size": "int64"}
+    )
+
+
+def _complete_by_seed(trials: pd.DataFrame, value: str, key: str) -> dict[Any, dict[int, float]]:
+    done: dict[Any, dict[int, float]] = {}
+    for (cand, seed), cell in _cells(trials, value, key).items():
+        if cell.outcome == "complete" and seed != UNKNOWN_SEED:
+            done.setdefault(cand, {})[seed] = cell.value
+    return done
 
 
 def pairwise(
@@ -638,16 +791,16 @@ def pairwise(
     *,
     key: str = "candidate",
     level: float = 0.95,
-    noise: Any = None,
+    noise: Noise | None = None,
+    family: str = "holm",
 ) -> pd.DataFrame:
     """Can these be told apart? Paired differences a - b on the seeds both completed.
 
     Within a seed both saw the same data and initial weights, so a - b on that seed is a paired
-    difference (uniform among ``candidates`` gives the paired delta vs uniform). Over two or
-    more common seeds its own sd gives the ``level`` t interval; on one common seed ``noise``
-    stands in (as in :func:`effects`: the spread of a - b is taken to be that of a paired
-    delta, both being differences of two models on one seed). One row per ordered pair (a, b),
-    a != b, in the order of ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
+    difference with the sd of one paired delta (``noise``; by default :func:`block_noise`).
+    ``separated``: the p-value adjusted over the unordered pairs of ``candidates`` (``family``)
+    is below ``1 - level``. One row per ordered pair (a, b), a != b, in the order of
+    ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
 
     >>> t = pd.DataFrame({"candidate": ["a"] * 3 + ["b"] * 3, "is_baseline": [0] * 6,
     ...                   "seed": [0, 1, 2] * 2, "state": ["COMPLETE"] * 6,
@@ -657,10 +810,9 @@ def pairwise(
     ('a', 'b', 3, -0.5, True)
     """
     sign = _sign(sense)
-    done: dict[Any, dict[int, float]] = {}
-    for (cand, seed), cell in _cells(trials, value, key).items():
-        if cell.outcome == "complete" and seed != UNKNOWN_SEED:
-            done.setdefault(cand, {})[seed] = cell.value
+    if noise is None:
+        noise = block_noise(trials, value, key=key)
+    done = _complete_by_seed(trials, value, key)
     rows = []
     for a in candidates:
         for b in candidates:
@@ -676,8 +828,87 @@ def pairwise(
                  **{c: x[c] for c in PAIR_COLUMNS if c in x}}
             )  # fmt: skip
     out = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
-    for col in ("separated", "pooled_separated"):
-        out[col] = out[col].astype("boolean")
-    floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise",
-              "pooled_half_width")  # fmt: skip
+    # the family: each unordered pair once (a vs b and b vs a are one comparison)
+    index = {c: i for i, c in enumerate(candidates)}
+    first = [index[a] < index[b] for a, b in zip(out["a"], out["b"], strict=True)]
+    half = out[first]
+    adj = dict(zip(zip(half["a"], half["b"], strict=True),
+                   adjust(half["p"].astype("float64").tolist(), family), strict=True))  # fmt: skip
+    out["p_adj"] = [adj.get((a, b), adj.get((b, a), math.nan))
+                    for a, b in zip(out["a"], out["b"], strict=True)]  # fmt: skip
+    out["separated"] = pd.array(
+        [pd.NA if math.isnan(q) else bool(q < 1.0 - level) for q in out["p_adj"]],
+        dtype="boolean",
+    )
+    floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise", "p", "p_adj")
     return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})
+
+
+MCB_COLUMNS = (
+    "candidate",
+    "mean",  # its mean value over its completed seeds (what the leader is ranked on: see rank)
+    "eliminated",  # worse than some other candidate, Tukey over every pair: not the best
+    "by",  # that other candidate (the one it is furthest behind, in standard errors)
+    "selected",  # better than every other candidate at the joint level: the best
+    "critical",  # the one-sided critical value the selection uses (elimination: Tukey's)
+)
+
+
+def mcb(
+    trials: pd.DataFrame,
+    value: str,
+    candidates: Sequence[Any],
+    sense: str = "minimize",
+    *,
+    key: str = "candidate",
+    level: float = 0.95,
+    noise: Noise | None = None,
+) -> pd.DataFrame:
+    """Multiple comparisons with the best (Hsu 1984/1996) among ``candidates``, uniform included.
+
+    For each pair on its common seeds, D_ij = mean of (y_i - y_j) (sign-adjusted so lower is
+    better) with standard error noise.sd / sqrt(n_ij). With d the one-sided t critical value at
+    ``level`` for the K - 1 comparisons with the best (Bonferroni: (1 - level) / (K - 1), a
+    bound on Dunnett's exact value) and r Tukey's critical value over every pair
+    (:func:`range_critical`):
+
+    - i is **selected** (the best) when D_ij + d se_ij < 0 for every j != i (no pair without a
+      common seed): a wrong selection means the truly best was beaten by d, chance <= 1 - level;
+    - i is **eliminated** (not the best) when D_ij - r se_ij > 0 for some j. Hsu's d would
+      bound the chance of eliminating *the* best, but with several equally good candidates
+      each one is a best, and the claims "not the best" hold their family-wise error only over
+      every pair (``benchmarks/stats.py`` measures both).
+
+    The selection is not a winner's curse: the intervals hold for whichever candidate the data
+    rank first. Without a noise estimate nothing is eliminated or selected.
+    """
+    sign = _sign(sense)
+    if noise is None:
+        noise = block_noise(trials, value, key=key)
+    done = _complete_by_seed(trials, value, key)
+    k = len(candidates)
+    known = noise is not None and noise.df >= 1 and k >= 2
+    d = noise.one_sided(1.0 - (1.0 - level) / (k - 1)) if known else math.nan
+    r = range_critical(k, noise.df, level) if known else math.nan
+    rows = []
+    for i in candidates:
+        vi = done.get(i, {})
+        worst, by, best_all = -math.inf, None, known and bool(vi)
+        for j in candidates:
+            if j == i:
+                continue
+            vj = done.get(j, {})
+            common = sorted(set(vi) & set(vj))
+            if not common or not known:
+                best_all = False
+                continue
+            diff = sign * float(np.mean([vi[x] - vj[x] for x in common]))
+            se = noise.sd / math.sqrt(len(common))
+            if diff + d * se >= 0:
+                best_all = False
+            z = (diff - r * se) / se if se > 0 else (math.inf if diff > 0 else -math.inf)
+            if diff - r * se > 0 and z > worst:
+                worst, by = z, j
+        mean = float(np.mean(list(vi.values()))) if vi else math.nan
+        rows.append((i, mean, by is not None, by, best_all, d))
+    return pd.DataFrame(rows, columns=list(MCB_COLUMNS))

@@ -561,9 +561,9 @@ class Deltas(NamedTuple):
     sense: str
     per_seed: pd.DataFrame  # candidate, label, seed, delta, hover
     # candidate, label, mean, sd (own, NaN with 1 seed), n (paired seeds), half_width, lo, hi
-    # (95% t interval), within_noise, effect_noise, noise (own | pooled | unknown: the sd the
-    # interval uses, tlmsearch.stats.effects; with one seed the study's pooled seed noise, NaN
-    # interval and <NA> within_noise while there is none), noise_sd, k, n_of_k, censored,
+    # (95% t interval), within_noise (not separated over the study's Holm family),
+    # effect_noise, noise (model | unknown: the block-design noise of tlmsearch.stats.effects;
+    # NaN interval and <NA> within_noise while it has no df), noise_sd, k, n_of_k, censored,
     # tier, flag, rank; best first (fully measured before censored)
     summary: pd.DataFrame
 
@@ -576,9 +576,9 @@ def paired_deltas(
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
-    From :mod:`tlmsearch.stats`: a difference is *within noise* when the t-interval of the
-    mean paired delta contains 0 (a one-seed candidate's interval uses the study's pooled
-    seed noise, :func:`tlmsearch.conclusions.study_effects`, said in ``noise``); a candidate
+    From :mod:`tlmsearch.stats`: a difference is *within noise* when the candidate is not
+    separated from uniform over the Holm family of comparisons with uniform
+    (:func:`tlmsearch.conclusions.study_effects`, the block-design noise); a candidate
     pruned or failed on some seed is censored, its ``label`` says "n of k seeds", and it is
     listed after the fully measured ones.
     """
@@ -711,7 +711,7 @@ def _candidate_summary(
         "delta_ci95": None if pd.isna(e["lo"]) else [float(e["lo"]), float(e["hi"])],
         "delta_n_seeds": int(row["n_paired"]),
         "effect_noise": num(e["effect_noise"]),
-        "noise": str(e.get("noise", "own" if row["n_paired"] >= 2 else "unknown")),
+        "noise": str(e.get("noise", "unknown")),
     }
 
 

@@ -2,10 +2,9 @@
 candidates can be told apart, and (racing studies) how the race went.
 
 Pure functions of the run dir's tables and study.yaml (no Ray, no Optuna), unit-tested on
-DataFrames; every number comes from :mod:`tlmsearch.stats` through
-:mod:`tlmsearch.conclusions` (effects with the pooled seed noise for one-seed candidates) or
-:func:`tlmsearch.racing.race` (the decisions, re-derived from the trials table as the driver
-derives them).
+DataFrames; every number and decision comes from the study's one
+:class:`tlmsearch.evidence.Evidence` (the block-design noise, the family's decisions, the race
+as the driver derives it from the trials table, multiple comparisons with the best).
 
 >>> from tlmsearch.results import trials_frame
 >>> t = trials_frame([
@@ -30,8 +29,8 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.conclusions import Conclusions, conclusions, study_effects, study_noise
-from tlmsearch.racing import Noise
+from tlmsearch.conclusions import Conclusions, conclusions
+from tlmsearch.evidence import Evidence
 from tlmsearch.report.collect import ranked_candidates, sense_of
 from tlmsearch.results import metric_column
 
@@ -43,10 +42,19 @@ class Effects(NamedTuple):
     sense: str
     # one row per non-baseline candidate, in rank order (stats.rank): candidate, rank, n_of_k,
     # tier, flag, then stats.effects' columns (n, seeds, n_better, mean_delta, noise, noise_sd,
-    # noise_df, lo, hi, half_width, effect_noise, separated, censored...)
+    # noise_df, lo, hi, half_width, effect_noise, p, p_adj, separated, censored...), decided_by
     table: pd.DataFrame
-    noise: Noise | None  # the study's pooled seed noise (None: no candidate has two seeds)
+    noise: stats.Noise | None  # the block-design noise of one paired delta (None: no df yet)
     conclusions: Conclusions
+    how: str = ""  # how "separated" was decided, in words (Evidence.decision_words)
+
+
+def _evidence(trials: pd.DataFrame, col: str, sense: str, seeds: Any,
+              config: Mapping[str, Any] | None) -> Evidence:  # fmt: skip
+    stats_cfg = (config or {}).get("stats") or {}
+    return Evidence.build(trials, col, sense, level=float(stats_cfg.get("level", LEVEL)),
+                          family=str(stats_cfg.get("family", "holm")), seeds=seeds,
+                          config=config)  # fmt: skip
 
 
 def effects(
@@ -54,35 +62,39 @@ def effects(
     metric: str = "val_bpb",
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> Effects:
-    """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, where the
-    noise comes from), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`.
+    """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, the one
+    decision), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`;
+    ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide.
     """
     sense = sense or sense_of(metric)
     col = metric_column(metric)
     ranked = ranked_candidates(trials, metric, sense, seeds)
-    eff = study_effects(trials, col, sense, level=LEVEL)
+    ev = _evidence(trials, col, sense, seeds, config)
+    eff = ev.effects
     if eff.empty:
         table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
-                                      *stats.EFFECT_COLUMNS])  # fmt: skip
+                                      *stats.EFFECT_COLUMNS, "decided_by"])  # fmt: skip
         return Effects(metric, sense, table, None, Conclusions([], []))
     info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
     table = eff.join(info, on="candidate")
     order = {c: i for i, c in enumerate(ranked["candidate"])}
     table = table.assign(_o=table["candidate"].map(order)).sort_values("_o", kind="stable")
     table = table.drop(columns="_o").reset_index(drop=True)
-    table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS]]
-    said = conclusions(trials, col, sense, label=metric, seeds=seeds, level=LEVEL)
-    return Effects(metric, sense, table, study_noise(trials, col), said)
+    table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
+                   "decided_by"]]  # fmt: skip
+    said = conclusions(trials, label=metric, evidence=ev)
+    return Effects(metric, sense, table, ev.noise, said, ev.decision_words())
 
 
 class Separation(NamedTuple):
     metric: str
     sense: str
     names: list[str]  # rows and columns, in order: the top candidates, then uniform
-    # stats.pairwise rows (a - b on common seeds) plus ``better``: 1 when a is separated and
-    # better, -1 separated and worse, 0 not separated, NaN without a noise estimate or a common
-    # seed; ``text`` (the cell) and ``hover``
+    # stats.pairwise rows (a - b on common seeds; separated: Holm over the matrix's pairs) plus
+    # ``better``: 1 when a is separated and better, -1 separated and worse, 0 not separated,
+    # NaN without a noise estimate or a common seed; ``text`` (the cell) and ``hover``
     cells: pd.DataFrame
 
 
@@ -104,8 +116,7 @@ def separation(
     empty = pd.DataFrame(columns=[*stats.PAIR_COLUMNS, "better", "text", "hover"])
     if len(names) < 2:
         return Separation(metric, sense, names, empty)
-    noise = study_noise(trials, col)
-    cells = stats.pairwise(trials, col, names, sense, level=LEVEL, noise=noise)
+    cells = stats.pairwise(trials, col, names, sense, level=LEVEL)  # the block-design noise
     sign = 1.0 if sense == "minimize" else -1.0
     better = [
         math.nan if pd.isna(sep) else (0.0 if not sep else (1.0 if sign * m < 0 else -1.0))
@@ -126,8 +137,7 @@ def _cell_text(r: Any) -> str:
         return f"{r.mean:+.3g}<br>1 seed, noise ?"
     mark = "<b>" if r.separated else ""
     end = "</b>" if r.separated else ""
-    pooled = " †" if r.noise == stats.POOLED else ""
-    return f"{mark}{r.mean:+.3g} ± {r.half_width:.2g}{end}<br>{r.n} seed{'s' * (r.n != 1)}{pooled}"
+    return f"{mark}{r.mean:+.3g} ± {r.half_width:.2g}{end}<br>{r.n} seed{'s' * (r.n != 1)}"
 
 
 def _cell_hover(r: Any, metric: str, sense: str) -> str:
@@ -137,24 +147,16 @@ def _cell_hover(r: Any, metric: str, sense: str) -> str:
     seeds = ", ".join(str(s) for s in r.seeds)
     lines = [head, f"{metric} difference {r.mean:+.4g} on seed(s) {seeds}"]
     if r.noise == stats.UNKNOWN:
-        lines.append("one seed and no pooled seed noise yet: noise unknown")
+        lines.append("the design has no residual df yet: noise unknown")
     else:
-        source = (
-            f"its own {r.n} seeds"
-            if r.noise == stats.OWN
-            else f"the pooled seed noise (sd {r.noise_sd:.2g}, {r.noise_df} df): one common seed"
+        lines.append(
+            f"{LEVEL:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} (per pair; the block-design noise, "
+            f"sd {r.noise_sd:.2g} over {r.noise_df} df)"
         )
-        lines.append(f"{LEVEL:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} from {source}")
         if math.isfinite(r.effect_noise):
             lines.append(f"{abs(r.effect_noise):.1f} noise units")
-        verdict = "separated: the interval excludes 0" if r.separated else "not separated"
-        lines.append(verdict)
-        pooled = r.pooled_separated
-        if r.noise == stats.OWN and not pd.isna(pooled) and bool(pooled) != bool(r.separated):
-            other = "separated" if pooled else "not separated"
-            lines.append(
-                f"with the pooled seed noise (95%, one look): ± {r.pooled_half_width:.2g}, {other}"
-            )
+        verdict = "separated" if r.separated else "not separated"
+        lines.append(f"{verdict}: Holm-adjusted p {r.p_adj:.2g} over the matrix's pairs")
     better = "lower" if sense == "minimize" else "higher"
     lines.append(f"row better on {r.n_better}/{r.n} seeds ({better} is better)")
     return "<br>".join(lines)

@@ -415,7 +415,7 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
     for kind, name, color in (
         (False, "clear difference", "#1f77b4"),
         (True, "within noise (95% CI contains 0)", "#aaaaaa"),
-        (None, "single seed, no pooled seed noise yet: noise unknown", "#ff7f0e"),
+        (None, "no residual df in the design yet: noise unknown", "#ff7f0e"),
         ("censored", "censored: pruned / failed / running on some seed", "#d62728"),
     ):
         if kind == "censored":
@@ -430,11 +430,6 @@ def paired_deltas(d: Deltas, limit: int = 40) -> go.Figure:
         text = [
             f"{r.candidate}<br>mean delta {r.mean:+.4g} over {r.n} seed(s) ({r.n_of_k} completed)"
             + ("" if math.isnan(r.half_width) else f"<br>95% CI ±{r.half_width:.3g}")
-            + (
-                f"<br>one seed: the study's pooled seed noise (sd {r.noise_sd:.2g})"
-                if r.noise == "pooled"
-                else ""
-            )
             + (
                 ""
                 if not math.isfinite(r.effect_noise)
@@ -492,7 +487,7 @@ def separation(m: Separation) -> go.Figure:
 
     Bold and coloured where the interval excludes 0 (blue: the row is better, red: worse);
     grey where it does not; blank without a common seed or a noise estimate. A dagger marks a
-    cell judged on one common seed with the study's pooled seed noise.
+    cell judged on one common seed with the study's block-design noise.
     """
     fig = go.Figure()
     names = m.names

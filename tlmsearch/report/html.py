@@ -109,7 +109,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs,
         C.run_summary(run.config, t, run.status),
         curves.failed,
-        E.effects(t, metric, sense, seeds),
+        E.effects(t, metric, sense, seeds, run.config),
         E.race(t, run.config, metric, sense),
     )
 
@@ -254,8 +254,7 @@ def best_html(b: dict[str, Any]) -> str:
         ci = b.get("delta_ci95")
         if ci:
             seeds = f"{b['delta_n_seeds']} seed{'s' if b['delta_n_seeds'] != 1 else ''}"
-            pooled = ", the pooled seed noise" if b.get("noise") == "pooled" else ""
-            noise = f"95% CI {ci[0]:+.3g}..{ci[1]:+.3g} over {seeds}{pooled}"
+            noise = f"95% CI {ci[0]:+.3g}..{ci[1]:+.3g} over {seeds}"
             units = b.get("effect_noise")
             if units is not None and math.isfinite(units):
                 noise += f"; {abs(units):.1f} noise units"
@@ -273,16 +272,17 @@ def conclusions_html(report: Report) -> str:
     if e is None or (not e.conclusions.supported and not e.conclusions.unsupported):
         return "<p class='sub'>No candidate has a finished seed paired with uniform yet.</p>"
     noise = (
-        f"the study's pooled seed noise (sd {e.noise.sd:.2g} over {e.noise.df} df, the "
-        "estimate racing decides with)"
+        f"sd {e.noise.sd:.2g} over {e.noise.df} df"
         if e.noise is not None
-        else "none yet (no candidate has two paired seeds), so a one-seed candidate is not judged"
+        else "not estimable yet (no residual df), so nothing is judged"
     )
     parts = [
         "<p class='sub'>Each effect is a paired difference on the same seeds (same data order "
-        "and initial weights), with a 95% Student t interval; noise units are the mean "
-        "difference over the seed-to-seed sd of differences. The sd is the candidate's own "
-        f"where it has two or more seeds; with one seed it is {_e(noise)}, said where used.</p>"
+        "and initial weights). The noise of one paired delta comes from one fit of the whole "
+        "study as a block design (value ~ candidate + seed: every delta of a seed shares its "
+        f"uniform): {_e(noise)}. Intervals are 95% per comparison; whether a candidate is "
+        f"separated from uniform is one decision, {_e(e.how)}; the best is judged by multiple "
+        "comparisons with the best (Hsu), uniform included.</p>"
     ]
     for head, lines in (
         ("Supported", e.conclusions.supported),
@@ -304,22 +304,17 @@ def _effect_cells(r: Any) -> list[str]:
     if r.noise == stats.UNKNOWN:
         return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged", ""]
     k = decimals(r.half_width, r.mean_delta)
-    noise = f"{'own' if r.noise == stats.OWN else 'pooled'} ({r.noise_df} df)"
     ratio = f"{r.effect_noise:+.1f}" if math.isfinite(r.effect_noise) else "no spread"
     verdict = "<b>separated</b>" if r.separated else "within noise"
-    pooled = ""
-    if r.noise == stats.OWN and not pd.isna(r.pooled_separated):
-        kp = decimals(r.pooled_half_width, r.mean_delta)
-        pooled = f"± {r.pooled_half_width:.{kp}f}: "
-        pooled += "separated" if r.pooled_separated else "within noise"
+    how = "the race" if r.decided_by == "race" else f"adjusted p {r.p_adj:.2g}"
     return [
         f"{r.mean_delta:+.{k}f} ± {r.half_width:.{k}f}",
         f"{r.lo:+.{k}f} .. {r.hi:+.{k}f}",
-        f"{noise}, sd {r.noise_sd:.2g}",
+        f"sd {r.noise_sd:.2g} ({r.noise_df} df)",
         ratio,
         f"{r.n_better}/{r.n}",
         verdict,
-        pooled,
+        how,
     ]
 
 
@@ -329,9 +324,8 @@ def effects_html(report: Report) -> str:
     parts = []
     if e is not None and len(e.table):
         head = ("rank (uniform counts)", "candidate", "seeds",
-                f"{e.metric} vs uniform (mean ± 95%)", "95% CI", "noise (sd of deltas)",
-                "effect / noise", "better on", "verdict",
-                "with the pooled noise (racing's view)")  # fmt: skip
+                f"{e.metric} vs uniform (mean ± 95%)", "95% CI", "noise (sd of a delta)",
+                "effect / noise", "better on", "verdict", "decided by")  # fmt: skip
         rows = []
         for r in e.table.itertuples():
             rank = "" if pd.isna(r.rank) else str(r.rank)

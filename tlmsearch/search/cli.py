@@ -41,8 +41,8 @@ def _write_report(console: Any, run_dir: Path) -> None:
 
 
 def best_line(best: dict[str, Any]) -> str:
-    """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with CI
-    (its own seeds', or the pooled seed noise's with one seed, said) and effect / noise.
+    """One best.yaml entry as a line: values on their seeds, n of k, delta vs uniform with its
+    per-comparison CI (the block-design noise), effect / noise and the one decision.
 
     A censored or unfinished candidate (best only when no candidate completed every seed of
     the study) says so on a second line.
@@ -53,12 +53,13 @@ def best_line(best: dict[str, Any]) -> str:
     deltas = []
     for m, d in (best.get("delta_vs_uniform") or {}).items():
         ci = (best.get("delta_ci95") or {}).get(m)
-        source = (best.get("noise") or {}).get(m)
         units = (best.get("effect_noise") or {}).get(m)
+        sep = (best.get("separated_from_uniform") or {}).get(m)
         if ci:
-            pooled = ", pooled seed noise" if source == "pooled" else ""
-            noise = f" [95% CI {ci[0]:+.4f}, {ci[1]:+.4f}{pooled}]"
+            noise = f" [95% CI {ci[0]:+.4f}, {ci[1]:+.4f}]"
             noise += f", {abs(units):.1f} noise units" if units is not None else ""
+            if sep is not None:
+                noise += ", separated" if sep else ", not separated"
         else:
             noise = " [1 seed: noise unknown]"
         deltas.append(f"{m} {d:+.4f}{noise}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
@@ -152,13 +153,12 @@ def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 
 
 def _effects(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    """metric -> :func:`tlmsearch.conclusions.study_effects` (keyed by params_json)."""
-    from tlmsearch.conclusions import study_effects
+    """metric -> the :class:`tlmsearch.evidence.Evidence`'s effects (keyed by params_json)."""
+    from tlmsearch.evidence import study_evidence as build
 
     return {
-        o.metric: study_effects(
-            trials, _metric_col(o.metric), o.sense, key="params_json"
-        ).set_index("params_json")
+        o.metric: build(trials, cfg.to_dict(), o.metric, o.sense, key="params_json")
+        .effects.set_index("params_json")
         for o in cfg.objectives
     }
 
@@ -173,8 +173,10 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
     over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
     {metric: [lo, hi], or None when the noise is unknown}, delta_n_seeds, and from
-    :func:`tlmsearch.stats.effects`: noise {metric: own | pooled | unknown, where the
-    interval's sd comes from}, delta_sd {metric: that sd}, effect_noise {metric: delta / sd}.
+    the study's :class:`tlmsearch.evidence.Evidence`: noise {metric: model (the block-design
+    fit) | unknown}, delta_sd {metric: one paired delta's sd}, effect_noise {metric: delta /
+    sd}, separated_from_uniform {metric: the one decision, over the study's family or by its
+    race}, decided_by {metric: family | race}.
     """
     if trials.empty:
         return []
@@ -217,6 +219,8 @@ def _entry(
         "delta_n_seeds": {},
         "noise": {},
         "delta_sd": {},
+        "separated_from_uniform": {},
+        "decided_by": {},
         "effect_noise": {},
     }
     from tlmsearch import stats
@@ -236,6 +240,9 @@ def _entry(
             ci = None if math.isnan(e["lo"]) else [float(e["lo"]), float(e["hi"])]
             entry["delta_ci95"][metric] = ci
             entry["noise"][metric] = str(e["noise"])
+            sep = e["separated"]
+            entry["separated_from_uniform"][metric] = None if pd.isna(sep) else bool(sep)
+            entry["decided_by"][metric] = str(e["decided_by"])
             entry["delta_sd"][metric] = None if math.isnan(e["noise_sd"]) else float(e["noise_sd"])
             en = float(e["effect_noise"])
             entry["effect_noise"][metric] = None if math.isnan(en) else en
@@ -323,63 +330,53 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     said = study_conclusions(trials, cfg)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
-        best = doc["best"][0] if doc["best"] else None
-        if best is not None and best["candidate"] == said.top_group["best"]:
-            ci = (best.get("delta_ci95") or {}).get(cfg.objectives[0].metric)
-            if ci is None:
-                doc["verdict"] += "; its effect vs uniform has no noise estimate yet"
-            elif ci[0] <= 0.0 <= ci[1]:
-                doc["verdict"] += (
-                    f"; but not separated from uniform (95% CI {ci[0]:+.4g}, {ci[1]:+.4g})"
-                )
     doc["conclusions"] = said._asdict()
     return doc
 
 
 def verdict(group: Mapping[str, Any]) -> str:
-    """The best in one line: a winner at the stated confidence, or a tie of the top group.
+    """The best in one line, from multiple comparisons with the best (uniform included).
 
-    >>> verdict({"best": "a", "tied_with": ["b"], "separated_from": ["c"], "level": 0.95})
-    'a ranks first but ties with b (not separated at 95%): a tie of the top group a, b'
-    >>> verdict({"best": "a", "tied_with": ["b", "c"], "separated_from": [], "level": 0.95,
-    ...          "not_compared": 9}).endswith("b, c; 9 lower-ranked candidate(s) were not "
-    ...                                           "compared with it")
-    True
+    >>> verdict({"best": "a", "selected": False, "tied_with": ["b", "uniform"],
+    ...          "separated_from": ["c"], "beaten_by": [], "level": 0.95})
+    'no single best at 95%: a ranks first, but a, b, uniform could each be the best; c is not'
+    >>> verdict({"best": "a", "selected": True, "tied_with": [], "beaten_by": [],
+    ...          "separated_from": ["b", "uniform"], "level": 0.95})
+    'a is the best: better than each of the other 2 candidates (uniform included) at 95% jointly'
     """
-    from tlmsearch.conclusions import not_compared_clause
-
     best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
-    unseen = not_compared_clause(int(group.get("not_compared") or 0))
     if group.get("beaten_by"):
         names = ", ".join(group["beaten_by"])
         return (
-            f"no best yet: {best} ranks first on its seeds but loses to {names} on their common "
-            f"seeds at {level:.0%}; their other seeds decide"
+            f"no best yet: {best} ranks first on its seeds but is worse than {names} on their "
+            f"common seeds at {level:.0%}; their other seeds decide"
         )
-    if tied:
-        names = ", ".join(tied)
+    out = list(group["separated_from"])
+    if group.get("selected"):
         return (
-            f"{best} ranks first but ties with {names} (not separated at {level:.0%}): "
-            f"a tie of the top group {best}, {names}{unseen}"
+            f"{best} is the best: better than each of the other {len(out)} candidates "
+            f"(uniform included) at {level:.0%} jointly"
         )
-    n = len(group["separated_from"])
-    return f"{best} is the best: separated at {level:.0%} from each of the next {n} ranked{unseen}"
+    text = f"no single best at {level:.0%}: {best} ranks first, but {', '.join([best, *tied])} "
+    text += "could each be the best"
+    return text + (f"; {', '.join(out)} {'is' if len(out) == 1 else 'are'} not" if out else "")
+
+
+def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate") -> Any:
+    """The run's :class:`tlmsearch.evidence.Evidence` for the first objective."""
+    from tlmsearch.evidence import study_evidence as build
+
+    return build(trials, cfg.to_dict(), key=key)
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
-    """:func:`tlmsearch.conclusions.conclusions` for the first objective, in rank order."""
+    """:func:`tlmsearch.conclusions.conclusions` of the run's evidence (first objective)."""
     from tlmsearch.conclusions import Conclusions, conclusions
 
     if trials.empty:
         return Conclusions([], [])
     o = cfg.objectives[0]
-    return conclusions(
-        trials,
-        _metric_col(o.metric),
-        o.sense,
-        label=o.metric,
-        seeds=planned_seeds(cfg, trials, "candidate"),
-    )
+    return conclusions(trials, label=o.metric, evidence=study_evidence(trials, cfg))
 
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:

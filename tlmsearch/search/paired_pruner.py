@@ -15,8 +15,9 @@ eval (step = tokens seen) after the grace period:
 and the trial is pruned once ``worse`` held at ``patience`` evals in a row (its latest ones).
 The second term is the winner's curse: the best of k equal means leads the truth by about
 sqrt(2 ln k) standard errors, so a tied trial measured against it is not pruned for that lead.
-``noise(t)`` is the seed-to-seed sd of paired deltas at t, pooled over every candidate with two
-or more seeds there; while there is none, ``prior_sd`` (in the objective's units) or, unset,
+``noise(t)`` is the sd of one paired delta at t from the block-design fit of every candidate's
+values there (candidate + seed: every delta of a seed shares its uniform); while it has no
+residual df, ``prior_sd`` (in the objective's units) or, unset,
 1% of the baseline's value at t (a sane prior: seed noise of a proxy's loss is a fraction of a
 percent to a few percent). An eval without its seed's baseline value yet is skipped (judged at
 the next one that has it). Comparing deltas, not raw values, takes the seed's difficulty out of
@@ -136,11 +137,21 @@ def _deltas(
 
 
 def _pooled_sd(rows: list[tuple[str, int, int, float]]) -> float | None:
-    """Within-candidate sd of deltas at one step, pooled over candidates with >= 2 seeds."""
-    from tlmsearch.stats import pooled_sd
+    """The sd of one paired delta at one step from the block-design fit (candidate + seed), the
+    noise model every decision of the study uses (:func:`tlmsearch.stats.block_noise`).
 
-    by: dict[str, list[float]] = defaultdict(list)
-    for cand, _, _, d in rows:
-        by[cand].append(d)
-    pooled = pooled_sd(by.values())
-    return pooled[0] if pooled else None
+    The deltas of a seed all subtract its uniform, so uniform enters as a 0 on each seed: a
+    seed-wise shift of the values, which leaves the fit's residuals those of the values.
+    """
+    from tlmsearch.stats import block_fit
+
+    by_cell: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for cand, seed, _, d in rows:
+        if math.isfinite(d):
+            by_cell[(cand, seed)].append(d)
+    if not by_cell:
+        return None
+    cells = [(c, s, sum(v) / len(v)) for (c, s), v in by_cell.items()]
+    cells += [("\0uniform", s, 0.0) for s in sorted({s for _, s in by_cell})]
+    rss, df = block_fit(*zip(*cells, strict=True))
+    return math.sqrt(2.0 * rss / df) if df >= 1 else None

@@ -1,0 +1,118 @@
+"""A study's evidence, built once from its trials table: every decision tlmsearch prints.
+
+One :class:`Evidence` per (study, metric) holds the design (candidate x seed cells: complete,
+censored, pending), the noise model that fits it (a randomized block design: seeds are blocks,
+uniform one level of candidate, every delta of a seed sharing its uniform;
+:func:`tlmsearch.stats.block_noise`), the effects vs uniform with the family-wise decision
+(Holm by default, ``stats.family``), the race and its decisions (racing studies), the ranking,
+and multiple comparisons with the best (Hsu's MCB, uniform included) for the verdict.
+best.yaml, ``tlmsearch status``, the report and the conclusions read it; nothing re-derives a
+statistic. What each decision's error rate is, and the simulation that checks it:
+``benchmarks/stats.py``.
+
+One decision per question:
+
+- *Does X differ from uniform?* In a study racing against uniform, the race decides (its
+  sequential test controls the family-wise error over every candidate and look); otherwise
+  the family-wise test over all comparisons with uniform at the end (``family``).
+- *Which is the best?* MCB over the ranked candidates and uniform: a candidate is called the
+  best only when it is better than every other one, uniform included, jointly at ``level``.
+
+Pure pandas / numpy / scipy (no torch, ray or plotting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tlmsearch import stats
+from tlmsearch.racing import SEPARATED, Lane, planned_seeds, race, race_settings
+
+RACE, FAMILY = "race", "family"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    value: str  # the trials column judged
+    sense: str  # minimize | maximize
+    key: str  # the column naming a candidate
+    level: float  # 1 - the stated error rate of every decision
+    family: str  # holm | bh | none: the comparisons with uniform
+    noise: stats.Noise | None  # one paired delta's sd from the block-design fit
+    ranking: pd.DataFrame  # stats.rank, on the seeds the race planned for each candidate
+    effects: pd.DataFrame  # stats.effects + decided_by (race | family), keyed by ``key``
+    best: pd.DataFrame  # stats.mcb over the ranked candidates, uniform included, rank order
+    lanes: tuple[Lane, ...] | None  # the race (None: no racing)
+    against: str | None  # the race's reference (uniform | best)
+
+    @classmethod
+    def build(
+        cls,
+        trials: pd.DataFrame,
+        value: str,
+        sense: str = "minimize",
+        *,
+        key: str = "candidate",
+        level: float = 0.95,
+        family: str = "holm",
+        seeds: Sequence[int] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Evidence:
+        """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
+        for its racing settings and seeds; ``seeds``: the study's seeds without one."""
+        settings = race_settings(config) if config else None
+        lanes = None
+        plan: Any = seeds
+        if config and seeds is None:
+            plan = list((config.get("search") or {}).get("seeds") or []) or None
+        if settings is not None and not trials.empty:
+            lanes = tuple(race(trials, value, sense=sense, key=key, **settings))
+            plan = planned_seeds(trials, lanes, key=key)
+        noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
+        ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
+        eff = stats.effects(trials, value, sense, key=key, level=level, noise=noise,
+                            family=family)  # fmt: skip
+        eff["decided_by"] = FAMILY
+        against = settings["against"] if settings else None
+        if lanes is not None and against == "uniform":
+            decided = {ln.candidate: ln.status == SEPARATED for ln in lanes}
+            mine = eff[key].astype(str).map(decided)
+            eff["separated"] = mine.astype("boolean")
+            eff.loc[mine.notna(), "decided_by"] = RACE
+        measured = ranking[ranking["tier"] < 3]
+        best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
+                         noise=noise)  # fmt: skip
+        return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against)
+
+    def effect(self, candidate: Any) -> pd.Series | None:
+        """The effects row of one candidate (None for uniform or an unknown name)."""
+        rows = self.effects[self.effects[self.key] == candidate]
+        return None if rows.empty else rows.iloc[0]
+
+    def decision_words(self) -> str:
+        """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
+        m = int(self.effects["family_size"].max()) if len(self.effects) else 0
+        if self.lanes is not None and self.against == "uniform":
+            return (
+                f"decided by the race against uniform (Bonferroni over {m} candidate(s) and "
+                f"every look: family-wise {1 - self.level:.0%})"
+            )
+        return stats.family_words(self.family, m) + " with uniform"
+
+
+def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str | None = None,
+                   sense: str | None = None, *, key: str = "candidate") -> Evidence:  # fmt: skip
+    """The :class:`Evidence` of a run: its study.yaml (as a dict) and trials table; the first
+    objective unless ``metric`` / ``sense`` are given."""
+    from tlmsearch.results import metric_column, objectives_of
+
+    if metric is None or sense is None:
+        metric, sense = objectives_of(config)[0]
+    family = str((config.get("stats") or {}).get("family", "holm"))
+    level = float((config.get("stats") or {}).get("level", 0.95))
+    return Evidence.build(trials, metric_column(metric), sense, key=key, level=level,
+                          family=family, config=config)  # fmt: skip
