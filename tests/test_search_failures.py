@@ -204,7 +204,7 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     stays for `resume --retry-failed`, which continues the trial from it (it restarted a
     440M trial from zero before); one that failed on its own starts again from zero."""
     from tlmsearch.checkpoints import checkpoint_dirs
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = keep
@@ -247,7 +247,7 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
 
 
 def test_a_trial_that_failed_on_its_own_is_retried_from_zero(tmp_path):
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = "all"  # its checkpoints stay: they must not be continued from
@@ -344,7 +344,7 @@ def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
     """Trial A was interrupted at 2,048 tokens and requeued as B (resuming from A's checkpoint);
     the driver dies again with B running, after (``b_saved``) or before B's first checkpoint."""
     from tlmsearch import checkpoints
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     cfg = tiny_config(tmp, search={"keep_weights": keep})
     study = optuna.create_study()
@@ -366,8 +366,8 @@ def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
 
 @pytest.mark.parametrize("keep", ["none", "final", "all"])
 def test_a_trial_interrupted_twice_keeps_only_the_checkpoint_it_continues_from(tmp_path, keep):
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, run, a, b = _interrupted_twice(tmp_path, keep, b_saved=True)
     assert requeue_interrupted(study, cfg, run) == [4096]
@@ -394,8 +394,8 @@ def test_a_storage_error_while_thinning_loses_no_trial(tmp_path, monkeypatch):
 def test_resume_stores_absolute_checkpoint_paths_from_a_relative_run_dir(tmp_path, monkeypatch):
     """`tlmsearch resume runs/x` stored runs/x/ray/...: relative to the cwd, which a Ray trial
     changes to its own folder, so the trial silently started from zero."""
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, _, _, b = _interrupted_twice(tmp_path, "none", b_saved=True)
     monkeypatch.chdir(tmp_path)
@@ -404,8 +404,8 @@ def test_resume_stores_absolute_checkpoint_paths_from_a_relative_run_dir(tmp_pat
 
 
 def test_a_requeued_trial_that_saved_nothing_yet_keeps_the_one_it_resumed_from(tmp_path):
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, run, a, _ = _interrupted_twice(tmp_path, "none", b_saved=False)
     assert requeue_interrupted(study, cfg, run) == [2048]

@@ -18,8 +18,8 @@ import yaml
 from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
+from tlmsearch.search.attrs import CANDIDATE, RETRY_OF, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.failures import RETRIES
-from tlmsearch.search.samplers import CANDIDATE, RETRY_OF, SAME_AS, SEED, STANDS_FOR
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
 

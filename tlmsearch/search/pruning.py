@@ -26,6 +26,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import export
+from tlmsearch.search.attrs import REPLAY
 from tlmsearch.search.failures import (
     RETRIED_AFTER,
     RETRIES,
@@ -33,7 +34,6 @@ from tlmsearch.search.failures import (
     is_lost,
     max_failures,
 )
-from tlmsearch.search.samplers import REPLAY
 
 STATIC_KEYS = ("widths", *export.STATIC_KEYS)
 
@@ -294,7 +294,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         from pathlib import Path
 
         from tlmsearch import checkpoints
-        from tlmsearch.search.samplers import RESUME_FROM
+        from tlmsearch.search.attrs import RESUME_FROM
 
         if not getattr(trial, "path", None):
             return  # never started: no folder

@@ -15,7 +15,8 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.racing import Lane, race
-from tlmsearch.search.samplers import CANDIDATE, SEED, _key, enqueue
+from tlmsearch.search.attrs import CANDIDATE, SEED
+from tlmsearch.search.samplers import _key, enqueue
 from tlmsearch.space import UNIFORM, describe
 
 

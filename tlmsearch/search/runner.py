@@ -27,11 +27,8 @@ from typing import Any
 from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
 from tlmsearch.search import export
+from tlmsearch.search.attrs import CANDIDATE, RESUME_FROM, SEED, STANDS_FOR
 from tlmsearch.search.samplers import (
-    CANDIDATE,
-    RESUME_FROM,
-    SEED,
-    STANDS_FOR,
     SpaceFn,
     enqueue,
     grace_tokens,
