@@ -154,7 +154,7 @@ def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
 
     import optuna
 
-    from tlmsearch.search.export import trial_records
+    from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import SpaceFn, planned_trials, write_initial_queue
 
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})

@@ -17,7 +17,8 @@ from ray import exceptions as rex
 from search_helpers import tiny_config
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import export, trainable
+from tlmsearch.search import export, records, trainable
+from tlmsearch.search.attrs import INTERRUPTED
 from tlmsearch.search.failures import (
     NODE_LOST,
     OOM_KILLED,
@@ -325,7 +326,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
         trial = study.ask()
         trial.set_user_attr("reason", "worker died")
         if i == 4:
-            trial.set_user_attr(export.INTERRUPTED, True)  # already queued again by resume
+            trial.set_user_attr(INTERRUPTED, True)  # already queued again by resume
         study.tell(trial, 1.0 if state == S.COMPLETE else None, state=state)
     assert requeue_failed(study, cfg) == [None] and requeue_failed(study, cfg) == []
     c = export.counts(study)
@@ -333,7 +334,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
     failed, queued = study.trials[1], study.trials[-1]
     assert queued.state == S.WAITING and queued.user_attrs["seed"] == failed.user_attrs["seed"]
     assert queued.user_attrs["candidate"] == failed.user_attrs["candidate"]
-    rows, _ = export.trial_records(study)
+    rows, _ = records.trial_records(study)
     assert [r["number"] for r in rows] == [0, 2, 3, 5]  # the requeued and interrupted are gone
 
 

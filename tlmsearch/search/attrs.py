@@ -19,3 +19,6 @@ RETRY_OF = "retry_of"  # the number of the failed trial this one runs again (res
 # trial queued in its place continues from (tlmsearch resume)
 RESUME_FROM = "resume_from"
 NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints record it)
+# Set as a trial ends: by the pruning scheduler (search.keep_weights) and by tlmsearch resume.
+WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
+INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
