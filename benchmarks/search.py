@@ -303,7 +303,7 @@ class _Replayer:
     def run(self, tr: Any) -> dict[str, Any]:
         import optuna
 
-        from tlmsearch.search.samplers import CONTROL
+        from tlmsearch.search.attrs import CONTROL
 
         ot = self.study.ask()
         ot.set_user_attr("seed", int(tr.seed))

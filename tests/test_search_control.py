@@ -7,9 +7,9 @@ from typing import Any
 import optuna
 import pytest
 
+from tlmsearch.search.attrs import CONTROL
 from tlmsearch.search.control import ControlBlindSampler, is_control
 from tlmsearch.search.nsga2 import PicklableNSGAIISampler
-from tlmsearch.search.samplers import CONTROL
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState

@@ -154,7 +154,7 @@ def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
 
     import optuna
 
-    from tlmsearch.search.export import trial_records
+    from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import SpaceFn, planned_trials, write_initial_queue
 
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})
@@ -185,7 +185,8 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
     import optuna
     from ray import tune
 
-    from tlmsearch.search.samplers import REPLAY, SAME_AS, SpaceFn, make_sampler
+    from tlmsearch.search.attrs import REPLAY, SAME_AS
+    from tlmsearch.search.samplers import SpaceFn, make_sampler
     from tlmsearch.search.trainable import run_trial
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
@@ -321,7 +322,7 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     from typer.testing import CliRunner
 
     from tlmsearch.cli import app
-    from tlmsearch.search.samplers import CANDIDATE, SEED
+    from tlmsearch.search.attrs import CANDIDATE, SEED
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
@@ -355,7 +356,7 @@ def _running_run(tmp_path, reported_at: float):
 
     import optuna
 
-    from tlmsearch.search.samplers import CANDIDATE, SEED
+    from tlmsearch.search.attrs import CANDIDATE, SEED
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
@@ -577,8 +578,8 @@ def test_a_finished_run_keeping_the_best_weights_thins_them_and_its_table(tmp_pa
     import pandas as pd
 
     from tlmsearch import checkpoints
+    from tlmsearch.search.attrs import CANDIDATE, SEED
     from tlmsearch.search.runner import _finish
-    from tlmsearch.search.samplers import CANDIDATE, SEED
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)

@@ -17,7 +17,8 @@ from ray import exceptions as rex
 from search_helpers import tiny_config
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import export, trainable
+from tlmsearch.search import export, records, trainable
+from tlmsearch.search.attrs import INTERRUPTED
 from tlmsearch.search.failures import (
     NODE_LOST,
     OOM_KILLED,
@@ -204,7 +205,7 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     stays for `resume --retry-failed`, which continues the trial from it (it restarted a
     440M trial from zero before); one that failed on its own starts again from zero."""
     from tlmsearch.checkpoints import checkpoint_dirs
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = keep
@@ -247,7 +248,7 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
 
 
 def test_a_trial_that_failed_on_its_own_is_retried_from_zero(tmp_path):
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
     sched._keep_weights = "all"  # its checkpoints stay: they must not be continued from
@@ -325,7 +326,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
         trial = study.ask()
         trial.set_user_attr("reason", "worker died")
         if i == 4:
-            trial.set_user_attr(export.INTERRUPTED, True)  # already queued again by resume
+            trial.set_user_attr(INTERRUPTED, True)  # already queued again by resume
         study.tell(trial, 1.0 if state == S.COMPLETE else None, state=state)
     assert requeue_failed(study, cfg) == [None] and requeue_failed(study, cfg) == []
     c = export.counts(study)
@@ -333,7 +334,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
     failed, queued = study.trials[1], study.trials[-1]
     assert queued.state == S.WAITING and queued.user_attrs["seed"] == failed.user_attrs["seed"]
     assert queued.user_attrs["candidate"] == failed.user_attrs["candidate"]
-    rows, _ = export.trial_records(study)
+    rows, _ = records.trial_records(study)
     assert [r["number"] for r in rows] == [0, 2, 3, 5]  # the requeued and interrupted are gone
 
 
@@ -344,7 +345,7 @@ def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
     """Trial A was interrupted at 2,048 tokens and requeued as B (resuming from A's checkpoint);
     the driver dies again with B running, after (``b_saved``) or before B's first checkpoint."""
     from tlmsearch import checkpoints
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     cfg = tiny_config(tmp, search={"keep_weights": keep})
     study = optuna.create_study()
@@ -366,8 +367,8 @@ def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
 
 @pytest.mark.parametrize("keep", ["none", "final", "all"])
 def test_a_trial_interrupted_twice_keeps_only_the_checkpoint_it_continues_from(tmp_path, keep):
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, run, a, b = _interrupted_twice(tmp_path, keep, b_saved=True)
     assert requeue_interrupted(study, cfg, run) == [4096]
@@ -394,8 +395,8 @@ def test_a_storage_error_while_thinning_loses_no_trial(tmp_path, monkeypatch):
 def test_resume_stores_absolute_checkpoint_paths_from_a_relative_run_dir(tmp_path, monkeypatch):
     """`tlmsearch resume runs/x` stored runs/x/ray/...: relative to the cwd, which a Ray trial
     changes to its own folder, so the trial silently started from zero."""
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, _, _, b = _interrupted_twice(tmp_path, "none", b_saved=True)
     monkeypatch.chdir(tmp_path)
@@ -404,8 +405,8 @@ def test_resume_stores_absolute_checkpoint_paths_from_a_relative_run_dir(tmp_pat
 
 
 def test_a_requeued_trial_that_saved_nothing_yet_keeps_the_one_it_resumed_from(tmp_path):
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.runner import requeue_interrupted
-    from tlmsearch.search.samplers import RESUME_FROM
 
     study, cfg, run, a, _ = _interrupted_twice(tmp_path, "none", b_saved=False)
     assert requeue_interrupted(study, cfg, run) == [2048]

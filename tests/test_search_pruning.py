@@ -436,7 +436,7 @@ def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path)
     # the driver died between the last eval's report (with the final checkpoint) and the final
     # report: the resumed trial trains 0 steps and writes nothing; the weights must survive
     from tlmsearch.checkpoints import checkpoint_dirs
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
 
     _, searcher, sched, ctrl = _setup(tmp_path)
     sched._keep_weights = "final"

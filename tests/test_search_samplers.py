@@ -15,10 +15,9 @@ from search_helpers import tiny_config
 
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.search.attrs import CANDIDATE, SEED
 from tlmsearch.search.control import ControlBlindSampler, is_control
 from tlmsearch.search.samplers import (
-    CANDIDATE,
-    SEED,
     SpaceFn,
     grace_tokens,
     initial_queue,

@@ -91,7 +91,7 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
 
     from tlmsearch.config import study_from_mapping
     from tlmsearch.data import prepare_data
-    from tlmsearch.search.samplers import RESUME_FROM
+    from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.trainable import run_trial
     from tlmsearch.search.workers import trial_resources
     from tlmsearch.space import UNIFORM

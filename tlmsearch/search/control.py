@@ -27,7 +27,7 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
-from tlmsearch.search.samplers import CONTROL
+from tlmsearch.search.attrs import CONTROL
 
 
 def is_control(trial: FrozenTrial) -> bool:

@@ -16,20 +16,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from tlmsearch.config import EVAL_KEYS, StudyConfig, load_study
+from tlmsearch.config import StudyConfig, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
-from tlmsearch.search.failures import RETRIES
-from tlmsearch.search.samplers import CANDIDATE, RETRY_OF, SAME_AS, SEED, STANDS_FOR
+from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
+from tlmsearch.search.race import lanes
+from tlmsearch.search.records import requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe
 
-# A trial's final metrics: its last eval, less the bookkeeping keys.
-METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))
-# What a trial is, recorded by the pruning scheduler (it adds the widths).
-WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
-STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
-INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
 
@@ -60,57 +55,6 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
             f"{run}: the storage has no study {name!r}; did the run start?"
         ) from None
     return cfg, study
-
-
-def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(trial rows, curve rows) in the columns of docs/run_dir.md (results.py fills the rest)."""
-    trials, curves = [], []
-    again = requeued(study)
-    for ft in study.get_trials(deepcopy=False):
-        state = ft.state.name
-        attrs = ft.user_attrs
-        if state == "WAITING" or attrs.get(INTERRUPTED) or ft.number in again:
-            continue  # queued, or run again: its other trial stands for it
-        if CANDIDATE not in attrs:
-            continue
-        trial_id = attrs.get("ray_trial_id") or f"optuna-{ft.number}"
-        seed = attrs.get(SEED)
-        last = attrs.get("metrics") or {}
-        row: dict[str, Any] = {
-            "trial_id": trial_id,
-            "number": ft.number,
-            "seed": seed,
-            "params": json.loads(attrs[CANDIDATE]),
-            "state": state,
-            "reason": attrs.get("reason", "") if state != "COMPLETE" else "",
-            "retries": attrs.get(RETRIES, 0),  # started again after a lost worker
-            "tokens": last.get("tokens"),
-            "wall_s": last.get("wall_s"),
-        }
-        if attrs.get("widths"):
-            row["widths"] = attrs["widths"]
-        if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)
-            row["same_as"] = attrs[SAME_AS]
-        if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once
-            row["stands_for"] = json.dumps([describe(c) for c in json.loads(attrs[STANDS_FOR])])
-        if attrs.get(WEIGHTS) and Path(attrs[WEIGHTS]).is_dir():
-            # the folder of its kept final weights (search.keep_weights), while it exists
-            # (keep_weights: best removes the others at the end; a finished trial's attributes
-            # cannot change)
-            row["weights"] = attrs[WEIGHTS]
-        for k in METRIC_KEYS:
-            row[k] = _num(last.get(k))
-        for k in STATIC_KEYS:
-            if k in attrs:
-                row[k] = attrs[k]
-        trials.append(row)
-        for ev in attrs.get("curve") or []:
-            curves.append({"trial_id": trial_id, "seed": seed, **ev})
-    return trials, curves
-
-
-def _num(x: Any) -> float:
-    return float("nan") if x is None else float(x)
 
 
 def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
@@ -419,18 +363,10 @@ def counts(study: Any) -> dict[str, int]:
     return out
 
 
-def requeued(study: Any) -> set[int]:
-    """Numbers of the failed trials that ``resume --retry-failed`` queued again."""
-    trials = study.get_trials(deepcopy=False)
-    return {ft.user_attrs[RETRY_OF] for ft in trials if RETRY_OF in ft.user_attrs}
-
-
 def race_lines(study: Any, cfg: StudyConfig) -> list[str]:
     """One line per candidate of a racing study: its seeds and why it races or stopped."""
     if not cfg.search.racing:
         return []
-    from tlmsearch.search.race import lanes
-
     return [
         f"{lane.candidate}: {lane.status} on {len(lane.seeds)} seed(s) {list(lane.seeds)}: "
         f"{lane.reason}"

@@ -34,8 +34,7 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-# the user attributes samplers.py writes (not imported: this module must stay light to pickle)
-_SEED, _CANDIDATE, _CONTROL = "seed", "candidate", "tlm_control"
+from tlmsearch.search.attrs import CANDIDATE, CONTROL, SAME_AS, SEED
 
 
 class PairedPruner(BasePruner):
@@ -63,21 +62,21 @@ class PairedPruner(BasePruner):
 
     def prune(self, study: Any, trial: FrozenTrial) -> bool:
         attrs = trial.user_attrs
-        if attrs.get(_CONTROL) or _SEED not in attrs:
+        if attrs.get(CONTROL) or SEED not in attrs:
             return False  # the control is every delta's reference: never pruned
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         trials = study.get_trials(
             deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
         )
         base = _baselines(trials)  # seed -> {step: value}
-        ref = base.get(attrs[_SEED], {})
+        ref = base.get(attrs[SEED], {})
         steps = sorted(
             s for s in trial.intermediate_values if s >= self._grace and s in ref
         )  # judged only where its seed's control has a value
         if len(steps) < self._patience:
             return False
         deltas = _deltas(trials, base)  # step -> [(candidate, seed, number, delta)]
-        me = str(attrs.get(_CANDIDATE, trial.number))
+        me = str(attrs.get(CANDIDATE, trial.number))
         streak = 0
         for step in steps[-self._patience :]:
             mine = trial.intermediate_values[step] - ref[step]
@@ -115,8 +114,8 @@ def _incumbent(
 def _baselines(trials: list[FrozenTrial]) -> dict[int, dict[int, float]]:
     out: dict[int, dict[int, float]] = {}
     for t in trials:
-        if t.user_attrs.get(_CONTROL) and _SEED in t.user_attrs:
-            out.setdefault(int(t.user_attrs[_SEED]), {}).update(t.intermediate_values)
+        if t.user_attrs.get(CONTROL) and SEED in t.user_attrs:
+            out.setdefault(int(t.user_attrs[SEED]), {}).update(t.intermediate_values)
     return out
 
 
@@ -126,12 +125,12 @@ def _deltas(
     out: dict[int, list[tuple[str, int, int, float]]] = defaultdict(list)
     for t in trials:
         a = t.user_attrs
-        if a.get(_CONTROL) or _SEED not in a or a.get("same_as") is not None:
+        if a.get(CONTROL) or SEED not in a or a.get(SAME_AS) is not None:
             continue  # a replayed twin repeats another trial: not another rival or noise draw
-        ref = base.get(int(a[_SEED]), {})
+        ref = base.get(int(a[SEED]), {})
         for step, v in t.intermediate_values.items():
             if step in ref:
-                out[step].append((str(a.get(_CANDIDATE, t.number)), int(a[_SEED]), t.number,
+                out[step].append((str(a.get(CANDIDATE, t.number)), int(a[SEED]), t.number,
                                   v - ref[step]))  # fmt: skip
     return out
 

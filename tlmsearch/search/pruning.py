@@ -25,7 +25,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
-from tlmsearch.search import export
+from tlmsearch.search import records
+from tlmsearch.search.attrs import REPLAY, WEIGHTS
 from tlmsearch.search.failures import (
     RETRIED_AFTER,
     RETRIES,
@@ -33,9 +34,8 @@ from tlmsearch.search.failures import (
     is_lost,
     max_failures,
 )
-from tlmsearch.search.samplers import REPLAY
 
-STATIC_KEYS = ("widths", *export.STATIC_KEYS)
+STATIC_KEYS = ("widths", *records.STATIC_KEYS)
 
 
 def _finite(x: Any) -> bool:
@@ -294,7 +294,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         from pathlib import Path
 
         from tlmsearch import checkpoints
-        from tlmsearch.search.samplers import RESUME_FROM
+        from tlmsearch.search.attrs import RESUME_FROM
 
         if not getattr(trial, "path", None):
             return  # never started: no folder
@@ -311,7 +311,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         except OSError:
             return  # storage another node owns, or gone: nothing to thin here
         if kept is not None and ot is not None:
-            ot.set_user_attr(export.WEIGHTS, str(kept))
+            ot.set_user_attr(WEIGHTS, str(kept))
 
     def debug_string(self) -> str:
         return f"OptunaPruningScheduler({type(self._pruner).__name__}, grace {self._grace})"

@@ -15,7 +15,9 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.racing import Lane, race
-from tlmsearch.search.samplers import CANDIDATE, SEED, _key, enqueue
+from tlmsearch.search.attrs import CANDIDATE, SEED
+from tlmsearch.search.records import trial_records
+from tlmsearch.search.samplers import _key, enqueue
 from tlmsearch.space import UNIFORM, describe
 
 
@@ -35,7 +37,6 @@ def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
 
 def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str, Any]]]:
     from tlmsearch.results import trials_frame
-    from tlmsearch.search.export import trial_records
 
     racing = cfg.search.racing
     if racing is None:

@@ -26,12 +26,9 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import export
+from tlmsearch.search import export, records
+from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, RESUME_FROM, SEED, STANDS_FOR
 from tlmsearch.search.samplers import (
-    CANDIDATE,
-    RESUME_FROM,
-    SEED,
-    STANDS_FOR,
     SpaceFn,
     enqueue,
     grace_tokens,
@@ -249,7 +246,7 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
     out: list[int | None] = []
     run = run.resolve() if run is not None else None
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(ft._trial_id, export.INTERRUPTED, True)
+        study._storage.set_trial_user_attr(ft._trial_id, INTERRUPTED, True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
         _enqueue_again(study, cfg, ft.user_attrs, resume_from=str(found[0]) if found else None)
@@ -328,11 +325,11 @@ def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> lis
 
     from tlmsearch.search.failures import is_lost
 
-    done = export.requeued(study)
+    done = records.requeued(study)
     out: list[int | None] = []
     run = run.resolve() if run is not None else None
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
-        if ft.user_attrs.get(export.INTERRUPTED) or ft.number in done:
+        if ft.user_attrs.get(INTERRUPTED) or ft.number in done:
             continue
         found = None
         if run is not None and is_lost(ft.user_attrs.get("reason")):
@@ -525,7 +522,7 @@ def keep_best_weights(run: Path, trials: Any, best: list[dict[str, Any]]) -> int
     baseline nor a seed of a best candidate (best.yaml's); returns how many were removed.
 
     The trials' ``weights`` attribute is left as it is (Optuna refuses to change a finished
-    trial): the trials table names a folder only while it exists (:func:`export.trial_records`).
+    trial): the trials table names a folder only while it exists (:func:`records.trial_records`).
     """
     from tlmsearch import checkpoints
 
@@ -600,7 +597,7 @@ def _prepare(cfg: StudyConfig, echo: Any) -> Any:
 def _best_value(run: Path, cfg: StudyConfig, study: Any) -> float | None:
     from tlmsearch.results import add_deltas, trials_frame
 
-    rows, _ = export.trial_records(study)
+    rows, _ = records.trial_records(study)
     best = export.best_candidates(
         add_deltas(trials_frame(rows), [o.metric for o in cfg.objectives]), cfg
     )

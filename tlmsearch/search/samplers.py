@@ -17,22 +17,20 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.search.attrs import (
+    CANDIDATE,
+    CONTROL,
+    ENQUEUED_FLAG,
+    NUMBER,
+    REPLAY,
+    RESUME_FROM,
+    RETRY_OF,
+    SAME_AS,
+    SAMPLED,
+    SEED,
+    STANDS_FOR,
+)
 from tlmsearch.space import UNIFORM, SearchSpace
-
-# Optuna user attributes that describe a trial (set in the driver).
-SEED = "seed"
-CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
-STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
-CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
-SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not a repeat)
-SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
-REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
-ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
-RETRY_OF = "retry_of"  # the number of the failed trial this one runs again (resume --retry-failed)
-# user attribute and trial config key: the checkpoint folder an interrupted trial left, which the
-# trial queued in its place continues from (tlmsearch resume)
-RESUME_FROM = "resume_from"
-NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints record it)
 
 
 def grace_tokens(cfg: StudyConfig) -> int:

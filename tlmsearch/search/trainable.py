@@ -22,8 +22,8 @@ from typing import Any
 from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
 from tlmsearch.search import faults
+from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.failures import exception_line, is_out_of_memory
-from tlmsearch.search.samplers import NUMBER, REPLAY, RESUME_FROM
 
 NAN = float("nan")
 TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial

@@ -1,0 +1,24 @@
+"""The names a run's Optuna trials and study carry: user attributes and trial config keys.
+
+A leaf module (STYLE.md rule 19): the samplers, the control wrapper, the pruners, the scheduler,
+the race and the readers all need these names, so they live here, where importing them imports
+nothing else of ours.
+"""
+
+# Optuna user attributes that describe a trial (set in the driver, see samplers.py).
+SEED = "seed"
+CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
+STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
+CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
+SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not a repeat)
+SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
+REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
+ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written
+RETRY_OF = "retry_of"  # the number of the failed trial this one runs again (resume --retry-failed)
+# user attribute and trial config key: the checkpoint folder an interrupted trial left, which the
+# trial queued in its place continues from (tlmsearch resume)
+RESUME_FROM = "resume_from"
+NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints record it)
+# Set as a trial ends: by the pruning scheduler (search.keep_weights) and by tlmsearch resume.
+WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
+INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
