@@ -187,6 +187,8 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert pair["n_candidates"] == 7 and pair["n_seeds"] == 3
     assert pair["tau_ci95"][0] <= pair["kendall_tau"] <= pair["tau_ci95"][1]
     assert "Kendall tau" in res.output and "decision accuracy" in res.output
+    assert pair["distinct_resamples"] == 10 and "distinct resamples" in res.output  # 3 seeds
+    assert "only 10 distinct bootstrap resamples with 3 seeds" in doc["trust"]
     assert doc["bootstrap"] == {"resamples": 2000, "rng_seed": 0, "level": 0.95,
                                 "resampled": "seeds, with replacement"}  # fmt: skip
     again = json.loads(json.dumps(L.ladder_fidelity(run)))
@@ -201,6 +203,7 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     best = L.finish_ladder(run)
     block = yaml.safe_load((run / "best.yaml").read_text())["fidelity"]
     assert block["kendall_tau"] == pair["kendall_tau"] and block["n_seeds"] == 3
+    assert block["distinct_resamples"] == 10
     assert block["statement"] == doc["trust"] and best["fidelity"]["trust"] == doc["trust"]
 
 

@@ -329,6 +329,7 @@ def fidelity_block(doc: dict[str, Any]) -> dict[str, Any]:
         "n_candidates": p.get("n_candidates"),
         "n_seeds": p.get("n_seeds"),
         "bootstrap_resamples": doc["bootstrap"]["resamples"],
+        "distinct_resamples": p.get("distinct_resamples"),
         "statement": doc["trust"],
     }
 
