@@ -173,3 +173,14 @@ def test_perfect_agreement_on_two_seeds_is_too_few_to_judge() -> None:
     doc = fid.fidelity(three, "val_bpb", resamples=200)
     assert "only 3 candidates (tau is +1 by chance 1 time in 6" in doc["trust"]
     assert "can be trusted" not in doc["trust"]
+
+
+def test_a_promoted_rung_makes_the_agreement_conditional() -> None:
+    lo, hi = _agreeing(fid.MIN_SEEDS), _agreeing(fid.MIN_SEEDS)
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10, selected_by=0)], "val_bpb",
+                       resamples=100)  # fmt: skip
+    (pair,) = doc["pairs"]
+    assert pair["conditional_on"] == "the candidates rung 0 promoted by rank"
+    assert "conditional on the candidates rung 0 promoted by rank" in doc["trust"]
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10)], "val_bpb", resamples=100)
+    assert doc["pairs"][0]["conditional_on"] is None and "conditional" not in doc["trust"]

@@ -25,7 +25,9 @@ rung (the data there says nothing). Uniform's line is y = 0: a candidate's cross
 is where its effect is predicted to change sign.
 
 The verdict (:func:`trust_line`) judges only from :data:`MIN_SEEDS` seeds and
-:data:`MIN_CANDIDATES` candidates up; below, it says it cannot and why.
+:data:`MIN_CANDIDATES` candidates up; below, it says it cannot and why. Where a rung trained only
+the candidates the rung below promoted by rank (``ladder_mode: promote``), every pair with it is
+measured on that selection, and its agreement is labelled conditional on it (``conditional_on``).
 
 Pure numpy / pandas / scipy; input is each rung's trials table (docs/run_dir.md).
 """
@@ -278,6 +280,7 @@ class Rung(NamedTuple):
     trials: pd.DataFrame
     compute: float  # training FLOPs per token x tokens (the uniform model's; all share it)
     label: str = ""
+    selected_by: int | None = None  # promote mode: the rung whose ranking chose its candidates
 
 
 def _effects_by_seed(trials: pd.DataFrame, value: str, sign: float) -> dict[str, dict[int, float]]:
@@ -364,7 +367,11 @@ def fidelity(
     pairs = []
     for i, j in itertools.combinations(range(len(rungs)), 2):
         p = pair_agreement(eff[i], eff[j], base, labels, resamples=resamples, seed=seed)
-        pairs.append({"lower": i, "upper": j, **p})
+        # the candidates both measured are those the upper rung trained: in promote mode, the
+        # ones the rung below it ranked best, so tau is measured on that selection only
+        by = rungs[j].selected_by if rungs[j].selected_by is not None else rungs[i].selected_by
+        chosen = None if by is None else f"the candidates rung {by} promoted by rank"
+        pairs.append({"lower": i, "upper": j, **p, "conditional_on": chosen})
     logc = [math.log10(r.compute) if r.compute > 0 else math.nan for r in rungs]
     # every rung's point of a candidate: its mean effect over the seeds paired at every rung
     common = set.intersection(*(_seeds_with_uniform(e, base) for e in eff)) if eff else set()
@@ -478,6 +485,11 @@ def trust_line(pair: dict[str, Any] | None, n_rungs: int) -> str:
         f"does with Kendall tau {tau:+.2f}{span} over {n_seeds} seed(s); it orders "
         f"{acc:.0%} of candidate pairs the same"
     )
+    if pair.get("conditional_on"):
+        head += (
+            f", conditional on {pair['conditional_on']} (chosen by that ranking: the order among "
+            "them, not over the whole space)"
+        )
     short = _too_few(pair["n_candidates"], n_seeds)
     if short:
         verdict = f"{'; '.join(short)}: too few to judge"

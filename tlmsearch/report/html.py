@@ -388,8 +388,9 @@ def fidelity_html(doc: dict[str, Any]) -> str:
         tau = with_ci(p["kendall_tau"], p["tau_ci95"])
         rho = with_ci(p["spearman_rho"], p["rho_ci95"])
         acc = "-" if p["decision_accuracy"] is None else f"{p['decision_accuracy']:.0%}"
+        given = f"<br>conditional on {_e(p['conditional_on'])}" if p.get("conditional_on") else ""
         rows.append(
-            f"<tr><td>{p['lower']} &rarr; {p['upper']}</td><td>{p['n_candidates']}</td>"
+            f"<tr><td>{p['lower']} &rarr; {p['upper']}{given}</td><td>{p['n_candidates']}</td>"
             f"<td>{p['n_seeds']}</td><td>{p['distinct_resamples']}</td><td>{tau}</td>"
             f"<td>{rho}</td><td>{acc}</td><td>{_e(', '.join(p['left_out']) or '-')}</td></tr>"
         )

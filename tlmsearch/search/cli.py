@@ -306,6 +306,12 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
             ", ".join(p["left_out"]) or "-",
         )  # fmt: skip
     console.print(t)
+    for p in doc["pairs"]:
+        if p.get("conditional_on"):
+            console.print(
+                f"rung {p['lower']} -> {p['upper']}: conditional on {p['conditional_on']}",
+                markup=False, highlight=False,
+            )  # fmt: skip
     rungs = doc["rungs"]
     f = Table(
         title="paired effect vs log10 compute (training FLOPs), per candidate",
