@@ -110,6 +110,30 @@ def test_validate_continuous_space_reports_corners(tmp_path: Path) -> None:
     assert "continuous; 24 corner candidates checked" in result.output
 
 
+UNIFORM_ONLY = {"shape": {"type": "categorical", "choices": ["uniform"]}}
+
+
+@pytest.mark.parametrize(
+    ("r_start", "sampler"),
+    [
+        ({"type": "float", "low": 1.5, "high": 1.5}, "random"),  # issue 20's case
+        ({"type": "categorical", "choices": [1.5]}, "grid"),
+    ],
+)
+def test_a_uniform_only_space_with_r_start_exits_2(tmp_path: Path, r_start, sampler) -> None:
+    # it was taken for a copy of the baseline and dropped: "1 candidates", valid
+    study = yaml.safe_load((ROOT / "studies/quickstart.yaml").read_text())
+    study["space"] = {"dimensions": {**UNIFORM_ONLY, "r_start": r_start}}
+    study["search"] = {**study["search"], "sampler": sampler}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    result = runner.invoke(app, ["validate", str(path), "--no-config"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2, out
+    assert "r_start: is not a parameter of shape 'uniform' (it reads no parameters)" in out
+    assert "remove it, or use a shape that reads it (linear, cosine, sigmoid)" in out
+
+
 BROKEN = {
     "misspelt key": ("model:\n  n_layr: 2\n", "model.n_layr: unknown key"),
     "wrong type": ("model:\n  n_layer: two\n", "model.n_layer: 'two' is invalid"),

@@ -134,3 +134,53 @@ def test_rungs_of_equal_compute_fit_no_line_and_cross_nowhere() -> None:
     doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e9)], "val_bpb", resamples=50)
     assert {f["kind"] for f in doc["fits"]} == {"one point"}
     assert doc["crossings"] == [] and doc["pairs"][0]["n_candidates"] == 3
+
+
+def test_distinct_resamples_are_the_multisets_of_seeds() -> None:
+    import itertools
+
+    assert [fid.distinct_resamples(s) for s in (2, 3, 4)] == [3, 10, 35]
+    for s in range(1, 6):  # by enumeration: every draw of s seeds from s, as a multiset
+        draws = {tuple(sorted(d)) for d in itertools.product(range(s), repeat=s)}
+        assert fid.distinct_resamples(s) == len(draws)
+    rng = np.random.default_rng(0)
+    effects = rng.normal(0, 0.02, (5, 3))
+    assert fid.agreement(effects, effects + 0.01, resamples=50).distinct_resamples == 10
+
+
+def _agreeing(n_seeds: int, rs: tuple[str, ...] = ("1.25", "1.5", "1.75")) -> pd.DataFrame:
+    """Candidates whose effects keep one order on every seed (uniform at 0 among them)."""
+    effects = {r: [-0.01 * (i + 1) - 0.001 * s for s in range(n_seeds)] for i, r in enumerate(rs)}
+    return _rung(effects, [2.0 + 0.1 * s for s in range(n_seeds)])
+
+
+def test_perfect_agreement_on_two_seeds_is_too_few_to_judge() -> None:
+    rungs = [fid.Rung(_agreeing(2), 1e9), fid.Rung(_agreeing(2), 1e10)]
+    doc = fid.fidelity(rungs, "val_bpb", resamples=200)
+    (pair,) = doc["pairs"]
+    assert pair["n_candidates"] == 4 and pair["kendall_tau"] == 1.0
+    assert pair["tau_ci95"] == [1.0, 1.0]  # every one of the 3 distinct resamples agrees
+    assert pair["distinct_resamples"] == 3
+    assert "can be trusted" not in doc["trust"]
+    assert "only 3 distinct bootstrap resamples with 2 seeds" in doc["trust"]
+    assert doc["trust"].endswith("too few to judge")
+    # the same agreement on MIN_SEEDS seeds is judged; on 3 candidates it is not
+    five = [fid.Rung(_agreeing(fid.MIN_SEEDS), 1e9), fid.Rung(_agreeing(fid.MIN_SEEDS), 1e10)]
+    doc = fid.fidelity(five, "val_bpb", resamples=200)
+    assert doc["trust"].endswith("can be trusted at this step")
+    assert "126 distinct resamples" in doc["trust"]
+    three = [fid.Rung(_agreeing(5, ("1.25", "1.5")), 1e9)] * 2
+    doc = fid.fidelity(three, "val_bpb", resamples=200)
+    assert "only 3 candidates (tau is +1 by chance 1 time in 6" in doc["trust"]
+    assert "can be trusted" not in doc["trust"]
+
+
+def test_a_promoted_rung_makes_the_agreement_conditional() -> None:
+    lo, hi = _agreeing(fid.MIN_SEEDS), _agreeing(fid.MIN_SEEDS)
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10, selected_by=0)], "val_bpb",
+                       resamples=100)  # fmt: skip
+    (pair,) = doc["pairs"]
+    assert pair["conditional_on"] == "the candidates rung 0 promoted by rank"
+    assert "conditional on the candidates rung 0 promoted by rank" in doc["trust"]
+    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10)], "val_bpb", resamples=100)
+    assert doc["pairs"][0]["conditional_on"] is None and "conditional" not in doc["trust"]

@@ -187,6 +187,9 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert pair["n_candidates"] == 7 and pair["n_seeds"] == 3
     assert pair["tau_ci95"][0] <= pair["kendall_tau"] <= pair["tau_ci95"][1]
     assert "Kendall tau" in res.output and "decision accuracy" in res.output
+    assert pair["distinct_resamples"] == 10 and "distinct resamples" in res.output  # 3 seeds
+    assert "only 10 distinct bootstrap resamples with 3 seeds" in doc["trust"]
+    assert pair["conditional_on"] is None  # ladder_mode all: nothing chosen by rank
     assert doc["bootstrap"] == {"resamples": 2000, "rng_seed": 0, "level": 0.95,
                                 "resampled": "seeds, with replacement"}  # fmt: skip
     again = json.loads(json.dumps(L.ladder_fidelity(run)))
@@ -201,6 +204,7 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     best = L.finish_ladder(run)
     block = yaml.safe_load((run / "best.yaml").read_text())["fidelity"]
     assert block["kendall_tau"] == pair["kendall_tau"] and block["n_seeds"] == 3
+    assert block["distinct_resamples"] == 10
     assert block["statement"] == doc["trust"] and best["fidelity"]["trust"] == doc["trust"]
 
 
@@ -386,4 +390,9 @@ def test_climb_promotes_and_resume_continues_the_first_unfinished_rung(
     trials = pd.read_parquet(run / "rung-2" / "trials.parquet")
     assert set(trials["candidate"]) == {"uniform", "cosine 1.5->0.5", "cosine 1.25->0.75"}
     assert [p["n_candidates"] for p in res.fidelity["pairs"]] == [3, 3, 3]  # the promoted ones
+    # each pair is measured on what rung 0 (for rung 1) or rung 1 (for rung 2) chose by rank
+    assert [p["conditional_on"] for p in res.fidelity["pairs"]] == [
+        f"the candidates rung {k} promoted by rank" for k in (0, 1, 1)
+    ]
+    assert "conditional on the candidates rung 1 promoted by rank" in res.fidelity["trust"]
     assert yaml.safe_load((run / "best.yaml").read_text())["rung"] == "rung-2"

@@ -11,6 +11,7 @@ from tlmsearch.space import (
     SPACES_DIR,
     describe,
     find_space,
+    is_flat,
     load_space,
     space_from_mapping,
     taper_strength,
@@ -233,3 +234,10 @@ def test_repeated_choices_are_counted_not_enumerated_forever() -> None:
         space_from_mapping({"dimensions": dims})
     dims = {"shape": {"type": "categorical", "choices": ["cosine", "cosine"]}}
     assert space_from_mapping({"dimensions": dims}).grid() == [{"shape": "cosine"}]
+
+
+def test_a_parameter_its_shape_does_not_read_makes_no_baseline() -> None:
+    # taken for a copy of the baseline, uniform with an r_start was dropped unseen
+    assert not is_flat({"shape": "uniform", "r_start": 1.5}, [4])
+    assert not is_flat({"shape": "blocks", "preset": "uniform", "r_start": 1.5}, [4, 24])
+    assert is_flat({"shape": "uniform"}, [4]) and is_flat({"shape": "linear", "r_start": 1.0}, [4])

@@ -8,7 +8,8 @@ on the candidates both rungs measured on their common seeds:
   of the value minus the same seed's uniform value; uniform itself is a candidate at 0), with a
   percentile bootstrap 95% interval that resamples the common seeds with replacement
   (:data:`BOOTSTRAP_RESAMPLES` resamples, ``numpy.random.default_rng(BOOTSTRAP_SEED)``, so the
-  same input gives the same interval);
+  same input gives the same interval), and how many distinct resamples S seeds allow
+  (:func:`distinct_resamples`: 3 with 2 seeds, however many are drawn);
 - decision accuracy: the share of candidate pairs the two rungs order the same way, a pair tied
   at either rung counting one half.
 
@@ -22,6 +23,11 @@ uniform + effect is the fit of uniform plus the fit of the effect). For each pai
 the compute where their lines cross, or None when they are parallel or cross below the smallest
 rung (the data there says nothing). Uniform's line is y = 0: a candidate's crossing with uniform
 is where its effect is predicted to change sign.
+
+The verdict (:func:`trust_line`) judges only from :data:`MIN_SEEDS` seeds and
+:data:`MIN_CANDIDATES` candidates up; below, it says it cannot and why. Where a rung trained only
+the candidates the rung below promoted by rank (``ladder_mode: promote``), every pair with it is
+measured on that selection, and its agreement is labelled conditional on it (``conditional_on``).
 
 Pure numpy / pandas / scipy; input is each rung's trials table (docs/run_dir.md).
 """
@@ -42,6 +48,17 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 LEVEL = 0.95
 ABS_TOL = 1e-12  # slopes closer than this (metric units per decade) are parallel
+# The least the verdict judges from. A bootstrap resample of S seeds is a multiset of them, and
+# there are only C(2S-1, S) of those (3 at 2 seeds, 10 at 3, 35 at 4, 126 at 5): however many
+# are drawn, the replicates take at most that many values. Each end of a 95% interval cuts a 2.5%
+# tail, one part in 40; with fewer than 40 distinct resamples (S <= 4) a tail is about one of
+# them or less, so an end is one seed multiset's value (perfect agreement on each of 2 seeds
+# gives [+1, +1] from 3 multisets). 5 seeds are the fewest with several (126 / 40, about 3) in
+# each tail.
+MIN_SEEDS = 5
+# Two random rankings of n candidates agree perfectly (tau +1) 1 time in n!: 1 in 6 with 3
+# (tau moves in steps of 2/3), 1 in 24 with 4, the fewest where that is under 5%. Uniform counts.
+MIN_CANDIDATES = 4
 
 
 # -------------------------------------------------------------------------------------------------
@@ -103,6 +120,17 @@ def decision_accuracy(x: Sequence[float], y: Sequence[float]) -> float:
     return float((np.sum((sx == sy) & ~tied) + 0.5 * np.sum(tied)) / len(sx))
 
 
+def distinct_resamples(n_seeds: int) -> int:
+    """Distinct bootstrap resamples of ``n_seeds`` seeds: the multisets of S seeds drawn from S,
+    C(2S-1, S) (0 without seeds), so the most distinct replicates a bootstrap over seeds can
+    have, however many it draws.
+
+    >>> [distinct_resamples(s) for s in (1, 2, 3, 4, 5)]
+    [1, 3, 10, 35, 126]
+    """
+    return math.comb(2 * n_seeds - 1, n_seeds) if n_seeds > 0 else 0
+
+
 def _percentile_interval(values: np.ndarray, level: float) -> list[float] | None:
     v = values[np.isfinite(values)]
     if not len(v):
@@ -122,6 +150,7 @@ class Agreement(NamedTuple):
     rho_ci95: list[float] | None
     decision_accuracy: float
     accuracy_ci95: list[float] | None
+    distinct_resamples: int  # C(2S-1, S): the bootstrap's distinct multisets of the S seeds
 
 
 def agreement(
@@ -155,7 +184,10 @@ def agreement(
             x, y = lower[:, idx].mean(axis=1), upper[:, idx].mean(axis=1)
             reps[r] = (kendall_tau(x, y), spearman_rho(x, y), decision_accuracy(x, y))
         cis = [_percentile_interval(reps[:, k], level) for k in range(3)]
-    return Agreement(n_cand, n_seeds, point[0], cis[0], point[1], cis[1], point[2], cis[2])
+    return Agreement(
+        n_cand, n_seeds, point[0], cis[0], point[1], cis[1], point[2], cis[2],
+        distinct_resamples(n_seeds),
+    )  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------------------
@@ -248,6 +280,7 @@ class Rung(NamedTuple):
     trials: pd.DataFrame
     compute: float  # training FLOPs per token x tokens (the uniform model's; all share it)
     label: str = ""
+    selected_by: int | None = None  # promote mode: the rung whose ranking chose its candidates
 
 
 def _effects_by_seed(trials: pd.DataFrame, value: str, sign: float) -> dict[str, dict[int, float]]:
@@ -297,7 +330,7 @@ def pair_agreement(
     if not seeds or len(cands) < 2:
         out.update(n_candidates=len(cands), n_seeds=len(seeds), kendall_tau=None)
         out.update(tau_ci95=None, spearman_rho=None, rho_ci95=None, decision_accuracy=None)
-        out["accuracy_ci95"] = None
+        out.update(accuracy_ci95=None, distinct_resamples=distinct_resamples(len(seeds)))
         return out
     a = np.array([[lo[k][s] for s in seeds] for k in cands])
     b = np.array([[hi[k][s] for s in seeds] for k in cands])
@@ -334,7 +367,11 @@ def fidelity(
     pairs = []
     for i, j in itertools.combinations(range(len(rungs)), 2):
         p = pair_agreement(eff[i], eff[j], base, labels, resamples=resamples, seed=seed)
-        pairs.append({"lower": i, "upper": j, **p})
+        # the candidates both measured are those the upper rung trained: in promote mode, the
+        # ones the rung below it ranked best, so tau is measured on that selection only
+        by = rungs[j].selected_by if rungs[j].selected_by is not None else rungs[i].selected_by
+        chosen = None if by is None else f"the candidates rung {by} promoted by rank"
+        pairs.append({"lower": i, "upper": j, **p, "conditional_on": chosen})
     logc = [math.log10(r.compute) if r.compute > 0 else math.nan for r in rungs]
     # every rung's point of a candidate: its mean effect over the seeds paired at every rung
     common = set.intersection(*(_seeds_with_uniform(e, base) for e in eff)) if eff else set()
@@ -407,23 +444,57 @@ def top_pair(doc: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _too_few(n_candidates: int, n_seeds: int) -> list[str]:
+    """Why the verdict cannot judge from this many candidates and seeds (empty: it can)."""
+    out = []
+    if n_seeds < MIN_SEEDS:
+        d, s = distinct_resamples(n_seeds), n_seeds
+        out.append(
+            f"only {d} distinct bootstrap resample{'s' * (d != 1)} with {s} seed{'s' * (s != 1)}"
+            f" ({MIN_SEEDS} seeds give {distinct_resamples(MIN_SEEDS)})"
+        )
+    if n_candidates < MIN_CANDIDATES:
+        out.append(
+            f"only {n_candidates} candidates (tau is +1 by chance 1 time in "
+            f"{math.factorial(n_candidates)}; {MIN_CANDIDATES} are the fewest to judge from)"
+        )
+    return out
+
+
 def trust_line(pair: dict[str, Any] | None, n_rungs: int) -> str:
-    """One sentence: how far the proxy's ranking can be trusted, from the top two rungs."""
+    """One sentence: how far the proxy's ranking can be trusted, from the top two rungs.
+
+    Never "can be trusted" below :data:`MIN_SEEDS` seeds or :data:`MIN_CANDIDATES` candidates:
+    it says which is short instead.
+    """
     if pair is None or pair.get("kendall_tau") is None:
         return (
             "not measured: the top two rungs share fewer than two candidates on a common seed, "
             "so the proxy's ranking is untested"
         )
     tau, ci = pair["kendall_tau"], pair.get("tau_ci95")
-    acc = pair["decision_accuracy"]
-    span = f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f})" if ci else " (one seed: no interval)"
+    acc, n_seeds = pair["decision_accuracy"], pair["n_seeds"]
+    d = distinct_resamples(n_seeds)
+    span = (
+        f" (95% CI {ci[0]:+.2f} to {ci[1]:+.2f}, {d} distinct resamples)"
+        if ci
+        else " (one seed: no interval)"
+    )
     head = (
         f"rung {pair['lower']} ranks {pair['n_candidates']} candidates as rung {pair['upper']} "
-        f"does with Kendall tau {tau:+.2f}{span} over {pair['n_seeds']} seed(s); it orders "
+        f"does with Kendall tau {tau:+.2f}{span} over {n_seeds} seed(s); it orders "
         f"{acc:.0%} of candidate pairs the same"
     )
-    if ci is None or pair["n_candidates"] < 4:
-        verdict = "too few candidates or seeds to tell how far it can be trusted"
+    if pair.get("conditional_on"):
+        head += (
+            f", conditional on {pair['conditional_on']} (chosen by that ranking: the order among "
+            "them, not over the whole space)"
+        )
+    short = _too_few(pair["n_candidates"], n_seeds)
+    if short:
+        verdict = f"{'; '.join(short)}: too few to judge"
+    elif ci is None:
+        verdict = "no interval: too few to judge"
     elif ci[0] > 0.5:
         verdict = "the proxy's ranking can be trusted at this step"
     elif ci[0] > 0:

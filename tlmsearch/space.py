@@ -30,6 +30,7 @@ from tlmsearch.schedules import (
     PARAMS,
     SHAPES,
     ScheduleError,
+    check_params,
     profile,
     ramp_ends,
 )
@@ -313,20 +314,22 @@ UNIFORM: dict[str, Any] = {"shape": "uniform"}
 def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     """Whether ``candidate``'s ratio profile is constant (the uniform model) at every depth given.
 
+    A parameter its shape does not read makes it no candidate at all, so not the baseline either
+    (dropped as one, ``uniform`` with an ``r_start`` would pass validation unseen):
+
     >>> is_flat({"shape": "blocks", "preset": "uniform"}, [4, 24])
     True
-    >>> is_flat({"shape": "cosine"}, [4])
-    False
+    >>> is_flat({"shape": "cosine"}, [4]), is_flat({"shape": "uniform", "r_start": 1.5}, [4])
+    (False, False)
     """
+    shape = candidate.get("shape", "uniform")
     rest = {k: v for k, v in candidate.items() if k != "shape"}
-    for n in n_layers:
-        try:
-            prof = profile(candidate.get("shape", "uniform"), n, **rest)
-        except ScheduleError:  # not a valid profile, so not the baseline: the width check says why
-            return False
-        if max(prof) != min(prof):
-            return False
-    return True
+    try:
+        check_params(shape, rest)
+        profiles = [profile(shape, n, **rest) for n in n_layers]
+    except ScheduleError:  # not a valid candidate, so not the baseline: the width check says why
+        return False
+    return all(max(prof) == min(prof) for prof in profiles)
 
 
 def describe(candidate: Mapping[str, Any]) -> str:

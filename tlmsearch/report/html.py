@@ -382,10 +382,11 @@ def fidelity_html(doc: dict[str, Any]) -> str:
         tau = with_ci(p["kendall_tau"], p["tau_ci95"])
         rho = with_ci(p["spearman_rho"], p["rho_ci95"])
         acc = "-" if p["decision_accuracy"] is None else f"{p['decision_accuracy']:.0%}"
+        given = f"<br>conditional on {_e(p['conditional_on'])}" if p.get("conditional_on") else ""
         rows.append(
-            f"<tr><td>{p['lower']} &rarr; {p['upper']}</td><td>{p['n_candidates']}</td>"
-            f"<td>{p['n_seeds']}</td><td>{tau}</td><td>{rho}</td><td>{acc}</td>"
-            f"<td>{_e(', '.join(p['left_out']) or '-')}</td></tr>"
+            f"<tr><td>{p['lower']} &rarr; {p['upper']}{given}</td><td>{p['n_candidates']}</td>"
+            f"<td>{p['n_seeds']}</td><td>{p['distinct_resamples']}</td><td>{tau}</td>"
+            f"<td>{rho}</td><td>{acc}</td><td>{_e(', '.join(p['left_out']) or '-')}</td></tr>"
         )
     rungs = "".join(
         f"<tr><td>{r['index']}</td><td>{_e(r['label'])}</td><td>{r['compute']:.3g}</td></tr>"
@@ -402,12 +403,14 @@ def fidelity_html(doc: dict[str, Any]) -> str:
         f"<p><b>{_e(doc['trust'])}</b></p>"
         "<table><tr><th>rung</th><th>run dir</th><th>training FLOPs per model</th></tr>"
         f"{rungs}</table>"
-        "<table><tr><th>rungs</th><th>candidates</th><th>seeds</th><th>Kendall tau [95% CI]</th>"
+        "<table><tr><th>rungs</th><th>candidates</th><th>seeds</th><th>distinct resamples</th>"
+        "<th>Kendall tau [95% CI]</th>"
         "<th>Spearman rho [95% CI]</th><th>decision accuracy</th><th>left out</th></tr>"
         f"{''.join(rows)}</table>"
         f"<p class='sub'>Rankings of the candidates' paired effects vs uniform (uniform at 0) "
         f"on the seeds both rungs paired; 95% CI: percentile bootstrap over seeds "
-        f"({boot['resamples']} resamples, rng seed {boot['rng_seed']}); decision accuracy: "
+        f"({boot['resamples']} resamples, rng seed {boot['rng_seed']}; S seeds allow only "
+        "C(2S-1, S) distinct ones); decision accuracy: "
         "the share of candidate pairs ordered the same, ties counted half. Lines: through the "
         "two points with two rungs, least squares with more.</p>"
         + (

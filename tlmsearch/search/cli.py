@@ -292,20 +292,27 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
     t = Table(
         title=f"rank agreement of the candidates' paired effects on {doc['metric']} vs uniform",
         caption=f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
-        f"rng seed {boot['rng_seed']}); decision accuracy: share of candidate pairs ordered "
-        "the same, ties counted half",
+        f"rng seed {boot['rng_seed']}; S seeds allow only C(2S-1, S) distinct ones); decision "
+        "accuracy: share of candidate pairs ordered the same, ties counted half",
     )
-    for col in ("rungs", "candidates", "seeds", "Kendall tau [95% CI]",
+    for col in ("rungs", "candidates", "seeds", "distinct resamples", "Kendall tau [95% CI]",
                 "Spearman rho [95% CI]", "decision accuracy", "left out"):  # fmt: skip
         t.add_column(col)
     for p in doc["pairs"]:
         tau = with_ci(p["kendall_tau"], p["tau_ci95"])
         rho = with_ci(p["spearman_rho"], p["rho_ci95"])
         t.add_row(
-            f"{p['lower']} -> {p['upper']}", str(p["n_candidates"]), str(p["n_seeds"]), tau,
-            rho, _num(p["decision_accuracy"], ".0%"), ", ".join(p["left_out"]) or "-",
+            f"{p['lower']} -> {p['upper']}", str(p["n_candidates"]), str(p["n_seeds"]),
+            str(p["distinct_resamples"]), tau, rho, _num(p["decision_accuracy"], ".0%"),
+            ", ".join(p["left_out"]) or "-",
         )  # fmt: skip
     console.print(t)
+    for p in doc["pairs"]:
+        if p.get("conditional_on"):
+            console.print(
+                f"rung {p['lower']} -> {p['upper']}: conditional on {p['conditional_on']}",
+                markup=False, highlight=False,
+            )  # fmt: skip
     rungs = doc["rungs"]
     f = Table(
         title="paired effect vs log10 compute (training FLOPs), per candidate",

@@ -293,11 +293,13 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
             "with a ladder: (tlmsearch run makes one)"
         )
     cfg = load_study(run / "study.yaml")
+    promoted_to = [r.get("candidates") for r in _read_ladder(run)["rungs"]]
     rungs = []
-    for d in rung_dirs(run):
+    for i, d in enumerate(rung_dirs(run)):
         data = load_run(d)
         sub = load_study(d / "study.yaml")
-        rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name))
+        by = i - 1 if promoted_to[i] else None  # its candidates: the rung below's best by rank
+        rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by))
     if len(rungs) < 2:
         raise ConfigError(f"{run}: {len(rungs)} rung(s) have run; fidelity needs two")
     o = cfg.objectives[0]
@@ -329,6 +331,8 @@ def fidelity_block(doc: dict[str, Any]) -> dict[str, Any]:
         "n_candidates": p.get("n_candidates"),
         "n_seeds": p.get("n_seeds"),
         "bootstrap_resamples": doc["bootstrap"]["resamples"],
+        "distinct_resamples": p.get("distinct_resamples"),
+        "conditional_on": p.get("conditional_on"),
         "statement": doc["trust"],
     }
 
