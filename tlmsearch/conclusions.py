@@ -14,10 +14,12 @@ plotting).
 ...     "val_bpb": [2.000, 2.010, 1.990, 1.988, 1.999, 1.976],
 ... })
 >>> c = conclusions(t, "val_bpb")
->>> c.supported[0]
-'cosine 1.5->0.5 beats uniform on 3/3 seeds: -0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units; adjusted p 0.0051 (Holm over 1 comparison with uniform)'
->>> c.supported[1]
-'cosine 1.5->0.5 is the best: better than the other candidate, uniform, jointly at 95% (multiple comparisons with the best, Hsu, over 2 candidates with uniform)'
+>>> print(c.supported[0])  # doctest: +NORMALIZE_WHITESPACE
+cosine 1.5->0.5 beats uniform on 3/3 seeds: -0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise
+units; adjusted p 0.0051 (Holm over 1 comparison with uniform)
+>>> print(c.supported[1])  # doctest: +NORMALIZE_WHITESPACE
+cosine 1.5->0.5 is the best: better than the other candidate, uniform, jointly at 95%
+(multiple comparisons with the best, Hsu, over 2 candidates with uniform)
 """
 
 from __future__ import annotations

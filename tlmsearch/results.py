@@ -324,7 +324,7 @@ def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 
 
 # A candidate's paired effect vs uniform, per objective metric, on each of its trials' rows
-# (tlmsearch.conclusions.study_effects): column prefix -> stats.effects column.
+# (tlmsearch.stats.effects, the block-design noise): column prefix -> stats.effects column.
 EFFECT_PREFIXES = {
     "effect_": "mean_delta",
     "effect_lo_": "lo",
@@ -342,19 +342,18 @@ def add_effects(
 
     Columns (``m`` the metric): ``effect_m`` (mean paired delta over its paired seeds),
     ``effect_lo_m`` / ``effect_hi_m`` (95% t interval), ``effect_noise_m`` (mean / seed
-    noise), ``effect_seeds_m`` (paired seeds) and ``effect_from_m``: ``own`` (its own seeds'
-    sd), ``pooled`` (one seed: the study's pooled seed noise) or ``unknown``. The same on every
-    trial of a candidate; NaN / ``""`` on the uniform baseline's rows.
+    noise), ``effect_seeds_m`` (paired seeds) and ``effect_from_m``: ``model`` (the study's
+    block-design noise of a paired delta, :func:`tlmsearch.stats.block_noise`) or ``unknown``
+    (no residual df yet). The same on every trial of a candidate; NaN / ``""`` on the uniform
+    baseline's rows.
     """
-    from tlmsearch.conclusions import study_effects
-
     out = trials.copy()
     for metric in metrics:
         col = metric_column(metric)
         if col not in out:
             continue
         sense = (senses or {}).get(metric) or METRICS.get(metric, "minimize")
-        eff = study_effects(out, col, sense).set_index("candidate")
+        eff = stats.effects(out, col, sense).set_index("candidate")
         for prefix, src in EFFECT_PREFIXES.items():
             values = out["candidate"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
             if prefix == "effect_from_":

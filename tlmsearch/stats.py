@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -70,27 +70,6 @@ def _t_ppf(q: float, df: float) -> float:
     from scipy.stats import t as student_t  # imported here: scipy.stats takes ~0.3 s to load
 
     return float(student_t.ppf(q, df))
-
-
-def pooled_sd(groups: Iterable[Sequence[float]]) -> tuple[float, int] | None:
-    """(sd, df) of values pooled within groups: sqrt(sum of squares about each group's mean / df).
-
-    Only groups of two or more values count (df = sum of n_i - 1), and not one whose values are
-    all exactly 0 (the baseline's own deltas: uniform minus itself, not a draw of seed noise).
-    None when no group counts. The seed noise racing, the paired pruner and the conclusions
-    judge with.
-
-    >>> pooled_sd([[1.0, 3.0], [5.0], [0.0, 0.0], [2.0, 2.0, 5.0]])
-    (1.632993161855452, 3)
-    """
-    ss, df = 0.0, 0
-    for g in groups:
-        v = [float(x) for x in g if math.isfinite(x)]
-        if len(v) >= 2 and any(x != 0 for x in v):
-            m = sum(v) / len(v)
-            ss += sum((x - m) ** 2 for x in v)
-            df += len(v) - 1
-    return (math.sqrt(ss / df), df) if df else None
 
 
 class Interval(NamedTuple):
@@ -202,7 +181,10 @@ def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[
     x = np.column_stack(cols)
     beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
     resid = y - x @ beta
-    return float(resid @ resid), int(len(y) - rank)
+    rss = float(resid @ resid)
+    if rss <= len(y) * (1e-12 * float(np.abs(y).max())) ** 2:  # rounding, not noise: exactly 0
+        rss = 0.0
+    return rss, int(len(y) - rank)
 
 
 def block_noise(
@@ -830,7 +812,8 @@ def pairwise(
     out = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
     # the family: each unordered pair once (a vs b and b vs a are one comparison)
     index = {c: i for i, c in enumerate(candidates)}
-    first = [index[a] < index[b] for a, b in zip(out["a"], out["b"], strict=True)]
+    first = np.array([index[a] < index[b] for a, b in zip(out["a"], out["b"], strict=True)],
+                     dtype=bool)  # fmt: skip
     half = out[first]
     adj = dict(zip(zip(half["a"], half["b"], strict=True),
                    adjust(half["p"].astype("float64").tolist(), family), strict=True))  # fmt: skip
