@@ -480,3 +480,42 @@ def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
                 assert q.loc[(a, b), "mean"] == pytest.approx(ab["mean"], abs=1e-6)
             if ab["n"] >= 2:
                 assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9)
+
+
+# -------------------------------------------------------------------------------------------------
+# the block-design fit and the family adjustments against statsmodels
+
+
+def _hand_table() -> pd.DataFrame:
+    """4 candidates x 3 seeds, one cell missing (a raced or pruned cell): an incomplete block."""
+    rows = [("uniform", 0, 2.00), ("uniform", 1, 2.11), ("uniform", 2, 1.93),
+            ("a", 0, 1.97), ("a", 1, 2.05), ("a", 2, 1.92),
+            ("b", 0, 2.02), ("b", 1, 2.16),
+            ("c", 0, 1.99), ("c", 1, 2.08), ("c", 2, 1.96)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["candidate", "seed", "v"])
+
+
+def test_block_fit_equals_statsmodels_ols_with_candidate_and_seed_effects():
+    smf = pytest.importorskip("statsmodels.formula.api")
+    t = _hand_table()
+    fit = smf.ols("v ~ C(candidate) + C(seed)", data=t).fit()
+    rss, df = stats.block_fit(t["candidate"], t["seed"], t["v"])
+    assert df == int(fit.df_resid) == 11 - 4 - 3 + 1
+    assert rss == pytest.approx(float(fit.ssr), rel=1e-9)
+    # a complete design: the contrast's standard error is the sd of one paired delta / sqrt(S)
+    full = t[t["candidate"] != "b"]
+    fit = smf.ols("v ~ C(candidate, Treatment('uniform')) + C(seed)", data=full).fit()
+    frame_ = full.assign(state="COMPLETE", is_baseline=full["candidate"] == "uniform")
+    noise = stats.block_noise(frame_, "v")
+    se = fit.bse["C(candidate, Treatment('uniform'))[T.a]"]
+    assert noise.sd / math.sqrt(3) == pytest.approx(float(se), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=12))
+def test_holm_and_bh_equal_statsmodels(p_values):
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    for ours, theirs in (("holm", "holm"), ("bh", "fdr_bh")):
+        expect = multitest.multipletests(p_values, method=theirs)[1]
+        assert stats.adjust(p_values, ours) == pytest.approx(list(expect), rel=1e-9)
+    assert stats.adjust(p_values, "none") == pytest.approx(p_values)
