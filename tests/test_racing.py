@@ -354,3 +354,42 @@ def test_parallel_seeds_wait_for_a_first_finished_seed() -> None:
     rows = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + [("c", 0, "WAITING", math.nan)]
     lane = _lanes(rows, parallel_seeds=2, prior_sd=0.01)["c"]
     assert lane.status == RACING and lane.next_seed is None
+
+
+def test_a_recorded_decision_stands_whatever_later_data_say() -> None:
+    # issue 20, item 5: race() re-decided from scratch on every call, so a candidate declared
+    # separated could flip back when the noise estimate moved; a recorded one never does
+    import json
+
+    rows = BASE + rows_for("c", [0.3, 0.31, 0.29])  # clearly worse: separated on this data
+    frame = _frame(rows)
+    assert _lanes(rows, max_seeds=3)["c"].status == SEPARATED
+    tied = {"status": TIED, "reason": "not separated from uniform after 3 of 3 seeds",
+            "seeds": [0, 1, 2], "mean_delta": 0.3, "half_width": 0.4}  # fmt: skip
+    frame["race_decision"] = [json.dumps(tied) if c == "c" else "" for c in frame["candidate"]]
+    (lane,) = race(frame, "v", seeds=SEEDS, max_seeds=3)
+    assert (lane.status, lane.reason, lane.seeds) == (TIED, tied["reason"], (0, 1, 2))
+    assert lane.next_seed is None
+
+
+def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(tmp_path) -> None:
+    import json
+
+    import optuna
+
+    from tlmsearch.results import trials_frame
+    from tlmsearch.search.records import trial_records
+    from tlmsearch.search.samplers import write_initial_queue
+
+    cfg = _race_cfg(tmp_path, prior_sd=0.01)
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    _drive(study, cfg, _value)
+    recorded = {k: v for k, v in study.user_attrs.items() if k.startswith("tlm_race:")}
+    by_label = {json.loads(k.split(":", 1)[1])["r_start"]: v for k, v in recorded.items()}
+    assert by_label[1.5]["status"] == SEPARATED and by_label[1.5]["seeds"] == [0]
+    assert by_label[1.25]["status"] == TIED
+    frame = trials_frame(trial_records(study)[0])
+    bad = frame[frame["candidate"] == "cosine 1.5->0.5"]
+    assert json.loads(bad["race_decision"].iloc[0])["status"] == SEPARATED
+    assert (frame.loc[frame["is_baseline"], "race_decision"] == "").all()

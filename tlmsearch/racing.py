@@ -33,12 +33,15 @@ every seed, as SMAC's does; a challenger separated as *better* races on, and tak
 once it has as many seeds. A seed whose uniform baseline failed for good leaves the pool
 (nothing can be paired on it).
 
-Pure pandas (no ray, no optuna): a function of the trials table, so a resumed race continues
-where the stored trials left it.
+A decision, once taken, stands: the driver records it (search/race.py) and the trials table
+carries it (``race_decision``), and :func:`race` returns a recorded lane as it was decided,
+whatever later looks would say. Pure pandas (no ray, no optuna): a function of the trials table,
+so a resumed race continues where the stored trials left it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -139,11 +142,15 @@ def race(
     m = max(int(cands[key].nunique()), int(family_size))
     look = (confidence, max_seeds, m, against)
     stopped = {str(c): _stop_reason(g) for c, g in cands.groupby(key, sort=True)}
-    racing_ = {c for c, why in stopped.items() if not why}
+    recorded = recorded_lanes(cands, key)
+    racing_ = {c for c, why in stopped.items() if not why and c not in recorded}
     incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
     lanes = []
     for cand, g in cands.groupby(key, sort=True):
         cand = str(cand)
+        if cand in recorded:  # decided at an earlier look: a decision stands
+            lanes.append(recorded[cand])
+            continue
         ran = set(g["seed"].dropna().astype(int))
         in_flight = set(
             g.loc[g["state"].isin(["RUNNING", "WAITING"]), "seed"].dropna().astype(int)
@@ -159,6 +166,30 @@ def race(
         )  # fmt: skip
         lanes.append(lane)
     return lanes
+
+
+FINAL = (SEPARATED, TIED, STOPPED)  # what the driver records (DONE: the incumbent may change)
+
+
+def recorded_lanes(trials: pd.DataFrame, key: str = "candidate") -> dict[str, Lane]:
+    """candidate -> the Lane the race recorded for it (the trials table's ``race_decision``,
+    JSON of :func:`decision`); a candidate without one is still to be decided."""
+    if "race_decision" not in trials:
+        return {}
+    out = {}
+    for cand, text in zip(trials[key].astype(str), trials["race_decision"], strict=True):
+        if isinstance(text, str) and text and cand not in out:
+            d = json.loads(text)
+            out[cand] = Lane(cand, str(d["status"]), str(d["reason"]),
+                             tuple(int(x) for x in d["seeds"]), float(d["mean_delta"]),
+                             float(d["half_width"]), None)  # fmt: skip
+    return out
+
+
+def decision(lane: Lane) -> dict[str, Any]:
+    """What the driver records once a lane is decided (:data:`FINAL`): JSON-ready."""
+    return {"status": lane.status, "reason": lane.reason, "seeds": list(lane.seeds),
+            "mean_delta": lane.mean_delta, "half_width": lane.half_width}  # fmt: skip
 
 
 def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -74,6 +74,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "wall_s": "float",
     "node": "str",
     "weights": "str",
+    "race_decision": "str",
 }
 CURVE_COLUMNS: dict[str, str] = {
     "trial_id": "str",

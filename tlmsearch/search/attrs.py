@@ -22,3 +22,6 @@ NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints re
 # Set as a trial ends: by the pruning scheduler (search.keep_weights) and by tlmsearch resume.
 WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
 INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
+# Study attribute prefix: a race's decision about a candidate (its CANDIDATE JSON follows), set
+# once by the driver when the race decides it and never changed (tlmsearch/racing.py)
+RACE_DECISION = "tlm_race:"

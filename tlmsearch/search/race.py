@@ -3,9 +3,12 @@
 After every trial that ends (COMPLETE, PRUNED, FAIL) the driver calls :func:`advance`: it reads
 the Optuna study, asks :func:`tlmsearch.racing.race` where each candidate stands, and enqueues
 the seeds that are due, with the uniform baseline of any seed that has none yet (the control
-runs on every seed a candidate uses). Decisions are a function of the stored trials alone, so a
-resumed run calls :func:`advance` once and the race continues where it stopped; nothing is run
-twice because pairs already queued, running or finished are never enqueued again.
+runs on every seed a candidate uses). A candidate the race decides (separated, tied, stopped) is
+recorded in the study (``tlm_race:<candidate>``) the first time, and that decision stands: a
+later look, with more data for the noise, never revisits it (the error spent over the looks
+is counted once, racing.py). Everything else is a function of the stored trials, so a resumed
+run calls :func:`advance` once and the race continues where it stopped; nothing is run twice
+because pairs already queued, running or finished are never enqueued again.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import json
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.racing import Lane, race
-from tlmsearch.search.attrs import CANDIDATE, SEED
+from tlmsearch.racing import FINAL, Lane, decision, race
+from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
 from tlmsearch.space import UNIFORM, describe
@@ -79,6 +82,9 @@ def advance(study: Any, cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
             added.append((cand, seed))
 
     for lane in lanes_:
+        name = RACE_DECISION + _key(params[lane.candidate])
+        if lane.status in FINAL and name not in study.user_attrs:
+            study.set_user_attr(name, decision(lane))  # decided once: it stands from now on
         if lane.next_seed is None:
             continue
         put(dict(UNIFORM), lane.next_seed)  # the control first: it is every delta's reference

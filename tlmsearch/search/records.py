@@ -16,6 +16,7 @@ from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search.attrs import (
     CANDIDATE,
     INTERRUPTED,
+    RACE_DECISION,
     RETRY_OF,
     SAME_AS,
     SEED,
@@ -35,6 +36,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     """(trial rows, curve rows) in the columns of docs/run_dir.md (results.py fills the rest)."""
     trials, curves = [], []
     again = requeued(study)
+    decided = {k[len(RACE_DECISION):]: v for k, v in study.user_attrs.items()
+               if k.startswith(RACE_DECISION)}  # fmt: skip
     for ft in study.get_trials(deepcopy=False):
         state = ft.state.name
         attrs = ft.user_attrs
@@ -58,6 +61,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         }
         if attrs.get("widths"):
             row["widths"] = attrs["widths"]
+        if attrs[CANDIDATE] in decided:  # the race decided its candidate: recorded, for good
+            row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
         if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)
             row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once
