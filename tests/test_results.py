@@ -252,3 +252,20 @@ def test_written_tables_follow_the_umask_not_mkstemp(tmp_path):
         os.umask(old)
     for name in ("trials.parquet", "trials.csv", "curves.parquet"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+
+
+def test_two_candidates_one_label_stay_two_candidates():
+    # issue 20, item 7: describe() prints 3 significant digits, so two sampled ratios share a
+    # label; keyed by it, the statistics pooled their seeds as one candidate
+    from tlmsearch.evidence import Evidence
+
+    recs = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"}, "val_bpb": 2.0 + s}
+            for s in range(2)]  # fmt: skip
+    for r, d in ((1.2501, -0.1), (1.2502, 0.1)):
+        recs += [{"trial_id": f"{r}-{s}", "seed": s, "val_bpb": 2.0 + s + d,
+                  "params": {"shape": "cosine", "r_start": r}} for s in range(2)]  # fmt: skip
+    t = trials_frame(recs)
+    labels = set(t.loc[~t["is_baseline"], "candidate"])
+    assert len(labels) == 2 and all(x.startswith("cosine 1.25->0.75 {") for x in labels)
+    eff = Evidence.build(t, "val_bpb").effects
+    assert sorted(eff["mean_delta"].round(6)) == [-0.1, 0.1] and (eff["n"] == 2).all()

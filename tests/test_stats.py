@@ -90,13 +90,19 @@ def test_seed_outcomes_complete_censored_pending():
     assert so["outcome"].to_dict() == {
         0: "complete",
         1: "censored",
-        2: "censored",
+        2: "missing",  # a failure without a reason of its numbers: nothing said, as racing
         3: "pending",
         4: "censored",
         5: "complete",
     }
     assert so.loc[5, "value"] == 1.0 and math.isnan(so.loc[1, "value"])
     assert so.loc[1, "states"] == "PRUNED" and so.loc[5, "states"] == "COMPLETE,PRUNED"
+    # a diverged seed is informative (its numbers blew up): censored; a lost worker: missing
+    t["reason"] = ""
+    t.loc[t["seed"] == 2, "reason"] = "diverged: loss nan at 4,096 tokens"
+    assert stats.seed_outcomes(t, "v").set_index("seed").loc[2, "outcome"] == "censored"
+    t.loc[t["seed"] == 2, "reason"] = "worker died (pid 41213)"
+    assert stats.seed_outcomes(t, "v").set_index("seed").loc[2, "outcome"] == "missing"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -193,6 +199,7 @@ def test_failed_running_and_unmeasured_tiers():
             ("N", 1, "PRUNED", 3.0),
         ]
     )
+    t["reason"] = ["", "", "", "diverged: loss inf", "", "", "", ""]
     r = stats.rank(t, "v")
     assert r["candidate"].tolist() == ["uniform", "R", "F", "N"]
     assert r["tier"].tolist() == [0, 1, 2, 3]

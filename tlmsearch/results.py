@@ -237,7 +237,31 @@ def trials_frame(
     """
     rows = [_derive(r) for r in trials]
     df = _coerce(pd.DataFrame(rows), TRIAL_COLUMNS)
-    return fill_realised(_normalise_states(df), model)
+    return fill_realised(_normalise_states(unique_labels(df)), model)
+
+
+def unique_labels(trials: pd.DataFrame) -> pd.DataFrame:
+    """Make ``candidate`` name one candidate: a label two candidates share is suffixed with each
+    one's params_json.
+
+    ``space.describe`` prints ratios with 3 significant digits, so r_start 1.2501 and 1.2502
+    (a continuous sampler) share "cosine 1.25->0.75"; keyed by that label the statistics
+    would pool two candidates' seeds as if they were one.
+
+    >>> t = pd.DataFrame({"candidate": ["c 1.25", "c 1.25", "u"],
+    ...                   "params_json": ['{"r": 1.2501}', '{"r": 1.2502}', "{}"]})
+    >>> unique_labels(t)["candidate"].tolist()
+    ['c 1.25 {"r": 1.2501}', 'c 1.25 {"r": 1.2502}', 'u']
+    """
+    if trials.empty:
+        return trials
+    shared = trials.groupby("candidate")["params_json"].transform("nunique") > 1
+    if not shared.any():
+        return trials
+    out = trials.copy()
+    out.loc[shared, "candidate"] = out.loc[shared, "candidate"] + " " + out.loc[shared,
+                                                                              "params_json"]
+    return out
 
 
 def fill_realised(

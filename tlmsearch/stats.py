@@ -3,19 +3,21 @@
 Within a seed every candidate sees the same data order and initial weights (common random
 numbers), so a candidate's effect is its *paired delta*: its value minus the uniform baseline's
 on the same seed, with a Student t interval over seeds. With pruning, a candidate's seed ends in
-one of three ways:
+one of four ways:
 
 - complete: a COMPLETE trial with a finite value (several such trials: their mean);
-- censored: PRUNED or FAIL (or COMPLETE without a value). A pruned seed is informative (the
-  pruner stopped it because it looked bad), so it is never dropped: its candidate is *censored*
-  and shown as "n of k seeds";
+- censored: PRUNED, or FAIL because it diverged (or COMPLETE without a value). A pruned seed is
+  informative (the pruner stopped it because it looked bad), so it is never dropped: its
+  candidate is *censored* and shown as "n of k seeds";
+- missing: FAIL for any other reason (a worker or node lost, out of memory, an exception): the
+  seed says nothing about the candidate's numbers, as the race judges it too;
 - pending: RUNNING or WAITING, or not run yet: every candidate is planned on every seed of the
   study (``seeds``; by default every seed any trial ran on), so a seed it has no trial on is
   still to come.
 
 :func:`rank` orders candidates so that none wins on fewer seeds without a flag: fully measured
 candidates first, compared on their *common seeds* (the seeds every one of them completed), then
-those with a seed still running or not run yet, then censored ones, then those with no seed
+those with a seed still running, not run yet or missing, then censored ones, then those with no seed
 completed.
 
 Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
@@ -255,7 +257,7 @@ class _Cell(NamedTuple):
     """One candidate on one seed."""
 
     is_baseline: bool
-    outcome: str  # complete | censored | pending
+    outcome: str  # complete | censored | pending | missing
     value: float  # mean of the complete trials' values; NaN otherwise
     states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
 
@@ -279,20 +281,25 @@ def _cells(
     else:
         values = np.full(len(trials), np.nan)
     seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
+    reasons = (trials["reason"].fillna("").astype(str).to_numpy() if "reason" in trials
+               else np.full(len(trials), ""))  # fmt: skip
     acc: dict[tuple[Any, int], list] = {}
-    for cand, seed, base, state, v in zip(
+    for cand, seed, base, state, v, why in zip(
         trials[key].to_numpy(),
         seed_of.to_numpy(),
         trials["is_baseline"].astype(bool).to_numpy(),
         trials["state"].astype(str).str.upper().to_numpy(),
         values,
+        reasons,
         strict=True,
     ):
         cell = acc.setdefault((cand, int(seed)), [False, [], set()])
         cell[0] = cell[0] or bool(base)
         if state == "COMPLETE" and math.isfinite(v):
             cell[1].append(float(v))
-        cell[2].add(state)
+        # a failure says something about the candidate only when it diverged (as the race
+        # judges it): a lost worker or an exception leaves the seed missing, not censored
+        cell[2].add("FAIL:diverged" if state == "FAIL" and why.startswith("diverged") else state)
     if isinstance(seeds, Mapping):
         planned_of = {c: {int(x) for x in v} for c, v in seeds.items()}
         for cand in {c for c, _ in acc}:
@@ -313,9 +320,12 @@ def _cells(
             outcome = "complete"
         elif not states or states & set(PENDING_STATES):
             outcome = "pending"
-        else:
+        elif states & {"PRUNED", "FAIL:diverged"} or not states <= {"FAIL"}:
             outcome = "censored"
+        else:
+            outcome = "missing"  # failed, but not for its numbers: it says nothing of them
         mean = float(np.mean(done)) if done else math.nan
+        states = {"FAIL" if x == "FAIL:diverged" else x for x in states}
         out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)))
     return out
 
@@ -396,7 +406,8 @@ SUMMARY_COLUMNS = (
     "k",  # seeds planned: complete + censored + pending (running or not run yet)
     "n_censored",
     "n_pending",
-    "censored",  # pruned or failed on some seed
+    "n_missing",  # seeds that failed for a reason of the system's or an exception: no data
+    "censored",  # pruned or diverged on some seed
     "n_of_k",  # "1 of 2 seeds"
     "seeds",  # completed seeds (tuple)
     "censored_seeds",
@@ -455,6 +466,7 @@ def _summary(cells: dict[tuple[Any, int], _Cell], key: str, level: float) -> pd.
                 "k": k,
                 "n_censored": len(cens),
                 "n_pending": sum(c.outcome == "pending" for _, c in seeds),
+                "n_missing": sum(c.outcome == "missing" for _, c in seeds),
                 "censored": len(cens) > 0,
                 "n_of_k": f"{n} of {k} seeds",
                 "seeds": tuple(s for s, _ in comp),
@@ -531,7 +543,8 @@ def rank(
         if cell.outcome == "complete":
             per_seed.setdefault(cand, {})[seed] = cell.value
     tier = np.select(
-        [s["n"] == 0, s["n_censored"] > 0, s["n_pending"] > 0], [3, 2, 1], default=0
+        [s["n"] == 0, s["n_censored"] > 0, (s["n_pending"] + s["n_missing"]) > 0], [3, 2, 1],
+        default=0,
     ).astype(int)
     s["tier"] = tier
     own_seeds = isinstance(seeds, Mapping)
@@ -584,7 +597,9 @@ def _flag(row: Any, common: set[int]) -> str:
         on = ", ".join(str(x) for x in row.censored_seeds)
         text = f"censored: {row.n_of_k} ({ended} on seed {on})"
     elif row.tier == 1:
-        text = f"{row.n_of_k} ({row.n_pending} running or not run yet)"
+        parts = [f"{row.n_pending} running or not run yet"] if row.n_pending else []
+        parts += [f"{row.n_missing} missing: failed, not for its numbers"] if row.n_missing else []
+        text = f"{row.n_of_k} ({', '.join(parts)})"
     else:
         text = ""
     if not common:

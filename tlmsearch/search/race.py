@@ -50,7 +50,8 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
         return [], {}
     params = {str(c): json.loads(p) for c, p in zip(frame["candidate"], frame["params_json"],
                                                      strict=True)}  # fmt: skip
-    queued = {(describe(json.loads(k)), s) for k, s in _pairs(study, ("WAITING",))}
+    label = dict(zip(frame["params_json"], frame["candidate"], strict=True))  # one name each
+    queued = {(label.get(k, describe(json.loads(k))), s) for k, s in _pairs(study, ("WAITING",))}
     metric, sense = cfg.objectives[0].metric, cfg.objectives[0].sense
     result = race(
         frame,
