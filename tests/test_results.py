@@ -255,13 +255,13 @@ def test_written_tables_follow_the_umask_not_mkstemp(tmp_path):
 
 
 def test_two_candidates_one_label_stay_two_candidates():
-    # issue 20, item 7: describe() prints 3 significant digits, so two sampled ratios share a
+    # issue 20, item 7: describe() rounds what it prints, so two sampled ratios can share a
     # label; keyed by it, the statistics pooled their seeds as one candidate
     from tlmsearch.evidence import Evidence
 
     recs = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"}, "val_bpb": 2.0 + s}
             for s in range(2)]  # fmt: skip
-    for r, d in ((1.2501, -0.1), (1.2502, 0.1)):
+    for r, d in ((1.2500001, -0.1), (1.2500002, 0.1)):
         recs += [{"trial_id": f"{r}-{s}", "seed": s, "val_bpb": 2.0 + s + d,
                   "params": {"shape": "cosine", "r_start": r}} for s in range(2)]  # fmt: skip
     t = trials_frame(recs)

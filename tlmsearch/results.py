@@ -244,9 +244,9 @@ def unique_labels(trials: pd.DataFrame) -> pd.DataFrame:
     """Make ``candidate`` name one candidate: a label two candidates share is suffixed with each
     one's params_json.
 
-    ``space.describe`` prints ratios with 3 significant digits, so r_start 1.2501 and 1.2502
-    (a continuous sampler) share "cosine 1.25->0.75"; keyed by that label the statistics
-    would pool two candidates' seeds as if they were one.
+    ``space.describe`` rounds the ratios it prints, so r_start 1.2500001 and 1.2500002 (a
+    continuous sampler) share "cosine 1.25->0.75"; keyed by that label the statistics would
+    pool two candidates' seeds as if they were one.
 
     >>> t = pd.DataFrame({"candidate": ["c 1.25", "c 1.25", "u"],
     ...                   "params_json": ['{"r": 1.2501}', '{"r": 1.2502}', "{}"]})

@@ -17,8 +17,8 @@ one of four ways:
 
 :func:`rank` orders candidates so that none wins on fewer seeds without a flag: fully measured
 candidates first, compared on their *common seeds* (the seeds every one of them completed), then
-those with a seed still running, not run yet or missing, then censored ones, then those with no seed
-completed.
+those with a seed still running, not run yet or missing, then censored ones, then those with no
+seed completed.
 
 Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
 (docs/run_dir.md): columns ``seed``, ``state``, ``is_baseline``, a key naming the candidate
