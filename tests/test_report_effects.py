@@ -93,7 +93,7 @@ def test_separation_matrix_cells_known_answers():
     # sigmoid shares seed 0 only: the same block-design noise, over one seed
     sc = c.loc[("sigmoid 1.5->0.5 k=10", "cosine 1.5->0.5")]
     assert sc["n"] == 1 and sc["noise"] == "model" and sc["text"].endswith("1 seed")
-    assert "block-design noise" in sc["hover"] and "Holm" in sc["hover"]
+    assert "block-design noise" in sc["hover"] and "holm" in sc["hover"]
     top2 = E.separation(study(), "val_bpb", k=2)
     assert top2.names == ["cosine 1.5->0.5", "linear 1.5->0.5", "uniform"]
 

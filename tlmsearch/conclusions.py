@@ -164,9 +164,10 @@ def decimals(half: float, mean: float) -> int:
 
 
 def _numbers(d: _Diff, label: str, level: float) -> str:
-    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units'."""
+    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units' (the race's interval said so)."""
     k = decimals(d.half, d.mean)
-    text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({level:.0%} CI)"
+    ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI"
+    text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"
     return f"{text}, no seed-to-seed spread"
@@ -179,7 +180,8 @@ def _seeds(n: int) -> str:
 def _how(d: _Diff, how: str) -> str:
     """'; adjusted p 0.012 (Holm over 15 comparisons with uniform)', or the race's words."""
     if d.decided_by == RACE:
-        return f"; {how}"
+        prior = d.noise == stats.UNKNOWN
+        return f"; {how}" + (" under racing.prior_sd (no measured noise yet)" if prior else "")
     return f"; adjusted p {d.p_adj:.2g} ({how})"
 
 
@@ -189,9 +191,14 @@ def _versus(
     """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart.
 
     The numbers are always a - b. A win of a candidate pruned or failed on some seed is no
-    conclusion: it won on the seeds it finished.
+    conclusion: it won on the seeds it finished. A row the race decides says the race's words;
+    one it has not decided (still racing, or stopped by a prune) is no conclusion yet.
     """
-    if d.noise == stats.UNKNOWN:
+    raced = d.decided_by == RACE
+    if raced and pd.isna(d.separated):
+        nums = f"{d.mean:+.4g} {label} on {_seeds(d.n)}"
+        return False, f"{a} vs {b}: {nums}: the race has not decided"
+    if d.noise == stats.UNKNOWN and not (raced and bool(d.separated)):
         k = decimals(d.half, d.mean)
         return False, (
             f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n)}, noise unknown (the "
@@ -200,7 +207,7 @@ def _versus(
     nums = _numbers(d, label, level)
     if pd.isna(d.separated) or not bool(d.separated):
         return False, f"{a} vs {b}: within noise on {_seeds(d.n)} ({nums}{_how(d, how)}): " + (
-            "not separated" if d.decided_by != RACE else "not separated (yet)"
+            "not separated (a tie of the race)" if raced else "not separated"
         )
     a_wins = (1.0 if sense == "minimize" else -1.0) * d.mean < 0
     won = d.n_better if a_wins else d.n - d.n_better
@@ -238,14 +245,24 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     beaten_by = [str(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
     censored = bool(ranked.loc[first, "censored"])
     method = f"multiple comparisons with the best, Hsu, over {k} candidates with uniform"
-    selected = bool(best.loc[first, "selected"]) and not censored
+    # the best is whichever MCB selects (the ranking on own seeds may put another first) among
+    # the first-ranked's tier; never a censored one (its missing seeds looked worse), nor one
+    # with seeds still to run while the first-ranked has run them all
+    tier = ranked.loc[first, "tier"]
+    chosen = [c for c in names if bool(best.loc[c, "selected"])
+              and not bool(ranked.loc[c, "censored"]) and ranked.loc[c, "tier"] == tier]
+    selected = bool(chosen)
+    if selected and chosen[0] != first:
+        first, censored = chosen[0], False
+        contenders = [c for c in names if not bool(best.loc[c, "eliminated"])]
+        beaten_by = []
     yes: list[str] = []
     no: list[str] = []
     if ev.noise is None:
         no.append(f"no best: {first} ranks first, but the noise is unknown ({method})")
     elif selected:
         others = (
-            f"the other candidate, {names[1]}," if k == 2
+            f"the other candidate, {next(c for c in names if c != first)}," if k == 2
             else f"each of the other {k - 1} candidates, uniform included,"
         )
         yes.append(f"{first} is the best: better than {others} jointly at {level:.0%} ({method})")
@@ -263,6 +280,7 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     group = {
         "best": str(first),
         "selected": selected,
+        "n_candidates": k,
         "tied_with": [str(x) for x in contenders if x != first],
         "separated_from": [str(x) for x in eliminated if x != first],
         "beaten_by": beaten_by,

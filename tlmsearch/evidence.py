@@ -23,6 +23,7 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.racing import SEPARATED, Lane, planned_seeds, race, race_settings
+from tlmsearch.racing import SEPARATED, TIED, Lane, planned_seeds, race, race_settings
 
 RACE, FAMILY = "race", "family"
 
@@ -46,8 +47,9 @@ class Evidence:
     ranking: pd.DataFrame  # stats.rank, on the seeds the race planned for each candidate
     effects: pd.DataFrame  # stats.effects + decided_by (race | family), keyed by ``key``
     best: pd.DataFrame  # stats.mcb over the ranked candidates, uniform included, rank order
-    lanes: tuple[Lane, ...] | None  # the race (None: no racing)
+    lanes: tuple[Lane, ...] | None  # the race on this metric (None: no racing, or not raced)
     against: str | None  # the race's reference (uniform | best)
+    race_size: int = 0  # m: the candidates the race's levels are corrected over
 
     @classmethod
     def build(
@@ -65,13 +67,19 @@ class Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
         for its racing settings and seeds; ``seeds``: the study's seeds without one."""
         settings = race_settings(config) if config else None
-        lanes = None
-        plan: Any = seeds
+        lanes, plan, m = None, seeds, 0
         if config and seeds is None:
             plan = list((config.get("search") or {}).get("seeds") or []) or None
         if settings is not None and not trials.empty:
-            lanes = tuple(race(trials, value, sense=sense, key=key, **settings))
-            plan = planned_seeds(trials, lanes, key=key)
+            # the driver races the first objective only: its lanes plan every metric's seeds,
+            # and decide "separated from uniform" for that metric alone
+            first, first_sense = _first_objective(config)
+            raced = race(trials, first, sense=first_sense, key=key, **settings)
+            plan = planned_seeds(trials, raced, key=key)
+            if first == value:
+                lanes = tuple(raced)
+            cands = trials.loc[~trials["is_baseline"].astype(bool), key]
+            m = max(int(cands.nunique()), int(settings["family_size"]))
         noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         eff = stats.effects(trials, value, sense, key=key, level=level, noise=noise,
@@ -79,14 +87,12 @@ class Evidence:
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
-            decided = {ln.candidate: ln.status == SEPARATED for ln in lanes}
-            mine = eff[key].astype(str).map(decided)
-            eff["separated"] = mine.astype("boolean")
-            eff.loc[mine.notna(), "decided_by"] = RACE
+            eff = _race_decides(eff, lanes, key)
         measured = ranking[ranking["tier"] < 3]
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=noise)  # fmt: skip
-        return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against)
+        return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
+                   m)  # fmt: skip
 
     def effect(self, candidate: Any) -> pd.Series | None:
         """The effects row of one candidate (None for uniform or an unknown name)."""
@@ -95,13 +101,46 @@ class Evidence:
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
-        m = int(self.effects["family_size"].max()) if len(self.effects) else 0
         if self.lanes is not None and self.against == "uniform":
             return (
-                f"decided by the race against uniform (Bonferroni over {m} candidate(s) and "
-                f"every look: family-wise {1 - self.level:.0%})"
+                f"decided by the race against uniform (Bonferroni over {self.race_size} "
+                f"candidate(s) and every look: family-wise {1 - self.level:.0%})"
             )
+        m = int(self.effects["family_size"].max()) if len(self.effects) else 0
         return stats.family_words(self.family, m) + " with uniform"
+
+
+def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
+    """(trials column, sense) of a study's first objective: the metric its race runs on."""
+    from tlmsearch.results import metric_column, objectives_of
+
+    metric, sense = objectives_of(config)[0]
+    return metric_column(metric), sense
+
+
+def _race_decides(eff: pd.DataFrame, lanes: Sequence[Lane], key: str) -> pd.DataFrame:
+    """Effects rows the race decides: its decision (separated / tied; <NA> while it races or
+    after a prune stopped it) and its own interval (mean delta +- its half-width at the race's
+    corrected level, where it decided on the seeds the row has), with no family p-value beside
+    them: one decision, one interval."""
+    out = eff.copy()
+    lane_of = {ln.candidate: ln for ln in lanes}
+    sep = []
+    for i, cand in zip(out.index, out[key].astype(str), strict=True):
+        ln = lane_of.get(cand)
+        if ln is None:
+            sep.append(out.at[i, "separated"])
+            continue
+        out.at[i, "decided_by"] = RACE
+        out.at[i, "p"] = out.at[i, "p_adj"] = math.nan
+        sep.append(True if ln.status == SEPARATED else False if ln.status == TIED else pd.NA)
+        same_data = tuple(ln.seeds) == tuple(out.at[i, "seeds"])  # not a later seed since
+        if same_data and math.isfinite(ln.half_width) and math.isfinite(ln.mean_delta):
+            out.at[i, "half_width"] = ln.half_width
+            out.at[i, "lo"] = ln.mean_delta - ln.half_width
+            out.at[i, "hi"] = ln.mean_delta + ln.half_width
+    out["separated"] = pd.array(sep, dtype="boolean")
+    return out
 
 
 def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str | None = None,

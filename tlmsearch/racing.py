@@ -192,6 +192,26 @@ def decision(lane: Lane) -> dict[str, Any]:
             "mean_delta": lane.mean_delta, "half_width": lane.half_width}  # fmt: skip
 
 
+def race_family_size(config: Mapping[str, Any]) -> int:
+    """How many candidates (uniform aside) a study's race may hold: the grid's, the explicit
+    list's, or ``search.n_trials`` of a sampler; 0 when the study does not say (then the race
+    counts the candidates in its table, which only grows).
+
+    Fixed before the first look, so every look tests at the same level: counting only the
+    candidates started so far would test the early looks at a looser level than promised.
+    """
+    from tlmsearch.config import StudyConfig
+    from tlmsearch.space import is_flat
+
+    try:
+        cfg = StudyConfig.model_validate(dict(config))
+    except Exception:  # a hand-edited study.yaml: the race still runs on what it sees
+        return 0
+    if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
+        return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())
+    return int(cfg.search.n_trials or 0)
+
+
 def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
     """:func:`race`'s settings from a study's config as a dict (study.yaml); None: no racing."""
     search = config.get("search") or {}
@@ -200,6 +220,7 @@ def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     seeds = [int(s) for s in search.get("seeds") or [0]]
     return {
+        "family_size": race_family_size(config),
         "seeds": seeds,
         "max_seeds": int(racing.get("max_seeds") or len(seeds)),
         "confidence": float(racing.get("confidence", 0.95)),

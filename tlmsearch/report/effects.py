@@ -104,6 +104,7 @@ def separation(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     k: int = 5,
+    config: Mapping[str, Any] | None = None,
 ) -> Separation:
     """Can these be told apart? The top ``k`` candidates by :func:`tlmsearch.stats.rank`, and
     uniform, compared pairwise on their common seeds (:func:`tlmsearch.stats.pairwise`)."""
@@ -116,7 +117,11 @@ def separation(
     empty = pd.DataFrame(columns=[*stats.PAIR_COLUMNS, "better", "text", "hover"])
     if len(names) < 2:
         return Separation(metric, sense, names, empty)
-    cells = stats.pairwise(trials, col, names, sense, level=LEVEL)  # the block-design noise
+    stats_cfg = (config or {}).get("stats") or {}
+    family = str(stats_cfg.get("family", "holm"))
+    cells = stats.pairwise(trials, col, names, sense, level=float(stats_cfg.get("level", LEVEL)),
+                           family=family)  # the block-design noise, the study's family
+    cells["family"] = family
     sign = 1.0 if sense == "minimize" else -1.0
     better = [
         math.nan if pd.isna(sep) else (0.0 if not sep else (1.0 if sign * m < 0 else -1.0))
@@ -156,7 +161,7 @@ def _cell_hover(r: Any, metric: str, sense: str) -> str:
         if math.isfinite(r.effect_noise):
             lines.append(f"{abs(r.effect_noise):.1f} noise units")
         verdict = "separated" if r.separated else "not separated"
-        lines.append(f"{verdict}: Holm-adjusted p {r.p_adj:.2g} over the matrix's pairs")
+        lines.append(f"{verdict}: adjusted p {r.p_adj:.2g} ({r.family} over the matrix's pairs)")
     better = "lower" if sense == "minimize" else "higher"
     lines.append(f"row better on {r.n_better}/{r.n} seeds ({better} is better)")
     return "<br>".join(lines)

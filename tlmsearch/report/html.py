@@ -99,7 +99,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-separation",
             "Effects in units of noise",
-            F.separation(E.separation(t, metric, sense, seeds, top_k)),
+            F.separation(E.separation(t, metric, sense, seeds, top_k, run.config)),
         )
     )
     if not run.analysis.empty:  # written by `tlmsearch analyze` from kept weights

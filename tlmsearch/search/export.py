@@ -285,7 +285,7 @@ def verdict(group: Mapping[str, Any]) -> str:
     ...          "separated_from": ["c"], "beaten_by": [], "level": 0.95})
     'no single best at 95%: a ranks first, but a, b, uniform could each be the best; c is not'
     >>> verdict({"best": "a", "selected": True, "tied_with": [], "beaten_by": [],
-    ...          "separated_from": ["b", "uniform"], "level": 0.95})
+    ...          "separated_from": ["b", "uniform"], "level": 0.95, "n_candidates": 3})
     'a is the best: better than each of the other 2 candidates (uniform included) at 95% jointly'
     """
     best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
@@ -297,8 +297,9 @@ def verdict(group: Mapping[str, Any]) -> str:
         )
     out = list(group["separated_from"])
     if group.get("selected"):
+        n = int(group.get("n_candidates") or len(out) + 1) - 1
         return (
-            f"{best} is the best: better than each of the other {len(out)} candidates "
+            f"{best} is the best: better than each of the other {n} candidates "
             f"(uniform included) at {level:.0%} jointly"
         )
     text = f"no single best at {level:.0%}: {best} ranks first, but {', '.join([best, *tied])} "

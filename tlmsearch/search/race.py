@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.racing import FINAL, Lane, decision, race
+from tlmsearch.racing import FINAL, Lane, decision, race, race_family_size
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
@@ -64,6 +64,7 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
         prior_sd=racing.prior_sd,
         queued=queued,
         parallel_seeds=racing.parallel_seeds,
+        family_size=race_family_size(cfg.to_dict()),
     )
     return result, params
 
