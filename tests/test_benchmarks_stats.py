@@ -1,0 +1,63 @@
+"""benchmarks/stats.py: simulated studies through Evidence, the verdict and the race (~15 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    name = "benchmarks_stats"  # benchmarks/ is no package: load the file under its own name
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "stats.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _rates(node):
+    """Every {"rate": ...} dict under ``node``."""
+    if isinstance(node, dict):
+        if "rate" in node:
+            yield node
+        else:
+            for v in node.values():
+                yield from _rates(v)
+
+
+def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
+    bench = _bench()
+    res = bench.run(reps=20, which=["a"], seed=1)
+    rules = res["a"]
+    assert set(rules) == {"conclusions/holm", "conclusions/none", "race/uniform", "race/best"}
+    for r in rules.values():
+        assert r["studies"] == 20
+        assert {"false_per_candidate", "fwer", "power"} <= set(r)
+        assert r["power"]["rate"] is None  # nothing differs from uniform in (a)
+    verdict = {"wrong_winner", "uniform_selected", "winner_selected"}
+    assert verdict <= set(rules["conclusions/holm"])
+    assert {"ever_strict", "winner_incumbent"} <= set(rules["race/best"])
+    assert 0 < rules["race/uniform"]["trainings"] <= 1.0
+    rates = [x for r in rules.values() for x in _rates(r) if x["rate"] is not None]
+    assert rates and all(0.0 <= x["rate"] <= 1.0 and x["se"] >= 0.0 for x in rates)
+    table = bench.tables(res, bench.scenarios())
+    assert "### Conclusions vs uniform" in table and "### Racing, as it runs live" in table
+    assert table.count("| a: 15 equal to uniform, 3 seeds |") == 2 + 1 + 2
+
+
+def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None:
+    # 40 null studies (15 candidates equal to uniform, a shared per-seed control, 3 seeds):
+    # per comparison, about 5% of the candidates are separated, so most studies claim one;
+    # Holm over the 15 keeps the family-wise error at 5% (<= 15% allows for MC noise)
+    res = _bench().run(reps=40, which=["a"], seed=0, races=False)["a"]
+    none, holm = res["conclusions/none"], res["conclusions/holm"]
+    assert none["false_per_candidate"]["rate"] >= 0.02
+    assert none["fwer"]["rate"] >= 0.25
+    assert holm["fwer"]["rate"] <= 0.15
+    assert holm["wrong_winner"]["rate"] <= 0.15  # "X is the best" among equals
