@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,17 +43,26 @@ def _paper(candidate: str) -> str:
     return ""
 
 
+def _evidence(trials: pd.DataFrame, config: dict, value: str) -> Any:
+    """The run's :class:`tlmsearch.evidence.Evidence` for ``value`` (its stats settings, its
+    race where it raced that metric): every decision below is the tool's own, re-derived from
+    nothing here."""
+    from tlmsearch.evidence import Evidence
+
+    st = config.get("stats") or {}
+    return Evidence.build(trials, value, level=float(st.get("level", 0.95)),
+                          family=str(st.get("family", "holm")), config=config)  # fmt: skip
+
+
 def effects_table(run: Path) -> str:
-    from tlmsearch import stats
-    from tlmsearch.conclusions import study_effects, study_noise
-    from tlmsearch.report.collect import study_seeds
+    from tlmsearch.conclusions import conclusions
     from tlmsearch.results import load_run
 
     data = load_run(run)
     t = data.trials
-    eff = study_effects(t, "val_bpb").set_index("candidate")
-    ranked = stats.rank(t, "val_bpb", seeds=study_seeds(data.config, t))
-    loss = stats.effects(t, "val_loss", noise=study_noise(t, "val_loss")).set_index("candidate")
+    ev = _evidence(t, data.config, "val_bpb")
+    eff = ev.effects.set_index("candidate")
+    loss = _evidence(t, data.config, "val_loss").effects.set_index("candidate")
     race = {}
     from tlmsearch.report.effects import race as race_table
 
@@ -64,11 +74,11 @@ def effects_table(run: Path) -> str:
         f"uniform: val_bpb {base['val_bpb'].mean():.4f} over seeds "
         f"{sorted(int(s) for s in base['seed'])}; val_ppl {base['val_ppl'].mean():.2f}",
         "",
-        "| candidate | seeds | effect on val_bpb (95% CI) | noise units | ppl ratio (95% CI) "
-        "| paper 440M ppl | race |",
-        "|---|---|---|---|---|---|---|",
+        "| candidate | seeds | effect on val_bpb (95% CI) | noise units | separated | "
+        "ppl ratio (95% CI) | paper 440M ppl | race |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for cand in ranked["candidate"]:
+    for cand in ev.ranking["candidate"]:
         if cand not in eff.index:
             continue
         e, lo_ = eff.loc[cand], loss.loc[cand]
@@ -76,65 +86,27 @@ def effects_table(run: Path) -> str:
         ratio = f"{math.exp(lo_['mean_delta']) - 1:+.2%}"
         if math.isfinite(lo_["lo"]):
             ratio += f" [{math.exp(lo_['lo']) - 1:+.2%}, {math.exp(lo_['hi']) - 1:+.2%}]"
-        units = (
-            f"{e['effect_noise']:+.1f} ({e['noise']})" if math.isfinite(e["effect_noise"]) else "-"
-        )
+        units = f"{e['effect_noise']:+.1f}" if math.isfinite(e["effect_noise"]) else "-"
         lines.append(
-            f"| {cand} | {int(e['n'])} | {e['mean_delta']:+.4f} {ci} | {units} | {ratio} "
-            f"| {_paper(str(cand))} | {race.get(cand, '')} |"
+            f"| {cand} | {int(e['n'])} | {e['mean_delta']:+.4f} {ci} | {units} | {_sep(e)} "
+            f"| {ratio} | {_paper(str(cand))} | {race.get(cand, '')} |"
         )
-    lines += ["", _best_against_all(t, [c for c in ranked["candidate"] if c in eff.index])]
-    lines += ["", _holm(eff)]
+    said = conclusions(t, label="val_bpb", evidence=ev)
+    verdict = [x for x in said.supported + said.unsupported if "comparisons with the best" in x]
+    noise = "unknown" if ev.noise is None else f"sd {ev.noise.sd:.4f} over {ev.noise.df} df"
+    kept = int(ev.effects["separated"].fillna(False).astype(bool).sum())
+    lines += ["", f"Noise of one paired delta (block design: value ~ candidate + seed): {noise}.",
+              f"Separated from uniform: {kept} of {len(ev.effects)}, {ev.decision_words()}."]
+    lines += ([f"The best: {verdict[0]}."] if verdict else [])  # fmt: skip
     return "\n".join(lines)
 
 
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error), in the input's order."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    out, running = [math.nan] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        out[i] = running
-    return out
-
-
-def _holm(eff: pd.DataFrame) -> str:
-    """The effects vs uniform as one family: two-sided t-test p of each mean paired delta on
-    its own seeds (n - 1 df), Holm-adjusted over the candidates with 2+ seeds."""
-    from scipy.stats import t as student_t
-
-    rows = eff[(eff["n"] >= 2) & np.isfinite(eff["sd_delta"])]
-    if rows.empty:
-        return ""
-    p = []
-    for r in rows.itertuples():
-        se = r.sd_delta / math.sqrt(r.n)
-        p.append(float(2 * student_t.sf(abs(r.mean_delta) / se, r.n - 1)) if se > 0 else 0.0)
-    adjusted = holm(p)
-    kept = sum(a < 0.05 for a in adjusted)
-    return (
-        f"As one family of {len(p)} comparisons with uniform (Holm, 5%): {kept} separated; "
-        f"smallest adjusted p {min(adjusted):.3f} (unadjusted {min(p):.4f})."
-    )
-
-
-def _best_against_all(trials: pd.DataFrame, ranked: list[str]) -> str:
-    """The rank-1 candidate against every other (best.yaml's verdict looks at the next 4
-    only): own-sd paired intervals on the seeds both ran, one seed's pairs on the study noise."""
-    from tlmsearch import stats
-    from tlmsearch.conclusions import study_noise
-
-    if len(ranked) < 2:
-        return ""
-    best = ranked[0]
-    pairs = stats.pairwise(trials, "val_bpb", ranked, noise=study_noise(trials, "val_bpb"))
-    mine = pairs[pairs["a"] == best]
-    sep = mine[mine["separated"].fillna(False).astype(bool)]
-    names = ", ".join(f"{b} ({m:+.4f})" for b, m in zip(sep["b"], sep["mean"], strict=True))
-    return (
-        f"{best} against each of the other {len(mine)} (95% paired intervals, uncorrected): "
-        f"separated from {len(sep)}" + (f": {names}" if names else "")
-    )
+def _sep(e: pd.Series) -> str:
+    """The effects row's one decision: 'yes (p 0.012)', 'no (p 0.3)', 'yes (race)'."""
+    if pd.isna(e["separated"]):
+        return "-"
+    how = "race" if e["decided_by"] == "race" else f"adj. p {e['p_adj']:.2g}"
+    return f"{'**yes**' if bool(e['separated']) else 'no'} ({how})"
 
 
 GRID_SHAPES = ("cosine", "linear", "sigmoid")
@@ -195,13 +167,25 @@ def _ratio_trend(trials: pd.DataFrame, cells: dict[tuple[str, float], str]) -> s
     )
 
 
-def _pair(pairs: pd.DataFrame, a: str, b: str) -> str:
+def _family(pairs: pd.DataFrame, asked: list[tuple[str | None, str | None]]) -> dict:
+    """(a, b) -> Holm-adjusted p over the pairs one claim asks about (one table: a family)."""
+    from tlmsearch import stats
+
+    p = {}
+    for a, b in asked:
+        row = pairs[(pairs["a"] == a) & (pairs["b"] == b)]
+        if len(row) and math.isfinite(row["p"].iloc[0]):
+            p[(a, b)] = float(row["p"].iloc[0])
+    return dict(zip(p, stats.adjust(list(p.values()), "holm"), strict=True))
+
+
+def _pair(pairs: pd.DataFrame, a: str | None, b: str | None, adjusted: dict) -> str:
     row = pairs[(pairs["a"] == a) & (pairs["b"] == b)]
     if row.empty or int(row["n"].iloc[0]) == 0:
         return "-"
     r = row.iloc[0]
     if math.isfinite(r["lo"]):
-        mark = " **sep**" if bool(r["separated"]) else ""
+        mark = " **sep**" if adjusted.get((a, b), 1.0) < 0.05 else ""
         return f"{r['mean']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] ({int(r['n'])}){mark}"
     return f"{r['mean']:+.4f} ({int(r['n'])} seed, no interval)"
 
@@ -213,21 +197,23 @@ def grid_table(run: Path) -> str:
     shape): each a mean paired difference of val_bpb over the seeds both ran, with its 95% t
     interval (**sep**: the interval excludes 0), and the number of those seeds."""
     from tlmsearch import stats
-    from tlmsearch.conclusions import study_effects, study_noise
     from tlmsearch.results import load_run
 
-    t = load_run(run).trials
+    data = load_run(run)
+    t = data.trials
     cells = _grid_cells(t)
     if cells is None:
         return ""
     ratios = sorted({r for _, r in cells})
     if len(ratios) < 2 or len({s for s, _ in cells}) < 2:
         return ""
-    eff = study_effects(t, "val_bpb", key="params_json").set_index("params_json")
-    pairs = stats.pairwise(
-        t, "val_bpb", list(cells.values()), key="params_json",
-        noise=study_noise(t, "val_bpb", key="params_json"),
-    )  # fmt: skip
+    ev = _evidence(t, data.config, "val_bpb")
+    key_of = dict(zip(t["candidate"], t["params_json"], strict=True))
+    eff = ev.effects.assign(params_json=ev.effects["candidate"].map(key_of))
+    eff = eff.set_index("params_json")
+    # the grid's claims as one family: every pair the tables below show, Holm over them
+    pairs = stats.pairwise(t, "val_bpb", list(cells.values()), key="params_json",
+                           noise=ev.noise, family="none")  # fmt: skip
     head = " | ".join(f"{r:g}->{2 - r:g}" for r in ratios)
     lines = ["Effect on val_bpb vs uniform (mean paired delta, seeds):", "",
              f"| shape | {head} |", "|---" * (1 + len(ratios)) + "|"]  # fmt: skip
@@ -242,27 +228,33 @@ def grid_table(run: Path) -> str:
             sep = "*" if pd.notna(e["separated"]) and bool(e["separated"]) else ""
             row.append(f"{e['mean_delta']:+.4f}{sep} ({int(e['n'])})")
         lines.append(f"| {shape} | " + " | ".join(row) + " |")
-    lines += ["", "(* separated from uniform at 95%)", "",
+    lines += ["", f"(* separated from uniform: {ev.decision_words()})", "",
               "Cosine best at every ratio? cosine minus the other shape (negative: cosine "
-              "better), 95% CI (common seeds):", "",
-              "| ratio | cosine - linear | cosine - sigmoid |", "|---|---|---|"]  # fmt: skip
+              "better), 95% CI per pair (common seeds; **sep**: Holm over this table's pairs):",
+              "", "| ratio | cosine - linear | cosine - sigmoid |", "|---|---|---|"]  # fmt: skip
+    asked = [(cells.get(("cosine", r)), cells.get((o, r))) for r in ratios
+             for o in ("linear", "sigmoid")]  # fmt: skip
+    adj = _family(pairs, asked)
     for r in ratios:
         cos = cells.get(("cosine", r))
         lines.append(
-            f"| {r:g}->{2 - r:g} | {_pair(pairs, cos, cells.get(('linear', r)))} "
-            f"| {_pair(pairs, cos, cells.get(('sigmoid', r)))} |"
+            f"| {r:g}->{2 - r:g} | {_pair(pairs, cos, cells.get(('linear', r)), adj)} "
+            f"| {_pair(pairs, cos, cells.get(('sigmoid', r)), adj)} |"
         )
     lower = max((r for r in ratios if r < 1.5), default=None)
     upper = min((r for r in ratios if r > 1.5), default=None)
     if 1.5 in ratios and lower is not None and upper is not None:
         lines += ["", "Best at 1.5/0.5 (a U in the ratio)? 1.5->0.5 minus its neighbours "
-                  "(negative: 1.5 better):", "",
+                  "(negative: 1.5 better; **sep**: Holm over this table's pairs):", "",
                   f"| shape | 1.5 - {lower:g} | 1.5 - {upper:g} |", "|---|---|---|"]  # fmt: skip
+        asked = [(cells.get((sh, 1.5)), cells.get((sh, x))) for sh in GRID_SHAPES
+                 for x in (lower, upper)]  # fmt: skip
+        adj = _family(pairs, asked)
         for shape in GRID_SHAPES:
             mid = cells.get((shape, 1.5))
             lines.append(
-                f"| {shape} | {_pair(pairs, mid, cells.get((shape, lower)))} "
-                f"| {_pair(pairs, mid, cells.get((shape, upper)))} |"
+                f"| {shape} | {_pair(pairs, mid, cells.get((shape, lower)), adj)} "
+                f"| {_pair(pairs, mid, cells.get((shape, upper)), adj)} |"
             )
     lines += ["", _ratio_trend(t, cells)]
     return "\n".join(lines)

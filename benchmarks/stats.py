@@ -109,7 +109,7 @@ import pandas as pd
 
 from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import Evidence
-from tlmsearch.racing import SEPARATED, Lane, race, race_settings
+from tlmsearch.racing import FINAL, SEPARATED, Lane, decision, race, race_settings
 
 VALUE = "val_bpb"
 UNIFORM = "uniform"
@@ -222,9 +222,15 @@ def drive_race(
     shown = np.zeros((len(cands), sc.seeds), dtype=bool)
     shown[:, 0] = True
     seen: list[Lane] = []
+    recorded: dict[str, str] = {}  # what the driver records once a lane is decided
     for _ in range(shown.size):  # each look reveals at least one cell, so this bounds it
-        lanes = race(trials[shown.ravel()], VALUE, sense="minimize", **settings)
+        view = trials[shown.ravel()].copy()
+        view["race_decision"] = [recorded.get(c, "") for c in view["candidate"]]
+        lanes = race(view, VALUE, sense="minimize", **settings)
         seen += [ln for ln in lanes if ln.status == SEPARATED]
+        for ln in lanes:  # as search/race.py advance does: a decision stands from now on
+            if ln.status in FINAL and ln.candidate not in recorded:
+                recorded[ln.candidate] = json.dumps(decision(ln))
         due = [(ln.candidate, ln.next_seed) for ln in lanes if ln.next_seed is not None]
         if not due:
             break

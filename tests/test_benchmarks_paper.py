@@ -24,10 +24,11 @@ def test_the_paper_tables_come_from_the_run_dir(tmp_path: Path) -> None:
     effects = out.split("Effect on val_bpb vs uniform")[0]  # the grid's claims come after
     rows = [ln for ln in effects.splitlines() if ln.startswith(("| cosine", "| linear"))]
     assert len(rows) == 6  # 2 shapes x 3 ratios, each with its seeds, interval and ppl ratio
-    assert all("| 3 |" in r and "(model)" in r for r in rows)
+    assert all("| 3 |" in r and "adj. p" in r for r in rows)  # the Evidence's one decision
     assert "Cosine best at every ratio?" in out and "Best at 1.5/0.5" in out
-    assert "against each of the other 5 (95% paired intervals, uncorrected)" in out
-    assert "As one family of 6 comparisons with uniform (Holm, 5%):" in out
+    assert "Noise of one paired delta (block design: value ~ candidate + seed): sd " in out
+    assert "Holm over 6 comparisons with uniform" in out
+    assert "The best: " in out and "multiple comparisons with the best" in out
     assert "no analysis.parquet" in out
 
 
@@ -94,12 +95,3 @@ def test_the_grid_trend_and_cells_that_are_no_grid(tmp_path: Path) -> None:
     # tapers with an r_end of their own are no (shape, r_start) grid: nothing is claimed
     no_grid = _grid_run(tmp_path / "c", (1.25, 1.5), lambda r, s: -0.01, {"r_end": 0.5})
     assert paper.grid_table(no_grid) == ""
-
-
-def test_holm_adjusts_as_a_step_down_family() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import paper
-
-    adjusted = paper.holm([0.01, 0.04, 0.03])  # 3 x 0.01, then max(2 x 0.03, 1 x 0.04)
-    assert [round(a, 6) for a in adjusted] == [0.03, 0.06, 0.06]
-    assert paper.holm([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
