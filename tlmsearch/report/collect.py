@@ -568,26 +568,39 @@ class Deltas(NamedTuple):
     summary: pd.DataFrame
 
 
+def effects_of(
+    trials: pd.DataFrame, metric: str, sense: str, config: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """The study's effects vs uniform, keyed by candidate: its
+    :class:`tlmsearch.evidence.Evidence` (its race, ``stats`` settings) when ``config`` is
+    given, else the Holm family on the block-design noise."""
+    from tlmsearch.evidence import Evidence
+
+    st = (config or {}).get("stats") or {}
+    ev = Evidence.build(trials, metric_column(metric), sense, config=config or None,
+                        family=str(st.get("family", "holm")),
+                        level=float(st.get("level", 0.95)))  # fmt: skip
+    return ev.effects.set_index("candidate")
+
+
 def paired_deltas(
     trials: pd.DataFrame,
     metric: str = "val_bpb",
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
-    From :mod:`tlmsearch.stats`: a difference is *within noise* when the candidate is not
-    separated from uniform over the Holm family of comparisons with uniform
-    (:func:`tlmsearch.conclusions.study_effects`, the block-design noise); a candidate
+    A difference is *within noise* when the study's one decision (:func:`effects_of`: its
+    race, or its family of comparisons with uniform) does not separate it; a candidate
     pruned or failed on some seed is censored, its ``label`` says "n of k seeds", and it is
     listed after the fully measured ones.
     """
-    from tlmsearch.conclusions import study_effects
-
     sense = sense or sense_of(metric)
     ranked = ranked_candidates(trials, metric, sense, seeds)
     summary = ranked[~ranked["is_baseline"].astype(bool) & (ranked["n_paired"] > 0)]
-    eff = study_effects(trials, metric_column(metric), sense).set_index("candidate")
+    eff = effects_of(trials, metric, sense, config)
     eff = eff.reindex(summary["candidate"])
     summary = summary.assign(
         **{c: eff[c].to_numpy() for c in ("lo", "hi", "half_width", "effect_noise", "noise")},
@@ -729,9 +742,7 @@ def run_summary(
     best: dict[str, Any] | None = None
     censored_better: list[dict[str, Any]] = []
     if len(ranked):
-        from tlmsearch.conclusions import study_effects
-
-        eff = study_effects(trials, metric_column(metric), sense).set_index("candidate")
+        eff = effects_of(trials, metric, sense, config)
         top = ranked.iloc[0]
         effect = eff.loc[top["candidate"]] if top["candidate"] in eff.index else None
         best = _candidate_summary(top, metric, config, effect)

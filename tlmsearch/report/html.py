@@ -92,7 +92,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-deltas",
             "Paired deltas vs uniform",
-            F.paired_deltas(C.paired_deltas(t, metric, sense, seeds)),
+            F.paired_deltas(C.paired_deltas(t, metric, sense, seeds, run.config)),
         )
     )
     figs.append(
