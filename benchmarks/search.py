@@ -429,10 +429,9 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
     from the best can spend less (a race can: it runs fewer seeds).
     """
     from tlmsearch import stats
-    from tlmsearch.conclusions import study_noise
     from tlmsearch.search.samplers import grace_tokens
 
-    noise = study_noise(full, "val_bpb")
+    noise = stats.block_noise(full, "val_bpb")
     names = [c for c in full["candidate"].unique() if c != best]
     pairs = stats.pairwise(full, "val_bpb", [best, *names], noise=noise)
     pairs = pairs[pairs["a"] == best].set_index("b")

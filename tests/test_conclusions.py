@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.conclusions import conclusions, study_effects, study_noise
+from tlmsearch.conclusions import conclusions
 
 BASE = [2.0, 2.1, 1.9]  # uniform on seeds 0, 1, 2: a seed effect pairing cancels
 
@@ -30,9 +30,9 @@ def study() -> pd.DataFrame:
 
 def test_every_sentence_uses_the_one_block_design_noise_and_the_holm_family():
     t = study()
-    noise = study_noise(t, "val_bpb")  # 9 cells, 4 candidates + 3 seeds - 1: 3 df
-    assert noise == stats.block_noise(t, "val_bpb") and noise.df == 3
-    e = study_effects(t, "val_bpb").set_index("candidate")
+    noise = stats.block_noise(t, "val_bpb")  # 9 cells, 4 candidates + 3 seeds - 1: 3 df
+    assert noise.df == 3
+    e = stats.effects(t, "val_bpb").set_index("candidate")
     assert (e["noise_sd"] == noise.sd).all() and (e["family_size"] == 3).all()
     c = conclusions(t, "val_bpb")
     a = next(x for x in c.supported if x.startswith("A beats uniform on 3/3 seeds"))

@@ -34,25 +34,6 @@ from tlmsearch import stats
 from tlmsearch.evidence import RACE, Evidence
 
 
-def study_noise(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> stats.Noise | None:
-    """The study's noise of one paired delta: :func:`tlmsearch.stats.block_noise`."""
-    return stats.block_noise(trials, value, key=key)
-
-
-def study_effects(
-    trials: pd.DataFrame,
-    value: str,
-    sense: str = "minimize",
-    *,
-    key: str = "candidate",
-    level: float = 0.95,
-    family: str = "holm",
-) -> pd.DataFrame:
-    """:func:`tlmsearch.stats.effects` on the study's block-design noise, decided over
-    ``family`` (the trials table's columns, where no race is at hand)."""
-    return stats.effects(trials, value, sense, key=key, level=level, family=family)
-
-
 class Conclusions(NamedTuple):
     """Sentences: what the study supports, and what it does not (yet).
 
