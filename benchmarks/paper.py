@@ -167,6 +167,9 @@ def _ratio_trend(trials: pd.DataFrame, cells: dict[tuple[str, float], str]) -> s
     )
 
 
+LEVEL = 0.95  # the grid claims' family-wise level
+
+
 def _family(pairs: pd.DataFrame, asked: list[tuple[str | None, str | None]]) -> dict:
     """(a, b) -> Holm-adjusted p over the pairs one claim asks about (one table: a family)."""
     from tlmsearch import stats
@@ -185,7 +188,7 @@ def _pair(pairs: pd.DataFrame, a: str | None, b: str | None, adjusted: dict) -> 
         return "-"
     r = row.iloc[0]
     if math.isfinite(r["lo"]):
-        mark = " **sep**" if adjusted.get((a, b), 1.0) < 0.05 else ""
+        mark = " **sep**" if adjusted.get((a, b), 1.0) < 1.0 - LEVEL else ""
         return f"{r['mean']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] ({int(r['n'])}){mark}"
     return f"{r['mean']:+.4f} ({int(r['n'])} seed, no interval)"
 

@@ -80,3 +80,30 @@ def test_mcb_never_calls_a_censored_candidate_the_best():
     said = conclusions(t, "val_bpb")
     assert said.top_group["best"] != "c"
     assert not any(x.startswith("c is the best") for x in said.supported)
+
+
+def _recorded(t: pd.DataFrame, decided: dict[str, dict]) -> pd.DataFrame:
+    import json
+
+    return t.assign(race_decision=[json.dumps(decided[c]) if c in decided else ""
+                                   for c in t["candidate"]])  # fmt: skip
+
+
+def test_in_a_run_that_records_decisions_only_the_recorded_ones_decide():
+    # the driver may keep a lane racing (its next seed queued, which the trials table does not
+    # show); the report must not decide it from the table alone (a reviewer's find)
+    t = frame(ROWS)
+    tied = {"status": "tied", "reason": "not separated from uniform after 3 of 3 seeds",
+            "seeds": [0, 1, 2], "mean_delta": 0.0, "half_width": 0.05}  # fmt: skip
+    ev = Evidence.build(_recorded(t, {"b": tied}), "val_bpb", config=racing_config())
+    e = ev.effects.set_index("candidate")
+    assert bool(e.loc["b", "separated"]) is False and e.loc["b", "decided_by"] == RACE
+    assert pd.isna(e.loc["a", "separated"])  # not recorded: still racing for the driver
+
+
+def test_an_unreadable_record_leaves_the_decision_to_the_family():
+    t = frame(ROWS).assign(race_decision=lambda x: ["{not json" if c == "a" else ""
+                                                    for c in x["candidate"]])  # fmt: skip
+    ev = Evidence.build(t, "val_bpb", config=racing_config())
+    assert set(ev.effects["decided_by"]) == {FAMILY} and ev.lanes is None
+    assert "race not computable (race_decision of a: not a decision" in ev.decision_words()

@@ -393,3 +393,44 @@ def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(t
     bad = frame[frame["candidate"] == "cosine 1.5->0.5"]
     assert json.loads(bad["race_decision"].iloc[0])["status"] == SEPARATED
     assert (frame.loc[frame["is_baseline"], "race_decision"] == "").all()
+
+
+def test_a_failure_of_its_own_stops_the_race_and_a_lost_seed_is_only_missing() -> None:
+    # one predicate for the race and the ranking (tlmsearch/reasons.py): an exception or a
+    # non-finite objective would fail the same way on the next seed; a dead worker says nothing
+    rows = BASE + rows_for("c", [0.01]) + [("own", 0, "FAIL", math.nan), ("lost", 0, "FAIL",
+                                                                           math.nan)]  # fmt: skip
+    frame = _frame(rows)
+    frame["reason"] = ""
+    frame.loc[frame["candidate"] == "own", "reason"] = "objective is not a finite number: nan"
+    frame.loc[frame["candidate"] == "lost", "reason"] = "worker died (pid 7)"
+    lanes = {ln.candidate: ln for ln in race(frame, "v", seeds=SEEDS, max_seeds=4)}
+    assert (lanes["own"].status, lanes["own"].reason) == (STOPPED, "failed on a seed")
+    assert lanes["lost"].status == RACING and lanes["lost"].next_seed == 1
+
+
+def test_a_decision_is_strict_json_and_a_broken_record_is_a_clear_error() -> None:
+    import json
+
+    from tlmsearch.racing import Lane, decision, recorded_lanes
+
+    d = decision(Lane("c", STOPPED, "pruned on a seed", (0,), math.nan, math.nan, None))
+    assert json.loads(json.dumps(d, allow_nan=False))["mean_delta"] is None
+    frame = _frame(BASE + rows_for("c", [0.01]))
+    frame["race_decision"] = ["" if c == "uniform" else json.dumps(d) for c in frame["candidate"]]
+    lane = recorded_lanes(frame)["c"]
+    assert lane.status == STOPPED and math.isnan(lane.mean_delta)
+    frame["race_decision"] = ["" if c == "uniform" else '{"reason": "x"}'
+                              for c in frame["candidate"]]  # fmt: skip
+    with pytest.raises(ValueError, match="race_decision of c: not a decision"):
+        recorded_lanes(frame)
+
+
+def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> None:
+    from tlmsearch.racing import planned_seeds
+
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "FAIL", math.nan)]
+    rows += [("c", 0, "COMPLETE", 2.0), ("c", 1, "COMPLETE", 2.1)]
+    frame = _frame(rows)
+    lanes = race(frame, "v", seeds=[0, 1], max_seeds=2)
+    assert planned_seeds(frame, lanes)["uniform"] == (0,)

@@ -422,8 +422,7 @@ def test_run_summary():
     assert s["counts"] == {"COMPLETE": 12, "PRUNED": 1, "FAIL": 1}
     best = s["best"]
     # The law's optimum is cosine near r_start 1.4, but cosine 1.25 was pruned and cosine 1.5
-    # failed on seed 0 (no reason of its numbers: missing): the best fully measured candidate
-    # wins, and they are named.
+    # failed on seed 0: the best fully measured candidate wins, and they are named as censored.
     assert best["candidate"] == "linear 1.5->0.5" and best["n_of_k"] == "2 of 2 seeds"
     assert not best["censored"] and best["flag"] == "" and best["ranked_seeds"] == [0, 1]
     assert sum(best["widths"]) == 4 * 64 and best["delta_vs_uniform"] < 0
@@ -433,9 +432,7 @@ def test_run_summary():
     assert best["noise"] == "model" and best["effect_noise"] < 0
     better = {c["candidate"]: c for c in s["censored_better"]}
     assert set(better) == {"cosine 1.25->0.75", "cosine 1.5->0.5"}
-    assert better["cosine 1.5->0.5"]["flag"] == (
-        "1 of 2 seeds (1 missing: failed, not for its numbers)"
-    )
+    assert better["cosine 1.5->0.5"]["flag"] == "censored: 1 of 2 seeds (fail on seed 0)"
     assert better["cosine 1.5->0.5"]["delta_best"] == pytest.approx(-0.01)
     assert best["target_widths"] == []  # no target in this study
     cfg["target"] = {"n_layer": 6, "d_model": 64, "n_head": 2, "d_ff": 128, "multiple_of": 16}

@@ -338,6 +338,29 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
     assert [r["number"] for r in rows] == [0, 2, 3, 5]  # the requeued and interrupted are gone
 
 
+def test_a_retried_seed_clears_the_race_decision_taken_without_it(tmp_path):
+    # a candidate stopped by a diverged seed (or tied with a seed missing) is raced again when
+    # --retry-failed runs that seed: the recorded decision no longer stands (a reviewer's find)
+    from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION
+
+    cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    trial = study.ask()
+    trial.set_user_attr("reason", "diverged: loss nan")
+    study.tell(trial, None, state=S.FAIL)
+    name = RACE_DECISION + study.trials[0].user_attrs[CANDIDATE]
+    study.set_user_attr(name, {"status": "stopped", "reason": "diverged on a seed",
+                               "seeds": [], "mean_delta": None, "half_width": None})
+    other = RACE_DECISION + '{"shape": "cosine"}'
+    study.set_user_attr(other, {"status": "tied", "reason": "x", "seeds": [0, 1],
+                                "mean_delta": 0.0, "half_width": 0.1})  # fmt: skip
+    assert requeue_failed(study, cfg) == [None]
+    assert study.user_attrs[name] is None and study.user_attrs[other]["status"] == "tied"
+    rows, _ = records.trial_records(study)
+    assert all("race_decision" not in r for r in rows)
+
+
 # -- resume after a dead driver: the checkpoint a requeued trial continues from ------------------
 
 

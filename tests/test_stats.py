@@ -90,19 +90,22 @@ def test_seed_outcomes_complete_censored_pending():
     assert so["outcome"].to_dict() == {
         0: "complete",
         1: "censored",
-        2: "missing",  # a failure without a reason of its numbers: nothing said, as racing
+        2: "censored",  # a failure of its own (not the system's): it would fail again
         3: "pending",
         4: "censored",
         5: "complete",
     }
     assert so.loc[5, "value"] == 1.0 and math.isnan(so.loc[1, "value"])
     assert so.loc[1, "states"] == "PRUNED" and so.loc[5, "states"] == "COMPLETE,PRUNED"
-    # a diverged seed is informative (its numbers blew up): censored; a lost worker: missing
+    # a seed the system lost (a dead worker, memory) says nothing of the candidate: missing, as
+    # in the race; a diverged one or an exception is its own: censored
     t["reason"] = ""
     t.loc[t["seed"] == 2, "reason"] = "diverged: loss nan at 4,096 tokens"
     assert stats.seed_outcomes(t, "v").set_index("seed").loc[2, "outcome"] == "censored"
     t.loc[t["seed"] == 2, "reason"] = "worker died (pid 41213)"
     assert stats.seed_outcomes(t, "v").set_index("seed").loc[2, "outcome"] == "missing"
+    r = stats.rank(t.assign(is_baseline=False), "v").iloc[0]
+    assert r["n_missing"] == 1 and "1 lost to the system" not in r["flag"]  # censored first
 
 
 # -------------------------------------------------------------------------------------------------

@@ -226,17 +226,9 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     beaten_by = [str(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
     censored = bool(ranked.loc[first, "censored"])
     method = f"multiple comparisons with the best, Hsu, over {k} candidates with uniform"
-    # the best is whichever MCB selects (the ranking on own seeds may put another first) among
-    # the first-ranked's tier; never a censored one (its missing seeds looked worse), nor one
-    # with seeds still to run while the first-ranked has run them all
-    tier = ranked.loc[first, "tier"]
-    chosen = [c for c in names if bool(best.loc[c, "selected"])
-              and not bool(ranked.loc[c, "censored"]) and ranked.loc[c, "tier"] == tier]
-    selected = bool(chosen)
-    if selected and chosen[0] != first:
-        first, censored = chosen[0], False
-        contenders = [c for c in names if not bool(best.loc[c, "eliminated"])]
-        beaten_by = []
+    # the first-ranked is the best only when MCB selects it (best.yaml's and the report's best
+    # is the first-ranked too: one answer); never a censored one: its missing seeds looked worse
+    selected = bool(best.loc[first, "selected"]) and not censored
     yes: list[str] = []
     no: list[str] = []
     if ev.noise is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -50,6 +50,7 @@ class Evidence:
     lanes: tuple[Lane, ...] | None  # the race on this metric (None: no racing, or not raced)
     against: str | None  # the race's reference (uniform | best)
     race_size: int = 0  # m: the candidates the race's levels are corrected over
+    note: str = ""  # why a racing study's race could not be read (then the family decides)
 
     @classmethod
     def build(
@@ -66,20 +67,25 @@ class Evidence:
     ) -> Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
         for its racing settings and seeds; ``seeds``: the study's seeds without one."""
-        settings = race_settings(config) if config else None
-        lanes, plan, m = None, seeds, 0
+        search = (config or {}).get("search")
+        search = search if isinstance(search, Mapping) else {}
+        lanes, plan, m, note = None, seeds, 0, ""
         if config and seeds is None:
-            plan = list((config.get("search") or {}).get("seeds") or []) or None
-        if settings is not None and not trials.empty:
-            # the driver races the first objective only: its lanes plan every metric's seeds,
-            # and decide "separated from uniform" for that metric alone
-            first, first_sense = _first_objective(config)
-            raced = race(trials, first, sense=first_sense, key=key, **settings)
-            plan = planned_seeds(trials, raced, key=key)
-            if first == value:
-                lanes = tuple(raced)
-            cands = trials.loc[~trials["is_baseline"].astype(bool), key]
-            m = max(int(cands.nunique()), int(settings["family_size"]))
+            plan = list(search.get("seeds") or []) or None
+        try:
+            settings = race_settings(config) if config else None
+            if settings is not None and not trials.empty:
+                # the driver races the first objective only: its lanes plan every metric's
+                # seeds, and decide "separated from uniform" for that metric alone
+                first, first_sense = _first_objective(config)
+                raced = race(trials, first, sense=first_sense, key=key, **settings)
+                plan = planned_seeds(trials, raced, key=key)
+                if first == value:
+                    lanes = tuple(raced)
+                cands = trials.loc[~trials["is_baseline"].astype(bool), key]
+                m = max(int(cands.nunique()), int(settings["family_size"]))
+        except ValueError as err:  # a hand-edited study.yaml or record: the family decides
+            settings, lanes, note = None, None, f"race not computable ({err})"
         noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         eff = stats.effects(trials, value, sense, key=key, level=level, noise=noise,
@@ -87,12 +93,12 @@ class Evidence:
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
-            eff = _race_decides(eff, lanes, key)
+            eff = _race_decides(eff, lanes, key, trials)
         measured = ranking[ranking["tier"] < 3]
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=noise)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m)  # fmt: skip
+                   m, note)  # fmt: skip
 
     def effect(self, candidate: Any) -> pd.Series | None:
         """The effects row of one candidate (None for uniform or an unknown name)."""
@@ -107,7 +113,8 @@ class Evidence:
                 f"candidate(s) and every look: family-wise {1 - self.level:.0%})"
             )
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
-        return stats.family_words(self.family, m) + " with uniform"
+        return stats.family_words(self.family, m) + " with uniform" + (
+            f"; {self.note}" if self.note else "")
 
 
 def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
@@ -118,13 +125,21 @@ def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
     return metric_column(metric), sense
 
 
-def _race_decides(eff: pd.DataFrame, lanes: Sequence[Lane], key: str) -> pd.DataFrame:
+def _race_decides(
+    eff: pd.DataFrame, lanes: Sequence[Lane], key: str, trials: pd.DataFrame
+) -> pd.DataFrame:
     """Effects rows the race decides: its decision (separated / tied; <NA> while it races or
     after a prune stopped it) and its own interval (mean delta +- its half-width at the race's
     corrected level, where it decided on the seeds the row has), with no family p-value beside
     them: one decision, one interval."""
     out = eff.copy()
     lane_of = {ln.candidate: ln for ln in lanes}
+    if "race_decision" in trials and (trials["race_decision"].astype(str) != "").any():
+        # a run that records its decisions: only those decide; a lane this table alone would
+        # decide may be one the driver keeps racing (its next seed queued, not in the table)
+        recorded = set(trials.loc[trials["race_decision"].astype(str) != "", key].astype(str))
+        lane_of = {c: ln if c in recorded else replace(ln, status="racing")
+                   for c, ln in lane_of.items()}  # fmt: skip
     sep = []
     for i, cand in zip(out.index, out[key].astype(str), strict=True):
         ln = lane_of.get(cand)

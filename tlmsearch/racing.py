@@ -49,6 +49,7 @@ from typing import Any
 
 import pandas as pd
 
+from tlmsearch.reasons import is_lost
 from tlmsearch.stats import Noise, block_noise, paired_deltas
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
@@ -179,17 +180,27 @@ def recorded_lanes(trials: pd.DataFrame, key: str = "candidate") -> dict[str, La
     out = {}
     for cand, text in zip(trials[key].astype(str), trials["race_decision"], strict=True):
         if isinstance(text, str) and text and cand not in out:
-            d = json.loads(text)
-            out[cand] = Lane(cand, str(d["status"]), str(d["reason"]),
-                             tuple(int(x) for x in d["seeds"]), float(d["mean_delta"]),
-                             float(d["half_width"]), None)  # fmt: skip
+            try:
+                d = json.loads(text)
+                out[cand] = Lane(cand, str(d["status"]), str(d.get("reason") or ""),
+                                 tuple(int(x) for x in d.get("seeds") or ()),
+                                 _num(d.get("mean_delta")), _num(d.get("half_width")), None)
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise ValueError(f"race_decision of {cand}: not a decision ({err})") from None
     return out
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
 
 
 def decision(lane: Lane) -> dict[str, Any]:
     """What the driver records once a lane is decided (:data:`FINAL`): JSON-ready."""
+    def num(x: float) -> float | None:  # strict JSON: no NaN (optuna-dashboard reads it)
+        return float(x) if math.isfinite(x) else None
+
     return {"status": lane.status, "reason": lane.reason, "seeds": list(lane.seeds),
-            "mean_delta": lane.mean_delta, "half_width": lane.half_width}  # fmt: skip
+            "mean_delta": num(lane.mean_delta), "half_width": num(lane.half_width)}  # fmt: skip
 
 
 def race_family_size(config: Mapping[str, Any]) -> int:
@@ -205,8 +216,11 @@ def race_family_size(config: Mapping[str, Any]) -> int:
 
     try:
         cfg = StudyConfig.model_validate(dict(config))
-    except Exception:  # a hand-edited study.yaml: the race still runs on what it sees
-        return 0
+    except Exception:  # a hand-edited study.yaml: what its search section says plainly
+        search = config.get("search") if isinstance(config.get("search"), Mapping) else {}
+        listed = search.get("candidates") or []
+        named = [c for c in listed if isinstance(c, Mapping) and c.get("shape") != "uniform"]
+        return len(named) or int(search.get("n_trials") or 0)
     if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
         return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())
     return int(cfg.search.n_trials or 0)
@@ -266,24 +280,30 @@ def planned_seeds(
     nxt = {ln.candidate: ln.next_seed for ln in lanes if ln.next_seed is not None}
     out = {c: tuple(sorted(s | ({nxt[str(c)]} if str(c) in nxt else set())))
            for c, s in ran.items()}  # fmt: skip
-    every = tuple(sorted(set().union(*out.values()))) if out else ()
-    for cand in trials.loc[trials["is_baseline"].astype(bool), key].unique():
-        out[cand] = every
+    every = set().union(*out.values()) if out else set()
+    base = trials[trials["is_baseline"].astype(bool)]
+    done = set(pd.to_numeric(base.loc[base["state"] == "COMPLETE", "seed"]).dropna().astype(int))
+    failed = set(pd.to_numeric(base.loc[base["state"] == "FAIL", "seed"]).dropna().astype(int))
+    for cand in base[key].unique():  # not on a seed whose control failed for good: out of the pool
+        out[cand] = tuple(sorted(every - (failed - done)))
     return out
 
 
 def _stop_reason(g: pd.DataFrame) -> str:
-    """Why a candidate's race is over whatever its numbers: pruned, or diverged on a seed.
+    """Why a candidate's race is over whatever its numbers: pruned, or failed of its own on a
+    seed (diverged, a non-finite objective, an exception: it would fail the same way again).
 
     A trial lost to the system (a killed worker, a lost node) says nothing about the candidate:
-    that seed is only missing.
+    that seed is only missing (tlmsearch/reasons.py, as the ranking judges it).
     """
     states = set(g["state"].astype(str))
-    reasons = g["reason"].astype(str) if "reason" in g else pd.Series([""] * len(g))
-    diverged = ((g["state"] == "FAIL") & reasons.str.startswith("diverged")).any()
+    reasons = g["reason"].fillna("").astype(str) if "reason" in g else pd.Series([""] * len(g))
+    own = [r for st, r in zip(g["state"], reasons, strict=True) if st == "FAIL" and not is_lost(r)]
     if "PRUNED" in states:
         return "pruned on a seed"
-    return "diverged on a seed" if diverged else ""
+    if any(r.startswith("diverged") for r in own):
+        return "diverged on a seed"
+    return "failed on a seed" if own else ""
 
 
 def _incumbent(deltas: pd.DataFrame, key: str, sign: float, racing: set[str]) -> str | None:

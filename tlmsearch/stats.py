@@ -6,10 +6,10 @@ on the same seed, with a Student t interval over seeds. With pruning, a candidat
 one of four ways:
 
 - complete: a COMPLETE trial with a finite value (several such trials: their mean);
-- censored: PRUNED, or FAIL because it diverged (or COMPLETE without a value). A pruned seed is
-  informative (the pruner stopped it because it looked bad), so it is never dropped: its
-  candidate is *censored* and shown as "n of k seeds";
-- missing: FAIL for any other reason (a worker or node lost, out of memory, an exception): the
+- censored: PRUNED, or FAIL of its own (diverged, a non-finite objective, an exception), or
+  COMPLETE without a value. A pruned seed is informative (the pruner stopped it because it
+  looked bad), so it is never dropped: its candidate is *censored* and shown as "n of k seeds";
+- missing: FAIL that the system lost (a worker or node, memory; tlmsearch/reasons.py): the
   seed says nothing about the candidate's numbers, as the race judges it too;
 - pending: RUNNING or WAITING, or not run yet: every candidate is planned on every seed of the
   study (``seeds``; by default every seed any trial ran on), so a seed it has no trial on is
@@ -49,6 +49,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from tlmsearch.reasons import is_lost
 
 UNKNOWN_SEED = -1
 PENDING_STATES = ("RUNNING", "WAITING")
@@ -297,9 +299,9 @@ def _cells(
         cell[0] = cell[0] or bool(base)
         if state == "COMPLETE" and math.isfinite(v):
             cell[1].append(float(v))
-        # a failure says something about the candidate only when it diverged (as the race
-        # judges it): a lost worker or an exception leaves the seed missing, not censored
-        cell[2].add("FAIL:diverged" if state == "FAIL" and why.startswith("diverged") else state)
+        # a seed the system lost says nothing about the candidate (as the race judges it):
+        # missing, not censored (tlmsearch/reasons.py)
+        cell[2].add("FAIL:lost" if state == "FAIL" and is_lost(why) else state)
     if isinstance(seeds, Mapping):
         planned_of = {c: {int(x) for x in v} for c, v in seeds.items()}
         for cand in {c for c, _ in acc}:
@@ -320,12 +322,12 @@ def _cells(
             outcome = "complete"
         elif not states or states & set(PENDING_STATES):
             outcome = "pending"
-        elif states & {"PRUNED", "FAIL:diverged"} or not states <= {"FAIL"}:
-            outcome = "censored"
+        elif states == {"FAIL:lost"}:
+            outcome = "missing"  # the system lost it: it says nothing of the candidate
         else:
-            outcome = "missing"  # failed, but not for its numbers: it says nothing of them
+            outcome = "censored"
         mean = float(np.mean(done)) if done else math.nan
-        states = {"FAIL" if x == "FAIL:diverged" else x for x in states}
+        states = {"FAIL" if x == "FAIL:lost" else x for x in states}
         out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)))
     return out
 
@@ -406,7 +408,7 @@ SUMMARY_COLUMNS = (
     "k",  # seeds planned: complete + censored + pending (running or not run yet)
     "n_censored",
     "n_pending",
-    "n_missing",  # seeds that failed for a reason of the system's or an exception: no data
+    "n_missing",  # seeds the system lost (a worker or node, memory): no data, no verdict
     "censored",  # pruned or diverged on some seed
     "n_of_k",  # "1 of 2 seeds"
     "seeds",  # completed seeds (tuple)
@@ -598,7 +600,7 @@ def _flag(row: Any, common: set[int]) -> str:
         text = f"censored: {row.n_of_k} ({ended} on seed {on})"
     elif row.tier == 1:
         parts = [f"{row.n_pending} running or not run yet"] if row.n_pending else []
-        parts += [f"{row.n_missing} missing: failed, not for its numbers"] if row.n_missing else []
+        parts += [f"{row.n_missing} lost to the system"] if row.n_missing else []
         text = f"{row.n_of_k} ({', '.join(parts)})"
     else:
         text = ""

@@ -11,7 +11,7 @@ A trial ends in one of two kinds of failure:
   per trial) starts the trial again, from its last checkpoint if it wrote one (else from the
   start): ``search.max_retries`` times, the uniform baseline :data:`CONTROL_EXTRA_RETRIES`
   more, because without it no candidate of its seed has a control. Then the trial is FAIL with
-  one of the reasons below (:func:`is_lost`), and its last checkpoint stays:
+  one of the reasons below (:func:`tlmsearch.reasons.is_lost`), and its last checkpoint stays:
   ``tlmsearch resume --retry-failed`` continues it from there.
 
 Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both (private
@@ -34,10 +34,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-OOM_KILLED = "killed: out of memory"  # Ray's memory monitor killed the worker
-OUT_OF_MEMORY = "out of memory"  # an allocation failed inside the trial (MemoryError)
-WORKER_DIED = "worker died"  # SIGKILL, the kernel's OOM killer, a crash (SIGSEGV)
-NODE_LOST = "node lost"
+from tlmsearch.reasons import NODE_LOST, OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED
+
 CONTROL_EXTRA_RETRIES = 1  # the uniform baseline is retried this many times more
 
 RETRIES = "retries"  # Optuna user attr: times the trial was started again after a system error
@@ -122,13 +120,6 @@ def _with_detail(reason: str, text: str) -> str:
     if reason == WORKER_DIED and (m := _PID.search(text)):
         return f"{reason} (pid {m.group(1)})"
     return reason
-
-
-def is_lost(reason: str | None) -> bool:
-    """Whether a trial's recorded reason is the system's (a lost worker or node, memory), not
-    its own: such a trial, retried, may continue from its last checkpoint."""
-    lost = (OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED, NODE_LOST)
-    return bool(reason) and str(reason).startswith(lost)
 
 
 def exception_line(err: BaseException) -> str:

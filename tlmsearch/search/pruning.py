@@ -25,13 +25,13 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from tlmsearch.config import EVAL_KEYS
+from tlmsearch.reasons import is_lost
 from tlmsearch.search import records
 from tlmsearch.search.attrs import REPLAY, WEIGHTS
 from tlmsearch.search.failures import (
     RETRIED_AFTER,
     RETRIES,
     error_reason,
-    is_lost,
     max_failures,
 )
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.racing import FINAL, Lane, decision, race, race_family_size
+from tlmsearch.results import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
@@ -52,7 +53,7 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
                                                      strict=True)}  # fmt: skip
     label = dict(zip(frame["params_json"], frame["candidate"], strict=True))  # one name each
     queued = {(label.get(k, describe(json.loads(k))), s) for k, s in _pairs(study, ("WAITING",))}
-    metric, sense = cfg.objectives[0].metric, cfg.objectives[0].sense
+    metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense
     result = race(
         frame,
         metric,
@@ -83,9 +84,10 @@ def advance(study: Any, cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
             known.add((_key(cand), seed))
             added.append((cand, seed))
 
+    recorded = study.user_attrs  # one read of the storage, not one per lane
     for lane in lanes_:
         name = RACE_DECISION + _key(params[lane.candidate])
-        if lane.status in FINAL and name not in study.user_attrs:
+        if lane.status in FINAL and not recorded.get(name):
             study.set_user_attr(name, decision(lane))  # decided once: it stands from now on
         if lane.next_seed is None:
             continue

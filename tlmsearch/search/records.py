@@ -37,7 +37,7 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     trials, curves = [], []
     again = requeued(study)
     decided = {k[len(RACE_DECISION):]: v for k, v in study.user_attrs.items()
-               if k.startswith(RACE_DECISION)}  # fmt: skip
+               if k.startswith(RACE_DECISION) and v}  # fmt: skip (None: cleared by a retry)
     for ft in study.get_trials(deepcopy=False):
         state = ft.state.name
         attrs = ft.user_attrs

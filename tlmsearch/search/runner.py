@@ -27,7 +27,14 @@ from typing import Any
 from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
 from tlmsearch.search import export, records
-from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, RESUME_FROM, SEED, STANDS_FOR
+from tlmsearch.search.attrs import (
+    CANDIDATE,
+    INTERRUPTED,
+    RACE_DECISION,
+    RESUME_FROM,
+    SEED,
+    STANDS_FOR,
+)
 from tlmsearch.search.samplers import (
     SpaceFn,
     enqueue,
@@ -316,14 +323,14 @@ def _mid_way(tokens: list[int | None]) -> str:
 def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> list[int | None]:
     """Failed trials (not interrupted ones): queue each again, once (the new one names it).
 
-    One the system lost (:func:`~tlmsearch.search.failures.is_lost`: a dead worker or node,
+    One the system lost (:func:`~tlmsearch.reasons.is_lost`: a dead worker or node,
     memory) continues from the last checkpoint it left in ``run``; one that failed on its own
     (diverged, raised) starts from zero, as continuing would fail the same way. Returns, per
     trial queued, the tokens of the checkpoint it continues from (None: from zero).
     """
     import optuna
 
-    from tlmsearch.search.failures import is_lost
+    from tlmsearch.reasons import is_lost
 
     done = records.requeued(study)
     out: list[int | None] = []
@@ -337,6 +344,11 @@ def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> lis
         resume_from = str(found[0]) if found else None
         if _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number, resume_from=resume_from):
             out.append(found[1] if found else None)
+            # the seed runs again: a race decision taken without it (stopped by this failure,
+            # or tied with it missing) no longer stands; a stop spent no error, a tie is retaken
+            decided = RACE_DECISION + ft.user_attrs.get(CANDIDATE, "")
+            if study.user_attrs.get(decided):
+                study.set_user_attr(decided, None)
             _drop_superseded_safely(run, cfg, ft.user_attrs, found)
     return out
 
