@@ -103,6 +103,18 @@ def test_bad_arguments_raise() -> None:
         power.normal_seeds(1e-300, 1.0, 0.05)
 
 
+def test_extreme_ratios_give_numbers_not_nan() -> None:
+    # scipy's nct is NaN at a noncentrality ~1e12 (nct.cdf(-crit) already at ~9): found by
+    # fuzzing validate with min_effect 1.5 and racing.prior_sd 1e-300
+    assert power.t_power(3, 1.5, 1e-300, 0.01, 2) == 1.0
+    assert power.t_power(3, 1.5, 5e-324, 0.01, 2) == 1.0
+    assert power.t_power(11, 0.005, 0.001, 0.01, 1) == pytest.approx(0.99999, abs=1e-5)
+    cfg = study_from_mapping(_study(min_effect=5e-324, racing={"prior_sd": 1.0}))
+    assert "80% needs more than 1,000,000,000 seeds" in power.seed_notes(cfg)[0]
+    with pytest.raises(ConfigError, match="is too small to separate at noise sd 1"):
+        power.build_plan(cfg)
+
+
 def test_percent_never_rounds_up_to_the_target() -> None:
     assert power.percent(0.7996) == "79%" and power.percent(0.8) == "80%"
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 TARGET_POWER = 0.8
 MAX_SEEDS = 10**9  # beyond this a study is not a plan
 _NORMAL_DF = 10**5  # above it the t test is the normal one to ~1e-5 in power
+_MAX_NC = 1e8
 
 
 def _check(effect: float, sd: float, alpha: float, power: float, m: int = 1) -> None:
@@ -114,7 +115,8 @@ def t_power(n: int, effect: float, sd: float, alpha: float, m: int) -> float:
     df = block_df(n, m)
     if df < 1:
         return 0.0
-    nc = effect / (sd / math.sqrt(n))
+    # noncentrality; scipy's nct is NaN from ~1e12 on, and at 1e8 the power is 1.0 already
+    nc = min(effect / sd * math.sqrt(n), _MAX_NC)
     if df > _NORMAL_DF:
         nd = NormalDist()
         crit = nd.inv_cdf(1.0 - alpha / 2.0)
@@ -452,7 +454,10 @@ def seed_notes(cfg: StudyConfig, power: float = TARGET_POWER) -> list[str]:
     got = t_power(n, effect, racing.prior_sd, alpha, m)
     if got >= power:
         return []
-    need = t_seeds(effect, racing.prior_sd, alpha, m, power)
+    try:
+        need = f"{t_seeds(effect, racing.prior_sd, alpha, m, power)} seeds"
+    except ValueError:  # an effect far below the noise
+        need = f"more than {MAX_SEEDS:,} seeds"
     source = "racing.max_seeds" if racing.max_seeds else "search.seeds"
     from tlmsearch.stats import family_words
 
@@ -460,6 +465,6 @@ def seed_notes(cfg: StudyConfig, power: float = TARGET_POWER) -> list[str]:
         f"warning: objectives[0].min_effect {effect:g}: {n} seed(s) per candidate "
         f"({source}) give {percent(got)} power to separate it from uniform "
         f"({family_words(cfg.stats.family, m)} at {cfg.stats.level:.0%}), assuming "
-        f"racing.prior_sd {racing.prior_sd:g}; {power:.0%} needs {need} seeds "
+        f"racing.prior_sd {racing.prior_sd:g}; {power:.0%} needs {need} "
         "(`tlmsearch plan STUDY --from PILOT` sizes it on measured noise)"
     ]
