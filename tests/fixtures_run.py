@@ -45,7 +45,7 @@ def study_dict(
             "multiple_of": MULT,
         },
         "search": {"sampler": "grid", "pruner": "median", "seeds": list(seeds)},
-        "objectives": list(objectives),
+        "objectives": [dict(o) for o in objectives],  # a copy: callers may edit it
     }
 
 

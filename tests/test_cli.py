@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures_run import make_run, study_dict
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
@@ -218,6 +219,13 @@ def test_fast_commands_import_neither_torch_nor_ray() -> None:
         f"study = {str(ROOT / 'studies/quickstart.yaml')!r}\n"
         "r = CliRunner().invoke(tlmsearch.cli.app, ['validate', study])\n"
         "assert r.exit_code == 0, r.output\n"
+        # with a min_effect and a prior, validate computes the power (scipy, not torch or ray)
+        "sets = ['--set', 'search.racing={prior_sd: 0.006}',\n"
+        "        '--set', 'objectives=[{metric: val_bpb, min_effect: 0.005}]']\n"
+        "r = CliRunner().invoke(tlmsearch.cli.app, ['validate', study, *sets])\n"
+        "assert r.exit_code == 0 and 'warning: objectives[0].min_effect' in r.output, r.output\n"
+        "r = CliRunner().invoke(tlmsearch.cli.app, ['plan', study, *sets])\n"
+        "assert r.exit_code == 0 and 'needed (t, df 30)' in r.output, r.output\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'optuna', 'plotly') if m in sys.modules)\n"
         "print(heavy)\n"
     )
@@ -313,3 +321,140 @@ def test_sizes_that_once_ate_the_machine_exit_2_under_a_memory_cap(tmp_path: Pat
 def test_widths_out_of_range_exits_2(args: list[str], needle: str) -> None:
     result = runner.invoke(app, ["widths", *args])
     assert result.exit_code == 2 and needle in result.output, result.output
+
+
+# -------------------------------------------------------------------------------------------------
+# tlmsearch plan (tlmsearch/power.py)
+
+
+def _plan_study(tmp_path: Path, min_effect: float | None = 0.005, **search: object) -> Path:
+    study = study_dict(seeds=(0, 1, 2))
+    if min_effect is not None:
+        study["objectives"][0]["min_effect"] = min_effect
+    study["search"].update(search)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def _row(output: str, label: str) -> list[str]:
+    return next(line for line in output.splitlines() if line.startswith(label)).split()
+
+
+def test_plan_from_a_pilot_prints_seeds_trainings_power_and_hours(tmp_path: Path) -> None:
+    pilot = make_run(tmp_path / "pilot", seeds=(0, 1, 2))
+    study = _plan_study(tmp_path, concurrency=2)
+    result = runner.invoke(app, ["plan", str(study), "--from", str(pilot)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    # the synthetic pilot: sd 0.00253 on df 12 (7 candidates x 3 seeds); the study compares
+    # 5 trainings with uniform (two pairs of its 6 candidates share proxy widths)
+    assert "noise: sd of one paired delta 0.00253 (df 12), from the pilot" in out
+    assert "Holm over 5 comparisons with uniform at 95%" in out
+    assert _row(out, "needed") == ["needed", "(t,", "df", "15)", "4", "24", "82%", "1.4", "0.69"]
+    assert _row(out, "normal approximation")[2:5] == ["3", "18", "60%"]
+    assert _row(out, "this study") == ["this", "study", "(search.seeds)", "3", "18", "60%",
+                                       "1.0", "0.52"]  # fmt: skip
+    assert "at the pilot's median 4,802 tokens/s per trial" in out
+    assert "2 trial(s) at once (search.concurrency)" in out
+    # the same with the override and BH: more seeds for a smaller effect, said approximate
+    args = ["plan", str(study), "--from", str(pilot), "--min-effect", "0.002",
+            "--set", "stats.family=bh"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "smallest effect 0.002 (--min-effect)" in result.output
+    assert "approximate for BH" in result.output
+    assert _row(result.output, "needed")[4:7] == ["20", "120", "81%"]
+
+
+def test_plan_without_a_pilot_says_the_noise_is_assumed_and_the_cost_unknown(
+    tmp_path: Path,
+) -> None:
+    study = _plan_study(tmp_path, racing={"prior_sd": 0.006})
+    result = runner.invoke(app, ["plan", str(study)])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "(assumed), from search.racing.prior_sd: an assumption, not a measurement" in out
+    assert "cost: no pilot: cost unknown" in out
+    assert _row(out, "needed") == ["needed", "(t,", "df", "85)", "18", "108", "81%"]
+
+
+def _no_trials(tmp_path: Path) -> Path:
+    run = tmp_path / "empty"
+    run.mkdir()
+    (run / "study.yaml").write_text(yaml.safe_dump(study_dict()))
+    return run
+
+
+PLAN_BAD = {
+    "missing min_effect": (
+        {"min_effect": None}, ["--from", "pilot"],
+        "objectives[0].min_effect: not set, and no --min-effect: give the smallest val_bpb",
+    ),
+    "zero --min-effect": ({}, ["--from", "pilot", "--min-effect", "0"], "--min-effect: 0.0 is"),
+    "negative --min-effect": (
+        {}, ["--from", "pilot", "--min-effect", "-0.01"], "--min-effect: -0.01 is not a positive",
+    ),
+    "negative min_effect": (
+        {"min_effect": -0.01}, ["--from", "pilot"],
+        "objectives[0].min_effect: -0.01 is invalid: must be > 0",
+    ),
+    "no trials table": ({}, ["--from", "empty"], "has no trials table (trials.parquet or"),
+    "one seed": ({}, ["--from", "one-seed"], "the pilot has one seed"),
+    "not a run dir": ({}, ["--from", "nowhere"], "does not exist; give the folder a run wrote"),
+    "no noise": ({}, [], "no noise to size with: pass --from RUN"),
+    "power": ({}, ["--from", "pilot", "--power", "1.5"], "--power: 1.5 must lie strictly"),
+    "metric": ({}, ["--from", "pilot", "--metric", "mfu"], "--metric 'mfu' is not an objective"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(PLAN_BAD))
+def test_plan_bad_input_exits_2_naming_the_field(tmp_path: Path, case: str) -> None:
+    search, args, needle = PLAN_BAD[case]
+    study = _plan_study(tmp_path, **search)
+    runs = {"pilot": lambda: make_run(tmp_path / "pilot", seeds=(0, 1)),
+            "one-seed": lambda: make_run(tmp_path / "one-seed", seeds=(0,)),
+            "empty": lambda: _no_trials(tmp_path)}  # fmt: skip
+    args = [str(runs[a]()) if a in runs else str(tmp_path / a) if a == "nowhere" else a
+            for a in args]  # fmt: skip
+    result = runner.invoke(app, ["plan", str(study), *args])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2, out
+    assert needle in out
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_the_one_seed_pilot_says_what_to_run(tmp_path: Path) -> None:
+    pilot = make_run(tmp_path / "p", seeds=(0,))
+    result = runner.invoke(app, ["plan", str(_plan_study(tmp_path)), "--from", str(pilot)])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2
+    assert "the pilot has one seed (1 seed(s) x 7 candidate(s) completed with val_bpb)" in out
+    assert "run 2+ seeds of 2+ candidates" in out
+
+
+@pytest.mark.parametrize(
+    ("search", "warned"),
+    [({"racing": {"prior_sd": 0.006}}, True), ({"racing": {"prior_sd": 0.001}}, False),
+     ({}, False)],
+)  # fmt: skip
+def test_validate_warns_when_the_seeds_cannot_reach_80_percent_power(
+    tmp_path: Path, search: dict, warned: bool
+) -> None:
+    result = runner.invoke(app, ["validate", str(_plan_study(tmp_path, **search)), "--no-config"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, out  # a warning, not a failure
+    assert ("warning: objectives[0].min_effect 0.005: 3 seed(s) per candidate (search.seeds) "
+            "give 8% power" in out) == warned  # fmt: skip
+    if warned:
+        assert "80% needs 18 seeds" in out
+
+
+def test_the_readme_plan_example() -> None:
+    args = ["plan", str(ROOT / "studies/race.yaml"), "--min-effect", "0.01",
+            "--set", "search.racing.prior_sd=0.007"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = (ROOT / "README.md").read_text().split("$ tlmsearch plan studies/race.yaml")[1]
+    for label in ("normal approximation", "needed (t, df 12)", "this study (racing.max_seeds)"):
+        assert _row(result.output, label) == _row(table, label)

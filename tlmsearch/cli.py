@@ -92,7 +92,51 @@ def validate(
             console.print(line, markup=False)
     for line in worker_notes(cfg):
         console.print(line, markup=False)
+    from tlmsearch.power import seed_notes
+
+    for line in seed_notes(cfg):
+        console.print(line, markup=False)
     console.print(f"[green]ok[/]: {study} is valid")
+
+
+@app.command()
+def plan(
+    study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/race.yaml")],
+    pilot: Annotated[
+        Path | None,
+        typer.Option("--from", help="A pilot's run dir (2+ seeds of 2+ candidates): its noise"),
+    ] = None,
+    min_effect: Annotated[
+        float | None,
+        typer.Option(
+            help="Smallest effect to separate, in the metric's units (default: "
+            "objectives[].min_effect)"
+        ),
+    ] = None,
+    power: Annotated[float, typer.Option(help="Target power")] = 0.8,
+    metric: Annotated[
+        str | None, typer.Option(help="The objective to size (default: the first)")
+    ] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Seeds per candidate to separate min_effect from uniform at the study's family-wise
+    level, and what they cost in trainings and hours (from a pilot's noise and tokens/s)."""
+    from tlmsearch.config import load_study
+    from tlmsearch.power import build_plan, plan_lines
+
+    try:
+        cfg = load_study(study, set_ or [])
+        trials = None
+        if pilot is not None:
+            from tlmsearch.results import load_run
+
+            trials = load_run(pilot).trials
+        result = build_plan(cfg, pilot=trials, pilot_name=str(pilot or ""), metric=metric,
+                            min_effect=min_effect, power=power)  # fmt: skip
+    except ConfigError as err:
+        _bad_input(err)
+    for line in plan_lines(result):
+        typer.echo(line)
 
 
 @app.command()

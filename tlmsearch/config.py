@@ -391,6 +391,20 @@ class SearchConfig(Strict):
 class Objective(Strict):
     metric: Literal[tuple(METRICS)] = "val_bpb"  # type: ignore[valid-type]
     direction: Literal["minimize", "maximize"] | None = None
+    # The smallest difference from uniform worth finding, in the metric's units (e.g. 0.01 for
+    # val_bpb): `tlmsearch plan` sizes the seeds to separate it, `validate` warns when the
+    # study's seeds cannot (tlmsearch/power.py).
+    min_effect: float | None = None
+
+    @field_validator("min_effect")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0:
+            raise ValueError(
+                "must be > 0: the smallest difference from uniform you care about, in the "
+                "metric's units (e.g. 0.01 for val_bpb)"
+            )
+        return v
 
     @property
     def sense(self) -> str:

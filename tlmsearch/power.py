@@ -1,0 +1,470 @@
+"""Studies sized by power: the seeds per candidate that separate the smallest effect that matters.
+
+A study compares m candidates with uniform, every one on the same n seeds: a randomized block
+design (notes/statistics.md). A candidate's mean paired delta over n seeds has the standard
+error sd / sqrt(n), sd the sd of *one* paired delta (:class:`tlmsearch.stats.Noise`), and
+:func:`tlmsearch.stats.effects` tests it two-sided with the block fit's residual df,
+(C - 1)(n - 1) for C = m + 1 candidates (uniform included), at the family's level:
+
+- ``holm``: sized by Bonferroni's per-comparison level (1 - level) / m, which Holm's first step
+  uses and every later step loosens, so the seeds are an upper bound (conservative);
+- ``bh``: the same Bonferroni level, approximate: Benjamini-Hochberg rejects at least what
+  Bonferroni does, so again an upper bound, by more when several candidates have effects;
+- ``none``: 1 - level per comparison.
+
+First the normal approximation, n ~ ((z_{1-a/2} + z_{power}) * sd / delta)^2 with a the
+per-comparison level (:func:`normal_seeds`), then the smallest n at which the noncentral t power
+of that test reaches the target (:func:`t_seeds`, ``scipy.stats.nct``). At 80% or 90% power
+the t answer is never below the normal one (tests/test_power.py) and a seed or more above it
+where few seeds suffice. The residual df are pooled over every candidate, so a larger family
+can need *fewer* seeds at a large effect (m = 1 vs 2 at delta / sd = 2: 5 vs 4 seeds), although
+the normal formula only grows with m.
+
+A pilot's sd is itself an estimate on few df: the plan also says what its one-sided 80% upper
+confidence bound, sd * sqrt(df / chi2_{0.2, df}), would need.
+
+:func:`build_plan` reads a study (and a pilot run's trials table) into a :class:`Plan`;
+:func:`plan_lines` prints it; :func:`seed_notes` is ``tlmsearch validate``'s warning. No torch,
+ray or optuna; scipy only inside the functions that need it (``validate`` stays fast).
+
+>>> normal_seeds(0.02, 0.015, comparison_alpha(0.95, "holm", 5))  # notes/statistics.md
+7
+>>> t_seeds(0.02, 0.015, comparison_alpha(0.95, "holm", 5), m=5)
+8
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+from tlmsearch.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tlmsearch.config import StudyConfig
+
+TARGET_POWER = 0.8
+MAX_SEEDS = 10**9  # beyond this a study is not a plan
+_NORMAL_DF = 10**5  # above it the t test is the normal one to ~1e-5 in power
+_MAX_NC = 1e8
+
+
+def _check(effect: float, sd: float, alpha: float, power: float, m: int = 1) -> None:
+    if not (math.isfinite(effect) and effect > 0):
+        raise ValueError(f"effect must be a finite number > 0, but got {effect=}")
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd must be a finite number > 0, but got {sd=}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), but got {alpha=}")
+    if not 0 < power < 1:
+        raise ValueError(f"power must lie in (0, 1), but got {power=}")
+    if m < 1:
+        raise ValueError(f"m (comparisons with uniform) must be >= 1, but got {m=}")
+
+
+def comparison_alpha(level: float, family: str, m: int) -> float:
+    """The two-sided level each comparison is sized at: Bonferroni's (1 - level) / m for
+    ``holm`` and ``bh`` (conservative for both), 1 - level for ``none``.
+
+    >>> round(comparison_alpha(0.95, "holm", 5), 4), comparison_alpha(0.9, "none", 5)
+    (0.01, 0.09999999999999998)
+    """
+    if family not in ("holm", "bh", "none"):
+        raise ValueError(f"family must be one of holm, bh, none, but got {family=}")
+    if m < 1:
+        raise ValueError(f"m (comparisons with uniform) must be >= 1, but got {m=}")
+    return (1.0 - level) / (1 if family == "none" else m)
+
+
+def normal_seeds(effect: float, sd: float, alpha: float, power: float = TARGET_POWER) -> int:
+    """Seeds per candidate by the normal approximation: ceil(((z_{1-alpha/2} + z_power) *
+    sd / effect)^2), at least 1.
+
+    >>> normal_seeds(0.02, 0.015, 0.01)  # ((2.576 + 0.842) * 0.75)^2 = 6.57
+    7
+    """
+    _check(effect, sd, alpha, power)
+    z = NormalDist().inv_cdf
+    root = (z(1.0 - alpha / 2.0) + z(power)) * sd / effect
+    if not root <= math.sqrt(MAX_SEEDS):  # its square could overflow
+        raise ValueError(f"more than {MAX_SEEDS:,} seeds: {effect=} is too small for {sd=}")
+    n = root**2
+    if n > MAX_SEEDS:
+        raise ValueError(f"more than {MAX_SEEDS:,} seeds: {effect=} is too small for {sd=}")
+    return max(1, math.ceil(n - 1e-9))  # 7.0000000001 from rounding is 7
+
+
+def block_df(n: int, m: int) -> int:
+    """Residual df of the complete block design: (C - 1)(n - 1), C = m + 1 with uniform."""
+    return m * (n - 1)
+
+
+def t_power(n: int, effect: float, sd: float, alpha: float, m: int) -> float:
+    """Power of the two-sided t test of one candidate's mean paired delta over ``n`` seeds
+    at ``alpha``, df = :func:`block_df`, when its true effect is ``effect``: P(|T| > t_crit)
+    for T noncentral t with noncentrality effect / (sd / sqrt(n)). 0 at one seed (no df).
+
+    >>> round(t_power(8, 0.02, 0.015, 0.01, 5), 3)
+    0.845
+    """
+    _check(effect, sd, alpha, 0.5, m)
+    df = block_df(n, m)
+    if df < 1:
+        return 0.0
+    # noncentrality; scipy's nct is NaN from ~1e12 on, and at 1e8 the power is 1.0 already
+    nc = min(effect / sd * math.sqrt(n), _MAX_NC)
+    if df > _NORMAL_DF:
+        nd = NormalDist()
+        crit = nd.inv_cdf(1.0 - alpha / 2.0)
+        return nd.cdf(nc - crit) + nd.cdf(-nc - crit)
+    from scipy.stats import nct
+    from scipy.stats import t as student_t  # here: scipy.stats takes ~0.5 s to import
+
+    crit = float(student_t.ppf(1.0 - alpha / 2.0, df))
+    # the lower tail P(T < -crit) as P(-T > crit), -T noncentral t with -nc: scipy 1.17's
+    # nct.cdf(-crit, df, nc) is NaN for a large nc (df 10, nc 8.7), this form is not
+    return float(nct.sf(crit, df, nc) + nct.sf(crit, df, -nc))
+
+
+def t_seeds(effect: float, sd: float, alpha: float, m: int, power: float = TARGET_POWER) -> int:
+    """The smallest n >= 2 whose :func:`t_power` reaches ``power`` (power grows with n: the
+    noncentrality and the df both do).
+
+    >>> t_seeds(0.02, 0.015, 0.01, m=5)
+    8
+    """
+    _check(effect, sd, alpha, power, m)
+    lo, hi = 1, max(2, normal_seeds(effect, sd, alpha, power))  # power(lo) = 0 < target
+    while t_power(hi, effect, sd, alpha, m) < power:
+        lo, hi = hi, hi * 2
+        if hi > MAX_SEEDS:
+            raise ValueError(f"more than {MAX_SEEDS:,} seeds: {effect=} is too small for {sd=}")
+    while hi - lo > 1:  # invariant: power(lo) < target <= power(hi)
+        mid = (lo + hi) // 2
+        if t_power(mid, effect, sd, alpha, m) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# -------------------------------------------------------------------------------------------------
+# A study's plan
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the plan's table."""
+
+    label: str
+    seeds: int  # per candidate (uniform runs on the same seeds)
+    trainings: int  # (m + 1) x seeds
+    power: float  # noncentral t power at min_effect
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``tlmsearch plan`` prints: the inputs, the answer and what it costs."""
+
+    metric: str
+    effect: float  # min_effect, in the metric's units
+    effect_from: str  # objectives[i].min_effect or --min-effect
+    sd: float  # of one paired delta
+    df: int | None  # of the noise estimate; None: racing.prior_sd, an assumption
+    noise_from: str  # where the noise came from, in words
+    family: str
+    level: float
+    m: int  # comparisons with uniform (candidates trained besides uniform)
+    alpha: float  # two-sided, per comparison
+    target: float  # power
+    rows: tuple[Row, ...]  # normal approximation, needed (t), this study's seeds
+    tokens: int  # train.tokens of one training
+    tokens_per_s: float | None  # the pilot's median per trial; None: no pilot
+    concurrency: int  # search.concurrency
+    notes: tuple[str, ...] = ()
+
+    @property
+    def needed(self) -> Row:
+        return self.rows[1]
+
+    def hours(self, trainings: int) -> float | None:
+        """Trial-hours of ``trainings`` full trainings at the pilot's tokens/s (None: no pilot)."""
+        if self.tokens_per_s is None:
+            return None
+        return trainings * self.tokens / self.tokens_per_s / 3600.0
+
+
+def _family_words(family: str, m: int, level: float, alpha: float) -> str:
+    from tlmsearch.stats import family_words
+
+    head = f"{family_words(family, m)} with uniform at {level:.0%}"
+    if family == "holm":
+        return (f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni, "
+                "Holm's first step: conservative, the seeds are an upper bound)")  # fmt: skip
+    if family == "bh":
+        return (f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni; "
+                "approximate for BH, which rejects at least as much: an upper bound)")  # fmt: skip
+    return f"{head}: each comparison at {alpha:.3g} two-sided, not family-wise"
+
+
+def family_size(cfg: StudyConfig) -> int:
+    """m: the candidates a study compares with uniform, each trained on every seed (a grid's
+    distinct proxy width vectors, or ``search.n_trials`` of a sampler, as ``validate`` counts)."""
+    if cfg.search.sampler == "grid":
+        return len(cfg.trainings()) - int(cfg.search.baseline)
+    return cfg.search.n_trials or 20
+
+
+def _objective(cfg: StudyConfig, metric: str | None) -> tuple[int, Any]:
+    names = [o.metric for o in cfg.objectives]
+    if metric is None:
+        return 0, cfg.objectives[0]
+    if metric not in names:
+        raise ConfigError(f"--metric {metric!r} is not an objective of the study "
+                          f"({', '.join(names)}); give one of them")  # fmt: skip
+    i = names.index(metric)
+    return i, cfg.objectives[i]
+
+
+def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int, str]:
+    """(sd of one paired delta, its df, words) from a pilot's trials table; ConfigError when
+    the table cannot give it."""
+    from tlmsearch.stats import block_noise
+
+    if trials.empty:
+        raise ConfigError(
+            "has no trials table (trials.parquet or trials.csv): give the run dir of a pilot "
+            "that finished some trials, e.g. tlmsearch plan STUDY --from runs/pilot",
+            source=run,
+        )
+    if column not in trials or not trials[column].notna().any():
+        raise ConfigError(f"the pilot recorded no {column}: run a pilot of this study's "
+                          "objectives", source=run)  # fmt: skip
+    done = trials[(trials["state"] == "COMPLETE") & trials[column].notna()]
+    if "same_as" in done:  # a replayed twin repeats another trial's numbers (block_noise)
+        done = done[done["same_as"].isna()]
+    n_seeds, n_cands = int(done["seed"].nunique()), int(done["candidate"].nunique())
+    noise = block_noise(trials, column)
+    if noise is None:
+        what = ("one seed" if n_seeds < 2 else "one candidate" if n_cands < 2
+                else "no residual df")  # fmt: skip
+        raise ConfigError(
+            f"the pilot has {what} ({n_seeds} seed(s) x {n_cands} candidate(s) completed "
+            f"with {column}), so no noise to size with: run 2+ seeds of 2+ candidates "
+            "(uniform and one more), e.g. --set search.seeds='[0,1,2]'",
+            source=run,
+        )
+    if not noise.sd > 0:
+        raise ConfigError(
+            f"the pilot's noise is 0 (every candidate's {column} moves with uniform's on "
+            "every seed): no seed-to-seed noise to size with; check that the pilot's seeds "
+            "differ and its trials trained",
+            source=run,
+        )
+    words = (f"the pilot {run} (block-design fit on {n_seeds} seeds x {n_cands} candidates "
+             "completed)")  # fmt: skip
+    return noise.sd, noise.df, words
+
+
+def pilot_tokens_per_s(trials: pd.DataFrame) -> float | None:
+    """The median tokens/s of a pilot's completed trials (None when it recorded none)."""
+    if "tokens_per_s" not in trials:
+        return None
+    tps = trials.loc[trials["state"] == "COMPLETE", "tokens_per_s"].astype("float64")
+    tps = tps[tps.gt(0) & tps.lt(math.inf)]
+    return float(tps.median()) if len(tps) else None
+
+
+def build_plan(
+    cfg: StudyConfig,
+    *,
+    pilot: pd.DataFrame | None = None,
+    pilot_name: str = "",
+    metric: str | None = None,
+    min_effect: float | None = None,
+    power: float = TARGET_POWER,
+) -> Plan:
+    """A study's :class:`Plan` from a pilot's trials table (``pilot``) or, without one, the
+    study's ``search.racing.prior_sd``. ConfigError (exit 2) names what is missing."""
+    from tlmsearch.results import metric_column
+
+    i, obj = _objective(cfg, metric)
+    where = f"objectives[{i}].min_effect"
+    if min_effect is not None:
+        if not (math.isfinite(min_effect) and min_effect > 0):
+            raise ConfigError(f"--min-effect: {min_effect!r} is not a positive number; give the "
+                              f"smallest {obj.metric} difference you care about, e.g. "
+                              "--min-effect 0.01")  # fmt: skip
+        effect, effect_from = float(min_effect), "--min-effect"
+    elif obj.min_effect is not None:
+        effect, effect_from = obj.min_effect, where
+    else:
+        raise ConfigError(
+            f"{where}: not set, and no --min-effect: give the smallest {obj.metric} difference "
+            f"you care about, in its units: `min_effect: 0.01` in the objective, or "
+            "--min-effect 0.01"
+        )
+    if not 0 < power < 1:
+        raise ConfigError(f"--power: {power!r} must lie strictly between 0 and 1, e.g. 0.8")
+    if not cfg.search.baseline:
+        raise ConfigError("search.baseline: false: a plan sizes each candidate's comparison "
+                          "with the uniform baseline; set search.baseline: true")  # fmt: skip
+    m = family_size(cfg)
+    if m < 1:
+        raise ConfigError("space: the study has no candidate besides uniform: nothing to size")
+    notes: list[str] = []
+    tps: float | None = None
+    if pilot is not None:
+        sd, df, noise_from = pilot_noise(pilot, metric_column(obj.metric), pilot_name)
+        tps = pilot_tokens_per_s(pilot)
+    else:
+        prior = cfg.search.racing.prior_sd if cfg.search.racing else None
+        if prior is None or i != 0:
+            raise ConfigError(
+                "no noise to size with: pass --from RUN (a pilot run of 2+ seeds of 2+ "
+                "candidates) or set search.racing.prior_sd (the sd of one paired delta of the "
+                "first objective, an assumption)"
+            )
+        sd, df = float(prior), None
+        noise_from = ("search.racing.prior_sd: an assumption, not a measurement (run a pilot "
+                      "and pass --from RUN to measure it)")  # fmt: skip
+    alpha = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
+    try:
+        n_norm = normal_seeds(effect, sd, alpha, power)
+        n_t = t_seeds(effect, sd, alpha, m, power)
+    except ValueError:
+        raise ConfigError(
+            f"{effect_from}: {effect:g} is too small to separate at noise sd {sd:.3g}: more "
+            f"than {MAX_SEEDS:,} seeds; give a larger min_effect"
+        ) from None
+    n_now = cfg.race_seeds
+    racing = cfg.search.racing
+    now_from = "racing.max_seeds" if racing and racing.max_seeds else "search.seeds"
+
+    def row(label: str, n: int) -> Row:
+        return Row(label, n, (m + 1) * n, t_power(n, effect, sd, alpha, m))
+
+    rows = (
+        row("normal approximation", n_norm),
+        row(f"needed (t, df {block_df(n_t, m)})", n_t),
+        row(f"this study ({now_from})", n_now),
+    )
+    if df is not None:
+        from scipy.stats import chi2
+
+        sd_hi = sd * math.sqrt(df / float(chi2.ppf(0.2, df)))
+        try:
+            n_hi = f"{t_seeds(effect, sd_hi, alpha, m, power)} seeds are needed"
+        except ValueError:
+            n_hi = f"more than {MAX_SEEDS:,} seeds are needed"
+        notes.append(
+            f"the pilot's sd is an estimate on {df} df: at its 80% upper confidence bound, "
+            f"{sd_hi:.4g}, {n_hi}"
+        )
+    if n_now == 1:
+        notes.append("one seed has no residual df: nothing separates on it (power 0)")
+    if racing is not None and racing.against == "uniform":
+        notes.append(
+            f"the race decides this study: it tests each look at (1 - {racing.confidence:g}) / "
+            f"(max_seeds x m), stricter than the fixed-n test sized here, so its power at "
+            "max_seeds is lower"
+        )
+    if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
+        notes.append("candidates with the same proxy widths train once per seed: m counts "
+                     "trainings, as the study's family does")  # fmt: skip
+    return Plan(
+        metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
+        noise_from=noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
+        alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens, tokens_per_s=tps,
+        concurrency=cfg.search.concurrency, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def percent(p: float) -> str:
+    """A power as a whole percent, rounded down: 79.96% is '79%', never the target's '80%'.
+
+    >>> percent(0.7996), percent(0.8), percent(0.57)
+    ('79%', '80%', '57%')
+    """
+    return f"{math.floor(p * 100 + 1e-9)}%"
+
+
+def _hours(h: float | None) -> str:
+    return "-" if h is None else f"{h:,.1f}" if h >= 1 else f"{h:.2f}"
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan in words and a small table (what ``tlmsearch plan`` prints)."""
+    df = "assumed" if plan.df is None else f"df {plan.df}"
+    out = [
+        f"plan for {plan.metric}: smallest effect {plan.effect:g} ({plan.effect_from}), "
+        f"{plan.target:.0%} power",
+        f"noise: sd of one paired delta {plan.sd:.4g} ({df}), from {plan.noise_from}",
+        f"family: {_family_words(plan.family, plan.m, plan.level, plan.alpha)}",
+        "",
+    ]
+    width = max(len(r.label) for r in plan.rows)
+    cost = plan.tokens_per_s is not None
+    head = f"{'':<{width}}  {'seeds':>5}  {'trainings':>9}  {'power':>5}"
+    if cost:
+        head += f"  {'trial-hours':>11}  {'wall hours':>10}"
+    out.append(head)
+    for r in plan.rows:
+        line = f"{r.label:<{width}}  {r.seeds:>5}  {r.trainings:>9}  {percent(r.power):>5}"
+        if cost:
+            h = plan.hours(r.trainings)
+            wall = None if h is None else h / plan.concurrency
+            line += f"  {_hours(h):>11}  {_hours(wall):>10}"
+        out.append(line)
+    out.append("")
+    out.append(f"seeds: per candidate, uniform on the same ones; trainings: {plan.m + 1} x seeds "
+               f"({plan.m} candidate(s) and uniform); power: of the t test on the study's "
+               f"residual df, {plan.m} x (seeds - 1)")  # fmt: skip
+    if cost:
+        out.append(
+            f"cost: {plan.tokens:,} tokens a training (train.tokens) at the pilot's median "
+            f"{plan.tokens_per_s:,.0f} tokens/s per trial; wall hours with "
+            f"{plan.concurrency} trial(s) at once (search.concurrency), on the pilot's "
+            "hardware; every training runs to the end (a pruner or race stops some sooner)"
+        )
+    else:
+        reason = "no pilot" if plan.df is None else "the pilot recorded no tokens_per_s"
+        out.append(f"cost: {reason}: cost unknown")
+    out += [f"note: {n}" for n in plan.notes]
+    return out
+
+
+def seed_notes(cfg: StudyConfig, power: float = TARGET_POWER) -> list[str]:
+    """``validate``'s warning: the first objective's min_effect cannot reach ``power`` on the
+    study's seeds, judged by ``search.racing.prior_sd`` (the only noise without a pilot).
+    Nothing when either is unset, or the study has no candidate to compare with uniform."""
+    racing = cfg.search.racing
+    effect = cfg.objectives[0].min_effect
+    if effect is None or racing is None or racing.prior_sd is None or not cfg.search.baseline:
+        return []
+    m = family_size(cfg)
+    if m < 1:
+        return []
+    alpha = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
+    n = cfg.race_seeds
+    got = t_power(n, effect, racing.prior_sd, alpha, m)
+    if got >= power:
+        return []
+    try:
+        need = f"{t_seeds(effect, racing.prior_sd, alpha, m, power)} seeds"
+    except ValueError:  # an effect far below the noise
+        need = f"more than {MAX_SEEDS:,} seeds"
+    source = "racing.max_seeds" if racing.max_seeds else "search.seeds"
+    from tlmsearch.stats import family_words
+
+    return [
+        f"warning: objectives[0].min_effect {effect:g}: {n} seed(s) per candidate "
+        f"({source}) give {percent(got)} power to separate it from uniform "
+        f"({family_words(cfg.stats.family, m)} at {cfg.stats.level:.0%}), assuming "
+        f"racing.prior_sd {racing.prior_sd:g}; {power:.0%} needs {need} "
+        "(`tlmsearch plan STUDY --from PILOT` sizes it on measured noise)"
+    ]
