@@ -70,41 +70,18 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
 # Best candidate
 
 
-def planned_seeds(cfg: StudyConfig, trials: Any, key: str) -> Any:
-    """Seeds every candidate is planned on; with racing, each its own as the race gave them."""
-    if not cfg.search.racing:
-        return list(cfg.search.seeds)
-    from tlmsearch.racing import race_plan
+def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """metric -> the study's :class:`tlmsearch.evidence.Evidence` for it, keyed by params_json
+    (one candidate, one key): its ranking (on the seeds the race planned) and its effects."""
+    from tlmsearch.evidence import study_evidence as build
 
-    o = cfg.objectives[0]
-    return race_plan(trials, cfg.to_dict(), _metric_col(o.metric), o.sense, key=key)
+    return {o.metric: build(trials, cfg.to_dict(), o.metric, o.sense, key="params_json")
+            for o in cfg.objectives}  # fmt: skip
 
 
 def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    """metric -> :func:`tlmsearch.stats.rank` of every candidate (keyed by params_json)."""
-    from tlmsearch import stats
-
-    return {
-        o.metric: stats.rank(
-            trials,
-            _metric_col(o.metric),
-            o.sense,
-            key="params_json",
-            seeds=planned_seeds(cfg, trials, "params_json"),
-        )
-        for o in cfg.objectives
-    }
-
-
-def _effects(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    """metric -> the :class:`tlmsearch.evidence.Evidence`'s effects (keyed by params_json)."""
-    from tlmsearch.evidence import study_evidence as build
-
-    return {
-        o.metric: build(trials, cfg.to_dict(), o.metric, o.sense, key="params_json")
-        .effects.set_index("params_json")
-        for o in cfg.objectives
-    }
+    """metric -> the Evidence's ranking of every candidate (keyed by params_json)."""
+    return {m: ev.ranking for m, ev in evidences(trials, cfg).items()}
 
 
 def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
@@ -124,7 +101,8 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     """
     if trials.empty:
         return []
-    ranks = {m: r.set_index("params_json", drop=False) for m, r in _rankings(trials, cfg).items()}
+    evs = evidences(trials, cfg)
+    ranks = {m: ev.ranking.set_index("params_json", drop=False) for m, ev in evs.items()}
     first = ranks[cfg.objectives[0].metric]
     # a candidate counts at its worst tier over the objectives (unmeasured in one: unranked)
     tier = first["tier"].copy()
@@ -134,7 +112,7 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     if tier.empty:
         return []
     pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
-    effects = _effects(trials, cfg)
+    effects = {m: ev.effects.set_index("params_json") for m, ev in evs.items()}
     if len(cfg.objectives) == 1:
         return [_entry(pool[0], ranks, effects, trials)]  # `first` is sorted best first
     entries = [_entry(key, ranks, effects, trials) for key in pool]

@@ -138,18 +138,15 @@ def ladder_notes(cfg: StudyConfig) -> list[str]:
 def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, Any]]:
     """The ``top`` best candidates of a finished rung, best first (uniform not counted).
 
-    Ranked by :func:`tlmsearch.stats.rank` on the first objective: fully measured candidates
-    first, on their common seeds, then censored ones (never ahead of them).
+    Ranked as the rung's :class:`tlmsearch.evidence.Evidence` ranks them on the first
+    objective (best.yaml's ranking): fully measured candidates first, on their common seeds or,
+    with racing, the seeds the race gave them, then censored ones (never ahead of them).
     """
-    from tlmsearch import stats
-    from tlmsearch.results import load_run, metric_column
+    from tlmsearch.results import load_run
+    from tlmsearch.search.export import evidences
 
-    o = cfg_rung.objectives[0]
     trials = load_run(rung_run).trials
-    from tlmsearch.search.export import planned_seeds
-
-    seeds = planned_seeds(cfg_rung, trials, "params_json")  # with racing: as the race gave them
-    r = stats.rank(trials, metric_column(o.metric), o.sense, key="params_json", seeds=seeds)
+    r = evidences(trials, cfg_rung)[cfg_rung.objectives[0].metric].ranking
     r = r[(~r["is_baseline"].astype(bool)) & r["rank"].notna()]
     return [json.loads(k) for k in r["params_json"].head(top)]
 
