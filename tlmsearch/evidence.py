@@ -100,11 +100,6 @@ class Evidence:
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
                    m, note)  # fmt: skip
 
-    def effect(self, candidate: Any) -> pd.Series | None:
-        """The effects row of one candidate (None for uniform or an unknown name)."""
-        rows = self.effects[self.effects[self.key] == candidate]
-        return None if rows.empty else rows.iloc[0]
-
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
         if self.lanes is not None and self.against == "uniform":
