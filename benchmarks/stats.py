@@ -301,6 +301,77 @@ def judge_race(trials: pd.DataFrame, sc: Scenario, against: str) -> dict[str, An
     return out
 
 
+EVALS = 4  # evals per simulated training curve (the pruner judges at each)
+
+
+class _Trial:
+    """The little of an Optuna FrozenTrial the paired pruner reads."""
+
+    def __init__(self, number: int, cand: str, seed: int) -> None:
+        from optuna.trial import TrialState
+
+        from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
+
+        self.number, self.state = number, TrialState.RUNNING
+        self.user_attrs = {SEED: seed, CANDIDATE: cand, **({CONTROL: True} if cand == UNIFORM
+                                                           else {})}  # fmt: skip
+        self.intermediate_values: dict[int, float] = {}
+
+
+class _Study:
+    def __init__(self, trials: list[_Trial]) -> None:
+        from optuna.study import StudyDirection
+
+        self.direction, self._trials = StudyDirection.MINIMIZE, trials
+
+    def get_trials(self, deepcopy: bool = False, states: Sequence[Any] | None = None):
+        return [t for t in self._trials if states is None or t.state in states]
+
+
+def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
+                 sd_e: float = 0.005) -> dict[str, Any]:  # fmt: skip
+    """The paired pruner (search.pruner: paired, its defaults) on the study's curves, as a
+    run sees them: every training reports EVALS evals in lockstep, each eval its final value
+    plus a learning curve shared by all (it cancels in a delta) plus its own jitter (sd
+    sd_e / 2); after each eval the pruner judges every candidate trial still running, and a
+    pruned one reports no more. A false prune: a trial of a candidate as good as the best
+    candidate (the incumbent a prune measures against); power: trials of worse ones pruned."""
+    from optuna.trial import TrialState
+
+    from tlmsearch.search.paired_pruner import PairedPruner
+
+    eff = truth(sc)
+    cands = [c for c in eff if c != UNIFORM]
+    best = min(eff[c] for c in cands)
+    pruner = PairedPruner(grace_tokens=0)
+    objs = [_Trial(i, str(c), int(s)) for i, (c, s) in
+            enumerate(zip(trials["candidate"], trials["seed"], strict=True))]  # fmt: skip
+    final = trials[VALUE].to_numpy()
+    jitter = rng.normal(0.0, sd_e / 2.0, size=(len(objs), EVALS))
+    study = _Study(objs)
+    for t in range(EVALS):
+        curve = 0.5 * (EVALS - 1 - t) / EVALS  # the shared learning curve: gone at the end
+        for i, tr in enumerate(objs):
+            if tr.state == TrialState.RUNNING:
+                tr.intermediate_values[t + 1] = final[i] + curve + jitter[i, t]
+        for tr in objs:
+            if tr.state == TrialState.RUNNING and pruner.prune(study, tr):
+                tr.state = TrialState.PRUNED
+        if t == EVALS - 1:
+            for tr in objs:
+                if tr.state == TrialState.RUNNING:
+                    tr.state = TrialState.COMPLETE
+    pruned = [tr.user_attrs["candidate"] for tr in objs if tr.state == TrialState.PRUNED]
+    null = [tr for tr in objs if tr.user_attrs["candidate"] in cands
+            and eff[tr.user_attrs["candidate"]] == best]  # fmt: skip
+    worse = [tr for tr in objs if tr.user_attrs["candidate"] in cands
+             and eff[tr.user_attrs["candidate"]] > best]  # fmt: skip
+    false = [c for c in pruned if eff[c] == best]
+    return {"null": len(null), "null_sep": len(false), "any_false": int(bool(false)),
+            "real": len(worse), "power": sum(eff[c] > best for c in pruned),
+            "trainings": 1.0 - len(pruned) / max(1, len(cands) * sc.seeds)}  # fmt: skip
+
+
 def simulate(
     sc: Scenario,
     reps: int,
@@ -322,6 +393,7 @@ def simulate(
         if races:
             for against in ("uniform", "best"):
                 rules.setdefault(f"race/{against}", []).append(judge_race(trials, sc, against))
+            rules.setdefault("pruner/paired", []).append(judge_pruner(trials, sc, rng, sd_e))
     return rules
 
 
@@ -443,6 +515,15 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
                          f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | {strict} | "
                          f"{fmt(r['power'])} | {inc} | {r['trainings']:.2f} | "
                          f"{r['undone']:.3f} | {ok} |")  # fmt: skip
+    lines += ["", f"### The paired pruner (its defaults: margin 2.5 noise sds, patience 2; "
+              f"{EVALS} evals per curve)", "",
+              "| scenario | best pruned / trial | studies with a best pruned | worse pruned / "
+              "trial (power) | trainings kept |", "|---|---|---|---|---|"]  # fmt: skip
+    for k, res in results.items():
+        r = res.get("pruner/paired")
+        if r is not None:
+            lines.append(f"| {label(k)} | {fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} "
+                         f"| {fmt(r['power'])} | {r['trainings']:.2f} |")  # fmt: skip
     return "\n".join(lines)
 
 

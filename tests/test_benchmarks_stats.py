@@ -35,7 +35,8 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     bench = _bench()
     res = bench.run(reps=20, which=["a"], seed=1)
     rules = res["a"]
-    assert set(rules) == {"conclusions/holm", "conclusions/none", "race/uniform", "race/best"}
+    assert set(rules) == {"conclusions/holm", "conclusions/none", "race/uniform", "race/best",
+                          "pruner/paired"}  # fmt: skip
     for r in rules.values():
         assert r["studies"] == 20
         assert {"false_per_candidate", "fwer", "power"} <= set(r)
@@ -48,7 +49,8 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     assert rates and all(0.0 <= x["rate"] <= 1.0 and x["se"] >= 0.0 for x in rates)
     table = bench.tables(res, bench.scenarios())
     assert "### Conclusions vs uniform" in table and "### Racing, as it runs live" in table
-    assert table.count("| a: 15 equal to uniform, 3 seeds |") == 2 + 1 + 2
+    assert "### The paired pruner" in table
+    assert table.count("| a: 15 equal to uniform, 3 seeds |") == 2 + 1 + 2 + 1
 
 
 def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None:
@@ -61,3 +63,16 @@ def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None
     assert none["fwer"]["rate"] >= 0.25
     assert holm["fwer"]["rate"] <= 0.15
     assert holm["wrong_winner"]["rate"] <= 0.15  # "X is the best" among equals
+
+
+def test_the_pruner_simulation_prunes_a_clearly_worse_candidate_and_counts_it() -> None:
+    # a check that can fail: a candidate 20 noise sds worse than the best is pruned on every
+    # seed (power 1), and none as good as the best is
+    import numpy as np
+
+    bench = _bench()
+    sc = bench.Scenario("x", "one far worse", 3, (0.0, 0.0, 20.0))
+    trials = bench.draw(sc, np.random.default_rng(0))
+    out = bench.judge_pruner(trials, sc, np.random.default_rng(1))
+    assert (out["real"], out["power"], out["null_sep"]) == (3, 3, 0)
+    assert out["trainings"] == 1.0 - 3 / 9
