@@ -50,46 +50,57 @@ within 2 MC standard errors (the ``goal`` column; family none is shown for contr
 no family-wise control); the verdict never selects a candidate in ``b`` (uniform measures
 better); power in ``c`` at 3 and 5 seeds is reported, not judged.
 
-Measured (``--reps 200``, seed 0: 225 s on one of 2 shared cores with a CI run beside it,
-~0.3 s per simulated study, most of it in ``racing.race``; ``--no-race`` is ~10x faster),
+Measured (``--reps 200``, seed 0: 380 s on one of 2 shared cores with a CI run beside it,
+~0.5 s per simulated study, most of it in ``racing.race`` and the pruner; ``--no-race``, which
+skips both, is ~10x faster),
 the rates of the printed tables without their standard errors::
 
     scen rule               false/cand  FWER   any look  power  trainings
-    a    conclusions/holm       0.003   0.020       -       -       -
-    a    conclusions/none       0.050   0.320       -       -       -
-    a    race/uniform           0.005   0.025    0.025      -     1.00
-    a    race/best              0.003   0.035    0.035      -     1.00
-    b    conclusions/holm          -    0.000       -    0.724      -
-    b    conclusions/none          -    0.000       -    0.914      -
-    b    race/uniform              -    0.000    0.000   0.477    0.95
-    b    race/best              0.001   0.020    0.020      -     1.00
-    c3   conclusions/holm       0.003   0.030       -    0.615      -
-    c3   conclusions/none       0.040   0.295       -    0.900      -
-    c3   race/uniform           0.002   0.020    0.020   0.465    1.00
-    c3   race/best              0.000   0.000    0.000   0.304    0.97
-    c5   conclusions/holm       0.005   0.050       -    0.940      -
-    c5   conclusions/none       0.056   0.390       -    0.990      -
-    c5   race/uniform           0.003   0.030    0.030   0.860    0.98
-    c5   race/best              0.000   0.000    0.000   0.696    0.85
+    a    conclusions/holm     0.003   0.030        -       -       -
+    a    conclusions/none     0.050   0.360        -       -       -
+    a    race/uniform         0.001   0.010    0.010       -    1.00
+    a    race/best            0.004   0.035    0.035       -    1.00
+    b    conclusions/holm         -   0.000        -   0.799       -
+    b    conclusions/none         -   0.000        -   0.945       -
+    b    race/uniform             -   0.000    0.000   0.519    0.94
+    b    race/best            0.001   0.020    0.020       -    1.00
+    c3   conclusions/holm     0.003   0.020        -   0.650       -
+    c3   conclusions/none     0.035   0.285        -   0.925       -
+    c3   race/uniform         0.001   0.010    0.010   0.485    1.00
+    c3   race/best            0.000   0.000    0.000   0.304    0.97
+    c5   conclusions/holm     0.003   0.025        -   0.940       -
+    c5   conclusions/none     0.045   0.345        -   1.000       -
+    c5   race/uniform         0.000   0.005    0.005   0.845    0.98
+    c5   race/best            0.000   0.000    0.000   0.735    0.86
 
     scen verdict: selected  wrong winner  uniform first  uniform selected  winner selected
-    a             0.000     0.000         0.060          0.000               -
-    b             0.235     0.000         1.000          0.235               -
-    c3            0.220     0.000         0.000          0.000            0.220
-    c5            0.690     0.000         0.000          0.000            0.690
+    a             0.000     0.000         0.050          0.000                -
+    b             0.230     0.000         0.995          0.230                -
+    c3            0.210     0.000         0.000          0.000            0.210
+    c5            0.745     0.000         0.000          0.000            0.745
+
+    scen pruner (paired, defaults): best pruned/trial  studies with one  worse pruned  kept
+    a                               0.000               0.005              -         1.00
+    b                               0.000               0.005              -         1.00
+    c3                              0.000               0.000            0.006       0.99
+    c5                              0.000               0.000            0.024       0.98
 
 (MC standard errors: <= 0.035, about 0.015 near 5%; ``--json`` has them all.)
 
 Every rule holds its stated 5% (family none is the contrast: 5% per comparison, a false claim
-in 30-40% of studies). The verdict never selected a wrong winner, and in ``b`` never named a
-candidate the best (uniform first in every study, selected in 24%). Power at 2 noise sds: the
-winner separated from uniform 62% / 94% (3 / 5 seeds, Holm), selected as the best 22% / 69%.
-The race at these settings saves almost no training (95-100% of the cells at 3 seeds, where
-the first look has no residual df and cannot decide; 85-98% at 5) and has less power than the
-fixed design with Holm on the same seeds (47% vs 62% at 3 seeds, 86% vs 94% at 5): the price
+in 29-36% of studies). The verdict never selected a wrong winner, and in ``b`` never named a
+candidate the best (uniform first in 199 of 200 studies, selected in 23%). Power at 2 noise
+sds: the winner separated from uniform 65% / 94% (3 / 5 seeds, Holm), selected as the best
+21% / 75%. The race at these settings saves almost no training (94-100% of the cells at 3
+seeds, where the first look has no residual df and cannot decide; 86-98% at 5) and has less
+power than the fixed design with Holm on the same seeds (49% vs 65% at 3 seeds, 85% vs 94% at
+5): the price
 of deciding early at a level spread over every look. Its decisions stand: the driver records
 each one (here too), and no lane separated at one look ended otherwise ("undone" 0 in every
 scenario; before decisions were recorded, up to 0.15 per race in ``c3`` against the best).
+The paired pruner at its defaults almost never prunes here (2.5 noise sds plus the winner's
+curse is a wide margin): it pruned a best candidate in 1 of 200 null studies and 0.6% / 2.4%
+of the trials 2 sds behind the winner.
 """
 
 from __future__ import annotations
