@@ -351,6 +351,9 @@ def test_cli_train_runs_one_candidate(tmp_path: Path, data: PreparedData) -> Non
     assert (
         "completed" in res.output and "widths [96, 32]" in res.output and "val_bpb" in res.output
     )
+    assert "raw weights" not in res.output
+    res = runner.invoke(app, ["train", str(study), "--set", "train.eval_weights=ema"])
+    assert res.exit_code == 0 and "(raw weights: val_bpb " in res.output, res.output
     res = runner.invoke(app, ["train", str(study), "--candidate", "zigzag"])
     assert res.exit_code == 2 and "--candidate" in res.output
     res = runner.invoke(app, ["train", str(study), "--candidate", '{"shape": "zigzag"}'])
