@@ -454,7 +454,8 @@ def train_proxy(
     monitor = DivergenceMonitor(train_cfg.divergence_nats, data.vocab_size)
     every = train_cfg.checkpoint_every_tokens
     loop = LoopState(next_eval=interval, next_checkpoint=every)
-    # A copy of the model (not the compiled step), so its weights are free to differ
+    # train.eval_weights ema / lawa: averages kept in copies of the model; the compiled step
+    # closes over `model` alone, so the copies evaluate eagerly (None: raw)
     average = weight_average(train_cfg, model, step_tokens)
     if resume is not None:
         loop = unpack_state(resume, model, optimizer, batches, monitor, average)
