@@ -348,3 +348,30 @@ def test_one_worker_per_trial_means_what_it_meant() -> None:
 def test_bad_worker_settings_name_the_field(tmp_path, ray, train, expected) -> None:
     data = {**TINY, "ray": ray, "train": train, "data": {**TINY["data"], "seq_len": 256}}
     assert re.search(expected, _problems(tmp_path, data)), _problems(tmp_path, data)
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("train.lawa_k=1", "train.lawa_k: 1 is invalid: LAWA averages at least 2 checkpoints"),
+        ("train.ema_half_life_tokens=0", "train.ema_half_life_tokens: 0 is invalid: an EMA"),
+        ("train.ema_half_life_tokens=-5", "train.ema_half_life_tokens: -5 is invalid"),
+        ("train.lawa_every_tokens=0", "train.lawa_every_tokens: 0 is invalid"),
+        ("train.eval_weights=swa", "train.eval_weights: 'swa'"),
+    ],
+)
+def test_eval_weights_settings_are_checked_naming_the_field(
+    tmp_path: Path, override: str, needle: str
+) -> None:
+    assert needle in _problems(tmp_path, TINY, (override,))
+
+
+def test_lawa_checkpoints_must_fit_in_the_run(tmp_path: Path) -> None:
+    sets = ("train.tokens=100000", "train.eval_weights=lawa", "train.lawa_every_tokens=30000")
+    assert "lawa_k * lawa_every_tokens (5 x 30,000 = 150,000) exceeds tokens (100,000)" in (
+        _problems(tmp_path, TINY, sets)
+    )
+    # the same spacing with raw weights, and the default spacing, are fine
+    assert load_study(_write(tmp_path, TINY), sets[:1] + sets[2:]).train.eval_weights == "raw"
+    cfg = load_study(_write(tmp_path, TINY), sets[:2]).train
+    assert cfg.lawa_spacing == 5000 and cfg.ema_half_life == 10_000

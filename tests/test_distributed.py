@@ -28,9 +28,15 @@ TINY = test_train.TINY
 tiny_text = test_train.data  # a fixture: test_train's tiny byte-level corpus
 throwaway_cache = test_train._cache  # autouse: MFU calibration and data to a tmp cache
 WIDTHS = (64, 64)
-# 16 sequences of 32 per step: 2 x 8 for one worker, 1 x 8 for each of two
+# 16 sequences of 32 per step: 2 x 8 for one worker, 1 x 8 for each of two; evals of an EMA of
+# the weights (and the raw weights beside): each rank's average is the one worker's
 TRAIN = test_train.tcfg(
-    tokens=8192, warmup_tokens=1024, eval_every_tokens=2048, checkpoint_every_tokens=4096
+    tokens=8192,
+    warmup_tokens=1024,
+    eval_every_tokens=2048,
+    checkpoint_every_tokens=4096,
+    eval_weights="ema",
+    ema_half_life_tokens=1024,
 )
 
 
@@ -114,7 +120,7 @@ def test_two_gloo_workers_train_the_one_worker_model(
         full = run["full"]
         assert full["status"] == one.status == "completed"
         assert [ev["tokens"] for ev in full["curve"]] == [ev["tokens"] for ev in one.curve]
-        for key in ("train_loss", "val_loss", "val_bpb", "lr"):
+        for key in ("train_loss", "val_loss", "val_bpb", "val_loss_raw", "val_bpb_raw", "lr"):
             got = torch.tensor([ev[key] for ev in full["curve"]], dtype=torch.float64)
             want = torch.tensor([ev[key] for ev in one.curve], dtype=torch.float64)
             assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (key, got, want)

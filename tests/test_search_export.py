@@ -645,3 +645,42 @@ def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):
     # the best is judged against uniform too: cosine ranks first but uniform could be the best
     assert doc["verdict"].startswith("no single best at 95%: cosine 1.25->0.75 ranks first")
     assert "uniform" in doc["conclusions"]["top_group"]["tied_with"]
+
+
+def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_average(tmp_path):
+    # Evals as the pruning scheduler records them (each EVAL_KEYS key, None where absent): one
+    # run averaging its weights (val_loss_raw / val_bpb_raw present), one not.
+    import math
+
+    import optuna
+
+    from tlmsearch.config import EVAL_KEYS
+    from tlmsearch.results import load_run, write_results
+    from tlmsearch.search.pruning import _clean
+    from tlmsearch.search.records import trial_records
+    from tlmsearch.search.samplers import SpaceFn, write_initial_queue
+
+    cfg = tiny_config(tmp_path)
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    fn = SpaceFn(cfg)
+    evals = [
+        {"tokens": 4096, "val_bpb": 2.5, "val_loss": 1.7, "val_bpb_raw": 2.6, "val_loss_raw": 1.8},
+        {"tokens": 4096, "val_bpb": 2.4, "val_loss": 1.6},
+    ]
+    for ev in evals:
+        trial = study.ask()
+        fn(trial)
+        rec = {k: _clean(ev.get(k)) for k in EVAL_KEYS}
+        trial.set_user_attr("curve", [rec])
+        trial.set_user_attr("metrics", rec)
+        study.tell(trial, ev["val_bpb"])
+    rows, curves = trial_records(study)
+    write_results(tmp_path / "run", rows, curves)
+    run = load_run(tmp_path / "run")
+    for df in (run.trials, run.curves):
+        assert df["val_bpb_raw"].dtype == "float64" and df["val_loss_raw"].dtype == "float64"
+        (avg,) = df.index[df["val_bpb"] == 2.5]
+        (raw,) = df.index[df["val_bpb"] == 2.4]
+        assert (df.loc[avg, "val_bpb_raw"], df.loc[avg, "val_loss_raw"]) == (2.6, 1.8)
+        assert math.isnan(df.loc[raw, "val_bpb_raw"]) and math.isnan(df.loc[raw, "val_loss_raw"])

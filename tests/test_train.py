@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
-from tlmsearch.config import EVAL_KEYS, DataConfig, ModelConfig, TrainConfig
+from tlmsearch.config import EVAL_KEYS, RAW_EVAL_KEYS, DataConfig, ModelConfig, TrainConfig
 from tlmsearch.data import PreparedData, prepare_data
+from tlmsearch.errors import ConfigError
 from tlmsearch.train import attention_kernel, batch_shape, lr_at, parse_candidate, train_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ def test_a_tiny_run_lowers_the_loss_and_reports_every_key(data: PreparedData) ->
     assert [r["tokens"] for r in s.curve] == [8192, 16384, 24576]
     assert seen == s.curve
     for row in s.curve:
-        assert tuple(row) == EVAL_KEYS
+        assert tuple(row) == tuple(k for k in EVAL_KEYS if k not in RAW_EVAL_KEYS)
         assert all(isinstance(v, float | int) for v in row.values())
     first, last = s.curve[0], s.curve[-1]
     assert last["val_loss"] < first["val_loss"] < math.log(256)
@@ -289,12 +290,16 @@ def test_bf16_autocast_trains(data: PreparedData) -> None:
 
 @pytest.mark.slow
 def test_compiled_training_matches_eager(data: PreparedData) -> None:
-    cfg = tcfg(tokens=2048, eval_every_tokens=1024, warmup_tokens=512)
+    # with an EMA for evaluation: the compiled step is a function of the model, whose averaged
+    # copy evaluates eagerly
+    cfg = tcfg(tokens=2048, eval_every_tokens=1024, warmup_tokens=512, eval_weights="ema")
     eager = train_proxy(TINY, [64, 64], data, cfg, seed=3)
     compiled = train_proxy(TINY, [64, 64], data, cfg.model_copy(update={"compile": "on"}), seed=3)
     assert compiled.setup["compile"] and compiled.status == "completed"
     for a, b in zip(eager.curve, compiled.curve, strict=True):
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-3)
+        assert b["val_loss_raw"] == pytest.approx(a["val_loss_raw"], rel=1e-3)
+        assert b["val_loss"] != b["val_loss_raw"]
 
 
 def test_vocab_below_the_data_is_a_config_error(data: PreparedData) -> None:
@@ -350,6 +355,9 @@ def test_cli_train_runs_one_candidate(tmp_path: Path, data: PreparedData) -> Non
     assert (
         "completed" in res.output and "widths [96, 32]" in res.output and "val_bpb" in res.output
     )
+    assert "raw weights" not in res.output
+    res = runner.invoke(app, ["train", str(study), "--set", "train.eval_weights=ema"])
+    assert res.exit_code == 0 and "(raw weights: val_bpb " in res.output, res.output
     res = runner.invoke(app, ["train", str(study), "--candidate", "zigzag"])
     assert res.exit_code == 2 and "--candidate" in res.output
     res = runner.invoke(app, ["train", str(study), "--candidate", '{"shape": "zigzag"}'])
@@ -479,3 +487,147 @@ def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(data: Prepa
 def test_checkpoint_every_below_the_eval_interval_is_refused() -> None:
     with pytest.raises(ValueError, match=r"checkpoint_every_tokens .* below the eval interval"):
         tcfg(eval_every_tokens=4096, checkpoint_every_tokens=1000)
+
+
+# -------------------------------------------------------------------------------------------------
+# Averaged weights for evaluation (train.eval_weights)
+
+
+def _recorded_run(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch, cfg: TrainConfig
+) -> tuple[object, torch.nn.Module, list[tuple[int, dict]]]:
+    """A run, its model, and its raw weights after every optimizer step (tokens, state_dict),
+    recorded by a global optimizer hook: independent of the averaging code."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    import tlmsearch.models
+
+    built: list[torch.nn.Module] = []
+    build = tlmsearch.models.build_model
+
+    def keep(*a: object, **kw: object) -> torch.nn.Module:
+        built.append(build(*a, **kw))
+        return built[-1]
+
+    monkeypatch.setattr(tlmsearch.models, "build_model", keep)
+    steps: list[tuple[int, dict]] = []
+
+    def after_step(*_: object) -> None:
+        sd = {k: v.detach().clone() for k, v in built[0].state_dict().items()}
+        steps.append(((len(steps) + 1) * cfg.batch_tokens, sd))
+
+    hook = register_optimizer_step_post_hook(after_step)
+    try:
+        s = train_proxy(TINY, (64, 32), data, cfg, seed=2, threads=1, device="cpu")
+    finally:
+        hook.remove()
+    assert s.status == "completed"
+    return s, built[0], steps
+
+
+def _val_loss_of(model: torch.nn.Module, weights: dict, data: PreparedData) -> float:
+    """``evaluate`` of ``model`` holding ``weights``, as the trainer scores its evals."""
+    import copy
+
+    from tlmsearch.data.batches import val_windows
+    from tlmsearch.train import evaluate
+
+    m = copy.deepcopy(model)
+    m.load_state_dict(weights)
+    vx, vy = val_windows(data.val_tokens(), data.seq_len)
+    return evaluate(m, vx, vy, 8, torch.device("cpu"), torch.float32) / vx.numel()
+
+
+AVG = dict(tokens=8192, eval_every_tokens=2048, warmup_tokens=1024)
+
+
+def test_averaging_leaves_the_raw_run_alone_and_a_tiny_half_life_is_the_raw_weights(
+    data: PreparedData,
+) -> None:
+    def run(**kw: object):
+        cfg = tcfg(**AVG, **kw)
+        return train_proxy(TINY, (64, 32), data, cfg, seed=2, threads=1, device="cpu").curve
+
+    raw = run()
+    # a half-life of a thousandth of a token: each step's decay 0.5**512000 is 0
+    ema = run(eval_weights="ema", ema_half_life_tokens=1e-3)
+    assert [r["val_loss_raw"] for r in ema] == [r["val_loss"] for r in raw]
+    assert [r["val_bpb_raw"] for r in ema] == [r["val_bpb"] for r in raw]
+    assert [r["val_loss"] for r in ema] == [r["val_loss"] for r in raw]
+    assert [r["train_loss"] for r in ema] == [r["train_loss"] for r in raw]
+    assert all("val_loss_raw" not in r for r in raw)
+
+
+def test_the_ema_metric_is_the_hand_computed_ema_of_each_steps_weights(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tcfg(**AVG, eval_weights="ema", ema_half_life_tokens=2048)
+    s, model, steps = _recorded_run(data, monkeypatch, cfg)
+    decay = 0.5 ** (512 / 2048)
+    ema, by_tokens = {}, {}
+    for i, (tokens, sd) in enumerate(steps):
+        ema = sd if i == 0 else {k: decay * ema[k] + (1 - decay) * w for k, w in sd.items()}
+        by_tokens[tokens] = ema
+    assert [r["tokens"] for r in s.curve] == [2048, 4096, 6144, 8192]
+    for row in s.curve:
+        assert row["val_loss"] == pytest.approx(
+            _val_loss_of(model, by_tokens[row["tokens"]], data), rel=1e-6
+        )
+        assert row["val_loss_raw"] == pytest.approx(
+            _val_loss_of(model, dict(steps)[row["tokens"]], data), rel=1e-6
+        )
+        assert row["val_loss"] != row["val_loss_raw"]
+        assert row["val_bpb"] / row["val_loss"] == pytest.approx(
+            row["val_bpb_raw"] / row["val_loss_raw"]
+        )
+
+
+def test_the_lawa_metric_is_the_mean_of_the_last_k_snapshots(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tcfg(**AVG, eval_weights="lawa", lawa_k=2, lawa_every_tokens=1536)
+    s, model, steps = _recorded_run(data, monkeypatch, cfg)
+    # snapshots after the steps reaching 1536, 3072, 4608, 6144, 7680 tokens
+    snaps = [(t, sd) for t, sd in steps if t % 1536 == 0]
+    assert [t for t, _ in snaps] == [1536, 3072, 4608, 6144, 7680]
+    for row in s.curve:
+        last = [sd for t, sd in snaps if t <= row["tokens"]][-2:]
+        mean = {k: sum(sd[k] for sd in last) / len(last) for k in last[0]}
+        assert row["val_loss"] == pytest.approx(_val_loss_of(model, mean, data), rel=1e-6)
+        assert row["val_loss"] != row["val_loss_raw"]
+
+
+def test_before_the_first_lawa_snapshot_the_metric_is_the_raw_one(data: PreparedData) -> None:
+    cfg = tcfg(**AVG, eval_weights="lawa", lawa_k=2, lawa_every_tokens=3072)
+    curve = train_proxy(TINY, (64, 32), data, cfg, seed=2, threads=1, device="cpu").curve
+    first, *rest = curve
+    assert first["tokens"] == 2048 and first["val_loss"] == first["val_loss_raw"]
+    assert first["val_bpb"] == first["val_bpb_raw"]
+    assert all(r["val_loss"] != r["val_loss_raw"] for r in rest)
+
+
+@pytest.mark.parametrize(
+    "averaging",
+    [{"eval_weights": "ema", "ema_half_life_tokens": 1024}, {"eval_weights": "lawa", "lawa_k": 3}],
+)
+def test_a_resumed_run_averages_exactly_as_an_uninterrupted_one(
+    data: PreparedData, averaging: dict
+) -> None:
+    cfg = tcfg(
+        tokens=12_288, eval_every_tokens=2048, checkpoint_every_tokens=4096, **averaging
+    )  # lawa: a snapshot every 1,024 tokens
+
+    def run(**kw: object):
+        return train_proxy(TINY, (64, 32), data, cfg, seed=3, threads=1, device="cpu", **kw)
+
+    states: list[dict] = []
+    straight = run(on_checkpoint=lambda s: states.append(_through_disk(s)), final_checkpoint=True)
+    assert straight.status == "completed" and "average" in states[0]
+    assert all(r["val_loss"] != r["val_loss_raw"] for r in straight.curve)
+    resumed = run(resume=states[0])
+    assert resumed.tokens == straight.tokens
+    assert _untimed(resumed.curve) == _untimed(straight.curve)  # averaged metrics included
+    # a checkpoint without the average cannot resume an averaging run, nor the reverse
+    raw_state = {k: v for k, v in states[0].items() if k != "average"}
+    with pytest.raises(ConfigError, match=r"train\.eval_weights"):
+        run(resume=raw_state)

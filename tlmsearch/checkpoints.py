@@ -3,8 +3,9 @@
 A checkpoint folder holds
 
 - ``state.pt``: ``torch.save`` of the run's state (:func:`tlmsearch.train.pack_state`): key
-  ``"model"`` is the model's state_dict; the optimizer, data position, RNGs, curve and counters
-  are the other keys;
+  ``"model"`` is the model's state_dict (the raw weights); the optimizer, data position, RNGs,
+  curve and counters are the other keys, and ``"average"`` the averaged weights' state with
+  ``train.eval_weights`` ema or lawa (:mod:`tlmsearch.averaging`);
 - ``meta.json``: what the weights are, written last (its presence marks a complete checkpoint):
   ``number`` (the Optuna trial, or null), ``candidate``, ``seed``, ``widths``, ``tokens``,
   ``model`` (the ModelConfig as a dict, ``vocab_size`` filled in), ``arch``, ``final`` (the

@@ -261,7 +261,9 @@ def train(
         f"({s.n_params_nonemb:,} non-embedding); "
         + (
             f"val_loss {m['val_loss']:.4f} val_ppl {m['val_ppl']:.2f} val_bpb "
-            f"{m['val_bpb']:.4f}; {m['tokens_per_s']:,.0f} tokens/s, MFU {m['mfu']:.1%}; "
+            f"{m['val_bpb']:.4f}"
+            + (f" (raw weights: val_bpb {m['val_bpb_raw']:.4f})" if "val_bpb_raw" in m else "")
+            + f"; {m['tokens_per_s']:,.0f} tokens/s, MFU {m['mfu']:.1%}; "
             if m
             else ""
         )

@@ -72,11 +72,15 @@ EVAL_KEYS = (
     "val_loss",
     "val_ppl",
     "val_bpb",
+    "val_loss_raw",  # with train.eval_weights ema or lawa only: the raw weights' metrics
+    "val_bpb_raw",
     "tokens_per_s",
     "mfu",
     "lr",
     "wall_s",
 )
+# The raw weights' metrics beside the averaged ones: in an eval only when the run averages.
+RAW_EVAL_KEYS = ("val_loss_raw", "val_bpb_raw")
 
 # Upper bounds on every size, checked when the YAML is read, before anything is allocated (a
 # study with n_layer 2**63 made `tlmsearch validate` allocate until the machine ran out of
@@ -264,6 +268,53 @@ class TrainConfig(Strict):
     # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per
     # process): +10-20% tokens/s at the quickstart size on this CPU (benchmarks/trainer.py).
     thp: bool = True
+    # The weights the val metrics come from (tlmsearch/averaging.py): raw (the last step's), ema
+    # (an exponential moving average) or lawa (the mean of the last lawa_k checkpoints, arXiv
+    # 2306.03241). With ema or lawa the raw weights' val_loss_raw and val_bpb_raw are kept beside.
+    eval_weights: Literal["raw", "ema", "lawa"] = "raw"
+    # ema: tokens over which an old step's weight halves; None: a tenth of tokens.
+    ema_half_life_tokens: float | None = None
+    # lawa: checkpoints averaged, and tokens between them; None: tokens / (4 * lawa_k), so the
+    # average spans the last quarter of the run.
+    lawa_k: int = Field(5, le=10_000)
+    lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)
+
+    @field_validator("ema_half_life_tokens")
+    @classmethod
+    def _half_life(cls, v: float | None) -> float | None:
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise ValueError(
+                "an EMA half-life must be a positive number of tokens; give e.g. a tenth of "
+                "train.tokens, or null for that default"
+            )
+        return v
+
+    @field_validator("lawa_k")
+    @classmethod
+    def _lawa_k(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError(
+                "LAWA averages at least 2 checkpoints (1 is the raw weights); use 2 or more, "
+                "or eval_weights: raw"
+            )
+        return v
+
+    @field_validator("lawa_every_tokens")
+    @classmethod
+    def _lawa_every(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError("the spacing of LAWA checkpoints must be >= 1 token, or null")
+        return v
+
+    @property
+    def ema_half_life(self) -> float:
+        """The EMA's half-life in tokens (``ema_half_life_tokens``, default a tenth of tokens)."""
+        return self.ema_half_life_tokens or self.tokens / 10
+
+    @property
+    def lawa_spacing(self) -> int:
+        """Tokens between LAWA checkpoints (``lawa_every_tokens``, default tokens/(4 k))."""
+        return self.lawa_every_tokens or max(1, self.tokens // (4 * self.lawa_k))
 
     @model_validator(mode="after")
     def _fits(self) -> TrainConfig:
@@ -279,6 +330,13 @@ class TrainConfig(Strict):
                 f"checkpoint_every_tokens ({every:,}) is below the eval interval "
                 f"({self.eval_interval:,} tokens): checkpoints are taken at evals, so at most one "
                 f"per eval; set it to {self.eval_interval:,} or more, or null for none"
+            )
+        span = self.lawa_k * self.lawa_spacing
+        if self.eval_weights == "lawa" and span > self.tokens:
+            raise ValueError(
+                f"lawa_k * lawa_every_tokens ({self.lawa_k} x {self.lawa_spacing:,} = {span:,}) "
+                f"exceeds tokens ({self.tokens:,}): the run would end before it holds lawa_k "
+                f"checkpoints; lower lawa_every_tokens to {self.tokens // self.lawa_k:,} or less"
             )
         return self
 

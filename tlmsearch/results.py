@@ -65,6 +65,8 @@ TRIAL_COLUMNS: dict[str, str] = {
     "val_bpb": "float",
     "val_loss": "float",
     "val_ppl": "float",
+    "val_bpb_raw": "float",
+    "val_loss_raw": "float",
     "train_loss": "float",
     "tokens_per_s": "float",
     "mfu": "float",

@@ -9,7 +9,9 @@ flash attention kernel (the models call ``scaled_dot_product_attention(..., is_c
 with no mask, bf16 under autocast), TF32 matmuls where the run is fp32 (:func:`enable_tf32`), and
 MFU against the GPU's data-sheet peak for the precision that runs (:mod:`tlmsearch.mfu`).
 At fixed token checkpoints it evaluates on the same validation tokens and hands the metrics to
-``on_eval``. Divergence ends the run with status ``diverged``, never an exception.
+``on_eval``; with ``train.eval_weights`` ema or lawa the metrics are those of averaged weights
+(:mod:`tlmsearch.averaging`) and the raw weights' are kept beside. Divergence ends the run with
+status ``diverged``, never an exception.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from tlmsearch import budget
+from tlmsearch.averaging import WeightAverage, load_average, weight_average
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, pinned, val_windows
 from tlmsearch.data.prepare import PreparedData
@@ -291,14 +294,18 @@ def pack_state(
     batches: Batches,
     monitor: DivergenceMonitor,
     loop: LoopState,
+    average: WeightAverage | None = None,
 ) -> dict[str, Any]:
-    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict).
+    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict;
+    ``"average"``: the averaged weights' state, with ``train.eval_weights`` ema or lawa).
 
     Its tensors are the live ones (no copy): save it before training goes on.
     """
     loop_dict = asdict(loop)
     loop_dict["curve"] = [dict(r) for r in loop.curve]
+    extra = {"average": average.state_dict()} if average is not None else {}
     return {
+        **extra,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "batches": batches.state_dict(),
@@ -315,8 +322,10 @@ def unpack_state(
     optimizer: torch.optim.Optimizer,
     batches: Batches,
     monitor: DivergenceMonitor,
+    average: WeightAverage | None = None,
 ) -> LoopState:
     """Load a :func:`pack_state` state into a freshly built run; returns its loop counters."""
+    load_average(average, state)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     batches.load_state_dict(state["batches"])
@@ -445,8 +454,11 @@ def train_proxy(
     monitor = DivergenceMonitor(train_cfg.divergence_nats, data.vocab_size)
     every = train_cfg.checkpoint_every_tokens
     loop = LoopState(next_eval=interval, next_checkpoint=every)
+    # train.eval_weights ema / lawa: averages kept in copies of the model; the compiled step
+    # closes over `model` alone, so the copies evaluate eagerly (None: raw)
+    average = weight_average(train_cfg, model, step_tokens)
     if resume is not None:
-        loop = unpack_state(resume, model, optimizer, batches, monitor)
+        loop = unpack_state(resume, model, optimizer, batches, monitor, average)
     curve = loop.curve
     train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
     first_step = loop.step
@@ -454,9 +466,18 @@ def train_proxy(
     if bar is not None:
         bar.update(task, advance=loop.tokens)
 
+    def val_nll(m: torch.nn.Module) -> float:
+        if dist:  # [dist] each rank a slice of the windows, summed
+            rows = dist.rows(vx.size(0))
+            return dist.sum(evaluate(m, vx[rows], vy[rows], local_micro, dev, dtype))
+        return evaluate(m, vx, vy, micro, dev, dtype)
+
+    def bpb(nll: float) -> float:
+        return nll / (math.log(2) * data.val_bytes) if data.val_bytes else float("nan")
+
     def checkpoint() -> None:
         if on_checkpoint is not None:
-            on_checkpoint(pack_state(model, optimizer, batches, monitor, loop))
+            on_checkpoint(pack_state(model, optimizer, batches, monitor, loop, average))
         loop.checkpointed = loop.tokens
 
     try:
@@ -491,6 +512,8 @@ def train_proxy(
             model.before_optimizer_step(step)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if average is not None:  # part of the step's time, so tokens/s shows its cost
+                average.update(model, tokens + step_tokens)
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             dt = time.perf_counter() - t0
@@ -508,11 +531,11 @@ def train_proxy(
             if tokens >= loop.next_eval or step == n_steps - 1:
                 while loop.next_eval <= tokens:
                     loop.next_eval += interval
-                if dist:  # [dist] each rank a slice of the windows, summed
-                    rows = dist.rows(vx.size(0))
-                    nll = dist.sum(evaluate(model, vx[rows], vy[rows], local_micro, dev, dtype))
-                else:
-                    nll = evaluate(model, vx, vy, micro, dev, dtype)
+                nll_raw = val_nll(model)
+                # Before LAWA's first checkpoint there is nothing to average: the raw weights
+                # stand in, and the row's metric equals its _raw one.
+                averaged = average.eval_model() if average is not None else None
+                nll = val_nll(averaged) if averaged is not None else nll_raw
                 val_loss = nll / n_val_pred
                 tps = timed_tokens / train_time if train_time > 0 else float("nan")
                 row = {
@@ -520,9 +543,12 @@ def train_proxy(
                     "train_loss": loop.loss_sum / max(1, loop.loss_n),
                     "val_loss": val_loss,
                     "val_ppl": math.exp(min(val_loss, 700.0)),
-                    "val_bpb": nll / (math.log(2) * data.val_bytes)
-                    if data.val_bytes
-                    else float("nan"),
+                    "val_bpb": bpb(nll),
+                }
+                if average is not None:
+                    row["val_loss_raw"] = nll_raw / n_val_pred
+                    row["val_bpb_raw"] = bpb(nll_raw)
+                row |= {
                     "tokens_per_s": tps,
                     "mfu": tps * fpt / peak if peak else float("nan"),
                     "lr": lr,
@@ -532,7 +558,10 @@ def train_proxy(
                 loop.loss_sum, loop.loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
                 if bar is not None:
                     bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
-                why = monitor.eval(val_loss, warmed_up=tokens >= train_cfg.warmup_tokens)
+                # the trained weights diverge, not their (lagging) average
+                why = monitor.eval(
+                    nll_raw / n_val_pred, warmed_up=tokens >= train_cfg.warmup_tokens
+                )
                 if why:
                     status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
                     break
