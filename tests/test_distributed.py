@@ -77,6 +77,7 @@ def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> Non
     listener = listen("127.0.0.1", port) if rank == 0 else None
     info = init_group(rank, world, "127.0.0.1", port, torch.device("cpu"), listener, 60)
     ckpt = Path(out, "at4096.pt")
+    finished = False
     try:
         runs = {}
         for name, stop_at in (("full", None), ("stopped", 4096), ("resumed", None)):
@@ -100,8 +101,9 @@ def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> Non
             )  # fmt: skip
             runs[name] = {"status": s.status, "curve": _untimed(s.curve), "setup": s.setup}
         Path(out, f"rank{rank}.json").write_text(json.dumps(runs))
+        finished = True
     finally:
-        close_group()
+        close_group(together=finished)
 
 
 @pytest.mark.slow  # two spawned torch processes: 12-45 s on this 2-core machine

@@ -176,9 +176,20 @@ def init_group(
     return DistInfo(rank, world, str(device) if backend == "nccl" else "cpu")
 
 
-def close_group() -> None:
+def close_group(together: bool = False) -> None:
+    """Leave the group. ``together`` (a rank that finished its work normally): a barrier first,
+    so no rank tears its side down (rank 0 hosts the store) while another is still in a
+    collective; without it one spawned rank in ~8 aborted at exit ("terminate called without an
+    active exception", tests/test_distributed.py: 2 failures in 11 runs before, 0 in 28 after).
+    A rank leaving on an error skips it: the others may be in another collective, and a barrier
+    could then wait out the whole timeout instead of failing them at once.
+    """
     if dist.is_initialized():
-        dist.destroy_process_group()
+        try:
+            if together:
+                dist.barrier()
+        finally:
+            dist.destroy_process_group()
 
 
 def interface_of(host: str) -> str | None:

@@ -185,6 +185,7 @@ def _worker(loop: dict[str, Any]) -> None:
     listener = listen(node) if rank == 0 else None
     host, port = broadcast_from_rank_zero(listener.getsockname()[:2] if listener else None)
     info = init_group(rank, world, host, port, device, listener)
+    finished = False
     try:
         nodes = info.gather(node)
         evals, answers = loop["evals"], loop["answers"]
@@ -218,5 +219,6 @@ def _worker(loop: dict[str, Any]) -> None:
         )
         if info.main:
             evals.put(("done", summary.to_dict()))
+        finished = True
     finally:
-        close_group()
+        close_group(together=finished)
