@@ -14,6 +14,39 @@ equal variances (paired samples make that test conservative; with 6 seeds an sd 
 Goal (issue 21): averaged weights cut the sd by >= 30%, or this says by how much they did.
 
 Trainings run ``--workers`` at once, one thread each (the measured best packing on 2 cores).
+
+Measured (Dec 2026, 2 shared cores, torch 2.13 bf16 compiled, the quickstart study at
+``--tokens 400000``, seeds 0-5; ``--weights ema`` with the default half-life, a tenth of the
+tokens, 380 s; then ``--weights lawa``, k 5 every 20,000 tokens, 382 s; the raw numbers are the
+same trainings' and repeat between the two runs)::
+
+    seed  weights    uniform    cosine     delta
+       0  raw        2.27514   2.25457  -0.02056
+       0  ema        2.28847   2.26534  -0.02313
+       1  raw        2.26273   2.25642  -0.00631
+       1  ema        2.27548   2.27015  -0.00533
+       2  raw        2.26909   2.25831  -0.01077
+       2  ema        2.28309   2.27173  -0.01136
+       3  raw        2.26275   2.25092  -0.01182
+       3  ema        2.27563   2.26360  -0.01203
+       4  raw        2.25234   2.24830  -0.00404
+       4  ema        2.26568   2.26087  -0.00481
+       5  raw        2.26237   2.25358  -0.00878
+       5  ema        2.27309   2.26316  -0.00993
+
+    weights   mean delta  sd delta  sd uniform
+    raw         -0.01038   0.00575     0.00764
+    ema         -0.01110   0.00663     0.00795
+
+    weights   mean delta  sd delta  sd uniform
+    raw         -0.01038   0.00575     0.00764
+    lawa        -0.01076   0.00643     0.00742
+    sd_ema / sd_raw: 1.153 (F test p 0.76); sd_lawa / sd_raw: 1.118 (F test p 0.81)
+
+Neither average cuts the sd of the paired delta (goal: a cut of >= 30%; measured: it grew by
+15% and 12%, both within noise at 6 seeds), and both score every model ~0.01 bpb worse: under the cosine decay
+to 10% of the LR the last weights are already annealed, and an average of earlier ones lags
+them. The raw 6-seed sd (0.0058) matches ``benchmarks/crn.py``'s keyed init (0.0069).
 """
 
 from __future__ import annotations
