@@ -44,9 +44,10 @@ same trainings' and repeat between the two runs)::
     sd_ema / sd_raw: 1.153 (F test p 0.76); sd_lawa / sd_raw: 1.118 (F test p 0.81)
 
 Neither average cuts the sd of the paired delta (goal: a cut of >= 30%; measured: it grew by
-15% and 12%, both within noise at 6 seeds), and both score every model ~0.01 bpb worse: under the cosine decay
-to 10% of the LR the last weights are already annealed, and an average of earlier ones lags
-them. The raw 6-seed sd (0.0058) matches ``benchmarks/crn.py``'s keyed init (0.0069).
+15% and 12%, both within noise at 6 seeds), and both score every model ~0.01 bpb worse: under
+the cosine decay to 10% of the LR the last weights are already annealed, and an average of
+earlier ones lags them. The raw 6-seed sd (0.0058) matches ``benchmarks/crn.py``'s keyed
+init (0.0069).
 """
 
 from __future__ import annotations
