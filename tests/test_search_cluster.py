@@ -56,7 +56,10 @@ def cluster_env(base) -> dict[str, str]:
     so the cluster never reads ``~/.ray/auth_token`` and never depends on it existing.
     """
     env = {k: v for k, v in base.items() if not k.startswith("RAY_AUTH")}
-    return {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    # Ray 2.60's `ray start --block` drains a node for up to 30 s on SIGTERM (for Serve
+    # replicas); a test cluster has none, and the wait was 30 s of every teardown
+    return {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # fmt: skip
 
 
 @pytest.fixture
