@@ -112,10 +112,22 @@ def test_two_gloo_workers_train_the_one_worker_model(
 ) -> None:
     data = tiny_text.in_memory()  # pickled to the workers
     one = train_proxy(TINY, WIDTHS, data, TRAIN, seed=1, threads=1, device="cpu")
-    mp.start_processes(
-        _rank, args=(2, _free_port(), data, str(tmp_path)), nprocs=2, start_method="spawn"
-    )
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for attempt in (1, 2):
+        out = tmp_path / f"attempt{attempt}"  # a fresh folder: no file of a failed attempt
+        out.mkdir()
+        try:
+            mp.start_processes(
+                _rank, args=(2, _free_port(), data, str(out)), nprocs=2, start_method="spawn"
+            )
+            break
+        except mp.ProcessExitedException as err:
+            # A spawned gloo rank sometimes dies by SIGABRT ("terminate called without an active
+            # exception", ~1 run in 8 in CI; a barrier before leaving the group did not cure it
+            # under CI's load). A signal is the platform's, not a result: run once more; a
+            # wrong or missing result, or a second abort, still fails.
+            if attempt == 2 or err.signal_name != "SIGABRT":
+                raise
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["full"]["setup"]["workers"] == 2
     assert (ranks[0]["full"]["setup"]["micro_batch"], ranks[0]["full"]["setup"]["accum"]) == (8, 1)
     for run in ranks:
