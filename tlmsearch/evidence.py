@@ -31,7 +31,15 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.racing import SEPARATED, TIED, Lane, planned_seeds, race, race_settings
+from tlmsearch.racing import (
+    SEPARATED,
+    TIED,
+    Lane,
+    planned_seeds,
+    race,
+    race_settings,
+    recorded_lanes,
+)
 
 RACE, FAMILY = "race", "family"
 
@@ -129,10 +137,10 @@ def _race_decides(
     them: one decision, one interval."""
     out = eff.copy()
     lane_of = {ln.candidate: ln for ln in lanes}
-    if "race_decision" in trials and (trials["race_decision"].astype(str) != "").any():
+    recorded = recorded_lanes(trials, key)  # the one reader of the records, as race() reads them
+    if recorded:
         # a run that records its decisions: only those decide; a lane this table alone would
         # decide may be one the driver keeps racing (its next seed queued, not in the table)
-        recorded = set(trials.loc[trials["race_decision"].astype(str) != "", key].astype(str))
         lane_of = {c: ln if c in recorded else replace(ln, status="racing")
                    for c, ln in lane_of.items()}  # fmt: skip
     sep = []
