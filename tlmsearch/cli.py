@@ -197,14 +197,22 @@ app.add_typer(data_app, name="data")
 def data_prepare(
     sources: Annotated[
         list[str] | None,
-        typer.Argument(help="classics (built in), text files or folders, or .bin/.npy tokens"),
+        typer.Argument(
+            help="classics (built in), text files or folders, .jsonl/.parquet/.csv records or "
+            "a datasets folder (kind:path names the kind), or .bin/.npy tokens"
+        ),
     ] = None,
     study: Annotated[
         Path | None, typer.Option(help="Take the data section from this study YAML")
     ] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="bpe, bytes or file")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="bpe, bytes, file or hf")] = None,
     vocab_size: Annotated[int | None, typer.Option(help="BPE vocabulary size")] = None,
-    tokenizer_path: Annotated[str | None, typer.Option(help="A tokenizer.json")] = None,
+    tokenizer_path: Annotated[
+        str | None, typer.Option(help="A tokenizer.json, or a Hugging Face tokenizer folder")
+    ] = None,
+    text_field: Annotated[
+        str | None, typer.Option(help="The records' text column (default: text)")
+    ] = None,
     token_vocab_size: Annotated[
         int | None, typer.Option(help="Vocabulary of token files without a sidecar")
     ] = None,
@@ -223,6 +231,7 @@ def data_prepare(
             tokenizer_path=tokenizer_path,
             token_vocab_size=token_vocab_size,
             cache_dir=cache_dir,
+            text_field=text_field,
             overrides=set_ or [],
             console=_console(),
         )

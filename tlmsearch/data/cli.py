@@ -21,6 +21,7 @@ def data_config(
     tokenizer_path: str | None,
     token_vocab_size: int | None,
     cache_dir: str | None,
+    text_field: str | None = None,
     overrides: Sequence[str] = (),
 ) -> DataConfig:
     """The study's data section (or the defaults), with the command line's choices on top."""
@@ -39,13 +40,15 @@ def data_config(
         tok["vocab_size"] = vocab_size
     if tokenizer_path is not None:
         tok["path"] = tokenizer_path
-        if tokenizer is None:  # a path alone means "use this tokenizer.json"
-            tok["kind"] = "file"
+        if tokenizer is None:  # a path alone: a tokenizer.json, or a folder for AutoTokenizer
+            tok["kind"] = "hf" if Path(tokenizer_path).expanduser().is_dir() else "file"
     base["tokenizer"] = tok
     if token_vocab_size is not None:
         base["token_vocab_size"] = token_vocab_size
     if cache_dir is not None:
         base["cache_dir"] = cache_dir
+    if text_field is not None:
+        base["text_field"] = text_field
     try:
         return DataConfig.model_validate(base)
     except ValidationError as err:

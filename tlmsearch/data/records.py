@@ -7,7 +7,9 @@ never a whole file. A record that cannot be read (bad JSON, no text field, text 
 string) is a ``ConfigError`` naming the file and the line or row.
 
 Every record becomes one unit (a document stays in one split) with the group key
-``rec:<file>:<row>``.
+``rec:<name>:<row>``: the file's path under the source without its suffix (a ``datasets``
+folder's name) and the record's 0-based index, so the same records as JSONL, Parquet, CSV or a
+``datasets`` folder of the same name split and tokenize identically.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def _text(value: Any, where: str, field: str) -> str:
     )
 
 
-def _jsonl(path: Path, field: str) -> Iterator[tuple[int, str]]:
+def _jsonl(path: Path, field: str) -> Iterator[str]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
@@ -146,10 +148,10 @@ def _jsonl(path: Path, field: str) -> Iterator[tuple[int, str]]:
                     f"data.text_field: {where} has no field {field!r} (its keys: {keys}); "
                     "set data.text_field to the key that holds the text"
                 )
-            yield n, _text(record[field], where, field)
+            yield _text(record[field], where, field)
 
 
-def _csv(path: Path, field: str) -> Iterator[tuple[int, str]]:
+def _csv(path: Path, field: str) -> Iterator[str]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a document is longer than 128 KiB
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh)
@@ -162,14 +164,14 @@ def _csv(path: Path, field: str) -> Iterator[tuple[int, str]]:
         try:
             for row in reader:
                 where = f"{str(path)!r} line {reader.line_num}"
-                yield reader.line_num, _text(row[field], where, field)
+                yield _text(row[field], where, field)
         except csv.Error as err:
             raise ConfigError(
                 f"data.sources: {str(path)!r} line {reader.line_num} is not CSV ({err})"
             ) from None
 
 
-def _parquet(path: Path, field: str) -> Iterator[tuple[int, str]]:
+def _parquet(path: Path, field: str) -> Iterator[str]:
     import pyarrow.parquet as pq
 
     try:
@@ -187,11 +189,11 @@ def _parquet(path: Path, field: str) -> Iterator[tuple[int, str]]:
     row = 0
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[field]):
         for value in batch.column(0).to_pylist():
-            yield row, _text(value, f"{str(path)!r} row {row}", field)
+            yield _text(value, f"{str(path)!r} row {row}", field)
             row += 1
 
 
-def _datasets(path: Path, field: str) -> Iterator[tuple[str, str]]:
+def _datasets(path: Path, field: str) -> Iterator[str]:
     import datasets
 
     try:
@@ -201,9 +203,7 @@ def _datasets(path: Path, field: str) -> Iterator[tuple[str, str]]:
             f"data.sources: {str(path)!r} could not be loaded by datasets.load_from_disk ({err})"
         ) from None
     # A DatasetDict is read split by split (sorted); units are re-split by their keys anyway.
-    parts = (
-        sorted(loaded.items()) if isinstance(loaded, datasets.DatasetDict) else [("", loaded)]
-    )
+    parts = sorted(loaded.items()) if isinstance(loaded, datasets.DatasetDict) else [("", loaded)]
     for split, ds in parts:
         if field not in ds.column_names:
             raise ConfigError(
@@ -214,7 +214,9 @@ def _datasets(path: Path, field: str) -> Iterator[tuple[str, str]]:
         row = 0
         for batch in ds.select_columns([field]).iter(batch_size=BATCH_ROWS):
             for value in batch[field]:
-                yield f"{split}{row}", _text(value, f"{str(path)!r} row {row}", field)
+                yield _text(
+                    value, f"{str(path)!r}{' split ' + split if split else ''} row {row}", field
+                )
                 row += 1
 
 
@@ -224,17 +226,20 @@ def units(path: Path, kind: str, field: str) -> Iterator[tuple[Path, Iterator[Un
         yield path, _units(_datasets(path, field), path.name, path)
         return
     root = path if path.is_dir() else path.parent
+    read = {"jsonl": _jsonl, "parquet": _parquet, "csv": _csv}[kind]
     for f in files_of(path, kind):
-        read = {"jsonl": _jsonl, "parquet": _parquet, "csv": _csv}[kind]
-        yield f, _units(read(f, field), f.relative_to(root).as_posix(), f)
+        rel = f.relative_to(root).as_posix()
+        suffix = next((s for s in SUFFIXES[kind] if rel.lower().endswith(s)), "")
+        name = rel[: len(rel) - len(suffix)]  # 'jsonl:notes.txt' keeps its whole name
+        yield f, _units(read(f, field), name, f)
 
 
-def _units(rows: Iterator[tuple[Any, str]], rel: str, path: Path) -> Iterator[Unit]:
+def _units(rows: Iterator[str], name: str, path: Path) -> Iterator[Unit]:
     try:
-        for row, body in rows:
+        for row, body in enumerate(rows):
             clean = normalize(body)
             if clean:
-                yield Unit(f"rec:{rel}:{row}", clean)
+                yield Unit(f"rec:{name}:{row}", clean)
     except UnicodeDecodeError as err:
         raise ConfigError(
             f"data.sources: {str(path)!r} is not UTF-8 text (byte {err.start}); "
