@@ -54,6 +54,24 @@ NASTY_TEXT = [
     *("&a [1, *a]", "[]", "{}", "", "~", "yes", "off", "1_000_000", "0o777", "2**63", "-0"),
     *("1e-320", ": :", "- -", "[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]"),
 ]
+# The data section's own surface: source strings with and without a kind prefix, text fields and
+# tokenizer folders (validate must judge them without reading a file).
+SOURCES = ["jsonl:", "jsnl:x.jsonl", "datasets:~nosuchuser/ds", "parquet:/nonexistent/", "text::"]
+SOURCES += ["csv:" + "x" * 300, "a.jsonl.gz", "C:x.parquet", "http://x/y.jsonl", "hf", "\x00:x"]
+DATA_EDITS: list[dict[str, Any]] = [
+    {"sources": SOURCES},
+    {"sources": "jsonl:"},
+    {"text_field": ""},
+    {"text_field": "t" * 300},
+    {"text_field": None},
+    {"text_field": ["text"]},
+    {"tokenizer": {"kind": "hf"}},
+    {"tokenizer": {"kind": "hf", "path": ""}},
+    {"tokenizer": {"kind": "hf", "path": "~nosuchuser/tok"}},
+    {"tokenizer": {"kind": "hf", "path": ["a"]}},
+    {"tokenizer": {"kind": "HF", "path": "tok"}},
+]
+NASTY += SOURCES
 KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when"]
 WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
 WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
@@ -279,6 +297,13 @@ def make_case(
     doc: Any = copy.deepcopy(rng.choice(bases))
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         doc = set_field(rng, doc, fields) if rng.random() < 0.3 else mutate_tree(rng, doc)
+    if rng.random() < 0.04 and isinstance(doc, dict):
+        if not isinstance(doc.get("data"), dict):
+            doc["data"] = {}
+        edit = copy.deepcopy(rng.choice(DATA_EDITS))
+        if "sources" in edit and isinstance(edit["sources"], list):
+            edit["sources"] = rng.sample(SOURCES, rng.randint(1, 3))
+        doc["data"].update(edit)
     args = []
     kind = rng.random()
     if kind < 0.12 and isinstance(doc, dict) and isinstance(doc.get("space"), dict):
