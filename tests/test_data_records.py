@@ -455,3 +455,23 @@ def test_cli_prepares_records_with_a_tokenizer_folder(tmp_path: Path) -> None:
     res = runner.invoke(app, [*args, "--text-field", "body"])
     assert res.exit_code == 0, res.output
     assert "key " in res.output and f"vocab {load_hf_dir(tok_dir).vocab_size};" in res.output
+
+
+def test_token_files_with_a_tokenizer_folder_know_their_bytes(tmp_path: Path) -> None:
+    from tlmsearch.data.tokens import val_bytes_problem
+
+    texts = docs(200)
+    tok_dir = make_tokenizer_dir(tmp_path / "tok", texts)
+    ids = load_hf_dir(tok_dir).encode(["\n\n".join(texts)])[0]
+    src = tmp_path / "train.npy"
+    np.save(src, np.asarray(ids, dtype=np.uint16))
+    assert val_bytes_problem([str(src)], "bytes") is not None  # no sidecar, no tokenizer
+    assert val_bytes_problem([str(src)], "hf") is None
+    hf = {"kind": "hf", "path": str(tok_dir)}
+    vocab = load_hf_dir(tok_dir).vocab_size
+    data = prepare_data(
+        cfg([str(src)], tmp_path / "c", tokenizer=hf, token_vocab_size=vocab), progress=False
+    )
+    assert data.tokenizer_path and Path(data.tokenizer_path).is_file()
+    predicted = load_hf_dir(tok_dir).decode(np.asarray(data.val_tokens())[1:].tolist())
+    assert data.val_bytes == len(predicted.encode())

@@ -127,12 +127,12 @@ def _is_file(path: Path) -> bool:
 def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
     """Why bits per byte cannot be computed for these token files, or None when it can.
 
-    Text sources always know their bytes, and a tokenizer file decodes tokens back to text;
+    Text sources always know their bytes, and a tokenizer (file or folder) decodes tokens back;
     token files alone need a sidecar ``bytes_per_token`` (one value for all of them, as
     :mod:`tlmsearch.data.prepare` uses it).
     """
     paths = [_expanded(s) for s in sources]
-    if not paths or not all(is_token_file(p) for p in paths) or tokenizer_kind == "file":
+    if not paths or not all(is_token_file(p) for p in paths) or tokenizer_kind in ("file", "hf"):
         return None
     if not all(_is_file(p) for p in paths):
         return None  # preparing the data says which file is missing
@@ -143,6 +143,7 @@ def val_bytes_problem(sources: list[str], tokenizer_kind: str) -> str | None:
     why = "disagree" if found else "carry no byte count"
     return (
         f"val_bpb needs the UTF-8 bytes of the validation text, but the token files {why}; "
-        "give data.tokenizer {kind: file, path: tokenizer.json} (the tokenizer that made them), "
+        "give data.tokenizer {kind: file, path: tokenizer.json} or {kind: hf, path: a tokenizer "
+        "folder} (the tokenizer that made them), "
         'or a sidecar NAME.json with {"bytes_per_token": X}, or use objective val_loss'
     )
