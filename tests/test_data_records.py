@@ -475,3 +475,15 @@ def test_token_files_with_a_tokenizer_folder_know_their_bytes(tmp_path: Path) ->
     assert data.tokenizer_path and Path(data.tokenizer_path).is_file()
     predicted = load_hf_dir(tok_dir).decode(np.asarray(data.val_tokens())[1:].tolist())
     assert data.val_bytes == len(predicted.encode())
+
+
+def test_every_yaml_example_in_docs_data_md_validates() -> None:
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "data.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL)
+    assert len(blocks) >= 6
+    for block in blocks:
+        DataConfig.model_validate(yaml.safe_load(block)["data"])
