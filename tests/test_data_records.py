@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
@@ -226,6 +228,45 @@ def test_the_build_reads_and_encodes_in_bounded_chunks(
     assert n == sum(len(t) + 2 for t in big)  # bytes: every character and its blank line
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2**16 - 1), max_size=50), max_size=6),
+    st.sampled_from([np.uint16, np.uint32]),
+)
+def test_a_token_file_built_in_chunks_equals_np_save(chunks: list, dtype: type) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.npy"
+        tf = stream.TokenFile(path, np.dtype(dtype))
+        for c in chunks:
+            tf.write(np.asarray(c, dtype=np.int64))
+        tf.close()
+        want = np.asarray([i for c in chunks for i in c], dtype=dtype)
+        got = np.load(path, mmap_mode="r")
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        assert path.stat().st_size == tf.data_start + want.nbytes
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3000), st.integers(20, 200), st.integers(0, 10**6))
+def test_the_chunk_size_never_changes_the_tokens(chunk: int, n: int, seed: int) -> None:
+    import tempfile
+
+    texts = docs(n, seed=seed, words=(5, 40))  # a val unit of one window at least
+    old = stream.CHUNK_CHARS
+    with tempfile.TemporaryDirectory() as tmp:
+        src = write_jsonl(Path(tmp) / "c.jsonl", texts)
+        try:
+            stream.CHUNK_CHARS = chunk
+            small = prepare_data(cfg([str(src)], Path(tmp) / "a", seq_len=8), progress=False)
+        finally:
+            stream.CHUNK_CHARS = old
+        whole = prepare_data(cfg([str(src)], Path(tmp) / "b", seq_len=8), progress=False)
+        assert small.manifest["splits"] == whole.manifest["splits"]
+
+
 def test_streamed_val_is_ordered_by_key_hash_like_the_in_memory_split(tmp_path: Path) -> None:
     import hashlib
 
@@ -388,7 +429,14 @@ def test_hf_tokenizer_folder_encodes_as_auto_tokenizer_does(
     # bits per byte counts the predicted text exactly (byte-level BPE)
     val_text = auto.decode(np.asarray(data.val_tokens())[1:].tolist())
     assert data.val_bytes == len(val_text.encode())
-    # The same folder works for a plain text folder, and its key follows the files.
+    # A plain text folder (the in-memory path) encodes with it the same way.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("\n\n".join(texts))
+    plain = prepare_data(cfg([str(notes)], tmp_path / "c", tokenizer=hf), progress=False)
+    assert plain.manifest["inputs"]["kind"] == "text" and plain.vocab_size == len(auto)
+    assert auto.decode(np.asarray(plain.train_tokens()).tolist()).startswith(texts[0][:50])
+    # The folder's weights are no part of the key; its tokenizer files are.
     (tok_dir / "model.safetensors").write_bytes(b"changed weights: same key")
     assert prepare_data(cfg([str(src)], tmp_path / "c", tokenizer=hf), progress=False).key == (
         data.key

@@ -194,7 +194,13 @@ def _parquet(path: Path, field: str) -> Iterator[str]:
 
 
 def _datasets(path: Path, field: str) -> Iterator[str]:
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            f"data.sources: {str(path)!r} is a datasets folder, and reading it needs the datasets "
+            "package: pip install 'tlmsearch[data]'"
+        ) from None
 
     try:
         loaded = datasets.load_from_disk(str(path))

@@ -107,8 +107,13 @@ def load_hf_dir(path: str | Path) -> HFTokenizer:
             "tokenizer directory (what save_pretrained wrote); for a lone tokenizer.json use "
             "kind: file"
         )
-    from transformers import AutoTokenizer
-
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise ConfigError(
+            "data.tokenizer.kind: hf needs the transformers package: pip install "
+            "'tlmsearch[data]' (or give kind: file with the folder's tokenizer.json)"
+        ) from None
     try:
         tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, KeyError, ...
