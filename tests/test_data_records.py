@@ -296,6 +296,11 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], dict, str]:
         with open(p, "a") as fh:
             fh.write('{"text": "unterminated\n')
         return [str(p)], {}, r"a\.jsonl' line 31 is not JSON"
+    if case == "bad_json_under_bpe":  # raised inside the BPE trainer's pass over the records
+        p = write_jsonl(tmp_path / "a.jsonl", good)
+        with open(p, "a") as fh:
+            fh.write("{bad\n")
+        return [str(p)], {"tokenizer": {"kind": "bpe", "vocab_size": 300}}, r"line 31 is not"
     if case == "missing_field":
         p = write_jsonl(tmp_path / "a.jsonl", good, field="content")
         return [str(p)], {}, r"data\.text_field: .*a\.jsonl' line 1 has no field 'text'.*content"
@@ -338,6 +343,7 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], dict, str]:
     "case",
     [
         "bad_json",
+        "bad_json_under_bpe",
         "missing_field",
         "not_a_string",
         "unreadable_parquet",
