@@ -310,19 +310,19 @@ def test_a_killed_prepare_leaves_nothing_used(
     corpus: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = cfg_for(corpus, cache)
-    real_save = np.save
+    real_close = prep.stream.TokenFile.close
     calls = []
 
-    def dying_save(path: object, arr: object) -> None:
-        calls.append(path)
+    def dying_close(self: object) -> None:
+        calls.append(self)
         if len(calls) == 2:
             raise KeyboardInterrupt  # as if killed between two files
-        real_save(path, arr)
+        real_close(self)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(prep.np, "save", dying_save)
+    monkeypatch.setattr(prep.stream.TokenFile, "close", dying_close)
     with pytest.raises(KeyboardInterrupt):
         prepare_data(cfg, progress=False)
-    monkeypatch.setattr(prep.np, "save", real_save)
+    monkeypatch.setattr(prep.stream.TokenFile, "close", real_close)
     assert not any((cache / "prepared").iterdir())
     # A half-written folder under the final name (e.g. a crash from an older version) is rebuilt.
     key, _ = prep.cache_key(cfg)

@@ -541,3 +541,40 @@ def test_every_yaml_example_in_docs_data_md_validates() -> None:
     assert len(blocks) >= 6
     for block in blocks:
         DataConfig.model_validate(yaml.safe_load(block)["data"])
+
+
+@pytest.mark.parametrize("tok", [{"kind": "bytes"}, {"kind": "bpe", "vocab_size": 400}])
+# (3, 40): 3 units, none hashed into val, so the last train unit moves there; (4, 700): 60 units,
+# one in val and three in test by their hash.
+@pytest.mark.parametrize(("files", "paras"), [(3, 40), (4, 700)])
+def test_streamed_text_equals_the_in_memory_build(
+    tmp_path: Path, tok: dict, files: int, paras: int
+) -> None:
+    """A text folder streams now; its arrays (and so its cache key) are the in-memory path's."""
+    from test_data import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus", n_files=files, paras=paras)
+    data_cfg = cfg([str(corpus)], tmp_path / "c", tokenizer=tok)
+    _, sources = prep._classify(data_cfg)
+    bodies = {}
+    for name, build in (("memory", prep._build_text), ("stream", prep._build_stream)):
+        (tmp_path / name).mkdir()
+        with prep._Steps(False) as steps:
+            bodies[name] = build(data_cfg, sources, tmp_path, tmp_path / name, steps)
+        bodies[name].pop("peak_chunk_chars", None)
+    assert bodies["memory"] == bodies["stream"]
+    splits = bodies["stream"]["splits"]
+    assert (splits["val"]["units"], splits["test"]["units"]) == ((1, 0) if files == 3 else (1, 3))
+    for split in ("train", "val", "test"):
+        a, b = (np.load(tmp_path / name / f"{split}.npy") for name in ("memory", "stream"))
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    assert (tmp_path / "memory" / "tokenizer.json").read_bytes() == (
+        tmp_path / "stream" / "tokenizer.json"
+    ).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "stream").iterdir()) == [
+        "test.npy",
+        "tokenizer.json",
+        "train.npy",
+        "val.npy",
+    ]

@@ -2,9 +2,9 @@
 
 The cache key hashes what the tokens depend on (the sources' contents, the tokenizer settings and
 this module's format version), so a second prepare is instant and a changed source gets a new key.
-Records sources (JSONL, Parquet, CSV, a ``datasets`` folder: tlmsearch/data/records.py) may be
-larger than memory: they are keyed by their files' paths, sizes and mtimes, and the whole build
-streams through tlmsearch/data/stream.py.
+Records sources (JSONL, Parquet, CSV, a ``datasets`` folder: tlmsearch/data/records.py) are
+keyed by their files' paths, sizes and mtimes instead. A user's corpus may be larger than memory:
+its build streams through tlmsearch/data/stream.py; only the built-in corpora are built in memory.
 A folder is built under a temporary name and renamed into place only when complete: a prepare
 killed mid-way leaves nothing that a later run would use.
 
@@ -479,9 +479,11 @@ def build(cfg: DataConfig, *, progress: bool = True) -> tuple[Path, dict[str, An
     try:
         t0 = time.time()
         with _Steps(progress) as steps:
-            if kind == "text":
-                body = _build_text(cfg, sources, root, tmp, steps)
-            elif kind == "stream":
+            if kind == "text" and all(src.path is None for src in sources):
+                body = _build_text(cfg, sources, root, tmp, steps)  # built-in corpora: small
+            elif kind in ("text", "stream"):
+                # A user's text may be larger than memory; the arrays are the same either way,
+                # so a text folder keeps its cache key.
                 body = _build_stream(cfg, sources, root, tmp, steps)
             else:
                 body = _build_tokens(cfg, sources, tmp, steps)

@@ -1,12 +1,13 @@
 """Streaming preparation: units in, token arrays on disk, in bounded chunks.
 
-For corpora larger than memory (records sources, tlmsearch/data/records.py). Units arrive one at
-a time and go to their split by the hash of their group key (``text.split_of``), as in the
-in-memory path. Train text is encoded ``CHUNK_CHARS`` at a time and appended to ``train.npy``;
-val and test units are parked in 64 bucket files by the first bits of that hash and encoded
-bucket by bucket at the end, each bucket sorted by the full hash: the order ``text.assign``
-gives (so a prefix of the val tokens samples every source) while only one bucket, about 1/64 of
-the val split, is ever in memory.
+For corpora larger than memory: records (tlmsearch/data/records.py) and the user's text files.
+Units arrive one at a time and go to their split by the hash of their group key
+(``text.split_of``). Train text is encoded ``CHUNK_CHARS`` at a time and appended to
+``train.npy``; val and test units are parked in 64 bucket files by the first bits of that hash
+and encoded bucket by bucket at the end, each bucket sorted by the full hash: the order
+``text.assign`` gives (so a prefix of the val tokens samples every source) while only one
+bucket, about 1/64 of the val split, is ever in memory. The arrays are byte for byte those of
+the in-memory path (``prepare._build_text``, kept for the built-in corpora); a test checks it.
 
 Each ``.npy`` is written header first with length 0 and appended to; the header is rewritten
 with the final length when the split is done (numpy pads headers so the length can grow in
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +64,9 @@ class TokenFile:
 class _Split:
     """One split's token file and the counts and hashes its manifest entry records."""
 
-    def __init__(self, path: Path, tok: Tokenizer, dtype: np.dtype) -> None:
+    def __init__(self, path: Path, tok: Tokenizer, dtype: np.dtype, files: ExitStack) -> None:
         self.tokens = TokenFile(path, dtype)
+        files.callback(self.tokens.fh.close)  # on an error too (closing twice is a no-op)
         self.tok = tok
         self.text_sha = hashlib.sha256()
         self.units = 0
@@ -163,15 +166,37 @@ def write_splits(
     over the train split (to train BPE), so ``units`` is a factory: each call reads again.
     """
 
-    def train_texts() -> Iterable[str]:
-        return (u.text for u in units() if split_of(u.group) == "train")
+    def train_texts() -> Iterator[str]:
+        # The train split exactly as encoded below: without its last unit when that moves to val.
+        last, any_val = None, False
+        for u in units():
+            split = split_of(u.group)
+            any_val = any_val or split == "val"
+            if split == "train":
+                if last is not None:
+                    yield last
+                last = u.text
+        if last is not None and any_val:
+            yield last
 
     tok = tokenizer(train_texts)
     tok.save(out / "tokenizer.json")
     dtype = np.dtype(np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32)
+    with ExitStack() as files:
+        body = _write(units, _Split(out / "train.npy", tok, dtype, files), out, steps, what, files)
+    return {"vocab_size": tok.vocab_size, **body}
+
+
+def _write(
+    units: Callable[[], Iterable[Unit]],
+    train: _Split,
+    out: Path,
+    steps: Any,
+    what: str,
+    files: ExitStack,
+) -> dict[str, Any]:
     work = out / ".buckets"
     work.mkdir()
-    train = _Split(out / "train.npy", tok, dtype)
     held = {name: _Buckets(work, name) for name in ("val", "test")}
     last: Unit | None = None  # held back: the val unit of a corpus that hashed none there
     with steps.step("encode train; park val and test") as tick:
@@ -199,9 +224,9 @@ def write_splits(
     peak = max(train.peak_chars, *(h.peak_chars for h in held.values()))
     for name, buckets in held.items():
         with steps.step(f"encode {name}", total=N_BUCKETS) as tick:
-            split = _Split(out / f"{name}.npy", tok, dtype)
+            split = _Split(out / f"{name}.npy", train.tok, train.tokens.dtype, files)
             buckets.drain(split, tick)
             splits[name] = split.close()
             peak = max(peak, split.peak_chars)
     work.rmdir()
-    return {"vocab_size": tok.vocab_size, "splits": splits, "peak_chunk_chars": peak}
+    return {"splits": splits, "peak_chunk_chars": peak}
