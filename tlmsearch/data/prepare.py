@@ -335,13 +335,20 @@ def _stream_units(
 ) -> Iterator[text.Unit]:
     """Every unit of every source, one at a time (records never held whole)."""
     for src in sources:
-        if src.records is None:  # built-in corpora and text files are small: gathered at once
+        if src.path is None:  # a built-in corpus: a few MB, gathered at once
             units, lic = _gather_units(cfg, [src], root, steps)
             licenses[src.name] = lic[0]
             yield from units
             continue
-        assert src.path is not None
         licenses[src.name] = {"name": src.name, "license": "the user's own text (not recorded)"}
+        if src.records is None:  # text files, one at a time
+            files = text.text_files(src.path)
+            base = src.path if src.path.is_dir() else src.path.parent
+            with steps.step(f"read {src.name}", total=len(files)) as tick:
+                for f in files:
+                    yield from text.file_units(f, base)
+                    tick()
+            continue
         n_files = 1 if src.records == "datasets" else len(records.files_of(src.path, src.records))
         with steps.step(f"read {src.name}", total=n_files) as tick:
             for _, units in records.units(src.path, src.records, cfg.text_field):
