@@ -178,11 +178,10 @@ def test_folders_of_shards_prefixes_and_a_dataset_dict(tmp_path: Path) -> None:
     assert sum(s["units"] for s in got.manifest["splits"].values()) == 45
 
 
-def test_records_mix_with_text_files_and_classics_names(tmp_path: Path) -> None:
+def test_records_mix_with_text_files(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "a.txt").write_text("\n\n".join(docs(60, seed=2)))
-    write_jsonl(notes / "ignored.jsonl", docs(5, seed=4))  # a text folder stays a text folder
     rec = write_jsonl(tmp_path / "r.jsonl", docs(50, seed=1))
     text_only = prepare_data(cfg([str(notes)], tmp_path / "c"), progress=False)
     assert text_only.manifest["inputs"]["kind"] == "text"
@@ -190,6 +189,14 @@ def test_records_mix_with_text_files_and_classics_names(tmp_path: Path) -> None:
     assert both.manifest["inputs"]["kind"] == "stream"
     assert both.n_train_tokens > text_only.n_train_tokens
     assert [lic["name"] for lic in both.manifest["licenses"]] == [str(notes), str(rec)]
+    # A folder of both (a README beside the shards) names its kind, never guessed.
+    write_jsonl(notes / "shard.jsonl", docs(5, seed=4))
+    with pytest.raises(ConfigError, match=r"holds jsonl and text files.*'jsonl:"):
+        prepare_data(cfg([str(notes)], tmp_path / "c"), progress=False)
+    as_text = prepare_data(cfg([f"text:{notes}"], tmp_path / "c"), progress=False)
+    assert as_text.n_train_tokens == text_only.n_train_tokens
+    as_jsonl = prepare_data(cfg([f"jsonl:{notes}"], tmp_path / "c"), progress=False)
+    assert sum(s["units"] for s in as_jsonl.manifest["splits"].values()) == 5
 
 
 # -------------------------------------------------------------------------------------------------

@@ -53,7 +53,9 @@ def kind_of(path: Path, prefix: str | None) -> str | None:
 
     ``prefix`` is the kind the source named (``'jsonl'`` of ``'jsonl:x'``), or None. Without one
     a file goes by its suffix, a folder that ``save_to_disk`` wrote is ``datasets``, and a folder
-    holding record files but no text files is records (a folder with text files stays text).
+    holding record files of one kind is records. A folder holding text files and record files
+    (a README.md beside Parquet shards) is an error that asks for a prefix: read silently as
+    text, it would train on the README.
     """
     if prefix is not None:
         return prefix if prefix in RECORD_KINDS else None
@@ -63,14 +65,13 @@ def kind_of(path: Path, prefix: str | None) -> str | None:
         return "datasets"
     if path.is_dir():
         files = [p for p in path.rglob("*") if p.is_file()]
-        if any(p.suffix.lower() in TEXT_SUFFIXES for p in files):
-            return None
         kinds = {k for k in map(_suffix_kind, files) if k is not None}
+        if kinds and any(p.suffix.lower() in TEXT_SUFFIXES for p in files):
+            kinds.add("text")
         if len(kinds) > 1:
             raise ConfigError(
                 f"data.sources: folder {str(path)!r} holds {' and '.join(sorted(kinds))} "
-                "files; name one kind with a prefix (e.g. 'jsonl:" + str(path) + "') or give "
-                "each folder of its own"
+                f"files; name the kind to read with a prefix, e.g. '{sorted(kinds)[0]}:{path}'"
             )
         if kinds:
             return kinds.pop()
@@ -116,7 +117,7 @@ def identity(path: Path, kind: str) -> list[list[Any]]:
 
 
 # -------------------------------------------------------------------------------------------------
-# Readers: (row label, text) one at a time
+# Readers: each record's text, one at a time
 
 
 def _text(value: Any, where: str, field: str) -> str:
