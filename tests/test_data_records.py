@@ -576,7 +576,7 @@ def test_streamed_text_equals_the_in_memory_build(
 
     corpus = make_corpus(tmp_path / "corpus", n_files=files, paras=paras)
     data_cfg = cfg([str(corpus)], tmp_path / "c", tokenizer=tok)
-    _, sources = prep._classify(data_cfg)
+    _, sources = prep.classify(data_cfg)
     bodies = {}
     for name, build in (("memory", prep._build_text), ("stream", prep._build_stream)):
         (tmp_path / name).mkdir()

@@ -1,10 +1,8 @@
 """``prepare_data``: sources -> tokenizer -> token arrays, cached by content hash.
 
-The cache key hashes what the tokens depend on (the sources' contents, the tokenizer settings and
-this module's format version), so a second prepare is instant and a changed source gets a new key.
-Records sources (JSONL, Parquet, CSV, a ``datasets`` folder: tlmsearch/data/records.py) are
-keyed by their files' paths, sizes and mtimes instead. A user's corpus may be larger than memory:
-its build streams through tlmsearch/data/stream.py; only the built-in corpora are built in memory.
+The cache key (tlmsearch/data/sources.py) hashes what the tokens depend on, so a second prepare
+is instant and a changed source gets a new key. A user's corpus may be larger than memory: its
+build streams through tlmsearch/data/stream.py; only the built-in corpora are built in memory.
 A folder is built under a temporary name and renamed into place only when complete: a prepare
 killed mid-way leaves nothing that a later run would use.
 
@@ -29,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from tlmsearch.config import DataConfig, split_source
+from tlmsearch.config import DataConfig
 from tlmsearch.data import corpus, debian, records, stream, text, tokens
+from tlmsearch.data.sources import Source, cache_key, cache_root, classify
 from tlmsearch.data.tokenizer import (
     ByteTokenizer,
     HFTokenizer,
@@ -41,7 +40,6 @@ from tlmsearch.data.tokenizer import (
 )
 from tlmsearch.errors import ConfigError
 
-FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 
 
@@ -148,143 +146,6 @@ class _Steps:
         task = self.progress.add_task(description, total=total)
         yield lambda n=1: self.progress.advance(task, n)
         self.progress.update(task, total=total or 1, completed=total or 1)
-
-
-# -------------------------------------------------------------------------------------------------
-# Sources and the cache key
-
-
-def cache_root(cfg: DataConfig) -> Path:
-    root = cfg.cache_dir or os.environ.get("TLMSEARCH_CACHE") or "~/.cache/tlmsearch"
-    return Path(root).expanduser()
-
-
-def _sha256_file(path: Path) -> str:
-    return corpus.sha256_file(path)
-
-
-# The built-in corpora: 'classics' (pip only) and 'classics_plus' (classics + Debian packages).
-BUILT_IN = ("classics", debian.NAME)
-
-
-@dataclass(frozen=True)
-class Source:
-    """One entry of ``data.sources``: its name as written, its path, and its records kind."""
-
-    name: str
-    path: Path | None  # None: a built-in corpus
-    records: str | None = None  # 'jsonl' | 'parquet' | 'csv' | 'datasets'; None: text or tokens
-
-
-def _classify(cfg: DataConfig) -> tuple[str, list[Source]]:
-    """('text' | 'tokens' | 'stream', the sources); 'stream' when any source is records."""
-    kinds = set()
-    out: list[Source] = []
-    for src in cfg.sources:
-        if src in BUILT_IN:
-            kinds.add("text")
-            out.append(Source(src, None))
-            continue
-        prefix, raw = split_source(src)
-        path = Path(raw).expanduser()
-        kind = records.kind_of(path, prefix)
-        if kind is not None:
-            kinds.add("text")
-        elif prefix is None and tokens.is_token_file(path):
-            kinds.add("tokens")
-        elif path.exists():
-            kinds.add("text")
-        else:
-            raise ConfigError(
-                f"data.sources: {src!r} is not a built-in corpus ('classics', 'classics_plus') "
-                "and does not exist; give 'classics', a text file or folder, records (.jsonl, "
-                ".parquet, .csv, a datasets folder) or a token file (.bin, .npy)"
-            )
-        out.append(Source(src, path, kind))
-    if len(kinds) > 1:
-        raise ConfigError(
-            "data.sources: mixes text and token files; tokenize the text the same way or use "
-            "one kind"
-        )
-    kind = kinds.pop()
-    if any(s.records for s in out):
-        kind = "stream"
-    return kind, out
-
-
-# Files of a model folder that are no part of a tokenizer: left out of its cache key.
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx")
-
-
-def _tokenizer_key(cfg: DataConfig) -> dict[str, Any]:
-    tok = cfg.tokenizer
-    if tok.kind == "bpe":
-        return {"kind": "bpe", "vocab_size": tok.vocab_size}
-    if tok.kind == "bytes":
-        return {"kind": "bytes"}
-    assert tok.path is not None
-    path = Path(tok.path).expanduser()
-    if tok.kind == "hf":
-        if not path.is_dir():
-            load_hf_dir(path)  # raises the error that names the field
-        files = sorted(
-            f for f in path.rglob("*") if f.is_file() and f.suffix not in _WEIGHT_SUFFIXES
-        )
-        return {
-            "kind": "hf",
-            "files": [[f.relative_to(path).as_posix(), _sha256_file(f)] for f in files],
-        }
-    if not path.is_file():
-        raise ConfigError(
-            f"data.tokenizer.path: {tok.path!r} does not exist; give a tokenizer.json"
-        )
-    return {"kind": "file", "sha256": _sha256_file(path)}
-
-
-def cache_key(cfg: DataConfig) -> tuple[str, dict[str, Any]]:
-    """The content hash naming the prepared folder, and what went into it."""
-    kind, sources = _classify(cfg)
-    described: list[Any] = []
-    for src in sources:
-        name, path = src.name, src.path
-        if path is None:
-            described.append(
-                corpus.describe_source() if name == "classics" else debian.describe_source()
-            )
-        elif kind == "tokens":
-            described.append({"tokens": path.name, "sha256": _sha256_file(path)})
-        elif src.records is not None:
-            described.append(
-                {
-                    "records": src.records,
-                    "source": name,
-                    "root": str(path.resolve()),
-                    "files": records.identity(path, src.records),
-                }
-            )
-        else:
-            files = text.text_files(path)
-            root = path if path.is_dir() else path.parent
-            described.append(
-                {
-                    "text": name,
-                    "files": [[f.relative_to(root).as_posix(), _sha256_file(f)] for f in files],
-                }
-            )
-    what: dict[str, Any] = {"format": FORMAT_VERSION, "kind": kind, "sources": described}
-    if kind == "stream":
-        what["text_field"] = cfg.text_field
-    if kind != "tokens":
-        what["tokenizer"] = _tokenizer_key(cfg)
-    else:
-        what["token_vocab_size"] = cfg.token_vocab_size
-        # Both shape the folder too: the tokenizer.json copied for bits per byte, and the size
-        # of the val tail held out when no source is a val file.
-        what["val_tokens"] = cfg.val_tokens
-        if cfg.tokenizer.kind in ("file", "hf"):
-            what["tokenizer"] = _tokenizer_key(cfg)
-    blob = json.dumps(what, sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:24], what
 
 
 # -------------------------------------------------------------------------------------------------
@@ -480,7 +341,7 @@ def build(cfg: DataConfig, *, progress: bool = True) -> tuple[Path, dict[str, An
         return final, manifest
     if final.exists():  # damaged (e.g. a file deleted by hand): rebuild it
         shutil.rmtree(final, ignore_errors=True)
-    kind, sources = _classify(cfg)
+    kind, sources = classify(cfg)
     tmp = root / "prepared" / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
