@@ -473,7 +473,7 @@ def _execute(
                 name=f"session-{session}",
                 storage_path=str((run / "ray").resolve()),
                 verbose=0,
-                callbacks=[progress, TableWriter(str(run))],
+                callbacks=[progress, TableWriter(str(run)), *_trackers(cfg, run)],
                 # A lost worker is retried (the scheduler sets each trial's own limit: the
                 # baseline gets one more); an exception is a final report, never retried.
                 failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
@@ -519,6 +519,7 @@ def _finish(
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
     _write_status(run, status, counts=counts)
+    _track_study(run, cfg, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":
         reasons = sorted({r for r in trials["reason"] if r})[:3]
@@ -527,6 +528,30 @@ def _finish(
             + (f"; reasons: {' | '.join(reasons)}" if reasons else "")
         )
     return result
+
+
+def _trackers(cfg: StudyConfig, run: Path) -> list[Any]:
+    """Ray Tune callbacks of the trackers the YAML turns on (tracking.py imports them)."""
+    if not cfg.tracking.enabled():
+        return []
+    from tlmsearch.search.tracking import tracker_callbacks
+
+    return tracker_callbacks(cfg, run)
+
+
+def _track_study(run: Path, cfg: StudyConfig, doc: dict[str, Any], status: str, echo: Any) -> None:
+    """The verdict and best.yaml to the trackers; a tracker that fails to take them is a
+    warning (the run dir has them), never a failed run."""
+    if not cfg.tracking.enabled():
+        return
+    from tlmsearch.search.tracking import log_study
+
+    try:
+        names = log_study(cfg, run, doc, status)
+    except Exception as err:
+        echo(f"warning: the trackers did not take the verdict ({type(err).__name__}: {err})")
+        return
+    echo(f"tracking: the verdict and best.yaml logged to {', '.join(names)}")
 
 
 def keep_best_weights(run: Path, trials: Any, best: list[dict[str, Any]]) -> int:
