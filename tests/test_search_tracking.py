@@ -221,3 +221,108 @@ def test_the_study_run_gets_the_verdict_and_best_yaml(tmp_path):
     assert study.data.tags["verdict"] == "c is best" and study.data.tags["best"] == "c"
     assert study.data.metrics["best.val_bpb"] == 2.0
     assert [a.path for a in client.list_artifacts(study.info.run_id)] == ["best.yaml"]
+
+
+# -------------------------------------------------------------------------------------------------
+# End to end: a tiny study with all three trackers, then a resume
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    """uniform and one candidate x 2 seeds (4 trials), every tracker on, then `resume`."""
+    import ray
+
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.cluster import start_ray, stop_ray
+
+    tmp = tmp_path_factory.mktemp("tracked")
+    study = tiny_study(
+        tmp,
+        search={"candidates": [{"shape": "linear", "r_start": 1.5}], "seeds": [0, 1]},
+        train={"tokens": 4096, "eval_every_tokens": 2048},
+        tracking={"mlflow": True, "wandb": {"project": "tiny-tracked"}, "tensorboard": True},
+    )
+    path = tmp / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    owned = not ray.is_initialized()
+    if owned:
+        start_ray(RayConfig(num_cpus=2))
+    try:
+        first = runner.invoke(app, ["run", str(path)])
+        again = runner.invoke(app, ["resume", str(tmp / "runs" / "tiny")])
+    finally:
+        if owned:
+            stop_ray()
+    return first, again, tmp / "runs" / "tiny"
+
+
+@pytest.mark.slow
+def test_every_tracker_gets_each_trial_and_the_study(tracked):
+    from mlflow import MlflowClient
+
+    first, _, run = tracked
+    assert first.exit_code == 0, first.output
+    assert "tracking: the verdict and best.yaml logged to mlflow, wandb, tensorboard" in " ".join(
+        first.output.split()
+    )
+    # MLflow: a run per trial under the study's run, grouped by candidate, curve at tokens
+    client = MlflowClient(tracking_uri=f"sqlite:///{run.resolve() / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("tiny").experiment_id
+    runs = client.search_runs([exp])
+    (study,) = [r for r in runs if r.data.tags[tracking.KIND] == "study"]
+    trials = [r for r in runs if r.data.tags[tracking.KIND] == "trial"]
+    assert len(trials) == 4
+    groups = sorted((r.data.tags["candidate"], r.data.tags["seed"]) for r in trials)
+    cand = "linear 1.5->0.5"
+    assert groups == [(cand, "0"), (cand, "1"), ("uniform", "0"), ("uniform", "1")]
+    for r in trials:
+        assert r.data.tags["mlflow.parentRunId"] == study.info.run_id
+        assert r.info.status == "FINISHED" and r.data.tags["outcome"] == "complete"
+        assert r.data.params["seed"] == r.data.tags["seed"]
+        assert len(json.loads(r.data.params["widths"])) == 2
+        curve = client.get_metric_history(r.info.run_id, "val_bpb")
+        assert [m.step for m in curve] == [2048, 4096]
+    assert study.info.status == "FINISHED"
+    verdict = yaml.safe_load((run / "best.yaml").read_text()).get("verdict", "")
+    assert study.data.tags["verdict"] == verdict
+    assert [a.path for a in client.list_artifacts(study.info.run_id)] == ["best.yaml"]
+    assert (run / "mlflow-artifacts").is_dir()
+    # W&B offline: a run folder per trial and the study's, each with its group
+    folders = sorted((run / "wandb").glob("offline-run-*"))
+    trial_records = [_record(f) for f in folders if not f.name.endswith(_study_id(run))]
+    assert len(trial_records) == 4
+    assert sum(b"linear 1.5->0.5" in r for r in trial_records) == 2
+    assert sum(b"uniform" in r and b"linear 1.5" not in r for r in trial_records) == 2
+    assert all(b"val_bpb" in r and b"tokens" in r for r in trial_records)
+    study_records = [_record(f) for f in folders if f.name.endswith(_study_id(run))]
+    assert study_records and all(b"verdict" in r for r in study_records)
+    # TensorBoard: event files in each trial's folder, and the study's text
+    events = list((run / "ray").glob("session-0/trial_*/events.out.tfevents.*"))
+    assert len(events) == 4
+    assert list((run / "ray" / "study").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_a_resume_adds_no_tracker_run_for_finished_trials(tracked):
+    from mlflow import MlflowClient
+
+    _, again, run = tracked
+    assert again.exit_code == 0, again.output
+    assert "nothing left to run" in again.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{run.resolve() / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("tiny").experiment_id
+    kinds = [r.data.tags[tracking.KIND] for r in client.search_runs([exp])]
+    assert sorted(kinds) == ["study", "trial", "trial", "trial", "trial"]
+    # W&B: the resume's summary is a second offline folder of the same study run (one id)
+    folders = list((run / "wandb").glob("offline-run-*"))
+    assert len(folders) == 6
+    assert sum(f.name.endswith(_study_id(run)) for f in folders) == 2
+
+
+def _record(folder: Path) -> bytes:
+    """An offline W&B run's records (protobuf): the group, config and metrics are in it."""
+    return next(folder.glob("run-*.wandb")).read_bytes()
+
+
+def _study_id(run: Path) -> str:
+    return "study-" + tracking.run_key(str(run.resolve()))

@@ -325,6 +325,11 @@ class WandbTracker(WandbLoggerCallback):
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         self.where.mkdir(parents=True, exist_ok=True)
+        if self.kwargs["mode"] == "offline":
+            # Ray's setup demands an API key unless the WANDB_MODE variable says offline;
+            # offline needs none (the project is the YAML's, the group the candidate's)
+            self.api_key_file = None
+            return
         super().setup(*args, **kwargs)
 
     def log_trial_start(self, trial: Any) -> None:
@@ -448,6 +453,10 @@ def _wandb_study(cfg: StudyConfig, run: Path, best: Path, summary: dict[str, Any
         dir=str(where),
         mode=opts.mode,
         name=f"{cfg.name} study",
+        # one W&B run per run dir: a resume's summary goes to the same run (W&B merges an
+        # offline folder of the same id when it syncs)
+        id=f"study-{run_key(str(run.resolve()))}",
+        resume="allow",
         group="study",
         job_type="study",
         config=cfg.to_dict(),
