@@ -78,6 +78,8 @@ def test_each_token_count_is_logged_once_per_trial():
     assert steps.new_point(a, {"tokens": 1024, "val_bpb": 3.5}) is None  # a retry's replay
     assert steps.new_point(b, {"tokens": 1024, "val_bpb": 3.5}) is not None
     assert steps.new_point(a, {"tokens": 4096, "val_bpb": 2.9})["tokens"] == 4096.0
+    steps.forget(a)  # a new tracker run of the trial: its whole curve again
+    assert steps.first(a) and steps.new_point(a, {"tokens": 2048, "val_bpb": 3.0}) is not None
 
 
 def test_widths_become_params():

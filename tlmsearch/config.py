@@ -589,7 +589,7 @@ class MlflowTracking(Strict):
     def _a_uri(cls, v: str | None) -> str | None:
         if v is not None and not _URI.fullmatch(v):
             raise ValueError(
-                f"{short(v)} is not a tracking URI; give sqlite:///abs/path/mlflow.db, "
+                "not a tracking URI; give sqlite:///abs/path/mlflow.db, "
                 "http://host:5000, or leave it out for a SQLite file in the run dir"
             )
         return v
@@ -607,7 +607,7 @@ class WandbTracking(Strict):
     @classmethod
     def _slug(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
-            raise ValueError(f"{short(v)}: W&B names take letters, digits, '_', '-' and '.' only")
+            raise ValueError("W&B names take letters, digits, '_', '-' and '.' only")
         return v
 
 

@@ -129,6 +129,10 @@ class _Steps:
         self._last[trial.trial_id] = point["tokens"]
         return point
 
+    def forget(self, trial: Any) -> None:
+        """Take this trial's points from the start again (a new tracker run of it)."""
+        self._last.pop(trial.trial_id, None)
+
     def first(self, trial: Any) -> bool:
         """Whether no point of this trial was taken yet."""
         return trial.trial_id not in self._last
@@ -333,6 +337,11 @@ class WandbTracker(WandbLoggerCallback):
         super().setup(*args, **kwargs)
 
     def log_trial_start(self, trial: Any) -> None:
+        if trial in self._trial_logging_futures:
+            return
+        # Ray ends a trial's W&B run when the trial errs: one it starts again (a lost worker)
+        # is a new W&B run, which gets the whole curve (the retry reports its earlier evals)
+        self._steps.forget(trial)
         facts = trial_facts(trial.config)
         config = {**facts.params, "candidate": facts.label, "study": self.study}
         if facts.number is not None:
