@@ -328,3 +328,46 @@ def _record(folder: Path) -> bytes:
 
 def _study_id(run: Path) -> str:
     return "study-" + tracking.run_key(str(run.resolve()))
+
+
+# -------------------------------------------------------------------------------------------------
+# Before anything starts: a named server must answer, W&B online needs a key
+
+
+def test_an_mlflow_server_that_does_not_answer_is_refused_naming_the_uri(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    cfg = tiny_config(tmp_path, tracking={"mlflow": {"uri": uri}})
+    with pytest.raises(ConfigError, match=rf"tracking\.mlflow\.uri: cannot reach {uri}"):
+        tracking.preflight(cfg)
+
+
+def test_an_mlflow_server_that_answers_passes(tmp_path):
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    try:  # the handler answers 501 to GET: an answer is enough
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        tracking.preflight(tiny_config(tmp_path, tracking={"mlflow": {"uri": uri}}))
+    finally:
+        server.server_close()
+    tracking.preflight(tiny_config(tmp_path, tracking={"mlflow": True, "wandb": True}))
+
+
+def test_wandb_online_without_a_key_is_refused(tmp_path, monkeypatch):
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no W&B settings
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    cfg = tiny_config(tmp_path, tracking={"wandb": {"mode": "online"}})
+    with pytest.raises(ConfigError, match=r"tracking\.wandb\.mode: online needs a W&B API key"):
+        tracking.preflight(cfg)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    tracking.preflight(cfg)

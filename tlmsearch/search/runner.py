@@ -108,6 +108,7 @@ def run_study(
     url = storage_url(cfg.storage, run.resolve())
     make_pruner(cfg)  # bad pruner options are input errors: before anything starts
     make_sampler(cfg)
+    _check_trackers(cfg)
     optuna_name = study_name or cfg.name
     check_names_free(cfg.storage, url, [optuna_name])  # before Ray starts and data is prepared
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
@@ -175,6 +176,7 @@ def resume_run(
         raise ConfigError(
             f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
         )
+    _check_trackers(cfg)  # before the storage is touched
     requeued = requeue_interrupted(study, cfg, run)
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
@@ -537,6 +539,14 @@ def _trackers(cfg: StudyConfig, run: Path) -> list[Any]:
     from tlmsearch.search.tracking import tracker_callbacks
 
     return tracker_callbacks(cfg, run)
+
+
+def _check_trackers(cfg: StudyConfig) -> None:
+    """A tracker's server reachable and its key found, before data and Ray (tracking.py)."""
+    if cfg.tracking.enabled():
+        from tlmsearch.search.tracking import preflight
+
+        preflight(cfg)
 
 
 def _track_study(run: Path, cfg: StudyConfig, doc: dict[str, Any], status: str, echo: Any) -> None:

@@ -35,6 +35,7 @@ from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig
+from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.space import describe
 
@@ -164,6 +165,37 @@ def _outcome(trial: Any) -> str:
     from tlmsearch.search.progress import outcome
 
     return outcome(trial, ended=True)
+
+
+def preflight(cfg: StudyConfig) -> None:
+    """Trackers that talk to a server: reachable, and with a key, before anything starts
+    (Ray would find out after the data and Ray are up, and MLflow retries for minutes)."""
+    opts = cfg.tracking.mlflow
+    if opts is not None and opts.uri and opts.uri.startswith(("http://", "https://")):
+        import urllib.error
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(opts.uri.rstrip("/") + "/health", timeout=10).close()
+        except urllib.error.HTTPError:
+            pass  # it answered (a proxy's 401, a server without /health): reachable
+        except (OSError, ValueError) as err:
+            raise ConfigError(
+                f"tracking.mlflow.uri: cannot reach {opts.uri} ({err}); start the server "
+                "(mlflow server --host 127.0.0.1 --port 5000), or leave uri out for a SQLite "
+                "file in the run dir"
+            ) from None
+    wandb_opts = cfg.tracking.wandb
+    if wandb_opts is not None and wandb_opts.mode == "online":
+        from ray.air.integrations.wandb import _set_api_key
+
+        try:
+            _set_api_key()  # Ray's own check: WANDB_API_KEY, `wandb login`, or its hook
+        except ValueError:
+            raise ConfigError(
+                "tracking.wandb.mode: online needs a W&B API key: run `wandb login` or set "
+                "WANDB_API_KEY, or use mode: offline (`wandb sync` uploads later)"
+            ) from None
 
 
 # -------------------------------------------------------------------------------------------------
