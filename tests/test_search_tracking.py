@@ -300,7 +300,9 @@ def test_every_tracker_gets_each_trial_and_the_study(tracked):
     assert study_records and all(b"verdict" in r for r in study_records)
     # TensorBoard: event files in each trial's folder, and the study's text
     events = list((run / "ray").glob("session-0/trial_*/events.out.tfevents.*"))
-    assert len(events) == 4
+    assert len(events) == 4  # ours, in place of Ray's own (step = iteration)
+    for path in events:
+        assert _scalars(path)["ray/tune/val_bpb"] == [2048, 4096]
     assert list((run / "ray" / "study").glob("events.out.tfevents.*"))
 
 
@@ -319,6 +321,24 @@ def test_a_resume_adds_no_tracker_run_for_finished_trials(tracked):
     folders = list((run / "wandb").glob("offline-run-*"))
     assert len(folders) == 6
     assert sum(f.name.endswith(_study_id(run)) for f in folders) == 2
+
+
+def _scalars(path: Path) -> dict[str, list[int]]:
+    """A TensorBoard event file's scalars: tag -> steps (TFRecord framing: length, crc, data,
+    crc)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    data, out, at = path.read_bytes(), {}, 0
+    while at < len(data):
+        (n,) = struct.unpack("<Q", data[at : at + 8])
+        event = event_pb2.Event.FromString(data[at + 12 : at + 12 + n])
+        at += 12 + n + 4
+        for value in event.summary.value:
+            if value.HasField("simple_value"):
+                out.setdefault(value.tag, []).append(event.step)
+    return out
 
 
 def _record(folder: Path) -> bytes:
