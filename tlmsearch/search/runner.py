@@ -475,7 +475,11 @@ def _execute(
                 name=f"session-{session}",
                 storage_path=str((run / "ray").resolve()),
                 verbose=0,
-                callbacks=[progress, TableWriter(str(run)), *_trackers(cfg, run)],
+                callbacks=[
+                    progress,
+                    TableWriter(str(run)),
+                    *_trackers(cfg, run, study.study_name),
+                ],
                 # A lost worker is retried (the scheduler sets each trial's own limit: the
                 # baseline gets one more); an exception is a final report, never retried.
                 failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
@@ -521,7 +525,7 @@ def _finish(
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
     _write_status(run, status, counts=counts)
-    _track_study(run, cfg, doc, status, echo)
+    _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":
         reasons = sorted({r for r in trials["reason"] if r})[:3]
@@ -532,13 +536,13 @@ def _finish(
     return result
 
 
-def _trackers(cfg: StudyConfig, run: Path) -> list[Any]:
+def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
     """Ray Tune callbacks of the trackers the YAML turns on (tracking.py imports them)."""
     if not cfg.tracking.enabled():
         return []
     from tlmsearch.search.tracking import tracker_callbacks
 
-    return tracker_callbacks(cfg, run)
+    return tracker_callbacks(cfg, run, name)
 
 
 def _check_trackers(cfg: StudyConfig) -> None:
@@ -549,7 +553,9 @@ def _check_trackers(cfg: StudyConfig) -> None:
         preflight(cfg)
 
 
-def _track_study(run: Path, cfg: StudyConfig, doc: dict[str, Any], status: str, echo: Any) -> None:
+def _track_study(
+    run: Path, cfg: StudyConfig, name: str, doc: dict[str, Any], status: str, echo: Any
+) -> None:
     """The verdict and best.yaml to the trackers; a tracker that fails to take them is a
     warning (the run dir has them), never a failed run."""
     if not cfg.tracking.enabled():
@@ -557,7 +563,7 @@ def _track_study(run: Path, cfg: StudyConfig, doc: dict[str, Any], status: str, 
     from tlmsearch.search.tracking import log_study
 
     try:
-        names = log_study(cfg, run, doc, status)
+        names = log_study(cfg, run, doc, status, name)
     except Exception as err:
         echo(f"warning: the trackers did not take the verdict ({type(err).__name__}: {err})")
         return

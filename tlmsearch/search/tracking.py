@@ -202,14 +202,19 @@ def preflight(cfg: StudyConfig) -> None:
 # The callbacks
 
 
-def tracker_callbacks(cfg: StudyConfig, run: Path) -> list[Any]:
-    """The Ray Tune callbacks of the trackers ``cfg.tracking`` turns on (none by default)."""
+def tracker_callbacks(cfg: StudyConfig, run: Path, name: str | None = None) -> list[Any]:
+    """The Ray Tune callbacks of the trackers ``cfg.tracking`` turns on (none by default).
+
+    ``name``: the study's name in the trackers (the default MLflow experiment and W&B
+    project): the Optuna study's, which for a ladder rung is ``<ladder>.rung-K``; default
+    ``cfg.name``.
+    """
     on = cfg.tracking.enabled()
     out: list[Any] = []
     if "mlflow" in on:
-        out.append(MlflowTracker(cfg, run))
+        out.append(MlflowTracker(cfg, run, name or cfg.name))
     if "wandb" in on:
-        out.append(WandbTracker(cfg, run))
+        out.append(WandbTracker(cfg, run, name or cfg.name))
     if "tensorboard" in on:
         out.append(TensorboardTracker())
     return out
@@ -219,15 +224,15 @@ class MlflowTracker(MLflowLoggerCallback):
     """Ray's MLflow callback: a run per trial under the study's parent run, tagged with its
     candidate and seed, its curve at step = tokens."""
 
-    def __init__(self, cfg: StudyConfig, run: Path) -> None:
+    def __init__(self, cfg: StudyConfig, run: Path, name: str) -> None:
         opts = cfg.tracking.mlflow
         assert opts is not None
         self.run_dir = str(run.resolve())
-        self.study = cfg.name
+        self.study = name
         super().__init__(
             tracking_uri=mlflow_uri(cfg, run),
-            experiment_name=opts.experiment or cfg.name,
-            tags={"tlmsearch.study": cfg.name, KIND: "trial", **_run_tags(self.run_dir)},
+            experiment_name=opts.experiment or name,
+            tags={"tlmsearch.study": name, KIND: "trial", **_run_tags(self.run_dir)},
         )
         self._steps = _Steps()
         self.parent_id = ""
@@ -348,15 +353,15 @@ class WandbTracker(WandbLoggerCallback):
 
     _logger_actor_cls = _TokensActor
 
-    def __init__(self, cfg: StudyConfig, run: Path) -> None:
+    def __init__(self, cfg: StudyConfig, run: Path, name: str) -> None:
         opts = cfg.tracking.wandb
         assert opts is not None
         self.where = wandb_dir(cfg, run)
         kwargs: dict[str, Any] = {"mode": opts.mode, "dir": str(self.where)}
         if opts.entity:
             kwargs["entity"] = opts.entity
-        super().__init__(project=opts.project or cfg.name, **kwargs)
-        self.study = cfg.name
+        super().__init__(project=opts.project or name, **kwargs)
+        self.study = name
         self._steps = _Steps()
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
@@ -424,17 +429,20 @@ class TensorboardTracker(TBXLoggerCallback):
 # The study's end
 
 
-def log_study(cfg: StudyConfig, run: Path, doc: dict[str, Any], status: str) -> list[str]:
+def log_study(
+    cfg: StudyConfig, run: Path, doc: dict[str, Any], status: str, name: str | None = None
+) -> list[str]:
     """The verdict and best.yaml, to every tracker turned on: an MLflow study run (the trials'
     parent) with best.yaml as an artifact, a W&B run of job_type study, a TensorBoard text.
-    Returns the trackers written."""
+    ``name`` as for :func:`tracker_callbacks`. Returns the trackers written."""
+    name = name or cfg.name
     on = cfg.tracking.enabled()
     best = run / "best.yaml"
     summary = study_summary(doc, status)
     if "mlflow" in on:
-        _mlflow_study(cfg, run, best, summary, status)
+        _mlflow_study(cfg, run, name, best, summary, status)
     if "wandb" in on:
-        _wandb_study(cfg, run, best, summary)
+        _wandb_study(cfg, run, name, best, summary)
     if "tensorboard" in on:
         _tensorboard_study(run, best, summary)
     return on
@@ -463,14 +471,14 @@ def study_summary(doc: dict[str, Any], status: str) -> dict[str, Any]:
 
 
 def _mlflow_study(
-    cfg: StudyConfig, run: Path, best: Path, summary: dict[str, Any], status: str
+    cfg: StudyConfig, run: Path, name: str, best: Path, summary: dict[str, Any], status: str
 ) -> None:
     opts = cfg.tracking.mlflow
     assert opts is not None
     uri = mlflow_uri(cfg, run)
     client = _mlflow_client(uri)
-    experiment_id = _mlflow_experiment(client, uri, opts.experiment or cfg.name)
-    run_id = study_run(client, experiment_id, str(run.resolve()), cfg.name)
+    experiment_id = _mlflow_experiment(client, uri, opts.experiment or name)
+    run_id = study_run(client, experiment_id, str(run.resolve()), name)
     for key, value in summary.items():
         if isinstance(value, float):
             client.log_metric(run_id, key, value)
@@ -481,7 +489,9 @@ def _mlflow_study(
     client.set_terminated(run_id, status=STUDY_STATUS.get(status, "FINISHED"))
 
 
-def _wandb_study(cfg: StudyConfig, run: Path, best: Path, summary: dict[str, Any]) -> None:
+def _wandb_study(
+    cfg: StudyConfig, run: Path, name: str, best: Path, summary: dict[str, Any]
+) -> None:
     import wandb
 
     opts = cfg.tracking.wandb
@@ -490,10 +500,10 @@ def _wandb_study(cfg: StudyConfig, run: Path, best: Path, summary: dict[str, Any
     where.mkdir(parents=True, exist_ok=True)
     kwargs = {"entity": opts.entity} if opts.entity else {}
     tracker = wandb.init(
-        project=opts.project or cfg.name,
+        project=opts.project or name,
         dir=str(where),
         mode=opts.mode,
-        name=f"{cfg.name} study",
+        name=f"{name} study",
         # one W&B run per run dir: a resume's summary goes to the same run (W&B merges an
         # offline folder of the same id when it syncs)
         id=f"study-{run_key(str(run.resolve()))}",
@@ -507,7 +517,7 @@ def _wandb_study(cfg: StudyConfig, run: Path, best: Path, summary: dict[str, Any
     try:
         tracker.summary.update(summary)
         if best.is_file():
-            artifact = wandb.Artifact(f"{cfg.name}-best", type="best")
+            artifact = wandb.Artifact(f"{name}-best", type="best")
             artifact.add_file(str(best))
             tracker.log_artifact(artifact)
     finally:
