@@ -391,3 +391,20 @@ def test_wandb_online_without_a_key_is_refused(tmp_path, monkeypatch):
         tracking.preflight(cfg)
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     tracking.preflight(cfg)
+
+
+def test_a_tracker_that_fails_at_the_end_is_a_warning_not_a_failed_run(tmp_path, monkeypatch):
+    from tlmsearch.search import runner
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("server gone")
+
+    monkeypatch.setattr(tracking, "log_study", broken)
+    lines: list[str] = []
+    cfg = tiny_config(tmp_path, tracking={"tensorboard": True})
+    runner._track_study(tmp_path, cfg, "tiny", {"best": []}, "finished", lines.append)
+    assert lines == [
+        "warning: the trackers did not take the verdict (ConnectionError: server gone)"
+    ]
+    runner._track_study(tmp_path, tiny_config(tmp_path), "tiny", {}, "finished", lines.append)
+    assert len(lines) == 1  # no tracker: nothing said
