@@ -287,7 +287,8 @@ def test_every_tracker_gets_each_trial_and_the_study(tracked):
     assert study.info.status == "FINISHED"
     verdict = yaml.safe_load((run / "best.yaml").read_text()).get("verdict", "")
     assert study.data.tags["verdict"] == verdict
-    assert [a.path for a in client.list_artifacts(study.info.run_id)] == ["best.yaml"]
+    artifacts = sorted(a.path for a in client.list_artifacts(study.info.run_id))
+    assert artifacts == ["best.yaml", "study.yaml"]
     assert (run / "mlflow-artifacts").is_dir()
     # W&B offline: a run folder per trial and the study's, each with its group
     folders = sorted((run / "wandb").glob("offline-run-*"))
