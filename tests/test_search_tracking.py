@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import tracking
-from tlmsearch.search.tracking import curve_point, study_summary, trial_facts
+from tlmsearch.search import tracking, tracking_study
+from tlmsearch.search.tracking import curve_point, trial_facts
+from tlmsearch.search.tracking_study import study_summary
 
 runner = CliRunner()
 
@@ -215,7 +216,7 @@ def test_the_study_run_gets_the_verdict_and_best_yaml(tmp_path):
     run.mkdir(parents=True)
     (run / "best.yaml").write_text("best: []\n")
     doc = {"best": [{"candidate": "c", "values": {"val_bpb": 2.0}}], "verdict": "c is best"}
-    assert tracking.log_study(cfg, run, doc, "finished") == ["mlflow"]
+    assert tracking_study.log_study(cfg, run, doc, "finished") == ["mlflow"]
     client = _client(tmp_path)
     exp = client.get_experiment_by_name("exp").experiment_id
     (study,) = client.search_runs([exp])
@@ -400,7 +401,7 @@ def test_a_tracker_that_fails_at_the_end_is_a_warning_not_a_failed_run(tmp_path,
     def broken(*args, **kwargs):
         raise ConnectionError("server gone")
 
-    monkeypatch.setattr(tracking, "log_study", broken)
+    monkeypatch.setattr(tracking_study, "log_study", broken)
     lines: list[str] = []
     cfg = tiny_config(tmp_path, tracking={"tensorboard": True})
     runner._track_study(tmp_path, cfg, "tiny", {"best": []}, "finished", lines.append)

@@ -560,7 +560,7 @@ def _track_study(
     warning (the run dir has them), never a failed run."""
     if not cfg.tracking.enabled():
         return
-    from tlmsearch.search.tracking import log_study
+    from tlmsearch.search.tracking_study import log_study
 
     try:
         names = log_study(cfg, run, doc, status, name)
