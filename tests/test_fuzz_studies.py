@@ -1,13 +1,14 @@
 """Fuzzing ``tlmsearch validate`` and ``tlmsearch widths``: bad input is exit 2, never a crash.
 
 Mutations of the shipped studies (their search spaces by name, inline, in a file of their own,
-or overridden with ``--set``): wrong types, huge and negative numbers, NaN/inf, deleted,
-misspelled and unknown keys, lists for mappings, deep nesting, alias bombs, broken YAML. Every
-field of the study schema (read from the pydantic models, so a key added tomorrow is fuzzed
-without being listed here) is also set to such values, present in a shipped study or not. Every
-case must end with exit 0 or 2 and no traceback, within a time limit, and the whole loop runs
-in a child process under an address-space cap (``RLIMIT_AS``): a size that is not bounded
-before something is allocated fails here instead of taking the machine down.
+or overridden with ``--set``; the quickstart with every tracker on): wrong types, huge and
+negative numbers, NaN/inf, deleted, misspelled and unknown keys, lists for mappings, deep
+nesting, alias bombs, broken YAML. Every field of the study schema (read from the pydantic
+models, so a key added tomorrow is fuzzed without being listed here) is also set to such values,
+present in a shipped study or not. Every case must end with exit 0 or 2 and no traceback,
+within a time limit, and the whole loop runs in a child process under an address-space cap
+(``RLIMIT_AS``): a size that is not bounded before something is allocated fails here instead of
+taking the machine down.
 Deterministic: case i is drawn from ``random.Random(f"{seed}/{i}")``.
 
 By hand, more cases or one case replayed::
@@ -102,6 +103,13 @@ def _bases() -> list[dict[str, Any]]:
         if path.stem == "continuous":  # a grid needs a finite space
             study["search"] = {**study["search"], "sampler": "tpe"}
         bases.append(study)
+    # every tracker on (tracking:), so edits reach their fields and values
+    tracking = {
+        "mlflow": {"uri": "http://127.0.0.1:5000", "experiment": "quick"},
+        "wandb": {"project": "quick", "mode": "offline", "dir": "wandb"},
+        "tensorboard": True,
+    }
+    bases.append({**copy.deepcopy(quick), "tracking": tracking})
     return bases
 
 

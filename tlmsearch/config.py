@@ -605,6 +605,94 @@ class StatsConfig(Strict):
     level: float = Field(0.95, gt=0.5, lt=1)  # 1 - the error rate of each decision
 
 
+# -------------------------------------------------------------------------------------------------
+# Experiment trackers (tlmsearch/search/tracking.py): Ray Tune's own logger callbacks
+
+# tracker -> (the module it needs, the pip extra that installs it)
+TRACKER_PACKAGES = {
+    "mlflow": ("mlflow", "mlflow"),
+    "wandb": ("wandb", "wandb"),
+    "tensorboard": ("tensorboardX", "tensorboard"),
+}
+# A tracking URI: a scheme (sqlite:, file:, http:, https:, postgresql:, databricks...), as MLflow
+# reads it; a bare path would be MLflow's file store in the current directory, not the run dir.
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S*|databricks")
+
+
+class MlflowTracking(Strict):
+    # None: sqlite:///RUN_DIR/mlflow.db, a file in the run dir (MLflow's local store); nothing
+    # leaves the machine unless this names a server (http://host:5000)
+    uri: str | None = Field(None, min_length=1, max_length=2000)
+    experiment: str | None = Field(None, min_length=1, max_length=500)  # None: the study's name
+
+    @field_validator("uri")
+    @classmethod
+    def _a_uri(cls, v: str | None) -> str | None:
+        if v is not None and not _URI.fullmatch(v):
+            raise ValueError(
+                "not a tracking URI; give sqlite:///abs/path/mlflow.db, "
+                "http://host:5000, or leave it out for a SQLite file in the run dir"
+            )
+        return v
+
+
+class WandbTracking(Strict):
+    project: str | None = Field(None, min_length=1, max_length=128)  # None: the study's name
+    entity: str | None = Field(None, min_length=1, max_length=128)  # None: W&B's default
+    # offline: runs are written under `dir` only (`wandb sync DIR/wandb/offline-run-*` uploads
+    # them later); online sends them to the W&B server as they run
+    mode: Literal["offline", "online"] = "offline"
+    dir: str | None = Field(None, min_length=1, max_length=4096)  # None: the run dir
+
+    @field_validator("project", "entity")
+    @classmethod
+    def _slug(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+            raise ValueError("W&B names take letters, digits, '_', '-' and '.' only")
+        return v
+
+
+class TrackingConfig(Strict):
+    """Each trial a tracker run (its curve at step = tokens, its candidate, widths and seed),
+    the seeds of a candidate grouped, and a study run with the verdict and best.yaml at the end.
+    Every tracker is off unless named; ``mlflow: true`` turns one on with its defaults."""
+
+    mlflow: MlflowTracking | None = None
+    wandb: WandbTracking | None = None
+    # event files in each Ray trial folder (RUN_DIR/ray/session-N/trial_*): tensorboard --logdir
+    tensorboard: bool = False
+
+    @field_validator("mlflow", "wandb", mode="before")
+    @classmethod
+    def _on_when_true(cls, v: Any) -> Any:
+        """``mlflow: true`` is ``mlflow: {}`` (on, every default); ``false`` is off."""
+        if isinstance(v, bool):
+            return {} if v else None
+        return v
+
+    def enabled(self) -> list[str]:
+        """The trackers turned on, by name: ``['mlflow', 'tensorboard']``."""
+        on = {"mlflow": self.mlflow is not None, "wandb": self.wandb is not None}
+        on["tensorboard"] = self.tensorboard
+        return [name for name in TRACKER_PACKAGES if on[name]]
+
+
+def tracking_problems(cfg: StudyConfig) -> list[str]:
+    """A tracker turned on whose package is not installed (found without importing it, so
+    ``validate`` stays fast)."""
+    from importlib.util import find_spec
+
+    problems = []
+    for name in cfg.tracking.enabled():
+        module, extra = TRACKER_PACKAGES[name]
+        if find_spec(module) is None:
+            problems.append(
+                f"tracking.{name}: the {module} package is not installed; "
+                f"pip install 'tlmsearch[{extra}]', or remove tracking.{name}"
+            )
+    return problems
+
+
 class StudyConfig(Strict):
     name: str
     description: str = ""
@@ -618,6 +706,7 @@ class StudyConfig(Strict):
     storage: StorageConfig = StorageConfig()
     ray: RayConfig = RayConfig()
     stats: StatsConfig = StatsConfig()
+    tracking: TrackingConfig = TrackingConfig()  # MLflow, W&B, TensorBoard: off by default
     # Fidelity across scales (search/ladder.py, tlmsearch/fidelity.py): proxy sizes, each a
     # mapping of model / train / data overrides applied to this study, smallest compute first.
     ladder: list[dict[str, Any]] | None = Field(None, min_length=2, max_length=MAX_RUNGS)
@@ -839,7 +928,7 @@ def study_from_mapping(
         cfg = StudyConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(problems_from(err, model=StudyConfig), source) from None
-    problems = check_widths(cfg) + _data_problems(cfg)
+    problems = check_widths(cfg) + _data_problems(cfg) + tracking_problems(cfg)
     if not problems and cfg.ladder:
         problems = ladder_problems(cfg)
     if problems:

@@ -108,6 +108,7 @@ def run_study(
     url = storage_url(cfg.storage, run.resolve())
     make_pruner(cfg)  # bad pruner options are input errors: before anything starts
     make_sampler(cfg)
+    _check_trackers(cfg)
     optuna_name = study_name or cfg.name
     check_names_free(cfg.storage, url, [optuna_name])  # before Ray starts and data is prepared
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
@@ -175,6 +176,7 @@ def resume_run(
         raise ConfigError(
             f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
         )
+    _check_trackers(cfg)  # before the storage is touched
     requeued = requeue_interrupted(study, cfg, run)
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
@@ -473,7 +475,11 @@ def _execute(
                 name=f"session-{session}",
                 storage_path=str((run / "ray").resolve()),
                 verbose=0,
-                callbacks=[progress, TableWriter(str(run))],
+                callbacks=[
+                    progress,
+                    TableWriter(str(run)),
+                    *_trackers(cfg, run, study.study_name),
+                ],
                 # A lost worker is retried (the scheduler sets each trial's own limit: the
                 # baseline gets one more); an exception is a final report, never retried.
                 failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
@@ -519,6 +525,7 @@ def _finish(
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
     _write_status(run, status, counts=counts)
+    _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":
         reasons = sorted({r for r in trials["reason"] if r})[:3]
@@ -527,6 +534,40 @@ def _finish(
             + (f"; reasons: {' | '.join(reasons)}" if reasons else "")
         )
     return result
+
+
+def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
+    """Ray Tune callbacks of the trackers the YAML turns on (tracking.py imports them)."""
+    if not cfg.tracking.enabled():
+        return []
+    from tlmsearch.search.tracking import tracker_callbacks
+
+    return tracker_callbacks(cfg, run, name)
+
+
+def _check_trackers(cfg: StudyConfig) -> None:
+    """A tracker's server reachable and its key found, before data and Ray (tracking.py)."""
+    if cfg.tracking.enabled():
+        from tlmsearch.search.tracking import preflight
+
+        preflight(cfg)
+
+
+def _track_study(
+    run: Path, cfg: StudyConfig, name: str, doc: dict[str, Any], status: str, echo: Any
+) -> None:
+    """The verdict and best.yaml to the trackers; a tracker that fails to take them is a
+    warning (the run dir has them), never a failed run."""
+    if not cfg.tracking.enabled():
+        return
+    from tlmsearch.search.tracking_study import log_study
+
+    try:
+        names = log_study(cfg, run, doc, status, name)
+    except Exception as err:
+        echo(f"warning: the trackers did not take the verdict ({type(err).__name__}: {err})")
+        return
+    echo(f"tracking: the verdict and best.yaml logged to {', '.join(names)}")
 
 
 def keep_best_weights(run: Path, trials: Any, best: list[dict[str, Any]]) -> int:
