@@ -179,7 +179,15 @@ def flops_per_token(
     if _is_external(model):
         c = _external(model, widths, vocab_size, seq_len)
         forward = c["dense"] + c["attention"]
-        return FlopCount(c["dense"], c["attention"], 0, forward, 3 * forward, c["mlp_flops"], c["head"])
+        return FlopCount(
+            dense=c["dense"],
+            attention=c["attention"],
+            memory=0,
+            forward=forward,
+            training=3 * forward,
+            mlp=c["mlp_flops"],
+            head=c["head"],
+        )
     d = model.d_model
     _, linear, n_attn = _mixers(model)
     mlp, head = 2 * mlp_params(model, widths), 2 * d * vocab_size

@@ -309,8 +309,7 @@ def _check_family(opts: HFOptions) -> None:
         close = difflib.get_close_matches(str(family), MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, 3)
         hint = f"did you mean {', '.join(close)}?" if close else "e.g. llama, qwen2, mistral"
         raise ValueError(
-            f"model.hf.model_type: {short(family)} is not a transformers causal LM family; "
-            + hint
+            f"model.hf.model_type: {short(family)} is not a transformers causal LM family; " + hint
         )
     cls = CONFIG_MAPPING[family]
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else None

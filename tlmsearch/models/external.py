@@ -292,4 +292,6 @@ def check_external(model_cfg: ModelConfig) -> None:
         raise
     except Exception as err:  # e.g. transformers refusing a combination of keys
         text = " ".join(str(err).split())[:300]
-        raise ConfigError(f"{field}: building the model failed: {type(err).__name__}: {text}")
+        raise ConfigError(
+            f"{field}: building the model failed: {type(err).__name__}: {text}"
+        ) from None

@@ -111,9 +111,14 @@ def _sites(model: nn.Module) -> list[Site]:
     return [(layer.post_attention_layernorm, layer.mlp) for layer in decoder_layers(model)]
 
 
-def _unit_dim(name: str) -> int | None:
-    parts = name.split(".")
-    return UNIT_DIMS.get(parts[-2]) if len(parts) >= 3 and parts[-3] == "mlp" else None
+def unit_dims(model: nn.Module) -> dict[str, int]:
+    """Parameter name -> the dimension that indexes MLP hidden units, for every MLP weight."""
+    out = {}
+    for name, _ in model.named_parameters():
+        *_, mlp, proj, _kind = ["", "", *name.split(".")]
+        if mlp == "mlp" and proj in UNIT_DIMS:
+            out[name] = UNIT_DIMS[proj]
+    return out
 
 
 def build_hf(
@@ -129,7 +134,7 @@ def build_hf(
         widths,
         init_std=model_cfg.init_std,
         seed=seed,
-        unit_dims={n: d for n, _ in inner.named_parameters() if (d := _unit_dim(n)) is not None},  # noqa: E501
+        unit_dims=unit_dims(inner),
         head=inner.get_output_embeddings(),
         attention_flops=lambda seq_len: _attention_flops(inner.config, seq_len),
     )
