@@ -10,8 +10,9 @@ whose ``mlp_layers()`` lists one ``(norm, mlp)`` pair per layer, in depth order:
 output is added to the residual stream that ``norm`` reads (``x = x + mlp(norm(x))``), and the
 MLP of layer l has hidden width widths[l]. ``build`` runs under a torch generator seeded by the
 trial's seed, then every matrix is redrawn keyed by (seed, parameter name) (common random
-numbers; MLP hidden units by index where a matrix shows the layer's width on one side), so
-candidates of a seed share the weights they have in common. Parameters and FLOPs are counted on
+numbers; MLP hidden units by index where a matrix shows the layer's width on one side) and biases are
+zeroed, so candidates of a seed share the weights they have in common; other vectors (norm
+gains) are kept as built and must not depend on the widths. Parameters and FLOPs are counted on
 the model built on the meta device (build must not read tensor values: no ``.item()``).
 
 >>> from tlmsearch.config import ModelConfig
@@ -76,12 +77,14 @@ class ExternalLM(nn.Module):
     @torch.no_grad()
     def init_weights(self, std: float, seed: int, unit_dims: Mapping[str, int]) -> None:
         """Every matrix and embedding N(0, std), keyed by (seed, name in ``inner``), MLP hidden
-        units by index (``keyed_normal_``); vectors (norm gains, biases) stay as built, from the
-        seeded generator. A module's own ``init_extra(std, normal_)`` then runs, as in
-        CausalLM."""
+        units by index (``keyed_normal_``); biases zero; other vectors (norm gains) stay as
+        built, which must not depend on the widths. A module's own ``init_extra(std, normal_)``
+        then runs, as in CausalLM."""
         for name, p in self.inner.named_parameters():  # tied weights appear once
             if p.ndim >= 2:
                 keyed_normal_(p, std, seed=seed, name=name, unit_dim=unit_dims.get(name))
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
         normal_ = keyed_normal(self.inner, seed)
         for module in self.inner.modules():
             if hasattr(module, "init_extra"):

@@ -55,7 +55,20 @@ def family_config(model_cfg: ModelConfig, vocab_size: int, intermediate_size: in
         "rope_theta": model_cfg.rope_theta,
     }
     # multi-head attention unless model.hf says otherwise (Qwen2's default is 32 kv heads)
-    keys.setdefault("num_key_value_heads", model_cfg.n_head)
+    kv = keys.setdefault("num_key_value_heads", model_cfg.n_head)
+    if isinstance(kv, int) and (kv < 1 or model_cfg.n_head % kv):
+        raise ConfigError(
+            f"model.hf.num_key_value_heads: {kv} must divide model.n_head ({model_cfg.n_head})"
+        )
+    # a saved config.json lists its per-layer attention kinds for its own depth
+    kinds = keys.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) != model_cfg.n_layer:
+        if len(set(kinds)) > 1:
+            raise ConfigError(
+                f"model.hf.layer_types has {len(kinds)} entries but model.n_layer is "
+                f"{model_cfg.n_layer}: give one per layer"
+            )
+        del keys["layer_types"]  # one kind everywhere: the family derives it for any depth
     cfg = CONFIG_MAPPING[opts.model_type](**{**keys, **shape})
     cfg._attn_implementation = "sdpa"  # torch's fused attention; no flash-attn package needed
     return cfg
