@@ -10,10 +10,11 @@ whose ``mlp_layers()`` lists one ``(norm, mlp)`` pair per layer, in depth order:
 output is added to the residual stream that ``norm`` reads (``x = x + mlp(norm(x))``), and the
 MLP of layer l has hidden width widths[l]. ``build`` runs under a torch generator seeded by the
 trial's seed, then every matrix is redrawn keyed by (seed, parameter name) (common random
-numbers; MLP hidden units by index where a matrix shows the layer's width on one side) and biases are
-zeroed, so candidates of a seed share the weights they have in common; other vectors (norm
-gains) are kept as built and must not depend on the widths. Parameters and FLOPs are counted on
-the model built on the meta device (build must not read tensor values: no ``.item()``).
+numbers; MLP hidden units by index where a matrix shows the layer's width on one side) and
+biases are zeroed, so candidates of a seed share the weights they have in common; other
+vectors (norm gains) are kept as built and must not depend on the widths. Parameters and
+FLOPs are counted on the model built on the meta device (build must not read tensor values:
+no ``.item()``).
 
 >>> from tlmsearch.config import ModelConfig
 >>> cfg = ModelConfig(arch="plugin_model:build", n_layer=2, d_model=32, n_head=2, d_ff=64)
