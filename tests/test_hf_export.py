@@ -115,8 +115,11 @@ def test_the_transformer_target_exports_as_llama_with_best_yamls_widths_and_logi
     assert json.loads((folder / "intermediate_sizes.json").read_text()) == widths
     ours = build_model(cfg.target, widths, cfg.vocab_size, seed=3).eval()
     d = cfg.target.d_model
-    weights = {"model.embed_tokens.weight": ours.wte.weight, "model.norm.weight": ours.norm_f.weight,
-               "lm_head.weight": ours.lm_head.weight}  # fmt: skip
+    weights = {
+        "model.embed_tokens.weight": ours.wte.weight,
+        "model.norm.weight": ours.norm_f.weight,
+        "lm_head.weight": ours.lm_head.weight,
+    }
     for i, block in enumerate(ours.blocks):
         pre = f"model.layers.{i}."
         q, k, v = block.mixers[0].qkv.weight.split(d)
@@ -142,9 +145,9 @@ def test_the_transformer_target_exports_as_llama_with_best_yamls_widths_and_logi
     assert torch.allclose(got["logits"], want, atol=1e-5), (got["logits"] - want).abs().max()
 
 
-def test_archs_without_a_family_and_an_unknown_vocabulary_are_exit_2_errors(tmp_path: Path) -> None:
+def test_archs_without_a_family_and_runs_without_a_best_are_config_errors(tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path, model={"arch": "gated_attention"})
-    with pytest.raises(ConfigError, match="--format hf: model.arch 'gated_attention'"):
+    with pytest.raises(ConfigError, match=r"--format hf: model\.arch 'gated_attention'"):
         export_best(tmp_path, cfg, _best(cfg), None)
     from tlmsearch.hf_export import family_of
 
