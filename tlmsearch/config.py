@@ -176,10 +176,10 @@ class HFOptions(Strict):
     def _read_file(cls, data: Any) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("config"), str):
             return data
-        path = Path(data["config"]).expanduser()
         try:
+            path = Path(data["config"]).expanduser()
             doc = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as err:
+        except (OSError, RuntimeError, UnicodeDecodeError, ValueError) as err:
             raise ValueError(
                 f"config: cannot read {short(data['config'])} as a config.json "
                 f"({type(err).__name__}); give a path to a Hugging Face config.json"
