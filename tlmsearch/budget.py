@@ -60,7 +60,7 @@ class FlopCount:
 def _external(model: ModelConfig, widths: Sequence[int], vocab: int, seq_len: int = 1) -> dict:
     """hf and plugin models are counted on the model they build (on the meta device), not
     analytically: their code is not ours (models/external.py). Imports torch."""
-    from tlmsearch.models.external import built_counts
+    from tlmsearch.models.counting import built_counts
 
     return built_counts(model, widths, vocab, seq_len)
 

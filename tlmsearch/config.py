@@ -1007,7 +1007,7 @@ def external_problems(cfg: StudyConfig) -> list[str]:
     for section, model in [("model", cfg.model), ("target", cfg.target)]:
         if model is None or model.arch in ARCHS:
             continue
-        from tlmsearch.models.external import check_external
+        from tlmsearch.models.counting import check_external
 
         try:
             check_external(model)

@@ -23,7 +23,7 @@ from torch import nn
 from tlmsearch.config import ModelConfig
 from tlmsearch.models.attention import transformer_blocks
 from tlmsearch.models.common import Block, CausalLM
-from tlmsearch.models.external import build_external, is_external
+from tlmsearch.models.counting import build_external, is_external
 from tlmsearch.models.gated_attention import gated_attention_blocks
 from tlmsearch.models.hope import hope_blocks
 from tlmsearch.models.titans import titans_blocks

@@ -24,19 +24,19 @@ no ``.item()``).
 
 from __future__ import annotations
 
-import functools
 import importlib
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from tlmsearch.config import ModelConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.models.common import keyed_normal, keyed_normal_
+
+if TYPE_CHECKING:  # config checks these models at validation (check_external): no import back
+    from tlmsearch.config import ModelConfig
 
 PLUGIN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:function
 
@@ -145,7 +145,7 @@ def load_plugin(spec: str) -> Callable[..., Any]:
     return fn
 
 
-def _protocol_error(spec: str, what: str) -> ConfigError:
+def protocol_error(spec: str, what: str) -> ConfigError:
     return ConfigError(
         f"model.arch: plugin {spec!r} {what}; see the plugin protocol in docs/models.md"
     )
@@ -164,18 +164,18 @@ def build_plugin(
         except ConfigError:
             raise
         except Exception as err:
-            raise _protocol_error(spec, f"raised {type(err).__name__}: {err}") from None
+            raise protocol_error(spec, f"raised {type(err).__name__}: {err}") from None
     if not isinstance(inner, nn.Module):
-        raise _protocol_error(spec, f"returned a {type(inner).__name__}, not a torch nn.Module")
+        raise protocol_error(spec, f"returned a {type(inner).__name__}, not a torch nn.Module")
     layers = getattr(inner, "mlp_layers", None)
     if not callable(layers):
-        raise _protocol_error(spec, "returned a module without mlp_layers()")
+        raise protocol_error(spec, "returned a module without mlp_layers()")
     sites = list(layers())
     owned = {id(m) for m in inner.modules()}
     if len(sites) != model_cfg.n_layer or not all(
         isinstance(s, tuple) and len(s) == 2 and all(id(m) in owned for m in s) for s in sites
     ):
-        raise _protocol_error(
+        raise protocol_error(
             spec,
             f"mlp_layers() must list {model_cfg.n_layer} (norm, mlp) pairs of its own modules "
             f"(one per layer), but got {len(sites)} entries",
@@ -198,104 +198,3 @@ def build_plugin(
         unit_dims=unit_dims,
         head=heads[-1] if heads else None,
     )
-
-
-# -------------------------------------------------------------------------------------------------
-# Counting on the built model
-
-
-def is_external(arch: str) -> bool:
-    """Whether ``arch`` is built by code not ours (hf or a plugin)."""
-    return arch == "hf" or ":" in arch
-
-
-def build_external(
-    model_cfg: ModelConfig, widths: Sequence[int], vocab_size: int, *, seed: int = 0
-) -> ExternalLM:
-    if model_cfg.arch == "hf":
-        from tlmsearch.models.hf import build_hf
-
-        return build_hf(model_cfg, widths, vocab_size, seed=seed)
-    return build_plugin(model_cfg, widths, vocab_size, seed=seed)
-
-
-@functools.lru_cache(maxsize=256)
-def _counts(model_json: str, widths: tuple[int, ...], vocab_size: int, seq_len: int) -> dict:
-    model_cfg = ModelConfig.model_validate_json(model_json)
-    with torch.device("meta"):
-        model = build_external(model_cfg, widths, vocab_size)
-    params = {id(p): p.numel() for p in model.parameters()}
-    embedding = {id(m.weight): m.weight.numel() for m in model.modules()
-                 if isinstance(m, nn.Embedding)}  # fmt: skip
-    head = model._head[0] if model._head else None
-    if isinstance(head, nn.Linear):
-        embedding[id(head.weight)] = head.weight.numel()  # tied: the same id, counted once
-    mlp_weights = [m.weight for _, _, _, mlp in model.mlp_sites() for m in mlp.modules()
-                   if isinstance(m, nn.Linear)]  # fmt: skip
-    mlp = sum(p.numel() for _, _, _, m in model.mlp_sites() for p in m.parameters())
-    dense = 2 * sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    head_flops = 2 * head.weight.numel() if isinstance(head, nn.Linear) else 0
-    if model._attention_flops is not None:
-        attention = int(model._attention_flops(seq_len))
-    else:
-        attention = _measured_extra(model, vocab_size, seq_len, dense, model_cfg.arch)
-    return {
-        "total": sum(params.values()),
-        "embedding": sum(embedding.values()),
-        "mlp": mlp,
-        "dense": dense,
-        "attention": attention,
-        "mlp_flops": 2 * sum(w.numel() for w in mlp_weights),
-        "head": head_flops,
-    }
-
-
-def _measured_extra(
-    model: ExternalLM, vocab_size: int, seq_len: int, dense: int, spec: str
-) -> int:
-    """FLOPs per token beyond the projections (attention and anything else), from
-    ``torch.utils.flop_counter`` over one meta forward; rounded up to an integer."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with torch.device("meta"):
-        idx = torch.zeros(1, seq_len, dtype=torch.long)
-    try:
-        with FlopCounterMode(display=False) as counter:
-            out = model(idx)
-    except Exception as err:
-        raise _protocol_error(
-            spec, f"forward(idx) failed on the meta device ({type(err).__name__}: {err})"
-        ) from None
-    if tuple(out.shape) != (1, seq_len, vocab_size):
-        raise _protocol_error(
-            spec, f"forward(idx) of shape (1, {seq_len}) returned {tuple(out.shape)}, "
-            f"not (1, {seq_len}, {vocab_size}) logits",
-        )  # fmt: skip
-    return max(0, math.ceil(counter.get_total_flops() / seq_len) - dense)
-
-
-def built_counts(
-    model_cfg: ModelConfig, widths: Sequence[int], vocab_size: int, seq_len: int = 1
-) -> dict[str, int]:
-    """Parameters and FLOPs per token counted on the model built on the meta device: total,
-    embedding (embeddings and the LM head once), mlp (every MLP parameter), dense (2 x every
-    nn.Linear weight), attention, mlp_flops, head. Cached per (config, widths, vocab, T)."""
-    return _counts(
-        model_cfg.model_dump_json(), tuple(int(w) for w in widths), int(vocab_size), seq_len
-    )
-
-
-def check_external(model_cfg: ModelConfig) -> None:
-    """Build the uniform model on the meta device (and run a plugin's forward there): the
-    protocol's failures become ConfigErrors at validation instead of in a trial."""
-    width = model_cfg.d_ff_uniform
-    field = "model.hf" if model_cfg.arch == "hf" else "model.arch"
-    try:
-        built_counts(model_cfg, [width] * model_cfg.n_layer, 256, 8)
-    except ConfigError:
-        raise
-    except Exception as err:  # e.g. transformers refusing a combination of keys
-        text = " ".join(str(err).split())[:300]
-        raise ConfigError(
-            f"{field}: building the model failed: {type(err).__name__}: {text}"
-        ) from None

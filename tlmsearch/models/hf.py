@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from tlmsearch.config import ModelConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.models.external import ExternalLM, Site
+
+if TYPE_CHECKING:  # config checks these models at validation: no import back
+    from tlmsearch.config import ModelConfig
 
 # The family's MLP projections and which weight dimension indexes the hidden units (the keyed
 # init draws units by index: rows of gate/up, columns of down).
