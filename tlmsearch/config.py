@@ -301,8 +301,13 @@ def _check_family(opts: HFOptions) -> None:
     import dataclasses
     import difflib
 
-    from transformers import CONFIG_MAPPING
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    try:
+        from transformers import CONFIG_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        raise ValueError(
+            "model.arch: hf needs transformers (>= 5): pip install 'tlmsearch[hf]'"
+        ) from None
 
     family = opts.model_type
     if family not in CONFIG_MAPPING or family not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:

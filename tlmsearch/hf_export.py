@@ -206,6 +206,12 @@ def export_best(run: Path, cfg: Any, best: Mapping[str, Any], out: str | Path | 
             "--format hf: the vocabulary comes from a tokenizer file; set target.vocab_size "
             "(or model.vocab_size) to the tokenizer's size"
         )
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "--format hf needs transformers (>= 5): pip install 'tlmsearch[hf]'"
+        ) from None
     widths = entry[scale]["widths"]
     folder = Path(out) if out is not None else run / "hf"
     summary = write_hf_folder(folder, model, widths, vocab, max_positions=cfg.data.seq_len)
