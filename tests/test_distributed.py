@@ -18,6 +18,7 @@ import torch.multiprocessing as mp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tlmsearch.config import HFOptions, ModelConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.data.batches import Batches
 from tlmsearch.distributed import DistInfo, close_group, init_group, listen
@@ -73,7 +74,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> None:
+def _rank(
+    rank: int, world: int, port: int, data: PreparedData, out: str, model: ModelConfig = TINY
+) -> None:
     listener = listen("127.0.0.1", port) if rank == 0 else None
     info = init_group(rank, world, "127.0.0.1", port, torch.device("cpu"), listener, 60)
     ckpt = Path(out, "at4096.pt")
@@ -96,7 +99,7 @@ def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> Non
                 info.agree(True)  # a barrier: rank 0 has written it
                 resume = torch.load(ckpt, weights_only=False)
             s = train_proxy(
-                TINY, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
+                model, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
                 device="cpu", on_checkpoint=on_checkpoint, resume=resume,
             )  # fmt: skip
             runs[name] = {"status": s.status, "curve": _untimed(s.curve), "setup": s.setup}
@@ -106,18 +109,26 @@ def _rank(rank: int, world: int, port: int, data: PreparedData, out: str) -> Non
         close_group(together=finished)
 
 
+# the built-in transformer, and a transformers family built by its own code (models/hf.py)
+HF_LLAMA = TINY.model_copy(update={"arch": "hf", "hf": HFOptions(model_type="llama")})
+
+
 @pytest.mark.slow  # two spawned torch processes: 12-45 s on this 2-core machine
+@pytest.mark.parametrize("model", [TINY, HF_LLAMA], ids=["transformer", "hf-llama"])
 def test_two_gloo_workers_train_the_one_worker_model(
-    tiny_text: PreparedData, tmp_path: Path
+    tiny_text: PreparedData, tmp_path: Path, model: ModelConfig
 ) -> None:
     data = tiny_text.in_memory()  # pickled to the workers
-    one = train_proxy(TINY, WIDTHS, data, TRAIN, seed=1, threads=1, device="cpu")
+    one = train_proxy(model, WIDTHS, data, TRAIN, seed=1, threads=1, device="cpu")
     for attempt in (1, 2):
         out = tmp_path / f"attempt{attempt}"  # a fresh folder: no file of a failed attempt
         out.mkdir()
         try:
             mp.start_processes(
-                _rank, args=(2, _free_port(), data, str(out)), nprocs=2, start_method="spawn"
+                _rank,
+                args=(2, _free_port(), data, str(out), model),
+                nprocs=2,
+                start_method="spawn",
             )
             break
         except mp.ProcessExitedException as err:

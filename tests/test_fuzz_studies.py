@@ -458,5 +458,64 @@ def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(tmp_path: Path) -> None:
     assert summary["peak_rss_bytes"] < MEMORY_CAP
 
 
+# -------------------------------------------------------------------------------------------------
+# Models built by other code (model.arch: hf, plugins): validating them imports transformers and
+# torch, which the capped loop above must not, so they are fuzzed here in-process.
+
+HF_KEYS = ["model_type", "config", "num_key_value_heads", "hidden_act", "attention_bias",
+           "rope_parameters", "layer_types", "mlp_bias", "head_dim", "hidden_size",
+           "intermediate_size", "num_kv_heads", "sliding_window"]  # fmt: skip
+HF_TYPES = ["llama", "qwen2", "mistral", "lama", "bert", "gpt2", "t5", "", "hf", "LLAMA"]
+PLUGINS = ["plugin_model:build", "plugin_model:raises", "plugin_model:wrong_logits",
+           "plugin_model:nothing", "plugin_model:NOT_CALLABLE", "no_such_mod_q:build",
+           "plugin_model:one_site_short", "json:loads", "tlmsearch.models:build_model",
+           "a.b.c:d", "plugin_model:", ":build", "plugin_model:build:x", "1mod:build"]  # fmt: skip
+HF_CASES = 80
+
+
+def hf_case(rng: random.Random, tmp: Path) -> dict[str, Any]:
+    """A quickstart whose model is an hf family or a plugin, with nasty values put in."""
+    doc = _load(ROOT / "studies" / "quickstart.yaml")
+    doc.pop("target", None)  # one model: half the time per case
+    model = doc["model"]
+    if rng.random() < 0.3:
+        model["arch"] = rng.choice(PLUGINS)
+        if rng.random() < 0.3:
+            model["hf"] = {"model_type": "llama"}
+        return doc
+    model["arch"] = "hf" if rng.random() < 0.9 else rng.choice(["transformer", "titans"])
+    hf: Any = {"model_type": rng.choice(HF_TYPES)}
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):
+        key = rng.choice(HF_KEYS)
+        hf[key] = _nasty(rng) if rng.random() < 0.6 else rng.choice([*HF_TYPES, 1, 2, 3, 4])
+    if "config" in hf and rng.random() < 0.5:
+        path = tmp / "config.json"
+        path.write_text(rng.choice(['{"model_type": "qwen2", "layer_types": ["a", "b"]}',
+                                    '{"model_type": "llama"}', "[1]", "{", '{"x": 1}']))
+        hf["config"] = str(path)
+    model["hf"] = hf if rng.random() < 0.9 else rng.choice(NASTY)
+    return doc
+
+
+def test_fuzzed_hf_and_plugin_models_exit_0_or_2_naming_the_model(tmp_path: Path) -> None:
+    import typer.testing
+
+    from tlmsearch.cli import app
+
+    runner = typer.testing.CliRunner()
+    exits: dict[int, int] = {}
+    for i in range(HF_CASES):
+        rng = random.Random(f"hf/{i}")
+        doc = hf_case(rng, tmp_path)
+        (tmp_path / "study.yaml").write_text(_dump(doc))
+        result = runner.invoke(app, ["validate", str(tmp_path / "study.yaml"), "--no-config"])
+        exits[result.exit_code] = exits.get(result.exit_code, 0) + 1
+        crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+        assert not crashed and result.exit_code in (0, 2), (i, doc["model"], result.output)
+        if result.exit_code == 2:
+            assert "error: " in result.output and "model" in result.output, (i, result.output)
+    assert exits.get(0, 0) >= 3 and exits.get(2, 0) >= 40, exits  # deterministic: {2: 76, 0: 4}
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -292,3 +292,36 @@ def test_a_race_ends_by_itself_with_the_seeds_it_decided(local_ray, workdir, nam
     assert res.exit_code == 0 and "race: " in out, out
     status = ": separated on 1 seed(s)" if name == "race_grid" else ": tied on 2 seed(s)"
     assert status in out, out
+
+
+def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_loads(
+    local_ray, workdir, tmp_path
+):
+    """Issue 22's end to end: a tiny Qwen2 proxy study with a Llama target, its kept weights
+    analyzed, and its best exported to a folder whose target widths transformers builds."""
+    from test_hf_export import load_in_fresh_process
+
+    from tlmsearch.budget import count_params
+    from tlmsearch.config import load_study
+
+    target = {"arch": "hf", "hf": {"model_type": "llama"}, "n_layer": 4, "d_model": 64,
+              "n_head": 2, "d_ff": 256, "multiple_of": 16}  # fmt: skip
+    path = _study_file(
+        workdir, "hf", model={"arch": "hf", "hf": {"model_type": "qwen2"}}, target=target,
+        search={"seeds": [0], "keep_weights": "best"},
+    )  # fmt: skip
+    res = runner.invoke(app, ["run", str(path)])
+    assert res.exit_code == 0, res.output
+    run = workdir / "runs" / "hf"
+    res = runner.invoke(app, ["analyze", str(run)])
+    assert res.exit_code == 0, res.output
+    analysis = pd.read_parquet(run / "analysis.parquet")
+    assert set(analysis["layer"]) == {0, 1} and (analysis["width"] > 0).all()
+    res = runner.invoke(app, ["export", str(run), "--format", "hf", "--out", str(tmp_path / "hf")])
+    assert res.exit_code == 0, res.output
+    best = yaml.safe_load((run / "best.yaml").read_text())
+    widths = best["best"][0]["target"]["widths"]
+    got = load_in_fresh_process(tmp_path / "hf", tmp_path)
+    cfg = load_study(run / "study.yaml")
+    assert got["widths"] == widths and got["model_type"] == "tapered_llama"
+    assert got["numel"] == count_params(cfg.target, widths, cfg.vocab_size).total

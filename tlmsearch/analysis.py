@@ -45,12 +45,21 @@ Load = Callable[[Any], tuple[nn.Module, Mapping[str, Any]]]
 
 def mlp_sites(model: nn.Module) -> list[tuple[int, int, nn.Module, nn.Module]]:
     """``(layer, level, norm, mlp)`` for every MLP of a :class:`~tlmsearch.models.CausalLM`, in
-    depth order; level indexes a block's MLPs (hope_attention's CMS levels, else only 0)."""
+    depth order; level indexes a block's MLPs (hope_attention's CMS levels, else only 0).
+    A model built by other code (hf, a plugin: models/external.py) lists its own."""
+    if hasattr(model, "mlp_sites"):
+        return model.mlp_sites()
     return [
         (layer, level, norm, mlp)
         for layer, block in enumerate(model.blocks)
         for level, (norm, mlp) in enumerate(zip(block.mlp_norms, block.mlps, strict=True))
     ]
+
+
+def _width(model: nn.Module, layer: int, mlp: nn.Module) -> int:
+    """An MLP's hidden width: its w1's rows (ours), else the width the model was built with."""
+    w1 = getattr(mlp, "w1", None)
+    return int(w1.out_features) if isinstance(w1, nn.Linear) else int(model.widths[layer])
 
 
 def _mean_nll(model: nn.Module, vx: torch.Tensor, vy: torch.Tensor, batch: int, dev: Any) -> float:
@@ -123,7 +132,7 @@ def layer_diagnostics(
             {
                 "layer": layer,
                 "level": level,
-                "width": mlp.w1.out_features,
+                "width": _width(model, layer, mlp),
                 "cosine": float(cos_sum[k]) / n,
                 "rel_norm": float(ratio_sum[k]) / n,
                 "ablation_nats": ablated - intact,

@@ -57,9 +57,27 @@ class FlopCount:
     head: int
 
 
+def _external(model: ModelConfig, widths: Sequence[int], vocab: int, seq_len: int = 1) -> dict:
+    """hf and plugin models are counted on the model they build (on the meta device), not
+    analytically: their code is not ours (models/external.py). Imports torch."""
+    from tlmsearch.models.counting import built_counts
+
+    return built_counts(model, widths, vocab, seq_len)
+
+
+def _is_external(model: ModelConfig) -> bool:
+    return model.arch == "hf" or ":" in model.arch  # a transformers family or a plugin
+
+
+# hf and plugin parts that do not depend on the vocabulary are read at this size
+_ANY_VOCAB = 256
+
+
 def mlp_params(model: ModelConfig, widths: Sequence[int]) -> int:
     """Weights of all MLPs: a SwiGLU MLP of width w has 3 * d_model * w (no biases);
     hope_attention has ``hope.levels`` such MLPs per layer."""
+    if _is_external(model):
+        return _external(model, widths, _ANY_VOCAB)["mlp"]
     return _mlps_per_layer(model) * 3 * model.d_model * sum(widths)
 
 
@@ -108,6 +126,9 @@ def _check(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> None:
 
 def non_embedding_params(model: ModelConfig, widths: Sequence[int]) -> int:
     """Parameters outside the token embedding and LM head (independent of the vocabulary)."""
+    if _is_external(model):
+        counts = _external(model, widths, _ANY_VOCAB)
+        return counts["total"] - counts["embedding"]
     mixer, _, _ = _mixers(model)
     norms = _mlps_per_layer(model) * model.d_model  # one norm gain per MLP
     return model.n_layer * (mixer + norms) + mlp_params(model, widths) + model.d_model
@@ -116,6 +137,14 @@ def non_embedding_params(model: ModelConfig, widths: Sequence[int]) -> int:
 def count_params(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> ParamCount:
     """Exact parameter counts of ``build_model(model, widths, vocab_size)``."""
     _check(model, widths, vocab_size)
+    if _is_external(model):
+        counts = _external(model, widths, vocab_size)
+        return ParamCount(
+            total=counts["total"],
+            non_embedding=counts["total"] - counts["embedding"],
+            mlp=counts["mlp"],
+            embedding=counts["embedding"],
+        )
     embedding = vocab_size * model.d_model * (1 if model.tie_embeddings else 2)
     non_emb = non_embedding_params(model, widths)
     return ParamCount(
@@ -147,6 +176,18 @@ def flops_per_token(
     _check(model, widths, vocab_size)
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, but got {seq_len=}")
+    if _is_external(model):
+        c = _external(model, widths, vocab_size, seq_len)
+        forward = c["dense"] + c["attention"]
+        return FlopCount(
+            dense=c["dense"],
+            attention=c["attention"],
+            memory=0,
+            forward=forward,
+            training=3 * forward,
+            mlp=c["mlp_flops"],
+            head=c["head"],
+        )
     d = model.d_model
     _, linear, n_attn = _mixers(model)
     mlp, head = 2 * mlp_params(model, widths), 2 * d * vocab_size

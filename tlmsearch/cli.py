@@ -351,12 +351,18 @@ def fidelity(
 @app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
-    fmt: Annotated[str, typer.Option("--format", help="csv, parquet or yaml (best.yaml)")] = (
-        "yaml"
-    ),
-    out: Annotated[Path | None, typer.Option(help="Copy the files to this folder")] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="csv, parquet, yaml (best.yaml) or hf (a Hugging Face model folder)"
+        ),
+    ] = "yaml",
+    out: Annotated[
+        Path | None, typer.Option(help="Copy the files to this folder (hf: write it there)")
+    ] = None,
 ) -> None:
-    """Write the run's tables (csv, parquet) or best.yaml from its Optuna storage."""
+    """Write the run's tables (csv, parquet), best.yaml, or the best target as a Hugging Face
+    model folder (hf: config with per-layer MLP widths, DeciLM block_configs) from storage."""
     from tlmsearch.search.cli import export_command
 
     try:

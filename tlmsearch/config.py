@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short, unreadable
 from tlmsearch.schedules import (
@@ -41,6 +48,23 @@ from tlmsearch.space import (
 )
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
+# model.arch also takes "hf" (a transformers family, model.hf) or a plugin "package.module:build"
+PLUGIN_ARCH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# The keys of a transformers config that ModelConfig's own fields set (model.hf must not).
+HF_SET_BY = {
+    "hidden_size": "d_model",
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "intermediate_size": "d_ff (and each layer's width from the schedule)",
+    "vocab_size": "vocab_size (or the data's tokenizer)",
+    "tie_word_embeddings": "tie_embeddings",
+    "rms_norm_eps": "norm_eps",
+    "initializer_range": "init_std",
+    "rope_theta": "rope_theta",
+}
+# Bookkeeping keys of a saved config.json that say nothing about the model's shape.
+HF_FILE_ONLY = ("architectures", "auto_map", "transformers_version", "_name_or_path", "dtype")
+HF_FILE_ONLY += ("torch_dtype", "model_type")
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
 PRUNERS = (
     "median",
@@ -143,10 +167,59 @@ class HopeOptions(Strict):
         return self
 
 
+class HFOptions(Strict):
+    """``model.arch: hf``: a transformers family by ``model_type`` plus extra keys of its config,
+    or a local ``config.json`` (read once here: its keys are kept inline, so the run's
+    study.yaml needs no file). The shape keys come from ModelConfig (:data:`HF_SET_BY`).
+    Which keys the family takes is checked against transformers with the model (models/hf.py)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+
+    model_type: str | None = Field(None, min_length=1, max_length=100)
+    config: str | None = Field(None, min_length=1, max_length=4096)  # a config.json path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("config"), str):
+            return data
+        try:
+            path = Path(data["config"]).expanduser()
+            doc = json.loads(path.read_text())
+        except (OSError, RuntimeError, UnicodeDecodeError, ValueError) as err:
+            raise ValueError(
+                f"config: cannot read {short(data['config'])} as a config.json "
+                f"({type(err).__name__}); give a path to a Hugging Face config.json"
+            ) from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("model_type"), str):
+            raise ValueError(f"config: {short(data['config'])} has no model_type")
+        if data.get("model_type") not in (None, doc["model_type"]):
+            raise ValueError(
+                f"model_type ({data['model_type']!r}) differs from {path}'s "
+                f"({doc['model_type']!r}); remove one"
+            )
+        kept = {k: v for k, v in doc.items() if k not in HF_SET_BY and k not in HF_FILE_ONLY}
+        extra = {k: v for k, v in data.items() if k not in ("config", "model_type")}
+        return {"model_type": doc["model_type"], **kept, **extra}
+
+    @model_validator(mode="after")
+    def _keys(self) -> HFOptions:
+        if self.model_type is None:
+            raise ValueError("give model_type (e.g. llama, qwen2, mistral) or config: a path")
+        for key in self.model_extra or {}:
+            if key in HF_SET_BY:
+                raise ValueError(
+                    f"{key} is set by model.{HF_SET_BY[key]}; remove it from model.hf"
+                )
+        return self
+
+
 class ModelConfig(Strict):
     """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
 
-    arch: Literal[ARCHS] = "transformer"
+    # one of ARCHS, "hf" (with model.hf), or a plugin "package.module:build" (docs/models.md)
+    arch: str = Field("transformer", max_length=300)
+    hf: HFOptions | None = None
     n_layer: int = Field(ge=1, le=MAX_LAYERS)
     d_model: int = Field(ge=1, le=MAX_D_MODEL)
     n_head: int = Field(ge=1, le=MAX_D_MODEL)
@@ -161,6 +234,28 @@ class ModelConfig(Strict):
     gated_attention: GatedAttentionOptions = GatedAttentionOptions()
     titans: TitansOptions = TitansOptions()
     hope: HopeOptions = HopeOptions()
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        if v in ARCHS or v == "hf" or PLUGIN_ARCH.match(v):
+            return v
+        raise ValueError(
+            f"not one of {', '.join(ARCHS)}, hf (a transformers family: model.hf), or a "
+            "plugin 'package.module:build'"
+        )
+
+    @model_validator(mode="after")
+    def _external(self) -> ModelConfig:
+        if (self.arch == "hf") != (self.hf is not None):
+            raise ValueError(
+                "model.hf is read only with model.arch: hf; remove model.hf"
+                if self.hf is not None
+                else "model.arch: hf needs model.hf: {model_type: llama} (or config: a path)"
+            )
+        if self.arch == "hf":
+            _check_family(self.hf)
+        return self
 
     @model_validator(mode="after")
     def _shape(self) -> ModelConfig:
@@ -205,6 +300,41 @@ class ModelConfig(Strict):
         return plan_from_params(
             candidate, n_layer=self.n_layer, d_ff=self.d_ff_uniform, multiple_of=self.multiple_of
         )
+
+
+def _check_family(opts: HFOptions) -> None:
+    """model.hf's model_type is a transformers causal LM family and its keys are that family's
+    config fields (transformers takes unknown keys silently). Imports transformers (and torch)."""
+    import dataclasses
+    import difflib
+
+    try:
+        from transformers import CONFIG_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        raise ValueError(
+            "model.arch: hf needs transformers (>= 5): pip install 'tlmsearch[hf]'"
+        ) from None
+
+    family = opts.model_type
+    if family not in CONFIG_MAPPING or family not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        close = difflib.get_close_matches(str(family), MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, 3)
+        hint = f"did you mean {', '.join(close)}?" if close else "e.g. llama, qwen2, mistral"
+        raise ValueError(
+            f"model.hf.model_type: {short(family)} is not a transformers causal LM family; " + hint
+        )
+    cls = CONFIG_MAPPING[family]
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else None
+    for key in opts.model_extra or {}:
+        if fields is not None and key not in fields:
+            close = difflib.get_close_matches(key, fields, 3)
+            hint = f"did you mean {', '.join(close)}?" if close else "check its spelling"
+            raise ValueError(f"model.hf.{key}: not a key of {cls.__name__}; {hint}")
+    try:
+        cls(**(opts.model_extra or {}))
+    except Exception as err:  # transformers' own check names the key
+        text = " ".join(str(err).split())
+        raise ValueError(f"model.hf: {cls.__name__} refuses these keys: {text[:300]}") from None
 
 
 # -------------------------------------------------------------------------------------------------
@@ -929,6 +1059,8 @@ def study_from_mapping(
     except ValidationError as err:
         raise ConfigError(problems_from(err, model=StudyConfig), source) from None
     problems = check_widths(cfg) + _data_problems(cfg) + tracking_problems(cfg)
+    if not problems:
+        problems = external_problems(cfg)
     if not problems and cfg.ladder:
         problems = ladder_problems(cfg)
     if problems:
@@ -1008,6 +1140,22 @@ def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
     except ConfigError as err:
         raise ConfigError(err.problems, str(path)) from None
     return study_from_mapping(data, base=path.parent, source=str(path))
+
+
+def external_problems(cfg: StudyConfig) -> list[str]:
+    """An hf or plugin model is built once on the meta device (models/external.py): an import
+    or protocol failure is a problem of the study, not of its first trial."""
+    problems = []
+    for section, model in [("model", cfg.model), ("target", cfg.target)]:
+        if model is None or model.arch in ARCHS:
+            continue
+        from tlmsearch.models.counting import check_external
+
+        try:
+            check_external(model)
+        except ConfigError as err:
+            problems += [re.sub(r"^model\.", f"{section}.", p) for p in err.problems]
+    return problems
 
 
 def _data_problems(cfg: StudyConfig) -> list[str]:

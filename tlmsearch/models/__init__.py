@@ -1,4 +1,6 @@
-"""The four architectures, each a causal LM whose layer l has a SwiGLU MLP of width widths[l].
+"""The four architectures, each a causal LM whose layer l has a SwiGLU MLP of width widths[l];
+and models built by other code: ``arch: hf`` (a transformers family, models/hf.py) or a plugin
+``arch: "package.module:build"`` (models/external.py), wrapped to the same protocol.
 
 >>> import torch
 >>> from tlmsearch.config import ModelConfig
@@ -21,6 +23,7 @@ from torch import nn
 from tlmsearch.config import ModelConfig
 from tlmsearch.models.attention import transformer_blocks
 from tlmsearch.models.common import Block, CausalLM
+from tlmsearch.models.counting import build_external, is_external
 from tlmsearch.models.gated_attention import gated_attention_blocks
 from tlmsearch.models.hope import hope_blocks
 from tlmsearch.models.titans import titans_blocks
@@ -46,7 +49,7 @@ def build_model(
     have in common, MLP units included (``CausalLM.init_weights``).
     """
     arch = model_cfg.arch
-    if arch not in ARCHITECTURES:
+    if arch not in ARCHITECTURES and not is_external(arch):
         raise ValueError(f"model.arch: {arch!r} is not one of {', '.join(ARCHITECTURES)}")
     widths = list(widths)
     if len(widths) != model_cfg.n_layer:
@@ -59,6 +62,8 @@ def build_model(
         raise ValueError(f"widths must be positive integers, but got {bad[0]!r} in {widths}")
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2, but got {vocab_size=}")
+    if is_external(arch):  # hf or a plugin: built by its own code, wrapped (models/external.py)
+        return build_external(model_cfg, [int(w) for w in widths], vocab_size, seed=seed)
     blocks = ARCHITECTURES[arch](model_cfg, [int(w) for w in widths])
     return CausalLM(
         blocks,

@@ -239,8 +239,14 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -
     runs = rung_dirs(Path(run_dir)) if ladder else [Path(run_dir)]
     for rung in runs:  # a ladder: every rung's tables (into OUT/rung-i with --out)
         dest = Path(out) / rung.name if out is not None and ladder else out
-        for path in export_run(rung, fmt, dest):
+        paths = export_run(rung, fmt, dest)
+        for path in paths:
             console.print(str(path))
+        if fmt == "hf":  # DeciLM's lattice: which layers block_configs.json had to move
+            from tlmsearch.hf_export import off_lattice
+
+            for line in off_lattice(paths[0].parent):
+                console.print(f"block_configs.json: {line}", markup=False)
     if len(runs) > 1 and fmt == "yaml":  # the top rung's best, with the ladder's fidelity
         finish_ladder(run_dir)
         console.print(str(Path(run_dir) / "best.yaml"))

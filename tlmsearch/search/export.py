@@ -458,12 +458,17 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
-    """Refresh the tables from storage and write them as csv, parquet or yaml (best.yaml)."""
-    if fmt not in ("csv", "parquet", "yaml"):
-        raise ConfigError(f"--format: {fmt!r} is not one of csv, parquet, yaml")
+    """Refresh the tables from storage and write them as csv, parquet, yaml (best.yaml) or hf
+    (a Hugging Face folder of the best target, RUN/hf or OUT: tlmsearch/hf_export.py)."""
+    if fmt not in ("csv", "parquet", "yaml", "hf"):
+        raise ConfigError(f"--format: {fmt!r} is not one of csv, parquet, yaml, hf")
     cfg, study = open_run(run_dir)
     run = Path(run_dir)
     tdf = write_tables(run, study, cfg)
+    if fmt == "hf":
+        from tlmsearch.hf_export import export_best
+
+        return export_best(run, cfg, write_best(run, tdf, cfg), out)["files"]
     if fmt == "yaml":
         write_best(run, tdf, cfg)
         files = [run / "best.yaml"]
