@@ -224,6 +224,8 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(f"race: {line}", markup=False, highlight=False)
     for line in conclusion_lines(rep["conclusions"]):  # effects in units of seed noise
         console.print(line, markup=False, highlight=False)
+    if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
+        console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)
