@@ -997,10 +997,10 @@ def checkpoint_noise(
     sse = sse_raw = 0.0
     n, values = 0, []
     for _, g in frame.sort_values([trial, "tokens"], kind="stable").groupby(trial, sort=True):
-        if len(g) < k:
-            continue
         x = g["tokens"].to_numpy(dtype="float64")[-k:]
         y = g[value].to_numpy(dtype="float64")[-k:]
+        if len(g) < k or len(np.unique(x)) < k:  # too few evals, or one eval recorded twice
+            continue
         slope, intercept = np.polyfit(x - x.mean(), y, 1)
         resid = y - (intercept + slope * (x - x.mean()))
         sse += float(resid @ resid)
