@@ -517,6 +517,19 @@ def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
     return f"{value:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (1 seed: no CI)")
 
 
+def snr_cells(snr: dict[str, Any] | None) -> list[str]:
+    """A ``signal_to_noise`` block (best.yaml, fidelity.json) as table cells: spread, SNR over
+    seeds (and what noise alone gives), SNR over checkpoints; ``n/a (why)`` where unmeasured."""
+    if not snr:
+        return ["-", "n/a", "n/a"]
+    seed, ck = snr["seed_noise"], snr["checkpoint_noise"]
+    spread = "-" if snr["dispersion"] is None else f"{snr['dispersion']:.4g}"
+    by_seed = (f"{seed['snr']:.1f} (all equal: ~{seed['snr_if_all_equal']:.1f})"
+               if seed["snr"] is not None else f"n/a ({seed['why']})")  # fmt: skip
+    by_ck = f"{ck['snr']:.1f}" if ck["snr"] is not None else f"n/a ({ck['why']})"
+    return [spread, by_seed, by_ck]
+
+
 def top_pair(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The agreement between the two largest rungs (the last two)."""
     n = len(doc.get("rungs") or [])

@@ -348,22 +348,11 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
     print_decisions(console, doc)
 
 
-def snr_cells(snr: dict[str, Any] | None) -> list[str]:
-    """A ``signal_to_noise`` block (best.yaml, fidelity.json) as table cells: spread, SNR over
-    seeds (and what noise alone gives), SNR over checkpoints; ``n/a (why)`` where unmeasured."""
-    if not snr:
-        return ["-", "n/a", "n/a"]
-    seed, ck = snr["seed_noise"], snr["checkpoint_noise"]
-    spread = "-" if snr["dispersion"] is None else f"{snr['dispersion']:.4g}"
-    by_seed = (f"{seed['snr']:.1f} (all equal: ~{seed['snr_if_all_equal']:.1f})"
-               if seed["snr"] is not None else f"n/a ({seed['why']})")  # fmt: skip
-    by_ck = f"{ck['snr']:.1f}" if ck["snr"] is not None else f"n/a ({ck['why']})"
-    return [spread, by_seed, by_ck]
-
-
 def print_rung_snr(console: Any, doc: dict[str, Any]) -> None:
     """Each rung's signal-to-noise (arXiv 2508.13144; docs/signal_to_noise.md)."""
     from rich.table import Table
+
+    from tlmsearch.fidelity import snr_cells
 
     if not any(r.get("signal_to_noise") for r in doc.get("rungs") or []):
         return
