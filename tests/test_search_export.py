@@ -265,6 +265,13 @@ def test_best_yaml_gives_the_effect_in_units_of_noise_and_the_conclusions(cfg):
     yes, no = doc["conclusions"]["supported"], doc["conclusions"]["unsupported"]
     assert yes[0].startswith("linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10 ± 0.00 val_bpb")
     assert any(s.startswith("linear 2->1.5 beats uniform") and "pruned on seed 1" in s for s in no)
+    snr = doc["signal_to_noise"]  # uniform (2.1) and linear 1.5->0.5 (2.0); the pruned one out
+    assert snr["candidates"] == 2 and snr["dispersion"] == pytest.approx(0.1)
+    assert snr["signal"] == pytest.approx(0.1 / 2.05)
+    assert snr["seed_noise"]["snr"] is None  # both deltas -0.1: the fit leaves no noise
+    assert snr["seed_noise"]["why"] == "the seed noise is exactly 0"
+    assert snr["checkpoint_noise"]["why"] == "no learning curves given"
+    assert "arXiv 2508.13144" in snr["definition"]
 
 
 def test_a_one_seed_best_is_judged_with_the_pooled_noise(tmp_path):
@@ -349,6 +356,9 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
     assert "supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
     assert "not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
+    assert ("signal-to-noise (arXiv 2508.13144): n/a over seeds (the seed noise is exactly 0); "
+            "n/a over checkpoints (no complete trial has 4 evals with this metric); spread of "
+            "2 candidates' means 0.1") in out  # fmt: skip
 
 
 def _running_run(tmp_path, reported_at: float):
