@@ -694,3 +694,20 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
         (raw,) = df.index[df["val_bpb"] == 2.4]
         assert (df.loc[avg, "val_bpb_raw"], df.loc[avg, "val_loss_raw"]) == (2.6, 1.8)
         assert math.isnan(df.loc[raw, "val_bpb_raw"]) and math.isnan(df.loc[raw, "val_loss_raw"])
+
+
+def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
+    from fixtures_run import make_run
+
+    from tlmsearch.config import load_study
+    from tlmsearch.results import load_run
+    from tlmsearch.search.export import write_best
+
+    run = make_run(tmp_path / "r", seeds=(0, 1, 2), evals=8)
+    doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
+    ck = doc["signal_to_noise"]["checkpoint_noise"]
+    assert ck["trials"] == 21 and ck["why"] is None and ck["snr"] > 0  # 7 candidates x 3 seeds
+    assert ck["sd"] < ck["sd_not_detrended"]  # the falling curve is trend, not noise
+    (run / "curves.parquet").unlink()
+    doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
+    assert doc["signal_to_noise"]["checkpoint_noise"]["why"] == "no learning curves given"
