@@ -576,8 +576,8 @@ def test_signal_to_noise_by_hand_and_na_with_the_reason() -> None:
     assert "4.0 over seeds" in s.line() and "10.0 over checkpoints" in s.line()
     lone = stats.signal_to_noise([2.0], [2], stats.Noise(0.05, 2), ck)
     assert lone.signal is None and lone.seed_snr is None and lone.checkpoint_snr is None
-    assert lone.line() == ("signal-to-noise: n/a (fewer than 2 candidates with a seed paired "
-                           "with uniform)")  # fmt: skip
+    assert lone.line() == ("signal-to-noise: n/a (fewer than 2 candidates measured: uniform and "
+                           "those with a seed paired with it, never pruned or failed)")
     blind = stats.signal_to_noise([2.0, 2.1], [1, 1], None, None)
     assert blind.seed_snr is None and "no seed noise yet" in blind.why_seed
     assert blind.checkpoint_snr is None and "4 evals" in blind.why_checkpoint

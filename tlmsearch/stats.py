@@ -1144,7 +1144,8 @@ def signal_to_noise(
     seed_sd = seed_snr = null = ck_snr = None
     df = 0
     if k < 2:
-        why_signal = "fewer than 2 candidates with a seed paired with uniform"
+        why_signal = ("fewer than 2 candidates measured: uniform and those with a seed paired "
+                      "with it, never pruned or failed")
     elif not math.isfinite(signal):
         why_signal = "the candidates' mean is 0: no relative dispersion"
     if noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
