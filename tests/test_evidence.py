@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+import pytest
 
 from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import FAMILY, RACE, Evidence
@@ -107,3 +110,35 @@ def test_an_unreadable_record_leaves_the_decision_to_the_family():
     ev = Evidence.build(t, "val_bpb", config=racing_config())
     assert set(ev.effects["decided_by"]) == {FAMILY} and ev.lanes is None
     assert "race not computable (race_decision of a: not a decision" in ev.decision_words()
+
+
+def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise():
+    t = frame(ROWS)
+    t["trial_id"] = [f"t{i}" for i in range(len(t))]
+    t.loc[len(t)] = ["c", 0, 1.0, 1.0, "PRUNED", False, "t9"]  # pruned: its curve stops early
+    curves = pd.DataFrame(
+        [{"trial_id": tid, "tokens": 100 * k, "val_bpb": v + 0.1 * (5 - k) + 0.002 * (k % 2)}
+         for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True) for k in range(1, 6)]
+    )
+    ev = Evidence.build(t, "val_bpb", curves=curves)
+    snr = ev.snr
+    assert snr.n_candidates == 3  # uniform, a, b: c has no completed seed
+    assert snr.dispersion == pytest.approx(0.30)  # a: -0.30 on average, b: 0.0, uniform 0
+    assert snr.seed_sd == ev.noise.sd and snr.seed_snr == pytest.approx(0.30 / ev.noise.sd)
+    assert snr.checkpoint.n_trials == 9  # the complete trials only
+    assert snr.checkpoint.sd == pytest.approx(0.002 * math.sqrt(1.6) / 2)
+    assert ev.snr.checkpoint_snr == pytest.approx(
+        snr.signal / (snr.checkpoint.sd / snr.checkpoint.mean))
+    alone = Evidence.build(t, "val_bpb")
+    assert alone.snr.seed_snr == snr.seed_snr and alone.snr.checkpoint_snr is None
+    assert alone.snr.why_checkpoint == "no learning curves given"
+    other = Evidence.build(t, "val_loss", curves=curves)
+    assert other.snr.why_checkpoint == "the learning curves have no val_loss"
+
+
+def test_pairs_are_the_evidences_pairwise_decisions():
+    t = frame(ROWS)
+    ev = Evidence.build(t, "val_bpb")
+    p = ev.pairs(t, ["uniform", "a", "b"]).set_index(["a", "b"])
+    assert bool(p.loc[("a", "uniform"), "separated"]) and not p.loc[("b", "uniform"), "separated"]
+    assert p.loc[("a", "uniform"), "noise_sd"] == ev.noise.sd

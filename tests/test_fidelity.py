@@ -184,3 +184,67 @@ def test_a_promoted_rung_makes_the_agreement_conditional() -> None:
     assert "conditional on the candidates rung 0 promoted by rank" in doc["trust"]
     doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10)], "val_bpb", resamples=100)
     assert doc["pairs"][0]["conditional_on"] is None and "conditional" not in doc["trust"]
+
+
+def _noisy(effects: dict[str, float], shift: dict[str, int]) -> pd.DataFrame:
+    """4 seeds; each candidate's delta wiggles by +-0.001/0.002 in its own seed pattern."""
+    wiggle = [[0.002, -0.002, 0.001, -0.001], [-0.002, 0.002, -0.001, 0.001],
+              [0.001, -0.001, 0.002, -0.002]]  # fmt: skip
+    return _rung({r: [e + w for w in wiggle[shift[r]]] for r, e in effects.items()},
+                 [2.0, 2.1, 2.2, 2.3])  # fmt: skip
+
+
+def test_decision_accuracy_per_flop_scores_the_top_rungs_separated_pairs_apart() -> None:
+    shift = {"1.25": 0, "1.5": 1, "1.75": 2}
+    # top: 1.25 (-0.050) ~ 1.5 (-0.049) within noise; both beat uniform, which beats 1.75
+    top = _noisy({"1.25": -0.050, "1.5": -0.049, "1.75": 0.05}, shift)
+    same = _noisy({"1.25": -0.030, "1.5": -0.020, "1.75": 0.01}, shift)
+    # the cheapest rung swaps 1.25/1.5 (within the top's noise) and uniform/1.75 (separated)
+    swapped = _noisy({"1.25": -0.05, "1.5": -0.06, "1.75": -0.01}, shift)
+    rungs = [fid.Rung(swapped, 1e9), fid.Rung(same, 1e10), fid.Rung(top, 1e11)]
+    doc = fid.fidelity(rungs, "val_bpb", resamples=20)
+    cheap, mid = doc["decisions"]
+    assert (cheap["rung"], cheap["top"], mid["rung"]) == (0, 2, 1)
+    assert cheap["compute_ratio"] == pytest.approx(0.01) and mid["compute_ratio"] == 0.1
+    assert cheap["n_candidates"] == 4 and cheap["n_pairs"] == 6  # uniform is a candidate
+    assert cheap["n_separated"] == 5  # every pair but 1.25 vs 1.5
+    assert cheap["accuracy"] == pytest.approx(4 / 6)
+    assert cheap["accuracy_separated"] == pytest.approx(4 / 5)
+    assert cheap["accuracy_within_noise"] == 0.0 and cheap["note"] == ""
+    assert mid["accuracy"] == mid["accuracy_separated"] == mid["accuracy_within_noise"] == 1.0
+    # DataDecide's all-pairs accuracy is the pair table's decision accuracy on common seeds
+    pair = next(p for p in doc["pairs"] if (p["lower"], p["upper"]) == (0, 2))
+    assert pair["decision_accuracy"] == pytest.approx(cheap["accuracy"])
+
+
+def test_decisions_say_why_when_nothing_is_measured_or_separated() -> None:
+    one_seed = _rung({"1.25": [-0.02], "1.5": [-0.01]}, [2.0])  # no seed noise: nothing separated
+    doc = fid.fidelity([fid.Rung(one_seed, 1e9), fid.Rung(one_seed, 1e10)], "val_bpb",
+                       resamples=10)  # fmt: skip
+    (d,) = doc["decisions"]
+    assert d["n_pairs"] == 3 and d["n_separated"] == 0 and d["accuracy_separated"] is None
+    assert "separates none of the 3 pairs" in d["note"]
+    snr = doc["rungs"][0]["signal_to_noise"]
+    assert snr["seed_noise"]["snr"] is None and "no seed noise yet" in snr["seed_noise"]["why"]
+    lone = _rung({}, [2.0, 2.1])  # uniform alone
+    doc = fid.fidelity([fid.Rung(lone, 1e9), fid.Rung(one_seed, 1e10)], "val_bpb", resamples=10)
+    (d,) = doc["decisions"]
+    assert d["n_pairs"] == 0 and d["accuracy"] is None and d["note"].startswith("n/a")
+    assert doc["rungs"][0]["signal_to_noise"]["signal"] is None
+
+
+def test_each_rung_reports_its_signal_to_noise_with_its_checkpoint_noise() -> None:
+    t = _noisy({"1.25": -0.050, "1.5": -0.049, "1.75": 0.05}, {"1.25": 0, "1.5": 1, "1.75": 2})
+    t["trial_id"] = [f"t{i}" for i in range(len(t))]
+    curves = pd.DataFrame(
+        [{"trial_id": tid, "tokens": k * 100, "val_bpb": v + 0.01 * (4 - k) + 0.001 * (k % 2)}
+         for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True) for k in range(1, 5)]
+    )  # a line in tokens, plus 0.001 on every other eval
+    doc = fid.fidelity([fid.Rung(t, 1e9, curves=curves), fid.Rung(t, 1e10)], "val_bpb",
+                       resamples=10)  # fmt: skip
+    with_curves, without = (r["signal_to_noise"] for r in doc["rungs"])
+    ck = with_curves["checkpoint_noise"]
+    assert ck["trials"] == 16 and ck["sd"] == pytest.approx(0.0005 * math.sqrt(4 / 2 * 0.8))
+    assert with_curves["dispersion"] == pytest.approx(0.1)  # 1.75 (+0.05) vs 1.25 (-0.05)
+    assert without["checkpoint_noise"]["snr"] is None
+    assert without["checkpoint_noise"]["why"] == "no learning curves given"

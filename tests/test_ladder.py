@@ -190,6 +190,16 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert pair["distinct_resamples"] == 10 and "distinct resamples" in res.output  # 3 seeds
     assert "only 10 distinct bootstrap resamples with 3 seeds" in doc["trust"]
     assert pair["conditional_on"] is None  # ladder_mode all: nothing chosen by rank
+    (dec,) = doc["decisions"]  # decision accuracy per FLOP: rung 0 against the top rung
+    assert (dec["rung"], dec["top"], dec["n_pairs"]) == (0, 1, 21)
+    assert dec["compute_ratio"] == pytest.approx(0.25)  # 600k vs 2.4M FLOPs per token
+    assert dec["accuracy"] == pytest.approx(pair["decision_accuracy"])  # every seed common
+    assert dec["accuracy"] < 1  # rung 1 reverses the order of r_start
+    assert "decision accuracy vs the top rung (rung 1) per compute" in res.output
+    snr = doc["rungs"][0]["signal_to_noise"]  # each rung's, with its curves' checkpoint noise
+    assert snr["candidates"] == 7 and snr["checkpoint_noise"]["trials"] == 21
+    assert snr["seed_noise"]["snr"] > snr["seed_noise"]["snr_if_all_equal"]
+    assert "signal-to-noise per rung" in res.output
     assert doc["bootstrap"] == {"resamples": 2000, "rng_seed": 0, "level": 0.95,
                                 "resampled": "seeds, with replacement"}  # fmt: skip
     again = json.loads(json.dumps(L.ladder_fidelity(run)))
@@ -201,6 +211,8 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     html = (run / "report.html").read_text()
     assert "id='fidelity-box'" in html and "fig-fidelity" in html
+    assert "Decision accuracy per compute, vs the top rung (rung 1)" in html
+    assert "Signal-to-noise per rung" in html
     best = L.finish_ladder(run)
     block = yaml.safe_load((run / "best.yaml").read_text())["fidelity"]
     assert block["kendall_tau"] == pair["kendall_tau"] and block["n_seeds"] == 3
@@ -295,12 +307,18 @@ def test_a_two_rung_ladder_runs_resumes_and_measures_fidelity(local_ray, tmp_pat
     doc = json.loads((run / "fidelity.json").read_text())
     (pair,) = doc["pairs"]
     assert pair["n_candidates"] == 3 and pair["n_seeds"] == 2
+    (dec,) = doc["decisions"]  # rung 0's share of rung 1's pairwise decisions, per FLOP
+    assert dec["n_pairs"] == 3 and 0 < dec["compute_ratio"] < 1
+    assert "decision accuracy vs the top rung" in res.output
+    ck = doc["rungs"][0]["signal_to_noise"]["checkpoint_noise"]  # 2 evals per trial: too few
+    assert ck["snr"] is None and "4 evals" in ck["why"]
     assert doc["rungs"][1]["compute"] > doc["rungs"][0]["compute"]
     best = yaml.safe_load((run / "best.yaml").read_text())
     assert best["rung"] == "rung-1" and best["fidelity"]["n_candidates"] == 3
     res = _cli("status", str(run))  # each rung's counts and best
     assert res.exit_code == 0, res.output
     assert "rung-0" in res.output and "rung-1" in res.output and "6 complete" in res.output
+    assert res.output.count("signal-to-noise (arXiv 2508.13144)") == 2  # one line per rung
     res = _cli("export", str(run), "--format", "yaml")
     assert res.exit_code == 0, res.output
     assert yaml.safe_load((run / "best.yaml").read_text())["fidelity"]["n_seeds"] == 2

@@ -81,6 +81,9 @@ def test_report_says_what_the_study_supports_and_shows_the_race(tmp_path):
     assert plain.index('id="fig-separation"') < plain.index("id='effects-box'")
     assert "beats uniform on 3/3 seeds" in plain and "noise units" in plain
     assert "<h3>Effects vs uniform</h3>" in plain and "<h3>Race</h3>" not in plain
+    snr = plain[plain.index("<h3>Signal-to-noise</h3>"):plain.index("<h3>Supported</h3>")]
+    assert "arXiv 2508.13144" in snr and "over 7 candidates, uniform included" in snr
+    assert "sd over the last evals of 21 trials, detrended" in snr  # the run's curves
     study["search"]["racing"] = {"max_seeds": 3, "confidence": 0.95}
     raced = write_report(make_run(tmp_path / "raced", study=study, seeds=(0, 1, 2))).read_text()
     assert "<h3>Race</h3>" in raced and "up to 3 of seeds [0, 1, 2]" in raced

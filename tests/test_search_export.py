@@ -265,6 +265,13 @@ def test_best_yaml_gives_the_effect_in_units_of_noise_and_the_conclusions(cfg):
     yes, no = doc["conclusions"]["supported"], doc["conclusions"]["unsupported"]
     assert yes[0].startswith("linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10 ± 0.00 val_bpb")
     assert any(s.startswith("linear 2->1.5 beats uniform") and "pruned on seed 1" in s for s in no)
+    snr = doc["signal_to_noise"]  # uniform (2.1) and linear 1.5->0.5 (2.0); the pruned one out
+    assert snr["candidates"] == 2 and snr["dispersion"] == pytest.approx(0.1)
+    assert snr["signal"] == pytest.approx(0.1 / 2.05)
+    assert snr["seed_noise"]["snr"] is None  # both deltas -0.1: the fit leaves no noise
+    assert snr["seed_noise"]["why"] == "the seed noise is exactly 0"
+    assert snr["checkpoint_noise"]["why"] == "no learning curves given"
+    assert "arXiv 2508.13144" in snr["definition"]
 
 
 def test_a_one_seed_best_is_judged_with_the_pooled_noise(tmp_path):
@@ -349,6 +356,9 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
     assert "supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
     assert "not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
+    assert ("signal-to-noise (arXiv 2508.13144): n/a over seeds (the seed noise is exactly 0); "
+            "n/a over checkpoints (no complete trial has 4 evals with this metric); spread of "
+            "2 candidates' means 0.1") in out  # fmt: skip
 
 
 def _running_run(tmp_path, reported_at: float):
@@ -684,3 +694,20 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
         (raw,) = df.index[df["val_bpb"] == 2.4]
         assert (df.loc[avg, "val_bpb_raw"], df.loc[avg, "val_loss_raw"]) == (2.6, 1.8)
         assert math.isnan(df.loc[raw, "val_bpb_raw"]) and math.isnan(df.loc[raw, "val_loss_raw"])
+
+
+def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
+    from fixtures_run import make_run
+
+    from tlmsearch.config import load_study
+    from tlmsearch.results import load_run
+    from tlmsearch.search.export import write_best
+
+    run = make_run(tmp_path / "r", seeds=(0, 1, 2), evals=8)
+    doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
+    ck = doc["signal_to_noise"]["checkpoint_noise"]
+    assert ck["trials"] == 21 and ck["why"] is None and ck["snr"] > 0  # 7 candidates x 3 seeds
+    assert ck["sd"] < ck["sd_not_detrended"]  # the falling curve is trend, not noise
+    (run / "curves.parquet").unlink()
+    doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
+    assert doc["signal_to_noise"]["checkpoint_noise"]["why"] == "no learning curves given"

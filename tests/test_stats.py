@@ -529,3 +529,101 @@ def test_holm_and_bh_equal_statsmodels(p_values):
         expect = multitest.multipletests(p_values, method=theirs)[1]
         assert stats.adjust(p_values, ours) == pytest.approx(list(expect), rel=1e-9)
     assert stats.adjust(p_values, "none") == pytest.approx(p_values)
+
+
+# -------------------------------------------------------------------------------------------------
+# signal and noise (arXiv 2508.13144)
+
+
+def test_relative_dispersion_is_the_widest_gap_over_the_mean() -> None:
+    assert stats.relative_dispersion([1.0, 3.0]) == 1.0  # 2 / 2
+    assert stats.relative_dispersion([2.0, math.nan, 2.5, 1.5]) == pytest.approx(0.5)
+    assert math.isnan(stats.relative_dispersion([2.0]))
+    assert math.isnan(stats.relative_dispersion([1.0, -1.0]))  # mean 0: nothing relative
+
+
+def test_expected_range_of_normals_matches_tippetts_d2() -> None:
+    assert stats.expected_range(2) == pytest.approx(2 / math.sqrt(math.pi), abs=1e-6)
+    assert stats.expected_range(3) == pytest.approx(3 / math.sqrt(math.pi), abs=1e-6)
+    assert stats.expected_range(5) == pytest.approx(2.3259, abs=1e-4)  # d2 tables
+    assert stats.expected_range(1) == 0.0
+
+
+def test_checkpoint_noise_pools_the_last_k_evals_around_a_line() -> None:
+    rows = [("a", 100 * k, v) for k, v in enumerate([9.0, 7.0, 4.1, 2.9, 1.9, 1.1], 1)]
+    rows += [("b", 100 * k, 10.0 - 0.01 * k) for k in range(1, 5)]  # an exact line: 0 noise
+    rows += [("c", 100 * k, 5.0 + k % 2) for k in range(1, 4)]  # 3 evals: left out
+    c = pd.DataFrame(rows[::-1], columns=["trial_id", "tokens", "v"])  # any row order
+    n = stats.checkpoint_noise(c, "v")
+    # a's last 4 evals: 5 - x +-0.1 (SSE 0.04), b's: SSE 0; 2 df each
+    assert (n.n_trials, n.k) == (2, 4) and n.sd == pytest.approx(math.sqrt(0.04 / 4))
+    b_ss = sum((0.01 * (k - 2.5)) ** 2 for k in range(1, 5))  # b around its mean
+    assert n.sd_raw == pytest.approx(math.sqrt((5.04 + b_ss) / 6))
+    assert n.mean == pytest.approx((2.5 * 4 + (10.0 - 0.025) * 4) / 8)
+    assert stats.checkpoint_noise(c[c["trial_id"] == "c"], "v") is None
+    assert stats.checkpoint_noise(c, "no_such_metric") is None
+    with pytest.raises(ValueError, match="k must be >= 3"):
+        stats.checkpoint_noise(c, "v", k=2)
+
+
+def test_signal_to_noise_by_hand_and_na_with_the_reason() -> None:
+    ck = stats.CheckpointNoise(sd=0.02, sd_raw=0.05, mean=2.0, n_trials=6, k=4)
+    s = stats.signal_to_noise([2.0, 2.1, 1.9], [2, 2, 2], stats.Noise(0.05, 2), ck)
+    assert s.dispersion == pytest.approx(0.2) and s.signal == pytest.approx(0.1)
+    assert s.seed_snr == pytest.approx(4.0)  # 0.1 / (0.05 / 2.0): the spread in sds of a delta
+    assert s.checkpoint_snr == pytest.approx(10.0)  # 0.1 / (0.02 / 2.0)
+    assert s.null_snr == pytest.approx(stats.expected_range(3) / 2.0)  # d2(3) / sqrt(2 x 2)
+    assert "4.0 over seeds" in s.line() and "10.0 over checkpoints" in s.line()
+    lone = stats.signal_to_noise([2.0], [2], stats.Noise(0.05, 2), ck)
+    assert lone.signal is None and lone.seed_snr is None and lone.checkpoint_snr is None
+    assert lone.line() == ("signal-to-noise: n/a (fewer than 2 candidates measured: uniform and "
+                           "those with a seed paired with it, never pruned or failed)")
+    blind = stats.signal_to_noise([2.0, 2.1], [1, 1], None, None)
+    assert blind.seed_snr is None and "no seed noise yet" in blind.why_seed
+    assert blind.checkpoint_snr is None and "4 evals" in blind.why_checkpoint
+    assert blind.as_dict()["seed_noise"]["why"] == blind.why_seed
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.floats(0.5, 5.0), min_size=2, max_size=8, unique=True),
+    st.floats(1e-3, 1.0),
+    st.floats(1e-3, 1.0),
+    st.floats(0.01, 100.0),
+)
+def test_signal_to_noise_is_free_of_the_metrics_scale(means, sd, ck_sd, c) -> None:
+    def snr(scale: float) -> stats.SignalToNoise:
+        ck = stats.CheckpointNoise(ck_sd * scale, ck_sd * scale, 3.0 * scale, 2, 4)
+        return stats.signal_to_noise([m * scale for m in means], [3] * len(means),
+                                     stats.Noise(sd * scale, 4), ck)  # fmt: skip
+
+    one, scaled = snr(1.0), snr(c)
+    assert one.seed_snr == pytest.approx(np.ptp(means) / sd)  # the mean cancels
+    assert scaled.seed_snr == pytest.approx(one.seed_snr)
+    assert scaled.checkpoint_snr == pytest.approx(one.checkpoint_snr)
+    assert scaled.null_snr == one.null_snr
+
+
+def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() -> None:
+    t = frame([("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "COMPLETE", 2.4),
+               ("a", 0, "COMPLETE", 1.9), ("a", 1, "RUNNING", math.nan),
+               ("b", 0, "COMPLETE", 1.5), ("b", 1, "PRUNED", 3.0)])  # fmt: skip
+    m = stats.candidate_means(t, "v").set_index("candidate")
+    assert list(m.index) == ["a", "uniform"]  # b: pruned on seed 1, its seed 0 flatters it
+    assert m.loc["a", "mean"] == pytest.approx(2.1)  # uniform's 2.2, then a's -0.1 on seed 0
+    assert (m.loc["a", "n"], m.loc["uniform", "n"]) == (1, 2)
+
+
+def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
+    rng = np.random.default_rng(0)
+    k, n, got = 6, 4, []
+    for _ in range(60):  # a null study: seed levels shared by every candidate, then noise
+        level = rng.normal(0.0, 0.1, n)
+        t = frame([("uniform" if c == 0 else f"c{c}", s, "COMPLETE",
+                    2.0 + level[s] + rng.normal(0.0, 0.01)) for c in range(k) for s in range(n)])
+        m = stats.candidate_means(t, "v")
+        s = stats.signal_to_noise(m["mean"], m["n"], stats.block_noise(t, "v"))
+        got.append(s.seed_snr)
+    # d2(6) / sqrt(8) = 0.90; the estimated sd (15 df) divides, so the mean sits a little above
+    assert s.null_snr == pytest.approx(stats.expected_range(6) / math.sqrt(8))
+    assert np.mean(got) == pytest.approx(s.null_snr, rel=0.15)

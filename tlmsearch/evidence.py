@@ -5,7 +5,9 @@ censored, pending), the noise model that fits it (a randomized block design: see
 uniform one level of candidate, every delta of a seed sharing its uniform;
 :func:`tlmsearch.stats.block_noise`), the effects vs uniform with the family-wise decision
 (Holm by default, ``stats.family``), the race and its decisions (racing studies), the ranking,
-and multiple comparisons with the best (Hsu's MCB, uniform included) for the verdict.
+and multiple comparisons with the best (Hsu's MCB, uniform included) for the verdict, and the
+signal-to-noise ratio of arXiv 2508.13144 (the candidates' spread over seed and checkpoint
+noise; :func:`tlmsearch.stats.signal_to_noise`).
 best.yaml, ``tlmsearch status``, the report and the conclusions read it; nothing re-derives a
 statistic. What each decision's error rate is, and the simulation that checks it:
 ``benchmarks/stats.py``.
@@ -59,6 +61,7 @@ class Evidence:
     against: str | None  # the race's reference (uniform | best)
     race_size: int = 0  # m: the candidates the race's levels are corrected over
     note: str = ""  # why a racing study's race could not be read (then the family decides)
+    snr: stats.SignalToNoise | None = None  # signal over seed and checkpoint noise
 
     @classmethod
     def build(
@@ -72,9 +75,11 @@ class Evidence:
         family: str = "holm",
         seeds: Sequence[int] | None = None,
         config: Mapping[str, Any] | None = None,
+        curves: pd.DataFrame | None = None,
     ) -> Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
-        for its racing settings and seeds; ``seeds``: the study's seeds without one."""
+        for its racing settings and seeds; ``seeds``: the study's seeds without one;
+        ``curves``: the run's learning curves, for the checkpoint noise (None: n/a)."""
         search = (config or {}).get("search")
         search = search if isinstance(search, Mapping) else {}
         lanes, plan, m, note = None, seeds, 0, ""
@@ -105,8 +110,16 @@ class Evidence:
         measured = ranking[ranking["tier"] < 3]
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=noise)  # fmt: skip
+        snr = _signal_to_noise(trials, value, key, noise, curves)
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note)  # fmt: skip
+                   m, note, snr)  # fmt: skip
+
+    def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
+        """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
+        level and family: every ordered pair's mean difference and whether it is separated.
+        ``trials``: the table this evidence was built from."""
+        return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
+                              level=self.level, noise=self.noise, family=self.family)  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -118,6 +131,28 @@ class Evidence:
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
         return stats.family_words(self.family, m) + " with uniform" + (
             f"; {self.note}" if self.note else "")
+
+
+def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.Noise | None,
+                     curves: pd.DataFrame | None) -> stats.SignalToNoise:  # fmt: skip
+    """The study's SNR: its candidates' means over the seed noise and over the checkpoint noise
+    of its complete trials' last evals (:mod:`tlmsearch.stats`, arXiv 2508.13144)."""
+    means = stats.candidate_means(trials, value, key=key) if not trials.empty else None
+    ck, why = None, ""
+    if curves is None:
+        why = "no learning curves given"
+    elif value not in curves:
+        why = f"the learning curves have no {value}"
+    elif not trials.empty and "trial_id" in trials:
+        done = trials.loc[trials["state"].astype(str).str.upper() == "COMPLETE", "trial_id"]
+        if "same_as" in trials:  # a replayed twin repeats another trial's curve
+            done = trials.loc[trials["trial_id"].isin(done) & trials["same_as"].isna(),
+                              "trial_id"]  # fmt: skip
+        ck = stats.checkpoint_noise(curves[curves["trial_id"].isin(set(done))], value)
+    if means is None or means.empty:
+        return stats.signal_to_noise([], [], noise, ck, why_checkpoint=why)
+    return stats.signal_to_noise(means["mean"].tolist(), means["n"].tolist(), noise, ck,
+                                 why_checkpoint=why)  # fmt: skip
 
 
 def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
@@ -162,9 +197,11 @@ def _race_decides(
 
 
 def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str | None = None,
-                   sense: str | None = None, *, key: str = "candidate") -> Evidence:  # fmt: skip
-    """The :class:`Evidence` of a run: its study.yaml (as a dict) and trials table; the first
-    objective unless ``metric`` / ``sense`` are given."""
+                   sense: str | None = None, *, key: str = "candidate",
+                   curves: pd.DataFrame | None = None) -> Evidence:  # fmt: skip
+    """The :class:`Evidence` of a run: its study.yaml (as a dict) and trials table (and its
+    curves, for the checkpoint noise); the first objective unless ``metric`` / ``sense`` are
+    given."""
     from tlmsearch.results import metric_column, objectives_of
 
     if metric is None or sense is None:
@@ -172,4 +209,4 @@ def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str 
     family = str((config.get("stats") or {}).get("family", "holm"))
     level = float((config.get("stats") or {}).get("level", 0.95))
     return Evidence.build(trials, metric_column(metric), sense, key=key, level=level,
-                          family=family, config=config)  # fmt: skip
+                          family=family, config=config, curves=curves)  # fmt: skip

@@ -13,6 +13,15 @@ on the candidates both rungs measured on their common seeds:
 - decision accuracy: the share of candidate pairs the two rungs order the same way, a pair tied
   at either rung counting one half.
 
+Against the top rung, per cheaper rung, decision accuracy per FLOP (DataDecide, arXiv
+2504.11393; :func:`decisions_vs_top`): of the pairs of candidates both rungs measured (uniform
+included, each rung on all its seeds), the share the cheaper rung orders as the top rung does,
+next to its compute and the ratio to the top rung's. The top rung's own order is noisy too:
+pairs its Evidence *separates* (family-wise over those pairs, at its ``stats.level``) are the
+decisions it actually makes, and are scored apart from the pairs it leaves within noise, where
+agreeing is closer to a coin flip. Every rung's signal-to-noise (:class:`Evidence`'s ``snr``)
+sits beside its compute.
+
 Per candidate it fits the paired effect against log10 compute (training FLOPs per token times
 the rung's tokens): with two rungs the straight line through the two points (nothing more can be
 fitted honestly), with three or more a least-squares line and its residual sd. The paired effect
@@ -43,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.evidence import Evidence
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -281,6 +291,7 @@ class Rung(NamedTuple):
     compute: float  # training FLOPs per token x tokens (the uniform model's; all share it)
     label: str = ""
     selected_by: int | None = None  # promote mode: the rung whose ranking chose its candidates
+    curves: pd.DataFrame | None = None  # its learning curves (the checkpoint noise; None: n/a)
 
 
 def _effects_by_seed(trials: pd.DataFrame, value: str, sign: float) -> dict[str, dict[int, float]]:
@@ -347,6 +358,73 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _order(mean: float) -> int:
+    return 0 if not math.isfinite(mean) or mean == 0 else (1 if mean > 0 else -1)
+
+
+def decisions_vs_top(
+    rungs: Sequence[Rung], evidence: Sequence[Evidence]
+) -> list[dict[str, Any]]:
+    """Decision accuracy per FLOP (DataDecide, arXiv 2504.11393) of every cheaper rung against
+    the top one (the last): see the module doc. ``evidence``: each rung's, keyed by params_json.
+
+    Per rung: compute and its ratio to the top's; ``n_pairs`` candidate pairs both measured
+    (a completed seed in each, uniform a candidate); ``accuracy`` over all of them, a pair tied
+    at either rung counting half (DataDecide's measure); ``accuracy_separated`` over the
+    ``n_separated`` pairs the top rung separates, ``accuracy_within_noise`` over the rest
+    (None where there are none, ``note`` says why).
+    """
+    top = len(rungs) - 1
+    if top < 1:
+        return []
+    labels = _labels(rungs)
+
+    def measured(ev: Evidence) -> set[str]:
+        r = ev.ranking
+        return set(r.loc[r["tier"] < 3, ev.key].astype(str))
+
+    top_ev = evidence[top]
+    out = []
+    for i in range(top):
+        cands = sorted(measured(evidence[i]) & measured(top_ev), key=lambda k: labels.get(k, k))
+        row: dict[str, Any] = {
+            "rung": i, "top": top, "compute": _clean(rungs[i].compute),
+            "compute_ratio": _clean(rungs[i].compute / rungs[top].compute)
+            if rungs[top].compute > 0 else None,
+            "n_candidates": len(cands), "candidates": [labels.get(k, k) for k in cands],
+        }  # fmt: skip
+        hits: dict[bool, list[float]] = {True: [], False: []}
+        if len(cands) >= 2:
+            lo = evidence[i].pairs(rungs[i].trials, cands)
+            hi = top_ev.pairs(rungs[top].trials, cands)
+            first = {(a, b) for a, b in itertools.combinations(cands, 2)}
+            lo_mean = {(a, b): m for a, b, m in zip(lo["a"], lo["b"], lo["mean"], strict=True)}
+            for a, b, m, n, sep in zip(hi["a"], hi["b"], hi["mean"], hi["n"], hi["separated"],
+                                       strict=True):  # fmt: skip
+                if (a, b) not in first or n < 1 or not math.isfinite(lo_mean[(a, b)]):
+                    continue
+                x, y = _order(lo_mean[(a, b)]), _order(m)
+                right = 0.5 if x == 0 or y == 0 else float(x == y)
+                hits[sep is not pd.NA and bool(sep)].append(right)
+        every = hits[True] + hits[False]
+
+        def share(v: list[float]) -> float | None:
+            return float(np.mean(v)) if v else None
+
+        row.update(n_pairs=len(every), accuracy=share(every), n_separated=len(hits[True]),
+                   accuracy_separated=share(hits[True]),
+                   accuracy_within_noise=share(hits[False]))  # fmt: skip
+        if not every:
+            row["note"] = "n/a: fewer than 2 candidates measured at both rungs"
+        elif not hits[True]:
+            row["note"] = (f"the top rung separates none of the {len(every)} pairs: every "
+                           "decision it makes is within its noise")  # fmt: skip
+        else:
+            row["note"] = ""
+        out.append(row)
+    return out
+
+
 def fidelity(
     rungs: Sequence[Rung],
     value: str,
@@ -363,6 +441,8 @@ def fidelity(
     sign = 1.0 if sense == "minimize" else -1.0
     labels = _labels(rungs)
     base = _baseline_key(rungs)
+    evidence = [Evidence.build(r.trials, value, sense, key="params_json", curves=r.curves)
+                for r in rungs]  # fmt: skip
     eff = [_effects_by_seed(r.trials, value, sign) for r in rungs]
     pairs = []
     for i, j in itertools.combinations(range(len(rungs)), 2):
@@ -414,10 +494,12 @@ def fidelity(
             "resampled": "seeds, with replacement",
         },
         "rungs": [
-            {"index": i, "label": r.label, "compute": r.compute, "log10_compute": _clean(logc[i])}
-            for i, r in enumerate(rungs)
+            {"index": i, "label": r.label, "compute": r.compute, "log10_compute": _clean(logc[i]),
+             "signal_to_noise": ev.snr.as_dict() if ev.snr is not None else None}
+            for i, (r, ev) in enumerate(zip(rungs, evidence, strict=True))
         ],
         "pairs": pairs,
+        "decisions": decisions_vs_top(rungs, evidence),
         "fits": fits,
         "crossings": crossings,
         "trust": trust_line(pairs[-1] if pairs else None, len(rungs)),
@@ -433,6 +515,19 @@ def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
     if value is None:
         return "-"
     return f"{value:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (1 seed: no CI)")
+
+
+def snr_cells(snr: dict[str, Any] | None) -> list[str]:
+    """A ``signal_to_noise`` block (best.yaml, fidelity.json) as table cells: spread, SNR over
+    seeds (and what noise alone gives), SNR over checkpoints; ``n/a (why)`` where unmeasured."""
+    if not snr:
+        return ["-", "n/a", "n/a"]
+    seed, ck = snr["seed_noise"], snr["checkpoint_noise"]
+    spread = "-" if snr["dispersion"] is None else f"{snr['dispersion']:.4g}"
+    by_seed = (f"{seed['snr']:.1f} (all equal: ~{seed['snr_if_all_equal']:.1f})"
+               if seed["snr"] is not None else f"n/a ({seed['why']})")  # fmt: skip
+    by_ck = f"{ck['snr']:.1f}" if ck["snr"] is not None else f"n/a ({ck['why']})"
+    return [spread, by_seed, by_ck]
 
 
 def top_pair(doc: dict[str, Any]) -> dict[str, Any] | None:

@@ -47,14 +47,16 @@ class Effects(NamedTuple):
     noise: stats.Noise | None  # the block-design noise of one paired delta (None: no df yet)
     conclusions: Conclusions
     how: str = ""  # how "separated" was decided, in words (Evidence.decision_words)
+    snr: stats.SignalToNoise | None = None  # the study's signal-to-noise (Evidence.snr)
 
 
 def _evidence(trials: pd.DataFrame, col: str, sense: str, seeds: Any,
-              config: Mapping[str, Any] | None) -> Evidence:  # fmt: skip
+              config: Mapping[str, Any] | None, curves: pd.DataFrame | None = None
+              ) -> Evidence:  # fmt: skip
     stats_cfg = (config or {}).get("stats") or {}
     return Evidence.build(trials, col, sense, level=float(stats_cfg.get("level", LEVEL)),
                           family=str(stats_cfg.get("family", "holm")), seeds=seeds,
-                          config=config)  # fmt: skip
+                          config=config, curves=curves)  # fmt: skip
 
 
 def effects(
@@ -63,20 +65,22 @@ def effects(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     config: Mapping[str, Any] | None = None,
+    curves: pd.DataFrame | None = None,
 ) -> Effects:
     """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, the one
     decision), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`;
-    ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide.
+    ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide;
+    ``curves``: the learning curves, for the signal-to-noise's checkpoint noise.
     """
     sense = sense or sense_of(metric)
     col = metric_column(metric)
     ranked = ranked_candidates(trials, metric, sense, seeds)
-    ev = _evidence(trials, col, sense, seeds, config)
+    ev = _evidence(trials, col, sense, seeds, config, curves)
     eff = ev.effects
     if eff.empty:
         table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
                                       *stats.EFFECT_COLUMNS, "decided_by"])  # fmt: skip
-        return Effects(metric, sense, table, None, Conclusions([], []))
+        return Effects(metric, sense, table, None, Conclusions([], []), snr=ev.snr)
     info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
     table = eff.join(info, on="candidate")
     order = {c: i for i, c in enumerate(ranked["candidate"])}
@@ -85,7 +89,7 @@ def effects(
     table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
-    return Effects(metric, sense, table, ev.noise, said, ev.decision_words())
+    return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr)
 
 
 class Separation(NamedTuple):

@@ -109,7 +109,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs,
         C.run_summary(run.config, t, run.status),
         curves.failed,
-        E.effects(t, metric, sense, seeds, run.config),
+        E.effects(t, metric, sense, seeds, run.config, curves=run.curves),
         E.race(t, run.config, metric, sense),
     )
 
@@ -284,6 +284,7 @@ def conclusions_html(report: Report) -> str:
         f"separated from uniform is one decision, {_e(e.how)}; the best is judged by multiple "
         "comparisons with the best (Hsu), uniform included.</p>"
     ]
+    parts.append(snr_html(e.snr))
     for head, lines in (
         ("Supported", e.conclusions.supported),
         ("Not supported (yet)", e.conclusions.unsupported),
@@ -296,6 +297,37 @@ def conclusions_html(report: Report) -> str:
         )
         parts.append(f"<h3>{head}</h3><ul class='said'>{items}{more}</ul>")
     return "".join(parts)
+
+
+def snr_html(snr: stats.SignalToNoise | None) -> str:
+    """The study's signal-to-noise (arXiv 2508.13144) in a short paragraph and a table."""
+    if snr is None:
+        return ""
+    d = snr.as_dict()
+    seed, ck = d["seed_noise"], d["checkpoint_noise"]
+    if d["signal"] is None:
+        return f"<p class='sub'>Signal-to-noise: n/a ({_e(d['signal_why'])}).</p>"
+
+    def cell(v: float | None, why: str | None, fmt: str) -> str:
+        return _e(format(v, fmt) if v is not None else f"n/a ({why})")
+
+    rows = [
+        ("seeds: sd of one paired delta", cell(seed["sd"], seed["why"], ".3g"),
+         cell(seed["snr"], seed["why"], ".1f")
+         + (f" (all candidates equal: ~{seed['snr_if_all_equal']:.1f})" if seed["snr"] else "")),
+        (f"checkpoints: sd over the last evals of {ck['trials']} trials, detrended",
+         cell(ck["sd"], ck["why"], ".3g"), cell(ck["snr"], ck["why"], ".1f")),
+    ]  # fmt: skip
+    body = "".join(f"<tr><td>{_e(a)}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
+    return (
+        "<h3>Signal-to-noise</h3><p class='sub'>As in Signal and Noise (Heineman et al. 2025, "
+        "arXiv 2508.13144): the signal is the spread of the candidates' means (max difference "
+        f"{d['dispersion']:.4g} over {d['candidates']} candidates, uniform included, "
+        f"{d['signal']:.3g} of their mean), the SNR that over a noise relative to the mean. "
+        "The seed SNR is the spread in sds of one paired delta; a spread near what equal "
+        "candidates give says the study cannot tell them apart (docs/signal_to_noise.md).</p>"
+        f"<table><tr><th>noise</th><th>sd</th><th>SNR</th></tr>{body}</table>"
+    )
 
 
 def _effect_cells(r: Any) -> list[str]:
@@ -419,7 +451,50 @@ def fidelity_html(doc: dict[str, Any]) -> str:
             if cross
             else "<p>No two candidates' lines cross at or above the smallest rung.</p>"
         )
+        + decisions_html(doc)
     )
+
+
+def decisions_html(doc: dict[str, Any]) -> str:
+    """Decision accuracy per FLOP vs the top rung (DataDecide, arXiv 2504.11393), and each
+    rung's signal-to-noise (arXiv 2508.13144)."""
+    from tlmsearch.fidelity import snr_cells
+
+    rows = doc.get("decisions") or []
+    if not rows:
+        return ""
+
+    def num(v: float | None, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    acc = "".join(
+        f"<tr><td>{d['rung']}</td><td>{num(d['compute'], '.3g')}</td>"
+        f"<td>{num(d['compute_ratio'], '.3g')}</td><td>{d['n_pairs']}</td>"
+        f"<td>{num(d['accuracy'], '.0%')}</td>"
+        f"<td>{d['n_separated']}: {num(d['accuracy_separated'], '.0%')}</td>"
+        f"<td>{d['n_pairs'] - d['n_separated']}: {num(d['accuracy_within_noise'], '.0%')}</td>"
+        f"<td>{_e(d['note'])}</td></tr>"
+        for d in rows
+    )
+    snr = "".join(
+        f"<tr><td>{r['index']}</td>"
+        + "".join(f"<td>{_e(c)}</td>" for c in snr_cells(r.get("signal_to_noise")))
+        + "</tr>"
+        for r in doc["rungs"]
+    )
+    return (
+        f"<h3>Decision accuracy per compute, vs the top rung (rung {rows[0]['top']})</h3>"
+        "<table><tr><th>rung</th><th>FLOPs per training</th><th>x top</th><th>pairs</th>"
+        "<th>accuracy</th><th>separated pairs: accuracy</th><th>within noise: accuracy</th>"
+        f"<th>note</th></tr>{acc}</table>"
+        "<p class='sub'>DataDecide (arXiv 2504.11393): the share of the candidate pairs both "
+        "rungs measured (uniform included) that the rung orders as the top rung does, ties "
+        "counted half; pairs the top rung's own evidence separates (family-wise) are the "
+        "decisions it makes, the rest are within its noise.</p>"
+        "<h3>Signal-to-noise per rung</h3><table><tr><th>rung</th><th>spread of the means</th>"
+        f"<th>SNR over seeds</th><th>SNR over checkpoints</th></tr>{snr}</table>"
+    )
+
 
 
 def failed_html(failed: Any) -> str:

@@ -224,6 +224,8 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(f"race: {line}", markup=False, highlight=False)
     for line in conclusion_lines(rep["conclusions"]):  # effects in units of seed noise
         console.print(line, markup=False, highlight=False)
+    if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
+        console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)
@@ -348,6 +350,58 @@ def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
             c_t.add_row(c["a"], c["b"], at, c["where"], f"{c['effect']:+.4f}")
         console.print(c_t)
     console.print(f"trust: {doc['trust']}", markup=False, highlight=False)
+    print_rung_snr(console, doc)
+    print_decisions(console, doc)
+
+
+def print_rung_snr(console: Any, doc: dict[str, Any]) -> None:
+    """Each rung's signal-to-noise (arXiv 2508.13144; docs/signal_to_noise.md)."""
+    from rich.table import Table
+
+    from tlmsearch.fidelity import snr_cells
+
+    if not any(r.get("signal_to_noise") for r in doc.get("rungs") or []):
+        return
+    t = Table(
+        title="signal-to-noise per rung (arXiv 2508.13144)",
+        caption="spread: max difference of the candidates' means; SNR over seeds: that over the "
+        "sd of one paired delta; over checkpoints: relative spread over the relative sd of the "
+        "last evals of each trial (detrended)",
+    )
+    for col in ("rung", "candidates", "spread", "SNR over seeds", "SNR over checkpoints"):
+        t.add_column(col)
+    for r in doc["rungs"]:
+        snr = r.get("signal_to_noise")
+        n = "-" if not snr else str(snr["candidates"])
+        t.add_row(str(r["index"]), n, *snr_cells(snr))
+    console.print(t)
+
+
+def print_decisions(console: Any, doc: dict[str, Any]) -> None:
+    """Decision accuracy per FLOP against the top rung (DataDecide, arXiv 2504.11393)."""
+    from rich.table import Table
+
+    rows = doc.get("decisions") or []
+    if not rows:
+        return
+    t = Table(
+        title=f"decision accuracy vs the top rung (rung {rows[0]['top']}) per compute",
+        caption="share of the candidate pairs both rungs measured that the rung orders as the "
+        "top rung does (ties half); separated: the pairs the top rung's own evidence "
+        "separates (family-wise), within noise: the rest",
+    )
+    for col in ("rung", "FLOPs per training", "x top", "pairs", "accuracy",
+                "separated pairs: accuracy", "within noise: accuracy"):  # fmt: skip
+        t.add_column(col)
+    for d in rows:
+        sep = f"{d['n_separated']}: {_num(d['accuracy_separated'], '.0%')}"
+        within = f"{d['n_pairs'] - d['n_separated']}: {_num(d['accuracy_within_noise'], '.0%')}"
+        t.add_row(str(d["rung"]), _num(d["compute"], ".3g"), _num(d["compute_ratio"], ".3g"),
+                  str(d["n_pairs"]), _num(d["accuracy"], ".0%"), sep, within)  # fmt: skip
+    console.print(t)
+    for d in rows:
+        if d["note"]:
+            console.print(f"rung {d['rung']}: {d['note']}", markup=False, highlight=False)
 
 
 def fidelity_command(run_dir: Path, *, console: Any) -> int:

@@ -219,13 +219,15 @@ def pareto_front(
     return front
 
 
-def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
     """best.yaml: the best candidate's params, proxy widths, and its widths at target scale.
 
     Each entry also says what trained (``realised``: first and last width over the mean width,
     and their difference), how many seeds it completed of those planned, and its mean
     paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
-    better on fewer seeds (see :func:`censored_better`).
+    better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
+    :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
+    checkpoint noise).
     """
     best = best_candidates(trials, cfg)
     doc: dict[str, Any] = {
@@ -249,10 +251,13 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
-    said = study_conclusions(trials, cfg)
+    ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
+    said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
     doc["conclusions"] = said._asdict()
+    if ev is not None and ev.snr is not None:
+        doc["signal_to_noise"] = ev.snr.as_dict()
     return doc
 
 
@@ -285,21 +290,25 @@ def verdict(group: Mapping[str, Any]) -> str:
     return text + (f"; {', '.join(out)} {'is' if len(out) == 1 else 'are'} not" if out else "")
 
 
-def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate") -> Any:
-    """The run's :class:`tlmsearch.evidence.Evidence` for the first objective."""
+def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves: Any = None
+                   ) -> Any:  # fmt: skip
+    """The run's :class:`tlmsearch.evidence.Evidence` for the first objective (``curves``: the
+    learning curves, for its checkpoint noise)."""
     from tlmsearch.evidence import study_evidence as build
 
-    return build(trials, cfg.to_dict(), key=key)
+    return build(trials, cfg.to_dict(), key=key, curves=curves)
 
 
-def study_conclusions(trials: Any, cfg: StudyConfig) -> Any:
-    """:func:`tlmsearch.conclusions.conclusions` of the run's evidence (first objective)."""
+def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
+    """:func:`tlmsearch.conclusions.conclusions` of the run's evidence (first objective;
+    ``evidence``: that :func:`study_evidence`, when the caller has it already)."""
     from tlmsearch.conclusions import Conclusions, conclusions
 
     if trials.empty:
         return Conclusions([], [])
     o = cfg.objectives[0]
-    return conclusions(trials, label=o.metric, evidence=study_evidence(trials, cfg))
+    ev = evidence if evidence is not None else study_evidence(trials, cfg)
+    return conclusions(trials, label=o.metric, evidence=ev)
 
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -316,7 +325,9 @@ def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> di
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     from tlmsearch.results import atomic_write
 
-    doc = best_document(trials, cfg)
+    path = Path(run_dir) / "curves.parquet"  # written beside trials by write_tables
+    curves = pd.read_parquet(path) if path.is_file() else None
+    doc = best_document(trials, cfg, curves)
     text = yaml.safe_dump(doc, sort_keys=False)
     atomic_write(Path(run_dir) / "best.yaml", lambda tmp: Path(tmp).write_text(text))
     return doc
@@ -432,15 +443,16 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     ETA (``now``: epoch seconds, default the clock; safe while running, from any process)."""
     import time
 
-    from tlmsearch.results import trials_frame
+    from tlmsearch.results import curves_frame, trials_frame
 
     cfg, study = open_run(run_dir)
     info = run_info(run_dir)
-    trials, _ = trial_records(study)
+    trials, curves = trial_records(study)
     from tlmsearch.results import add_deltas
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
     best = best_candidates(frame, cfg)
+    ev = study_evidence(frame, cfg, curves=curves_frame(curves)) if not frame.empty else None
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
@@ -450,7 +462,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "best": best,
         "censored_better": censored_better(frame, cfg),
         "race": race_lines(study, cfg),
-        "conclusions": study_conclusions(frame, cfg),
+        "conclusions": study_conclusions(frame, cfg, evidence=ev),
+        "signal_to_noise": ev.snr if ev is not None else None,
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},

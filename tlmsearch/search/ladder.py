@@ -296,7 +296,8 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
         data = load_run(d)
         sub = load_study(d / "study.yaml")
         by = i - 1 if promoted_to[i] else None  # its candidates: the rung below's best by rank
-        rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by))
+        rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by,
+                              data.curves))
     if len(rungs) < 2:
         raise ConfigError(f"{run}: {len(rungs)} rung(s) have run; fidelity needs two")
     o = cfg.objectives[0]
