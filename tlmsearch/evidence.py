@@ -17,6 +17,9 @@ One decision per question:
   the family-wise test over all comparisons with uniform at the end (``family``).
 - *Which is the best?* MCB over the ranked candidates and uniform: a candidate is called the
   best only when it is better than every other one, uniform included, jointly at ``level``.
+- *Does it still win at its own best setting?* A study with setting dimensions (``train.lr``)
+  compares within a setting (each candidate with the uniform of its own setting and seed) and,
+  in :attr:`Evidence.tuned`, each schedule at its own best setting (:mod:`tlmsearch.tuned`).
 
 Pure pandas / numpy / scipy (no torch, ray or plotting).
 """
@@ -31,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.tuned import Tuned, tuned
 from tlmsearch.racing import (
     SEPARATED,
     TIED,
@@ -59,6 +63,7 @@ class Evidence:
     against: str | None  # the race's reference (uniform | best)
     race_size: int = 0  # m: the candidates the race's levels are corrected over
     note: str = ""  # why a racing study's race could not be read (then the family decides)
+    tuned: Tuned | None = None  # each schedule at its best setting (studies with settings)
 
     @classmethod
     def build(
@@ -105,8 +110,11 @@ class Evidence:
         measured = ranking[ranking["tier"] < 3]
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=noise)  # fmt: skip
+        order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
+        tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
+                  if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note)  # fmt: skip
+                   m, note, tuned_)  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""

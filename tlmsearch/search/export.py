@@ -249,6 +249,11 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
+    if cfg.space.settings and not trials.empty:
+        # each schedule at its own best setting (train.lr): tlmsearch/tuned.py
+        tu = evidences(trials, cfg)[cfg.objectives[0].metric].tuned
+        if tu is not None:
+            doc["tuned"] = {"metric": cfg.objectives[0].metric, **tu.as_dict()}
     said = study_conclusions(trials, cfg)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)

@@ -30,7 +30,7 @@ from tlmsearch.search.attrs import (
     SEED,
     STANDS_FOR,
 )
-from tlmsearch.space import UNIFORM, SearchSpace
+from tlmsearch.space import UNIFORM, SearchSpace, schedule_of, settings_of
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -189,8 +189,10 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
     if cfg.search.sampler == "grid":
         for seed in seeds:
             queue += [(t.candidate, seed) for t in cfg.trainings()]
-    elif cfg.search.baseline:
+    elif cfg.search.baseline and not cfg.space.settings:
         queue += [(dict(UNIFORM), seed) for seed in seeds]
+    # a sampled space with setting dimensions gets uniform at each setting value it samples
+    # (SpaceFn): a continuous train.lr has no list of values to enqueue up front
     return queue
 
 
@@ -234,7 +236,7 @@ def enqueue(
         attrs[RETRY_OF] = retry_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
-    if dict(candidate) == UNIFORM:
+    if schedule_of(candidate) == UNIFORM:  # at any setting (train.lr): each has its own
         attrs[CONTROL] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
@@ -280,7 +282,20 @@ class SpaceFn:
         trial.set_user_attr(SAMPLED, True)
         for other in [] if self.cfg.search.racing else self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
+        self._control_at(trial.study, cand)
         return self._config(trial, cand, seed)
+
+    def _control_at(self, study: Any, cand: Mapping[str, Any]) -> None:
+        """Enqueue uniform at ``cand``'s setting on every seed, unless it is there already: a
+        candidate is compared with the uniform of its own setting (train.lr) and seed."""
+        settings = settings_of(cand)
+        if not settings or not self.cfg.search.baseline:
+            return
+        control = {**UNIFORM, **settings}
+        queued = {t.user_attrs.get(CANDIDATE) for t in study.get_trials(deepcopy=False)}
+        if _key(control) not in queued:
+            for seed in self.seeds:
+                enqueue(study, self.cfg, control, seed)
 
     def _config(self, trial: Any, cand: dict[str, Any], seed: int) -> dict[str, Any]:
         """The trial config; a replay of a finished twin when one trained the same model."""
@@ -311,8 +326,10 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
         widths = list(cfg.model.plan(cand).widths)
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
+    settings = settings_of(cand)  # the same widths at another train.lr is another model
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
         if a.get(SEED) == seed and a.get("widths") == widths and a.get("curve"):
-            return ft
+            if settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
+                return ft
     return None
