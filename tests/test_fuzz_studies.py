@@ -54,7 +54,8 @@ NASTY_TEXT = [
     *("&a [1, *a]", "[]", "{}", "", "~", "yes", "off", "1_000_000", "0o777", "2**63", "-0"),
     *("1e-320", ": :", "- -", "[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]"),
 ]
-KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when"]
+KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when",
+        "train.lr", "model.d_model", "train.nope", "model.init_std", "train.compile"]
 WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
 WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
 
@@ -84,6 +85,16 @@ def _bases() -> list[dict[str, Any]]:
         if path.stem == "continuous":  # a grid needs a finite space
             study["search"] = {**study["search"], "sampler": "tpe"}
         bases.append(study)
+    # setting dimensions (train.X / model.X) of every kind: log range, bool, name, int, fixed
+    dims = {"train.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "train.thp": {"type": "categorical", "choices": [True, False]},
+            "train.lr_schedule": {"type": "categorical", "choices": ["cosine", "wsd"]},
+            "train.warmup_tokens": {"type": "int", "low": 0, "high": 40000, "step": 10000},
+            "model.init_std": {"type": "fixed", "value": 0.01}}  # fmt: skip
+    study = copy.deepcopy(quick)
+    study["space"]["dimensions"] = {**study["space"]["dimensions"], **dims}
+    study["search"] = {**study["search"], "sampler": "random", "n_trials": 4}
+    bases.append(study)
     return bases
 
 

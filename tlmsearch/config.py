@@ -31,6 +31,7 @@ from tlmsearch.schedules import (
 )
 from tlmsearch.space import (
     MAX_CANDIDATES,
+    Dimension,
     UNIFORM,
     Scalar,
     SearchSpace,
@@ -665,6 +666,11 @@ class StudyConfig(Strict):
             problem = setting_problem(name, self.space.dimensions[name], self)
             if problem:
                 return f"space.dimensions.{name}: {problem}"
+        for i, cand in enumerate(self.search.candidates or []):  # a ladder's promoted ones
+            for name, value in settings_of(cand).items():
+                problem = setting_problem(name, Dimension(type="fixed", value=value), self)
+                if problem:
+                    return f"search.candidates[{i}].{name}: {problem}"
         if self.space.settings and self.search.pruner == "paired":
             return (
                 "search.pruner: paired compares a trial with its seed's uniform, but each "
