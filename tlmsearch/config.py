@@ -31,8 +31,8 @@ from tlmsearch.schedules import (
 )
 from tlmsearch.space import (
     MAX_CANDIDATES,
-    Dimension,
     UNIFORM,
+    Dimension,
     Scalar,
     SearchSpace,
     describe,
@@ -206,7 +206,10 @@ class ModelConfig(Strict):
     def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
         """This model's exact-budget widths for a candidate's schedule parameters."""
         return plan_from_params(
-            schedule_of(candidate), n_layer=self.n_layer, d_ff=self.d_ff_uniform, multiple_of=self.multiple_of
+            schedule_of(candidate),
+            n_layer=self.n_layer,
+            d_ff=self.d_ff_uniform,
+            multiple_of=self.multiple_of,
         )
 
 
@@ -624,9 +627,10 @@ class StudyConfig(Strict):
                 )
             if self.space.settings:
                 raise ValueError(
-                    f"search.racing races candidates against one uniform per seed, but the space "
-                    f"has setting dimensions ({', '.join(self.space.settings)}), each with its own "
-                    "uniform control; remove racing (run every seed) or the setting dimensions"
+                    "search.racing races candidates against one uniform per seed, but the space "
+                    f"has setting dimensions ({', '.join(self.space.settings)}), each with its "
+                    "own uniform control; remove racing (run every seed) or the setting "
+                    "dimensions"
                 )
             if racing.max_seeds is not None and racing.max_seeds > len(self.search.seeds):
                 raise ValueError(

@@ -34,7 +34,6 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.tuned import Tuned, tuned
 from tlmsearch.racing import (
     SEPARATED,
     TIED,
@@ -44,6 +43,7 @@ from tlmsearch.racing import (
     race_settings,
     recorded_lanes,
 )
+from tlmsearch.tuned import Tuned, tuned
 
 RACE, FAMILY = "race", "family"
 

@@ -1,7 +1,8 @@
 """Setting dimensions: a scalar of ``train`` or ``model`` searched beside the schedule.
 
-A space dimension named ``train.lr`` (or any scalar field of :class:`~tlmsearch.config.TrainConfig`,
-or one of :data:`MODEL_SETTINGS`) makes every trial train at its candidate's value
+A space dimension named ``train.lr`` (any scalar field of
+:class:`~tlmsearch.config.TrainConfig`, or ``model.`` one of :data:`MODEL_SETTINGS`) makes every
+trial train at its candidate's value
 (:meth:`StudyConfig.for_candidate`). The uniform control runs at every value
 (:meth:`StudyConfig.candidates`), statistics pair a candidate with the uniform of its own setting
 and seed (``setting`` column, :mod:`tlmsearch.stats`), and :mod:`tlmsearch.tuned` compares each

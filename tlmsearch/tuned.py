@@ -132,14 +132,19 @@ def tuned(
     ...     ("uniform", 1, 0, 2.0), ("uniform", 1, 1, 2.1), ("uniform", 3, 0, 1.9),
     ...     ("uniform", 3, 1, 2.0), ("cosine", 1, 0, 1.8), ("cosine", 1, 1, 1.9),
     ...     ("cosine", 3, 0, 1.85), ("cosine", 3, 1, 1.97)]]
-    >>> t = pd.DataFrame({"schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
+    >>> t = pd.DataFrame({"schedule": [r[0] for r in rows],
+    ...     "setting": [f"lr={r[1]}" for r in rows],
     ...     "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
     ...     "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
     ...     "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
     ...     "state": "COMPLETE", "v": [r[3] for r in rows]})
     >>> tu = tuned(t, "v")
-    >>> tu.best[["schedule", "setting", "edge"]].values.tolist()
-    [['uniform', 'lr=3', 'lr at the high end of the values tried (3)'], ['cosine', 'lr=1', 'lr at the low end of the values tried (1)']]
+    >>> tu.best[["schedule", "setting"]].values.tolist()
+    [['uniform', 'lr=3'], ['cosine', 'lr=1']]
+    >>> for line in tu.edges:
+    ...     print(line)
+    uniform: lr at the high end of the values tried (3)
+    cosine: lr at the low end of the values tried (1)
     >>> round(float(tu.effects.iloc[0]["mean_delta"]), 3), tu.selection
     (-0.1, 'same seeds')
     """

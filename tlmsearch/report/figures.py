@@ -674,8 +674,10 @@ def setting_sweep(sw: SettingSweep) -> go.Figure:
                 name=str(schedule),
                 text=sub["hover"],
                 hovertemplate=HOVER,
-                marker={"symbol": ["star" if b else "circle" for b in sub["best"]],
-                        "size": [15 if b else 7 for b in sub["best"]]},  # fmt: skip
+                marker={
+                    "symbol": ["star" if b else "circle" for b in sub["best"]],
+                    "size": [15 if b else 7 for b in sub["best"]],
+                },
                 line={"color": color, "dash": "dash" if base else "solid"},
             )
         )

@@ -393,7 +393,8 @@ def tuned_html(sw: T.SettingSweep) -> str:
     if sw.caveat:
         parts.append(f"<p><b>Optimistic:</b> {_e(sw.caveat)}.</p>")
     head = ("schedule", "best setting", f"mean {sw.metric}", "seeds",
-            "vs uniform at its best (95% CI)", "verdict", "best at the edge of the grid")  # fmt: skip
+            "vs uniform at its best (95% CI)", "verdict",
+            "best at the edge of the grid")  # fmt: skip
     rows = []
     for r in sw.table.itertuples():
         if r.is_baseline or pd.isna(r.mean_delta):

@@ -329,7 +329,7 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
     settings = settings_of(cand)  # the same widths at another train.lr is another model
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
-        if a.get(SEED) == seed and a.get("widths") == widths and a.get("curve"):
-            if settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
-                return ft
+        same = a.get(SEED) == seed and a.get("widths") == widths and a.get("curve")
+        if same and settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
+            return ft
     return None
