@@ -236,3 +236,48 @@ def test_best_yaml_has_the_tuned_comparison(tmp_path):
     assert by["cosine 1.5->0.5"]["delta_vs_uniform"] == pytest.approx(-0.09)
     assert len(tu["best_at_edge"]) == 2
     json.dumps(doc)  # plain data, as yaml.safe_dump needs
+
+
+# -- a sampled space with a continuous setting ----------------------------------------------------
+
+
+def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
+    import optuna
+
+    from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
+    from tlmsearch.search.samplers import (
+        SpaceFn,
+        make_sampler,
+        may_sample,
+        open_ended,
+        planned_trials,
+        write_initial_queue,
+    )
+
+    log_lr = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": log_lr}),
+                      search={"sampler": "random", "n_trials": 3, "seeds": [0, 1]})  # fmt: skip
+    assert open_ended(cfg) and planned_trials(cfg) == (3 + 3) * 2
+    study = optuna.create_study(sampler=make_sampler(cfg))
+    write_initial_queue(study, cfg)
+    assert not study.trials  # no LR is known before the sampler draws one
+    fn, asked = SpaceFn(cfg), []
+    while True:
+        waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and not may_sample(cfg, study):  # as StudySearch ends the search
+            break
+        trial = study.ask()
+        conf = fn(trial)
+        study.tell(trial, 1.0)
+        asked.append((conf["candidate"], conf["seed"], trial.user_attrs.get(CONTROL, False)))
+    assert len(asked) <= planned_trials(cfg)
+    lrs = {c["train.lr"] for c, _, _ in asked}
+    assert len(lrs) == 3
+    for lr in lrs:  # the taper and uniform at every sampled lr, on both seeds, uniform a control
+        runs = {(c["shape"], s, ctl) for c, s, ctl in asked if c["train.lr"] == lr}
+        assert runs == {("cosine", 0, False), ("cosine", 1, False), ("uniform", 0, True),
+                        ("uniform", 1, True)}  # fmt: skip
+    for t in study.trials:
+        if t.user_attrs.get(CONTROL):
+            assert t.params == {}  # uniform is no draw of the sampler (search/control.py)
+        assert SEED in t.user_attrs and CANDIDATE in t.user_attrs

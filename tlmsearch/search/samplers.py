@@ -164,6 +164,8 @@ def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, An
     """
     out: dict[str, Any] = {}
     for name, dim in space.dimensions.items():
+        if name in candidate and dim.type == "fixed" and candidate[name] != dim.value:
+            return {}  # uniform at a setting (train.lr) where the space fixes shape: cosine
         if name not in candidate or not dim.active(out) or dim.type == "fixed":
             continue
         value = candidate[name]
@@ -200,12 +202,29 @@ def planned_trials(cfg: StudyConfig) -> int:
     """Trials the study runs in all: (distinct proxy width vectors, baseline included) x seeds.
 
     With racing, the most it can run (every candidate on max_seeds): the race stops earlier.
+    With setting dimensions and a sampler, the most it can run: every sample may need uniform
+    at a setting value not drawn before (:meth:`SpaceFn._control_at`); the search ends when
+    nothing is queued or left to sample (:func:`open_ended`).
     """
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
     n = cfg.search.n_trials or 20
-    return (n + int(cfg.search.baseline)) * n_seeds
+    controls = int(cfg.search.baseline)
+    if cfg.space.settings and cfg.search.baseline:
+        dims = [cfg.space.dimensions[name] for name in cfg.space.settings]
+        combos = 1
+        for dim in dims:
+            combos *= dim.count() if dim.finite else n
+        controls = min(n, combos)
+    return (n + controls) * n_seeds
+
+
+def open_ended(cfg: StudyConfig) -> bool:
+    """Whether the study's number of trials is known only as an upper bound: a race adds seeds
+    as it goes; a sampled space with settings adds uniform at each new setting value drawn."""
+    sampled_settings = cfg.search.sampler != "grid" and bool(cfg.space.settings)
+    return bool(cfg.search.racing) or sampled_settings
 
 
 def may_sample(cfg: StudyConfig, study: Any) -> bool:
