@@ -228,6 +228,8 @@ def test_best_yaml_has_the_tuned_comparison(tmp_path):
     cfg = _cfg(tmp_path, **{"train.lr": LR2})
     cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"seeds": [0, 1]})})
     doc = best_document(trials_frame(_rows(VALUES)), cfg)
+    assert doc["uniform_baseline"]["val_bpb"] == pytest.approx({"lr=0.001": 2.05,
+                                                                "lr=0.003": 1.95})  # fmt: skip
     tu = doc["tuned"]
     assert tu["metric"] == "val_bpb" and tu["selection"] == SAME_SEEDS
     assert "optimistic" in tu["caveat"]

@@ -234,7 +234,13 @@ def best_document(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
         "best": [],
     }
     base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
-    if not base.empty:
+    if not base.empty and cfg.space.settings:  # a uniform per setting (train.lr): each its own
+        doc["uniform_baseline"] = {
+            o.metric: {str(s): float(g[_metric_col(o.metric)].mean())
+                       for s, g in base.groupby("setting", sort=False)}
+            for o in cfg.objectives
+        }  # fmt: skip
+    elif not base.empty:
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
