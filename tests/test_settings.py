@@ -4,6 +4,7 @@ config, pairing within a setting, and the tuned comparison (no Ray, no training)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -283,3 +284,21 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
         if t.user_attrs.get(CONTROL):
             assert t.params == {}  # uniform is no draw of the sampler (search/control.py)
         assert SEED in t.user_attrs and CANDIDATE in t.user_attrs
+
+
+def test_validate_exits_2_naming_a_non_positive_lr(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    bad = {"type": "categorical", "choices": [0.003, -0.001]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_study(tmp_path, space=_space(**{"train.lr": bad}))))
+    res = CliRunner().invoke(app, ["validate", str(path), "--no-config"])
+    assert res.exit_code == 2
+    assert "space.dimensions.train.lr: choices[1]: -0.001 is not a valid train.lr" in " ".join(
+        res.output.split())
+    study = Path(__file__).resolve().parent.parent / "studies" / "lr_sweep.yaml"
+    shipped = CliRunner().invoke(app, ["validate", str(study), "--no-config"])
+    assert shipped.exit_code == 0, shipped.output
