@@ -302,3 +302,13 @@ def test_validate_exits_2_naming_a_non_positive_lr(tmp_path):
     study = Path(__file__).resolve().parent.parent / "studies" / "lr_sweep.yaml"
     shipped = CliRunner().invoke(app, ["validate", str(study), "--no-config"])
     assert shipped.exit_code == 0, shipped.output
+
+
+def test_two_sampled_lrs_with_one_printed_label_keep_their_own_uniform():
+    a, b = 0.00123456781, 0.00123456789  # both print as lr=0.00123457
+    values = {("uniform", a): [2.0, 2.1], ("uniform", b): [3.0, 3.1],
+              ("cosine", a): [1.9, 2.0], ("cosine", b): [2.9, 3.0]}  # fmt: skip
+    t = trials_frame(_rows(values))
+    assert t["setting"].nunique() == 2
+    d = add_deltas(t, ["val_bpb"])
+    assert d.loc[~d["is_baseline"], "delta_val_bpb"].round(9).tolist() == [-0.1] * 4

@@ -169,7 +169,7 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         row.setdefault("shape", shape)
         row.setdefault("candidate", describe(params))
         row.setdefault("schedule", describe(schedule_of(params)))
-        row.setdefault("setting", setting_label(params))
+        row.setdefault("setting", setting_label(params, exact=True))
         row.setdefault("taper", taper_strength(params))
         if shape in ("linear", "cosine", "sigmoid"):
             rs, re_ = ramp_ends(params)

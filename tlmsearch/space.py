@@ -360,15 +360,24 @@ def settings_of(candidate: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in candidate.items() if is_setting(k)}
 
 
-def setting_label(candidate: Mapping[str, Any]) -> str:
+def setting_label(candidate: Mapping[str, Any], exact: bool = False) -> str:
     """``lr=0.003`` for a candidate with settings (the field names, in key order); ``""``.
+
+    ``exact``: floats in full (``repr``), so two sampled values never share a label (the
+    trials table's ``setting`` column, which pairs a candidate with its uniform).
 
     >>> setting_label({"shape": "cosine", "train.lr": 0.003, "model.init_std": 0.01})
     'init_std=0.01, lr=0.003'
+    >>> lr = {"train.lr": 0.00123456789}
+    >>> setting_label(lr), setting_label(lr, exact=True)
+    ('lr=0.00123457', 'lr=0.00123456789')
     """
     parts = []
     for name, value in sorted(settings_of(candidate).items()):
-        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if isinstance(value, float):
+            shown = repr(value) if exact else f"{value:g}"
+        else:
+            shown = str(value)
         parts.append(f"{name.partition('.')[2]}={shown}")
     return ", ".join(parts)
 
