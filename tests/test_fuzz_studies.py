@@ -73,7 +73,8 @@ DATA_EDITS: list[dict[str, Any]] = [
     {"tokenizer": {"kind": "HF", "path": "tok"}},
 ]
 NASTY += SOURCES
-KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when"]
+KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when",
+        "train.lr", "model.d_model", "train.nope", "model.init_std", "train.compile"]
 WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
 WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
 
@@ -110,6 +111,16 @@ def _bases() -> list[dict[str, Any]]:
         "tensorboard": True,
     }
     bases.append({**copy.deepcopy(quick), "tracking": tracking})
+    # setting dimensions (train.X / model.X) of every kind: log range, bool, name, int, fixed
+    dims = {"train.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "train.thp": {"type": "categorical", "choices": [True, False]},
+            "train.lr_schedule": {"type": "categorical", "choices": ["cosine", "wsd"]},
+            "train.warmup_tokens": {"type": "int", "low": 0, "high": 40000, "step": 10000},
+            "model.init_std": {"type": "fixed", "value": 0.01}}  # fmt: skip
+    study = copy.deepcopy(quick)
+    study["space"]["dimensions"] = {**study["space"]["dimensions"], **dims}
+    study["search"] = {**study["search"], "sampler": "random", "n_trials": 4}
+    bases.append(study)
     return bases
 
 

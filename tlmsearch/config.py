@@ -39,12 +39,15 @@ from tlmsearch.schedules import (
 from tlmsearch.space import (
     MAX_CANDIDATES,
     UNIFORM,
+    Dimension,
     Scalar,
     SearchSpace,
     describe,
     find_space,
     is_flat,
     load_space,
+    schedule_of,
+    settings_of,
 )
 
 ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
@@ -298,7 +301,10 @@ class ModelConfig(Strict):
     def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
         """This model's exact-budget widths for a candidate's schedule parameters."""
         return plan_from_params(
-            candidate, n_layer=self.n_layer, d_ff=self.d_ff_uniform, multiple_of=self.multiple_of
+            schedule_of(candidate),
+            n_layer=self.n_layer,
+            d_ff=self.d_ff_uniform,
+            multiple_of=self.multiple_of,
         )
 
 
@@ -879,12 +885,22 @@ class StudyConfig(Strict):
                     "search.racing measures candidates against the uniform baseline of each "
                     "seed; set search.baseline: true"
                 )
+            if self.space.settings:
+                raise ValueError(
+                    "search.racing races candidates against one uniform per seed, but the space "
+                    f"has setting dimensions ({', '.join(self.space.settings)}), each with its "
+                    "own uniform control; remove racing (run every seed) or the setting "
+                    "dimensions"
+                )
             if racing.max_seeds is not None and racing.max_seeds > len(self.search.seeds):
                 raise ValueError(
                     f"search.racing.max_seeds ({racing.max_seeds}) exceeds the seeds listed in "
                     f"search.seeds ({len(self.search.seeds)}); list more seeds or lower it"
                 )
         self._ladder_fields()
+        problem = self._settings_problem()
+        if problem:
+            raise ValueError(problem)
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
@@ -905,6 +921,27 @@ class StudyConfig(Strict):
                 f"try chunk_size: {max(1, self.data.seq_len // 4)}"
             )
         return self
+
+    def _settings_problem(self) -> str | None:
+        """Why the space's setting dimensions (``train.lr``) cannot be searched, or None."""
+        from tlmsearch.settings import setting_problem
+
+        for name in self.space.settings:
+            problem = setting_problem(name, self.space.dimensions[name], self)
+            if problem:
+                return f"space.dimensions.{name}: {problem}"
+        for i, cand in enumerate(self.search.candidates or []):  # a ladder's promoted ones
+            for name, value in settings_of(cand).items():
+                problem = setting_problem(name, Dimension(type="fixed", value=value), self)
+                if problem:
+                    return f"search.candidates[{i}].{name}: {problem}"
+        if self.space.settings and self.search.pruner == "paired":
+            return (
+                "search.pruner: paired compares a trial with its seed's uniform, but each "
+                f"setting ({', '.join(self.space.settings)}) has a uniform of its own; use "
+                "median, percentile, wilcoxon or none"
+            )
+        return None
 
     def _ladder_fields(self) -> None:
         if self.ladder is None:
@@ -946,8 +983,33 @@ class StudyConfig(Strict):
             # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
             # baseline at every scale: with the same seed it would train the same model again.
             layers = [self.model.n_layer] + ([self.target.n_layer] if self.target else [])
-            cands = [dict(UNIFORM)] + [c for c in cands if not is_flat(c, layers)]
+            # the uniform control at every setting value the candidates take (train.lr x ...):
+            # a taper is compared with uniform at its own setting
+            settings: list[dict[str, Any]] = []
+            for c in cands:
+                if settings_of(c) not in settings:
+                    settings.append(settings_of(c))
+            controls = [{**UNIFORM, **s} for s in settings or [{}]]
+            cands = controls + [c for c in cands if not is_flat(c, layers)]
         return cands
+
+    def for_candidate(self, candidate: Mapping[str, Any]) -> StudyConfig:
+        """This study as ``candidate``'s trial trains it: its settings (``train.lr``) applied.
+
+        >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 2, "d_model": 32,
+        ...     "n_head": 2}, "space": {"dimensions": {"shape": {"type": "fixed",
+        ...     "value": "cosine"}, "train.lr": {"type": "categorical", "choices": [0.001]}}}})
+        >>> cfg.for_candidate({"shape": "cosine", "train.lr": 0.001}).train.lr
+        0.001
+        """
+        settings = settings_of(candidate)
+        if not settings:
+            return self
+        data = self.to_dict()
+        for name, value in settings.items():
+            section, _, field = name.partition(".")
+            data[section] = {**data[section], field: value}
+        return StudyConfig.model_validate(data)
 
     def rung(self, index: int) -> StudyConfig:
         """The study of ladder rung ``index``: this one with the rung's overrides, no ladder."""
@@ -962,10 +1024,12 @@ class StudyConfig(Strict):
         linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
         trains once per seed, and its trial records every candidate it stands for.
         """
-        groups: dict[tuple[int, ...], list[dict[str, Any]]] = {}
-        for cand in self.candidates():
-            groups.setdefault(self.model.plan(cand).widths, []).append(cand)
-        return [Training(cands[0], tuple(cands[1:]), widths) for widths, cands in groups.items()]
+        groups: dict[tuple[tuple[int, ...], str], list[dict[str, Any]]] = {}
+        for cand in self.candidates():  # the same widths at another setting is another model
+            setting = json.dumps(settings_of(cand), sort_keys=True)
+            groups.setdefault((self.model.plan(cand).widths, setting), []).append(cand)
+        return [Training(cands[0], tuple(cands[1:]), widths)
+                for (widths, _), cands in groups.items()]  # fmt: skip
 
     @property
     def race_seeds(self) -> int:
@@ -1175,7 +1239,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
     problems = []
     for cand in cfg.candidates():
         try:
-            check_params(cand.get("shape"), cand)
+            check_params(cand.get("shape"), schedule_of(cand))
         except ScheduleError as err:
             hint = ""
             if "is not a parameter of shape" in err.message:

@@ -19,6 +19,9 @@ One decision per question:
   the family-wise test over all comparisons with uniform at the end (``family``).
 - *Which is the best?* MCB over the ranked candidates and uniform: a candidate is called the
   best only when it is better than every other one, uniform included, jointly at ``level``.
+- *Does it still win at its own best setting?* A study with setting dimensions (``train.lr``)
+  compares within a setting (each candidate with the uniform of its own setting and seed) and,
+  in :attr:`Evidence.tuned`, each schedule at its own best setting (:mod:`tlmsearch.tuned`).
 
 Pure pandas / numpy / scipy (no torch, ray or plotting).
 """
@@ -42,6 +45,7 @@ from tlmsearch.racing import (
     race_settings,
     recorded_lanes,
 )
+from tlmsearch.tuned import Tuned, tuned
 
 RACE, FAMILY = "race", "family"
 
@@ -62,6 +66,7 @@ class Evidence:
     race_size: int = 0  # m: the candidates the race's levels are corrected over
     note: str = ""  # why a racing study's race could not be read (then the family decides)
     snr: stats.SignalToNoise | None = None  # signal over seed and checkpoint noise
+    tuned: Tuned | None = None  # each schedule at its best setting (studies with settings)
 
     @classmethod
     def build(
@@ -111,8 +116,11 @@ class Evidence:
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=noise)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
+        order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
+        tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
+                  if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr)  # fmt: skip
+                   m, note, snr, tuned_)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -47,6 +48,8 @@ TRIAL_COLUMNS: dict[str, str] = {
     "seed": "int",
     "candidate": "str",
     "params_json": "str",
+    "schedule": "str",
+    "setting": "str",
     "shape": "str",
     "r_start": "float",
     "r_end": "float",
@@ -154,7 +157,7 @@ def _is_missing(value: Any) -> bool:
 def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Fill columns that follow from ``params`` / ``widths`` when the record lacks them."""
     from tlmsearch.schedules import ramp_ends
-    from tlmsearch.space import describe, taper_strength
+    from tlmsearch.space import describe, schedule_of, setting_label, taper_strength
 
     row = dict(rec)
     params = row.pop("params", None)
@@ -165,6 +168,8 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         shape = params.get("shape", "uniform")
         row.setdefault("shape", shape)
         row.setdefault("candidate", describe(params))
+        row.setdefault("schedule", describe(schedule_of(params)))
+        row.setdefault("setting", setting_label(params, exact=True))
         row.setdefault("taper", taper_strength(params))
         if shape in ("linear", "cosine", "sigmoid"):
             rs, re_ = ramp_ends(params)
@@ -344,9 +349,14 @@ def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
         if col not in out:
             continue
         values = pd.to_numeric(out[col], errors="coerce").astype("float64")
-        ref = stats.baseline_by_seed(out, col)
-        ref.index = ref.index.astype("float64")
-        out[f"delta_{metric}"] = (values - seeds.map(ref)).where(done).astype("float64")
+        base = pd.Series(np.nan, index=out.index, dtype="float64")
+        # a study with setting dimensions (train.lr) has a uniform per setting and seed
+        groups = out.groupby("setting").groups if "setting" in out else {"": out.index}
+        for rows in groups.values():
+            ref = stats.baseline_by_seed(out.loc[rows], col)
+            ref.index = ref.index.astype("float64")
+            base.loc[rows] = seeds.loc[rows].map(ref)
+        out[f"delta_{metric}"] = (values - base).where(done).astype("float64")
     return out
 
 

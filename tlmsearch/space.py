@@ -10,9 +10,15 @@ A space is an ordered mapping of *dimensions*, each named after a schedule param
       k:       {type: fixed, value: 10.0, when: {shape: sigmoid}}
 
 A dimension with ``when`` exists only where earlier dimensions take the listed values
-(conditional, as Optuna's define-by-run spaces). One :class:`SearchSpace` can enumerate a finite
-space as a grid, be sampled by an Optuna trial (:meth:`SearchSpace.suggest`), and turn a
-candidate into its exact-budget width vector (:meth:`SearchSpace.widths`). No torch, no ray.
+(conditional, as Optuna's define-by-run spaces). A dimension named ``train.FIELD`` or
+``model.FIELD`` is a *setting*: a scalar of the study's training or model config searched beside
+the schedule (``train.lr: {type: float, low: 1e-3, high: 1e-2, log: true}``). Settings cross
+every schedule (no ``when`` on either side), so the uniform control exists at each setting value;
+config.py checks the field and its values (docs/search_dimensions.md).
+
+One :class:`SearchSpace` can enumerate a finite space as a grid, be sampled by an Optuna trial
+(:meth:`SearchSpace.suggest`), and turn a candidate into its exact-budget width vector
+(:meth:`SearchSpace.widths`). No torch, no ray.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from tlmsearch.schedules import (
 )
 
 Scalar = str | int | float | bool
+# The config sections a setting dimension (``train.lr``) may name a scalar field of.
+SETTING_SECTIONS = ("train", "model")
 SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 # Candidates a space may enumerate (its grid, or a continuous space's corners), counted before
 # any list of them is built: each is checked for the proxy and the target model and, on a grid,
@@ -158,16 +166,31 @@ class SearchSpace(Strict):
     def _known(cls, dims: dict[str, Dimension]) -> dict[str, Dimension]:
         seen: list[str] = []
         for name, dim in dims.items():
-            if name not in PARAMS or name == "ratios":
+            setting = is_setting(name)
+            if not setting and (name not in PARAMS or name == "ratios"):
                 valid = ", ".join(p for p in PARAMS if p != "ratios")
-                raise ValueError(f"{name!r} is not a schedule parameter; valid: {valid}")
+                raise ValueError(
+                    f"{name!r} is not a schedule parameter; valid: {valid}, or a setting "
+                    "train.FIELD / model.FIELD (e.g. train.lr)"
+                )
+            if setting and dim.when:
+                raise ValueError(
+                    f"{name}.when: a setting crosses every schedule, so the uniform control "
+                    "exists at each of its values; remove when"
+                )
             for dep in dim.when or {}:
                 if dep not in seen:
                     raise ValueError(
                         f"{name}.when refers to {dep!r}, which must be a dimension listed "
                         f"before {name!r}"
                     )
-            problem = _type_problem(name, dim)
+                if is_setting(dep):
+                    raise ValueError(
+                        f"{name}.when refers to the setting {dep!r}: a schedule must exist at "
+                        "every setting value (the comparison with uniform is within one); "
+                        "remove it from when"
+                    )
+            problem = None if setting else _type_problem(name, dim)
             if problem:
                 raise ValueError(problem)
             seen.append(name)
@@ -200,6 +223,11 @@ class SearchSpace(Strict):
     @property
     def finite(self) -> bool:
         return all(d.finite for d in self.dimensions.values())
+
+    @property
+    def settings(self) -> list[str]:
+        """The setting dimensions (``train.lr``, ...), in YAML order."""
+        return [name for name in self.dimensions if is_setting(name)]
 
     def _paths(self, corners: bool) -> Iterator[dict[str, Any]]:
         """Every combination of values, in YAML order; repeated choices repeat candidates."""
@@ -311,6 +339,49 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
 UNIFORM: dict[str, Any] = {"shape": "uniform"}
 
 
+def is_setting(name: str) -> bool:
+    """Whether a dimension / candidate key names a config scalar (``train.lr``), not a schedule
+    parameter.
+
+    >>> is_setting("train.lr"), is_setting("r_start")
+    (True, False)
+    """
+    section, dot, field = name.partition(".")
+    return bool(dot) and section in SETTING_SECTIONS and bool(field)
+
+
+def schedule_of(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """The schedule part of a candidate (what widths are planned from), settings dropped."""
+    return {k: v for k, v in candidate.items() if not is_setting(k)}
+
+
+def settings_of(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """The setting part of a candidate: ``{"train.lr": 0.003}``; ``{}`` in most studies."""
+    return {k: v for k, v in candidate.items() if is_setting(k)}
+
+
+def setting_label(candidate: Mapping[str, Any], exact: bool = False) -> str:
+    """``lr=0.003`` for a candidate with settings (the field names, in key order); ``""``.
+
+    ``exact``: floats in full (``repr``), so two sampled values never share a label (the
+    trials table's ``setting`` column, which pairs a candidate with its uniform).
+
+    >>> setting_label({"shape": "cosine", "train.lr": 0.003, "model.init_std": 0.01})
+    'init_std=0.01, lr=0.003'
+    >>> lr = {"train.lr": 0.00123456789}
+    >>> setting_label(lr), setting_label(lr, exact=True)
+    ('lr=0.00123457', 'lr=0.00123456789')
+    """
+    parts = []
+    for name, value in sorted(settings_of(candidate).items()):
+        if isinstance(value, float):
+            shown = repr(value) if exact else f"{value:g}"
+        else:
+            shown = str(value)
+        parts.append(f"{name.partition('.')[2]}={shown}")
+    return ", ".join(parts)
+
+
 def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     """Whether ``candidate``'s ratio profile is constant (the uniform model) at every depth given.
 
@@ -323,7 +394,7 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     (False, False)
     """
     shape = candidate.get("shape", "uniform")
-    rest = {k: v for k, v in candidate.items() if k != "shape"}
+    rest = {k: v for k, v in schedule_of(candidate).items() if k != "shape"}
     try:
         check_params(shape, rest)
         profiles = [profile(shape, n, **rest) for n in n_layers]
@@ -339,7 +410,15 @@ def describe(candidate: Mapping[str, Any]) -> str:
     'cosine 1.5->0.5'
     >>> describe({"shape": "blocks", "preset": "wider_early"})
     'blocks wider_early @0.333/0.667'
+    >>> describe({"shape": "uniform", "train.lr": 0.003})
+    'uniform @ lr=0.003'
     """
+    setting = setting_label(candidate)
+    label = _schedule_label(candidate)
+    return f"{label} @ {setting}" if setting else label
+
+
+def _schedule_label(candidate: Mapping[str, Any]) -> str:
     shape = candidate.get("shape", "uniform")
     if shape == "uniform":
         return "uniform"

@@ -202,7 +202,10 @@ def block_noise(
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
-    done = [(c, s, cell.value) for (c, s), cell in _cells(trials, value, key).items()
+    # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
+    # control of its own candidates on a seed
+    done = [(c, (cell.setting, s) if cell.setting else s, cell.value)
+            for (c, s), cell in _cells(trials, value, key).items()
             if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
     if not done:
         return None
@@ -262,6 +265,9 @@ class _Cell(NamedTuple):
     outcome: str  # complete | censored | pending | missing
     value: float  # mean of the complete trials' values; NaN otherwise
     states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
+    # the candidate's setting (``lr=0.003``; ``""`` without setting dimensions): it is paired
+    # with the uniform of its own setting and seed (tlmsearch/settings.py)
+    setting: str = ""
 
 
 Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
@@ -285,6 +291,8 @@ def _cells(
     seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
     reasons = (trials["reason"].fillna("").astype(str).to_numpy() if "reason" in trials
                else np.full(len(trials), ""))  # fmt: skip
+    setting_of = (dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str),
+                           strict=True)) if "setting" in trials else {})  # fmt: skip
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
         trials[key].to_numpy(),
@@ -328,7 +336,7 @@ def _cells(
             outcome = "censored"
         mean = float(np.mean(done)) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
-        out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)))
+        out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""))
     return out
 
 
@@ -351,23 +359,32 @@ def seed_outcomes(
     Sorted by key then seed. ``seeds``: the study's seeds (see the module docstring).
     """
     cells = _cells(trials, value, key, seeds)
-    rows = [(c, s, *cell) for (c, s), cell in cells.items()]
+    rows = [(c, s, cell.is_baseline, cell.outcome, cell.value, cell.states)
+            for (c, s), cell in cells.items()]  # fmt: skip
     cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
     return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
 
 
-def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[int, float]:
-    acc: dict[int, list[float]] = {}
+def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[tuple[str, int], float]:
+    """(setting, seed) -> the mean of that seed's COMPLETE uniform trials at that setting."""
+    acc: dict[tuple[str, int], list[float]] = {}
     for (_, seed), cell in cells.items():
         if cell.is_baseline and cell.outcome == "complete" and seed != UNKNOWN_SEED:
-            acc.setdefault(seed, []).append(cell.value)
-    return {seed: float(np.mean(v)) for seed, v in acc.items()}
+            acc.setdefault((cell.setting, seed), []).append(cell.value)
+    return {block: float(np.mean(v)) for block, v in acc.items()}
 
 
 def baseline_by_seed(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.Series:
-    """seed -> mean value of that seed's COMPLETE baseline (uniform) trials; known seeds only."""
+    """seed -> mean value of that seed's COMPLETE baseline (uniform) trials; known seeds only.
+
+    For one setting: a study with setting dimensions has a uniform per setting, so pass the
+    trials of one setting (``trials[trials["setting"] == s]``).
+    """
     ref = _baseline(_cells(trials, value, key))
-    return pd.Series(list(ref.values()), index=pd.Index(list(ref), dtype="int64"), dtype="float64")
+    if len({setting for setting, _ in ref}) > 1:
+        raise ValueError("trials of several settings: select one setting's rows first")
+    return pd.Series(list(ref.values()), index=pd.Index([s for _, s in ref], dtype="int64"),
+                     dtype="float64")  # fmt: skip
 
 
 def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
@@ -396,7 +413,8 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
 
 def _paired(cells: dict[tuple[Any, int], _Cell]) -> list[tuple[tuple[Any, int], float, _Cell]]:
     ref = _baseline(cells)
-    return [(k, ref[k[1]], c) for k, c in cells.items() if c.outcome == "complete" and k[1] in ref]
+    return [(k, ref[c.setting, k[1]], c) for k, c in cells.items()
+            if c.outcome == "complete" and (c.setting, k[1]) in ref]  # fmt: skip
 
 
 # -------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tlmsearch.report.collect import (
 )
 from tlmsearch.report.effects import Separation
 from tlmsearch.report.layers import DIAGNOSTICS, LayerLines
+from tlmsearch.report.tuned import SettingSweep
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 UNIFORM_COLOR = "#555555"
@@ -653,4 +654,38 @@ def layer_diagnostics(d: LayerLines) -> go.Figure:
     fig.update_layout(margin={"t": 100}, legend={"orientation": "h", "y": -0.2})
     if d.lines.empty:
         _note(fig, "no analysis: run tlmsearch analyze RUN on a run that kept weights")
+    return fig
+
+
+def setting_sweep(sw: SettingSweep) -> go.Figure:
+    """The metric against a setting (train.lr), one line per schedule (uniform dashed), each
+    schedule's best setting a star: do the schedules want different learning rates?"""
+    fig = go.Figure()
+    colors = _shape_colors([s for s in sw.lines["schedule"] if s != "uniform"])
+    for schedule, sub in sw.lines.groupby("schedule", sort=False):
+        base = bool(sub["is_baseline"].iloc[0])
+        color = UNIFORM_COLOR if base else colors[schedule]
+        fig.add_trace(
+            go.Scatter(
+                x=sub["x"],
+                y=sub["mean"],
+                error_y={"type": "data", "array": sub["sd"].fillna(0.0), "visible": True},
+                mode="lines+markers",
+                name=str(schedule),
+                text=sub["hover"],
+                hovertemplate=HOVER,
+                marker={
+                    "symbol": ["star" if b else "circle" for b in sub["best"]],
+                    "size": [15 if b else 7 for b in sub["best"]],
+                },
+                line={"color": color, "dash": "dash" if base else "solid"},
+            )
+        )
+    xs = sw.lines["x"].dropna()
+    log = bool(len(xs) and xs.min() > 0 and xs.max() / xs.min() >= 4)
+    title = f"{label(sw.metric)} against {sw.axis}, one line per schedule (star: its best)"
+    _layout(fig, title, xaxis={"title": {"text": sw.axis}, "type": "log" if log else "linear"},
+            yaxis_title=f"{label(sw.metric)} (mean ± sd over seeds)")  # fmt: skip
+    if sw.lines.empty:
+        _note(fig, "no finished trial yet")
     return fig

@@ -26,9 +26,11 @@ from tlmsearch.report import collect as C
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
 from tlmsearch.report import layers as L
+from tlmsearch.report import tuned as T
 from tlmsearch.results import RunData, atomic_write, load_run
 
 FRONT_METRICS = ("val_ppl", "val_bpb")
+TUNED = "Tuned comparison"
 CURVE_METRICS = ("val_bpb", "val_loss", "val_ppl", "train_loss")
 
 
@@ -47,6 +49,7 @@ class Report:
     effects: E.Effects | None = None  # every candidate's effect vs uniform, and in words
     race: E.Race | None = None  # racing studies: seeds per candidate and why racing stopped
     fidelity: dict[str, Any] | None = None  # a ladder run: tlmsearch.fidelity's document
+    sweep: T.SettingSweep | None = None  # a study with setting dimensions (train.lr)
 
 
 def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
@@ -102,6 +105,9 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
             F.separation(E.separation(t, metric, sense, seeds, top_k, run.config)),
         )
     )
+    sweep = T.setting_sweep(t, metric, sense, run.config)
+    if sweep is not None:  # a study with setting dimensions (train.lr): the tuned comparison
+        figs.append(Figure("fig-settings", TUNED, F.setting_sweep(sweep)))
     if not run.analysis.empty:  # written by `tlmsearch analyze` from kept weights
         lines = L.layer_diagnostics(run.analysis)
         figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
@@ -111,6 +117,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         curves.failed,
         E.effects(t, metric, sense, seeds, run.config, curves=run.curves),
         E.race(t, run.config, metric, sense),
+        sweep=sweep,
     )
 
 
@@ -404,6 +411,39 @@ def race_html(race: E.Race | None) -> str:
     return text + f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"
 
 
+def tuned_html(sw: T.SettingSweep) -> str:
+    """Each schedule at its own best setting vs uniform at its own, the caveat and edge flags."""
+    how = (
+        "chosen on the first half of the seeds and measured on the rest (held out)"
+        if sw.selection == "held-out seeds"
+        else "chosen and measured on the same seeds"
+    )
+    parts = [
+        f"<p class='sub'>Each schedule at its own best setting (best mean {_e(sw.metric)} over "
+        f"seeds), uniform at its own, paired by seed; best settings {how}.</p>"
+    ]
+    if sw.caveat:
+        parts.append(f"<p><b>Optimistic:</b> {_e(sw.caveat)}.</p>")
+    head = ("schedule", "best setting", f"mean {sw.metric}", "seeds",
+            "vs uniform at its best (95% CI)", "verdict",
+            "best at the edge of the grid")  # fmt: skip
+    rows = []
+    for r in sw.table.itertuples():
+        if r.is_baseline or pd.isna(r.mean_delta):
+            delta, verdict = "", ""
+        else:
+            ci = "" if pd.isna(r.lo) else f" ({r.lo:+.3g} .. {r.hi:+.3g})"
+            delta = f"{r.mean_delta:+.4g}{ci}"
+            verdict = ("not judged" if pd.isna(r.separated)
+                       else "<b>separated</b>" if r.separated else "within noise")  # fmt: skip
+        edge = f"<b>{_e(r.edge)}</b>" if r.edge else ""
+        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", str(r.n), delta, verdict, edge]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
+                 + "".join(rows) + "</table>")  # fmt: skip
+    return "".join(parts)
+
+
 def fidelity_html(doc: dict[str, Any]) -> str:
     """A ladder's rank agreement between every pair of rungs and the predicted crossings."""
     from tlmsearch.fidelity import compute_text, with_ci
@@ -570,6 +610,8 @@ def render(
             parts.append(f"<div id='failed-box'>{failed_html(report.failed)}</div>")
         if f.id == "fig-separation":
             parts.append(f"<div id='effects-box'>{effects_html(report)}</div>")
+        if f.id == "fig-settings" and report.sweep is not None:
+            parts.append(f"<div id='tuned-box'>{tuned_html(report.sweep)}</div>")
         if f.id == "fig-fidelity" and report.fidelity:
             parts.append(f"<div id='fidelity-box'>{fidelity_html(report.fidelity)}</div>")
     cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)

@@ -236,7 +236,13 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         "best": [],
     }
     base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
-    if not base.empty:
+    if not base.empty and cfg.space.settings:  # a uniform per setting (train.lr): each its own
+        doc["uniform_baseline"] = {
+            o.metric: {str(s): float(g[_metric_col(o.metric)].mean())
+                       for s, g in base.groupby("setting", sort=False)}
+            for o in cfg.objectives
+        }  # fmt: skip
+    elif not base.empty:
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
@@ -252,6 +258,9 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
     ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
+    if cfg.space.settings and ev is not None and ev.tuned is not None:
+        # each schedule at its own best setting (train.lr): tlmsearch/tuned.py
+        doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
     said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)

@@ -79,12 +79,17 @@ class StudySearch(OptunaSearch):
     sample.
     """
 
-    def __init__(self, *args: Any, race: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, race: Any = None, open_ended: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._race = race
+        # a study whose trials are an upper bound (samplers.open_ended): a race, or a sampled
+        # space with settings (uniform queued at each new setting value)
+        self._open = open_ended if open_ended is not None else race
 
     def suggest(self, trial_id: str) -> dict | str | None:
-        if self._race is not None and trial_id not in self._ot_trials:
+        if self._open is not None and trial_id not in self._ot_trials:
             import optuna
             from ray.tune.search import Searcher
 
@@ -93,7 +98,7 @@ class StudySearch(OptunaSearch):
             waiting = self._ot_study.get_trials(
                 deepcopy=False, states=(optuna.trial.TrialState.WAITING,)
             )
-            if not waiting and not may_sample(self._race, self._ot_study):
+            if not waiting and not may_sample(self._open, self._ot_study):
                 live = set(self._ot_trials) - self._completed_trials
                 return None if live else Searcher.FINISHED
         return super().suggest(trial_id)

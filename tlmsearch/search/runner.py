@@ -42,6 +42,7 @@ from tlmsearch.search.samplers import (
     make_pruner,
     make_sampler,
     may_sample,
+    open_ended,
     planned_trials,
     write_initial_queue,
 )
@@ -205,8 +206,8 @@ def resume_run(
 def _remaining(cfg: StudyConfig, study: Any) -> int:
     c = export.counts(study)
     left = planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
-    if cfg.search.racing and not c["WAITING"] and not may_sample(cfg, study):
-        return 0  # the race has decided every candidate: the upper bound is not owed
+    if open_ended(cfg) and not c["WAITING"] and not may_sample(cfg, study):
+        return 0  # the race decided every candidate, or all is sampled: no more is owed
     return left
 
 
@@ -433,6 +434,7 @@ def _execute(
             study_name=study.study_name,
             storage=open_storage(url),
             race=cfg if cfg.search.racing else None,
+            open_ended=cfg if open_ended(cfg) else None,
         )
         scheduler = OptunaPruningScheduler(
             make_pruner(cfg),

@@ -30,7 +30,7 @@ from tlmsearch.search.attrs import (
     SEED,
     STANDS_FOR,
 )
-from tlmsearch.space import UNIFORM, SearchSpace
+from tlmsearch.space import UNIFORM, SearchSpace, schedule_of, settings_of
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -164,6 +164,8 @@ def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, An
     """
     out: dict[str, Any] = {}
     for name, dim in space.dimensions.items():
+        if name in candidate and dim.type == "fixed" and candidate[name] != dim.value:
+            return {}  # uniform at a setting (train.lr) where the space fixes shape: cosine
         if name not in candidate or not dim.active(out) or dim.type == "fixed":
             continue
         value = candidate[name]
@@ -189,8 +191,10 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
     if cfg.search.sampler == "grid":
         for seed in seeds:
             queue += [(t.candidate, seed) for t in cfg.trainings()]
-    elif cfg.search.baseline:
+    elif cfg.search.baseline and not cfg.space.settings:
         queue += [(dict(UNIFORM), seed) for seed in seeds]
+    # a sampled space with setting dimensions gets uniform at each setting value it samples
+    # (SpaceFn): a continuous train.lr has no list of values to enqueue up front
     return queue
 
 
@@ -198,12 +202,29 @@ def planned_trials(cfg: StudyConfig) -> int:
     """Trials the study runs in all: (distinct proxy width vectors, baseline included) x seeds.
 
     With racing, the most it can run (every candidate on max_seeds): the race stops earlier.
+    With setting dimensions and a sampler, the most it can run: every sample may need uniform
+    at a setting value not drawn before (:meth:`SpaceFn._control_at`); the search ends when
+    nothing is queued or left to sample (:func:`open_ended`).
     """
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
     n = cfg.search.n_trials or 20
-    return (n + int(cfg.search.baseline)) * n_seeds
+    controls = int(cfg.search.baseline)
+    if cfg.space.settings and cfg.search.baseline:
+        dims = [cfg.space.dimensions[name] for name in cfg.space.settings]
+        combos = 1
+        for dim in dims:
+            combos *= dim.count() if dim.finite else n
+        controls = min(n, combos)
+    return (n + controls) * n_seeds
+
+
+def open_ended(cfg: StudyConfig) -> bool:
+    """Whether the study's number of trials is known only as an upper bound: a race adds seeds
+    as it goes; a sampled space with settings adds uniform at each new setting value drawn."""
+    sampled_settings = cfg.search.sampler != "grid" and bool(cfg.space.settings)
+    return bool(cfg.search.racing) or sampled_settings
 
 
 def may_sample(cfg: StudyConfig, study: Any) -> bool:
@@ -234,7 +255,7 @@ def enqueue(
         attrs[RETRY_OF] = retry_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
-    if dict(candidate) == UNIFORM:
+    if schedule_of(candidate) == UNIFORM:  # at any setting (train.lr): each has its own
         attrs[CONTROL] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
@@ -280,7 +301,20 @@ class SpaceFn:
         trial.set_user_attr(SAMPLED, True)
         for other in [] if self.cfg.search.racing else self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
+        self._control_at(trial.study, cand)
         return self._config(trial, cand, seed)
+
+    def _control_at(self, study: Any, cand: Mapping[str, Any]) -> None:
+        """Enqueue uniform at ``cand``'s setting on every seed, unless it is there already: a
+        candidate is compared with the uniform of its own setting (train.lr) and seed."""
+        settings = settings_of(cand)
+        if not settings or not self.cfg.search.baseline:
+            return
+        control = {**UNIFORM, **settings}
+        queued = {t.user_attrs.get(CANDIDATE) for t in study.get_trials(deepcopy=False)}
+        if _key(control) not in queued:
+            for seed in self.seeds:
+                enqueue(study, self.cfg, control, seed)
 
     def _config(self, trial: Any, cand: dict[str, Any], seed: int) -> dict[str, Any]:
         """The trial config; a replay of a finished twin when one trained the same model."""
@@ -311,8 +345,10 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
         widths = list(cfg.model.plan(cand).widths)
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
+    settings = settings_of(cand)  # the same widths at another train.lr is another model
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
-        if a.get(SEED) == seed and a.get("widths") == widths and a.get("curve"):
+        same = a.get(SEED) == seed and a.get("widths") == widths and a.get("curve")
+        if same and settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
             return ft
     return None

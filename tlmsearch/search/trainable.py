@@ -82,8 +82,9 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
 
     from tlmsearch.train import train_proxy
 
-    cfg = StudyConfig.model_validate(study)
     candidate, seed = config["candidate"], int(config["seed"])
+    # the candidate's settings (train.lr, model.init_std) applied: what this trial trains with
+    cfg = StudyConfig.model_validate(study).for_candidate(candidate)
     model = cfg.model
     if model.vocab_size is None:
         model = model.model_copy(update={"vocab_size": data.vocab_size})
@@ -114,6 +115,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         "seed": seed,
         "widths": list(plan.widths),
         "model": model.model_dump(mode="json"),
+        "train": cfg.train.model_dump(mode="json"),
         "arch": model.arch,
     }
     reporter = _Reporter(meta, cfg.train.tokens)

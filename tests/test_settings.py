@@ -1,0 +1,314 @@
+"""Setting dimensions (train.lr as a search dimension): validation, the crossed grid, the trial's
+config, pairing within a setting, and the tuned comparison (no Ray, no training)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from search_helpers import tiny_config, tiny_study
+
+from tlmsearch import stats
+from tlmsearch.config import study_from_mapping
+from tlmsearch.errors import ConfigError
+from tlmsearch.evidence import Evidence
+from tlmsearch.results import add_deltas, trials_frame
+from tlmsearch.search.export import best_document
+from tlmsearch.search.samplers import initial_queue
+from tlmsearch.space import describe
+from tlmsearch.tuned import HELD_OUT, OPTIMISTIC, SAME_SEEDS, tuned
+
+LR2 = {"type": "categorical", "choices": [0.001, 0.003]}
+COSINE = {"type": "fixed", "value": "cosine"}
+ONE_TAPER = {"type": "categorical", "choices": [1.5]}
+
+
+def _space(**dims):
+    return {"dimensions": {"shape": COSINE, "r_start": ONE_TAPER, **dims}}
+
+
+def _cfg(tmp_path, **dims):
+    return tiny_config(tmp_path, space=_space(**dims))
+
+
+def _refused(tmp_path, **sections) -> str:
+    with pytest.raises(ConfigError) as err:
+        study_from_mapping(tiny_study(tmp_path, **sections))
+    return str(err.value)
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def test_lr_grid_crosses_every_schedule_and_uniform(tmp_path):
+    cfg = _cfg(tmp_path, **{"train.lr": LR2})
+    labels = [describe(c) for c in cfg.candidates()]
+    assert labels == ["uniform @ lr=0.001", "uniform @ lr=0.003", "cosine 1.5->0.5 @ lr=0.001",
+                      "cosine 1.5->0.5 @ lr=0.003"]  # fmt: skip
+    # the same widths at another lr is another model: four trainings per seed, not two
+    assert len(cfg.trainings()) == 4
+    queue = initial_queue(cfg.model_copy(update={"search": cfg.search.model_copy(
+        update={"seeds": [0, 1]})}))  # fmt: skip
+    assert len(queue) == 8 and {s for _, s in queue} == {0, 1}
+
+
+def test_a_trial_trains_at_its_candidates_setting(tmp_path):
+    cfg = _cfg(tmp_path, **{"train.lr": LR2, "model.init_std": {"type": "fixed", "value": 0.01}})
+    one = cfg.for_candidate({"shape": "cosine", "r_start": 1.5, "train.lr": 0.003,
+                             "model.init_std": 0.01})  # fmt: skip
+    assert (one.train.lr, one.model.init_std) == (0.003, 0.01)
+    assert cfg.train.lr == 0.01 and one.model.n_layer == cfg.model.n_layer
+    assert cfg.for_candidate({"shape": "uniform"}) is cfg
+
+
+@pytest.mark.parametrize(
+    ("dim", "want"),
+    [
+        ({"type": "categorical", "choices": [0.001, 0]}, "choices[1]: 0 is not a valid train.lr"),
+        ({"type": "float", "low": -1.0, "high": 0.01, "step": 0.01}, "low..high: -1.0"),
+        ({"type": "categorical", "choices": [-0.5]}, "greater than 0"),
+    ],
+)
+def test_a_value_train_lr_rejects_is_a_validation_error(tmp_path, dim, want):
+    text = _refused(tmp_path, space=_space(**{"train.lr": dim}))
+    assert "space.dimensions.train.lr" in text and want in text
+
+
+def test_a_continuous_log_lr_range_is_checked_at_both_ends(tmp_path):
+    ok = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": ok}),
+                      search={"sampler": "random", "n_trials": 2})  # fmt: skip
+    assert cfg.space.settings == ["train.lr"]
+    wide = {"type": "float", "low": 0.1, "high": 2.0, "log": True}
+    text = _refused(tmp_path, space=_space(**{"train.min_lr_ratio": wide}),
+                    search={"sampler": "random", "n_trials": 2})  # fmt: skip
+    assert "space.dimensions.train.min_lr_ratio: low..high: 2.0" in text
+    # a value the section's cross-field checks refuse: a warm-up as long as the run
+    text = _refused(tmp_path, space=_space(**{"train.warmup_tokens": {
+        "type": "categorical", "choices": [0, 8192]}}))  # fmt: skip
+    assert "choices[1]: 8192" in text and "must be below tokens" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("model.d_model", "changes the parameter budget"),
+        ("model.n_layer", "changes the parameter budget"),
+        ("model.tie_embeddings", "changes the parameter budget"),
+        ("train.betas", "is not a scalar"),
+        ("train.lrr", "train has no field 'lrr'"),
+        ("data.seq_len", "not a schedule parameter"),
+    ],
+)
+def test_only_scalars_that_keep_the_budget_are_settings(tmp_path, name, want):
+    dim = {"type": "categorical", "choices": [64, 128]}
+    assert want in _refused(tmp_path, space=_space(**{name: dim}))
+
+
+def test_settings_cross_every_schedule_and_race_no_seed(tmp_path):
+    when = {**LR2, "when": {"shape": "cosine"}}
+    assert "remove when" in _refused(tmp_path, space=_space(**{"train.lr": when}))
+    on_lr = {"type": "fixed", "value": 10.0, "when": {"train.lr": 0.001}}
+    text = _refused(tmp_path, space={"dimensions": {"train.lr": LR2, "shape": COSINE,
+                                                    "k": on_lr}})  # fmt: skip
+    assert "refers to the setting 'train.lr'" in text
+    racing = _refused(tmp_path, space=_space(**{"train.lr": LR2}),
+                      search={"seeds": [0, 1], "racing": {}})  # fmt: skip
+    assert "search.racing" in racing and "train.lr" in racing
+    assert "paired" in _refused(tmp_path, space=_space(**{"train.lr": LR2}),
+                                search={"pruner": "paired"})  # fmt: skip
+
+
+# -- pairing within a setting -------------------------------------------------------------------
+
+
+def _rows(values, seeds=(0, 1)):
+    """values: {(shape, lr): [value per seed]} -> trial records."""
+    out = []
+    for (shape, lr), per_seed in values.items():
+        params = {"shape": shape, "train.lr": lr} | ({"r_start": 1.5} if shape != "uniform"
+                                                    else {})  # fmt: skip
+        for seed, v in zip(seeds, per_seed, strict=True):
+            out.append({"trial_id": f"{shape}{lr}{seed}", "seed": seed, "params": params,
+                        "state": "COMPLETE", "val_bpb": v, "n_params": 1000})  # fmt: skip
+    return out
+
+
+# uniform is best at lr 0.003; the taper at 0.001 (its own best)
+VALUES = {
+    ("uniform", 0.001): [2.00, 2.10],
+    ("uniform", 0.003): [1.90, 2.00],
+    ("cosine", 0.001): [1.80, 1.92],
+    ("cosine", 0.003): [1.85, 1.93],
+}
+
+
+def test_deltas_and_effects_pair_with_the_uniform_of_the_same_setting():
+    t = trials_frame(_rows(VALUES))
+    assert set(t["setting"]) == {"lr=0.001", "lr=0.003"}
+    assert set(t["schedule"]) == {"uniform", "cosine 1.5->0.5"}
+    d = add_deltas(t, ["val_bpb"]).set_index("trial_id")["delta_val_bpb"]
+    assert d["cosine0.0010"] == pytest.approx(-0.20) and d["cosine0.0030"] == pytest.approx(-0.05)
+    eff = stats.effects(t, "val_bpb").set_index("candidate")["mean_delta"]
+    assert eff["cosine 1.5->0.5 @ lr=0.001"] == pytest.approx(-0.19)
+    assert eff["cosine 1.5->0.5 @ lr=0.003"] == pytest.approx(-0.06)
+
+
+@settings(max_examples=30, deadline=None)
+@given(shift=st.floats(-5, 5, allow_nan=False), vals=st.lists(
+    st.floats(1, 3, allow_nan=False), min_size=8, max_size=8))  # fmt: skip
+def test_shifting_one_setting_leaves_the_other_settings_effects(shift, vals):
+    """Each setting's effects depend on that setting's trials only (no cross-setting pairing)."""
+    values = dict(zip(VALUES, [vals[i:i + 2] for i in range(0, 8, 2)], strict=True))
+    moved = {k: [v + shift for v in vs] if k[1] == 0.003 else vs for k, vs in values.items()}
+    a = stats.effects(trials_frame(_rows(values)), "val_bpb").set_index("candidate")
+    b = stats.effects(trials_frame(_rows(moved)), "val_bpb").set_index("candidate")
+    for cand in a.index:
+        assert a.at[cand, "mean_delta"] == pytest.approx(b.at[cand, "mean_delta"], abs=1e-9)
+
+
+# -- the tuned comparison -----------------------------------------------------------------------
+
+
+def test_tuned_compares_each_schedule_at_its_own_best_lr_and_flags_edges():
+    tu = tuned(trials_frame(_rows(VALUES)), "val_bpb")
+    best = tu.best.set_index("schedule")
+    assert best.at["uniform", "setting"] == "lr=0.003"
+    assert best.at["cosine 1.5->0.5", "setting"] == "lr=0.001"
+    assert "high end" in best.at["uniform", "edge"] and "low end" in best.at[
+        "cosine 1.5->0.5", "edge"]  # fmt: skip
+    # cosine @ 0.001 minus uniform @ 0.003, paired by seed: -0.10 and -0.08
+    eff = tu.effects.set_index("schedule")
+    assert eff.at["cosine 1.5->0.5", "mean_delta"] == pytest.approx(-0.09)
+    assert (tu.selection, tu.caveat) == (SAME_SEEDS, OPTIMISTIC)
+
+
+def test_an_interior_best_is_not_flagged():
+    values = {("uniform", 0.001): [2.0, 2.1], ("uniform", 0.002): [1.9, 2.0],
+              ("uniform", 0.003): [2.0, 2.1]}  # fmt: skip
+    tu = tuned(trials_frame(_rows(values)), "val_bpb")
+    assert tu.best.at[0, "setting"] == "lr=0.002" and tu.best.at[0, "edge"] == ""
+    assert tu.edges == []
+
+
+def test_with_four_seeds_the_best_lr_is_chosen_on_half_and_measured_on_the_rest():
+    seeds = (0, 1, 2, 3)
+    # on seeds 0-1 lr 0.001 looks best for cosine; on 2-3 it is worse than 0.003
+    values = {("uniform", 0.001): [2.0, 2.0, 2.0, 2.0], ("uniform", 0.003): [2.1, 2.1, 2.1, 2.1],
+              ("cosine", 0.001): [1.5, 1.5, 2.5, 2.5],
+              ("cosine", 0.003): [1.9, 1.9, 1.9, 1.9]}  # fmt: skip
+    tu = tuned(trials_frame(_rows(values, seeds)), "val_bpb", seeds=seeds)
+    assert tu.selection == HELD_OUT and tu.caveat == ""
+    assert tu.selection_seeds == (0, 1) and tu.measure_seeds == (2, 3)
+    eff = tu.effects.set_index("schedule")
+    assert eff.at["cosine 1.5->0.5", "mean_delta"] == pytest.approx(0.5)  # honest: it lost
+    assert tuple(eff.at["cosine 1.5->0.5", "seeds"]) == (2, 3)
+
+
+def test_a_diverged_lr_cannot_win_by_its_missing_seed():
+    rows = _rows(VALUES)
+    for r in rows:  # cosine at 0.001 failed on seed 1: its one seed's 1.80 looks best
+        if r["params"].get("shape") == "cosine" and r["params"]["train.lr"] == 0.001 \
+                and r["seed"] == 1:
+            r["state"], r["val_bpb"] = "FAIL", float("nan")
+    tu = tuned(trials_frame(rows), "val_bpb")
+    assert tu.best.set_index("schedule").at["cosine 1.5->0.5", "setting"] == "lr=0.003"
+
+
+def test_a_study_without_settings_has_no_tuned_comparison():
+    rows = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"},
+             "state": "COMPLETE", "val_bpb": 2.0 + s} for s in (0, 1)]  # fmt: skip
+    t = trials_frame(rows)
+    assert tuned(t, "val_bpb") is None and Evidence.build(t, "val_bpb").tuned is None
+
+
+def test_best_yaml_has_the_tuned_comparison(tmp_path):
+    cfg = _cfg(tmp_path, **{"train.lr": LR2})
+    cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"seeds": [0, 1]})})
+    doc = best_document(trials_frame(_rows(VALUES)), cfg)
+    assert doc["uniform_baseline"]["val_bpb"] == pytest.approx({"lr=0.001": 2.05,
+                                                                "lr=0.003": 1.95})  # fmt: skip
+    tu = doc["tuned"]
+    assert tu["metric"] == "val_bpb" and tu["selection"] == SAME_SEEDS
+    assert "optimistic" in tu["caveat"]
+    by = {s["schedule"]: s for s in tu["schedules"]}
+    assert by["uniform"]["best_setting"] == {"train.lr": 0.003}
+    assert by["cosine 1.5->0.5"]["delta_vs_uniform"] == pytest.approx(-0.09)
+    assert len(tu["best_at_edge"]) == 2
+    json.dumps(doc)  # plain data, as yaml.safe_dump needs
+
+
+# -- a sampled space with a continuous setting ----------------------------------------------------
+
+
+def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
+    import optuna
+
+    from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
+    from tlmsearch.search.samplers import (
+        SpaceFn,
+        make_sampler,
+        may_sample,
+        open_ended,
+        planned_trials,
+        write_initial_queue,
+    )
+
+    log_lr = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": log_lr}),
+                      search={"sampler": "random", "n_trials": 3, "seeds": [0, 1]})  # fmt: skip
+    assert open_ended(cfg) and planned_trials(cfg) == (3 + 3) * 2
+    study = optuna.create_study(sampler=make_sampler(cfg))
+    write_initial_queue(study, cfg)
+    assert not study.trials  # no LR is known before the sampler draws one
+    fn, asked = SpaceFn(cfg), []
+    while True:
+        waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+        if not waiting and not may_sample(cfg, study):  # as StudySearch ends the search
+            break
+        trial = study.ask()
+        conf = fn(trial)
+        study.tell(trial, 1.0)
+        asked.append((conf["candidate"], conf["seed"], trial.user_attrs.get(CONTROL, False)))
+    assert len(asked) <= planned_trials(cfg)
+    lrs = {c["train.lr"] for c, _, _ in asked}
+    assert len(lrs) == 3
+    for lr in lrs:  # the taper and uniform at every sampled lr, on both seeds, uniform a control
+        runs = {(c["shape"], s, ctl) for c, s, ctl in asked if c["train.lr"] == lr}
+        assert runs == {("cosine", 0, False), ("cosine", 1, False), ("uniform", 0, True),
+                        ("uniform", 1, True)}  # fmt: skip
+    for t in study.trials:
+        if t.user_attrs.get(CONTROL):
+            assert t.params == {}  # uniform is no draw of the sampler (search/control.py)
+        assert SEED in t.user_attrs and CANDIDATE in t.user_attrs
+
+
+def test_validate_exits_2_naming_a_non_positive_lr(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    bad = {"type": "categorical", "choices": [0.003, -0.001]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_study(tmp_path, space=_space(**{"train.lr": bad}))))
+    res = CliRunner().invoke(app, ["validate", str(path), "--no-config"])
+    assert res.exit_code == 2
+    assert "space.dimensions.train.lr: choices[1]: -0.001 is not a valid train.lr" in " ".join(
+        res.output.split())
+    study = Path(__file__).resolve().parent.parent / "studies" / "lr_sweep.yaml"
+    shipped = CliRunner().invoke(app, ["validate", str(study), "--no-config"])
+    assert shipped.exit_code == 0, shipped.output
+
+
+def test_two_sampled_lrs_with_one_printed_label_keep_their_own_uniform():
+    a, b = 0.00123456781, 0.00123456789  # both print as lr=0.00123457
+    values = {("uniform", a): [2.0, 2.1], ("uniform", b): [3.0, 3.1],
+              ("cosine", a): [1.9, 2.0], ("cosine", b): [2.9, 3.0]}  # fmt: skip
+    t = trials_frame(_rows(values))
+    assert t["setting"].nunique() == 2
+    d = add_deltas(t, ["val_bpb"])
+    assert d.loc[~d["is_baseline"], "delta_val_bpb"].round(9).tolist() == [-0.1] * 4

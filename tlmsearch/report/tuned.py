@@ -1,0 +1,74 @@
+"""The tuned comparison's figure and table data: the metric against a setting (train.lr), one
+line per schedule, each schedule's best value marked, and its effect vs uniform at their own best
+settings. Every number is the study's :class:`tlmsearch.evidence.Evidence` ``tuned``
+(:mod:`tlmsearch.tuned`); this module only arranges it. Pure pandas (no plotting)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from tlmsearch.results import metric_column
+
+
+class SettingSweep(NamedTuple):
+    metric: str
+    sense: str
+    axis: str  # the x axis: the first numeric setting's field name, e.g. "lr"
+    # schedule, is_baseline, setting, x, mean, sd, n, best (this schedule's chosen setting), hover
+    lines: pd.DataFrame
+    # one row per schedule: schedule, is_baseline, setting, mean, n, edge, then (not uniform)
+    # mean_delta, lo, hi, separated vs uniform at its own best setting
+    table: pd.DataFrame
+    selection: str  # same seeds | held-out seeds
+    caveat: str  # "" when the best settings were chosen on held-out seeds
+
+
+def setting_sweep(
+    trials: pd.DataFrame, metric: str, sense: str, config: Mapping[str, Any] | None = None
+) -> SettingSweep | None:
+    """The sweep of a study with setting dimensions; None for a study without them."""
+    from tlmsearch.evidence import Evidence
+
+    if trials.empty or "setting" not in trials or not (trials["setting"] != "").any():
+        return None
+    st = (config or {}).get("stats") or {}
+    ev = Evidence.build(trials, metric_column(metric), sense, config=config or None,
+                        family=str(st.get("family", "holm")),
+                        level=float(st.get("level", 0.95)))  # fmt: skip
+    tu = ev.tuned
+    if tu is None:
+        return None
+    chosen = dict(zip(tu.best["schedule"], tu.best["setting"], strict=True))
+    lines = tu.curve.copy()
+    lines["best"] = [chosen.get(s) == x for s, x in zip(lines["schedule"], lines["setting"],
+                                                         strict=True)]  # fmt: skip
+    lines["hover"] = [
+        f"{r.schedule} @ {r.setting}<br>{metric} {r.mean:.4g}"
+        + (f" ± {r.sd:.2g} (sd, {r.n} seeds)" if math.isfinite(r.sd) else f" ({r.n} seed)")
+        + ("<br>its best setting" if r.best else "")
+        for r in lines.itertuples()
+    ]
+    params = trials.drop_duplicates("setting")["params_json"]
+    axis = _axis(params)
+    table = tu.best.drop(columns=["settings", "candidate"]).copy()
+    eff = tu.effects.set_index("schedule")
+    for col in ("mean_delta", "lo", "hi", "separated"):
+        table[col] = [eff.at[s, col] if s in eff.index else pd.NA for s in table["schedule"]]
+    return SettingSweep(metric, sense, axis, lines, table, tu.selection, tu.caveat)
+
+
+def _axis(params: pd.Series) -> str:
+    """The field name of the first numeric setting (the x axis), e.g. ``lr``."""
+    import json
+
+    from tlmsearch.space import settings_of
+
+    for text in params:
+        for name, value in sorted(settings_of(json.loads(text or "{}")).items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return name.partition(".")[2]
+    return "setting"

@@ -1,0 +1,220 @@
+"""The tuned comparison: each schedule at its own best setting (e.g. its best learning rate).
+
+A study whose space has setting dimensions (``train.lr``, docs/search_dimensions.md) trains every
+schedule, uniform included, at every setting value. One global LR can favour one width profile
+over another (issue 21: a wider layer's update moves its output more), so besides the
+comparisons within a setting (:class:`tlmsearch.evidence.Evidence`'s effects) the question is:
+*does the taper still win when each side gets its own best LR?*
+
+:func:`tuned` picks each schedule's best setting by its mean over the *selection seeds*
+(settings completed on the most seeds first, so a value that diverged or was pruned on a seed
+cannot win by its missing seed), then compares every schedule at its best setting with uniform
+at *its* best, paired by seed, with :func:`tlmsearch.stats.effects` (block-design noise, the
+study's family-wise correction).
+
+Choosing the best of several settings on the same seeds that then measure the effect is
+optimistic: the minimum of noisy means is biased low, and the interval ignores the choice. With
+4 or more seeds the choice is made on the first half of the study's seeds and the effect
+measured on the rest (held out, unbiased); with fewer, on the same seeds, and the result says it
+is optimistic. A best value at the smallest or largest value tried is flagged: the optimum may
+lie outside the grid. Pure pandas (no torch, ray or plotting).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tlmsearch import stats
+from tlmsearch.space import settings_of
+
+# Seeds from which the best setting is chosen on half and measured on the other half.
+HOLDOUT_MIN_SEEDS = 4
+SAME_SEEDS, HELD_OUT = "same seeds", "held-out seeds"
+OPTIMISTIC = (
+    "each schedule's best setting was chosen on the same seeds that measure its effect: the "
+    "tuned effects and intervals are optimistic (run 4 or more seeds to measure on held-out ones)"
+)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    best: pd.DataFrame  # one row per schedule: schedule, is_baseline, candidate, setting,
+    # settings (dict), mean (over the selection seeds), n, edge (e.g. "lr at the low end")
+    effects: pd.DataFrame  # stats.effects keyed by schedule: each at its best vs uniform at its
+    curve: pd.DataFrame  # one row per (schedule, setting): its mean and sd over every seed
+    selection: str  # same seeds | held-out seeds
+    selection_seeds: tuple[int, ...]
+    measure_seeds: tuple[int, ...]
+    caveat: str  # OPTIMISTIC with the same seeds, else ""
+
+    def as_dict(self) -> dict:
+        """The comparison as plain data (best.yaml's ``tuned``): per schedule its best setting,
+        mean, edge flag and, for all but uniform, its effect vs uniform at uniform's best."""
+        eff = self.effects.set_index("schedule")
+        rows = []
+        for r in self.best.itertuples():
+            row: dict = {"schedule": r.schedule, "best_setting": dict(r.settings),
+                         "label": r.candidate, "mean": r.mean, "n_seeds": r.n,
+                         "best_at_edge": r.edge or None}  # fmt: skip
+            if not r.is_baseline and r.schedule in eff.index:
+                e = eff.loc[r.schedule]
+                sep = e["separated"]
+                row["delta_vs_uniform"] = float(e["mean_delta"])
+                ci = [float(e["lo"]), float(e["hi"])]
+                row["delta_ci"] = None if math.isnan(ci[0]) else ci
+                row["delta_n_seeds"] = int(e["n"])
+                row["separated_from_uniform"] = None if pd.isna(sep) else bool(sep)
+            rows.append(row)
+        return {
+            "what": "each schedule at its own best setting, uniform at its own, paired by seed",
+            "selection": self.selection,
+            "selection_seeds": list(self.selection_seeds),
+            "measure_seeds": list(self.measure_seeds),
+            "caveat": self.caveat or None,
+            "schedules": rows,
+            "best_at_edge": self.edges,
+        }
+
+    @property
+    def edges(self) -> list[str]:
+        """``"cosine 1.5->0.5: lr at the high end (0.01)"`` for every flagged schedule."""
+        return [f"{r.schedule}: {r.edge}" for r in self.best.itertuples() if r.edge]
+
+
+def _settings(params_json: str) -> dict:
+    try:
+        return settings_of(json.loads(params_json or "{}"))
+    except (TypeError, ValueError):
+        return {}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _edge(best: dict, tried: Sequence[dict]) -> str:
+    """Which numeric setting of ``best`` is the smallest or largest value ``tried``, in words."""
+    out = []
+    for name, value in sorted(best.items()):
+        x = _number(value)
+        values = {v for v in (_number(t.get(name)) for t in tried) if v is not None}
+        if x is None or len(values) < 2:
+            continue
+        field = name.partition(".")[2]
+        if x == min(values):
+            out.append(f"{field} at the low end of the values tried ({value:g})")
+        elif x == max(values):
+            out.append(f"{field} at the high end of the values tried ({value:g})")
+    return "; ".join(out)
+
+
+def tuned(
+    trials: pd.DataFrame,
+    value: str,
+    sense: str = "minimize",
+    *,
+    level: float = 0.95,
+    family: str = "holm",
+    seeds: Sequence[int] | None = None,
+) -> Tuned | None:
+    """The tuned comparison of a trials table with a ``setting`` column (None without settings).
+
+    ``seeds``: the study's seeds in order (default: the seeds in ``trials``, sorted).
+
+    >>> rows = [(s, lr, seed, v) for s, lr, seed, v in [
+    ...     ("uniform", 1, 0, 2.0), ("uniform", 1, 1, 2.1), ("uniform", 3, 0, 1.9),
+    ...     ("uniform", 3, 1, 2.0), ("cosine", 1, 0, 1.8), ("cosine", 1, 1, 1.9),
+    ...     ("cosine", 3, 0, 1.85), ("cosine", 3, 1, 1.97)]]
+    >>> t = pd.DataFrame({"schedule": [r[0] for r in rows],
+    ...     "setting": [f"lr={r[1]}" for r in rows],
+    ...     "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+    ...     "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+    ...     "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
+    ...     "state": "COMPLETE", "v": [r[3] for r in rows]})
+    >>> tu = tuned(t, "v")
+    >>> tu.best[["schedule", "setting"]].values.tolist()
+    [['uniform', 'lr=3'], ['cosine', 'lr=1']]
+    >>> for line in tu.edges:
+    ...     print(line)
+    uniform: lr at the high end of the values tried (3)
+    cosine: lr at the low end of the values tried (1)
+    >>> round(float(tu.effects.iloc[0]["mean_delta"]), 3), tu.selection
+    (-0.1, 'same seeds')
+    """
+    if "setting" not in trials or not (trials["setting"].astype(str) != "").any():
+        return None
+    t = trials.copy()
+    t["seed"] = pd.to_numeric(t["seed"], errors="coerce")
+    known = sorted(int(s) for s in t["seed"].dropna().unique())
+    order = [int(s) for s in seeds] if seeds is not None else known
+    if len(order) >= HOLDOUT_MIN_SEEDS:
+        half = len(order) // 2
+        select, measure, how = tuple(order[:half]), tuple(order[half:]), HELD_OUT
+    else:
+        select, measure, how = tuple(order), tuple(order), SAME_SEEDS
+    sign = 1.0 if sense == "minimize" else -1.0
+    summary = stats.summarise(t[t["seed"].isin(select)], value, level=level)
+    by_cand = summary.set_index("candidate")
+    first = t.drop_duplicates("candidate").set_index("candidate")
+    rows = []
+    for schedule, group in first.groupby("schedule", sort=False):
+        tried = [_settings(p) for p in group["params_json"]]
+        ranked = []
+        for cand in group.index:
+            if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
+                ranked.append((-int(by_cand.at[cand, "n"]), sign * by_cand.at[cand, "mean"], cand))
+        if not ranked:
+            continue
+        _, _, cand = min(ranked)
+        chosen = _settings(group.at[cand, "params_json"])
+        rows.append({
+            "schedule": schedule,
+            "is_baseline": bool(group.at[cand, "is_baseline"]),
+            "candidate": cand,
+            "setting": str(group.at[cand, "setting"]),
+            "settings": chosen,
+            "mean": float(by_cand.at[cand, "mean"]),
+            "n": int(by_cand.at[cand, "n"]),
+            "edge": _edge(chosen, tried),
+        })  # fmt: skip
+    best = pd.DataFrame(rows, columns=["schedule", "is_baseline", "candidate", "setting",
+                                       "settings", "mean", "n", "edge"])  # fmt: skip
+    best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
+    at_best = t[t["candidate"].isin(best["candidate"]) & t["seed"].isin(measure)]
+    # keyed by schedule, no setting column: uniform at its best setting is every schedule's
+    # control, paired by seed
+    at_best = at_best.drop(columns=["setting"])
+    eff = stats.effects(at_best, value, sense, key="schedule", level=level, family=family)
+    return Tuned(best, eff, curve(t, value), how, select, measure,
+                 OPTIMISTIC if how == SAME_SEEDS else "")  # fmt: skip
+
+
+def curve(trials: pd.DataFrame, value: str) -> pd.DataFrame:
+    """One row per (schedule, setting): x (the first numeric setting's value, NaN if none),
+    setting, mean and sd over the completed seeds, n. The figure's data (metric vs setting)."""
+    s = stats.summarise(trials, value).set_index("candidate")
+    first = trials.drop_duplicates("candidate")
+    rows = []
+    for r in first.itertuples():
+        settings = _settings(r.params_json)
+        xs = [x for x in (_number(v) for _, v in sorted(settings.items())) if x is not None]
+        row = s.loc[r.candidate]
+        rows.append({
+            "schedule": r.schedule,
+            "is_baseline": bool(r.is_baseline),
+            "setting": r.setting,
+            "x": xs[0] if xs else math.nan,
+            "mean": float(row["mean"]),
+            "sd": float(row["sd"]),
+            "n": int(row["n"]),
+        })  # fmt: skip
+    out = pd.DataFrame(rows, columns=["schedule", "is_baseline", "setting", "x", "mean", "sd",
+                                      "n"])  # fmt: skip
+    return out.sort_values(["schedule", "x", "setting"], kind="stable").reset_index(drop=True)
