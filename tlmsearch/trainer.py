@@ -187,10 +187,10 @@ class Trainer:
         if dist:  # broadcast_buffers off: every rank builds the same buffers, none changes
             from torch.nn.parallel import DistributedDataParallel
 
-            ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
-            net = self._ddp = DistributedDataParallel(
-                net, device_ids=ids if dev.type == "cuda" else None, broadcast_buffers=False
-            )
+            ids = None
+            if dev.type == "cuda":
+                ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
+            net = self._ddp = DistributedDataParallel(net, device_ids=ids, broadcast_buffers=False)
         self.net = torch.compile(net) if use_compile else net
         self.setup: dict[str, Any] = {
             "device": str(dev),
@@ -419,7 +419,12 @@ class Trainer:
         loop = state["loop"]
         self.steps, self.tokens = loop["step"], loop["tokens"]
         self.next_eval, self.next_checkpoint = loop["next_eval"], loop["next_checkpoint"]
-        self.curve = [dict(r) for r in loop["curve"]]
+        self.curve = self.evals_of(state)
+
+    @staticmethod
+    def evals_of(state: dict[str, Any]) -> list[dict[str, float]]:
+        """The eval rows a :meth:`state_dict` holds, in order (a resumed trial reports them)."""
+        return [dict(r) for r in state["loop"]["curve"]]
 
     def close(self) -> None:
         if self._prefetch is not None:
