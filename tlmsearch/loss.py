@@ -58,16 +58,17 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(
-    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = CHUNK_TOKENS
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int | None = None
 ) -> torch.Tensor:
     """``F.cross_entropy(F.linear(h, weight).float(), targets)`` (mean over tokens) computed
-    ``chunk`` tokens at a time; ``h`` (..., d), ``targets`` (...).
+    ``chunk`` tokens (default :data:`CHUNK_TOKENS`) at a time; ``h`` (..., d), ``targets`` (...).
 
     >>> h, w, y = torch.randn(6, 4), torch.randn(10, 4), torch.randint(0, 10, (6,))
     >>> torch.allclose(linear_cross_entropy(h, w, y, 4), F.cross_entropy(h @ w.T, y))
     True
     """
-    return _LinearCrossEntropy.apply(h.flatten(0, -2), weight, targets.flatten(), chunk)
+    n = chunk or CHUNK_TOKENS
+    return _LinearCrossEntropy.apply(h.flatten(0, -2), weight, targets.flatten(), n)
 
 
 def chunked(model: torch.nn.Module) -> bool:
