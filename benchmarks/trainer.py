@@ -94,6 +94,7 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     import torch
 
     from tlmsearch.data import prepare_data
+    from tlmsearch.mfu import cpu_peak
     from tlmsearch.train import resolve_dtype, train_proxy
 
     torch.set_num_threads(threads)
@@ -103,15 +104,20 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
     dtype = resolve_dtype(train, torch.device("cpu"))
     ours, hand = [], []
+    fpt = 0.0
     for _ in range(rounds):
         s = train_proxy(cfg.model, widths, data, train, seed=0, threads=threads)
         ours.append(s.metrics["tokens_per_s"])
+        fpt = s.flops_per_token
         hand.append(hand_loop(cfg.model, widths, data, train, 0, dtype))
     o, h = statistics.median(ours), statistics.median(hand)
+    peak = threads * cpu_peak(1)  # the bf16 matmul peak of the threads that ran
     return {
         "train_proxy_tokens_per_s": round(o),
         "hand_loop_tokens_per_s": round(h),
         "ratio": round(o / h, 3),
+        "train_proxy_of_bf16_peak": round(o * fpt / peak, 4),
+        "hand_loop_of_bf16_peak": round(h * fpt / peak, 4),
         "rounds": rounds,
         "dtype": str(dtype),
         "threads": threads,

@@ -184,13 +184,19 @@ class Trainer:
         self.peak = peak * (dist.world if dist else 1)  # tokens/s counts every worker's tokens
         net: torch.nn.Module = _Loss(self.model, dev, self.dtype, kernel)
         self._ddp = None
-        if dist:  # broadcast_buffers off: every rank builds the same buffers, none changes
+        # broadcast_buffers off: every rank builds the same buffers and none changes them.
+        # find_unused_parameters: a parameter may get no gradient (titans: the memory's last
+        # write is never read, so at seq_len <= its chunk its k, v and gates get none); such a
+        # parameter keeps .grad None on every rank, as on one worker, and AdamW skips it.
+        if dist:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = None
             if dev.type == "cuda":
                 ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
-            net = self._ddp = DistributedDataParallel(net, device_ids=ids, broadcast_buffers=False)
+            net = self._ddp = DistributedDataParallel(
+                net, device_ids=ids, broadcast_buffers=False, find_unused_parameters=True
+            )
         self.net = torch.compile(net) if use_compile else net
         self.setup: dict[str, Any] = {
             "device": str(dev),
