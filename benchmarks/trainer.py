@@ -125,6 +125,70 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     }
 
 
+def step_ratio(study: str, steps: int, threads: int) -> dict:
+    """The Trainer's step time against a hand-written step on the same model and batches,
+    interleaved step by step in this process (load on a shared machine hits both alike):
+    median hand step time / median Trainer step time (>= 1: the Trainer is not slower)."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from tlmsearch.data import prepare_data
+    from tlmsearch.data.batches import Batches
+    from tlmsearch.train import attention_context, autocast_context
+    from tlmsearch.trainer import Trainer
+
+    torch.set_num_threads(threads)
+    cfg, train = _load(study, 10**9)
+    train = train.model_copy(update={"compile": "off"})
+    data = prepare_data(cfg.data, progress=False)
+    widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
+    t = Trainer(cfg.model, widths, data, train, seed=0, threads=threads)
+    model = copy.deepcopy(t.model)  # the same weights, its own optimizer and batches
+    opt = torch.optim.AdamW(
+        model.param_groups(train.weight_decay), lr=train.lr, betas=train.betas, fused=True
+    )
+    batches = Batches(data.train_tokens(), data.seq_len, seed=0)
+    kernel = t.setup["attention"]
+
+    def hand_step(step: int) -> None:
+        for _ in range(t.accum):
+            x, y = batches.next(t.micro)
+            with autocast_context(t.device, t.dtype), attention_context(kernel):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            (loss / t.accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+        model.before_optimizer_step(step)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    ours, hand = [], []
+    try:
+        for step in range(steps + 1):  # the first of each: warm-up, not timed
+            t0 = time.perf_counter()
+            t.step()
+            t1 = time.perf_counter()
+            hand_step(step)
+            t2 = time.perf_counter()
+            if step:
+                ours.append(t1 - t0)
+                hand.append(t2 - t1)
+    finally:
+        t.close()
+    o, h = statistics.median(ours), statistics.median(hand)
+    return {
+        "trainer_step_ms": round(o * 1e3, 1),
+        "hand_step_ms": round(h * 1e3, 1),
+        "ratio": round(h / o, 3),
+        "steps": steps,
+        "step_tokens": t.step_tokens,
+        "dtype": str(t.dtype),
+        "threads": threads,
+    }
+
+
 def one(study: str, tokens: int, setup: dict) -> dict:
     """One setup in this process: train_proxy's tokens/s and its FLOPs per token."""
     from tlmsearch.data import prepare_data
@@ -281,6 +345,8 @@ def main() -> None:
     ap.add_argument("--study", default=str(ROOT / "studies/quickstart.yaml"))
     ap.add_argument("--tokens", type=int, default=150_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=40, help="interleaved steps of --step-ratio")
+    ap.add_argument("--step-ratio", action="store_true", help="only the interleaved step ratio")
     ap.add_argument("--full", action="store_true", help="also eager at 2 threads / 2 procs")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-setups", action="store_true")
@@ -288,6 +354,9 @@ def main() -> None:
     ap.add_argument("--big", default=str(ROOT / "studies/paper_440m.yaml"))
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.step_ratio:
+        print(json.dumps({"step_ratio": step_ratio(args.study, args.steps, 1)}))
+        return
     if args.checkpoint:
         print(json.dumps({"checkpoint": checkpoint_cost(args.study, 40_000, args.big)}))
         return
@@ -311,6 +380,7 @@ def main() -> None:
         flush=True,
     )
     if not args.skip_overhead:
+        print(json.dumps({"step_ratio": step_ratio(args.study, args.steps, 1)}), flush=True)
         print(
             json.dumps({"overhead": overhead(args.study, args.tokens // 2, args.rounds, 1)}),
             flush=True,
