@@ -184,7 +184,7 @@ class Trainer:
         self.peak = peak * (dist.world if dist else 1)  # tokens/s counts every worker's tokens
         net: torch.nn.Module = _Loss(self.model, dev, self.dtype, kernel)
         self._ddp = None
-        # broadcast_buffers off: every rank builds the same buffers and none changes them.
+        # forward_sync_buffers off: every rank builds the same buffers and none changes them.
         # find_unused_parameters: a parameter may get no gradient (titans: the memory's last
         # write is never read, so at seq_len <= its chunk its k, v and gates get none); such a
         # parameter keeps .grad None on every rank, as on one worker, and AdamW skips it.
@@ -195,7 +195,7 @@ class Trainer:
             if dev.type == "cuda":
                 ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
             net = self._ddp = DistributedDataParallel(
-                net, device_ids=ids, broadcast_buffers=False, find_unused_parameters=True
+                net, device_ids=ids, forward_sync_buffers=False, find_unused_parameters=True
             )
         self.net = torch.compile(net) if use_compile else net
         self.setup: dict[str, Any] = {
