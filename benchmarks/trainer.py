@@ -7,18 +7,21 @@ Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] 
    alternating step by step in one process, median hand time / median Trainer time (goal
    >= 1.0). Quickstart size (vocab 16384, d 128, 2048 tokens per step), bf16, 1 thread, on
    this 2-core machine shared with 7 other processes: 1.068 (30 steps, load ~25), 1.047 (40
-   steps, load ~7: 549 vs 575 ms a step), 1.029 (40 steps, load ~5: 794 vs 817 ms) and 1.429
-   (30 steps, beside main's overhead run). The chunked loss (tlmsearch/loss.py) is most of
-   the gain: the head's forward and backward at 2048 x 16384 took 1079 ms, the fp32-logits
-   path 1242 ms. (main has no Trainer object, so no step ratio before.)
+   steps, load ~7: 549 vs 575 ms a step), 1.029 (40 steps, load ~5: 794 vs 817 ms), 1.429
+   (30 steps, beside main's overhead run) and 1.029 (40 steps, load ~3: 350 vs 360 ms). The
+   chunked loss (tlmsearch/loss.py) is most of the gain: the head's forward and backward at
+   2048 x 16384 took 1079 ms, the fp32-logits path 1242 ms (load ~7). Main has no Trainer
+   object, so no step ratio before: its overhead ratio below is the before.
 1. Overhead: tokens/s of ``train_proxy`` and of a plain PyTorch loop over the same model, data,
    dtype and batch, interleaved rounds, median (goal: ratio >= 0.98), with huge pages. On the
    loaded machine whole runs swing 2-4x between rounds: before the Trainer (main at
-   1003008) 0.885 (3 rounds, load ~25), 0.793 (7 rounds) and 0.973 (5 rounds, load ~5:
-   4342 vs 4462 tokens/s); after, 0.796, 1.466 and 1.53 (4897 vs 3200, a noisy round), run
-   beside main's; the step ratio above is the measurement to trust. ``..._of_bf16_peak`` is
-   the share of the 1-thread bf16 matmul peak (the calibration cached on the machine): 0.062
-   for train_proxy and 0.041 for the hand loop in that last run.
+   1003008) 0.885 (3 rounds, load ~25), 0.793 (7 rounds), 0.973 (5 rounds, load ~5:
+   4342 vs 4462 tokens/s) and 0.989 (5 rounds, load ~4: 3207 vs 3242); after, 0.796, 1.466,
+   1.53 (4897 vs 3200, a noisy round, beside main's) and 1.187 (5 rounds, load ~3: 5804 vs
+   4891, every round above 1); the step ratio above is the measurement to trust.
+   ``..._of_bf16_peak`` is the share of the 1-thread bf16 matmul peak (the calibration cached
+   on the machine, 1546 GFLOP/s; 19.7 MFLOP a token): after, 0.074 for train_proxy and 0.062
+   for the hand loop (load ~3); before, 0.041 (main's 3207 tokens/s, load ~4).
 2. Setup: at the study's proxy size, fp32 vs bf16 autocast, eager vs ``torch.compile``, 1 vs 2
    threads, one process vs one 1-thread process per core (and one more than cores) side by
    side. Each setup runs in its own process; throughput excludes the first (compiling) step
