@@ -2,8 +2,26 @@
 
 Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] [--tokens N]``.
 
+0. Step ratio (``--step-ratio``; also the first line of a full run): ``Trainer.step`` against a
+   hand-written step (full logits, ``F.cross_entropy``) on the same model, weights and batches,
+   alternating step by step in one process, median hand time / median Trainer time (goal
+   >= 1.0). Quickstart size (vocab 16384, d 128, 2048 tokens per step), bf16, 1 thread, on
+   this 2-core machine shared with 7 other processes: 1.068 (30 steps, load ~25), 1.047 (40
+   steps, load ~7: 549 vs 575 ms a step), 1.029 (40 steps, load ~5: 794 vs 817 ms), 1.429
+   (30 steps, beside main's overhead run) and 1.029 (40 steps, load ~3: 350 vs 360 ms). The
+   chunked loss (tlmsearch/loss.py) is most of the gain: the head's forward and backward at
+   2048 x 16384 took 1079 ms, the fp32-logits path 1242 ms (load ~7). Main has no Trainer
+   object, so no step ratio before: its overhead ratio below is the before.
 1. Overhead: tokens/s of ``train_proxy`` and of a plain PyTorch loop over the same model, data,
-   dtype and batch, interleaved rounds, median (goal: ratio >= 0.98), with huge pages.
+   dtype and batch, interleaved rounds, median (goal: ratio >= 0.98), with huge pages. On the
+   loaded machine whole runs swing 2-4x between rounds: before the Trainer (main at
+   1003008) 0.885 (3 rounds, load ~25), 0.793 (7 rounds), 0.973 (5 rounds, load ~5:
+   4342 vs 4462 tokens/s) and 0.989 (5 rounds, load ~4: 3207 vs 3242); after, 0.796, 1.466,
+   1.53 (4897 vs 3200, a noisy round, beside main's) and 1.187 (5 rounds, load ~3: 5804 vs
+   4891, every round above 1); the step ratio above is the measurement to trust.
+   ``..._of_bf16_peak`` is the share of the 1-thread bf16 matmul peak (the calibration cached
+   on the machine, 1546 GFLOP/s; 19.7 MFLOP a token): after, 0.074 for train_proxy and 0.062
+   for the hand loop (load ~3); before, 0.041 (main's 3207 tokens/s, load ~4).
 2. Setup: at the study's proxy size, fp32 vs bf16 autocast, eager vs ``torch.compile``, 1 vs 2
    threads, one process vs one 1-thread process per core (and one more than cores) side by
    side. Each setup runs in its own process; throughput excludes the first (compiling) step
@@ -94,6 +112,7 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     import torch
 
     from tlmsearch.data import prepare_data
+    from tlmsearch.mfu import cpu_peak
     from tlmsearch.train import resolve_dtype, train_proxy
 
     torch.set_num_threads(threads)
@@ -103,19 +122,88 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
     dtype = resolve_dtype(train, torch.device("cpu"))
     ours, hand = [], []
+    fpt = 0.0
     for _ in range(rounds):
         s = train_proxy(cfg.model, widths, data, train, seed=0, threads=threads)
         ours.append(s.metrics["tokens_per_s"])
+        fpt = s.flops_per_token
         hand.append(hand_loop(cfg.model, widths, data, train, 0, dtype))
     o, h = statistics.median(ours), statistics.median(hand)
+    peak = threads * cpu_peak(1)  # the bf16 matmul peak of the threads that ran
     return {
         "train_proxy_tokens_per_s": round(o),
         "hand_loop_tokens_per_s": round(h),
         "ratio": round(o / h, 3),
+        "train_proxy_of_bf16_peak": round(o * fpt / peak, 4),
+        "hand_loop_of_bf16_peak": round(h * fpt / peak, 4),
         "rounds": rounds,
         "dtype": str(dtype),
         "threads": threads,
         "raw": {"train_proxy": [round(v) for v in ours], "hand": [round(v) for v in hand]},
+    }
+
+
+def step_ratio(study: str, steps: int, threads: int) -> dict:
+    """The Trainer's step time against a hand-written step on the same model and batches,
+    interleaved step by step in this process (load on a shared machine hits both alike):
+    median hand step time / median Trainer step time (>= 1: the Trainer is not slower)."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from tlmsearch.data import prepare_data
+    from tlmsearch.data.batches import Batches
+    from tlmsearch.train import attention_context, autocast_context
+    from tlmsearch.trainer import Trainer
+
+    torch.set_num_threads(threads)
+    cfg, train = _load(study, 10**9)
+    train = train.model_copy(update={"compile": "off"})
+    data = prepare_data(cfg.data, progress=False)
+    widths = [cfg.model.d_ff_uniform] * cfg.model.n_layer
+    t = Trainer(cfg.model, widths, data, train, seed=0, threads=threads)
+    model = copy.deepcopy(t.model)  # the same weights, its own optimizer and batches
+    opt = torch.optim.AdamW(
+        model.param_groups(train.weight_decay), lr=train.lr, betas=train.betas, fused=True
+    )
+    batches = Batches(data.train_tokens(), data.seq_len, seed=0)
+    kernel = t.setup["attention"]
+
+    def hand_step(step: int) -> None:
+        for _ in range(t.accum):
+            x, y = batches.next(t.micro)
+            with autocast_context(t.device, t.dtype), attention_context(kernel):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            (loss / t.accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+        model.before_optimizer_step(step)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    ours, hand = [], []
+    try:
+        for step in range(steps + 1):  # the first of each: warm-up, not timed
+            t0 = time.perf_counter()
+            t.step()
+            t1 = time.perf_counter()
+            hand_step(step)
+            t2 = time.perf_counter()
+            if step:
+                ours.append(t1 - t0)
+                hand.append(t2 - t1)
+    finally:
+        t.close()
+    o, h = statistics.median(ours), statistics.median(hand)
+    return {
+        "trainer_step_ms": round(o * 1e3, 1),
+        "hand_step_ms": round(h * 1e3, 1),
+        "ratio": round(h / o, 3),
+        "steps": steps,
+        "step_tokens": t.step_tokens,
+        "dtype": str(t.dtype),
+        "threads": threads,
     }
 
 
@@ -275,6 +363,8 @@ def main() -> None:
     ap.add_argument("--study", default=str(ROOT / "studies/quickstart.yaml"))
     ap.add_argument("--tokens", type=int, default=150_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=40, help="interleaved steps of --step-ratio")
+    ap.add_argument("--step-ratio", action="store_true", help="only the interleaved step ratio")
     ap.add_argument("--full", action="store_true", help="also eager at 2 threads / 2 procs")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-setups", action="store_true")
@@ -282,6 +372,9 @@ def main() -> None:
     ap.add_argument("--big", default=str(ROOT / "studies/paper_440m.yaml"))
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.step_ratio:
+        print(json.dumps({"step_ratio": step_ratio(args.study, args.steps, 1)}))
+        return
     if args.checkpoint:
         print(json.dumps({"checkpoint": checkpoint_cost(args.study, 40_000, args.big)}))
         return
@@ -305,6 +398,7 @@ def main() -> None:
         flush=True,
     )
     if not args.skip_overhead:
+        print(json.dumps({"step_ratio": step_ratio(args.study, args.steps, 1)}), flush=True)
         print(
             json.dumps({"overhead": overhead(args.study, args.tokens // 2, args.rounds, 1)}),
             flush=True,

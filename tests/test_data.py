@@ -408,3 +408,50 @@ def test_prepare_with_a_tokenizer_path_uses_that_file() -> None:
     cfg = data_config(tokenizer=None, tokenizer_path="/tmp/tok.json", **args)
     assert (cfg.tokenizer.kind, cfg.tokenizer.path) == ("file", "/tmp/tok.json")
     assert data_config(tokenizer="bpe", tokenizer_path=None, **args).tokenizer.kind == "bpe"
+
+
+# -------------------------------------------------------------------------------------------------
+# Prefetch: batches drawn ahead on a thread
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(1, 6), st.integers(0, 99))
+def test_prefetched_steps_are_the_steps_drawn_in_order(
+    micro: int, accum: int, steps: int, seed: int
+) -> None:
+    from tlmsearch.data.batches import Prefetch
+
+    tokens = np.arange(1000, dtype=np.uint16) * 7 % 251
+    direct = Batches(tokens, 8, seed=seed)
+    want, positions = [], []
+    for _ in range(steps):
+        want.append([direct.next(micro) for _ in range(accum)])
+        positions.append(direct.state_dict())
+    ahead_of = Batches(tokens, 8, seed=seed)
+    ahead = Prefetch(lambda: [ahead_of.next(micro) for _ in range(accum)], ahead_of, depth=2)
+    try:
+        assert ahead.position == Batches(tokens, 8, seed=seed).state_dict()  # nothing handed out
+        for step, position in zip(want, positions, strict=True):
+            got = ahead.next()
+            assert len(got) == accum
+            for (x, y), (wx, wy) in zip(got, step, strict=True):
+                assert torch.equal(x, wx) and torch.equal(y, wy)
+            # the data position is after the steps handed out, not the ones drawn ahead
+            assert ahead.position == position
+    finally:
+        ahead.close()
+    resumed = Batches(tokens, 8, seed=0)
+    resumed.load_state_dict(positions[-1])
+    assert torch.equal(resumed.next(micro)[0], direct.next(micro)[0])
+
+
+def test_a_failed_draw_is_raised_to_the_consumer() -> None:
+    from tlmsearch.data.batches import Prefetch
+
+    def draw() -> list:
+        raise OSError("the shared file system went away")
+
+    ahead = Prefetch(draw, Batches(np.arange(100, dtype=np.uint16), 8, seed=0))
+    with pytest.raises(OSError, match="went away"):
+        ahead.next()
+    ahead.close()

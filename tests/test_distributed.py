@@ -167,3 +167,25 @@ def test_a_trial_whose_workers_never_fit_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"2 workers need 2 GPUS .* cluster has 1"):
         check_fits(two, {"cpus": 8.0, "gpus": 1.0})
     check_fits(RayConfig(cpus_per_trial=4), {"cpus": 2.0})  # one worker: Tune's own business
+
+
+def test_ddp_on_one_rank_trains_titans_whose_last_write_gets_no_gradient(
+    tiny_text: PreparedData,
+) -> None:
+    """titans leaves the parameters of its memory's last (unread) write without a gradient: DDP
+    must let them be (find_unused_parameters), and the rank trains the model one process does."""
+    from tlmsearch.config import ModelConfig
+
+    titans = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64, arch="titans")
+    cfg = test_train.tcfg(tokens=2048, eval_every_tokens=1024, warmup_tokens=512)
+    one = train_proxy(titans, WIDTHS, tiny_text, cfg, seed=1, threads=1, device="cpu")
+    port = _free_port()
+    info = init_group(0, 1, "127.0.0.1", port, torch.device("cpu"), listen("127.0.0.1", port), 60)
+    try:
+        ddp = train_proxy(
+            titans, WIDTHS, tiny_text, cfg, seed=1, threads=1, device="cpu", dist=info
+        )
+    finally:
+        close_group(together=True)
+    assert ddp.status == one.status == "completed"
+    assert _untimed(ddp.curve) == _untimed(one.curve)

@@ -13,7 +13,7 @@ compare candidates with less seed noise; ``benchmarks/noise.py`` measures whethe
 
 The trainer calls :meth:`update` after each optimizer step and evaluates :meth:`eval_model`
 (None before there is anything to average: the raw weights stand in). Its state goes into the
-run's checkpoint (``train.pack_state``), so a resumed run averages exactly as a straight one.
+run's checkpoint (``Trainer.state_dict``), so a resumed run averages exactly as a straight one.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class EMA:
         return self.avg.module if int(self.avg.n_averaged) > 0 else None
 
     def state_dict(self) -> dict[str, Any]:
-        """Live tensors (the EMA's parameters and ``n_averaged``), as ``pack_state``'s are."""
+        """Live tensors (the EMA's parameters and ``n_averaged``), as a trainer state's are."""
         return {"kind": self.kind, "averaged": self.avg.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -2,8 +2,8 @@
 
 A checkpoint folder holds
 
-- ``state.pt``: ``torch.save`` of the run's state (:func:`tlmsearch.train.pack_state`): key
-  ``"model"`` is the model's state_dict (the raw weights); the optimizer, data position, RNGs,
+- ``state.pt``: ``torch.save`` of the run's state (:meth:`tlmsearch.trainer.Trainer.state_dict`):
+  key ``"model"`` is the model's state_dict (the raw weights); the optimizer, data position, RNGs,
   curve and counters are the other keys, and ``"average"`` the averaged weights' state with
   ``train.eval_weights`` ema or lawa (:mod:`tlmsearch.averaging`);
 - ``meta.json``: what the weights are, written last (its presence marks a complete checkpoint):

@@ -420,6 +420,9 @@ class TrainConfig(Strict):
     batch_tokens: int = Field(4096, ge=1, le=2**30)  # tokens per optimizer step
     # sequences per forward pass (accumulation fills up)
     micro_batch_size: int = Field(16, ge=1, le=2**16)
+    # validation windows per forward pass at an eval (no gradients: room for more than the
+    # micro batch); None: the micro batch (each worker's, on several)
+    eval_batch_size: int | None = Field(None, ge=1, le=2**16)
     lr: float = Field(3e-3, gt=0)
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
     lr_schedule: Literal["cosine", "wsd"] = "cosine"

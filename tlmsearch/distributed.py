@@ -3,10 +3,13 @@
 N workers train the model one worker trains, to the order of float sums: every rank draws the whole
 optimizer step's window starts from the generator one worker uses (same seed, same calls) and
 keeps its contiguous 1/N of the step's sequences; each rank's loss is the mean over its equal
-share, so the sum of the ranks' gradients divided by N is the one-worker gradient; the learning
-rate and step count do not change; the train loss and the validation NLL (each rank evaluates a
-slice of the validation windows) are reduced the same way; rank 0 alone reports, and its stop is
-every rank's. The initial weights are keyed by seed (models.build_model): every rank builds them.
+share, so the mean of the ranks' gradients is the one-worker gradient: torch's
+DistributedDataParallel takes it, all-reducing buckets of gradients while the last micro-batch's
+backward still runs (``Trainer`` in :mod:`tlmsearch.trainer`); the learning rate and step count
+do not change; the train losses (once per eval window) and the validation NLL (each rank
+evaluates a slice of the validation windows) are reduced here; rank 0 alone reports, and its stop
+is every rank's. The initial weights are keyed by seed (models.build_model): every rank builds
+them.
 
 The rendezvous store listens on the address it is given only (torch's own ``init_method`` listens
 on every interface), and gloo's connections use the interface of that address (loopback for the
@@ -29,7 +32,6 @@ import torch.distributed as dist
 
 from tlmsearch.errors import ConfigError
 
-BUCKET_ELEMENTS = 1 << 25  # gradient elements per all-reduce (128 MiB of fp32)
 TIMEOUT_S = 1800  # a collective that waits this long means a rank died: fail, do not hang
 
 
@@ -81,25 +83,16 @@ class DistInfo:
 
     # -- reductions -----------------------------------------------------------------------------
 
-    def average_grads(self, params: Sequence[torch.nn.Parameter]) -> None:
-        """Every rank's gradients become the mean over ranks (the one-worker gradient)."""
-        grads = [p.grad for p in params if p.grad is not None]
-        for bucket in _buckets(grads, BUCKET_ELEMENTS):
-            flat = torch.cat([g.reshape(-1) for g in bucket])
-            dist.all_reduce(flat)
-            flat /= self.world
-            offset = 0
-            for g in bucket:
-                g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                offset += g.numel()
-
     def sum(self, value: float) -> float:
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t)
         return float(t.item())
 
-    def mean(self, value: float) -> float:
-        return self.sum(value) / self.world
+    def mean_each(self, values: Sequence[float]) -> list[float]:
+        """Each value's mean over ranks, in one all-reduce (a window of step losses)."""
+        t = torch.tensor(list(values), dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return [v / self.world for v in t.tolist()]
 
     def agree(self, flag: bool) -> bool:
         """Rank 0's ``flag`` on every rank (e.g. its caller said stop)."""
@@ -112,21 +105,6 @@ class DistInfo:
         out: list[Any] = [None] * self.world
         dist.all_gather_object(out, text)
         return [str(x) for x in out]
-
-
-def _buckets(grads: list[torch.Tensor], limit: int) -> Iterator[list[torch.Tensor]]:
-    """Consecutive gradients of one dtype and device, about ``limit`` elements per bucket."""
-    bucket: list[torch.Tensor] = []
-    size = 0
-    for g in grads:
-        kind = (g.dtype, g.device)
-        if bucket and (size + g.numel() > limit or kind != (bucket[0].dtype, bucket[0].device)):
-            yield bucket
-            bucket, size = [], 0
-        bucket.append(g)
-        size += g.numel()
-    if bucket:
-        yield bucket
 
 
 # -------------------------------------------------------------------------------------------------

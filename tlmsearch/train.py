@@ -18,22 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from tlmsearch import budget
-from tlmsearch.averaging import WeightAverage, load_average, weight_average
 from tlmsearch.config import ModelConfig, TrainConfig
-from tlmsearch.data.batches import Batches, pinned, val_windows
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.distributed import DistInfo
-from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
+from tlmsearch.loss import nll_sum
 
 
 @dataclass
@@ -195,7 +190,10 @@ def batch_shape(cfg: TrainConfig, seq_len: int) -> tuple[int, int]:
     return micro, seqs // micro
 
 
-def _autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+def autocast_context(
+    device: torch.device, dtype: torch.dtype
+) -> contextlib.AbstractContextManager:
+    """bf16 autocast on ``device`` for a bf16 run; nothing for fp32."""
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
@@ -214,127 +212,58 @@ def evaluate(
     device: torch.device,
     dtype: torch.dtype,
 ) -> float:
-    """Summed next-token NLL (nats) over all validation windows."""
+    """Summed next-token NLL (nats) over all validation windows, ``batch`` windows at a time;
+    the batches' sums stay on the device until one read at the end."""
     was_training = model.training
     model.eval()
-    total = 0.0
+    sums = []
     for i in range(0, vx.size(0), batch):
         x = vx[i : i + batch].to(device, non_blocking=True)
         y = vy[i : i + batch].to(device, non_blocking=True)
-        with _autocast(device, dtype):
-            logits = model(x)
-        total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
+        with autocast_context(device, dtype):
+            sums.append(nll_sum(model, x, y))
     model.train(was_training)
-    return total
+    return sum(torch.stack(sums).tolist())  # summed in order, in float64
 
 
 # -------------------------------------------------------------------------------------------------
-# Training
+# The loop
 
 
-def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
-    if not enabled:
-        return None, None
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+class _Bar:
+    """A rich progress bar of tokens (or nothing, when disabled)."""
 
-    bar = Progress(
-        TextColumn("train"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,} tokens"),
-        TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    bar.start()
-    return bar, bar.add_task("train", total=total, info="")
+    def __init__(self, enabled: bool, total: int, done: int) -> None:
+        self.bar = None
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
+        self.bar = Progress(
+            TextColumn("train"),
+            BarColumn(),
+            TextColumn("{task.completed:,}/{task.total:,} tokens"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("train", total=total, info="", completed=done)
 
-# -------------------------------------------------------------------------------------------------
-# Resumable state
+    def update(self, tokens: int, row: dict | None = None) -> None:
+        if self.bar is not None:
+            info = f"loss {row['train_loss']:.3f} val_bpb {row['val_bpb']:.3f}" if row else None
+            self.bar.update(self.task, completed=tokens, **({"info": info} if info else {}))
 
-
-@dataclass
-class LoopState:
-    """The training loop's own counters: with the model, optimizer, data position, RNGs and
-    divergence monitor, all a run needs to go on where it stopped."""
-
-    step: int = 0  # optimizer steps done
-    tokens: int = 0
-    loss_sum: float = 0.0  # training losses since the last eval
-    loss_n: int = 0
-    next_eval: int = 0
-    next_checkpoint: int | None = None
-    checkpointed: int = -1  # tokens at the last checkpoint handed out
-    curve: list[dict[str, float]] = field(default_factory=list)
-
-
-def rng_states() -> dict[str, Any]:
-    """Every random generator a training step may read (torch's CPU and CUDA generators)."""
-    out: dict[str, Any] = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        out["cuda"] = torch.cuda.get_rng_state_all()
-    return out
-
-
-def set_rng_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def pack_state(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Batches,
-    monitor: DivergenceMonitor,
-    loop: LoopState,
-    average: WeightAverage | None = None,
-) -> dict[str, Any]:
-    """The run's whole state at an eval, for ``on_checkpoint`` (``"model"``: its state_dict;
-    ``"average"``: the averaged weights' state, with ``train.eval_weights`` ema or lawa).
-
-    Its tensors are the live ones (no copy): save it before training goes on.
-    """
-    loop_dict = asdict(loop)
-    loop_dict["curve"] = [dict(r) for r in loop.curve]
-    extra = {"average": average.state_dict()} if average is not None else {}
-    return {
-        **extra,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "batches": batches.state_dict(),
-        "monitor": monitor.state_dict(),
-        "rng": rng_states(),
-        "loop": loop_dict,
-        "tokens": loop.tokens,
-    }
-
-
-def unpack_state(
-    state: dict[str, Any],
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Batches,
-    monitor: DivergenceMonitor,
-    average: WeightAverage | None = None,
-) -> LoopState:
-    """Load a :func:`pack_state` state into a freshly built run; returns its loop counters."""
-    load_average(average, state)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    batches.load_state_dict(state["batches"])
-    monitor.load_state_dict(state["monitor"])
-    set_rng_states(state["rng"])
-    loop = LoopState(**state["loop"])
-    loop.curve = [dict(r) for r in loop.curve]
-    loop.checkpointed = loop.tokens  # the state handed in is this point's checkpoint
-    return loop
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def train_proxy(
@@ -355,9 +284,9 @@ def train_proxy(
 ) -> TrainSummary:
     """Train one proxy for ``train_cfg.tokens`` tokens and evaluate it at fixed checkpoints.
 
-    ``on_checkpoint`` gets the run's whole state (:func:`pack_state`) at the first eval at or
-    after every ``train_cfg.checkpoint_every_tokens`` (before that eval's ``on_eval``), and at
-    the end of a completed run with ``final_checkpoint``. ``resume``: such a state to continue
+    ``on_checkpoint`` gets the run's whole state (:meth:`Trainer.state_dict`) at the first eval
+    at or after every ``train_cfg.checkpoint_every_tokens`` (before that eval's ``on_eval``), and
+    at the end of a completed run with ``final_checkpoint``. ``resume``: such a state to continue
     from; on a CPU the run then goes on exactly as if it had never stopped (same losses).
 
     ``dist``: this process is one rank of a data-parallel group (:mod:`tlmsearch.distributed`);
@@ -369,232 +298,41 @@ def train_proxy(
         s = train_proxy(cfg.model, widths, data, cfg.train, seed=0)
         s.status, s.metrics["val_bpb"]
     """
-    from tlmsearch.mfu import peak_flops
-    from tlmsearch.models import build_model
+    from tlmsearch.trainer import Trainer
 
-    t_start = time.perf_counter()
-    dev = resolve_device(device)
-    n_threads = threads or train_cfg.threads
-    if n_threads and dev.type == "cpu":
-        torch.set_num_threads(n_threads)
-    dtype = resolve_dtype(train_cfg, dev)
-    tf32 = enable_tf32(dev, dtype)
-    vocab = data.vocab_size
-    if model_cfg.vocab_size is not None and model_cfg.vocab_size < vocab:
-        raise ConfigError(
-            f"model.vocab_size ({model_cfg.vocab_size}) is below the data's vocabulary "
-            f"({vocab}); remove model.vocab_size or raise it"
-        )
-    vocab = model_cfg.vocab_size or vocab
-    seq = data.seq_len
-
-    # The same data order and the same initial weights (keyed by seed and parameter name, MLP
-    # units by index: build_model) for every candidate of a seed. The model does not read the
-    # global generator; it is seeded for anything else random.
-    torch.manual_seed(seed)
-    model = build_model(model_cfg, widths, vocab, seed=seed).to(dev)
-    model.train()
-    counts = budget.trial_counts(model_cfg, widths, vocab, seq)
-    n_params, n_nonemb, fpt = (
-        counts["n_params"],
-        counts["n_params_nonemb"],
-        float(counts["flops_per_token"]),
-    )
-    batches = Batches(data.train_tokens(), seq, seed=seed)
-    vx, vy = (pinned(t, dev) for t in val_windows(data.val_tokens(), seq))
-    n_val_pred = vx.numel()
-    peak = peak_flops(dev, n_threads, dtype=dtype)  # the precision that runs, not always bf16
-    use_compile = resolve_compile(train_cfg, dev, fpt, peak)
-
-    # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
-    optimizer = torch.optim.AdamW(
-        model.param_groups(train_cfg.weight_decay),
-        lr=train_cfg.lr,
-        betas=tuple(train_cfg.betas),
-        fused=dev.type in ("cpu", "cuda") or None,
-    )
-
-    kernel = attention_kernel(train_cfg, dev, seq)
-
-    def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with _autocast(dev, dtype), attention_context(kernel):
-            logits = model(x)
-        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-
-    step_loss = torch.compile(loss_of) if use_compile else loss_of
-
-    micro, accum = batch_shape(train_cfg, seq)
-    step_tokens = micro * accum * seq  # the global step, whatever the number of workers
-    # [dist] this rank's share of every step (all of it for one worker)
-    local_micro, local_accum = (
-        dist.local_shape(micro, accum, train_cfg.micro_batch_size) if dist else (micro, accum)
-    )
-    n_steps = max(1, math.ceil(train_cfg.tokens / step_tokens))
-    interval = train_cfg.eval_interval
-    if dist:  # [dist] tokens/s counts every worker's tokens: so does the peak
-        peak *= dist.world
-    setup = {
-        "device": str(dev),
-        "dtype": str(dtype).removeprefix("torch."),
-        "tf32": tf32,
-        "compile": use_compile,
-        "attention": kernel,
-        "threads": torch.get_num_threads() if dev.type == "cpu" else None,
-        "micro_batch": local_micro,
-        "accum": local_accum,
-        "workers": dist.world if dist else 1,
-        "step_tokens": step_tokens,
-        "steps": n_steps,
-        "peak_flops": peak,
-        "first_step_s": None,  # the first step's wall time, the compile included
-    }
-
-    status, reason = "completed", ""
-    # ln V of the data's vocabulary: a padded model.vocab_size would hide a run stuck at it
-    monitor = DivergenceMonitor(train_cfg.divergence_nats, data.vocab_size)
-    every = train_cfg.checkpoint_every_tokens
-    loop = LoopState(next_eval=interval, next_checkpoint=every)
-    # train.eval_weights ema / lawa: averages kept in copies of the model; the compiled step
-    # closes over `model` alone, so the copies evaluate eagerly (None: raw)
-    average = weight_average(train_cfg, model, step_tokens)
+    t = Trainer(model_cfg, widths, data, train_cfg, seed=seed, threads=threads, device=device,
+                dist=dist)  # fmt: skip
     if resume is not None:
-        loop = unpack_state(resume, model, optimizer, batches, monitor, average)
-    curve = loop.curve
-    train_time, timed_tokens = 0.0, 0  # since the last eval, excluding the first (compile) step
-    first_step = loop.step
-    bar, task = _progress(progress, n_steps * step_tokens)
-    if bar is not None:
-        bar.update(task, advance=loop.tokens)
-
-    def val_nll(m: torch.nn.Module) -> float:
-        if dist:  # [dist] each rank a slice of the windows, summed
-            rows = dist.rows(vx.size(0))
-            return dist.sum(evaluate(m, vx[rows], vy[rows], local_micro, dev, dtype))
-        return evaluate(m, vx, vy, micro, dev, dtype)
-
-    def bpb(nll: float) -> float:
-        return nll / (math.log(2) * data.val_bytes) if data.val_bytes else float("nan")
+        t.load_state_dict(resume)
+    checkpointed = t.tokens if resume is not None else -1  # the state handed in is this point's
 
     def checkpoint() -> None:
+        nonlocal checkpointed
         if on_checkpoint is not None:
-            on_checkpoint(pack_state(model, optimizer, batches, monitor, loop, average))
-        loop.checkpointed = loop.tokens
+            on_checkpoint(t.state_dict())
+        checkpointed = t.tokens
 
+    bar = _Bar(progress, t.n_steps * t.step_tokens, t.tokens)
     try:
-        for step in range(first_step, n_steps):
-            tokens = loop.tokens
-            lr = lr_at(tokens + step_tokens, train_cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            t0 = time.perf_counter()
-            losses = []
-            # [dist] a rank draws the whole step and trains on its share
-            draws = (
-                dist.step_batches(batches, micro, accum, local_micro, dev)
-                if dist
-                else (batches.next(micro, dev) for _ in range(accum))
-            )
-            for x, y in draws:
-                loss = step_loss(x, y)
-                (loss / local_accum).backward()
-                losses.append(loss.detach())
-            # one host sync per step, not per micro batch: a GPU keeps its queue meanwhile
-            loss_val = torch.stack(losses).sum().item() / local_accum  # fp32 losses
-            if dist:  # [dist] the one-worker gradient and loss on every rank
-                dist.average_grads(list(model.parameters()))
-                loss_val = dist.mean(loss_val)
-            why = monitor.step(loss_val)
-            if why:
-                status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
+        while not t.done:
+            t.step()
+            bar.update(t.tokens)
+            if not t.eval_due:
+                continue
+            row = t.evaluate()
+            if row is None:  # diverged
                 break
-            if train_cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-            model.before_optimizer_step(step)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if average is not None:  # part of the step's time, so tokens/s shows its cost
-                average.update(model, tokens + step_tokens)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            dt = time.perf_counter() - t0
-            tokens = loop.tokens = tokens + step_tokens
-            loop.step = step + 1
-            loop.loss_sum += loss_val
-            loop.loss_n += 1
-            if step > first_step:
-                train_time += dt
-                timed_tokens += step_tokens
-            else:
-                setup["first_step_s"] = dt
-            if bar is not None:
-                bar.update(task, advance=step_tokens, info=f"loss {loss_val:.3f}")
-            if tokens >= loop.next_eval or step == n_steps - 1:
-                while loop.next_eval <= tokens:
-                    loop.next_eval += interval
-                nll_raw = val_nll(model)
-                # Before LAWA's first checkpoint there is nothing to average: the raw weights
-                # stand in, and the row's metric equals its _raw one.
-                averaged = average.eval_model() if average is not None else None
-                nll = val_nll(averaged) if averaged is not None else nll_raw
-                val_loss = nll / n_val_pred
-                tps = timed_tokens / train_time if train_time > 0 else float("nan")
-                row = {
-                    "tokens": tokens,
-                    "train_loss": loop.loss_sum / max(1, loop.loss_n),
-                    "val_loss": val_loss,
-                    "val_ppl": math.exp(min(val_loss, 700.0)),
-                    "val_bpb": bpb(nll),
-                }
-                if average is not None:
-                    row["val_loss_raw"] = nll_raw / n_val_pred
-                    row["val_bpb_raw"] = bpb(nll_raw)
-                row |= {
-                    "tokens_per_s": tps,
-                    "mfu": tps * fpt / peak if peak else float("nan"),
-                    "lr": lr,
-                    "wall_s": time.perf_counter() - t_start,
-                }
-                curve.append(row)
-                loop.loss_sum, loop.loss_n, train_time, timed_tokens = 0.0, 0, 0.0, 0
-                if bar is not None:
-                    bar.update(task, info=f"val_bpb {row['val_bpb']:.3f}")
-                # the trained weights diverge, not their (lagging) average
-                why = monitor.eval(
-                    nll_raw / n_val_pred, warmed_up=tokens >= train_cfg.warmup_tokens
-                )
-                if why:
-                    status, reason = "diverged", f"diverged: {why} at {tokens:,} tokens"
-                    break
-                if every and loop.next_checkpoint and tokens >= loop.next_checkpoint:
-                    while loop.next_checkpoint <= tokens:
-                        loop.next_checkpoint += every
-                    checkpoint()
-                if on_eval is not None or dist:
-                    answer = on_eval(dict(row)) if on_eval is not None else None
-                    stop = answer is True or answer == "stop"
-                    if dist:  # [dist] rank 0 reports; its answer is every rank's
-                        stop = dist.agree(stop and dist.main)
-                    if stop:
-                        status, reason = "stopped", f"stopped by the caller at {tokens:,} tokens"
-                        break
-        if status == "completed" and final_checkpoint and loop.checkpointed != loop.tokens:
+            bar.update(t.tokens, row)
+            if t.checkpoint_due():
+                checkpoint()
+            if t.stop_asked(on_eval(dict(row)) if on_eval is not None else None):
+                break
+        if t.status == "completed" and final_checkpoint and checkpointed != t.tokens:
             checkpoint()
     finally:
-        if bar is not None:
-            bar.stop()
-    tokens = loop.tokens
-    return TrainSummary(
-        status=status,
-        reason=reason or f"trained {tokens:,} tokens",
-        tokens=tokens,
-        metrics=dict(curve[-1]) if curve else {},
-        curve=curve,
-        wall_s=time.perf_counter() - t_start,
-        n_params=n_params,
-        n_params_nonemb=n_nonemb,
-        flops_per_token=fpt,
-        setup=setup,
-    )
+        t.close()
+        bar.stop()
+    return t.summary()
 
 
 # -------------------------------------------------------------------------------------------------

@@ -2,10 +2,15 @@
 
 The window starts come from a NumPy generator seeded by the trial's seed alone, so every candidate
 of a seed sees the same data in the same order (paired comparisons). Bound for a CUDA device, a
-batch goes through page-locked (pinned) memory and an asynchronous copy (:func:`to_device`).
+batch goes through page-locked (pinned) memory and an asynchronous copy (:func:`to_device`);
+:class:`Prefetch` draws the next steps' batches on a thread while the current one trains.
 """
 
 from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,3 +83,56 @@ def val_windows(tokens: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.T
     x = arr[:-1].view(k, seq_len)
     y = arr[1:].view(k, seq_len)
     return x, y
+
+
+class Prefetch:
+    """The next steps' batches, drawn ahead on a thread so loading never sits in the step.
+
+    ``draw()`` returns one optimizer step's micro-batches (on their device: pinned and
+    non-blocking on CUDA, :func:`to_device`); it is called on the thread, in order, ``depth``
+    steps ahead. :meth:`next` hands them out in the order drawn. The generator behind ``draw``
+    runs ahead of what was handed out, so the data position of a checkpoint is
+    :attr:`position`: ``batches``' state after the last step handed out, recorded with it.
+
+    Example::
+
+        ahead = Prefetch(lambda: [batches.next(8, dev) for _ in range(4)], batches)
+        xs = ahead.next()  # the step's 4 (x, y) pairs
+        ahead.close()
+    """
+
+    def __init__(self, draw: Any, batches: Batches, depth: int = 2) -> None:
+        self._draw = draw
+        self._batches = batches
+        self.position = batches.state_dict()
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="tlmsearch-prefetch", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._put((self._draw(), self._batches.state_dict()))
+        except BaseException as err:  # handed to the consumer, raised there
+            self._put(err)
+
+    def _put(self, item: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def next(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        step, self.position = item
+        return step
+
+    def close(self) -> None:
+        """Stop the thread (the batches it drew ahead are dropped)."""
+        self._stop.set()
+        self._thread.join()

@@ -243,12 +243,17 @@ class CausalLM(nn.Module):
             if hasattr(module, "init_extra"):
                 module.init_extra(std, normal_)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final-normed states (B, T, d) that ``lm_head`` maps to logits: the trainer takes
+        the loss from them in chunks (:mod:`tlmsearch.loss`), never holding all the logits."""
         x = self.wte(idx)  # (B, T, d)
         rope = self.rotary(idx.size(1))
         for block in self.blocks:
             x = block(x, rope)
-        return self.lm_head(self.norm_f(x)).float()
+        return self.norm_f(x)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.hidden(idx)).float()
 
     def before_optimizer_step(self, step: int) -> None:
         """Call after backward and gradient clipping, right before ``optimizer.step()``.

@@ -81,6 +81,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
     from ray import tune
 
     from tlmsearch.train import train_proxy
+    from tlmsearch.trainer import Trainer
 
     candidate, seed = config["candidate"], int(config["seed"])
     # the candidate's settings (train.lr, model.init_std) applied: what this trial trains with
@@ -121,7 +122,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
     reporter = _Reporter(meta, cfg.train.tokens)
     resume = _resume_state(config, meta)
     if resume is not None:  # the evals before the checkpoint, so Optuna has the whole curve
-        for ev in resume["loop"]["curve"]:
+        for ev in Trainer.evals_of(resume):
             reporter.report({**_metrics(ev, static), **static, "final": False})
 
     def on_eval(ev: dict[str, Any]) -> bool:
