@@ -92,7 +92,7 @@ def test_the_reference_has_a_row_for_every_field_of_every_section() -> None:
         for field in node["properties"]:
             assert f"| `{field}` |" in section, (name, field)
     assert "YAML path: `search.racing`" in text
-    assert "| `pruner` | `\"median\"` \\| `\"percentile\"`" in text  # a pipe inside a cell
+    assert '| `pruner` | `"median"` \\| `"percentile"`' in text  # a pipe inside a cell
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
