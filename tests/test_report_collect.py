@@ -283,9 +283,9 @@ def test_learning_curves_one_group_per_candidate_in_rank_order():
     ranked = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
     assert lc.groups[0] == "uniform"
     numbered = [g for g in lc.groups if g.startswith("#")]
-    assert (
-        numbered == [f"#{i} {x}" for i, x in enumerate(ranked["label"], start=1)][: len(numbered)]
-    )
+    expected = [f"#{i} {c}" for i, c in enumerate(ranked["candidate"], start=1)]
+    assert [g.split(" [")[0] for g in numbered] == expected[: len(numbered)]
+    assert any(g.endswith(" of 2 seeds]") for g in numbered)  # the pruned one, censored
     # every trial of a candidate (all its seeds) is in that candidate's one group
     per_candidate = lc.lines.groupby("candidate")["group"].nunique()
     assert (per_candidate == 1).all()
@@ -294,9 +294,9 @@ def test_learning_curves_one_group_per_candidate_in_rank_order():
     assert set(lc.pruned_at["group"]) <= set(lc.groups)
     # the same numbers as the width profiles' legend
     profiles = C.width_profiles(t, "val_bpb", k=3).profiles.drop_duplicates("rank")
-    assert [g for g in lc.groups if g.startswith(("#1 ", "#2 ", "#3 "))] == profiles[
-        "legend"
-    ].tolist()
+    assert [g.split(" [")[0] for g in numbered[:3]] == [
+        f"#{r} {c}" for r, c in zip(profiles["rank"], profiles["candidate"], strict=True)
+    ]
 
 
 def test_learning_curves_beyond_k_candidates_share_one_group():

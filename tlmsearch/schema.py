@@ -288,7 +288,9 @@ def reference_markdown() -> str:
         "`tlmsearch validate STUDY` checks a file (exit 2 names the YAML path, the bad value "
         "and what is valid). The same facts as a JSON Schema, for editor completion: "
         "[study.schema.json](study.schema.json) (a search-space file: "
-        "[space.schema.json](space.schema.json)); see the README for the one-line modeline. "
+        "[space.schema.json](space.schema.json)): a study whose first line is "
+        "`# yaml-language-server: $schema=../docs/study.schema.json` (the path relative to "
+        "the YAML file) gets completion and validation in editors that read the modeline. "
         "Some rules span fields (e.g. `d_model` divisible by `n_head`, racing needs "
         "`search.baseline`); `validate` states them when they fail.",
         "",

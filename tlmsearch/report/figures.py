@@ -325,11 +325,8 @@ def learning_curves(c: Curves) -> go.Figure:
         if sub.empty:
             continue
         xs, ys, texts = _gapped(sub, "tokens", "value", "trial_id")
-        n = sub["trial_id"].nunique()
         running = int((sub.drop_duplicates("trial_id")["state"] == "RUNNING").sum())
-        name = f"{group} ({n} trial{'s' if n > 1 else ''}" + (
-            f", {running} running)" if running else ")"
-        )
+        name = group + (f" ({running} running)" if running else "")
         fig.add_trace(
             go.Scatter(
                 x=xs,
