@@ -226,6 +226,8 @@ def test_fast_commands_import_neither_torch_nor_ray() -> None:
         "assert r.exit_code == 0 and 'warning: objectives[0].min_effect' in r.output, r.output\n"
         "r = CliRunner().invoke(tlmsearch.cli.app, ['plan', study, *sets])\n"
         "assert r.exit_code == 0 and 'needed (t, df 30)' in r.output, r.output\n"
+        "r = CliRunner().invoke(tlmsearch.cli.app, ['schema', '--markdown'])\n"
+        "assert r.exit_code == 0 and '### SearchConfig' in r.output, r.output\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'optuna', 'plotly') if m in sys.modules)\n"
         "print(heavy)\n"
     )
