@@ -11,6 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import Field, ValidationError
 from test_fuzz_studies import _bases, mutate_tree, schema_fields, set_field
 from typer.testing import CliRunner
@@ -21,6 +23,7 @@ from tlmsearch.errors import ConfigError, Strict
 from tlmsearch.schema import (
     DOC_FILES,
     REFRESH,
+    _number,
     field_comments,
     reference_markdown,
     schema_text,
@@ -177,3 +180,12 @@ def test_schema_command_refuses_space_with_markdown() -> None:
     result = runner.invoke(app, ["schema", "--space", "--markdown"])
     assert result.exit_code == 2
     assert "--space and --markdown" in result.output
+
+
+@given(
+    st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([10**15, 2**32 - 1, 2**21, -(10**6)]))
+)
+def test_a_bound_reads_as_the_number_it_is(v: int) -> None:
+    """docs/reference.md writes 10^15, 2^20, (2^32 - 1): each still evaluates to the bound."""
+    text = _number(v)
+    assert eval(text.replace("^", "**").replace(",", "")) == v
