@@ -7,7 +7,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 
-.PHONY: setup quickstart test lint
+.PHONY: setup quickstart test lint docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,10 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check tlmsearch tests benchmarks
+
+# The study YAML's schema and reference, generated from the pydantic models (tests/test_schema.py
+# fails when a committed one is stale).
+docs: setup
+	$(BIN)/tlmsearch schema --out docs/study.schema.json
+	$(BIN)/tlmsearch schema --space --out docs/space.schema.json
+	$(BIN)/tlmsearch schema --markdown --out docs/reference.md

@@ -226,6 +226,8 @@ def test_fast_commands_import_neither_torch_nor_ray() -> None:
         "assert r.exit_code == 0 and 'warning: objectives[0].min_effect' in r.output, r.output\n"
         "r = CliRunner().invoke(tlmsearch.cli.app, ['plan', study, *sets])\n"
         "assert r.exit_code == 0 and 'needed (t, df 30)' in r.output, r.output\n"
+        "r = CliRunner().invoke(tlmsearch.cli.app, ['schema', '--markdown'])\n"
+        "assert r.exit_code == 0 and '### SearchConfig' in r.output, r.output\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'optuna', 'plotly') if m in sys.modules)\n"
         "print(heavy)\n"
     )
@@ -450,11 +452,12 @@ def test_validate_warns_when_the_seeds_cannot_reach_80_percent_power(
         assert "80% needs 18 seeds" in out
 
 
-def test_the_readme_plan_example() -> None:
+def test_the_documented_plan_example() -> None:
     args = ["plan", str(ROOT / "studies/race.yaml"), "--min-effect", "0.01",
             "--set", "search.racing.prior_sd=0.007"]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    table = (ROOT / "README.md").read_text().split("$ tlmsearch plan studies/race.yaml")[1]
+    text = (ROOT / "docs/statistics.md").read_text()
+    table = text.split("$ tlmsearch plan studies/race.yaml")[1]
     for label in ("normal approximation", "needed (t, df 12)", "this study (racing.max_seeds)"):
         assert _row(result.output, label) == _row(table, label)

@@ -54,7 +54,8 @@ def test_page_order_one_plotlyjs_and_offline(run_dir):
     assert text.count(PLOTLY_BANNER) == 1, "plotly.js must be embedded exactly once"
     assert "<script src=" not in text and "<link " not in text  # nothing fetched at load
     ids = [f.id for f in build(load_run(run_dir)).figures]
-    assert ids[:2] == ["fig-ratio-front", "fig-pareto-0"]  # what a newcomer sees first
+    # what a newcomer sees first; one objective: the effects stand where a front would
+    assert ids[:2] == ["fig-ratio-front", "fig-deltas"]
     pos = [text.index(f'id="{i}"') for i in ids]
     assert pos == sorted(pos)
     assert text.index("id='summary'") > pos[1]
@@ -65,8 +66,9 @@ def test_page_order_one_plotlyjs_and_offline(run_dir):
 def test_every_figure_has_content_in_edge_cases(tmp_path, case):
     run = load_run(make_run(tmp_path / case, **EDGE_CASES[case]))
     report = build(run)
-    n_pareto = 4 if case == "multi_objective" else 1
+    n_pareto = 4 if case == "multi_objective" else 0
     assert sum(f.id.startswith("fig-pareto") for f in report.figures) == n_pareto
+    assert [f.id for f in report.figures].count("fig-deltas") == 1
     for f in report.figures:
         notes = [a.text for a in f.fig.layout.annotations or []]
         assert len(f.fig.data) or notes, f"{case}: {f.id} would be a blank plot"
@@ -88,6 +90,25 @@ def test_report_says_what_the_study_supports_and_shows_the_race(tmp_path):
     raced = write_report(make_run(tmp_path / "raced", study=study, seeds=(0, 1, 2))).read_text()
     assert "<h3>Race</h3>" in raced and "up to 3 of seeds [0, 1, 2]" in raced
     assert "Uniform (the control) completed seeds 0, 1, 2" in raced
+
+
+def test_one_objective_shows_effects_not_a_front_against_tokens_per_s(tmp_path):
+    """At equal FLOPs tokens/s differences are noise: no metric-vs-throughput front, and the
+    page says why and what stands instead; with two objectives the fronts come back first."""
+    one = build(load_run(make_run(tmp_path / "one")))
+    assert not any(f.id.startswith("fig-pareto") for f in one.figures)
+    deltas = next(f for f in one.figures if f.id == "fig-deltas")
+    assert "no Pareto front" in deltas.note and "equal FLOPs" in deltas.note
+    titles = [f.fig.layout.title.text for f in one.figures]
+    assert not any("tokens/s" in (t or "") for t in titles)
+    html = render(one, "t")
+    order = [html.index(x) for x in ("id='no-pareto'", 'id="fig-deltas"', "id='summary'")]
+    assert order == sorted(order)
+    study = study_dict(objectives=[{"metric": "val_bpb"}, {"metric": "tokens_per_s"}])
+    two = build(load_run(make_run(tmp_path / "two", study=study)))
+    ids = [f.id for f in two.figures]
+    assert ids[:2] == ["fig-ratio-front", "fig-pareto-0"] and "fig-deltas" in ids
+    assert all(not f.note for f in two.figures)
 
 
 def test_switch_between_perplexity_and_bits_per_byte(run_dir):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tlmsearch import stats
 from tlmsearch.report import collect as C
+from tlmsearch.report import figures as F
 from tlmsearch.results import curves_frame, trials_frame
 from tlmsearch.schedules import plan_from_params
 
@@ -217,12 +218,13 @@ def test_pareto_infeasible_never_on_front_and_hidden_counted():
 
 
 def test_pareto_sets_per_number_of_objectives():
-    one = C.pareto_sets([("val_bpb", "minimize")])
-    assert one == [[("val_bpb", "minimize"), ("tokens_per_s", "maximize")]]
+    assert C.pareto_sets([("val_bpb", "minimize")]) == []  # no front against tokens/s
+    two = [("val_bpb", "minimize"), ("tokens_per_s", "maximize")]
+    assert C.pareto_sets(two) == [two]
     three = [("val_bpb", "minimize"), ("tokens_per_s", "maximize"), ("params", "minimize")]
     sets = C.pareto_sets(three)
     assert len(sets) == 4 and sets[-1] == three and all(len(s) == 2 for s in sets[:3])
-    assert C.pareto_sets([("tokens_per_s", "maximize")])[0][1] == ("val_bpb", "minimize")
+    assert C.pareto_sets([("tokens_per_s", "maximize")]) == []
 
 
 def test_pareto_multi_objective_with_params_column():
@@ -272,6 +274,55 @@ def test_learning_curves_pruned_points_and_failures():
         lc.lines.groupby("trial_id")["tokens"].apply(lambda s: s.is_monotonic_increasing)
     ).all()
     assert set(lc.lines.loc[lc.lines["trial_id"] == "t0001", "state"]) == {"PRUNED"}
+
+
+def test_learning_curves_one_group_per_candidate_in_rank_order():
+    t, c = frames(seeds=(0, 1), pruned=(3,))
+    lc = C.learning_curves(t, c, "val_bpb")
+    ranked = C.ranked_candidates(t, "val_bpb")
+    ranked = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)]
+    assert lc.groups[0] == "uniform"
+    numbered = [g for g in lc.groups if g.startswith("#")]
+    expected = [f"#{i} {c}" for i, c in enumerate(ranked["candidate"], start=1)]
+    assert [g.split(" [")[0] for g in numbered] == expected[: len(numbered)]
+    assert any(g.endswith(" of 2 seeds]") for g in numbered)  # the pruned one, censored
+    # every trial of a candidate (all its seeds) is in that candidate's one group
+    per_candidate = lc.lines.groupby("candidate")["group"].nunique()
+    assert (per_candidate == 1).all()
+    per_group = lc.lines.groupby("group")["candidate"].nunique()
+    assert per_group.drop(C.OTHERS, errors="ignore").max() == 1
+    assert set(lc.pruned_at["group"]) <= set(lc.groups)
+    # the same numbers as the width profiles' legend
+    profiles = C.width_profiles(t, "val_bpb", k=3).profiles.drop_duplicates("rank")
+    assert [g.split(" [")[0] for g in numbered[:3]] == [
+        f"#{r} {c}" for r, c in zip(profiles["rank"], profiles["candidate"], strict=True)
+    ]
+
+
+def test_learning_curves_beyond_k_candidates_share_one_group():
+    t, c = frames()
+    n = t.loc[~t["is_baseline"], "candidate"].nunique()
+    lc = C.learning_curves(t, c, "val_bpb", k=2)
+    assert len(lc.groups) == 4 and lc.groups[-1] == C.OTHERS  # uniform, #1, #2, others
+    others = lc.lines.loc[lc.lines["group"] == C.OTHERS, "candidate"].nunique()
+    assert others == n - 2
+    assert C.learning_curves(t, c, "val_bpb", k=n).groups[-1] != C.OTHERS
+
+
+def test_learning_curves_figure_colours_each_candidate_with_a_legend():
+    t, c = frames(seeds=(0, 1), pruned=(3,))
+    lc = C.learning_curves(t, c, "val_bpb")
+    fig = F.learning_curves(lc)
+    lines = [tr for tr in fig.data if tr.mode == "lines" and not tr.name.startswith("pruned")]
+    assert [tr.legendgroup for tr in lines] == [
+        g for g in lc.groups if (lc.lines.loc[lc.lines["state"] != "PRUNED", "group"] == g).any()
+    ]
+    colors = [tr.line.color for tr in lines]
+    assert len(set(colors)) == len(colors)  # no two candidates share a colour
+    assert all(tr.showlegend is not False for tr in lines)
+    marks = next(tr for tr in fig.data if tr.name.startswith("pruned here"))
+    colour_of = F.curve_colors(lc.groups)
+    assert list(marks.marker.color) == [colour_of[g] for g in lc.pruned_at["group"]]
 
 
 def test_learning_curves_nan_and_unknown_trials():

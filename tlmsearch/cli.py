@@ -100,6 +100,34 @@ def validate(
 
 
 @app.command()
+def schema(
+    space: Annotated[
+        bool, typer.Option("--space", help="A search-space file's schema instead of a study's")
+    ] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="The study YAML reference (docs/reference.md)")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write it to this file")] = None,
+) -> None:
+    """Print the study YAML's JSON Schema (for editor completion) or its Markdown reference."""
+    from tlmsearch.schema import reference_markdown, schema_text, space_schema, study_schema
+
+    if space and markdown:
+        _bad_input(ConfigError("--space and --markdown: give one of them (the reference "
+                               "covers the space too)"))  # fmt: skip
+    if markdown:
+        text = reference_markdown()
+    else:
+        text = schema_text(space_schema() if space else study_schema())
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
 def plan(
     study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/race.yaml")],
     pilot: Annotated[

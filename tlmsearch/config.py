@@ -134,6 +134,7 @@ RUNG_SECTIONS = ("model", "train", "data")
 class GatedAttentionOptions(Strict):
     """Qiu et al. 2025 (arXiv 2505.06708): sigmoid gate on each head's attention output."""
 
+    # elementwise: one gate per channel; headwise: one scalar per head
     gate: Literal["elementwise", "headwise"] = "elementwise"
 
 
@@ -178,7 +179,7 @@ class HFOptions(Strict):
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
-    model_type: str | None = Field(None, min_length=1, max_length=100)
+    model_type: str | None = Field(None, min_length=1, max_length=100)  # llama, qwen2, mistral...
     config: str | None = Field(None, min_length=1, max_length=4096)  # a config.json path
 
     @model_validator(mode="before")
@@ -220,20 +221,22 @@ class HFOptions(Strict):
 class ModelConfig(Strict):
     """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
 
-    # one of ARCHS, "hf" (with model.hf), or a plugin "package.module:build" (docs/models.md)
+    # one of ARCHS (transformer, gated_attention, titans, hope_attention), "hf" (with model.hf),
+    # or a plugin "package.module:build" (docs/models.md)
     arch: str = Field("transformer", max_length=300)
-    hf: HFOptions | None = None
-    n_layer: int = Field(ge=1, le=MAX_LAYERS)
-    d_model: int = Field(ge=1, le=MAX_D_MODEL)
+    hf: HFOptions | None = None  # arch hf: the transformers family and its extra config keys
+    n_layer: int = Field(ge=1, le=MAX_LAYERS)  # layers; the schedule gives each its MLP width
+    d_model: int = Field(ge=1, le=MAX_D_MODEL)  # residual stream width
+    # attention heads; d_model / n_head must be even (RoPE)
     n_head: int = Field(ge=1, le=MAX_D_MODEL)
     d_ff: int | None = Field(None, ge=1, le=MAX_D_FF)  # the uniform width; or give mlp_ratio
     mlp_ratio: float | None = Field(None, gt=0, le=64)  # d_ff = mlp_ratio * d_model, rounded
     multiple_of: int = Field(16, ge=1, le=MAX_D_FF)  # every per-layer width is a multiple of this
     vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)  # None: from the data's tokenizer
-    tie_embeddings: bool = True
-    rope_theta: float = Field(10000.0, gt=0)
-    norm_eps: float = Field(1e-5, gt=0)
-    init_std: float = Field(0.02, gt=0)
+    tie_embeddings: bool = True  # the LM head shares the embedding matrix
+    rope_theta: float = Field(10000.0, gt=0)  # RoPE base
+    norm_eps: float = Field(1e-5, gt=0)  # RMSNorm epsilon
+    init_std: float = Field(0.02, gt=0)  # std of the normal init of weights
     gated_attention: GatedAttentionOptions = GatedAttentionOptions()
     titans: TitansOptions = TitansOptions()
     hope: HopeOptions = HopeOptions()
@@ -348,6 +351,8 @@ def _check_family(opts: HFOptions) -> None:
 
 
 class TokenizerConfig(Strict):
+    # bpe: trained on the train split; bytes: 256; file: path (a tokenizer.json); hf: path (a
+    # local Hugging Face tokenizer folder)
     kind: Literal["bpe", "bytes", "file", "hf"] = "bpe"
     vocab_size: int = Field(8192, ge=257, le=MAX_VOCAB)  # bpe only
     # kind: file -> a tokenizer.json; kind: hf -> a local Hugging Face tokenizer directory
@@ -405,7 +410,7 @@ class DataConfig(Strict):
     text_field: str = Field("text", min_length=1, max_length=256)
     tokenizer: TokenizerConfig = TokenizerConfig()
     token_vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)  # token files without sidecar
-    seq_len: int = Field(256, ge=8, le=MAX_SEQ_LEN)
+    seq_len: int = Field(256, ge=8, le=MAX_SEQ_LEN)  # tokens per training and val sequence
     val_tokens: int = Field(65536, ge=1, le=2**32)  # held in memory as one array
     cache_dir: str | None = None  # default: $TLMSEARCH_CACHE or ~/.cache/tlmsearch
 
@@ -423,19 +428,21 @@ class TrainConfig(Strict):
     # validation windows per forward pass at an eval (no gradients: room for more than the
     # micro batch); None: the micro batch (each worker's, on several)
     eval_batch_size: int | None = Field(None, ge=1, le=2**16)
-    lr: float = Field(3e-3, gt=0)
-    min_lr_ratio: float = Field(0.1, ge=0, le=1)
-    lr_schedule: Literal["cosine", "wsd"] = "cosine"
+    lr: float = Field(3e-3, gt=0)  # peak learning rate (AdamW)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)  # final lr / peak lr
+    lr_schedule: Literal["cosine", "wsd"] = "cosine"  # cosine decay, or wsd (warmup-stable-decay)
     decay_fraction: float = Field(0.2, gt=0, le=1)  # wsd: share of the run spent decaying
-    warmup_tokens: int = Field(50_000, ge=0, le=MAX_TOKENS)
-    weight_decay: float = Field(0.1, ge=0)
-    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_tokens: int = Field(50_000, ge=0, le=MAX_TOKENS)  # linear LR warm-up
+    weight_decay: float = Field(0.1, ge=0)  # AdamW's, on matrices and embeddings
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW's
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
     eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
     # A resumable checkpoint (tlmsearch/checkpoints.py) at the first eval at or after every this
     # many tokens; None: none (a resumed trial then trains again from zero).
     checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    # auto: bf16 autocast where the hardware has it, else fp32
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
+    # torch.compile; auto: on a CPU from 2M tokens, on CUDA when a run takes >= 3 min eager
     compile: Literal["auto", "on", "off"] = "auto"
     threads: int | None = Field(None, ge=1, le=MAX_WORKERS)  # None: the trial's CPU allotment
     # Attention kernel of training steps (scaled_dot_product_attention's backend): default is
@@ -457,7 +464,7 @@ class TrainConfig(Strict):
     # lawa: checkpoints averaged, and tokens between them; None: tokens / (4 * lawa_k), so the
     # average spans the last quarter of the run.
     lawa_k: int = Field(5, le=10_000)
-    lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)
+    lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)  # see lawa_k
 
     @field_validator("ema_half_life_tokens")
     @classmethod
@@ -557,7 +564,8 @@ class RacingConfig(Strict):
     delta is not yet separated from the reference at ``confidence``."""
 
     max_seeds: int | None = Field(None, ge=1, le=1000)  # None: every seed of search.seeds
-    confidence: float = Field(0.95, gt=0.5, lt=1)
+    confidence: float = Field(0.95, gt=0.5, lt=1)  # separated at this level, over every look
+    # uniform: screen vs uniform; best: race the incumbent
     against: Literal["uniform", "best"] = "uniform"
     # The seed noise of paired deltas (in the objective's units) assumed until some candidate
     # has two seeds; None: nothing separates on one seed before then.
@@ -568,16 +576,20 @@ class RacingConfig(Strict):
 
 
 class SearchConfig(Strict):
-    sampler: Literal[SAMPLERS] = "grid"
-    sampler_seed: int = Field(0, ge=0, le=MAX_SEED)
+    sampler: Literal[SAMPLERS] = "grid"  # grid, random, tpe, gp or nsga2 (Optuna)
+    sampler_seed: int = Field(0, ge=0, le=MAX_SEED)  # the sampler's RNG seed
+    # median, percentile, successive_halving, hyperband, wilcoxon, paired, none
     pruner: Literal[PRUNERS] = "median"
+    # the pruner's settings, e.g. {patience: 3, margin_sds: 2.5}
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
     # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
     # the warm-up and a quarter of train.tokens.
     grace_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     # candidates to sample (grid: the whole grid)
     n_trials: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
+    # trials at once (fewer if Ray's CPUs fit fewer)
     concurrency: int = Field(2, ge=1, le=MAX_WORKERS)
+    # every candidate trains once per seed, paired
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
     racing: RacingConfig | None = None  # race seeds instead of running every seed
@@ -627,8 +639,9 @@ class SearchConfig(Strict):
 
 
 class Objective(Strict):
+    # what the search ranks candidates by
     metric: Literal[tuple(METRICS)] = "val_bpb"  # type: ignore[valid-type]
-    direction: Literal["minimize", "maximize"] | None = None
+    direction: Literal["minimize", "maximize"] | None = None  # None: the metric's natural one
     # The smallest difference from uniform worth finding, in the metric's units (e.g. 0.01 for
     # val_bpb): `tlmsearch plan` sizes the seeds to separate it, `validate` warns when the
     # study's seeds cannot (tlmsearch/power.py).
@@ -650,7 +663,7 @@ class Objective(Strict):
 
 
 class StorageConfig(Strict):
-    runs_dir: str = "runs"
+    runs_dir: str = "runs"  # where run dirs go (shared storage on a cluster)
     # None: SQLite in the run dir; 'journal': a journal file there; or a URL (postgresql://...)
     optuna: str | None = None
 
@@ -833,8 +846,8 @@ def tracking_problems(cfg: StudyConfig) -> list[str]:
 
 
 class StudyConfig(Strict):
-    name: str
-    description: str = ""
+    name: str  # names the study and its run dir: letters, digits, _ - . (<= 64)
+    description: str = ""  # free text, shown in the report
     space: SearchSpace
     model: ModelConfig
     target: ModelConfig | None = None  # the full-scale model the proxy stands for
@@ -851,6 +864,7 @@ class StudyConfig(Strict):
     ladder: list[dict[str, Any]] | None = Field(None, min_length=2, max_length=MAX_RUNGS)
     # all: every candidate at every rung; promote: a rung's promote_top best (and uniform) go up
     ladder_mode: Literal["all", "promote"] = "all"
+    # ladder_mode promote: candidates each rung sends up
     promote_top: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
 
     @field_validator("name")

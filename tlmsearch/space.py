@@ -59,13 +59,15 @@ NAMES: dict[str, tuple[str, ...]] = {
 class Dimension(Strict):
     """One searchable (or fixed) schedule parameter."""
 
+    # categorical (choices), float / int (low, high), fixed (value)
     type: Literal["categorical", "float", "int", "fixed"]
-    choices: list[Scalar] | None = None
-    low: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)
-    high: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)
-    step: float | None = Field(None, le=MAX_PARAM)
-    log: bool = False
-    value: Scalar | None = None
+    choices: list[Scalar] | None = None  # categorical: the values
+    low: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)  # float / int: the range
+    high: float | None = Field(None, ge=-MAX_PARAM, le=MAX_PARAM)  # float / int: the range
+    step: float | None = Field(None, le=MAX_PARAM)  # float / int: grid spacing (a grid needs it)
+    log: bool = False  # float / int: sample on a log scale
+    value: Scalar | None = None  # fixed: the value
+    # only when these dimensions take these values
     when: dict[str, Scalar | list[Scalar]] | None = None
 
     @model_validator(mode="after")
@@ -157,8 +159,9 @@ class Dimension(Strict):
 class SearchSpace(Strict):
     """An ordered set of schedule dimensions. See the module docstring for the YAML format."""
 
-    name: str = "inline"
-    description: str = ""
+    name: str = "inline"  # shown in validate and the report
+    description: str = ""  # free text
+    # schedule parameter -> its dimension; shape is required
     dimensions: dict[str, Dimension] = Field(min_length=1)
 
     @field_validator("dimensions")

@@ -108,8 +108,8 @@ def same_widths_notes(cfg: StudyConfig) -> list[str]:
     return lines
 
 
-# Measured (README "Multi-worker trials"): Ray Train's controller and worker actors take this long
-# to start, per trial, on this project's CPU machines.
+# Measured (docs/cluster.md "Multi-worker trials"): Ray Train's controller and worker actors
+# take this long to start, per trial, on this project's CPU machines.
 WORKER_START_S = (20, 30)
 
 

@@ -291,14 +291,10 @@ class Pareto(NamedTuple):
 def pareto_sets(objectives: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """Which objective sets to draw: every pair (and the triple where there are 3).
 
-    With one objective, pair it with throughput, the usual cost of a width schedule.
+    With one objective, none: every candidate has the uniform model's parameters and FLOPs, so
+    a front against throughput would rank tokens/s differences that are measurement noise.
     """
     objs = list(objectives)
-    if len(objs) == 1:
-        other = ("tokens_per_s", "maximize")
-        if objs[0][0] == "tokens_per_s":
-            other = ("val_bpb", "minimize")
-        return [[objs[0], other]]
     sets = [list(p) for p in combinations(objs, 2)]
     if len(objs) == 3:
         sets.append(objs)
@@ -377,15 +373,80 @@ def width_profiles(
 # 4. learning curves
 
 
+# Candidates whose curves get a colour and a legend entry of their own (the best-ranked ones);
+# the rest share one grey trace, so a study of hundreds of trials stays a few traces.
+CURVE_CANDIDATES = 7
+OTHERS = "others"
+
+
 class Curves(NamedTuple):
     metric: str
-    lines: pd.DataFrame  # trial_id, state, tokens, value, hover (sorted by trial, tokens)
-    pruned_at: pd.DataFrame  # trial_id, tokens, value, hover: each pruned trial's last eval
+    # trial_id, candidate, state, tokens, value, hover, group (sorted by trial, tokens)
+    lines: pd.DataFrame
+    pruned_at: pd.DataFrame  # trial_id, group, tokens, value, hover: each pruned trial's last eval
     failed: pd.DataFrame  # trial_id, candidate, reason
+    # the legend, in order: "uniform", then "#1 <label>", "#2 ..." (the ranking of the width
+    # profiles), then unranked candidates, then OTHERS when more than ``k`` candidates ran
+    groups: tuple[str, ...] = ()
 
 
-def learning_curves(trials: pd.DataFrame, curves: pd.DataFrame, metric: str = "val_bpb") -> Curves:
-    """Metric against tokens for every trial with evals; where pruned trials stopped; failures."""
+def curve_groups(
+    trials: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
+    k: int = CURVE_CANDIDATES,
+) -> dict[str, str]:
+    """Candidate -> its legend entry in the learning curves: uniform, the ``k`` best-ranked
+    candidates numbered as in the width profiles (#1 best; "[n of k seeds]" when censored),
+    candidates with no finished trial yet by name while slots remain, everyone else
+    :data:`OTHERS`. Short, as the paired deltas' labels: the hover says what trained.
+
+    >>> from tlmsearch.results import trials_frame
+    >>> t = trials_frame([
+    ...     {"trial_id": "u", "params": {"shape": "uniform"}, "val_bpb": 2.0, "seed": 0},
+    ...     {"trial_id": "a", "params": {"shape": "cosine", "r_start": 1.5}, "val_bpb": 1.9,
+    ...      "seed": 0, "widths": [96, 32]},
+    ...     {"trial_id": "b", "params": {"shape": "linear", "r_start": 1.5}, "val_bpb": 2.1,
+    ...      "seed": 0, "widths": [96, 32]},
+    ... ])
+    >>> list(curve_groups(t, k=1).values())
+    ['uniform', '#1 cosine 1.5->0.5', 'others']
+    """
+    ranked = ranked_candidates(trials, metric, sense, seeds)
+    groups: dict[str, str] = {}
+    rank = 0
+    for c in ranked.itertuples():
+        if bool(c.is_baseline):
+            groups[c.candidate] = "uniform"
+        elif c.tier < 3 and rank < k:
+            rank += 1
+            censored = f" [{c.n_of_k}]" if c.tier > 0 else ""
+            groups[c.candidate] = f"#{rank} {c.candidate}{censored}"
+    shown = sum(g != "uniform" for g in groups.values())
+    for cand, base in zip(trials["candidate"], trials["is_baseline"], strict=True):
+        if cand in groups or pd.isna(cand):
+            continue
+        if bool(base):
+            groups[cand] = "uniform"
+        elif shown < k:  # running, or nothing finished: by name while slots remain
+            groups[cand], shown = str(cand), shown + 1
+        else:
+            groups[cand] = OTHERS
+    uniform = {c: g for c, g in groups.items() if g == "uniform"}
+    return {**uniform, **groups}  # uniform first, the legend's reference
+
+
+def learning_curves(
+    trials: pd.DataFrame,
+    curves: pd.DataFrame,
+    metric: str = "val_bpb",
+    sense: str | None = None,
+    seeds: Sequence[int] | None = None,
+    k: int = CURVE_CANDIDATES,
+) -> Curves:
+    """Metric against tokens for every trial with evals, each in its candidate's legend group
+    (:func:`curve_groups`); where pruned trials stopped; failures."""
     info = trials.set_index("trial_id")
     hover = pd.Series(hover_text(trials).values, index=trials["trial_id"].values, dtype=object)
     col = metric_column(metric)
@@ -394,10 +455,14 @@ def learning_curves(trials: pd.DataFrame, curves: pd.DataFrame, metric: str = "v
     c = c[np.isfinite(c["value"].astype(float)) & c["tokens"].notna()]
     c["tokens"] = c["tokens"].astype("int64")
     c["state"] = c["trial_id"].map(info["state"]).fillna("RUNNING") if len(c) else []
+    c["candidate"] = c["trial_id"].map(info["candidate"]) if len(c) else []
+    group_of = curve_groups(trials, metric, sense, seeds, k) if len(trials) else {}
+    c["group"] = [group_of.get(x, OTHERS) for x in c["candidate"]]
     c["hover"] = c["trial_id"].map(hover).fillna("") if len(c) else []
     c["hover"] = [f"{h or 'trial ' + t}<br>tokens {n:,}" for h, t, n in
                   zip(c["hover"], c["trial_id"], c["tokens"], strict=True)]  # fmt: skip
-    lines = c.sort_values(["trial_id", "tokens"], kind="stable").reset_index(drop=True)
+    cols = ["trial_id", "candidate", "state", "tokens", "value", "hover", "group"]
+    lines = c[cols].sort_values(["trial_id", "tokens"], kind="stable").reset_index(drop=True)
     pruned_ids = set(trials.loc[trials["state"] == "PRUNED", "trial_id"])
     last = lines[lines["trial_id"].isin(pruned_ids)].groupby("trial_id").tail(1)
     last = last.assign(
@@ -407,11 +472,15 @@ def learning_curves(trials: pd.DataFrame, curves: pd.DataFrame, metric: str = "v
         ]
     )
     failed = trials.loc[trials["state"] == "FAIL", ["trial_id", "candidate", "reason"]]
+    order = list(dict.fromkeys(group_of.values()))
+    present = set(lines["group"])
+    groups = tuple(g for g in [*order, OTHERS] if g in present)
     return Curves(
         metric,
         lines,
-        last[["trial_id", "tokens", "value", "hover"]].reset_index(drop=True),
+        last[["trial_id", "group", "tokens", "value", "hover"]].reset_index(drop=True),
         failed.reset_index(drop=True),
+        tuple(dict.fromkeys(groups)),
     )
 
 

@@ -1,8 +1,8 @@
 """Thin plotly functions: one collect result (:mod:`.collect`) in, one figure out.
 
 Hover everywhere shows the trial id, parameters and widths. Many trials stay cheap: each figure
-draws a handful of traces (learning curves are one trace per state with gaps between trials),
-never one trace per trial.
+draws a handful of traces (learning curves are one trace per candidate, its trials joined with
+gaps between them, and one for all the others), never one trace per trial.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tlmsearch.report.collect import (
+    OTHERS,
     Curves,
     Deltas,
     Importances,
@@ -31,12 +32,6 @@ from tlmsearch.report.tuned import SettingSweep
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 UNIFORM_COLOR = "#555555"
 FADED = "rgba(150,150,150,0.35)"
-STATE_STYLE = {  # colour, opacity of learning curves per trial state
-    "COMPLETE": ("#1f77b4", 0.8),
-    "RUNNING": ("#2ca02c", 0.9),
-    "PRUNED": ("#999999", 0.35),
-    "FAIL": ("#d62728", 0.5),
-}
 HOVER = "%{text}<extra></extra>"
 
 
@@ -301,27 +296,65 @@ def _gapped(df, x: str, y: str, by: str) -> tuple[list, list, list]:
     return xs, ys, texts
 
 
+# Distinct colours for the learning curves' candidates (plotly's D3 palette without its grey,
+# which is uniform's); a candidate keeps its colour across seeds.
+CURVE_COLORS = (*PALETTE[:5], "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+OTHERS_COLOR = "rgba(120,120,120,0.45)"
+
+
+def curve_colors(groups: Sequence[str]) -> dict[str, str]:
+    """Legend group -> line colour: uniform dark grey, OTHERS light grey, the rest in order."""
+    colors, i = {}, 0
+    for g in groups:
+        if g == "uniform":
+            colors[g] = UNIFORM_COLOR
+        elif g == OTHERS:
+            colors[g] = OTHERS_COLOR
+        else:
+            colors[g], i = CURVE_COLORS[i % len(CURVE_COLORS)], i + 1
+    return colors
+
+
 def learning_curves(c: Curves) -> go.Figure:
-    """Metric vs tokens for every trial; pruned trials faded, pruning points marked."""
+    """Metric vs tokens, one colour and legend entry per candidate (its seeds share them);
+    pruned trials faded, the pruning points marked in their candidate's colour."""
     fig = go.Figure()
-    for state in ("COMPLETE", "RUNNING", "PRUNED", "FAIL"):
-        sub = c.lines[c.lines["state"] == state]
+    colors = curve_colors(c.groups)
+    kept = c.lines[c.lines["state"] != "PRUNED"]
+    for group in c.groups:
+        sub = kept[kept["group"] == group]
         if sub.empty:
             continue
-        color, opacity = STATE_STYLE[state]
         xs, ys, texts = _gapped(sub, "tokens", "value", "trial_id")
-        n = sub["trial_id"].nunique()
+        running = int((sub.drop_duplicates("trial_id")["state"] == "RUNNING").sum())
+        name = group + (f" ({running} running)" if running else "")
         fig.add_trace(
             go.Scatter(
                 x=xs,
                 y=ys,
                 mode="lines",
-                name=f"{state.lower()} ({n})",
+                name=name,
+                legendgroup=group,
                 text=texts,
                 hovertemplate=HOVER,
-                opacity=opacity,
                 connectgaps=False,
-                line={"color": color, "width": 1.5},
+                line={"color": colors[group], "width": 2.5 if group == "uniform" else 1.8,
+                      "dash": "dash" if group == "uniform" else "solid"},
+            )
+        )  # fmt: skip
+    pruned = c.lines[c.lines["state"] == "PRUNED"]
+    if len(pruned):
+        xs, ys, texts = _gapped(pruned, "tokens", "value", "trial_id")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=f"pruned ({pruned['trial_id'].nunique()})",
+                text=texts,
+                hovertemplate=HOVER,
+                connectgaps=False,
+                line={"color": FADED, "width": 1.5},
             )
         )
     if len(c.pruned_at):
@@ -333,10 +366,11 @@ def learning_curves(c: Curves) -> go.Figure:
                 name=f"pruned here ({len(c.pruned_at)})",
                 text=c.pruned_at["hover"],
                 hovertemplate=HOVER,
-                marker={"symbol": "x", "size": 9, "color": "#444"},
+                marker={"symbol": "x", "size": 9,
+                        "color": [colors.get(g, "#444") for g in c.pruned_at["group"]]},
             )
-        )
-    title = f"Learning curves: {label(c.metric)} vs tokens"
+        )  # fmt: skip
+    title = f"Learning curves: {label(c.metric)} vs tokens, one colour per candidate"
     if len(c.failed):
         title += f" ({len(c.failed)} failed trial(s) listed below)"
     _layout(fig, title, xaxis_title="tokens trained", yaxis_title=label(c.metric))

@@ -11,7 +11,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ class Figure:
     id: str  # the plot div's id
     section: str  # heading it sits under
     fig: go.Figure
+    note: str = ""  # HTML shown above the plot: what it shows, or why it stands where it does
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,13 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
 
     for i, objs in enumerate(C.pareto_sets(objectives)):
         figs.append(Figure(f"fig-pareto-{i}", "Pareto fronts", F.pareto(C.pareto(t, objs))))
+    deltas = Figure(
+        "fig-deltas",
+        "Paired deltas vs uniform",
+        F.paired_deltas(C.paired_deltas(t, metric, sense, seeds, run.config)),
+    )
+    if len(objectives) == 1:  # no front to draw: the effects are the second headline
+        figs.append(replace(deltas, note=one_objective_note(metric)))
 
     figs.append(
         Figure(
@@ -80,7 +88,9 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         )
     )
     curve_metric = metric if metric in CURVE_METRICS else "val_bpb"
-    curves = C.learning_curves(t, run.curves, curve_metric)
+    curves = C.learning_curves(
+        t, run.curves, curve_metric, C.sense_of(curve_metric, objectives), seeds
+    )
     figs.append(Figure("fig-curves", "Learning curves", F.learning_curves(curves)))
     figs.append(
         Figure(
@@ -91,13 +101,8 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     )
     imp = C.param_importances(t, metric, sense, space)
     figs.append(Figure("fig-importances", "Search parameters", F.importances(imp)))
-    figs.append(
-        Figure(
-            "fig-deltas",
-            "Paired deltas vs uniform",
-            F.paired_deltas(C.paired_deltas(t, metric, sense, seeds, run.config)),
-        )
-    )
+    if len(objectives) > 1:
+        figs.append(deltas)
     figs.append(
         Figure(
             "fig-separation",
@@ -121,6 +126,19 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     )
 
 
+def one_objective_note(metric: str) -> str:
+    """Why a one-objective study's report shows effects where a Pareto front would stand."""
+    return (
+        f"<p class='note' id='no-pareto'>This study has one objective ({_e(C.label(metric))}), "
+        "so there is no Pareto front to draw. Every candidate trains at exactly the uniform "
+        "model's parameters and FLOPs per token, so a front of the metric against tokens/s "
+        "would rank throughput differences that, at equal FLOPs, are the machine's noise. "
+        "What a reader can use instead: each candidate's paired difference from uniform on "
+        "the same seeds, with its 95% interval (grey: within noise). A study with two or "
+        "more objectives gets its Pareto fronts here.</p>"
+    )
+
+
 # -------------------------------------------------------------------------------------------------
 # HTML
 
@@ -134,6 +152,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f5f5f5} code,pre{font-size:.88em} .plot{min-height:260px}
 .counts span{display:inline-block;margin-right:12px}
 .scroll{max-height:320px;overflow:auto;display:inline-block}
+.note{color:#444;max-width:900px}
 """
 
 # Records render status into the DOM (read by the browser test through --dump-dom), so errors
@@ -595,6 +614,7 @@ def render(
             parts.append(f"<h2 id='{_anchor(f.section)}'>{_e(f.section)}</h2>")
         if f.id == "fig-separation":
             parts.append(f"<div id='conclusions-box'>{conclusions_html(report)}</div>")
+        parts.append(f.note)
         parts.append("<div class='plot'>")
         parts.append(
             f.fig.to_html(

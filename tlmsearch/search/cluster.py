@@ -12,7 +12,7 @@ Loopback is still reachable by every user of a shared machine, and ``~/.ray/auth
 all of a user's Rays, so the embedded Ray also requires Ray's token authentication with a secret
 of its own: it lives only in the environment of this Ray's processes, never in a log, a file or
 the run dir. Joining a cluster is the user's choice: every process of a cluster must use the same
-``RAY_AUTH_MODE`` and token (README, "On a Ray cluster").
+``RAY_AUTH_MODE`` and token (docs/cluster.md, "On a Ray cluster").
 """
 
 from __future__ import annotations
