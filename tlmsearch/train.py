@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tlmsearch import budget
+from tlmsearch import budget, parametrization
 from tlmsearch.averaging import WeightAverage, load_average, weight_average
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, pinned, val_windows
@@ -407,8 +407,10 @@ def train_proxy(
     use_compile = resolve_compile(train_cfg, dev, fpt, peak)
 
     # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
+    # train.parametrization (tlmsearch/parametrization.py): under mup each MLP down projection's
+    # init is rescaled here and its group carries an lr_scale that set_lr applies.
     optimizer = torch.optim.AdamW(
-        model.param_groups(train_cfg.weight_decay),
+        parametrization.param_groups(model, model_cfg, train_cfg, vocab_size=vocab),
         lr=train_cfg.lr,
         betas=tuple(train_cfg.betas),
         fused=dev.type in ("cpu", "cuda") or None,
@@ -484,8 +486,7 @@ def train_proxy(
         for step in range(first_step, n_steps):
             tokens = loop.tokens
             lr = lr_at(tokens + step_tokens, train_cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            parametrization.set_lr(optimizer, lr)
             t0 = time.perf_counter()
             losses = []
             # [dist] a rank draws the whole step and trains on its share
