@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -164,7 +165,7 @@ def test_coordinate_check_mup_is_flat_in_width_and_standard_grows(widen: str, se
     standard = _coord_sizes("standard", widen, seed)
     assert max(mup) / min(mup) < 1.5, mup
     assert standard[-1] / standard[0] > 2.2, standard
-    assert all(a < b for a, b in zip(standard, standard[1:], strict=False)), standard
+    assert all(a < b for a, b in itertools.pairwise(standard)), standard
 
 
 def test_coordinate_check_fails_without_the_lr_scale(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,193 @@
+"""The learning-rate confound: does a taper's effect survive LR tuning and muP? (issue 21)
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/lr_confound.py [--study
+studies/paper_blocks.yaml] [--seeds 0,1] [--tokens 200000] [--lr-factors 0.5,1,2]
+[--workers 2] [--json OUT]``.
+
+On the paper_blocks proxy, uniform, wider-early (1.5/1/0.5 by thirds) and wider-late (0.5/1/1.5)
+train at each LR of ``--lr-factors`` x the study's ``train.lr``, under ``train.parametrization``
+standard and mup, with paired seeds (the same data order and keyed initial weights per seed).
+Uniform is trained once per (seed, LR): at the base shape muP *is* standard, bit for bit
+(tests/test_parametrization.py, tests/test_train.py), so both parametrizations share its runs.
+Printed per parametrization: each candidate's mean final val_bpb at each LR; its effect vs
+uniform at each LR (the mean paired delta over seeds, with the deltas' sd); each candidate's best
+LR (the lowest mean val_bpb; ``edge`` when it is the grid's lowest or highest LR, so the true
+optimum may lie outside); and the tuned effect: the candidate at its own best LR minus uniform
+at its own best LR, per seed, then averaged. Trainings run ``--workers`` at once, one thread
+each, as benchmarks/noise.py.
+
+Measured: (see the end of this docstring; filled in from a run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+THIRDS = {"b1": 1 / 3, "b2": 2 / 3}
+CANDIDATES = {
+    "uniform": {"shape": "uniform"},
+    "wider_early": {"shape": "blocks", "preset": "wider_early", **THIRDS},
+    "wider_late": {"shape": "blocks", "preset": "wider_late", **THIRDS},
+}
+PARAMETRIZATIONS = ("standard", "mup")
+
+
+def _setup(study: str, sets: list[str], tokens: int | None):
+    from tlmsearch.config import load_study
+
+    cfg = load_study(study, sets)
+    tokens = tokens or cfg.train.tokens
+    update = {
+        "tokens": tokens,
+        "warmup_tokens": min(cfg.train.warmup_tokens, tokens // 4),
+        "eval_every_tokens": tokens,  # only the final eval is compared
+    }
+    return cfg, cfg.train.model_copy(update=update)
+
+
+def jobs_for(study: str, sets: list[str], tokens: int, seeds: list[int], factors: list[float]):
+    """Every training: uniform once per (seed, LR), each taper under each parametrization."""
+    out = []
+    for seed in seeds:
+        for f in factors:
+            for name in CANDIDATES:
+                pars = ("standard",) if name == "uniform" else PARAMETRIZATIONS
+                out += [(study, sets, tokens, name, par, f, seed) for par in pars]
+    return out
+
+
+def train_one(job: tuple) -> dict:
+    """One training in a fresh process; its final val_bpb."""
+    study, sets, tokens, name, par, factor, seed = job
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import train_proxy
+
+    cfg, train = _setup(study, sets, tokens)
+    train = train.model_copy(update={"lr": train.lr * factor, "parametrization": par})
+    data = prepare_data(cfg.data, progress=False)
+    widths = cfg.model.plan(CANDIDATES[name]).widths
+    s = train_proxy(cfg.model, widths, data, train, seed=seed, threads=1)
+    bpb = s.metrics.get("val_bpb", float("nan")) if s.status == "completed" else float("nan")
+    return {"candidate": name, "parametrization": par, "lr_factor": factor, "seed": seed,
+            "val_bpb": bpb, "status": s.status, "wall_s": s.wall_s}  # fmt: skip
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.fmean(xs) if xs else float("nan")
+
+
+def _sd(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else float("nan")
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per parametrization and candidate: mean val_bpb per LR factor, the paired effect vs
+    uniform per LR (mean and sd over seeds), the best LR factor (lowest mean; ``edge`` when it
+    is the grid's lowest or highest) and the tuned effect (each at its own best LR, paired by
+    seed). Uniform's rows (parametrization ``standard``) serve both parametrizations."""
+    factors = sorted({r["lr_factor"] for r in rows})
+    seeds = sorted({r["seed"] for r in rows})
+    uni = {(r["seed"], r["lr_factor"]): r["val_bpb"] for r in rows if r["candidate"] == "uniform"}
+    names = [n for n in CANDIDATES if any(r["candidate"] == n for r in rows)]
+    out: dict = {"factors": factors, "seeds": seeds}
+    for par in PARAMETRIZATIONS:
+        table: dict = {}
+        for name in names:
+            if name == "uniform":
+                bpb = uni
+            else:
+                bpb = {(r["seed"], r["lr_factor"]): r["val_bpb"] for r in rows
+                       if r["candidate"] == name and r["parametrization"] == par}  # fmt: skip
+            means = {f: _mean([bpb[s, f] for s in seeds if (s, f) in bpb]) for f in factors}
+            deltas = {f: [bpb[s, f] - uni[s, f] for s in seeds if (s, f) in bpb and (s, f) in uni]
+                      for f in factors}  # fmt: skip
+            best = min(factors, key=lambda f: means[f])
+            table[name] = {
+                "mean": means,
+                "effect": {f: _mean(d) for f, d in deltas.items()},
+                "effect_sd": {f: _sd(d) for f, d in deltas.items()},
+                "best": best,
+                "edge": len(factors) > 1 and best in (factors[0], factors[-1]),
+            }
+        ub = table["uniform"]["best"] if "uniform" in table else None
+        for name in names:
+            b = table[name]["best"]
+            bpb = {(r["seed"], r["lr_factor"]): r["val_bpb"] for r in rows
+                   if r["candidate"] == name and (name == "uniform" or
+                                                  r["parametrization"] == par)}  # fmt: skip
+            tuned = [bpb[s, b] - uni[s, ub] for s in seeds if (s, b) in bpb and (s, ub) in uni]
+            table[name]["tuned_effect"] = _mean(tuned)
+            table[name]["tuned_sd"] = _sd(tuned)
+        out[par] = table
+    return out
+
+
+def report(s: dict, lr: float) -> str:
+    """The printed tables of :func:`summarise`'s result (``lr``: the study's LR, for labels)."""
+    lines = []
+    factors = s["factors"]
+    head = "".join(f"{f'{f:g}x={f * lr:.3g}':>18}" for f in factors)
+    for par in PARAMETRIZATIONS:
+        t = s[par]
+        lines.append(f"\n[{par}]  val_bpb, mean over seeds {s['seeds']}")
+        lines.append(f"{'candidate':<12}{head}  best LR")
+        for name, row in t.items():
+            cells = "".join(f"{row['mean'][f]:>18.4f}" for f in factors)
+            edge = " (edge of grid)" if row["edge"] else ""
+            lines.append(f"{name:<12}{cells}  {row['best']:g}x{edge}")
+        lines.append(
+            f"{'effect':<12}" + f"{'vs uniform (sd)':>18}" * len(factors) + "  tuned (sd)"
+        )
+        for name, row in t.items():
+            if name == "uniform":
+                continue
+            cells = "".join(
+                f"{row['effect'][f]:>+9.4f} ({row['effect_sd'][f]:.4f})" for f in factors
+            )
+            lines.append(f"{name:<12}{cells}  {row['tuned_effect']:+.4f} ({row['tuned_sd']:.4f})")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--study", default=str(ROOT / "studies/paper_blocks.yaml"))
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="a study override")
+    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds")
+    ap.add_argument("--tokens", type=int, default=200_000, help="training tokens")
+    ap.add_argument("--lr-factors", default="0.5,1,2", help="multiples of the study's train.lr")
+    ap.add_argument("--workers", type=int, default=2, help="trainings at once")
+    ap.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    args = ap.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
+    factors = [float(x) for x in args.lr_factors.split(",")]
+
+    from tlmsearch.data import prepare_data
+
+    cfg, train = _setup(args.study, args.sets, args.tokens)
+    prepare_data(cfg.data, progress=False)  # once, before the workers read the cache
+    print(json.dumps({"study": args.study, "tokens": train.tokens, "seeds": seeds,
+                      "lr_factors": factors, "train": train.model_dump(mode="json")}),
+          flush=True)  # fmt: skip
+    jobs = jobs_for(args.study, args.sets, train.tokens, seeds, factors)
+    t0 = time.perf_counter()
+    rows = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for r in pool.map(train_one, jobs):
+            rows.append(r)
+            print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
+                              for k, v in r.items()}), flush=True)  # fmt: skip
+    s = summarise(rows)
+    print(report(s, train.lr))
+    print(f"\n{len(rows)} trainings, {time.perf_counter() - t0:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "summary": s}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
