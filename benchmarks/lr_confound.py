@@ -2,7 +2,8 @@
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/lr_confound.py [--study
 studies/paper_blocks.yaml] [--seeds 0,1] [--tokens 200000] [--lr-factors 0.5,1,2]
-[--workers 2] [--json OUT]``.
+[--workers 2] [--json OUT]``; ``--rows LOG`` summarises the printed rows of an earlier run
+(one cut short too: on its whole seeds only) without training.
 
 On the paper_blocks proxy, uniform, wider-early (1.5/1/0.5 by thirds) and wider-late (0.5/1/1.5)
 train at each LR of ``--lr-factors`` x the study's ``train.lr``, under ``train.parametrization``
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -107,7 +109,8 @@ def summarise(rows: list[dict]) -> dict:
             means = {f: _mean([bpb[s, f] for s in seeds if (s, f) in bpb]) for f in factors}
             deltas = {f: [bpb[s, f] - uni[s, f] for s in seeds if (s, f) in bpb and (s, f) in uni]
                       for f in factors}  # fmt: skip
-            best = min(factors, key=lambda f: means[f])
+            # a diverged run (nan) is never the best
+            best = min(factors, key=lambda f: means[f] if not math.isnan(means[f]) else math.inf)
             table[name] = {
                 "mean": means,
                 "effect": {f: _mean(d) for f, d in deltas.items()},
@@ -126,6 +129,32 @@ def summarise(rows: list[dict]) -> dict:
             table[name]["tuned_sd"] = _sd(tuned)
         out[par] = table
     return out
+
+
+def complete_seeds(rows: list[dict]) -> tuple[list[dict], list[int]]:
+    """The rows of the seeds that have every (candidate, parametrization, LR) training any seed
+    has, and the seeds left out: a run cut short is summarised on whole seeds only, so every
+    mean and best LR is over the same seeds."""
+    runs = {(r["candidate"], r["parametrization"], r["lr_factor"]) for r in rows}
+    seeds = sorted({r["seed"] for r in rows})
+    have = {s: {(r["candidate"], r["parametrization"], r["lr_factor"]) for r in rows
+                if r["seed"] == s} for s in seeds}  # fmt: skip
+    whole = [s for s in seeds if have[s] == runs]
+    return [r for r in rows if r["seed"] in whole], [s for s in seeds if s not in whole]
+
+
+def read_rows(path: Path) -> tuple[list[dict], float]:
+    """The training rows and the study's LR from a previous run's printed output."""
+    rows, lr = [], float("nan")
+    for line in path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        doc = json.loads(line)
+        if "candidate" in doc:
+            rows.append(doc)
+        elif "train" in doc:
+            lr = doc["train"]["lr"]
+    return rows, lr
 
 
 def report(s: dict, lr: float) -> str:
@@ -163,7 +192,14 @@ def main() -> None:
     ap.add_argument("--lr-factors", default="0.5,1,2", help="multiples of the study's train.lr")
     ap.add_argument("--workers", type=int, default=2, help="trainings at once")
     ap.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    ap.add_argument("--rows", type=Path, default=None, help="summarise a previous run's output")
     args = ap.parse_args()
+    if args.rows:  # no training: the whole seeds of a (possibly cut short) run's printed rows
+        rows, lr = read_rows(args.rows)
+        rows, dropped = complete_seeds(rows)
+        print(report(summarise(rows), lr))
+        print(f"\n{len(rows)} trainings; seeds left out as incomplete: {dropped or 'none'}")
+        return
     seeds = [int(x) for x in args.seeds.split(",")]
     factors = [float(x) for x in args.lr_factors.split(",")]
 
@@ -182,9 +218,11 @@ def main() -> None:
             rows.append(r)
             print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
                               for k, v in r.items()}), flush=True)  # fmt: skip
+    rows, dropped = complete_seeds(rows)
     s = summarise(rows)
     print(report(s, train.lr))
-    print(f"\n{len(rows)} trainings, {time.perf_counter() - t0:.0f} s")
+    print(f"\n{len(rows)} trainings, {time.perf_counter() - t0:.0f} s; incomplete seeds: "
+          f"{dropped or 'none'}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": s}, indent=2, default=str))
 

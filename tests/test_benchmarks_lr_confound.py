@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -68,3 +69,16 @@ def test_uniform_trains_once_per_seed_and_lr() -> None:
     assert len(jobs) == 2 * 3 * (1 + 2 * 2)
     uniform = [j for j in jobs if j[3] == "uniform"]
     assert {j[4] for j in uniform} == {"standard"} and len(uniform) == 6
+
+
+def test_a_run_cut_short_is_summarised_on_whole_seeds(tmp_path: Path) -> None:
+    lc = _lr_confound()
+    rows = _rows()
+    cut = [r for r in rows if not (r["seed"] == 1 and r["lr_factor"] == 2.0)]
+    kept, dropped = lc.complete_seeds(cut)
+    assert dropped == [1] and {r["seed"] for r in kept} == {0} and len(kept) == 9
+    log = tmp_path / "out.log"
+    header = json.dumps({"study": "x", "train": {"lr": 0.0025}})
+    log.write_text("\n".join([header, *(json.dumps(r) for r in cut), "[standard] table"]))
+    read, lr = lc.read_rows(log)
+    assert lr == 0.0025 and read == cut
