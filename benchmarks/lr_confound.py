@@ -17,7 +17,39 @@ optimum may lie outside); and the tuned effect: the candidate at its own best LR
 at its own best LR, per seed, then averaged. Trainings run ``--workers`` at once, one thread
 each, as benchmarks/noise.py.
 
-Measured: (see the end of this docstring; filled in from a run).
+Measured (Dec 2026, 2 shared cores under a load of 10-45, torch 2.13, paper_blocks at
+``--tokens 100000`` (a fifth of the study's 500k; warm-up 25k), seeds 0-1, ``--workers 2``:
+30 trainings in 2,563 s; at the brief's 200k the load would have taken ~1.5 h)::
+
+    [standard]  val_bpb, mean over seeds [0, 1]
+    candidate         0.5x=0.00125         1x=0.0025          2x=0.005  best LR
+    uniform                 3.2212            3.1589            3.2045  1x
+    wider_early             3.2094            3.1242            3.1358  1x
+    wider_late              3.2402            3.1744            3.2212  1x
+    effect         vs uniform (sd)   vs uniform (sd)   vs uniform (sd)  tuned (sd)
+    wider_early   -0.0118 (0.0008)  -0.0347 (0.0108)  -0.0687 (0.0152)  -0.0347 (0.0108)
+    wider_late    +0.0191 (0.0060)  +0.0155 (0.0451)  +0.0167 (0.0009)  +0.0155 (0.0451)
+
+    [mup]  val_bpb, mean over seeds [0, 1]
+    candidate         0.5x=0.00125         1x=0.0025          2x=0.005  best LR
+    uniform                 3.2212            3.1589            3.2045  1x
+    wider_early             3.2233            3.1732            3.2012  1x
+    wider_late              3.2252            3.1528            3.1937  1x
+    effect         vs uniform (sd)   vs uniform (sd)   vs uniform (sd)  tuned (sd)
+    wider_early   +0.0022 (0.0026)  +0.0143 (0.0040)  -0.0033 (0.0159)  +0.0143 (0.0040)
+    wider_late    +0.0040 (0.0060)  -0.0061 (0.0069)  -0.0108 (0.0285)  -0.0061 (0.0069)
+
+Noise: the pooled sd of a paired delta over these 12 cells is 0.017 bpb (0.020 standard,
+0.014 mup; 6 cells of 1 df each), three times the 0.006 of 400-500k-token runs, so a 2-seed
+mean has an SE of ~0.012. Under standard, wider-early beats uniform at every LR and by more at
+a higher LR (-0.012, -0.035, -0.069; both seeds agree at each), wider-late loses at every LR
+(+0.016 to +0.019); every candidate's best LR is the study's own (1x, inside the grid), so
+tuning the global LR leaves the effects as they were. Under mup the wider-early advantage is
+gone (+0.002; +0.014, worse on both seeds; -0.003) and wider-late is level with uniform
+(+0.004, -0.006, -0.011), all within ~1.2 SE of zero. Per seed, mup minus standard for
+wider-early at 1x is +0.039 and +0.059: at this short proxy the taper's win under one global
+LR comes from its wide early MLPs taking larger effective steps, which no choice of one global
+LR undoes.
 """
 
 from __future__ import annotations
