@@ -40,10 +40,10 @@ Measured (Dec 2026, 2 shared cores under a load of 10-45, torch 2.13, paper_bloc
     wider_late    +0.0040 (0.0060)  -0.0061 (0.0069)  -0.0108 (0.0285)  -0.0061 (0.0069)
 
 Noise: the pooled sd of a paired delta over these 12 cells is 0.017 bpb (0.020 standard,
-0.014 mup; 6 cells of 1 df each), three times the 0.006 of 400-500k-token runs, so a 2-seed
-mean has an SE of ~0.012. Under standard, wider-early beats uniform at every LR and by more at
-a higher LR (-0.012, -0.035, -0.069; both seeds agree at each), wider-late loses at every LR
-(+0.016 to +0.019); every candidate's best LR is the study's own (1x, inside the grid), so
+0.014 mup; 6 cells of 1 df each), like paper_blocks' ~0.015 at 500k (docs/results.md), so a
+2-seed mean has an SE of ~0.012. Under standard, wider-early beats uniform at every LR and by
+more at a higher LR (-0.012, -0.035, -0.069; both seeds agree at each), wider-late loses at
+every LR (+0.016 to +0.019); every candidate's best LR is the study's own (1x, inside the grid), so
 tuning the global LR leaves the effects as they were. Under mup the wider-early advantage is
 gone (+0.002; +0.014, worse on both seeds; -0.003) and wider-late is level with uniform
 (+0.004, -0.006, -0.011), all within ~1.2 SE of zero. Per seed, mup minus standard for
