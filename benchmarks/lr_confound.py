@@ -49,7 +49,9 @@ gone (+0.002; +0.014, worse on both seeds; -0.003) and wider-late is level with 
 (+0.004, -0.006, -0.011), all within ~1.2 SE of zero. Per seed, mup minus standard for
 wider-early at 1x is +0.039 and +0.059: at this short proxy the taper's win under one global
 LR comes from its wide early MLPs taking larger effective steps, which no choice of one global
-LR undoes.
+LR undoes. A check at ``--tokens 200000 --lr-factors 1`` (seeds 0-1, 456 s once the load had
+dropped): standard wider-early -0.0209 (sd 0.0008), wider-late +0.0303 (0.0098); mup
+wider-early +0.0053 (0.0053), wider-late -0.0110 (0.0141; better on both seeds).
 """
 
 from __future__ import annotations
