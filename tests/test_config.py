@@ -10,6 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tlmsearch import config
 from tlmsearch.config import apply_overrides, load_study, study_from_mapping
 from tlmsearch.errors import ConfigError
 
@@ -375,3 +376,23 @@ def test_lawa_checkpoints_must_fit_in_the_run(tmp_path: Path) -> None:
     assert load_study(_write(tmp_path, TINY), sets[:1] + sets[2:]).train.eval_weights == "raw"
     cfg = load_study(_write(tmp_path, TINY), sets[:2]).train
     assert cfg.lawa_spacing == 5000 and cfg.ema_half_life == 10_000
+
+
+def test_parametrization_is_checked_naming_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "train.parametrization: 'mu-p'" in _problems(
+        tmp_path, TINY, ("train.parametrization=mu-p",)
+    )
+    for arch in ("transformer", "titans", "hope_attention", "gated_attention"):
+        sets = ("train.parametrization=mup", f"model.arch={arch}", "data.seq_len=128")
+        assert load_study(_write(tmp_path, TINY), sets).train.parametrization == "mup"
+    # an architecture whose per-layer width reaches more than its MLPs cannot follow the rule
+    monkeypatch.setitem(config.WIDTH_SITES, "titans", "the memory MLP")
+    sets = ("train.parametrization=mup", "model.arch=titans", "data.seq_len=128")
+    problem = _problems(tmp_path, TINY, sets)
+    assert "train.parametrization: 'mup' scales MLP hidden widths, but model.arch titans" in (
+        problem
+    )
+    assert "set train.parametrization: standard" in problem
+    assert load_study(_write(tmp_path, TINY), sets[1:]).train.parametrization == "standard"

@@ -44,6 +44,7 @@ INTS = [0, -1, -7, 1, 2, 3, 7, 1024, 1025, 2**20, 2**20 + 1, 2**21 + 1, 2**31, 2
 HUGE = [2**63, 10**15, 10**15 + 1, 10**18, 10**100, -(2**63)]
 FLOATS = [0.0, -0.5, 0.5, 1e-9, 1.5, 2.0, 1e15, 1e308, -1e308, 5e-324, math.nan, math.inf]
 STRINGS = ["", "median", "1.5", "cosine", "wider_early", "uniform", "0x10", "1e400", "two"]
+STRINGS += ["mup", "standard"]  # train.parametrization's values, for the checks that follow
 ODD = [True, False, None, -math.inf, "é∂ƒ", "a" * 300, "\t", "null", "~", "~nosuchuser/t.npy"]
 ODD += ["x" * 300 + ".npy", "~nosuchuser"]
 CONTAINERS = [[], [1, 2], ["median"], [1.5, "median"], [True], [[1]], {}, {"a": 1}, {"low": 1}]

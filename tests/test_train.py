@@ -459,8 +459,16 @@ def _untimed(curve: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in TIMING} for row in curve]
 
 
-def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(data: PreparedData) -> None:
-    cfg = tcfg(tokens=12_288, eval_every_tokens=2048, checkpoint_every_tokens=4096)
+@pytest.mark.parametrize("parametrization", ["standard", "mup"])
+def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(
+    data: PreparedData, parametrization: str
+) -> None:
+    cfg = tcfg(
+        tokens=12_288,
+        eval_every_tokens=2048,
+        checkpoint_every_tokens=4096,
+        parametrization=parametrization,
+    )
 
     def run(**kw: object):
         return train_proxy(TINY, (64, 32), data, cfg, seed=3, threads=1, device="cpu", **kw)
@@ -482,6 +490,20 @@ def test_a_resumed_run_gives_the_same_losses_as_an_uninterrupted_one(data: Prepa
     again = run(resume=states[-1], on_checkpoint=out.append, final_checkpoint=True)
     assert again.status == "completed" and again.tokens == 12_288 and out == []
     assert _untimed(again.curve) == _untimed(straight.curve)
+
+
+def test_mup_changes_a_tapered_run_and_not_the_uniform_one(data: PreparedData) -> None:
+    """At the base shape muP is standard (same curve); a taper's down projections get other
+    learning rates and inits, so its curve differs."""
+
+    def curve(widths: tuple[int, int], parametrization: str) -> list[dict]:
+        cfg = tcfg(tokens=4096, eval_every_tokens=2048, parametrization=parametrization)
+        s = train_proxy(TINY, widths, data, cfg, seed=1, threads=1, device="cpu")
+        assert s.status == "completed"
+        return _untimed(s.curve)
+
+    assert curve((64, 64), "standard") == curve((64, 64), "mup")
+    assert curve((96, 32), "standard") != curve((96, 32), "mup")
 
 
 def test_checkpoint_every_below_the_eval_interval_is_refused() -> None:

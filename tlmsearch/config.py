@@ -68,6 +68,11 @@ HF_SET_BY = {
 # Bookkeeping keys of a saved config.json that say nothing about the model's shape.
 HF_FILE_ONLY = ("architectures", "auto_map", "transformers_version", "_name_or_path", "dtype")
 HF_FILE_ONLY += ("torch_dtype", "model_type")
+# Where each architecture puts the per-layer width: "mlp" when only SwiGLU MLPs receive it
+# (titans' memory MLP and hope's CMS levels are checked in tlmsearch/parametrization.py and
+# tests/test_parametrization.py). train.parametrization: mup scales MLP widths only, so it
+# refuses an architecture whose width reaches anything else.
+WIDTH_SITES: dict[str, str] = {arch: "mlp" for arch in ARCHS}
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
 PRUNERS = (
     "median",
@@ -465,6 +470,10 @@ class TrainConfig(Strict):
     # average spans the last quarter of the run.
     lawa_k: int = Field(5, le=10_000)
     lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)  # see lawa_k
+    # standard: one Adam LR and init for every MLP width; mup: each MLP's down projection gets
+    # LR, init std / m and weight decay x m, m = its width / the uniform d_ff (muP, arXiv
+    # 2203.03466; tlmsearch/parametrization.py), so widths are compared free of the LR confound.
+    parametrization: Literal["standard", "mup"] = "standard"
 
     @field_validator("ema_half_life_tokens")
     @classmethod
@@ -918,6 +927,13 @@ class StudyConfig(Strict):
         problem = self._settings_problem()
         if problem:
             raise ValueError(problem)
+        site = WIDTH_SITES.get(self.model.arch)
+        if self.train.parametrization == "mup" and site != "mlp":
+            raise ValueError(
+                f"train.parametrization: 'mup' scales MLP hidden widths, but model.arch "
+                f"{self.model.arch} puts the per-layer width into {site or 'an unknown place'}; "
+                "set train.parametrization: standard"
+            )
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tlmsearch import budget
+from tlmsearch import budget, parametrization
 from tlmsearch.averaging import load_average, weight_average
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, Prefetch, pinned, val_windows
@@ -164,8 +164,10 @@ class Trainer:
         fpt = float(self.counts["flops_per_token"])
         use_compile = resolve_compile(cfg, dev, fpt, peak)
         # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
+        # train.parametrization (tlmsearch/parametrization.py): under mup each MLP down
+        # projection's init is rescaled here and its group carries an lr_scale that set_lr applies.
         self.optimizer = torch.optim.AdamW(
-            self.model.param_groups(cfg.weight_decay),
+            parametrization.param_groups(self.model, model_cfg, cfg, vocab_size=vocab),
             lr=cfg.lr,
             betas=tuple(cfg.betas),
             fused=dev.type in ("cpu", "cuda") or None,
@@ -259,8 +261,7 @@ class Trainer:
             self._clock.start()
         t0 = time.perf_counter()
         self.lr = lr_at(self.tokens + self.step_tokens, self.cfg)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.lr
+        parametrization.set_lr(self.optimizer, self.lr)
         micro_batches = self._prefetch.next()
         losses = []
         for i, (x, y) in enumerate(micro_batches):

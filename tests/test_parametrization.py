@@ -1,0 +1,181 @@
+"""train.parametrization: the muP rule, its coordinate check, and what stays as it was."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from tlmsearch import parametrization
+from tlmsearch.config import ARCHS, ModelConfig, TrainConfig
+from tlmsearch.models import ARCHITECTURES, build_model
+from tlmsearch.models.common import Block, CausalSelfAttention, SwiGLU
+from tlmsearch.parametrization import LR_SCALE, mup_scales, set_lr, width_mult
+
+BASE = 64
+TINY = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=BASE)
+VOCAB = 64
+MULTS = (0.5, 1, 2, 4)
+
+
+def _setup(par: str, widths: list[int], *, seed: int = 0, cfg: ModelConfig = TINY, lr=1e-2):
+    train_cfg = TrainConfig(parametrization=par, lr=lr, weight_decay=0.1)
+    model = build_model(cfg, widths, VOCAB, seed=seed)
+    groups = parametrization.param_groups(model, cfg, train_cfg, vocab_size=VOCAB)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    return model, opt
+
+
+# -------------------------------------------------------------------------------------------------
+# The rule
+
+
+@given(st.integers(1, 4096), st.integers(1, 4096))
+def test_the_down_projection_scales_as_an_output_weight(width: int, base: int) -> None:
+    s = mup_scales(width, base)
+    m = width_mult(width, base)
+    assert math.isclose(s["init_std"] * m, 1) and math.isclose(s["lr"] * m, 1)
+    # AdamW shrinks p by lr * wd per step: the product stays the base model's (MuAdamW's rule)
+    assert math.isclose(s["lr"] * s["weight_decay"], 1)
+    assert (s["lr"] == 1) == (width == base)
+
+
+def test_mup_scales_w2_only_by_its_width_multiplier() -> None:
+    standard, _ = _setup("standard", [32, 256])
+    model, opt = _setup("mup", [32, 256])
+    by_param = {id(p): g for g in opt.param_groups for p in g["params"]}
+    std_params = dict(standard.named_parameters())
+    for name, p in model.named_parameters():
+        g = by_param[id(p)]
+        if name.endswith("w2.weight"):
+            m = p.size(1) / BASE
+            assert g[LR_SCALE] == 1 / m and g["weight_decay"] == pytest.approx(0.1 * m)
+            assert torch.allclose(p, std_params[name] / m)  # the same keyed draw, scaled
+        else:  # w1, w3 (input weights), attention, embeddings, norms: as under standard
+            assert LR_SCALE not in g
+            assert torch.equal(p, std_params[name])
+    set_lr(opt, 0.01)
+    assert sorted(g["lr"] for g in opt.param_groups if LR_SCALE in g) == [0.0025, 0.02]
+
+
+def test_standard_is_the_models_own_groups_untouched() -> None:
+    model = build_model(TINY, [32, 96], VOCAB, seed=1)
+    before = {n: p.clone() for n, p in model.named_parameters()}
+    groups = parametrization.param_groups(model, TINY, TrainConfig(), vocab_size=VOCAB)
+    assert groups == model.param_groups(TrainConfig().weight_decay)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
+def test_the_uniform_model_trains_identically_under_both() -> None:
+    """At the base shape muP is standard: the same losses, bit for bit."""
+    losses = {}
+    for par in ("standard", "mup"):
+        model, opt = _setup(par, [BASE, BASE], seed=2)
+        losses[par] = _train(model, opt, steps=3, lr=1e-2)[0]
+    assert losses["standard"] == losses["mup"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_architecture_feeds_its_widths_to_mlps_only(arch: str) -> None:
+    """The runtime check behind config.WIDTH_SITES: only tagged MLP matrices change shape."""
+    cfg = ModelConfig(arch=arch, n_layer=2, d_model=32, n_head=2, d_ff=BASE)
+    model = build_model(cfg, [32, 96], VOCAB)
+    groups = parametrization.param_groups(
+        model, cfg, TrainConfig(parametrization="mup"), vocab_size=VOCAB
+    )
+    n_mlps = sum(isinstance(m, SwiGLU) for m in model.modules())
+    scaled = [p for g in groups if LR_SCALE in g for p in g["params"]]
+    assert len(scaled) == n_mlps  # every MLP's w2, hope's levels each on its own
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def test_a_width_outside_the_mlps_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    class WideMixer(CausalSelfAttention):  # a mixer whose size follows the layer's width
+        def __init__(self, d_model: int, n_head: int, width: int) -> None:
+            super().__init__(d_model, n_head)
+            self.extra = nn.Parameter(torch.zeros(width))
+
+    def blocks(cfg: ModelConfig, widths: list[int]) -> list[Block]:
+        return [
+            Block([WideMixer(cfg.d_model, cfg.n_head, w)], [SwiGLU(cfg.d_model, w)], 32, 1e-5)
+            for w in widths
+        ]
+
+    monkeypatch.setitem(ARCHITECTURES, "transformer", blocks)
+    model = build_model(TINY, [32, 96], VOCAB)
+    with pytest.raises(ValueError, match=r"train.parametrization: 'mup' cannot scale .*extra"):
+        parametrization.param_groups(
+            model, TINY, TrainConfig(parametrization="mup"), vocab_size=VOCAB
+        )
+
+
+# -------------------------------------------------------------------------------------------------
+# The coordinate check (TP5 Sec. 7; the mup package's get_coord_data): how far a few Adam steps
+# at one fixed LR move each MLP's output, as the MLPs widen from 0.5x to 4x the base width.
+
+
+def _train(model: nn.Module, opt: torch.optim.Optimizer, *, steps: int, lr: float):
+    """(losses, mean |change| of each MLP's output on a fixed batch after ``steps`` steps)."""
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, VOCAB, (8, 16), generator=g) for _ in range(2))
+    mlps = [m for m in model.modules() if isinstance(m, SwiGLU)]
+    outs: dict[int, torch.Tensor] = {}
+    for k, mlp in enumerate(mlps):
+        mlp.register_forward_hook(lambda _m, _i, o, k=k: outs.__setitem__(k, o.detach()))
+    with torch.no_grad():
+        model(x)
+    start = dict(outs)
+    losses = []
+    for _ in range(steps):
+        set_lr(opt, lr)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    with torch.no_grad():
+        model(x)
+    return losses, [(outs[k] - start[k]).abs().mean().item() for k in range(len(mlps))]
+
+
+def _coord_sizes(par: str, widen: str, seed: int) -> list[float]:
+    """Per width multiplier, the mean |delta output| of the widened MLP(s)."""
+    sizes = []
+    for m in MULTS:
+        w = int(BASE * m)
+        widths = [w, w] if widen == "all" else [w, BASE]
+        model, opt = _setup(par, widths, seed=seed)
+        deltas = _train(model, opt, steps=4, lr=1e-2)[1]
+        sizes.append(max(deltas) if widen == "all" else deltas[0])
+    return sizes
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("widen", ["all", "one"])
+def test_coordinate_check_mup_is_flat_in_width_and_standard_grows(widen: str, seed: int) -> None:
+    """Measured (4 steps, lr 1e-2): mup moves an MLP's output within a factor 1.3 from 0.5x to
+    4x; standard moves it ~3x more at 4x than at 0.5x (grows like width^0.55 this early)."""
+    mup = _coord_sizes("mup", widen, seed)
+    standard = _coord_sizes("standard", widen, seed)
+    assert max(mup) / min(mup) < 1.5, mup
+    assert standard[-1] / standard[0] > 2.2, standard
+    assert all(a < b for a, b in itertools.pairwise(standard)), standard
+
+
+def test_coordinate_check_fails_without_the_lr_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """muP's init alone does not flatten the update: the 1/m learning rate does."""
+
+    def global_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+
+    monkeypatch.setattr(parametrization, "set_lr", global_lr)
+    monkeypatch.setitem(globals(), "set_lr", global_lr)
+    sizes = _coord_sizes("mup", "all", seed=0)
+    assert sizes[-1] / sizes[0] > 2.2, sizes

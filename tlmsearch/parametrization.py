@@ -1,0 +1,173 @@
+"""Width-aware parametrization: take the learning-rate confound out of width comparisons.
+
+With one global Adam learning rate (``train.parametrization: standard``), how far one step moves
+an MLP's output grows with the MLP's hidden width: a 1.5x wider early MLP is stepped harder than
+a 0.5x late one, so "taper vs uniform" mixes width with an effective per-layer learning rate.
+``train.parametrization: mup`` applies the Maximal Update Parametrization (Tensor Programs V,
+Yang et al. 2022, arXiv 2203.03466) to the only width that varies here, the MLP hidden width
+d_ff_i of layer i, with the study's uniform model as the base shape:
+
+    width multiplier  m_i = d_ff_i / d_ff_uniform        (d_model, heads, depth stay fixed)
+
+The rule. Each SwiGLU ``w2(silu(w1 x) * w3 x)`` is a one-hidden-layer network whose hidden width
+d_ff_i grows while its input and output width d_model does not. In muP's terms:
+
+- ``w1``, ``w3`` (gate, up; weight (d_ff_i, d_model)): only fan_out is a width, so they are
+  *input weights*. TP5 Table 3 for Adam: init variance 1/fan_in and LR 1, both independent of
+  d_ff_i: **unchanged**. (In the ``mup`` package these are "vector-like", ``infshape.ninf() ==
+  1``, which MuAdam leaves alone.)
+- ``w2`` (down; weight (d_model, d_ff_i)): only fan_in is a width, so it is an *output weight*
+  of the MLP. TP5 Table 3 for Adam: init variance 1/fan_in^2 and LR 1/fan_in. Relative to the
+  base model: **init std / m_i, Adam LR / m_i, weight decay x m_i**.
+
+Why this form. The ``mup`` package implements output weights as ``MuReadout`` (TP5 Table 8): a
+forward multiplier 1/m on the input, the SP init rescaled by sqrt(m), and the global LR (MuAdam
+leaves a matrix with one infinite dimension alone). Adam's update does not depend on the
+gradient's scale, so a multiplier 1/m with LR eta is the same training as the weight itself
+scaled by 1/m with LR eta / m (the abc-parametrization symmetry, TP5 Sec. 5). We use the second
+form because it leaves the modules untouched: the model is the same nn.Module under both
+parametrizations, checkpoints and exports need no multiplier, and only the init of ``w2`` and
+the optimizer's groups change. AdamW decays ``p *= 1 - lr * wd``; with the multiplier the
+weight shrinks by ``lr * wd`` per step, so in the scaled form ``wd`` is multiplied by m to keep
+``lr * wd`` (MuAdamW does the same for the matrices it scales).
+
+At the base width (m = 1) muP is standard: the uniform model trains identically under both, and
+under ``standard`` nothing here changes a number. Common random numbers still hold: ``w2``'s
+keyed draw is only rescaled, so two candidates of a seed share their common units up to the
+factor m_a / m_b (exactly where their widths are equal).
+
+What every architecture feeds the rule: only SwiGLU MLPs receive a per-layer width (titans'
+memory MLP has width ``memory_expansion * head_dim``, hope's chained CMS levels are each a
+SwiGLU of the layer's width and are scaled each on its own; their summed-over-a-period gradient
+is a gradient to Adam). :func:`mup_groups` checks that: a parameter whose shape differs from the
+base model's and is not an MLP matrix tagged with ``unit_dim`` is an error naming
+``train.parametrization``.
+
+The coordinate check (tests/test_parametrization.py): after a few Adam steps at a fixed LR, the
+mean |change| of each MLP's output is flat in d_ff under ``mup`` and grows about linearly in
+d_ff under ``standard``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+PARAMETRIZATIONS = ("standard", "mup")
+# A param group's multiplier of the scheduled learning rate (absent: 1).
+LR_SCALE = "lr_scale"
+
+
+def width_mult(width: int, base: int) -> float:
+    """muP's width multiplier of an MLP of hidden width ``width``: ``width / base``.
+
+    >>> width_mult(96, 64)
+    1.5
+    """
+    if width < 1 or base < 1:
+        raise ValueError(f"widths must be positive, but got {width=} and {base=}")
+    return width / base
+
+
+def mup_scales(width: int, base: int) -> dict[str, float]:
+    """Relative to the base model, the muP factors of an MLP's output weight (w2) at ``width``:
+    init std, Adam LR and weight decay. Input weights (w1, w3) keep 1 for all three.
+
+    >>> mup_scales(128, 64)
+    {'init_std': 0.5, 'lr': 0.5, 'weight_decay': 2.0}
+    """
+    m = width_mult(width, base)
+    return {"init_std": 1 / m, "lr": 1 / m, "weight_decay": m}
+
+
+def _mlp_output_weights(model: Any) -> list[tuple[str, Any]]:
+    """(name, weight) of every MLP matrix whose fan-in is the hidden width (``unit_dim == 1``)."""
+    return [
+        (f"{name}.weight", module.weight)
+        for name, module in model.named_modules()
+        if getattr(module, "unit_dim", None) == 1
+    ]
+
+
+def _check_only_mlps_vary(model: Any, base_model: Any) -> None:
+    """Every parameter whose shape differs from the base model's must be a tagged MLP matrix:
+    the rule knows nothing else that grows with the candidate's width."""
+    base_shapes = {n: tuple(p.shape) for n, p in base_model.named_parameters()}
+    tagged = {
+        f"{name}.weight"
+        for name, module in model.named_modules()
+        if getattr(module, "unit_dim", None) in (0, 1)
+    }
+    for name, p in model.named_parameters():
+        if name in tagged or base_shapes.get(name) == tuple(p.shape):
+            continue
+        raise ValueError(
+            f"train.parametrization: 'mup' cannot scale {name} (shape {tuple(p.shape)}, base "
+            f"{base_shapes.get(name)}): only MLP hidden widths follow the muP rule here; use "
+            "train.parametrization: standard for this architecture"
+        )
+
+
+def mup_groups(model: Any, weight_decay: float, base_width: int, base_model: Any) -> list[dict]:
+    """AdamW groups under muP, and ``w2``'s init rescaled in place (std / m).
+
+    ``model.param_groups(weight_decay)`` split: each MLP output weight of width multiplier m
+    leaves the decay group for a group of multiplier m with ``lr_scale`` 1/m and weight decay
+    ``weight_decay * m``; everything else keeps its group. ``base_model``: the uniform model of
+    the same config, used only to check that nothing but MLP widths differs from it.
+    """
+    import torch
+
+    _check_only_mlps_vary(model, base_model)
+    groups = model.param_groups(weight_decay)
+    scaled = {id(p): p for _, p in _mlp_output_weights(model)}
+    by_width: dict[int, list] = defaultdict(list)
+    with torch.no_grad():
+        for _, w in _mlp_output_weights(model):
+            if w.size(1) != base_width:
+                w.mul_(mup_scales(w.size(1), base_width)["init_std"])
+            by_width[w.size(1)].append(w)
+    out = []
+    for g in groups:
+        rest = [p for p in g["params"] if id(p) not in scaled]
+        out.append({**g, "params": rest})
+    for width in sorted(by_width):
+        s = mup_scales(width, base_width)
+        out.append(
+            {
+                "params": by_width[width],
+                "weight_decay": weight_decay * s["weight_decay"],
+                LR_SCALE: s["lr"],
+            }
+        )
+    return [g for g in out if g["params"]]
+
+
+def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int) -> list[dict]:
+    """The AdamW param groups of ``train_cfg.parametrization`` (and, under ``mup``, the muP init).
+
+    ``standard``: ``model.param_groups(train_cfg.weight_decay)`` as is. ``mup``: see
+    :func:`mup_groups`, with the uniform model of ``model_cfg`` as the base shape.
+    """
+    if train_cfg.parametrization == "standard":
+        return model.param_groups(train_cfg.weight_decay)
+    if train_cfg.parametrization != "mup":
+        raise ValueError(
+            f"train.parametrization: {train_cfg.parametrization!r} is not one of "
+            f"{', '.join(PARAMETRIZATIONS)}"
+        )
+    import torch
+
+    from tlmsearch.models import build_model
+
+    base = model_cfg.d_ff_uniform
+    with torch.device("meta"):  # shapes only: no draws, no memory
+        base_model = build_model(model_cfg, [base] * model_cfg.n_layer, vocab_size)
+    return mup_groups(model, train_cfg.weight_decay, base, base_model)
+
+
+def set_lr(optimizer: Any, lr: float) -> None:
+    """Set the scheduled ``lr`` on every group, times the group's ``lr_scale`` where it has one
+    (a muP group); groups without one get ``lr`` itself, exactly."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group[LR_SCALE] if LR_SCALE in group else lr
