@@ -104,12 +104,22 @@ def _quiet(log: str) -> None:
         assert noise not in log, log
 
 
-def test_a_killed_worker_is_retried_or_fail_and_resume_runs_it_only_when_asked(tmp_path):
+def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_it_when_asked(
+    tmp_path,
+):
+    """One run, every fate of a worker killed mid-trial (SIGKILL at its first eval, 2,048 tokens,
+    checkpointed): with ``max_retries: 0`` the baseline (the control) is still retried once, from
+    its checkpoint, with the straight run's curve (Ray's retry: ``tune.get_checkpoint()``); the
+    candidate is recorded FAIL and keeps its checkpoint; ``resume`` leaves it alone;
+    ``resume --retry-failed`` goes on from that checkpoint (it started from zero before: hours
+    at 440M), again with the straight curve; ``keep_weights: final`` keeps one model per trial
+    and ``tlmsearch analyze`` reads them. (This was three tests, each with its own Ray.)"""
     faults = tmp_path / "faults"
     faults.mkdir()
-    # The baseline of seed 1 and a seed-0 candidate are SIGKILLed once, mid-trial.
     (faults / "faults.json").write_text(json.dumps({"kill": [[UNIFORM, 1, 1], [COSINE, 0, 1]]}))
-    study = _study(tmp_path, "killed", seeds=[0, 1], max_retries=0)
+    study, data = _ckpt_study(
+        tmp_path, "killed", seeds=[0, 1], max_retries=0, concurrency=2, keep_weights="final"
+    )
     run, env = tmp_path / "runs" / "killed", _env(faults)
     code, log = _run(["run", str(study)], env, tmp_path / "run.log", faults / "waiting.jsonl")
     assert code == 0, log
@@ -130,6 +140,9 @@ def test_a_killed_worker_is_retried_or_fail_and_resume_runs_it_only_when_asked(t
     assert failed[0].startswith("FAILED   cosine 1.5->0.5 (seed 0)") and "retried" not in failed[0]
     assert "5 complete, 0 pruned, 1 failed" in log
     _quiet(log)
+    # the retried baseline went on from its checkpoint, with the very same curve
+    assert list(_attempts(faults, UNIFORM, 1).values()) == [[2048], [4096, 6144, 8192]]
+    assert _trial_curve(run, UNIFORM, 1) == _straight_curve(data, UNIFORM, 1)
 
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 6 and (df["state"] == "COMPLETE").sum() == 5
@@ -150,42 +163,32 @@ def test_a_killed_worker_is_retried_or_fail_and_resume_runs_it_only_when_asked(t
 
     code, log = _run(["resume", str(run), "--retry-failed"], env, tmp_path / "retry.log")
     assert code == 0, log
-    assert "1 failed trial(s) queued again" in log and "6 complete" in log
-    assert "1 failed and re-run" in log
+    assert "1 failed trial(s) queued again, 1 from a checkpoint at 2,048 tokens" in log, log
+    assert "6 complete" in log and "1 failed and re-run" in log
     again = pd.read_parquet(run / "trials.parquet")
     assert len(again) == 6 and (again["state"] == "COMPLETE").all()
     assert _row(again, COSINE, 0)["number"] == 6  # a new trial stands in for the failed one
-    attempts = {
-        e["pid"]
-        for e in read_jsonl(faults / "evals.jsonl")
-        if e["seed"] == 0 and e["candidate"] == COSINE
-    }
-    assert len(attempts) == 2
-
-
-def test_a_trial_lost_for_good_is_retried_from_its_checkpoint_when_asked(tmp_path):
-    """Out of retries, a lost trial keeps its last checkpoint; `resume --retry-failed` goes on
-    from it (it started from zero before: hours at 440M) with the straight run's curve, and
-    that trial's end removes it (keep_weights none)."""
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    (faults / "faults.json").write_text(json.dumps({"kill": [[COSINE, 0, 1]]}))
-    study, data = _ckpt_study(tmp_path, "lost", max_retries=0)
-    run, env = tmp_path / "runs" / "lost", _env(faults)
-    code, log = _run(["run", str(study)], env, tmp_path / "run.log", faults / "waiting.jsonl")
-    assert code == 0, log
-    assert "1 failed" in log and _row(pd.read_parquet(run / "trials.parquet"), COSINE, 0)[
-        "reason"
-    ].startswith("worker died"), log
-    assert len(list(run.glob("ray/*/*/checkpoint_*"))) == 1  # the lost trial's, at 2,048
-
-    code, log = _run(["resume", str(run), "--retry-failed"], env, tmp_path / "retry.log")
-    assert code == 0, log
-    assert "1 failed trial(s) queued again, 1 from a checkpoint at 2,048 tokens" in log, log
-    attempts = list(_attempts(faults, COSINE, 0).values())
-    assert attempts == [[2048], [4096, 6144, 8192]]  # went on from 2,048 tokens
+    # it went on from the lost attempt's checkpoint at 2,048 tokens, not from zero
+    assert list(_attempts(faults, COSINE, 0).values()) == [[2048], [4096, 6144, 8192]]
     assert _trial_curve(run, COSINE, 0) == _straight_curve(data, COSINE, 0)  # exactly
-    assert not list(run.glob("ray/*/*/checkpoint_*"))
+
+    # keep_weights final: one folder per trial, its final weights, named in the trials table
+    from tlmsearch.checkpoints import kept_weights, load_model
+
+    kept = kept_weights(run)
+    assert sorted(w["path"] for w in kept) == sorted(again["weights"])
+    # the lost attempt's checkpoint went with its replacement's end: one folder per trial
+    assert len(list(run.glob("ray/*/*/checkpoint_*"))) == len(again) == 6
+    model, meta = load_model(_row(again, COSINE, 0)["weights"])
+    assert sum(p.numel() for p in model.parameters()) == _row(again, COSINE, 0)["n_params"]
+    assert meta["tokens"] == 8192 and meta["candidate"] == COSINE and meta["seed"] == 0
+    assert meta["number"] == 6
+    # and `tlmsearch analyze` reads them: one row per (kept model, layer)
+    code, log = _run(["analyze", str(run), "--max-windows", "2"], env, tmp_path / "an.log")
+    assert code == 0, log
+    layers = pd.read_parquet(run / "analysis.parquet")
+    assert sorted(layers["number"].unique()) == sorted(again["number"].astype(int))
+    assert layers.groupby("number").size().eq(len(meta["widths"])).all()
 
 
 def _memory() -> tuple[int, int]:
@@ -329,34 +332,3 @@ def test_a_killed_driver_resumes_its_trial_from_the_checkpoint_with_the_same_cur
     assert _trial_curve(run, UNIFORM, 0) == _straight_curve(data, UNIFORM, 0)  # exactly
     # keep_weights none: no checkpoint is left, the interrupted trial's included
     assert not list(run.glob("ray/*/*/checkpoint_*"))
-
-
-def test_a_killed_worker_is_retried_from_its_checkpoint_with_the_same_curve(tmp_path):
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    (faults / "faults.json").write_text(json.dumps({"kill": [[COSINE, 0, 1]]}))
-    study, data = _ckpt_study(tmp_path, "worker", max_retries=1, keep_weights="final")
-    run, env = tmp_path / "runs" / "worker", _env(faults)
-    code, log = _run(["run", str(study)], env, tmp_path / "run.log", faults / "waiting.jsonl")
-    assert code == 0, log
-    assert [ln for ln in log.splitlines() if ln.startswith("RETRY")], log
-    attempts = list(_attempts(faults, COSINE, 0).values())
-    assert attempts == [[2048], [4096, 6144, 8192]]  # Ray's retry: tune.get_checkpoint()
-    assert _trial_curve(run, COSINE, 0) == _straight_curve(data, COSINE, 0)
-    # keep_weights final: one folder per trial, its final weights, named in the trials table
-    from tlmsearch.checkpoints import kept_weights, load_model
-
-    df = pd.read_parquet(run / "trials.parquet")
-    kept = kept_weights(run)
-    assert sorted(w["path"] for w in kept) == sorted(df["weights"])
-    assert len(list(run.glob("ray/*/*/checkpoint_*"))) == len(df) == 3
-    model, meta = load_model(_row(df, COSINE, 0)["weights"])
-    assert sum(p.numel() for p in model.parameters()) == _row(df, COSINE, 0)["n_params"]
-    assert meta["tokens"] == 8192 and meta["candidate"] == COSINE and meta["seed"] == 0
-    assert meta["number"] == int(_row(df, COSINE, 0)["number"])
-    # and `tlmsearch analyze` reads them: one row per (kept model, layer)
-    code, log = _run(["analyze", str(run), "--max-windows", "2"], env, tmp_path / "an.log")
-    assert code == 0, log
-    layers = pd.read_parquet(run / "analysis.parquet")
-    assert sorted(layers["number"].unique()) == sorted(df["number"].astype(int))
-    assert layers.groupby("number").size().eq(len(meta["widths"])).all()
