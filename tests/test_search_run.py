@@ -297,8 +297,9 @@ def test_a_race_ends_by_itself_with_the_seeds_it_decided(local_ray, workdir, nam
 def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_loads(
     local_ray, workdir, tmp_path
 ):
-    """Issue 22's end to end: a tiny Qwen2 proxy study with a Llama target, its kept weights
-    analyzed, and its best exported to a folder whose target widths transformers builds."""
+    """Issue 22's end to end: a tiny Qwen2 proxy study with a Llama target, tracked to a local
+    MLflow store, its kept weights analyzed, and its best exported to a folder whose target
+    widths transformers builds."""
     from test_hf_export import load_in_fresh_process
 
     from tlmsearch.budget import count_params
@@ -308,11 +309,18 @@ def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_load
               "n_head": 2, "d_ff": 256, "multiple_of": 16}  # fmt: skip
     path = _study_file(
         workdir, "hf", model={"arch": "hf", "hf": {"model_type": "qwen2"}}, target=target,
-        search={"seeds": [0], "keep_weights": "best"},
+        search={"seeds": [0], "keep_weights": "best"}, tracking={"mlflow": True},
     )  # fmt: skip
     res = runner.invoke(app, ["run", str(path)])
     assert res.exit_code == 0, res.output
     run = workdir / "runs" / "hf"
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{run.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("hf").experiment_id])
+    trials = [r for r in runs if r.data.tags["tlmsearch.kind"] == "trial"]
+    assert len(trials) == len(pd.read_parquet(run / "trials.parquet"))
+    assert all(client.get_metric_history(r.info.run_id, "val_bpb") for r in trials)
     res = runner.invoke(app, ["analyze", str(run)])
     assert res.exit_code == 0, res.output
     analysis = pd.read_parquet(run / "analysis.parquet")
