@@ -238,6 +238,12 @@ def test_analysis_reads_each_layers_mlp_and_its_ablation(kind: str) -> None:
         (dict(arch="hf", hf={"model_type": "bert"}), "BertLMHeadModel is not a decoder of"),
         (dict(arch="hf", hf={"model_type": "llama", "num_kv_heads": 1}), "model.hf.num_kv_heads"),
         (dict(arch="hf", hf={"model_type": "llama", "hidden_size": 64}), "set by model.d_model"),
+        # post-norm (OLMo 2/3, EXAONE 4) or pre_feedforward_layernorm (Gemma 3): analyze's hooks
+        # on post_attention_layernorm would read a tensor that is not the MLP's input
+        (dict(arch="hf", hf={"model_type": "olmo2"}), "olmo2's decoder layer has post_feed"),
+        (dict(arch="hf", hf={"model_type": "olmo3"}), "olmo3's decoder layer has post_feed"),
+        (dict(arch="hf", hf={"model_type": "exaone4"}), "exaone4's decoder layer has post_f"),
+        (dict(arch="hf", hf={"model_type": "gemma3_text"}), "has post_feedforward_layernorm, pre"),
         (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": "x"}), "refuses"),
         (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 3}), "must divide"),
         (dict(arch="hf", hf={"config": "/no/such/config.json"}), "cannot read"),
@@ -341,3 +347,18 @@ def test_hub_config_files_with_rope_scaling_build(name: str) -> None:
     assert "rope_scaling" not in cfg.hf.model_extra
     built = build_model(cfg, UNIFORM, VOCAB).inner.config.rope_parameters
     assert built == {**(scaling or {"rope_type": "default"}), "rope_theta": 1e5}
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral", "qwen3"])
+def test_the_mlp_input_of_an_accepted_family_is_its_post_attention_norms_output(
+    family: str,
+) -> None:
+    # what analyze hooks (post_attention_layernorm, mlp) read must be the MLP's input
+    model = build_model(tiny("llama", hf={"model_type": family}), UNIFORM, VOCAB)
+    seen = {}
+    for _, _, norm, mlp in model.mlp_sites():
+        norm.register_forward_hook(lambda mod, args, out: seen.setdefault("norm", out))
+        mlp.register_forward_pre_hook(lambda mod, args: seen.setdefault("mlp", args[0]))
+        break
+    model(torch.randint(0, VOCAB, (1, 8)))
+    assert torch.equal(seen["norm"], seen["mlp"])

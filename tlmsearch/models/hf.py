@@ -112,6 +112,20 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
             "model.layers[i].{post_attention_layernorm, mlp}; use a Llama-like family or a "
             "plugin (model.arch: 'module:build')"
         )
+    # OLMo 2/3 and EXAONE 4 normalise the attention's output (post-norm) and Gemma 3 feeds the
+    # MLP through pre_feedforward_layernorm: the MLP's input is not post_attention_layernorm(h),
+    # so analyze would read the wrong tensor.
+    odd = {"pre_feedforward_layernorm", "post_feedforward_layernorm"} & set(
+        dict(layers[0].named_children())
+    )
+    if odd:
+        family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+        raise ConfigError(
+            f"model.hf.model_type: {family}'s decoder layer has {', '.join(sorted(odd))}: its "
+            "MLP input is not post_attention_layernorm(h) as arch hf needs (h = h + "
+            "mlp(post_attention_layernorm(h))); use a Llama-like family (llama, qwen2, mistral) "
+            "or a plugin (model.arch: 'module:build')"
+        )
     return layers
 
 
