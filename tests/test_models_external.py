@@ -238,9 +238,20 @@ def test_analysis_reads_each_layers_mlp_and_its_ablation(kind: str) -> None:
         (dict(arch="hf", hf={"model_type": "bert"}), "BertLMHeadModel is not a decoder of"),
         (dict(arch="hf", hf={"model_type": "llama", "num_kv_heads": 1}), "model.hf.num_kv_heads"),
         (dict(arch="hf", hf={"model_type": "llama", "hidden_size": 64}), "set by model.d_model"),
+        # post-norm (OLMo 2/3, EXAONE 4) or pre_feedforward_layernorm (Gemma 3): analyze's hooks
+        # on post_attention_layernorm would read a tensor that is not the MLP's input
+        (dict(arch="hf", hf={"model_type": "olmo2"}), "olmo2's decoder layer has post_feed"),
+        (dict(arch="hf", hf={"model_type": "olmo3"}), "olmo3's decoder layer has post_feed"),
+        (dict(arch="hf", hf={"model_type": "exaone4"}), "exaone4's decoder layer has post_f"),
+        (dict(arch="hf", hf={"model_type": "gemma3_text"}), "has post_feedforward_layernorm, pre"),
         (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": "x"}), "refuses"),
         (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 3}), "must divide"),
         (dict(arch="hf", hf={"config": "/no/such/config.json"}), "cannot read"),
+        (dict(arch="hf", hf={"model_type": "llama", "head_dim": 8}), "set by model.d_model and"),
+        (
+            dict(arch="hf", hf={"model_type": "llama", "rope_parameters": {"rope_theta": 5e5}}),
+            "rope_parameters.rope_theta is set by model.rope_theta",
+        ),
         (dict(arch="hf", hf={}), "give model_type"),
         (dict(arch="transformers"), "not one of transformer"),
         (dict(arch="no_such_module_xyz:build"), "failed to import"),
@@ -281,3 +292,73 @@ def test_a_config_json_is_read_once_and_kept_inline(tmp_path: Path) -> None:
     attn = model.inner.model.layers[0].self_attn
     assert attn.k_proj.out_features == cfg.head_dim  # one kv head
     assert numel(model) == budget.count_params(again, WIDE_FIRST, VOCAB).total
+
+
+def inv_freq(cfg: ModelConfig) -> torch.Tensor:
+    return build_model(cfg, UNIFORM, VOCAB).inner.model.rotary_emb.inv_freq
+
+
+def test_model_rope_theta_sets_the_theta_over_a_config_jsons_rope_parameters(
+    tmp_path: Path,
+) -> None:
+    # transformers 5 saves rope_theta inside rope_parameters; before, the file's 500000 won over
+    # model.rope_theta and a rope_theta dimension trained identical models.
+    from transformers import LlamaConfig
+
+    rope = {"rope_type": "default", "rope_theta": 500000.0}
+    LlamaConfig(rope_parameters=rope, num_key_value_heads=2).save_pretrained(tmp_path)
+    hf = {"config": str(tmp_path / "config.json")}
+    low, high = (tiny("llama", hf=hf, rope_theta=t) for t in (100.0, 1e6))
+    plain = tiny("llama", rope_theta=100.0)
+    assert torch.equal(inv_freq(low), inv_freq(plain))
+    assert not torch.equal(inv_freq(low), inv_freq(high))
+    # the build leaves the kept keys as they were: the dumped config validates again
+    again = ModelConfig.model_validate(json.loads(low.model_dump_json()))
+    assert again.hf.model_extra["rope_parameters"] == {"rope_type": "default"}
+
+
+def test_head_dim_of_a_config_json_follows_d_model_over_n_head(tmp_path: Path) -> None:
+    # Llama's and Mistral's saved files carry head_dim (2048 / 16 = 128); before, it made the
+    # proxy's attention 4 heads of 128 on a d_model of 32.
+    from transformers import LlamaConfig
+
+    LlamaConfig(hidden_size=2048, num_attention_heads=16, num_key_value_heads=2).save_pretrained(
+        tmp_path / "ok"
+    )
+    cfg = tiny("llama", hf={"config": str(tmp_path / "ok/config.json")})
+    assert "head_dim" not in cfg.hf.model_extra
+    attn = build_model(cfg, UNIFORM, VOCAB).inner.model.layers[0].self_attn
+    assert attn.q_proj.weight.shape == (TINY["d_model"], TINY["d_model"])
+    LlamaConfig(hidden_size=2048, num_attention_heads=16, head_dim=64).save_pretrained(
+        tmp_path / "odd"
+    )
+    with pytest.raises(ValueError, match="has head_dim 64, not hidden_size"):
+        tiny("llama", hf={"config": str(tmp_path / "odd/config.json")})
+
+
+@pytest.mark.parametrize("name", ["llama2_7b", "llama3_2_1b"])
+def test_hub_config_files_with_rope_scaling_build(name: str) -> None:
+    # Llama-2's "rope_scaling": null and Llama-3.2's llama3 rope_scaling dict, as on the Hub;
+    # before, both were "not a key of LlamaConfig". transformers 5 reads rope_scaling as
+    # rope_parameters; model.rope_theta sets the theta.
+    path = ROOT / "tests/hf_configs" / f"{name}.json"
+    scaling = json.loads(path.read_text())["rope_scaling"]
+    cfg = tiny("llama", hf={"config": str(path), "num_key_value_heads": 2}, rope_theta=1e5)
+    assert "rope_scaling" not in cfg.hf.model_extra
+    built = build_model(cfg, UNIFORM, VOCAB).inner.config.rope_parameters
+    assert built == {**(scaling or {"rope_type": "default"}), "rope_theta": 1e5}
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral", "qwen3"])
+def test_the_mlp_input_of_an_accepted_family_is_its_post_attention_norms_output(
+    family: str,
+) -> None:
+    # what analyze hooks (post_attention_layernorm, mlp) read must be the MLP's input
+    model = build_model(tiny("llama", hf={"model_type": family}), UNIFORM, VOCAB)
+    seen = {}
+    for _, _, norm, mlp in model.mlp_sites():
+        norm.register_forward_hook(lambda mod, args, out: seen.setdefault("norm", out))
+        mlp.register_forward_pre_hook(lambda mod, args: seen.setdefault("mlp", args[0]))
+        break
+    model(torch.randint(0, VOCAB, (1, 8)))
+    assert torch.equal(seen["norm"], seen["mlp"])

@@ -72,6 +72,27 @@ def test_standard_is_the_models_own_groups_untouched() -> None:
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
 
 
+def test_the_mup_base_model_on_the_meta_device_draws_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The base model is built for its shapes only; before, keyed_normal_ drew every weight of
+    # it on the CPU (_keyed_draw allocates there) and copied it into a meta tensor.
+    from tlmsearch.models import common
+
+    model = build_model(TINY, [32, 96], VOCAB, seed=1)
+    draws = []
+    real = common._keyed_draw
+    monkeypatch.setattr(common, "_keyed_draw", lambda *a: draws.append(a[3]) or real(*a))
+    parametrization.param_groups(
+        model, TINY, TrainConfig(parametrization="mup"), vocab_size=VOCAB
+    )
+    assert not any("mlp" not in key for key in draws), draws  # only muP's redraw of the MLPs
+    draws.clear()
+    with torch.device("meta"):
+        build_model(TINY, [32, 96], VOCAB, seed=1)
+    assert draws == []
+
+
 def test_the_uniform_model_trains_identically_under_both() -> None:
     """At the base shape muP is standard: the same losses, bit for bit."""
     losses = {}

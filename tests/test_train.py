@@ -653,3 +653,24 @@ def test_a_resumed_run_averages_exactly_as_an_uninterrupted_one(
     raw_state = {k: v for k, v in states[0].items() if k != "average"}
     with pytest.raises(ConfigError, match=r"train\.eval_weights"):
         run(resume=raw_state)
+
+
+def test_evaluate_of_no_windows_is_zero_and_the_ranks_slices_sum_to_the_whole() -> None:
+    # A rank whose slice of the validation windows is empty (fewer windows than workers) adds
+    # nothing; before, torch.stack([]) raised. The slices of every rank sum to the whole.
+    from tlmsearch.distributed import DistInfo
+    from tlmsearch.models import build_model
+    from tlmsearch.train import evaluate
+
+    cfg = ModelConfig(n_layer=1, d_model=16, n_head=2, d_ff=32)
+    model = build_model(cfg, [32], 32)
+    vx = torch.randint(0, 32, (3, 8))
+    vy = torch.randint(0, 32, (3, 8))
+    cpu = torch.device("cpu")
+    whole = evaluate(model, vx, vy, 2, cpu, torch.float32)
+    parts = []
+    for rank in range(4):
+        rows = DistInfo(rank, 4).rows(vx.size(0))
+        parts.append(evaluate(model, vx[rows], vy[rows], 2, cpu, torch.float32))
+    assert 0.0 in parts  # 3 windows, 4 ranks: one rank has none
+    assert sum(parts) == pytest.approx(whole, rel=1e-6)

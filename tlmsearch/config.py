@@ -9,6 +9,7 @@ No torch, no ray.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -64,6 +65,7 @@ HF_SET_BY = {
     "rms_norm_eps": "norm_eps",
     "initializer_range": "init_std",
     "rope_theta": "rope_theta",
+    "head_dim": "d_model and n_head (head_dim = d_model // n_head)",
 }
 # Bookkeeping keys of a saved config.json that say nothing about the model's shape.
 HF_FILE_ONLY = ("architectures", "auto_map", "transformers_version", "_name_or_path", "dtype")
@@ -176,6 +178,37 @@ class HopeOptions(Strict):
         return self
 
 
+def _rope_keys(keys: dict[str, Any], *, from_file: bool) -> dict[str, Any]:
+    """``rope_scaling`` (transformers 4's name, still read by transformers 5) as
+    ``rope_parameters``: null is dropped, a dict (e.g. Llama 3's ``rope_type: llama3``) becomes
+    ``rope_parameters`` as transformers converts it. ``model.rope_theta`` sets the theta: a
+    file's ``rope_parameters.rope_theta`` is dropped, an inline one is an error."""
+    keys = dict(keys)
+    scaling = keys.pop("rope_scaling", None)
+    if scaling is not None:
+        if not isinstance(scaling, dict) or "rope_parameters" in keys:
+            raise ValueError(
+                "rope_scaling: give a dict (transformers' rope_parameters), and not both "
+                "rope_scaling and rope_parameters"
+            )
+        keys["rope_parameters"] = scaling
+    rope = keys.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return keys
+    # flat ({rope_type, rope_theta, ...}) or per layer type ({full_attention: {...}, ...})
+    nested = [k for k, v in rope.items() if isinstance(v, dict)]
+    has_theta = "rope_theta" in rope or any("rope_theta" in rope[k] for k in nested)
+    if has_theta and not from_file:
+        raise ValueError(
+            "rope_parameters.rope_theta is set by model.rope_theta; remove it from model.hf"
+        )
+    rope = {k: v for k, v in rope.items() if k != "rope_theta"}
+    for k in nested:
+        rope[k] = {kk: vv for kk, vv in rope[k].items() if kk != "rope_theta"}
+    keys["rope_parameters"] = rope
+    return keys
+
+
 class HFOptions(Strict):
     """``model.arch: hf``: a transformers family by ``model_type`` plus extra keys of its config,
     or a local ``config.json`` (read once here: its keys are kept inline, so the run's
@@ -207,9 +240,23 @@ class HFOptions(Strict):
                 f"model_type ({data['model_type']!r}) differs from {path}'s "
                 f"({doc['model_type']!r}); remove one"
             )
+        head_dim, heads = doc.get("head_dim"), doc.get("num_attention_heads")
+        wide = isinstance(heads, int) and heads > 0 and head_dim is not None
+        if wide and head_dim != doc.get("hidden_size", 0) // heads:
+            raise ValueError(
+                f"config: {short(data['config'])} has head_dim {head_dim}, not hidden_size "
+                f"// num_attention_heads; model.d_model // model.n_head sets head_dim: "
+                "arch hf cannot build attention wider or narrower than d_model"
+            )
         kept = {k: v for k, v in doc.items() if k not in HF_SET_BY and k not in HF_FILE_ONLY}
+        kept = _rope_keys(kept, from_file=True)
         extra = {k: v for k, v in data.items() if k not in ("config", "model_type")}
         return {"model_type": doc["model_type"], **kept, **extra}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rope(cls, data: Any) -> Any:
+        return _rope_keys(data, from_file=False) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _keys(self) -> HFOptions:
@@ -345,7 +392,7 @@ def _check_family(opts: HFOptions) -> None:
             hint = f"did you mean {', '.join(close)}?" if close else "check its spelling"
             raise ValueError(f"model.hf.{key}: not a key of {cls.__name__}; {hint}")
     try:
-        cls(**(opts.model_extra or {}))
+        cls(**copy.deepcopy(opts.model_extra or {}))  # it fills rope_parameters in place
     except Exception as err:  # transformers' own check names the key
         text = " ".join(str(err).split())
         raise ValueError(f"model.hf: {cls.__name__} refuses these keys: {text[:300]}") from None

@@ -213,7 +213,8 @@ def evaluate(
     dtype: torch.dtype,
 ) -> float:
     """Summed next-token NLL (nats) over all validation windows, ``batch`` windows at a time;
-    the batches' sums stay on the device until one read at the end."""
+    the batches' sums stay on the device until one read at the end. No windows sum to 0.0 (a
+    rank whose slice of the windows is empty when there are fewer windows than workers)."""
     was_training = model.training
     model.eval()
     sums = []
@@ -223,6 +224,8 @@ def evaluate(
         with autocast_context(device, dtype):
             sums.append(nll_sum(model, x, y))
     model.train(was_training)
+    if not sums:
+        return 0.0
     return sum(torch.stack(sums).tolist())  # summed in order, in float64
 
 

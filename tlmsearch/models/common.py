@@ -55,8 +55,11 @@ def keyed_normal_(
 
     With ``unit_dim`` (0: units are rows, 1: units are columns of a 2-D matrix), unit j is
     row j of chunk j // UNIT_CHUNK, a (UNIT_CHUNK, fan) draw keyed by (seed, name, chunk):
-    the first k units of a matrix are the same at every width >= k.
+    the first k units of a matrix are the same at every width >= k. A parameter on the meta
+    device (a model built for its shapes: counts, muP's base model) is left undrawn.
     """
+    if param.is_meta:
+        return
     if unit_dim is None:
         param.copy_(_keyed_draw(param.shape, std, seed, name))
         return

@@ -44,7 +44,7 @@ def family_config(model_cfg: ModelConfig, vocab_size: int, intermediate_size: in
 
     opts = model_cfg.hf
     assert opts is not None, "model.arch: hf without model.hf passed validation"
-    keys = dict(opts.model_extra or {})
+    keys = copy.deepcopy(opts.model_extra or {})  # transformers fills rope_parameters in place
     shape = {
         "vocab_size": vocab_size,
         "hidden_size": model_cfg.d_model,
@@ -54,7 +54,8 @@ def family_config(model_cfg: ModelConfig, vocab_size: int, intermediate_size: in
         "tie_word_embeddings": model_cfg.tie_embeddings,
         "rms_norm_eps": model_cfg.norm_eps,
         "initializer_range": model_cfg.init_std,
-        "rope_theta": model_cfg.rope_theta,
+        "rope_theta": model_cfg.rope_theta,  # transformers puts it into rope_parameters
+        "head_dim": model_cfg.head_dim,  # Llama's and Mistral's config.json files carry one
     }
     # multi-head attention unless model.hf says otherwise (Qwen2's default is 32 kv heads)
     kv = keys.setdefault("num_key_value_heads", model_cfg.n_head)
@@ -110,6 +111,20 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
             f"model.hf.model_type: {type(model).__name__} is not a decoder of "
             "model.layers[i].{post_attention_layernorm, mlp}; use a Llama-like family or a "
             "plugin (model.arch: 'module:build')"
+        )
+    # OLMo 2/3 and EXAONE 4 normalise the attention's output (post-norm) and Gemma 3 feeds the
+    # MLP through pre_feedforward_layernorm: the MLP's input is not post_attention_layernorm(h),
+    # so analyze would read the wrong tensor.
+    odd = {"pre_feedforward_layernorm", "post_feedforward_layernorm"} & set(
+        dict(layers[0].named_children())
+    )
+    if odd:
+        family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+        raise ConfigError(
+            f"model.hf.model_type: {family}'s decoder layer has {', '.join(sorted(odd))}: its "
+            "MLP input is not post_attention_layernorm(h) as arch hf needs (h = h + "
+            "mlp(post_attention_layernorm(h))); use a Llama-like family (llama, qwen2, mistral) "
+            "or a plugin (model.arch: 'module:build')"
         )
     return layers
 
