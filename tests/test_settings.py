@@ -351,3 +351,17 @@ def test_crossed_settings_are_checked_together_and_trials_see_only_their_own(tmp
         one = cfg.for_candidate(cand)  # the old check refused (50000, 30000): warmup 100000
         assert (one.train.tokens, one.train.warmup_tokens) == (
             cand["train.tokens"], cand["train.warmup_tokens"])
+
+
+def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
+    rope = {"type": "categorical", "choices": [10000.0, 500000.0]}
+    target = {"n_layer": 3, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": LR2, "model.rope_theta": rope}),
+                      target=target)  # fmt: skip
+    rows = [{**r, "params": {**r["params"], "model.rope_theta": 500000.0}} for r in _rows(VALUES)]
+    best = best_document(trials_frame(rows), cfg)["best"][0]
+    assert best["params"]["train.lr"] == 0.001  # cosine at its own best lr
+    assert best["target"]["config"]["rope_theta"] == 500000.0  # was the study's target's 10000
+    assert best["train"]["lr"] == 0.001 and best["train"]["tokens"] == cfg.train.tokens
+    assert cfg.target_for({"shape": "uniform", "model.rope_theta": 500000.0}).rope_theta == 5e5
+    assert cfg.target_for({"shape": "uniform"}) is cfg.target

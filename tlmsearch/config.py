@@ -1060,6 +1060,19 @@ class StudyConfig(Strict):
         out._check_study()
         return out
 
+    def target_for(self, candidate: Mapping[str, Any]) -> ModelConfig | None:
+        """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
+        a value found at proxy scale is the value the full-scale model is exported with."""
+        fields = {
+            name.partition(".")[2]: value
+            for name, value in settings_of(candidate).items()
+            if name.startswith("model.")
+        }
+        if self.target is None or not fields:
+            return self.target
+        data = self.target.model_dump(mode="json", exclude_none=True)
+        return ModelConfig.model_validate({**data, **fields})
+
     def rung(self, index: int) -> StudyConfig:
         """The study of ladder rung ``index``: this one with the rung's overrides, no ladder."""
         if not self.ladder or not 0 <= index < len(self.ladder):
