@@ -396,3 +396,10 @@ def test_parametrization_is_checked_naming_the_field(
     )
     assert "set train.parametrization: standard" in problem
     assert load_study(_write(tmp_path, TINY), sets[1:]).train.parametrization == "standard"
+
+
+def test_mup_refuses_hf_and_plugins_saying_which_archs_it_supports(tmp_path: Path) -> None:
+    sets = ("train.parametrization=mup", "model.arch=hf", "model.hf.model_type=llama")
+    problem = _problems(tmp_path, TINY, sets)
+    assert ("'mup' supports only the built-in architectures (transformer, gated_attention, "
+            "titans, hope_attention) today, not model.arch hf") in " ".join(problem.split())

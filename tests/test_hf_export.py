@@ -177,3 +177,18 @@ def test_every_lattice_width_round_trips_through_its_ffn_mult(units: int, d_mode
     w = units * DECI_MULTIPLE
     (block,), off = deci_blocks([w], d_model, n_head=1, n_kv_head=1)
     assert off == [] and deci_width(block["ffn"]["ffn_mult"], d_model) == w
+
+
+def test_the_export_has_the_best_candidates_model_settings(tmp_path: Path) -> None:
+    rope = {"type": "categorical", "choices": [10000.0, 500000.0]}
+    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
+                            "r_start": {"type": "categorical", "choices": [1.5]},
+                            "model.rope_theta": rope}}  # fmt: skip
+    cfg = tiny_config(tmp_path, space=space)  # no target: the proxy is exported
+    params = {"shape": "cosine", "r_start": 1.5, "model.rope_theta": 500000.0}
+    widths = list(cfg.model.plan(params).widths)
+    best = {"best": [{"params": params, "proxy": {"widths": widths}}]}
+    folder = export_best(tmp_path, cfg, best, None)["folder"]
+    config = json.loads((folder / "config.json").read_text())
+    assert 500000.0 in (config.get("rope_theta"), config.get("rope_parameters", {}).get(
+        "rope_theta"))  # fmt: skip

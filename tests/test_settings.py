@@ -312,3 +312,56 @@ def test_two_sampled_lrs_with_one_printed_label_keep_their_own_uniform():
     assert t["setting"].nunique() == 2
     d = add_deltas(t, ["val_bpb"])
     assert d.loc[~d["is_baseline"], "delta_val_bpb"].round(9).tolist() == [-0.1] * 4
+
+
+# -- every combination of setting values is checked as the whole study a trial trains ------------
+
+
+def test_mup_as_a_setting_needs_a_builtin_arch(tmp_path):
+    mup = {"type": "categorical", "choices": ["standard", "mup"]}
+    hf = {"arch": "hf", "hf": {"model_type": "llama"}, "n_layer": 2, "d_model": 32,
+          "n_head": 2, "d_ff": 64}  # fmt: skip
+    text = _refused(tmp_path, model=hf, space=_space(**{"train.parametrization": mup}))
+    assert "space.dimensions.train.parametrization: choices[1]: 'mup'" in text
+    assert "only the built-in architectures" in text
+    cfg = _cfg(tmp_path, **{"train.parametrization": mup})  # the transformer takes both
+    assert cfg.for_candidate({"train.parametrization": "mup"}).train.parametrization == "mup"
+
+
+def test_a_batch_setting_must_split_over_the_trials_workers(tmp_path):
+    batch = {"type": "categorical", "choices": [256, 96]}  # 96 / seq_len 32 = 3 sequences
+    text = _refused(tmp_path, space=_space(**{"train.batch_tokens": batch}),
+                    ray={"workers_per_trial": 2})  # fmt: skip
+    assert "space.dimensions.train.batch_tokens: choices[1]: 96" in text
+    assert "ray.workers_per_trial (2) must divide the 3 sequences" in text
+
+
+def test_crossed_settings_are_checked_together_and_trials_see_only_their_own(tmp_path):
+    tokens = {"type": "categorical", "choices": [50000, 200000]}
+    warmup = {"type": "categorical", "choices": [30000, 100000]}
+    text = _refused(tmp_path, space=_space(**{"train.tokens": tokens,
+                                              "train.warmup_tokens": warmup}))  # fmt: skip
+    assert ("space.dimensions.train.tokens: choices[0]: 50000 with "
+            "space.dimensions.train.warmup_tokens: choices[1]: 100000") in text  # fmt: skip
+    assert "must be below tokens" in text
+    # warmup 40000 is above the study's train.tokens (8192) but below every train.tokens value
+    warmup = {"type": "categorical", "choices": [30000, 40000]}
+    cfg = _cfg(tmp_path, **{"train.tokens": tokens, "train.warmup_tokens": warmup})
+    for cand in cfg.candidates():
+        one = cfg.for_candidate(cand)  # the old check refused (50000, 30000): warmup 100000
+        assert (one.train.tokens, one.train.warmup_tokens) == (
+            cand["train.tokens"], cand["train.warmup_tokens"])
+
+
+def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
+    rope = {"type": "categorical", "choices": [10000.0, 500000.0]}
+    target = {"n_layer": 3, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": LR2, "model.rope_theta": rope}),
+                      target=target)  # fmt: skip
+    rows = [{**r, "params": {**r["params"], "model.rope_theta": 500000.0}} for r in _rows(VALUES)]
+    best = best_document(trials_frame(rows), cfg)["best"][0]
+    assert best["params"]["train.lr"] == 0.001  # cosine at its own best lr
+    assert best["target"]["config"]["rope_theta"] == 500000.0  # was the study's target's 10000
+    assert best["train"]["lr"] == 0.001 and best["train"]["tokens"] == cfg.train.tokens
+    assert cfg.target_for({"shape": "uniform", "model.rope_theta": 500000.0}).rope_theta == 5e5
+    assert cfg.target_for({"shape": "uniform"}) is cfg.target

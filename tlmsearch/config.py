@@ -40,7 +40,6 @@ from tlmsearch.schedules import (
 from tlmsearch.space import (
     MAX_CANDIDATES,
     UNIFORM,
-    Dimension,
     Scalar,
     SearchSpace,
     describe,
@@ -933,6 +932,14 @@ class StudyConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
+        self._check_study()
+        problem = self._settings_problem()
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def _check_study(self) -> None:
+        """The study-level checks of one config, setting dimensions aside (ValueError)."""
         explicit = self.search.candidates is not None
         if explicit and self.search.sampler != "grid":
             raise ValueError(
@@ -971,15 +978,18 @@ class StudyConfig(Strict):
                     f"search.seeds ({len(self.search.seeds)}); list more seeds or lower it"
                 )
         self._ladder_fields()
-        problem = self._settings_problem()
-        if problem:
-            raise ValueError(problem)
         site = WIDTH_SITES.get(self.model.arch)
         if self.train.parametrization == "mup" and site != "mlp":
+            builtin = ", ".join(a for a, s in WIDTH_SITES.items() if s == "mlp")
+            why = (
+                f"supports only the built-in architectures ({builtin}) today, not model.arch "
+                f"{self.model.arch}"
+                if site is None  # arch: hf or a plugin
+                else f"scales MLP hidden widths, but model.arch {self.model.arch} puts the "
+                f"per-layer width into {site}"
+            )
             raise ValueError(
-                f"train.parametrization: 'mup' scales MLP hidden widths, but model.arch "
-                f"{self.model.arch} puts the per-layer width into {site or 'an unknown place'}; "
-                "set train.parametrization: standard"
+                f"train.parametrization: 'mup' {why}; set train.parametrization: standard"
             )
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
@@ -1000,21 +1010,18 @@ class StudyConfig(Strict):
                 f"({self.data.seq_len}), or the memory is never written; "
                 f"try chunk_size: {max(1, self.data.seq_len // 4)}"
             )
-        return self
 
     def _settings_problem(self) -> str | None:
         """Why the space's setting dimensions (``train.lr``) cannot be searched, or None."""
-        from tlmsearch.settings import setting_problem
+        from tlmsearch.settings import combination_problem, settings_problem
 
-        for name in self.space.settings:
-            problem = setting_problem(name, self.space.dimensions[name], self)
-            if problem:
-                return f"space.dimensions.{name}: {problem}"
+        problem = settings_problem(self)
+        if problem:
+            return problem
         for i, cand in enumerate(self.search.candidates or []):  # a ladder's promoted ones
-            for name, value in settings_of(cand).items():
-                problem = setting_problem(name, Dimension(type="fixed", value=value), self)
-                if problem:
-                    return f"search.candidates[{i}].{name}: {problem}"
+            why = combination_problem(self, settings_of(cand)) if settings_of(cand) else None
+            if why:
+                return f"search.candidates[{i}]: its settings are not a valid study ({why})"
         if self.space.settings and self.search.pruner == "paired":
             return (
                 "search.pruner: paired compares a trial with its seed's uniform, but each "
@@ -1085,11 +1092,33 @@ class StudyConfig(Strict):
         settings = settings_of(candidate)
         if not settings:
             return self
-        data = self.to_dict()
+        sections: dict[str, dict[str, Any]] = {}
         for name, value in settings.items():
             section, _, field = name.partition(".")
-            data[section] = {**data[section], field: value}
-        return StudyConfig.model_validate(data)
+            sections.setdefault(section, {})[field] = value
+        update = {}
+        for section, fields in sections.items():
+            current = getattr(self, section)
+            data = {**current.model_dump(mode="json", exclude_none=True), **fields}
+            update[section] = type(current).model_validate(data)
+        # Only the changed sections and the study-level checks: the space (unchanged) is not
+        # validated again, nor the space's other setting values against this candidate's.
+        out = self.model_copy(update=update)
+        out._check_study()
+        return out
+
+    def target_for(self, candidate: Mapping[str, Any]) -> ModelConfig | None:
+        """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
+        a value found at proxy scale is the value the full-scale model is exported with."""
+        fields = {
+            name.partition(".")[2]: value
+            for name, value in settings_of(candidate).items()
+            if name.startswith("model.")
+        }
+        if self.target is None or not fields:
+            return self.target
+        data = self.target.model_dump(mode="json", exclude_none=True)
+        return ModelConfig.model_validate({**data, **fields})
 
     def rung(self, index: int) -> StudyConfig:
         """The study of ladder rung ``index``: this one with the rung's overrides, no ladder."""

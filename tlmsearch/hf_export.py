@@ -198,7 +198,12 @@ def export_best(run: Path, cfg: Any, best: Mapping[str, Any], out: str | Path | 
     if not best.get("best"):
         raise ConfigError(f"--format hf: {run} has no best candidate yet (no completed trial)")
     entry = best["best"][0]
-    model, scale = (cfg.target, "target") if cfg.target is not None else (cfg.model, "proxy")
+    # the candidate's model settings (model.rope_theta, ...) are part of the model it found
+    params = entry.get("params") or {}
+    if cfg.target is not None:
+        model, scale = cfg.target_for(params), "target"
+    else:
+        model, scale = cfg.for_candidate(params).model, "proxy"
     family_of(model)
     vocab = model.vocab_size or cfg.vocab_size
     if vocab is None:

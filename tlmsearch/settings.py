@@ -12,8 +12,10 @@ field accepts each of its values. No torch, no ray.
 
 from __future__ import annotations
 
+import itertools
 import types
 import typing
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -22,7 +24,6 @@ from tlmsearch.errors import short
 
 if TYPE_CHECKING:
     from tlmsearch.config import StudyConfig
-    from tlmsearch.space import Dimension
 
 # Model fields that change neither the parameter count nor the MLP widths: candidates of one
 # study keep equal parameters (the budget every schedule keeps) at any value of these.
@@ -54,32 +55,74 @@ def _fields(section: str) -> tuple[type[BaseModel], list[str]]:
     return ModelConfig, list(MODEL_SETTINGS)
 
 
-def setting_problem(name: str, dim: Dimension, cfg: StudyConfig) -> str | None:
-    """Why dimension ``name`` (``train.lr``) cannot be searched in ``cfg``, or None.
-
-    Every grid value, or both ends of a continuous range, must be a value the field accepts
-    in the study's section (``train.lr`` > 0, warmup_tokens below tokens, ...).
-    """
+def setting_problem(name: str) -> str | None:
+    """Why ``name`` (``train.lr``) cannot be a setting dimension, or None."""
     section, _, field = name.partition(".")
     klass, allowed = _fields(section)
-    if field not in allowed:
-        if field in klass.model_fields:
-            why = (
-                _BUDGET
-                if section == "model"
-                else "is not a scalar (int, float, bool or a name)"
-            )
-            return f"{section}.{field} {why}; settings of {section}: {', '.join(allowed)}"
-        return f"{section} has no field {field!r}; settings of {section}: {', '.join(allowed)}"
-    current = getattr(cfg, section).model_dump(mode="json", exclude_none=True)
-    for i, value in enumerate(dim.values()):
-        where = {"categorical": f"choices[{i}]", "fixed": "value"}.get(dim.type, "low..high")
-        try:
-            klass.model_validate({**current, field: value})
-        except ValidationError as err:
-            why = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+    if field in allowed:
+        return None
+    if field in klass.model_fields:
+        why = _BUDGET if section == "model" else "is not a scalar (int, float, bool or a name)"
+        return f"{section}.{field} {why}; settings of {section}: {', '.join(allowed)}"
+    return f"{section} has no field {field!r}; settings of {section}: {', '.join(allowed)}"
+
+
+def _why(err: ValueError) -> str:
+    """A check's message; a section's validation error's, each after the YAML path it names."""
+    if not isinstance(err, ValidationError):
+        return str(err)
+    # the section that failed: the error's title is its class
+    section = {"TrainConfig": "train", "ModelConfig": "model"}.get(err.title)
+    parts = []
+    for e in err.errors():
+        msg = e["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in (section, *e["loc"]) if x)
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def combination_problem(cfg: StudyConfig, values: Mapping[str, Any]) -> str | None:
+    """Why the study cannot train at setting values ``values`` (``{"train.lr": 0.003}``), or None.
+
+    The whole study is checked as a trial of that candidate sees it
+    (:meth:`StudyConfig.for_candidate`): a field's own bounds, its section's cross-field checks
+    (warmup_tokens below tokens) and the study's (muP needs a built-in arch, workers divide the
+    step's sequences).
+    """
+    try:
+        cfg.for_candidate(values)
+    except ValueError as err:  # a section's ValidationError, or a study-level check
+        return _why(err)
+    return None
+
+
+def settings_problem(cfg: StudyConfig) -> str | None:
+    """Why some combination of the space's setting values cannot train, or None.
+
+    Every combination of every setting dimension's grid values (a continuous range: its two
+    ends) is checked as a whole, so a value valid on its own but not beside another dimension's
+    (train.tokens 50000 with train.warmup_tokens 100000) is an error naming both.
+    """
+    names = cfg.space.settings
+    for name in names:
+        problem = setting_problem(name)
+        if problem:
+            return f"space.dimensions.{name}: {problem}"
+    labelled = []
+    for name in names:
+        dim = cfg.space.dimensions[name]
+        where = {"categorical": "choices[{}]", "fixed": "value"}.get(dim.type, "low..high")
+        labelled.append([(where.format(i), v) for i, v in enumerate(dim.values())])
+    for combo in itertools.product(*labelled):
+        pairs = list(zip(names, combo, strict=True))
+        values = {n: v for n, (_, v) in pairs}
+        where = " with ".join(f"space.dimensions.{n}: {w}: {short(v)}" for n, (w, v) in pairs)
+        why = combination_problem(cfg, values)
+        if why and len(names) == 1:
+            return f"{where} is not a valid {names[0]} ({why}); give values the study accepts"
+        if why:
             return (
-                f"{where}: {short(value)} is not a valid {section}.{field} ({why}); give "
-                f"values {section}.{field} accepts"
+                f"{where} is not a valid combination ({why}); every combination of setting "
+                "values trains, so give values that are valid together"
             )
     return None

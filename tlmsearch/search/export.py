@@ -23,7 +23,7 @@ from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
 from tlmsearch.search.race import lanes
 from tlmsearch.search.records import requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
-from tlmsearch.space import describe
+from tlmsearch.space import describe, settings_of
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
@@ -252,9 +252,13 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         item["proxy"] = _model_widths(cfg, cfg.model, params)
         start, end = item["proxy"]["realised"]
         item["realised"] = {"start": start, "end": end, "taper": round(start - end, 4)}
-        if cfg.target is not None:
-            item["target"] = _model_widths(cfg, cfg.target, params)
-            item["target"]["config"] = cfg.target.model_dump(mode="json", exclude_none=True)
+        if settings_of(params):  # the train section it trained with (train.lr, ...)
+            trained = cfg.for_candidate(params)
+            item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
+        target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
+        if target is not None:
+            item["target"] = _model_widths(cfg, target, params)
+            item["target"]["config"] = target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
     ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
