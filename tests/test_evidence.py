@@ -136,6 +136,12 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
     assert other.snr.why_checkpoint == "the learning curves have no val_loss"
 
 
+def test_without_a_uniform_baseline_the_snr_says_so():
+    t = frame([r for r in ROWS if r[0] != "uniform"])  # search.baseline: false
+    assert Evidence.build(t, "val_bpb").snr.why_signal == (
+        "no uniform baseline (search.baseline: false): the means pair with uniform")
+
+
 def test_pairs_are_the_evidences_pairwise_decisions():
     t = frame(ROWS)
     ev = Evidence.build(t, "val_bpb")

@@ -217,6 +217,16 @@ def test_decision_accuracy_per_flop_scores_the_top_rungs_separated_pairs_apart()
     assert pair["decision_accuracy"] == pytest.approx(cheap["accuracy"])
 
 
+def test_separated_pairs_use_the_studys_level_and_family() -> None:
+    shift = {"1.25": 0, "1.5": 1, "1.75": 2}
+    top = _noisy({"1.25": -0.050, "1.5": -0.045, "1.75": 0.05}, shift)
+    rungs = [fid.Rung(top, 1e9), fid.Rung(top, 1e10)]
+    n_sep = {(lv, fam): fid.fidelity(rungs, "val_bpb", resamples=10, level=lv,
+                                     family=fam)["decisions"][0]["n_separated"]
+             for lv, fam in ((0.95, "none"), (0.95, "holm"), (0.9999, "holm"))}  # fmt: skip
+    assert n_sep[0.95, "none"] >= n_sep[0.95, "holm"] > n_sep[0.9999, "holm"]
+
+
 def test_decisions_say_why_when_nothing_is_measured_or_separated() -> None:
     one_seed = _rung({"1.25": [-0.02], "1.5": [-0.01]}, [2.0])  # no seed noise: nothing separated
     doc = fid.fidelity([fid.Rung(one_seed, 1e9), fid.Rung(one_seed, 1e10)], "val_bpb",

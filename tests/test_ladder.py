@@ -220,6 +220,25 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert block["statement"] == doc["trust"] and best["fidelity"]["trust"] == doc["trust"]
 
 
+def test_ladder_fidelity_passes_the_studys_stats_level_and_family(tmp_path, monkeypatch) -> None:
+    from tlmsearch import fidelity as fid
+
+    run = tmp_path / "lad"
+    cfg = make_ladder(run, {})
+    d = cfg.to_dict()
+    d["stats"] = {**(d.get("stats") or {}), "level": 0.9, "family": "bh"}
+    (run / "study.yaml").write_text(study_from_mapping(d).to_yaml())
+    seen = {}
+
+    def spy(rungs, value, sense, **kw):
+        seen.update(kw)
+        return {}
+
+    monkeypatch.setattr(fid, "fidelity", spy)
+    L.ladder_fidelity(run)
+    assert (seen["level"], seen["family"]) == (0.9, "bh")
+
+
 def test_the_dashboard_of_a_ladder_names_a_rung(tmp_path: Path) -> None:
     make_ladder(tmp_path / "lad", {})
     res = _cli("dashboard", str(tmp_path / "lad"), "--port", "0")

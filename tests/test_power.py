@@ -266,3 +266,16 @@ def test_min_effect_is_validated_naming_the_field() -> None:
         study_from_mapping(_study(min_effect=-0.01))
     cfg = study_from_mapping(_study(min_effect=0.01))
     assert yaml.safe_load(cfg.to_yaml())["objectives"][0]["min_effect"] == 0.01
+
+
+def test_a_settings_study_counts_each_settings_uniform_as_its_control(tmp_path: Path) -> None:
+    from search_helpers import tiny_config
+
+    lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
+    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
+                            "r_start": {"type": "categorical", "choices": [1.5]},
+                            "train.lr": lr2}}  # fmt: skip
+    cfg = tiny_config(tmp_path, space=space)
+    assert len(cfg.trainings()) == 4  # {uniform, cosine} x 2 lrs
+    assert power.family_size(cfg) == 2  # cosine vs uniform at each lr, not 3
+    assert power.block_df(3, power.family_size(cfg)) == 4  # (2 - 1)(3 - 1) per setting

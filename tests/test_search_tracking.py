@@ -103,6 +103,18 @@ def test_study_summary_is_flat_and_skips_what_is_not_a_number():
     assert study_summary({"best": []}, "failed") == {"status": "failed", "verdict": ""}
 
 
+def test_study_summary_flattens_a_per_setting_uniform_baseline():
+    from mlflow.utils.validation import validate_param_and_metric_name
+
+    doc = {"best": [], "uniform_baseline": {"val_bpb": {"lr=0.001": 2.05, "lr=0.003": 1.95},
+                                            "val_loss": {"init_std=0.01, lr=0.003": 3.0}}}
+    out = study_summary(doc, "finished")
+    assert out == {"status": "finished", "verdict": "", "uniform.val_bpb/lr:0.001": 2.05,
+                   "uniform.val_bpb/lr:0.003": 1.95,
+                   "uniform.val_loss/init_std:0.01 lr:0.003": 3.0}  # fmt: skip
+    assert all(validate_param_and_metric_name(k) for k in out)
+
+
 def test_defaults_keep_everything_in_the_run_dir(tmp_path):
     cfg = tiny_config(tmp_path, tracking={"mlflow": True, "wandb": {"project": "p"}})
     run = tmp_path / "runs" / "tiny"

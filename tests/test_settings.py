@@ -218,6 +218,47 @@ def test_a_diverged_lr_cannot_win_by_its_missing_seed():
     assert tu.best.set_index("schedule").at["cosine 1.5->0.5", "setting"] == "lr=0.003"
 
 
+def test_tuned_says_when_no_setting_completed_every_selection_seed():
+    # cosine pruned at 0.001 on seed 1 and at 0.003 on seed 0: neither is fully measured
+    values = {("uniform", 0.001): [2.0, 2.1], ("uniform", 0.003): [1.9, 2.0],
+              ("cosine", 0.001): [1.5, None], ("cosine", 0.003): [None, 2.0]}  # fmt: skip
+    rows = _rows({k: [2.5 if v is None else v for v in vs] for k, vs in values.items()})
+    for r, v in zip(rows, [v for vs in values.values() for v in vs], strict=True):
+        if v is None:
+            r["state"] = "PRUNED"
+    tu = tuned(trials_frame(rows), "val_bpb")
+    best = tu.best.set_index("schedule")["fully_measured"].to_dict()
+    assert best == {"uniform": True, "cosine 1.5->0.5": False}
+    by = {r["schedule"]: r for r in tu.as_dict()["schedules"]}
+    cos = by["cosine 1.5->0.5"]
+    assert "no setting of cosine 1.5->0.5 completed every selection seed" in cos["note"]
+    assert cos["censored"] is True and cos["censored_seeds"] == [1]
+    assert cos["separated_from_uniform"] is None and "note" not in by["uniform"]
+
+
+def test_tuned_report_table_reads_censored_not_judged():
+    from tlmsearch.report.html import tuned_html
+    from tlmsearch.report.tuned import setting_sweep
+
+    seeds = (0, 1, 2, 3)
+    values = {("uniform", 0.001): [2.0, 2.01, 2.02, 2.0],
+              ("uniform", 0.003): [2.1, 2.12, 2.1, 2.11],
+              ("cosine", 0.001): [1.9, 1.92, 1.91, 1.9],
+              ("cosine", 0.003): [2.05, 2.06, 2.04, 2.07]}  # fmt: skip
+    rows = _rows(values, seeds)
+    for r in rows:  # cosine at its best lr failed on held-out seed 3
+        if r["params"].get("shape") == "cosine" and r["params"]["train.lr"] == 0.001 \
+                and r["seed"] == 3:
+            r["state"], r["val_bpb"] = "FAIL", float("nan")
+    t = trials_frame(rows)
+    tu = tuned(t, "val_bpb", seeds=seeds)
+    eff = tu.effects.set_index("schedule")
+    assert bool(eff.at["cosine 1.5->0.5", "censored"])
+    assert tu.as_dict()["schedules"][1]["censored_seeds"] == [3]
+    html = tuned_html(setting_sweep(t, "val_bpb", "minimize"))
+    assert "censored: not judged" in html and "pruned or failed on 3" in html
+
+
 def test_a_study_without_settings_has_no_tuned_comparison():
     rows = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"},
              "state": "COMPLETE", "val_bpb": 2.0 + s} for s in (0, 1)]  # fmt: skip

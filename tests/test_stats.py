@@ -614,6 +614,21 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
     assert (m.loc["a", "n"], m.loc["uniform", "n"]) == (1, 2)
 
 
+def test_candidate_means_use_each_settings_own_uniform() -> None:
+    # 2 settings x {uniform, cosine}: a candidate is its own setting's uniform plus its delta;
+    # each uniform sits at its own mean over its own seeds (never one mean pooled over settings)
+    vals = {("uniform", 1): [2.0, 2.1], ("uniform", 3): [1.5, 1.6],
+            ("cosine", 1): [1.9, 2.0], ("cosine", 3): [1.45, 1.56]}  # fmt: skip
+    t = pd.DataFrame([{"candidate": f"{s} @ lr={lr}", "schedule": s, "setting": f"lr={lr}",
+                       "is_baseline": s == "uniform", "seed": seed, "state": "COMPLETE", "v": v}
+                      for (s, lr), vs in vals.items() for seed, v in enumerate(vs)])  # fmt: skip
+    m = stats.candidate_means(t, "v").set_index("candidate")
+    assert m["mean"].to_dict() == pytest.approx({"cosine @ lr=1": 1.95, "cosine @ lr=3": 1.505,
+                                                 "uniform @ lr=1": 2.05, "uniform @ lr=3": 1.55})
+    assert m["n"].to_dict() == {"cosine @ lr=1": 2, "cosine @ lr=3": 2,
+                                "uniform @ lr=1": 2, "uniform @ lr=3": 2}  # fmt: skip
+
+
 def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
     rng = np.random.default_rng(0)
     k, n, got = 6, 4, []

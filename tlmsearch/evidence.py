@@ -158,7 +158,10 @@ def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.No
                               "trial_id"]  # fmt: skip
         ck = stats.checkpoint_noise(curves[curves["trial_id"].isin(set(done))], value)
     if means is None or means.empty:
-        return stats.signal_to_noise([], [], noise, ck, why_checkpoint=why)
+        has_uniform = ("is_baseline" in trials
+                       and bool(trials["is_baseline"].fillna(False).astype(bool).any()))
+        return stats.signal_to_noise([], [], noise, ck, why_checkpoint=why,
+                                     baseline=trials.empty or has_uniform)  # fmt: skip
     return stats.signal_to_noise(means["mean"].tolist(), means["n"].tolist(), noise, ck,
                                  why_checkpoint=why)  # fmt: skip
 

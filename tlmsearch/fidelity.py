@@ -432,17 +432,21 @@ def fidelity(
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+    family: str = "holm",
 ) -> dict[str, Any]:
     """Everything ``tlmsearch fidelity`` prints and ``fidelity.json`` holds (see module doc).
 
     ``value``: the trials column of the metric; ``sense``: which way is better. Effects are
-    reported in the metric's own sign (a negative val_bpb effect beats uniform).
+    reported in the metric's own sign (a negative val_bpb effect beats uniform). ``level``,
+    ``family``: the study's ``stats.level`` and ``stats.family``, which decide each rung's
+    separated pairs.
     """
     sign = 1.0 if sense == "minimize" else -1.0
     labels = _labels(rungs)
     base = _baseline_key(rungs)
-    evidence = [Evidence.build(r.trials, value, sense, key="params_json", curves=r.curves)
-                for r in rungs]  # fmt: skip
+    evidence = [Evidence.build(r.trials, value, sense, key="params_json", curves=r.curves,
+                               level=level, family=family) for r in rungs]  # fmt: skip
     eff = [_effects_by_seed(r.trials, value, sign) for r in rungs]
     pairs = []
     for i, j in itertools.combinations(range(len(rungs)), 2):

@@ -99,7 +99,11 @@ def normal_seeds(effect: float, sd: float, alpha: float, power: float = TARGET_P
 
 
 def block_df(n: int, m: int) -> int:
-    """Residual df of the complete block design: (C - 1)(n - 1), C = m + 1 with uniform."""
+    """Residual df of the complete block design: (C - 1)(n - 1), C = m + 1 with uniform.
+
+    With setting dimensions the blocks are (setting, seed) and each setting s has its own
+    uniform: the sum over settings of (C_s - 1)(n - 1) is again m (n - 1), m counting the
+    comparisons within settings (:func:`family_size`)."""
     return m * (n - 1)
 
 
@@ -213,9 +217,15 @@ def _family_words(family: str, m: int, level: float, alpha: float) -> str:
 
 def family_size(cfg: StudyConfig) -> int:
     """m: the candidates a study compares with uniform, each trained on every seed (a grid's
-    distinct proxy width vectors, or ``search.n_trials`` of a sampler, as ``validate`` counts)."""
+    distinct proxy width vectors, or ``search.n_trials`` of a sampler, as ``validate`` counts).
+    With setting dimensions each setting's uniform is that setting's control, not a candidate:
+    m is the sum over settings of (schedules - 1)."""
     if cfg.search.sampler == "grid":
-        return len(cfg.trainings()) - int(cfg.search.baseline)
+        from tlmsearch.space import setting_label
+
+        trainings = cfg.trainings()
+        settings = {setting_label(t.candidate, exact=True) for t in trainings}
+        return len(trainings) - (len(settings) if cfg.search.baseline else 0)
     return cfg.search.n_trials or 20
 
 

@@ -1107,7 +1107,9 @@ class SignalToNoise:
 def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
     """Each uncensored candidate's mean on the study's seeds: uniform's mean plus its mean paired
     delta (the block design's adjusted mean: on common seeds, its plain mean; on fewer, no
-    seed's level leaks in). Uniform is at its own mean. Columns: key, mean, n (paired seeds).
+    seed's level leaks in). Uniform is at its own mean. With setting dimensions, "uniform" is
+    the uniform of the candidate's own setting (each setting's uniform at its own mean, n its
+    own seeds). Columns: key, mean, n (paired seeds).
 
     >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
     ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 3 + ["RUNNING"],
@@ -1115,16 +1117,26 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
     >>> candidate_means(t, "v")["mean"].round(3).tolist()  # c: 2.1 - 0.1 (seed 0 only)
     [2.0, 2.1]
     """
-    s = summarise(trials, value, key=key)
-    base = _baseline(_cells(trials, value, key))
+    cells = _cells(trials, value, key)
+    s = _summary(cells, key, 0.95)
+    base = _baseline(cells)
     cols = [key, "mean", "n"]
     if not base or s.empty:
         return pd.DataFrame(columns=cols).astype({"mean": "float64", "n": "int64"})
-    u = float(np.mean(list(base.values())))
-    rows = [(r[0], u if r.is_baseline else u + r.mean_delta,
-             len(base) if r.is_baseline else r.n_paired)
-            for r in s.itertuples(index=False)
-            if r.is_baseline or (not r.censored and r.n_paired > 0)]  # fmt: skip
+    # with setting dimensions each setting has its own uniform (the control of that setting's
+    # candidates): u_s over that setting's seeds, never pooled over settings
+    per_setting: dict[str, list[float]] = {}
+    for (setting, _), v in base.items():
+        per_setting.setdefault(setting, []).append(v)
+    setting_of = {cand: cell.setting for (cand, _), cell in cells.items()}
+    rows = []
+    for r in s.itertuples(index=False):
+        u = per_setting.get(setting_of[r[0]])
+        if u is None or not (r.is_baseline or (not r.censored and r.n_paired > 0)):
+            continue
+        u_s = float(np.mean(u))
+        rows.append((r[0], u_s if r.is_baseline else u_s + r.mean_delta,
+                     len(u) if r.is_baseline else r.n_paired))  # fmt: skip
     return pd.DataFrame(rows, columns=cols).astype({"mean": "float64", "n": "int64"})
 
 
@@ -1135,6 +1147,7 @@ def signal_to_noise(
     checkpoint: CheckpointNoise | None = None,
     *,
     why_checkpoint: str = "",
+    baseline: bool = True,
 ) -> SignalToNoise:
     """Signal over (a) seed noise and (b) checkpoint noise, as arXiv 2508.13144 defines them.
 
@@ -1143,7 +1156,8 @@ def signal_to_noise(
     the spread of the means in sds of *one* paired delta (their scale: one checkpoint's noise
     beside means). Even when every candidate is equal the means spread: by about
     d2(K) x sd / sqrt(2 n) (:func:`expected_range`; means over n seeds, a paired delta's sd
-    is sqrt(2) x one model's), given as ``null_snr`` = d2(K) / sqrt(2 n).
+    is sqrt(2) x one model's), given as ``null_snr`` = d2(K) / sqrt(2 n). ``baseline``: False
+    for a study without uniform trials (then n/a, and why).
 
     >>> s = signal_to_noise([2.0, 2.1, 1.9], [4, 4, 4], Noise(0.05, 6))
     >>> round(s.signal, 3), round(s.seed_snr, 1), round(s.null_snr, 2)  # 0.2 / 0.05
@@ -1161,7 +1175,9 @@ def signal_to_noise(
     why_signal = why_seed = ""
     seed_sd = seed_snr = null = ck_snr = None
     df = 0
-    if k < 2:
+    if not baseline:  # every mean is uniform's plus a paired delta: nothing to measure
+        why_signal = "no uniform baseline (search.baseline: false): the means pair with uniform"
+    elif k < 2:
         why_signal = ("fewer than 2 candidates measured: uniform and those with a seed paired "
                       "with it, never pruned or failed")
     elif not math.isfinite(signal):

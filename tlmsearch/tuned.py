@@ -7,10 +7,11 @@ comparisons within a setting (:class:`tlmsearch.evidence.Evidence`'s effects) th
 *does the taper still win when each side gets its own best LR?*
 
 :func:`tuned` picks each schedule's best setting by its mean over the *selection seeds*
-(settings completed on the most seeds first, so a value that diverged or was pruned on a seed
-cannot win by its missing seed), then compares every schedule at its best setting with uniform
-at *its* best, paired by seed, with :func:`tlmsearch.stats.effects` (block-design noise, the
-study's family-wise correction).
+(settings completed on every selection seed first, then on the most, so a value that diverged
+or was pruned on a seed cannot win by its missing seed; when no setting of a schedule completed
+every selection seed its best is flagged ``fully_measured`` False), then compares every
+schedule at its best setting with uniform at *its* best, paired by seed, with
+:func:`tlmsearch.stats.effects` (block-design noise, the study's family-wise correction).
 
 Choosing the best of several settings on the same seeds that then measure the effect is
 optimistic: the minimum of noisy means is biased low, and the interval ignores the choice. With
@@ -44,7 +45,8 @@ OPTIMISTIC = (
 @dataclass(frozen=True)
 class Tuned:
     best: pd.DataFrame  # one row per schedule: schedule, is_baseline, candidate, setting,
-    # settings (dict), mean (over the selection seeds), n, edge (e.g. "lr at the low end")
+    # settings (dict), mean (over the selection seeds), n, edge (e.g. "lr at the low end"),
+    # fully_measured (its best completed every selection seed; False: no setting of it did)
     effects: pd.DataFrame  # stats.effects keyed by schedule: each at its best vs uniform at its
     curve: pd.DataFrame  # one row per (schedule, setting): its mean and sd over every seed
     selection: str  # same seeds | held-out seeds
@@ -60,7 +62,11 @@ class Tuned:
         for r in self.best.itertuples():
             row: dict = {"schedule": r.schedule, "best_setting": dict(r.settings),
                          "label": r.candidate, "mean": r.mean, "n_seeds": r.n,
-                         "best_at_edge": r.edge or None}  # fmt: skip
+                         "best_at_edge": r.edge or None,
+                         "fully_measured": bool(r.fully_measured)}  # fmt: skip
+            if not r.fully_measured:
+                row["note"] = (f"no setting of {r.schedule} completed every selection seed: "
+                               "its best is chosen among partly measured ones")
             if not r.is_baseline and r.schedule in eff.index:
                 e = eff.loc[r.schedule]
                 sep = e["separated"]
@@ -68,7 +74,12 @@ class Tuned:
                 ci = [float(e["lo"]), float(e["hi"])]
                 row["delta_ci"] = None if math.isnan(ci[0]) else ci
                 row["delta_n_seeds"] = int(e["n"])
-                row["separated_from_uniform"] = None if pd.isna(sep) else bool(sep)
+                # censored (pruned or failed on a measure seed): its completed seeds flatter
+                # it, so the effect is not judged
+                row["censored"] = bool(e["censored"])
+                row["censored_seeds"] = [int(x) for x in e["censored_seeds"]]
+                row["separated_from_uniform"] = (None if pd.isna(sep) or row["censored"]
+                                                 else bool(sep))  # fmt: skip
             rows.append(row)
         return {
             "what": "each schedule at its own best setting, uniform at its own, paired by seed",
@@ -169,10 +180,11 @@ def tuned(
         ranked = []
         for cand in group.index:
             if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
-                ranked.append((-int(by_cand.at[cand, "n"]), sign * by_cand.at[cand, "mean"], cand))
+                n = int(by_cand.at[cand, "n"])
+                ranked.append((n < len(select), -n, sign * by_cand.at[cand, "mean"], cand))
         if not ranked:
             continue
-        _, _, cand = min(ranked)
+        partial, _, _, cand = min(ranked)
         chosen = _settings(group.at[cand, "params_json"])
         rows.append({
             "schedule": schedule,
@@ -183,9 +195,11 @@ def tuned(
             "mean": float(by_cand.at[cand, "mean"]),
             "n": int(by_cand.at[cand, "n"]),
             "edge": _edge(chosen, tried),
+            "fully_measured": not partial,
         })  # fmt: skip
     best = pd.DataFrame(rows, columns=["schedule", "is_baseline", "candidate", "setting",
-                                       "settings", "mean", "n", "edge"])  # fmt: skip
+                                       "settings", "mean", "n", "edge",
+                                       "fully_measured"])  # fmt: skip
     best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
     at_best = t[t["candidate"].isin(best["candidate"]) & t["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's

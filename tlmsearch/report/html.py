@@ -453,10 +453,15 @@ def tuned_html(sw: T.SettingSweep) -> str:
         else:
             ci = "" if pd.isna(r.lo) else f" ({r.lo:+.3g} .. {r.hi:+.3g})"
             delta = f"{r.mean_delta:+.4g}{ci}"
-            verdict = ("not judged" if pd.isna(r.separated)
+            censored = not pd.isna(r.censored) and bool(r.censored)
+            verdict = ("censored: not judged" if censored
+                       else "not judged" if pd.isna(r.separated)
                        else "<b>separated</b>" if r.separated else "within noise")  # fmt: skip
         edge = f"<b>{_e(r.edge)}</b>" if r.edge else ""
-        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", str(r.n), delta, verdict, edge]
+        seeds = str(r.n) if r.fully_measured else f"{r.n} (no setting completed every seed)"
+        if not r.is_baseline and not pd.isna(r.censored) and bool(r.censored):
+            seeds += f"; pruned or failed on {', '.join(str(x) for x in r.censored_seeds)}"
+        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", _e(seeds), delta, verdict, edge]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
                  + "".join(rows) + "</table>")  # fmt: skip

@@ -20,8 +20,9 @@ class SettingSweep(NamedTuple):
     axis: str  # the x axis: the first numeric setting's field name, e.g. "lr"
     # schedule, is_baseline, setting, x, mean, sd, n, best (this schedule's chosen setting), hover
     lines: pd.DataFrame
-    # one row per schedule: schedule, is_baseline, setting, mean, n, edge, then (not uniform)
-    # mean_delta, lo, hi, separated vs uniform at its own best setting
+    # one row per schedule: schedule, is_baseline, setting, mean, n, edge, fully_measured, then
+    # (not uniform) mean_delta, lo, hi, separated, censored, censored_seeds vs uniform at its
+    # own best setting
     table: pd.DataFrame
     selection: str  # same seeds | held-out seeds
     caveat: str  # "" when the best settings were chosen on held-out seeds
@@ -56,7 +57,7 @@ def setting_sweep(
     axis = _axis(params)
     table = tu.best.drop(columns=["settings", "candidate"]).copy()
     eff = tu.effects.set_index("schedule")
-    for col in ("mean_delta", "lo", "hi", "separated"):
+    for col in ("mean_delta", "lo", "hi", "separated", "censored", "censored_seeds"):
         table[col] = [eff.at[s, col] if s in eff.index else pd.NA for s in table["schedule"]]
     return SettingSweep(metric, sense, axis, lines, table, tu.selection, tu.caveat)
 

@@ -301,7 +301,8 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
     if len(rungs) < 2:
         raise ConfigError(f"{run}: {len(rungs)} rung(s) have run; fidelity needs two")
     o = cfg.objectives[0]
-    doc = fid.fidelity(rungs, metric_column(o.metric), o.sense)
+    doc = fid.fidelity(rungs, metric_column(o.metric), o.sense, level=cfg.stats.level,
+                       family=cfg.stats.family)  # fmt: skip
     doc["mode"] = cfg.ladder_mode
     return doc
 

@@ -7,6 +7,7 @@ study.yaml as artifacts and the headline as tags and metrics; a W&B run of ``job
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ def log_study(
 
 def study_summary(doc: dict[str, Any], status: str) -> dict[str, Any]:
     """best.yaml's headline, flat: status, verdict, the best candidate, its values and the
-    uniform baseline's (``best.val_bpb``, ``uniform.val_bpb``).
+    uniform baseline's (``best.val_bpb``, ``uniform.val_bpb``; with setting dimensions one per
+    setting, ``uniform.val_bpb/lr:0.003``).
 
     >>> doc = {"best": [{"candidate": "c", "values": {"val_bpb": 2.0}}], "verdict": "v",
     ...        "uniform_baseline": {"val_bpb": 2.1}}
@@ -62,9 +64,19 @@ def study_summary(doc: dict[str, Any], status: str) -> dict[str, Any]:
             if _finite(value):
                 out[f"best.{metric}"] = float(value)
     for metric, value in (doc.get("uniform_baseline") or {}).items():
-        if _finite(value):
-            out[f"uniform.{metric}"] = float(value)
+        # a settings study has one uniform per setting: {metric: {"lr=0.003": value}}
+        per = value if isinstance(value, dict) else {"": value}
+        for setting, v in per.items():
+            if _finite(v):
+                out[f"uniform.{metric}" + (f"/{_key(setting)}" if setting else "")] = float(v)
     return out
+
+
+def _key(setting: str) -> str:
+    """A setting label as a metric-name part MLflow accepts (letters, digits, ``_ . - : /``
+    and spaces; no ``=``, ``@`` or ``,``): ``init_std=0.01, lr=0.003`` ->
+    ``init_std:0.01 lr:0.003``."""
+    return re.sub(r"[^\w.\-: ]", "_", setting.replace("=", ":").replace(", ", " "))
 
 
 def _mlflow_study(
