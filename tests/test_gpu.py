@@ -20,15 +20,10 @@ from tlmsearch.data import PreparedData, prepare_data
 from tlmsearch.data.batches import Batches
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import ARCHITECTURES, build_model
+from tlmsearch.runtime import GPU_COMPILE_AFTER_S, GPU_EAGER_MFU, enable_tf32, resolve_compile
 from tlmsearch.search.runner import trial_slots
 from tlmsearch.space import UNIFORM
-from tlmsearch.train import (
-    GPU_COMPILE_AFTER_S,
-    GPU_EAGER_MFU,
-    enable_tf32,
-    resolve_compile,
-    train_proxy,
-)
+from tlmsearch.train import train_proxy
 
 CUDA = torch.device("cuda")  # a device object needs no GPU; nothing here touches one
 

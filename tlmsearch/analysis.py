@@ -63,7 +63,7 @@ def _width(model: nn.Module, layer: int, mlp: nn.Module) -> int:
 
 
 def _mean_nll(model: nn.Module, vx: torch.Tensor, vy: torch.Tensor, batch: int, dev: Any) -> float:
-    from tlmsearch.train import evaluate
+    from tlmsearch.runtime import evaluate
 
     return evaluate(model, vx, vy, batch, dev, torch.float32) / vy.numel()
 

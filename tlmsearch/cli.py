@@ -458,7 +458,7 @@ def analyze(
         run_data = load_run(run_dir)
         from tlmsearch.analysis import analyze_run, select_kept, validation_windows
         from tlmsearch.checkpoints import kept_weights, load_model
-        from tlmsearch.train import batch_shape, resolve_device
+        from tlmsearch.runtime import batch_shape, resolve_device
 
         kept = select_kept(kept_weights(run_dir), trials)
         cfg = load_study(run_dir / "study.yaml")

@@ -45,20 +45,19 @@ def _scalar(annotation: Any) -> bool:
     return annotation in (int, float, bool, str)
 
 
-def _fields(section: str) -> tuple[type[BaseModel], list[str]]:
-    """The config class of ``section`` and the fields of it a setting may name."""
-    from tlmsearch.config import ModelConfig, TrainConfig
-
+def _fields(section: str, cfg: StudyConfig) -> tuple[type[BaseModel], list[str]]:
+    """The config class of ``section`` (read off ``cfg``: this module never imports
+    tlmsearch.config, which imports it) and the fields of it a setting may name."""
     if section == "train":
-        scalar = [n for n, f in TrainConfig.model_fields.items() if _scalar(f.annotation)]
-        return TrainConfig, scalar
-    return ModelConfig, list(MODEL_SETTINGS)
+        klass = type(cfg.train)
+        return klass, [n for n, f in klass.model_fields.items() if _scalar(f.annotation)]
+    return type(cfg.model), list(MODEL_SETTINGS)
 
 
-def setting_problem(name: str) -> str | None:
-    """Why ``name`` (``train.lr``) cannot be a setting dimension, or None."""
+def setting_problem(name: str, cfg: StudyConfig) -> str | None:
+    """Why ``name`` (``train.lr``) cannot be a setting dimension of ``cfg``, or None."""
     section, _, field = name.partition(".")
-    klass, allowed = _fields(section)
+    klass, allowed = _fields(section, cfg)
     if field in allowed:
         return None
     if field in klass.model_fields:
@@ -105,7 +104,7 @@ def settings_problem(cfg: StudyConfig) -> str | None:
     """
     names = cfg.space.settings
     for name in names:
-        problem = setting_problem(name)
+        problem = setting_problem(name, cfg)
         if problem:
             return f"space.dimensions.{name}: {problem}"
     labelled = []

@@ -24,7 +24,7 @@ from tlmsearch.distributed import DistInfo
 from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
 from tlmsearch.loss import next_token_nll
-from tlmsearch.train import (
+from tlmsearch.runtime import (
     TrainSummary,
     attention_context,
     attention_kernel,

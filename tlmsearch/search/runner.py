@@ -397,8 +397,8 @@ def _execute(
         import torch
 
         from tlmsearch.mfu import cpu_peak
+        from tlmsearch.runtime import resolve_dtype
         from tlmsearch.search.trainable import trial_threads
-        from tlmsearch.train import resolve_dtype
 
         cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
     t0 = time.time()

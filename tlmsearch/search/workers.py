@@ -29,7 +29,7 @@ from typing import Any
 
 from tlmsearch.config import ModelConfig, RayConfig, StudyConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.train import TrainSummary
+from tlmsearch.runtime import TrainSummary
 
 DRIVER = {"cpu": 0, "gpu": 0, "memory": 256 * 2**20}  # the trial of a multi-worker run: a driver
 POLL_S = 0.5  # how often the driver looks whether fit() ended while it waits for an eval
