@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -406,3 +408,38 @@ def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
     assert best["train"]["lr"] == 0.001 and best["train"]["tokens"] == cfg.train.tokens
     assert cfg.target_for({"shape": "uniform", "model.rope_theta": 500000.0}).rope_theta == 5e5
     assert cfg.target_for({"shape": "uniform"}) is cfg.target
+
+
+def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
+    """Three schedules equal at every LR; each (LR, seed) cell has a level its uniform shares
+    with the other schedules (the shared control of a real study), plus seed and LR levels."""
+    seed_level, lr_level = rng.normal(0, 0.02, n_seeds), {1: 0.03, 3: 0.0, 9: 0.02}
+    rows = []
+    for seed in range(n_seeds):
+        for lr, level in lr_level.items():
+            cell = rng.normal(0, 0.005)
+            for s in ("uniform", "cosine", "linear"):
+                v = 2.0 + seed_level[seed] + level + cell + rng.normal(0, 0.005)
+                rows.append((s, lr, seed, v))
+    return pd.DataFrame({
+        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
+        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
+        "state": "COMPLETE", "v": [r[3] for r in rows],
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("n_seeds", [3, 4])  # chosen on the same seeds; held out
+def test_tuned_separation_keeps_its_family_wise_rate_under_the_null(n_seeds):
+    """A seeded null simulation of the tuned comparison's decision (each schedule at its best
+    LR vs uniform at its own, Holm over the schedules): the share of null studies in which any
+    schedule is called separated stays at the 5% it prints (measured 0.035 at 3 seeds, 0.050
+    at 4, 0.037 at 6 over 400 studies; here 150 studies, bound 0.05 + 2.5 SE)."""
+    rng, reps = np.random.default_rng(0), 150
+    false = sum(
+        any(r.get("separated_from_uniform") for r in tuned(_null_settings_study(rng, n_seeds), "v")
+            .as_dict()["schedules"])
+        for _ in range(reps)
+    )  # fmt: skip
+    assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
