@@ -99,3 +99,23 @@ def tiny_study(tmp: Path, **sections: Any) -> dict[str, Any]:
 
 def tiny_config(tmp: Path, **sections: Any) -> StudyConfig:
     return study_from_mapping(tiny_study(tmp, **sections))
+
+
+def learnable_bytes(root: Path, n_paragraphs: int, val_tokens: int) -> Any:
+    """Byte-level tokens of a small, learnable text made under ``root`` (repetitive
+    pseudo-English: 11 words, 40 a paragraph), prepared into ``root/cache``."""
+    from tlmsearch.config import DataConfig
+    from tlmsearch.data import prepare_data
+
+    rng = random.Random(0)
+    words = ["the", "lord", "said", "unto", "them", "that", "he", "shall", "be", "with", "thee"]
+    paras = [" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(n_paragraphs)]
+    (root / "text.txt").write_text("\n\n".join(paras))
+    cfg = DataConfig(
+        sources=[str(root / "text.txt")],
+        tokenizer={"kind": "bytes"},
+        seq_len=32,
+        val_tokens=val_tokens,
+        cache_dir=str(root / "cache"),
+    )
+    return prepare_data(cfg, progress=False)

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from search_helpers import learnable_bytes
 from torch import nn
 from typer.testing import CliRunner
 
@@ -17,8 +17,7 @@ from tlmsearch import budget
 from tlmsearch import checkpoints as ck
 from tlmsearch.analysis import layer_diagnostics, mlp_sites
 from tlmsearch.cli import app
-from tlmsearch.config import DataConfig, ModelConfig, TrainConfig, load_study
-from tlmsearch.data import prepare_data
+from tlmsearch.config import ModelConfig, TrainConfig, load_study
 from tlmsearch.data.batches import val_windows
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import build_model
@@ -141,19 +140,7 @@ def test_init_is_keyed_by_the_seed_and_leaves_the_global_generator_alone(kind: s
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("tiny")
-    rng = random.Random(0)
-    words = ["the", "lord", "said", "unto", "them", "that", "he", "shall", "be", "with", "thee"]
-    paras = [" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(300)]
-    (root / "text.txt").write_text("\n\n".join(paras))
-    cfg = DataConfig(
-        sources=[str(root / "text.txt")],
-        tokenizer={"kind": "bytes"},
-        seq_len=32,
-        val_tokens=1024,
-        cache_dir=str(root / "cache"),
-    )
-    return prepare_data(cfg, progress=False)
+    return learnable_bytes(tmp_path_factory.mktemp("tiny"), 300, 1024)
 
 
 def _states(state: dict) -> dict:

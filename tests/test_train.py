@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,12 @@ import torch
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from search_helpers import learnable_bytes
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
-from tlmsearch.config import EVAL_KEYS, RAW_EVAL_KEYS, DataConfig, ModelConfig, TrainConfig
-from tlmsearch.data import PreparedData, prepare_data
+from tlmsearch.config import EVAL_KEYS, RAW_EVAL_KEYS, ModelConfig, TrainConfig
+from tlmsearch.data import PreparedData
 from tlmsearch.errors import ConfigError
 from tlmsearch.train import attention_kernel, batch_shape, lr_at, parse_candidate, train_proxy
 
@@ -34,19 +34,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> PreparedData:
     """Byte-level tokens of a small, learnable text made here (repetitive pseudo-English)."""
-    root = tmp_path_factory.mktemp("tiny")
-    rng = random.Random(0)
-    words = ["the", "lord", "said", "unto", "them", "that", "he", "shall", "be", "with", "thee"]
-    paras = [" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(600)]
-    (root / "text.txt").write_text("\n\n".join(paras))
-    cfg = DataConfig(
-        sources=[str(root / "text.txt")],
-        tokenizer={"kind": "bytes"},
-        seq_len=32,
-        val_tokens=2048,
-        cache_dir=str(root / "cache"),
-    )
-    return prepare_data(cfg, progress=False)
+    return learnable_bytes(tmp_path_factory.mktemp("tiny"), 600, 2048)
 
 
 def tcfg(**kw: object) -> TrainConfig:
