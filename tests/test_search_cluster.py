@@ -62,8 +62,10 @@ def cluster_env(base) -> dict[str, str]:
             "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # fmt: skip
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One two-node cluster for the module's runs (each run a study of its own name)."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
     env = cluster_env(os.environ)
     env["HOME"] = str(tmp_path / "home")  # empty, as on a fresh machine: no ~/.ray of the user's
     Path(env["HOME"]).mkdir()
@@ -195,23 +197,22 @@ def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back
     assert out.stdout.count("after disabled None None") == 2 and "fresh True" in out.stdout
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path, workers: int):
+def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path):
     """Every socket a real run listens on is on loopback; its Ray needs a token of its own.
 
     Ray executes code for whoever reaches its GCS. The sockets are those of the run's own
     process tree (driver, GCS, raylet, agents, trial workers, with two workers per trial their
-    process group's rendezvous and gloo pairs), sampled while it runs.
+    process group's rendezvous and gloo pairs), sampled while it runs. Two workers per trial
+    cover one: the trial's own process (where a one-worker trial trains) is there as well, as
+    the driver of its two workers. (This was a test per worker count, each a Ray of its own.)
     """
-    ray = {"num_cpus": 2, "workers_per_trial": 2, "cpus_per_worker": 1} if workers > 1 else {}
     data = tiny_study(
         tmp_path,
         train={"tokens": 4096},
         search={"concurrency": 1},
-        ray={"num_cpus": 1, **ray},
+        ray={"num_cpus": 2, "workers_per_trial": 2, "cpus_per_worker": 1},
     )
-    if workers > 1:
-        data["ray"].pop("cpus_per_trial")
+    data["ray"].pop("cpus_per_trial")
     data["space"]["dimensions"] = {
         "shape": {"type": "categorical", "choices": ["cosine"]},
         "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},

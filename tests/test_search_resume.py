@@ -1,8 +1,8 @@
 """Resume after Ctrl-C or SIGKILL of the driver: no completed trial lost, none run twice. Slow.
 
-The driver is a real ``tlmsearch run`` process with its own embedded Ray; the test stops it with
-SIGKILL (or SIGINT) once a trial has completed and others are running, then stops the Ray helpers a
-dead driver leaves behind (only those it started, by PID), and runs ``tlmsearch resume``.
+The driver is a real ``tlmsearch run`` (then ``resume``) process with its own embedded Ray; the
+test stops it with SIGKILL (then SIGINT) once a trial has completed and others are running, then
+stops the Ray helpers a dead driver leaves behind (only those it started, by PID), and resumes.
 """
 
 from __future__ import annotations
@@ -64,8 +64,41 @@ def _kill(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
+def _stop_mid_run(args: list[str], db: Path, env: dict, log: Path, sig: int, ready) -> int:
+    """Run ``tlmsearch ARGS``; once ``ready(states of the trials it added)``, send ``sig`` to
+    the driver, then stop the Ray helpers it leaves behind. -> its exit code."""
+    first = len(_states(db))  # trials before this driver: a resume adds its own after them
+    with log.open("w") as out:
+        driver = subprocess.Popen([EXE, *args], stdout=out, stderr=out, env=env)
+    helpers: list[int] = []
+    try:
+        deadline = time.time() + 180
+        while not ready(_states(db)[first:]):
+            assert driver.poll() is None, log.read_text()
+            assert time.time() < deadline, f"no trial got that far in time:\n{log.read_text()}"
+            time.sleep(0.1)
+        helpers = _descendants(driver.pid)
+        os.kill(driver.pid, sig)
+        return driver.wait(timeout=90)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        _kill(helpers)  # Ray's agents outlive a SIGKILLed driver; only ours, by PID
+
+
+def _complete(storage: str) -> dict[int, tuple]:
+    return {
+        t.number: (t.user_attrs["candidate"], t.user_attrs["seed"], t.value)
+        for t in optuna.load_study(study_name="killed", storage=storage).get_trials()
+        if t.state.name == "COMPLETE"
+    }
+
+
+def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
+    """One study stopped twice: SIGKILL of ``run`` once a trial has completed and others run,
+    then Ctrl-C of the ``resume`` that follows once a trial of its own runs, then a ``resume``
+    that finishes it. (This was a test per signal, each a study and two Rays of its own; the
+    resume of a resumed run is covered now too.)"""
     # ~2-4 s a trial; 3 distinct widths x 2 seeds, so trials are still running after the first
     data = tiny_study(tmp_path, train={"tokens": 32768}, search={"seeds": [0, 1]})
     data["name"] = "killed"
@@ -73,51 +106,39 @@ def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
     study.write_text(yaml.safe_dump(data))
     run = tmp_path / "runs" / "killed"
     db = run / "optuna.db"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    log = (tmp_path / "run.log").open("w")
-    driver = subprocess.Popen([EXE, "run", str(study)], stdout=log, stderr=log, env=env)
-    helpers: list[int] = []
-    try:
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            states = _states(db)
-            if "COMPLETE" in states and "RUNNING" in states:
-                break
-            assert driver.poll() is None, (tmp_path / "run.log").read_text()
-            time.sleep(0.2)
-        else:
-            pytest.fail("no trial completed in time")
-        live = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True)
-        assert live.returncode == 0 and "running" in live.stdout, live.stdout + live.stderr
-        helpers = _descendants(driver.pid)
-        os.kill(driver.pid, sig)
-        code = driver.wait(timeout=90)
-        if sig == signal.SIGINT:  # a clean stop: says so, and how to continue
-            assert code == 130, (tmp_path / "run.log").read_text()
-            assert "tlmsearch resume" in (tmp_path / "run.log").read_text()
-            info = json.loads((run / "run.json").read_text())
-            assert info["status"] == "interrupted"
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-        _kill(helpers)  # Ray's agents outlive a SIGKILLed driver; only ours, by PID
-        log.close()
-
     storage = f"sqlite:///{db}"
-    before = {
-        t.number: (t.user_attrs["candidate"], t.user_attrs["seed"], t.value)
-        for t in optuna.load_study(study_name="killed", storage=storage).get_trials()
-        if t.state.name == "COMPLETE"
-    }
-    n_running = _states(db).count("RUNNING")
-    assert before and n_running >= 1
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
+    def live(states: list[str]) -> bool:  # a trial done, one running: `status` says running
+        if not ("COMPLETE" in states and "RUNNING" in states):
+            return False
+        out = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True)
+        assert out.returncode == 0 and "running" in out.stdout, out.stdout + out.stderr
+        return True
+
+    # SIGKILL of the run: no clean-up at all
+    _stop_mid_run(["run", str(study)], db, env, tmp_path / "run.log", signal.SIGKILL, live)
+    before = _complete(storage)
+    interrupted = _states(db).count("RUNNING")
+    assert before and interrupted >= 1
     status = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True, env=env)
     assert status.returncode == 0 and f"{len(before)} complete" in status.stdout
 
-    res = subprocess.run(
-        [EXE, "resume", str(run)], capture_output=True, text=True, env=env, timeout=300
-    )
+    # Ctrl-C of the resume: a clean stop that says so, and how to continue
+    resume = ["resume", str(run)]
+    log = tmp_path / "resume.log"
+    code = _stop_mid_run(resume, db, env, log, signal.SIGINT, lambda new: "RUNNING" in new)
+    assert code == 130 and "tlmsearch resume" in log.read_text(), log.read_text()
+    assert f"{interrupted} interrupted trial(s) queued again" in log.read_text()
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    n_running = _states(db).count("RUNNING")
+    assert n_running >= 1
+    interrupted += n_running
+    done = _complete(storage)
+    assert all(done[n] == before[n] for n in before)
+    before = done
+
+    res = subprocess.run([EXE, *resume], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"{n_running} interrupted trial(s) queued again" in res.stdout
 
@@ -131,9 +152,8 @@ def test_resume_after_the_driver_stops(tmp_path: Path, sig: int):
     # ...and every (candidate, seed) completed exactly once.
     pairs = [(t.user_attrs["candidate"], t.user_attrs["seed"]) for t in complete]
     assert len(pairs) == len(set(pairs)) == 6
-    interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
-    assert len(interrupted) == n_running
+    assert len([t for t in trials if t.user_attrs.get("interrupted")]) == interrupted
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
-    assert len(list((run / "ray").glob("session-*"))) == 2
+    assert len(list((run / "ray").glob("session-*"))) == 3
