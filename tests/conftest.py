@@ -2,17 +2,25 @@
 
 Each test file runs whole on one worker, so a file's module-scoped fixtures (one embedded Ray, one
 finished study) are made once. Files go out in collection order, one at a time as a worker frees
-up; the slow files (a Ray, a cluster, a corpus, a browser: 10-90 s each) come first, so the quick
-ones fill in around them and no long file starts last while the other worker sits idle. (xdist's
-own order, most tests first, sends the long files last: a tail of a minute or more.)
+up. The files with slow tests (a Ray, a cluster, a corpus, a browser: 10-60 s each) go out
+early, each followed by a quick one: a worker that waits on Ray's processes shares the cores
+with one that computes, rather than with a second Ray, and the quick files fill the tail. (xdist's
+own order, most tests first, sends the long files last, while the other worker sits idle.)
 """
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    # sort is stable: within each group, files and tests keep their order
-    items.sort(key=lambda item: item.path not in slow_files)
+    files: dict[object, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    slow, quick = [], []
+    for tests in files.values():
+        (slow if any(t.get_closest_marker("slow") for t in tests) else quick).append(tests)
+    pairs = itertools.zip_longest(slow, quick, fillvalue=[])
+    items[:] = [item for pair in pairs for tests in pair for item in tests]
