@@ -24,3 +24,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (slow if any(t.get_closest_marker("slow") for t in tests) else quick).append(tests)
     pairs = itertools.zip_longest(slow, quick, fillvalue=[])
     items[:] = [item for pair in pairs for tests in pair for item in tests]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One embedded Ray (loopback only, 2 CPUs) for the in-process runs of a test file: they join
+    it and never stop it. Module-scoped, so no file sees another's Ray, whatever the order."""
+    import ray
+
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.cluster import start_ray, stop_ray
+
+    if ray.is_initialized():  # a Ray this file started some other way: its owner stops it
+        yield
+        return
+    start_ray(RayConfig(num_cpus=2))
+    yield
+    stop_ray()

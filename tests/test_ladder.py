@@ -276,22 +276,6 @@ def test_fidelity_leaves_out_what_a_rung_did_not_measure(tmp_path: Path) -> None
 # End to end: a 2-rung ladder of a tiny study, trained
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """One embedded Ray on loopback for this module (the runs join it and never stop it)."""
-    import ray
-
-    from tlmsearch.config import RayConfig
-    from tlmsearch.search.cluster import start_ray, stop_ray
-
-    if ray.is_initialized():
-        yield
-        return
-    start_ray(RayConfig(num_cpus=2))
-    yield
-    stop_ray()
-
-
 @pytest.mark.slow
 def test_a_two_rung_ladder_runs_resumes_and_measures_fidelity(local_ray, tmp_path: Path) -> None:
     data = tiny_study(

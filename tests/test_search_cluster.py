@@ -209,14 +209,14 @@ def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path
     data = tiny_study(
         tmp_path,
         train={"tokens": 4096},
-        search={"concurrency": 1},
+        search={"concurrency": 1, "baseline": False, "seeds": [0]},
         ray={"num_cpus": 2, "workers_per_trial": 2, "cpus_per_worker": 1},
     )
     data["ray"].pop("cpus_per_trial")
     data["space"]["dimensions"] = {
         "shape": {"type": "categorical", "choices": ["cosine"]},
         "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
-    }  # the uniform baseline and one candidate
+    }  # one candidate, one trial: every kind of process a run has
     study = tmp_path / "closed.yaml"
     study.write_text(yaml.safe_dump(data))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}

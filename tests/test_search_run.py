@@ -31,22 +31,6 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """One embedded Ray, loopback only, for every run in this module (runs never stop it)."""
-    import ray
-
-    from tlmsearch.config import RayConfig
-    from tlmsearch.search.cluster import start_ray, stop_ray
-
-    if ray.is_initialized():  # another module's Ray: use it, leave it to its owner
-        yield
-        return
-    start_ray(RayConfig(num_cpus=2))
-    yield
-    stop_ray()
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("search_run")
 

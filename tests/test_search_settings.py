@@ -18,12 +18,7 @@ pytestmark = pytest.mark.slow
 LRS = [0.002, 0.02]
 
 
-def test_an_lr_grid_runs_crossed_with_uniform_and_writes_the_tuned_comparison(tmp_path):
-    import ray
-
-    from tlmsearch.config import RayConfig
-    from tlmsearch.search.cluster import start_ray, stop_ray
-
+def test_an_lr_grid_runs_crossed_with_uniform_and_writes_the_tuned_comparison(local_ray, tmp_path):
     data = tiny_study(tmp_path, space={"dimensions": {
         "shape": {"type": "fixed", "value": "cosine"},
         "r_start": {"type": "categorical", "choices": [1.5]},
@@ -32,14 +27,7 @@ def test_an_lr_grid_runs_crossed_with_uniform_and_writes_the_tuned_comparison(tm
     data["name"] = "lrgrid"
     path = tmp_path / "lrgrid.yaml"
     path.write_text(yaml.safe_dump(data))
-    owned = not ray.is_initialized()
-    if owned:
-        start_ray(RayConfig(num_cpus=2))
-    try:
-        res = CliRunner().invoke(app, ["run", str(path)])
-    finally:
-        if owned:
-            stop_ray()
+    res = CliRunner().invoke(app, ["run", str(path)])
     assert res.exit_code == 0, res.output
     run = tmp_path / "runs" / "lrgrid"
     t = pd.read_parquet(run / "trials.parquet")

@@ -243,13 +243,8 @@ def test_the_study_run_gets_the_verdict_and_best_yaml(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
+def tracked(local_ray, tmp_path_factory):
     """uniform and one candidate x 2 seeds (4 trials), every tracker on, then `resume`."""
-    import ray
-
-    from tlmsearch.config import RayConfig
-    from tlmsearch.search.cluster import start_ray, stop_ray
-
     tmp = tmp_path_factory.mktemp("tracked")
     study = tiny_study(
         tmp,
@@ -259,15 +254,8 @@ def tracked(tmp_path_factory):
     )
     path = tmp / "study.yaml"
     path.write_text(yaml.safe_dump(study))
-    owned = not ray.is_initialized()
-    if owned:
-        start_ray(RayConfig(num_cpus=2))
-    try:
-        first = runner.invoke(app, ["run", str(path)])
-        again = runner.invoke(app, ["resume", str(tmp / "runs" / "tiny")])
-    finally:
-        if owned:
-            stop_ray()
+    first = runner.invoke(app, ["run", str(path)])
+    again = runner.invoke(app, ["resume", str(tmp / "runs" / "tiny")])
     return first, again, tmp / "runs" / "tiny"
 
 
