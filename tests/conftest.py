@@ -1,11 +1,11 @@
 """How the suite is laid out over pytest-xdist's workers (``-n 2 --dist loadfile``, pyproject).
 
 Each test file runs whole on one worker, so a file's module-scoped fixtures (one embedded Ray, one
-finished study) are made once. Files go out in collection order, one at a time as a worker frees
-up. The files with slow tests (a Ray, a cluster, a corpus, a browser: 10-60 s each) go out
-early, each followed by a quick one: a worker that waits on Ray's processes shares the cores
-with one that computes, rather than with a second Ray, and the quick files fill the tail. (xdist's
-own order, most tests first, sends the long files last, while the other worker sits idle.)
+finished study) are made once. Files go out in collection order as workers free up. The files
+with slow tests (a Ray, a cluster, a corpus, a browser: 10-60 s each) are put first, alternating
+with quick ones, so that a worker waiting on Ray's processes tends to share the cores with one
+that computes rather than with a second Ray, and quick files fill the tail. (xdist's own order,
+most tests first, sends the long files last, while the other worker sits idle.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="module")
 def local_ray():
     """One embedded Ray (loopback only, 2 CPUs) for the in-process runs of a test file: they join
-    it and never stop it. Module-scoped, so no file sees another's Ray, whatever the order."""
+    it and never stop it. Module-scoped: it stops when the file ends, whatever runs next."""
     import ray
 
     from tlmsearch.config import RayConfig

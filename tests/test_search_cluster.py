@@ -105,48 +105,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
             stale.unlink()
 
 
-def _run_on(address: str, env: dict, tmp_path: Path, data: dict, name: str):
-    """``tlmsearch run`` of study ``data`` (named ``name``) on the cluster: (result, trials)."""
-    data["name"] = name
-    study = tmp_path / f"{name}.yaml"
-    study.write_text(yaml.safe_dump(data))
-    res = subprocess.run(
-        [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res, pd.read_parquet(tmp_path / "runs" / name / "trials.parquet")
-
-
-def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
-    address, env = cluster
-    # 3 distinct widths x 2 seeds: enough trials that both nodes get some
-    data = tiny_study(tmp_path, train={"tokens": 16384}, search={"seeds": [0, 1]})
-    res, df = _run_on(address, env, tmp_path, data, "cluster")
-    assert "joined" in res.stdout and "2 node(s)" in res.stdout
-    assert len(df) == 6 and (df["state"] == "COMPLETE").all()
-    assert set(df["node"]) == {HEAD, WORKER}
-
-
-def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
-    """One trial, two Ray Train workers of 1 CPU each on the two 1-CPU nodes (SPREAD): its
-    process group runs across nodes, and each rank reports its own node."""
-    address, env = cluster
-    data = tiny_study(
-        tmp_path,
-        search={"baseline": False, "seeds": [0]},
-        ray={"workers_per_trial": 2, "cpus_per_worker": 1, "worker_placement": "STRICT_SPREAD"},
-    )
-    data["ray"].pop("cpus_per_trial")
-    data["space"]["dimensions"] = {
-        "shape": {"type": "categorical", "choices": ["cosine"]},
-        "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
-    }  # one candidate, one trial
-    _, df = _run_on(address, env, tmp_path, data, "spread")
-    assert len(df) == 1 and df["state"].iloc[0] == "COMPLETE"
-    assert sorted(df["node"].iloc[0].split(",")) == [HEAD, WORKER]  # rank by rank
-
-
 def test_embedded_ray_gives_every_worker_the_training_env():
     """THP_MEM_ALLOC_ENABLE must be in a trial's environment before torch starts there."""
     code = (
@@ -249,6 +207,8 @@ def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path
     names = {name for name, _ in seen.values()}
     assert {"gcs_server", "raylet"} <= names, seen  # the sampling saw Ray itself
     assert any(name.startswith("ray::") for name in names), seen  # and a trial worker
+    # and its two Ray Train workers (a process's comm holds 15 characters)
+    assert "ray::RayTrainWo" in names, seen
     open_ = {f"{name} (pid {pid}) on {host}:{port}" for (pid, port), (name, host) in seen.items()
              if not is_loopback(host)}  # fmt: skip
     assert not open_, f"listening beyond loopback: {sorted(open_)}"
@@ -267,3 +227,49 @@ def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path
     leaks += [p for p in Path(session_dir).rglob("*") if p.is_file()
               and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()]  # fmt: skip
     assert not leaks, leaks
+
+
+# -------------------------------------------------------------------------------------------------
+# A real two-node cluster (last in the file: the module-scoped cluster stops when they end)
+
+
+def _run_on(address: str, env: dict, tmp_path: Path, data: dict, name: str):
+    """``tlmsearch run`` of study ``data`` (named ``name``) on the cluster: (result, trials)."""
+    data["name"] = name
+    study = tmp_path / f"{name}.yaml"
+    study.write_text(yaml.safe_dump(data))
+    res = subprocess.run(
+        [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res, pd.read_parquet(tmp_path / "runs" / name / "trials.parquet")
+
+
+def test_trials_run_on_both_nodes(cluster, tmp_path: Path):
+    address, env = cluster
+    # 3 distinct widths x 2 seeds: enough trials that both nodes get some
+    data = tiny_study(tmp_path, train={"tokens": 16384}, search={"seeds": [0, 1]})
+    res, df = _run_on(address, env, tmp_path, data, "cluster")
+    assert "joined" in res.stdout and "2 node(s)" in res.stdout
+    assert len(df) == 6 and (df["state"] == "COMPLETE").all()
+    assert set(df["node"]) == {HEAD, WORKER}
+
+
+def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
+    """One trial, two Ray Train workers of 1 CPU each on the two 1-CPU nodes (SPREAD): its
+    process group runs across nodes, and each rank reports its own node."""
+    address, env = cluster
+    data = tiny_study(
+        tmp_path,
+        search={"baseline": False, "seeds": [0]},
+        ray={"workers_per_trial": 2, "cpus_per_worker": 1, "worker_placement": "STRICT_SPREAD"},
+    )
+    data["ray"].pop("cpus_per_trial")
+    data["space"]["dimensions"] = {
+        "shape": {"type": "categorical", "choices": ["cosine"]},
+        "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
+    }  # one candidate, one trial
+    _, df = _run_on(address, env, tmp_path, data, "spread")
+    assert len(df) == 1 and df["state"].iloc[0] == "COMPLETE"
+    assert sorted(df["node"].iloc[0].split(",")) == [HEAD, WORKER]  # rank by rank

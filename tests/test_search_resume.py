@@ -112,8 +112,11 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     def live(states: list[str]) -> bool:  # a trial done, one running: `status` says running
         if not ("COMPLETE" in states and "RUNNING" in states):
             return False
-        out = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True)
-        assert out.returncode == 0 and "running" in out.stdout, out.stdout + out.stderr
+        out = subprocess.run(
+            [EXE, "status", str(run)], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert ": running (updated" in " ".join(out.stdout.split()), out.stdout  # not "0 running"
         return True
 
     # SIGKILL of the run: no clean-up at all
