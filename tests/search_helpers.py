@@ -119,3 +119,22 @@ def learnable_bytes(root: Path, n_paragraphs: int, val_tokens: int) -> Any:
         cache_dir=str(root / "cache"),
     )
     return prepare_data(cfg, progress=False)
+
+
+def straight_curve(study: dict[str, Any], candidate: dict[str, Any], seed: int) -> list[dict]:
+    """The eval rows of an uninterrupted run of (candidate, seed) of ``study`` (a mapping), in
+    this process, as a one-worker trial trains it: ``train_proxy`` on one thread, on the CPU."""
+    from tlmsearch.data import prepare_data
+    from tlmsearch.train import train_proxy
+
+    cfg = study_from_mapping(study)
+    summary = train_proxy(
+        cfg.model,
+        cfg.model.plan(candidate).widths,
+        prepare_data(cfg.data, progress=False),
+        cfg.train,
+        seed=seed,
+        threads=1,  # a trial's: ray.cpus_per_trial
+        device="cpu",
+    )
+    return summary.curve

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from search_helpers import tiny_study
+from search_helpers import straight_curve, tiny_study
 
 from tlmsearch.search.faults import ENV, read_jsonl
 
@@ -257,21 +257,7 @@ def _ckpt_study(tmp: Path, name: str, **search) -> tuple[Path, dict]:
 
 def _straight_curve(data: dict, cand: dict, seed: int) -> list[dict]:
     """The curve of an uninterrupted run of (cand, seed), in this process, as a trial runs it."""
-    from tlmsearch.config import study_from_mapping
-    from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
-
-    cfg = study_from_mapping(data)
-    summary = train_proxy(
-        cfg.model,
-        cfg.model.plan(cand).widths,
-        prepare_data(cfg.data, progress=False),
-        cfg.train,
-        seed=seed,
-        threads=1,  # a trial's: ray.cpus_per_trial
-        device="cpu",
-    )
-    return [{k: row[k] for k in LOSSES} for row in summary.curve]
+    return [{k: row[k] for k in LOSSES} for row in straight_curve(data, cand, seed)]
 
 
 def _trial_curve(run: Path, cand: dict, seed: int) -> list[dict]:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from search_helpers import tiny_study
+from search_helpers import straight_curve, tiny_study
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
@@ -59,22 +59,13 @@ def test_two_workers_give_the_one_worker_curves(local_ray, tmp_path: Path) -> No
     """Each trial's curve is the one ``train_proxy`` draws on one worker, in this process, as a
     one-worker trial does (a one-worker trial's curve is exactly that: test_search_killed).
     (This ran a one-worker study on Ray too; this process gives its curves for a Ray less.)"""
-    from tlmsearch.config import study_from_mapping
-    from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
-
     two_trials, two, wall = _run(tmp_path, "two", 2)
     print(f"2 trials of 2 workers: {wall:.1f} s")
     assert (two_trials["state"] == "COMPLETE").all() and len(two_trials) == 2
     assert (two_trials["node"] == "127.0.0.1,127.0.0.1").all()  # rank by rank
-    cfg = study_from_mapping(study(tmp_path, "two", 2))
-    data = prepare_data(cfg.data, progress=False)
-    model = cfg.model.model_copy(update={"vocab_size": data.vocab_size})
     assert len(two) == 8  # 4 evals x 2 trials
     for params, rows in two.groupby("params_json"):
-        one = train_proxy(model, cfg.model.plan(json.loads(params)).widths, data, cfg.train,
-                          seed=0, threads=1, device="cpu")  # fmt: skip
-        want = pd.DataFrame(one.curve)
+        want = pd.DataFrame(straight_curve(study(tmp_path, "two", 2), json.loads(params), 0))
         assert list(rows["tokens"]) == list(want["tokens"]) == [2048, 4096, 6144, 8192]
         _same_curves(rows, want)
     # rank 0's final weights, through the trial: the model each trial names
