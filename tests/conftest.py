@@ -1,21 +1,48 @@
 """How the suite is laid out over pytest-xdist's workers (``-n 2 --dist loadfile``, pyproject).
 
-Each test file runs whole on one worker, so a file's module-scoped fixtures (one embedded Ray, one
-finished study) are made once. Files go out in collection order as workers free up. The files
-with slow tests (a Ray, a cluster, a corpus, a browser: 10-60 s each) are put first, alternating
-with quick ones, so that a worker waiting on Ray's processes tends to share the cores with one
-that computes rather than with a second Ray, and quick files fill the tail. (xdist's own order,
-most tests first, sends the long files last, while the other worker sits idle.)
+Order. pytest-randomly shuffles the files and the tests inside each file with a seed printed in
+the header (``Using --randomly-seed=N``), so every run tries another order and a test that leans
+on what ran before it fails somewhere, not only on a newcomer's machine. Then the files with slow
+tests (a Ray, a cluster, a corpus, a browser: 10-60 s each) are put first, alternating with quick
+ones (each group in the shuffled order), so that a worker waiting on Ray's processes tends to
+share the cores with one that computes rather than with a second Ray, and quick files fill the
+tail. (xdist's own order, most tests first, sends the long files last while the other worker
+idles.) Each test file runs whole on one worker, so its module-scoped fixtures (one embedded Ray,
+one finished study) are made once.
+
+State. Every test starts from the same process state (tests/isolation.py).
+
+Replay. Which files share a worker depends on timing, so the seed alone does not replay a
+failure: when a run fails, the order each worker ran its tests in is written to
+``.pytest_cache/tlmsearch-order/<worker>.txt`` and the summary prints the one command that runs
+that worker's sequence again in one process (``--replay=FILE``).
 """
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
+# every test starts from the same process state (tests/isolation.py)
+pytest_plugins = ["isolation"]
+
+ORDER_DIR = Path(".pytest_cache") / "tlmsearch-order"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--replay", metavar="FILE", default=None,
+        help="run exactly the test ids in FILE, in its order (a failed run's summary names it)",
+    )  # fmt: skip
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    replay = config.getoption("--replay")
+    if replay:
+        _replay(Path(replay), items)
+        return
     files: dict[object, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
@@ -24,6 +51,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (slow if any(t.get_closest_marker("slow") for t in tests) else quick).append(tests)
     pairs = itertools.zip_longest(slow, quick, fillvalue=[])
     items[:] = [item for pair in pairs for tests in pair for item in tests]
+
+
+def _replay(path: Path, items: list[pytest.Item]) -> None:
+    if not path.is_file():
+        raise pytest.UsageError(f"--replay: {path} is not a file (a failing run names one)")
+    wanted = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    by_id = {item.nodeid: item for item in items}
+    missing = [nodeid for nodeid in wanted if nodeid not in by_id]
+    if missing:
+        raise pytest.UsageError(
+            f"--replay: {len(missing)} test ids in {path} were not collected (first: "
+            f"{missing[0]}); pass the same paths and -k/-m as the run that wrote it, or none"
+        )
+    items[:] = [by_id[nodeid] for nodeid in wanted]
+
+
+class _Order:
+    """On the controller: the ids each worker started, in order, and on failure a replay line."""
+
+    def __init__(self) -> None:
+        self.ran: dict[str, list[str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)
+        if report.when == "setup" and node is not None:
+            self.ran.setdefault(node.gateway.id, []).append(report.nodeid)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        failed = [r for key in ("failed", "error") for r in terminalreporter.stats.get(key, [])]
+        workers = {getattr(getattr(r, "node", None), "gateway", None) for r in failed}
+        workers = sorted(w.id for w in workers if w is not None)
+        if not workers:
+            return
+        out = Path(config.rootpath) / ORDER_DIR
+        out.mkdir(parents=True, exist_ok=True)
+        seed = config.getoption("randomly_seed", None)
+        seed_arg = f" -p randomly --randomly-seed={seed}" if isinstance(seed, int) else ""
+        terminalreporter.section("replaying a failure in the order it ran")
+        for worker in workers:
+            path = out / f"{worker}.txt"
+            path.write_text("\n".join(self.ran.get(worker, [])) + "\n")
+            terminalreporter.write_line(
+                f"{worker} ran {len(self.ran.get(worker, []))} tests; again, in its order, in one "
+                f"process: pytest -n 0{seed_arg} --replay={path.relative_to(config.rootpath)}"
+            )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Order(), "tlmsearch-order")
 
 
 @pytest.fixture(scope="module")
