@@ -49,6 +49,7 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -275,29 +276,33 @@ class TrialArray:
         for t, state in zip(self.trainers, states or [None] * len(members), strict=True):
             if state is not None:
                 t.load_state_dict(state)
+        self._pack: _Pack | None = None
+        self._prefetch: Prefetch | None = None
         first = self.trainers[0]
         for field, of in (
             ("batch_tokens / micro_batch_size (micro batch, accumulation)",
              lambda t: (t.micro, t.accum)),
             ("dtype", lambda t: t.dtype),
-            ("attention", lambda t: t.setup["attention"]),
         ):  # fmt: skip
             values = [of(t) for t in self.trainers]
             if len(set(values)) > 1:
                 self.close()
                 raise ConfigError(
                     f"train.{field} resolves to {values} across the members: an array's "
-                    "members share the batch shape, precision and attention kernel"
+                    "members share the batch shape and precision"
                 )
         self.device, self.dtype = first.device, first.dtype
-        self.kernel = first.setup["attention"]
+        # Under vmap the fused kernels (flash, memory-efficient) have no batching rule and
+        # would run member by member: the math kernel (batched matmuls and a softmax, fused by
+        # torch.compile) is one kernel for all. Ops that still fall back are recorded here.
+        self.kernel = "math"
+        self.fallbacks: set[str] = set()
         self.micro, self.accum = first.micro, first.accum
         self.compile = compile
         for t in self.trainers:
             t.setup["compile"] = compile
             t.setup["array"] = len(members)
-        self._pack: _Pack | None = None
-        self._prefetch: Prefetch | None = None
+            t.setup["attention_array"] = "math"  # the fused step's (evals: the member's)
         self._dirty = True  # the active set changed: re-pack before the next step
         self._fresh = True  # the next step is the first of a pack (a compile, untimed)
 
@@ -512,13 +517,19 @@ class TrialArray:
             parametrization.set_lr(t.optimizer, t.lr)  # what a state records
             lrs.append(t.lr)
         step_loss = None
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=first) as caught:
+            if first:  # a fallback's warning comes once per process: see every one
+                warnings.simplefilter("always")
             # the grads are strided views of the (K, P) buffer, summed into in place
             warnings.filterwarnings("ignore", message=".*gradient layout contract.*")
             for x, y in self._prefetch.next():
                 losses = pk.loss_fn(pk.stacked, x, y)  # (K,)
                 (losses.sum() / self.accum).backward()
                 step_loss = losses.detach() if step_loss is None else step_loss + losses.detach()
+        for w in caught or []:  # "performance drop ... batching rule for aten::op"
+            op = re.search(r"batching rule for (\S+?)\.", str(w.message))
+            if op:
+                self.fallbacks.add(op.group(1))
         assert step_loss is not None
         self._optimizer_step(pk, lrs)
         for row, t in enumerate(trainers):
