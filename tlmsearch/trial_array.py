@@ -204,6 +204,15 @@ def adamw_(
     p.sub_(m * (lr / bc1) / denom)
 
 
+def _update_(pk: _Pack, scalars: torch.Tensor) -> None:
+    """Clip each member, one AdamW step, zero the gradients; ``scalars`` (K, 3): each member's
+    scheduled LR and bias corrections. One function, so torch.compile fuses it."""
+    clip_rows_(pk.grad, pk.clip)
+    adamw_(pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq, scalars[:, :1] * pk.lr_scale, pk.wd,
+           pk.beta1, pk.beta2, scalars[:, 1:2], scalars[:, 2:3])  # fmt: skip
+    pk.grad.zero_()
+
+
 class _Positions:
     """The data positions of the members being drawn for (what :class:`Prefetch` records)."""
 
@@ -299,6 +308,14 @@ class TrialArray:
         self.fallbacks: set[str] = set()
         self.micro, self.accum = first.micro, first.accum
         self.compile = compile
+        self._update = _update_
+        if compile:
+            import torch._dynamo.config as dynamo_config
+
+            # Each pack (a member set, its padded widths) compiles the fused step anew, and
+            # dynamo keeps 8 compilations of a function by default before it runs it eagerly.
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+            self._update = torch.compile(_update_)
         for t in self.trainers:
             t.setup["compile"] = compile
             t.setup["array"] = len(members)
@@ -553,7 +570,6 @@ class TrialArray:
 
     @torch.no_grad()
     def _optimizer_step(self, pk: _Pack, lrs: list[float]) -> None:
-        clip_rows_(pk.grad, pk.clip)
         pk.steps = [s + 1 for s in pk.steps]
         # per-member scalars in float64 on the host, as AdamW computes them, then one copy
         b1 = [self.members[i].train.betas[0] for i in pk.ids]
@@ -563,11 +579,7 @@ class TrialArray:
              for lr, a, b, s in zip(lrs, b1, b2, pk.steps, strict=True)],
             dtype=torch.float32,
         )  # fmt: skip
-        scalars = to_device(host, self.device)
-        lr = scalars[:, :1] * pk.lr_scale
-        adamw_(pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq, lr, pk.wd, pk.beta1, pk.beta2,
-               scalars[:, 1:2], scalars[:, 2:3])  # fmt: skip
-        pk.grad.zero_()
+        self._update(pk, to_device(host, self.device))
 
     # -- state ------------------------------------------------------------------------------
 
