@@ -65,6 +65,7 @@ from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Prefetch, to_device
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.errors import ConfigError
+from tlmsearch.loss import batched_linear_cross_entropy
 from tlmsearch.models.common import SwiGLU
 from tlmsearch.runtime import TrainSummary, attention_context, autocast_context, lr_at
 from tlmsearch.trainer import Trainer
@@ -74,7 +75,6 @@ from tlmsearch.trainer import Trainer
 # hope_attention (levels that skip optimizer steps: before_optimizer_step rewrites gradients)
 # train one process per trial, as do hf and plugin models (modules we do not know).
 FUSABLE_ARCHS = ("transformer", "gated_attention")
-ADAM_EPS = 1e-8  # torch.optim.AdamW's default, which the Trainer uses
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s
 
 
@@ -182,35 +182,33 @@ def clip_rows_(grad: torch.Tensor, max_norm: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def adamw_(
-    p: torch.Tensor,
-    g: torch.Tensor,
-    m: torch.Tensor,
-    v: torch.Tensor,
-    lr: torch.Tensor,
-    wd: torch.Tensor,
-    beta1: torch.Tensor,
-    beta2: torch.Tensor,
-    bc1: torch.Tensor,
-    bc2_sqrt: torch.Tensor,
+def fused_adamw_(
+    tensors: Sequence[Sequence[torch.Tensor]], step: torch.Tensor, group: dict[str, Any]
 ) -> None:
-    """One AdamW step over every member at once, ``torch.optim.AdamW``'s formula: ``p`` ``g``
-    ``m`` ``v`` (K, P); ``lr`` and ``wd`` per element ((K, P) or (K, 1)); ``beta1``, ``beta2``
-    and the bias corrections ``1 - beta1**step``, ``sqrt(1 - beta2**step)`` per member (K, 1)."""
-    p.mul_(1 - lr * wd)
-    m.lerp_(g, 1 - beta1)
-    v.mul_(beta2).addcmul_(g, g * (1 - beta2))
-    denom = (v.sqrt() / bc2_sqrt).add_(ADAM_EPS)
-    p.sub_(m * (lr / bc1) / denom)
+    """One AdamW step of one member's parameter group, in torch's own fused kernel (what the
+    member's ``torch.optim.AdamW(fused=True)`` runs alone, so the numbers are its numbers):
+    ``tensors`` are (params, grads, exp_avgs, exp_avg_sqs) segments of the flat buffers,
+    ``step`` the member's step count (a 0-d float tensor, already incremented), ``group``
+    the member's param group (its LR as ``parametrization.set_lr`` set it, betas, decay)."""
+    params, grads, exp_avgs, exp_avg_sqs = (list(t) for t in tensors)
+    beta1, beta2 = group["betas"]
+    torch._fused_adamw_(
+        params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
+        amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2,
+        weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+        grad_scale=None, found_inf=None,
+    )  # fmt: skip
 
 
-def _update_(pk: _Pack, scalars: torch.Tensor) -> None:
-    """Clip each member, one AdamW step, zero the gradients; ``scalars`` (K, 3): each member's
-    scheduled LR and bias corrections. One function, so torch.compile fuses it."""
-    clip_rows_(pk.grad, pk.clip)
-    adamw_(pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq, scalars[:, :1] * pk.lr_scale, pk.wd,
-           pk.beta1, pk.beta2, scalars[:, 1:2], scalars[:, 2:3])  # fmt: skip
-    pk.grad.zero_()
+class _Hidden(nn.Module):
+    """``model.hidden`` as a module's forward (what ``functional_call`` calls)."""
+
+    def __init__(self, lm: nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.lm.hidden(idx)
 
 
 class _Positions:
@@ -234,12 +232,12 @@ class _Pack:
     grad: torch.Tensor
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
-    lr_scale: torch.Tensor  # (K, P) muP's per-group factor (1 elsewhere)
-    wd: torch.Tensor  # (K, P) weight decay of each element's group
-    beta1: torch.Tensor  # (K, 1)
-    beta2: torch.Tensor
     clip: torch.Tensor  # (K,) max norm, inf: no clipping
     steps: list[int]  # AdamW's step count per member
+    step_t: torch.Tensor  # (K,) the same, on the device, for the fused kernel
+    # per member row: (index of the member's param group, [(start, end) of its segments])
+    segments: list[list[tuple[int, list[tuple[int, int]]]]]
+    head: str  # the name of the output layer's weight (the embedding's when tied)
     stacked: dict[str, torch.Tensor]  # name -> (K, *shape) leaf, a view of flat
     loss_fn: Callable[..., torch.Tensor]
 
@@ -308,14 +306,12 @@ class TrialArray:
         self.fallbacks: set[str] = set()
         self.micro, self.accum = first.micro, first.accum
         self.compile = compile
-        self._update = _update_
         if compile:
             import torch._dynamo.config as dynamo_config
 
             # Each pack (a member set, its padded widths) compiles the fused step anew, and
             # dynamo keeps 8 compilations of a function by default before it runs it eagerly.
             dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
-            self._update = torch.compile(_update_)
         for t in self.trainers:
             t.setup["compile"] = compile
             t.setup["array"] = len(members)
@@ -412,8 +408,15 @@ class TrialArray:
         template = build_model(first.model, widths, vocab, seed=0).to(self.device)
         _check_template(template)
         dims = unit_dims(template)
+        named = list(template.named_parameters())
+        head = next(n for n, p in named if p is template.lm_head.weight)
+        # Matrices, then MLP down projections (muP gives them groups of their own), then
+        # vectors: each member's AdamW groups become a few contiguous runs of its row.
+        order = sorted(range(len(named)), key=lambda j: (named[j][1].ndim < 2,
+                                                         dims.get(named[j][0]) == 1, j))
         layout, off = [], 0
-        for name, p in template.named_parameters():
+        for j in order:
+            name, p = named[j]
             layout.append((name, off, tuple(p.shape), dims.get(name)))
             off += p.numel()
         K, dev = len(ids), self.device
@@ -421,15 +424,16 @@ class TrialArray:
         def zeros() -> torch.Tensor:
             return torch.zeros(K, off, device=dev)
 
-        flat, grad, exp_avg, exp_avg_sq, wd = zeros(), zeros(), zeros(), zeros(), zeros()
-        lr_scale = torch.ones(K, off, device=dev)
-        steps = []
+        flat, grad, exp_avg, exp_avg_sq = zeros(), zeros(), zeros(), zeros()
+        steps, segments = [], []
         for row, i in enumerate(ids):
             t = self.trainers[i]
             params = dict(t.model.named_parameters())
-            group_of = {id(p): g for g in t.optimizer.param_groups for p in g["params"]}
+            group_of = {id(p): g for g, group in enumerate(t.optimizer.param_groups)
+                        for p in group["params"]}  # fmt: skip
             step = 0
             views = {}
+            runs: dict[int, list[tuple[int, int]]] = {}
             for entry in layout:
                 name, _, _, dim = entry
                 p = params[name]
@@ -445,10 +449,14 @@ class TrialArray:
                     step = int(state["step"])
                     for key, buf in (("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
                         unit_slice(_block(buf, row, entry), w, dim).copy_(state[key])
-                group = group_of[id(p)]
-                _block(wd, row, entry).fill_(group["weight_decay"])
-                _block(lr_scale, row, entry).fill_(group.get(parametrization.LR_SCALE, 1.0))
+                g, start, end = group_of[id(p)], entry[1], entry[1] + math.prod(entry[2])
+                spans = runs.setdefault(g, [])
+                if spans and spans[-1][1] == start:  # extends the group's last run
+                    spans[-1] = (spans[-1][0], end)
+                else:
+                    spans.append((start, end))
             steps.append(step)
+            segments.append(sorted(runs.items()))
             _rebind(t.model, views)
             _swap_optimizer_params(t.optimizer, params, dict(t.model.named_parameters()))
         stacked = {}
@@ -458,10 +466,7 @@ class TrialArray:
             leaf.grad = grad[:, o : o + math.prod(shape)].view(K, *shape)  # summed into in place
             stacked[name] = leaf
         cfgs = [self.members[i].train for i in ids]
-
-        def column(values: list[float]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.float32, device=dev)[:, None]
-
+        clip = [c.grad_clip if c.grad_clip > 0 else math.inf for c in cfgs]
         self._pack = _Pack(
             ids=ids,
             template=template,
@@ -470,30 +475,29 @@ class TrialArray:
             grad=grad,
             exp_avg=exp_avg,
             exp_avg_sq=exp_avg_sq,
-            lr_scale=lr_scale,
-            wd=wd,
-            beta1=column([c.betas[0] for c in cfgs]),
-            beta2=column([c.betas[1] for c in cfgs]),
-            clip=column([c.grad_clip if c.grad_clip > 0 else math.inf for c in cfgs])[:, 0],
+            clip=torch.tensor(clip, dtype=torch.float32, device=dev),
             steps=steps,
+            step_t=torch.tensor(steps, dtype=torch.float32, device=dev),
+            segments=segments,
+            head=head,
             stacked=stacked,
-            loss_fn=self._loss_fn(template),
+            loss_fn=self._loss_fn(template, head),
         )
 
-    def _loss_fn(self, template: nn.Module) -> Callable[..., torch.Tensor]:
-        """(stacked params, x (K, B, T), y (K, B, T)) -> each member's mean loss (K,)."""
-
-        def member_loss(params: dict[str, torch.Tensor], x: torch.Tensor,
-                        y: torch.Tensor) -> torch.Tensor:  # fmt: skip
-            logits = torch.func.functional_call(template, params, (x,))  # (B, T, V) fp32
-            return F.cross_entropy(logits.flatten(0, 1), y.flatten())
-
-        batched = torch.vmap(member_loss)
+    def _loss_fn(self, template: nn.Module, head: str) -> Callable[..., torch.Tensor]:
+        """(stacked params, x (K, B, T), y (K, B, T)) -> each member's mean loss (K,): the
+        final states of every member under vmap, then the output layer and the loss chunk by
+        chunk for all members at once (the solo run's chunked loss, batched)."""
+        hidden = _Hidden(template)
+        batched = torch.vmap(
+            lambda params, x: torch.func.functional_call(hidden, params, (x,)))
 
         def losses(params: dict[str, torch.Tensor], x: torch.Tensor,
                    y: torch.Tensor) -> torch.Tensor:  # fmt: skip
             with autocast_context(self.device, self.dtype), attention_context(self.kernel):
-                return batched(params, x, y)
+                h = batched({f"lm.{n}": p for n, p in params.items()}, x)  # (K, B, T, d)
+                return batched_linear_cross_entropy(h.flatten(1, 2), params[head],
+                                                    y.flatten(1))  # fmt: skip
 
         return torch.compile(losses) if self.compile else losses
 
@@ -528,11 +532,9 @@ class TrialArray:
             elif not t._clock.running:
                 t._clock.start()
         t0 = time.perf_counter()
-        lrs = []
         for t in trainers:
             t.lr = lr_at(t.tokens + t.step_tokens, t.cfg)
-            parametrization.set_lr(t.optimizer, t.lr)  # what a state records
-            lrs.append(t.lr)
+            parametrization.set_lr(t.optimizer, t.lr)  # the groups' LRs the fused step reads
         step_loss = None
         with warnings.catch_warnings(record=first) as caught:
             if first:  # a fallback's warning comes once per process: see every one
@@ -548,7 +550,7 @@ class TrialArray:
             if op:
                 self.fallbacks.add(op.group(1))
         assert step_loss is not None
-        self._optimizer_step(pk, lrs)
+        self._optimizer_step(pk)
         for row, t in enumerate(trainers):
             t._losses.append(step_loss[row])
             t.tokens += t.step_tokens
@@ -569,17 +571,18 @@ class TrialArray:
                 t._timed_tokens += t.step_tokens
 
     @torch.no_grad()
-    def _optimizer_step(self, pk: _Pack, lrs: list[float]) -> None:
+    def _optimizer_step(self, pk: _Pack) -> None:
+        """Clip each member on its own norm, then each member's groups' AdamW step."""
+        clip_rows_(pk.grad, pk.clip)
         pk.steps = [s + 1 for s in pk.steps]
-        # per-member scalars in float64 on the host, as AdamW computes them, then one copy
-        b1 = [self.members[i].train.betas[0] for i in pk.ids]
-        b2 = [self.members[i].train.betas[1] for i in pk.ids]
-        host = torch.tensor(
-            [[lr, 1 - a**s, math.sqrt(1 - b**s)]
-             for lr, a, b, s in zip(lrs, b1, b2, pk.steps, strict=True)],
-            dtype=torch.float32,
-        )  # fmt: skip
-        self._update(pk, to_device(host, self.device))
+        pk.step_t.add_(1)
+        for row, i in enumerate(pk.ids):
+            groups = self.trainers[i].optimizer.param_groups
+            for g, spans in pk.segments[row]:
+                tensors = [[buf[row, a:b] for a, b in spans]
+                           for buf in (pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq)]
+                fused_adamw_(tensors, pk.step_t[row], groups[g])
+        pk.grad.zero_()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -692,9 +695,9 @@ __all__ = [
     "FUSABLE_ARCHS",
     "Member",
     "TrialArray",
-    "adamw_",
     "check_fusable",
     "clip_rows_",
+    "fused_adamw_",
     "pad_units",
     "padded_widths",
     "train_array",
