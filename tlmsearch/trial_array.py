@@ -15,12 +15,19 @@ unusually fusable:
   That holds for a bias-free SwiGLU only (a bias on the hidden units, or a norm over them,
   would move the padding): :func:`check_fusable` refuses anything else.
 - **Stacking.** The padded parameters of all members live in one flat ``(K, P)`` buffer; the
-  model is run once, under ``torch.vmap`` of ``torch.func.functional_call`` over a template
-  module at the padded widths, on ``(K, B, T)`` tokens. The loss is the sum of the members'
+  model's body runs once, under ``torch.vmap`` of ``torch.func.functional_call`` over a
+  template module at the padded widths, on ``(K, B, T)`` tokens, and the output layer and loss
+  run as the solo chunked loss batched over members (``loss.batched_linear_cross_entropy``: the
+  solo one is an autograd.Function vmap cannot enter). The loss is the sum of the members'
   mean losses, so each member's gradient is its own. The gradients land in a ``(K, P)`` buffer
-  too, so per-member gradient clipping is one norm over each row, and AdamW (per-member LR,
-  betas, weight decay and muP ``lr_scale``, each a row or a per-element map) is a dozen
-  elementwise kernels over the whole array, whatever the number of tensors.
+  too: per-member clipping is one norm over each row, and AdamW is torch's own fused kernel
+  (``torch._fused_adamw_``, what ``AdamW(fused=True)`` runs alone) called once per member and
+  param group on contiguous runs of its row (the layout puts matrices, MLP down projections and
+  vectors in blocks), with the group's LR, betas and decay as the member's optimizer holds them
+  (its schedule, muP's ``lr_scale``): the member's numbers, at K x groups calls a step.
+- **Attention.** The fused kernels (flash, memory-efficient) have no vmap batching rule (vmap
+  would run them member by member), so the fused step uses the math kernel, batched matmuls
+  and a softmax; evals use the member's kernel.
 - **Reuse.** Each member is a :class:`tlmsearch.trainer.Trainer` (compile off) whose parameters
   are views into the flat buffer: its batches (its seed's windows), divergence monitor,
   averaged weights, evals, curve, summary and ``state_dict`` are the Trainer's own, reading
@@ -34,11 +41,16 @@ unusually fusable:
 
 Why not explicit batched matmuls: vmap reuses the model code as written (attention, RoPE,
 norms, the MLP), so an array member is the solo model by construction. Why not copy back only
-at evals: the averaged weights (EMA) read the weights after every step.
+at evals: the averaged weights (EMA) read the weights after every step. Why one kernel call
+per member and group rather than one elementwise AdamW over (K, P): a hand-written AdamW with
+per-element LR and decay maps took ~15 passes over the buffers (20% of a CPU step at the
+quickstart size) and rounds differently from torch's.
 
-What is not exact: the batched kernels sum in another order than the solo ones, and the loss
-is the plain cross-entropy of the full logits (the solo run's chunked loss, tlmsearch/loss.py,
-is not vmappable); curves agree to float tolerance (tests/test_trial_array.py states it).
+What is not exact: the batched matmuls sum in another order than the solo ones (and the
+padding changes the shapes), so curves agree to float tolerance, not bit for bit
+(tests/test_trial_array.py states it). Where it applies: the ``transformer`` and
+``gated_attention`` archs (:data:`FUSABLE_ARCHS`); titans, hope_attention, hf and plugin
+models train one process per trial.
 
 Example::
 
