@@ -77,7 +77,7 @@ from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Prefetch, to_device
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.errors import ConfigError
-from tlmsearch.loss import batched_linear_cross_entropy
+from tlmsearch.loss import CHUNK_TOKENS, batched_linear_cross_entropy
 from tlmsearch.models.common import SwiGLU
 from tlmsearch.runtime import TrainSummary, attention_context, autocast_context, lr_at
 from tlmsearch.trainer import Trainer
@@ -493,14 +493,20 @@ class TrialArray:
             segments=segments,
             head=head,
             stacked=stacked,
-            loss_fn=self._loss_fn(template, head),
+            loss_fn=self._loss_fn(template, head, K),
         )
 
-    def _loss_fn(self, template: nn.Module, head: str) -> Callable[..., torch.Tensor]:
+    def _loss_fn(self, template: nn.Module, head: str, k: int) -> Callable[..., torch.Tensor]:
         """(stacked params, x (K, B, T), y (K, B, T)) -> each member's mean loss (K,): the
         final states of every member under vmap, then the output layer and the loss chunk by
         chunk for all members at once (the solo run's chunked loss, batched)."""
         hidden = _Hidden(template)
+        # Tokens of each member per chunk of the loss: on a CPU the solo run's chunk shared
+        # by the K members (logits of K x 2048 x 16384 fp32 ran the loss's elementwise passes
+        # 2.7x slower per element than the solo run's one-member chunks at the quickstart size);
+        # a GPU takes 16 such chunks at once (4.3 GB of logits at K = 64 there).
+        rows = CHUNK_TOKENS * (16 if self.device.type == "cuda" else 1)
+        chunk = max(1, rows // k)
         batched = torch.vmap(
             lambda params, x: torch.func.functional_call(hidden, params, (x,)))
 
@@ -509,7 +515,7 @@ class TrialArray:
             with autocast_context(self.device, self.dtype), attention_context(self.kernel):
                 h = batched({f"lm.{n}": p for n, p in params.items()}, x)  # (K, B, T, d)
                 return batched_linear_cross_entropy(h.flatten(1, 2), params[head],
-                                                    y.flatten(1))  # fmt: skip
+                                                    y.flatten(1), chunk)  # fmt: skip
 
         return torch.compile(losses) if self.compile else losses
 
