@@ -18,9 +18,7 @@ docs as data, the vocabulary padded to 16384 as in ``benchmarks/gpu.py``), train
 Both count only training steps (evals and the first step excluded: each member's eval rows'
 tokens/s, as a trial reports them). Prints every member's tokens/s and the sum for both
 setups, and the ratio of the sums (the goal in issue 33: >= 1.3). ``--rounds`` alternates the
-setups to average out a shared machine's load. Last, the work per token, robust to that load:
-CPU seconds per step of the array and of the three as solo Trainers, one thread, in turn in one
-process (median of ``--steps``).
+setups to average out a shared machine's load.
 """
 
 from __future__ import annotations
@@ -103,59 +101,6 @@ def array_one(spec: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def interleaved_one(spec: dict[str, Any]) -> dict[str, Any]:
-    """CPU seconds per step of the array and of its three members as solo Trainers, in one
-    process on one thread, step by step in turn (warm-up: 2 steps each): the work per token,
-    whatever else the machine runs (wall-clock rates swing with a shared machine's load)."""
-    import statistics
-
-    from tlmsearch.config import DataConfig, ModelConfig, TrainConfig
-    from tlmsearch.data import prepare_data
-    from tlmsearch.trainer import Trainer
-    from tlmsearch.trial_array import Member, TrialArray
-
-    model = ModelConfig(**spec["model"])
-    data = prepare_data(DataConfig(**spec["data"]), progress=False)
-    train = TrainConfig(**{**spec["train"], "compile": "off"})
-    members = [Member(model, tuple(model.plan(c).widths), train, seed=0)
-               for c in spec["candidates"].values()]  # fmt: skip
-    arr = TrialArray(members, data, device="cpu", threads=1)
-    solos = [Trainer(m.model, m.widths, data, train, seed=0, threads=1, device="cpu")
-             for m in members]  # fmt: skip
-    times: dict[str, list[float]] = {"array": [], "solo": []}
-    try:
-        for i in range(spec["steps"] + 2):
-            t0 = time.process_time()
-            arr.step()
-            t1 = time.process_time()
-            for t in solos:
-                t.step()
-            t2 = time.process_time()
-            if i >= 2:
-                times["array"].append(t1 - t0)
-                times["solo"].append(t2 - t1)
-    finally:
-        arr.close()
-        for t in solos:
-            t.close()
-    tokens = len(members) * solos[0].step_tokens
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return {"tokens_per_cpu_s": {k: tokens / v for k, v in med.items()},
-            "ratio": med["solo"] / med["array"], "steps": spec["steps"]}  # fmt: skip
-
-
-def run_interleaved(size: dict[str, Any], args: Any, tmp: Path) -> dict[str, Any]:
-    spec = {
-        "model": size["model"], "data": data_section(size, str(tmp / "cache")),
-        "train": _train(size, False), "candidates": CANDIDATES, "steps": args.steps,
-    }  # fmt: skip
-    cmd = [sys.executable, __file__, "--interleaved-one", json.dumps(spec)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=args.timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-1500:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def run_array(size: dict[str, Any], args: Any, tmp: Path) -> dict[str, Any]:
     spec = {
         "model": size["model"], "data": data_section(size, str(tmp / "cache")),
@@ -204,17 +149,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="array threads")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds a setup at most")
     ap.add_argument("--out", type=Path, default=None, help="JSON (default: a temp dir)")
-    ap.add_argument("--steps", type=int, default=None, help="steps of the CPU-time comparison")
     ap.add_argument("--array-one", help=argparse.SUPPRESS)
-    ap.add_argument("--interleaved-one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.array_one:
         print(json.dumps(array_one(json.loads(args.array_one))), flush=True)
         return
-    if args.interleaved_one:
-        print(json.dumps(interleaved_one(json.loads(args.interleaved_one))), flush=True)
-        return
-    args.steps = args.steps or (3 if args.quick else 12)
     size = CPU_SIZES["tiny-32"] if args.quick else GPU_SIZES["quickstart"]
     if not args.quick:
         size = {**size, "chunk": 4}  # 4 steps an eval window (~2-4 s here)
@@ -229,8 +168,6 @@ def main() -> None:
             print(json.dumps({"array": results["array"][-1]}), flush=True)
             results["processes"].append(run_processes(size, args, tmp))
             print(json.dumps({"processes": results["processes"][-1]}), flush=True)
-        interleaved = run_interleaved(size, args, tmp)
-        print(json.dumps({"interleaved": interleaved}), flush=True)
     mean = {
         setup: {c: sum(r["tokens_per_s"][c] for r in rs) / len(rs) for c in CANDIDATES}
         for setup, rs in results.items()
@@ -247,14 +184,9 @@ def main() -> None:
         print(label.ljust(22) + "".join(f"{mean[setup][c]:>{width + 6},.0f}" for c in CANDIDATES)
               + f"{total[setup]:>12,.0f}")  # fmt: skip
     print(f"array / processes: {ratio:.2f}x (goal >= 1.3)")
-    cpu = interleaved["tokens_per_cpu_s"]
-    print(f"tokens per CPU second, 1 thread, {args.steps} steps in turn (median): array "
-          f"{cpu['array']:,.0f}, the 3 solo Trainers {cpu['solo']:,.0f}: "
-          f"{interleaved['ratio']:.2f}x")  # fmt: skip
     out = args.out or Path(tempfile.gettempdir()) / "tlmsearch-trial-array-bench.json"
     out.write_text(json.dumps({"rounds": results, "mean": mean, "total": total,
-                               "ratio": ratio, "compile": args.compile,
-                               "interleaved": interleaved}, indent=1))  # fmt: skip
+                               "ratio": ratio, "compile": args.compile}, indent=1))  # fmt: skip
     print(f"# JSON: {out}")
 
 
