@@ -1,7 +1,8 @@
 """Trial arrays on a GPU: K quickstart-size members trained in one process as one fused model.
 
-Run: ``python benchmarks/gpu_array.py`` on a machine with a CUDA GPU (under 6 minutes on an
-H200), also ``python benchmarks/gpu.py --array``; ``--cpu`` runs tiny sizes here (``--quick``:
+Run: ``python benchmarks/gpu_array.py`` on a machine with a CUDA GPU (rows start within
+``--budget-s`` 330 s, sized for under 6 minutes on an H200; not yet run on a GPU), also
+``python benchmarks/gpu.py --array``; ``--cpu`` runs tiny sizes here (``--quick``:
 the smallest, for the test). Needs torch, numpy, pyyaml and pydantic (tlmsearch's configs);
 no Ray, Optuna or rich. Without pydantic it says which import failed and how to carry it.
 
