@@ -24,6 +24,9 @@ shorter still, for the test).
    each gets half of it, ``ray.gpus_per_trial: 0.5``), the report. Its wall time, and the
    trials' own tokens/s and MFU.
 
+3. Trial arrays (``--array``: only these rows, ``benchmarks/gpu_array.py``, which needs neither
+   Ray nor Optuna): K = 1, 4, 16, 64 quickstart-size members in one process (issue 33).
+
 Prints one table and writes every number as JSON (``--out``). A row that fails shows its error
 and the rest still run. Time: the throughput rows share ``--budget-s`` (a row that would start
 after it is skipped and says so), the search has ``--search-timeout``: on a GPU 340 + 110 s, so
@@ -372,6 +375,12 @@ def add_ratios(rows: list[dict[str, Any]], peak: float | None) -> None:
 
 
 def main() -> None:
+    if "--array" in sys.argv:  # the trial-array rows only: no Ray, no Optuna, no rich
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_array import main as array_main
+
+        array_main([a for a in sys.argv[1:] if a != "--array"])
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="tiny sizes on this CPU")
     ap.add_argument("--quick", action="store_true", help="with --cpu: the smallest run (tests)")

@@ -98,3 +98,59 @@ def nll_sum(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
         ]  # fmt: skip
         return torch.stack(parts).sum()
     return F.cross_entropy(model(x).float().flatten(0, 1), y.flatten(), reduction="sum")
+
+
+class _BatchedLinearCrossEntropy(torch.autograd.Function):
+    """:class:`_LinearCrossEntropy` for K models at once (a trial array, tlmsearch/trial_array.py):
+    the same chunks and formula, with batched matmuls; each model's mean NLL, (K,)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        h: torch.Tensor,  # (K, N, d)
+        weight: torch.Tensor,  # (K, V, d)
+        targets: torch.Tensor,  # (K, N)
+        chunk: int,
+    ) -> torch.Tensor:
+        k, n = h.shape[:2]
+        want_grad = h.requires_grad or weight.requires_grad
+        total = torch.zeros(k, dtype=torch.float32, device=h.device)
+        grad_h = torch.empty_like(h) if want_grad else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        w_t = weight.transpose(1, 2)  # (K, d, V)
+        for i in range(0, n, chunk):
+            hc, yc = h[:, i : i + chunk], targets[:, i : i + chunk, None]
+            logits = torch.bmm(hc, w_t).float()  # (K, c, V): the only logits alive
+            lse = torch.logsumexp(logits, dim=-1)
+            total += (lse - logits.gather(2, yc).squeeze(2)).sum(1)
+            if want_grad:  # d(mean NLL)/d logits = (softmax - onehot) / N
+                g = logits.sub_(lse[..., None]).exp_()
+                g.scatter_add_(2, yc, torch.full(yc.shape, -1.0, device=g.device))
+                g = g.div_(n).to(h.dtype)  # under autocast, bmm casts it as it casts hc
+                grad_h[:, i : i + chunk] = torch.bmm(g, weight).to(h.dtype)  # (K, c, d)
+                grad_w += torch.bmm(g.transpose(1, 2), hc).float()  # (K, V, d)
+        if want_grad:
+            ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        return total / n
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+        grad_h, grad_w = ctx.saved_tensors
+        scale = grad_out[:, None, None]
+        return grad_h * scale, grad_w * scale, None, None
+
+
+def batched_linear_cross_entropy(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
+    """Each of K models' mean next-token NLL: ``h`` (K, N, d), ``weight`` (K, V, d), ``targets``
+    (K, N) -> (K,), ``chunk`` tokens of every model at a time (default :data:`CHUNK_TOKENS`).
+
+    >>> h, w, y = torch.randn(2, 6, 4), torch.randn(2, 10, 4), torch.randint(0, 10, (2, 6))
+    >>> got = batched_linear_cross_entropy(h, w, y, 4)
+    >>> torch.allclose(got, torch.stack([linear_cross_entropy(h[k], w[k], y[k]) for k in (0, 1)]))
+    True
+    """
+    return _BatchedLinearCrossEntropy.apply(h, weight, targets, chunk or CHUNK_TOKENS)
