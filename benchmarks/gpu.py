@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/gpu.py`` on a machine with a CUDA GPU (one GPU, under 8 minutes), or
 ``python benchmarks/gpu.py --cpu`` anywhere (tiny sizes, 1-2 minutes on 2 cores; ``--quick``:
-shorter still, for the test).
+shorter still, for the test: 1 and 2 trials at once instead of 1 and 4).
 
 1. Throughput. Two sizes: on a GPU the quickstart's proxy (4 x 128, seq 128, 2048-token steps,
    vocab 16384) and a ~125M model (12 x 768, d_ff 2048, seq 1024, vocab 50304 tied: GPT-2
@@ -411,9 +411,10 @@ def main() -> None:
         device, peak = describe_device(gpu)
         print(f"# {device}", flush=True)
         rows: list[dict[str, Any]] = []
+        together = (1, 2) if args.quick else (1, 4)  # --quick: two processes on the test's cores
         for name, size in sizes.items():
             prepare(size, tmp)  # once, before processes that would race to write it
-            for procs in (1, 4):
+            for procs in together:
                 for kind in CANDIDATES:
                     left = args.budget_s - (time.perf_counter() - t_start)
                     if left < (60 if gpu else 10):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_run import make_run, make_trials, random_trials, study_dict
-from proc_sockets import is_loopback, listeners, process_tree
+from proc_sockets import is_loopback, tree_listeners
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
@@ -257,7 +257,7 @@ def test_dashboard_command_listens_on_loopback_only(tmp_path):
                 line = proc.stdout.readline()
                 assert line, f"dashboard exited with {proc.wait()}"
         assert "http://127.0.0.1:" in line, line
-        found = [s for pid in process_tree(proc.pid) for s in listeners(pid)]
+        found = tree_listeners(proc.pid)
         assert found and all(is_loopback(s.host) for s in found), found
     finally:
         proc.terminate()

@@ -189,8 +189,9 @@ def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path
     deadline = time.time() + 300
     try:
         while proc.poll() is None and time.time() < deadline:
+            tables: dict[str, list[str]] = {}  # one read of the socket tables a sample
             for pid in process_tree(proc.pid):
-                for s in listeners(pid):
+                for s in listeners(pid, tables):
                     seen[(s.pid, s.port)] = (s.name, s.host)
                     if s.name == "gcs_server" and not ray_env:
                         ray_env = environ(pid)  # what the driver gave Ray's processes
