@@ -21,6 +21,8 @@ that worker's sequence again in one process (``--replay=FILE``).
 from __future__ import annotations
 
 import itertools
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     replay = config.getoption("--replay")
     if replay:
-        _replay(Path(replay), items)
+        _replay(config, Path(replay), items)
         return
     files: dict[object, list[pytest.Item]] = {}
     for item in items:
@@ -53,10 +55,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for pair in pairs for tests in pair for item in tests]
 
 
-def _replay(path: Path, items: list[pytest.Item]) -> None:
+def _replay(config: pytest.Config, path: Path, items: list[pytest.Item]) -> None:
     if not path.is_file():
         raise pytest.UsageError(f"--replay: {path} is not a file (a failing run names one)")
     wanted = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not wanted:
+        raise pytest.UsageError(f"--replay: {path} names no test")
     by_id = {item.nodeid: item for item in items}
     missing = [nodeid for nodeid in wanted if nodeid not in by_id]
     if missing:
@@ -64,6 +68,8 @@ def _replay(path: Path, items: list[pytest.Item]) -> None:
             f"--replay: {len(missing)} test ids in {path} were not collected (first: "
             f"{missing[0]}); pass the same paths and -k/-m as the run that wrote it, or none"
         )
+    chosen = set(wanted)
+    config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in chosen])
     items[:] = [by_id[nodeid] for nodeid in wanted]
 
 
@@ -85,20 +91,28 @@ class _Order:
         if not workers:
             return
         out = Path(config.rootpath) / ORDER_DIR
-        out.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(out, ignore_errors=True)  # no stale file of an earlier run
+        out.mkdir(parents=True)
         seed = config.getoption("randomly_seed", None)
-        seed_arg = f" -p randomly --randomly-seed={seed}" if isinstance(seed, int) else ""
+        shuffled = config.pluginmanager.hasplugin("randomly") and isinstance(seed, int)
+        seed_arg = f"-p randomly --randomly-seed={seed}" if shuffled else "-p no:randomly"
+        python = Path(sys.executable)
+        python = python.relative_to(config.rootpath) if python.is_relative_to(
+            config.rootpath) else python  # fmt: skip
         terminalreporter.section("replaying a failure in the order it ran")
         for worker in workers:
             path = out / f"{worker}.txt"
             path.write_text("\n".join(self.ran.get(worker, [])) + "\n")
             terminalreporter.write_line(
                 f"{worker} ran {len(self.ran.get(worker, []))} tests; again, in its order, in one "
-                f"process: pytest -n 0{seed_arg} --replay={path.relative_to(config.rootpath)}"
+                f"process: {python} -m pytest -n 0 {seed_arg} "
+                f"--replay={path.relative_to(config.rootpath)}"
             )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--replay") and config.getoption("numprocesses", None):
+        raise pytest.UsageError("--replay runs the sequence in one process: add -n 0")
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_Order(), "tlmsearch-order")
 

@@ -4,17 +4,20 @@ Which tests share a pytest-xdist worker, and in what order, depends on timing (a
 pytest-randomly, on the run's seed). A test that reads process-global state another test left
 behind passes or fails by that luck: issue 30 was a parse that hit Python's recursion limit only
 when no test had compiled a model first (torch's inductor lifts the limit to 2,000 on every
-compile, for good). So after each test this plugin puts back the state listed in ``STATE``, and
-after each file it stops a Ray the file left running.
+compile, for good). So this plugin puts back the state listed in ``STATE`` after each test, and
+after each file what the file's module-scoped fixtures changed (a finished study sets the
+search driver's variables, a Trainer its thread count), and stops a Ray the file left running.
 
 What a test changes on purpose it changes through a fixture that restores it (``monkeypatch``,
 ``recursion_limit`` below). State that the code under test changes as a side effect of its
-normal work is restored silently: inductor's recursion limit and its environment variables
-(``THP_MEM_ALLOC_ENABLE``, ``_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR``), the variables a search
-driver sets for Ray (``TUNE_PRINT_ALL_TRIAL_ERRORS``), gloo's and MLflow's, the trainer's thread
-count, log handlers, torch's global RNG. A test that leaves the working directory changed is a
-bug in that test (nothing we ship changes it) and fails here, naming what it left; so does a
-file that leaves an embedded Ray running.
+normal work is restored silently: inductor's recursion limit, environment variables and
+recompile limit, the variables a search driver sets for Ray (``TUNE_PRINT_ALL_TRIAL_ERRORS``),
+gloo's and MLflow's, the trainer's thread count, Ray's and Optuna's log levels, torch's global
+RNG. A test or file that leaves the working directory changed is a bug in it (nothing we ship
+changes it) and fails here, naming what it left; so does a file that leaves a Ray running.
+
+torch is read only once something imported it (a process that never does, like the small
+pytest runs of test_isolation, does not pay for the import).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import torch
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Global:
 
 # pytest's own: it names the running test and phase
 _PYTEST_OWN = "PYTEST_CURRENT_TEST"
+# loggers that tlmsearch.search.cluster.quiet_ray (and Optuna's set_verbosity) turn down
+_LIBRARY_LOGGERS = ("ray", "ray.tune", "ray.train", "ray.air", "ray.tune.tune", "optuna")
 
 
 def _environ() -> dict[str, str]:
@@ -67,53 +71,118 @@ def _set_root_logging(saved: tuple[int, tuple[logging.Handler, ...], int]) -> No
     logging.disable(disabled)
 
 
+def _library_levels() -> dict[str, int]:
+    return {name: logging.getLogger(name).level for name in _LIBRARY_LOGGERS}
+
+
+def _set_library_levels(saved: dict[str, int]) -> None:
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def _torch(read: Callable[[Any], Any], write: Callable[[Any, Any], None]) -> tuple[
+    Callable[[], Any], Callable[[Any], None]
+]:  # fmt: skip
+    """A torch global's reader and writer, live only once torch is imported (None before)."""
+
+    def get() -> Any:
+        torch = sys.modules.get("torch")
+        return None if torch is None else read(torch)
+
+    def put(value: Any) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None and value is not None:
+            write(torch, value)
+
+    return get, put
+
+
+def _dynamo_limit() -> int | None:
+    config = sys.modules.get("torch._dynamo.config")
+    return None if config is None else config.recompile_limit
+
+
+def _set_dynamo_limit(value: int | None) -> None:
+    config = sys.modules.get("torch._dynamo.config")
+    if config is not None and value is not None:
+        config.recompile_limit = value
+
+
+def _same_rng(a: Any, b: Any) -> bool:
+    return a is None or b is None or (a.shape == b.shape and bool((a == b).all()))
+
+
 STATE: tuple[Global, ...] = (
     Global("the working directory", os.getcwd, os.chdir, a_test_bug=True),
     Global("os.environ", _environ, _set_environ),
     Global("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
-    Global("torch.get_num_threads()", torch.get_num_threads, torch.set_num_threads),
-    Global("torch.get_default_dtype()", torch.get_default_dtype, torch.set_default_dtype),
-    Global("torch.is_grad_enabled()", torch.is_grad_enabled, torch.set_grad_enabled),
-    Global("torch's global RNG", torch.get_rng_state, torch.set_rng_state,
-           same=lambda a, b: torch.equal(a, b)),
     Global("the root logger", _root_logging, _set_root_logging),
-)
+    Global("Ray's and Optuna's log levels", _library_levels, _set_library_levels),
+    Global("torch.get_num_threads()", *_torch(lambda t: t.get_num_threads(),
+                                                lambda t, v: t.set_num_threads(v))),
+    Global("torch.get_default_dtype()", *_torch(lambda t: t.get_default_dtype(),
+                                                  lambda t, v: t.set_default_dtype(v))),
+    Global("torch.is_grad_enabled()", *_torch(lambda t: t.is_grad_enabled(),
+                                                lambda t, v: t.set_grad_enabled(v))),
+    Global("torch's global RNG", *_torch(lambda t: t.get_rng_state(),
+                                          lambda t, v: t.set_rng_state(v)), same=_same_rng),
+    Global("torch._dynamo's recompile_limit", _dynamo_limit, _set_dynamo_limit),
+)  # fmt: skip
+
+
+def snapshot() -> dict[str, Any]:
+    return {g.name: g.read() for g in STATE}
 
 
 def restore(saved: dict[str, Any]) -> list[str]:
-    """Put every global back as saved; return what a test should not have left changed."""
+    """Put every global back as saved; return what a test should not have left changed (and
+    what could not be put back: each global is tried, whatever the others do)."""
     bugs = []
     for g in STATE:
-        now = g.read()
-        if g.same(saved[g.name], now):
-            continue
-        if g.a_test_bug:
-            bugs.append(f"{g.name}: {saved[g.name]!r} -> {now!r}")
-        g.write(saved[g.name])
+        try:
+            now = g.read()
+            if g.same(saved[g.name], now):
+                continue
+            if g.a_test_bug:
+                bugs.append(f"{g.name}: {saved[g.name]!r} -> {now!r}")
+            g.write(saved[g.name])
+        except Exception as err:  # e.g. a working directory the test removed
+            bugs.append(f"{g.name}: could not be read or put back ({type(err).__name__}: {err})")
     return bugs
+
+
+def _fail(what: str, bugs: list[str]) -> None:
+    pytest.fail(
+        f"this {what} left process state changed for the tests after it (restored now; "
+        "change it through monkeypatch, or a fixture that gives it back): " + "; ".join(bugs),
+        pytrace=False,
+    )
 
 
 @pytest.fixture(autouse=True)
 def _same_start_for_every_test() -> Iterator[None]:
-    saved = {g.name: g.read() for g in STATE}
+    saved = snapshot()
     yield
     bugs = restore(saved)
     if bugs:
-        pytest.fail(
-            "this test left process state changed for the tests after it (restored now; "
-            "change it through monkeypatch instead): " + "; ".join(bugs),
-            pytrace=False,
-        )
+        _fail("test", bugs)
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_ray_left_by_a_file() -> Iterator[None]:
+def _same_start_for_every_file() -> Iterator[None]:
+    """Set up before the file's other module-scoped fixtures and torn down after them."""
+    saved = snapshot()
     yield
+    bugs = []
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        ray.shutdown()
-        pytest.fail("this file left an embedded Ray running (stopped now): stop what you start",
-                    pytrace=False)
+        from tlmsearch.search.cluster import stop_ray
+
+        stop_ray()  # the embedded Ray's token and loopback settings go with it
+        bugs.append("an embedded Ray was still running (stopped now): stop what you start")
+    bugs += restore(saved)
+    if bugs:
+        _fail("file", bugs)
 
 
 @contextmanager

@@ -49,11 +49,18 @@ def _suite(tmp_path: Path) -> Path:
     for name in ("conftest.py", "isolation.py"):
         shutil.copy(HERE / name, tmp_path / name)
     (tmp_path / "test_a.py").write_text(
-        "import os\n"
-        "def test_leaves_cwd(tmp_path):\n    os.chdir(tmp_path)\n"
+        "import os, pytest\n"
+        "@pytest.fixture(scope='module')\n"
+        "def driver():\n    os.environ['PROBE_SET_BY_A_FILE'] = '1'\n"  # as a search does
+        "def test_leaves_cwd(tmp_path, driver):\n    os.chdir(tmp_path)\n"
         "def test_fine():\n    pass\n"
     )
     (tmp_path / "test_b.py").write_text("def test_fails():\n    assert False\n")
+    (tmp_path / "test_c.py").write_text(
+        "import os\n"
+        "def test_no_file_leaves_its_environment():\n"
+        "    assert 'PROBE_SET_BY_A_FILE' not in os.environ\n"
+    )
     return tmp_path
 
 
@@ -72,20 +79,28 @@ def test_a_failed_run_prints_a_replay_line_that_runs_the_same_order(tmp_path: Pa
     out = run.stdout
     assert run.returncode == 1, out
     assert "this test left process state changed" in out and "the working directory" in out
+    assert "1 failed, 3 passed, 1 error" in out  # test_c saw no variable of test_a's fixture
     replays = [line for line in out.splitlines() if "--replay=" in line]
-    assert replays and all("-p randomly --randomly-seed=3" in line for line in replays), out
+    assert replays and all(" -m pytest -n 0 -p randomly --randomly-seed=3 " in line
+                           for line in replays), out  # fmt: skip
     orders = sorted((suite / ".pytest_cache" / "tlmsearch-order").glob("gw*.txt"))
     ran = [nodeid for path in orders for nodeid in path.read_text().split()]
-    assert sorted(ran) == sorted(
-        ["test_a.py::test_leaves_cwd", "test_a.py::test_fine", "test_b.py::test_fails"]
-    )
+    assert sorted(ran) == sorted(["test_a.py::test_leaves_cwd", "test_a.py::test_fine",
+                                  "test_b.py::test_fails",
+                                  "test_c.py::test_no_file_leaves_its_environment"])  # fmt: skip
     # the replay runs exactly that worker's tests, in its order, in one process
     path = next(p for p in orders if "test_b.py::test_fails" in p.read_text())
     again = _pytest(suite, "-n", "0", "-p", "xdist", "--replay=" + str(path), "-vv")
     ids = [ln.split(" ")[0] for ln in again.stdout.splitlines() if ln.endswith("%]")]
     # (a teardown error repeats its test's id)
     assert list(dict.fromkeys(ids)) == path.read_text().split(), again.stdout
-    missing = suite / "missing.txt"
-    missing.write_text("test_b.py::test_nothing_of_that_name\n")
-    refused = _pytest(suite, "-n", "0", "-p", "xdist", "--replay=" + str(missing))
-    assert refused.returncode != 0 and "were not collected" in refused.stderr + refused.stdout
+    assert again.returncode == 1 and "FAILED test_b.py::test_fails" in again.stdout
+    for content, args, why in [
+        ("test_b.py::test_nothing_of_that_name\n", ("-n", "0"), "were not collected"),
+        ("\n", ("-n", "0"), "names no test"),
+        ("test_b.py::test_fails\n", ("-n", "2"), "add -n 0"),
+    ]:
+        bad = suite / "bad.txt"
+        bad.write_text(content)
+        refused = _pytest(suite, *args, "-p", "xdist", "--replay=" + str(bad))
+        assert refused.returncode == 4 and why in refused.stderr + refused.stdout, why
