@@ -165,6 +165,16 @@ def test_an_array_reproduces_each_members_solo_curve(
     assert got[0].curve[-1]["val_loss"] != got[0].curve[-1]["val_loss_raw"]  # EMA evaluated
 
 
+def test_a_gated_attention_array_reproduces_its_members_solo_curves(data: PreparedData) -> None:
+    """The other fusable architecture (FUSABLE_ARCHS): its gates run under vmap as well."""
+    model = TINY.model_copy(update={"arch": "gated_attention"})
+    train = test_train.tcfg(**{**BASE, "tokens": 4096})
+    members = [Member(model, w, train, seed=s) for s, w in enumerate(WIDTHS[:2])]
+    got = train_array(members, data, device="cpu", threads=1)
+    for m, summary in zip(members, got, strict=True):
+        _same_curve(summary.curve, _solo(m, data))
+
+
 def test_the_array_matches_torchs_adamw_and_clipping_weight_for_weight(
     data: PreparedData,
 ) -> None:
