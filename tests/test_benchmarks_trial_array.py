@@ -60,8 +60,9 @@ def test_the_gpu_array_rows_run_on_a_cpu_without_ray_or_optuna(tmp_path: Path) -
 
 def test_the_cpu_benchmark_prints_both_setups_and_their_ratio(tmp_path: Path) -> None:
     out = tmp_path / "cpu.json"
+    # --timeout: the benchmark's own limit inside the test's, so a hang says where it hung
     proc = _run(tmp_path, str(ROOT / "benchmarks/trial_array.py"), "--quick", "--timeout", "240",
-                "--out", str(out))  # its own limit inside the test's: a hang says where  # fmt: skip
+                "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
     for setup in ("array", "processes"):
