@@ -72,8 +72,12 @@ def _solo(m: Member, data: PreparedData, **kw: object) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def solo_curves(data: PreparedData) -> list[list[dict]]:
-    return [_solo(m, data) for m in _members()]
+def solo_curves(data: PreparedData, tmp_path_factory: pytest.TempPathFactory) -> list[list[dict]]:
+    # module-scoped: set up before the per-test throwaway cache, so it brings its own (the MFU
+    # calibration would go to the user's ~/.cache otherwise)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TLMSEARCH_CACHE", str(tmp_path_factory.mktemp("solo") / "cache"))
+        return [_solo(m, data) for m in _members()]
 
 
 def _same_curve(got: list[dict], want: list[dict]) -> None:
