@@ -93,6 +93,18 @@ def _timed(step: Any, device: Any, seconds: float) -> tuple[int, float]:
         batch = max(1, min(4 * batch, int(n * (seconds - dt) / dt) + 1))
 
 
+def _first_then_timed(step: Any, device: Any, seconds: float) -> tuple[float, int, float]:
+    """(compile_s, steps, seconds): the first step (the compile) alone, two warm-up steps, then
+    :func:`_timed` (what every row measures, array or solo)."""
+    t0 = time.perf_counter()
+    step()
+    _sync(device)
+    compile_s = time.perf_counter() - t0
+    for _ in range(2):
+        step()
+    return (compile_s, *_timed(step, device, seconds))
+
+
 def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> dict[str, Any]:
     import torch
 
@@ -110,13 +122,7 @@ def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> d
     arr = TrialArray(members, data, device=dev, threads=args.threads, compile=not args.cpu)
     try:
         build_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        arr.step()
-        _sync(arr.device)
-        compile_s = time.perf_counter() - t0
-        for _ in range(2):
-            arr.step()
-        n, dt = _timed(arr.step, arr.device, args.seconds)
+        compile_s, n, dt = _first_then_timed(arr.step, arr.device, args.seconds)
         step_tokens = arr.trainers[0].step_tokens
         vocab = arr.trainers[0].model.wte.num_embeddings
         seq = data.seq_len
@@ -159,13 +165,7 @@ def solo_row(size: dict[str, Any], args: Any, data: Any) -> dict[str, Any]:
     t = Trainer(m.model, m.widths, data, train, seed=0, threads=args.threads,
                 device="cpu" if args.cpu else "cuda")  # fmt: skip
     try:
-        t0 = time.perf_counter()
-        t.step()
-        _sync(t.device)
-        compile_s = time.perf_counter() - t0
-        for _ in range(2):
-            t.step()
-        n, dt = _timed(t.step, t.device, args.seconds)
+        compile_s, n, dt = _first_then_timed(t.step, t.device, args.seconds)
         tps = n * t.step_tokens / dt
         fpt = t.counts["flops_per_token"]
         return {

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from tlmsearch.config import ModelConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.errors import ConfigError
+from tlmsearch.runtime import TrainSummary
 from tlmsearch.train import train_proxy
 from tlmsearch.trainer import Trainer
 from tlmsearch.trial_array import (
@@ -78,6 +79,12 @@ def solo_curves(data: PreparedData, tmp_path_factory: pytest.TempPathFactory) ->
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TLMSEARCH_CACHE", str(tmp_path_factory.mktemp("solo") / "cache"))
         return [_solo(m, data) for m in _members()]
+
+
+def _same_curves(got: list[TrainSummary], want: list[list[dict]]) -> None:
+    """Each member's curve is its solo curve (:func:`_same_curve`)."""
+    for summary, curve in zip(got, want, strict=True):
+        _same_curve(summary.curve, curve)
 
 
 def _same_curve(got: list[dict], want: list[dict]) -> None:
@@ -165,8 +172,7 @@ def test_an_array_reproduces_each_members_solo_curve(
 ) -> None:
     got = train_array(_members(), data, device="cpu", threads=1)
     assert [s.status for s in got] == ["completed"] * 3
-    for summary, want in zip(got, solo_curves, strict=True):
-        _same_curve(summary.curve, want)
+    _same_curves(got, solo_curves)
     assert got[0].curve[-1]["val_loss"] != got[0].curve[-1]["val_loss_raw"]  # EMA evaluated
 
 
@@ -271,8 +277,7 @@ def test_an_array_killed_at_an_eval_resumes_as_if_it_had_not_stopped(
     states = _states_at_first_eval(members, data)
     assert [Trainer.evals_of(s)[-1]["tokens"] for s in states] == [2048] * 3
     got = train_array(members, data, device="cpu", threads=1, resume=states)
-    for summary, want in zip(got, solo_curves, strict=True):
-        _same_curve(summary.curve, want)
+    _same_curves(got, solo_curves)
 
 
 def test_a_member_state_resumes_in_a_solo_trainer_and_back(
@@ -293,8 +298,7 @@ def test_a_member_state_resumes_in_a_solo_trainer_and_back(
         finally:
             t.close()
     got = train_array(members, data, device="cpu", threads=1, resume=solo_states)
-    for summary, want in zip(got, solo_curves, strict=True):
-        _same_curve(summary.curve, want)
+    _same_curves(got, solo_curves)
 
 
 def test_a_diverging_member_leaves_and_the_others_do_not_change(
