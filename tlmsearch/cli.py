@@ -53,7 +53,12 @@ def validate(
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
     from tlmsearch.search.samplers import planned_trials
-    from tlmsearch.summary import candidates_table, same_widths_notes, worker_notes
+    from tlmsearch.summary import (
+        candidates_table,
+        effective_lr_lines,
+        same_widths_notes,
+        worker_notes,
+    )
 
     try:
         cfg = load_study(study, set_ or [])
@@ -85,6 +90,9 @@ def validate(
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))
+    if size is not None:  # a sampled continuous space has no list of candidates to go through
+        for line in effective_lr_lines(cfg):
+            console.print(line, markup=False)
     if cfg.ladder:
         from tlmsearch.search.ladder import ladder_notes
 

@@ -51,6 +51,8 @@ d_ff under ``standard``.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 PARAMETRIZATIONS = ("standard", "mup")
@@ -171,3 +173,125 @@ def set_lr(optimizer: Any, lr: float) -> None:
     (a muP group); groups without one get ``lr`` itself, exactly."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group[LR_SCALE] if LR_SCALE in group else lr
+
+
+# -------------------------------------------------------------------------------------------------
+# What a parametrization does to each layer of a candidate, against uniform (issue 34)
+
+
+@dataclass(frozen=True)
+class EffectiveLR:
+    """Per layer, what ``parametrization`` does to a candidate of MLP widths ``widths`` against
+    the uniform model (every width ``base``): the learning-rate confound, said out loud.
+
+    - ``lr``: the MLP down projection's Adam LR over uniform's (standard: 1; mup: 1 / m).
+    - ``init``: its init std over uniform's (standard: 1; mup: 1 / m).
+    - ``step``: how far one Adam step moves the MLP's output over uniform's. Adam's update has a
+      fixed size per weight, so the output moves in proportion to the d_ff weights summed:
+      m x lr (standard: m, the wide layers pushed harder; mup: 1, flat).
+
+    Each has a range and two means. The layer mean of m is 1 for any exact-budget schedule, and
+    so is the mean of mup's ``lr`` weighted by the layers' MLP parameters (proportional to m):
+    that is why one number hides the confound. A narrow layer's units each get the larger LR.
+
+    >>> e = effective_lr([96, 80, 48, 32], 64, "mup")
+    >>> [round(x, 3) for x in e.lr], round(e.lr_layer_mean, 3), round(e.lr_param_mean, 3)
+    ([0.667, 0.8, 1.333, 2.0], 1.2, 1.0)
+    """
+
+    parametrization: str
+    widths: tuple[int, ...]
+    base: int
+    lr: tuple[float, ...]
+    init: tuple[float, ...]
+    step: tuple[float, ...]
+
+    @property
+    def lr_layer_mean(self) -> float:
+        return sum(self.lr) / len(self.lr)
+
+    @property
+    def lr_param_mean(self) -> float:
+        """The down projections' LR multiplier weighted by their parameters (d_model x width)."""
+        return sum(w * x for w, x in zip(self.widths, self.lr, strict=True)) / sum(self.widths)
+
+    @property
+    def step_layer_mean(self) -> float:
+        return sum(self.step) / len(self.step)
+
+    @property
+    def uniform(self) -> bool:
+        return all(w == self.base for w in self.widths)
+
+    def line(self) -> str:
+        """The candidate's multipliers in one line (``validate``, ``status``, the report)."""
+        if self.uniform:
+            return f"{self.parametrization}: x1 in every layer (the uniform model is the base)"
+        lo, hi = min(self.step), max(self.step)
+        step = (f"a step moves the MLP output x{lo:.2f}..x{hi:.2f} of uniform's (layer mean "
+                f"{self.step_layer_mean:.2f})" if hi - lo > 1e-9
+                else f"a step moves every MLP output x{lo:.2f} of uniform's")  # fmt: skip
+        if self.parametrization == "standard":
+            return (f"standard: LR and init x1 everywhere; {step}: at one LR the wide layers are "
+                    "pushed harder")  # fmt: skip
+        return (
+            f"{self.parametrization}: down-projection LR and init x{min(self.lr):.2f}.."
+            f"x{max(self.lr):.2f} of uniform's (layer mean {self.lr_layer_mean:.2f}, by "
+            f"parameters {self.lr_param_mean:.2f}); {step}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """best.yaml's ``effective_lr``: the per-layer multipliers, their ranges and means."""
+
+        def r(xs: tuple[float, ...]) -> list[float]:
+            return [round(x, 4) for x in xs]
+
+        return {
+            "parametrization": self.parametrization,
+            "lr": r(self.lr),
+            "init": r(self.init),
+            "step": r(self.step),
+            "lr_range": [round(min(self.lr), 4), round(max(self.lr), 4)],
+            "lr_layer_mean": round(self.lr_layer_mean, 4),
+            "lr_param_mean": round(self.lr_param_mean, 4),
+            "step_range": [round(min(self.step), 4), round(max(self.step), 4)],
+            "step_layer_mean": round(self.step_layer_mean, 4),
+            "line": self.line(),
+        }
+
+
+def effective_lr(widths: Sequence[int], base: int, parametrization: str) -> EffectiveLR:
+    """The :class:`EffectiveLR` of MLP ``widths`` against uniform width ``base``.
+
+    >>> effective_lr([96, 32], 64, "standard").step
+    (1.5, 0.5)
+    """
+    if parametrization not in PARAMETRIZATIONS:
+        raise ValueError(f"train.parametrization: {parametrization!r} is not one of "
+                         f"{', '.join(PARAMETRIZATIONS)}")  # fmt: skip
+    ms = [width_mult(w, base) for w in widths]
+    if not ms:
+        raise ValueError("widths: give at least one layer's width")
+    scale = [1.0] * len(ms) if parametrization == "standard" else [1 / m for m in ms]
+    step = [m * s for m, s in zip(ms, scale, strict=True)]
+    return EffectiveLR(parametrization, tuple(int(w) for w in widths), int(base), tuple(scale),
+                       tuple(scale), tuple(step))  # fmt: skip
+
+
+AT_ONE_LR = "at one learning rate: may be an LR effect; see tuned"
+
+
+def lr_comparison(space: Any, train_lr: float) -> str:
+    """How a study compares schedules, in words: ``""`` when ``train.lr`` is a setting dimension
+    of two or more values (each schedule also at its own best LR: the tuned comparison), else
+    :data:`AT_ONE_LR` with the LR and what to do.
+
+    ``space``: a :class:`tlmsearch.space.Space`; ``train_lr``: the study's ``train.lr``.
+    """
+    dim = space.dimensions.get("train.lr")
+    if dim is not None and (not dim.finite or dim.count() > 1):
+        return ""
+    lr = dim.values()[0] if dim is not None else train_lr
+    return (f"{AT_ONE_LR} (every schedule trains at train.lr {lr:g}; a train.lr dimension "
+            "compares each at its own best LR: studies/taper_lr.yaml, "
+            "docs/search_dimensions.md)")  # fmt: skip

@@ -417,11 +417,12 @@ def describe(candidate: Mapping[str, Any]) -> str:
     'uniform @ lr=0.003'
     """
     setting = setting_label(candidate)
-    label = _schedule_label(candidate)
+    label = schedule_label(candidate)
     return f"{label} @ {setting}" if setting else label
 
 
-def _schedule_label(candidate: Mapping[str, Any]) -> str:
+def schedule_label(candidate: Mapping[str, Any]) -> str:
+    """:func:`describe` without the settings: the trials table's ``schedule`` column."""
     shape = candidate.get("shape", "uniform")
     if shape == "uniform":
         return "uniform"

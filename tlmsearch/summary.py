@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from rich.table import Table
 
 from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embedding_params
@@ -125,3 +128,61 @@ def worker_notes(cfg: StudyConfig) -> list[str]:
         f"~{low}-{high} s (measured), and on CPUs N gloo workers rarely beat one worker with N "
         f"threads (train.threads); use it to fit a model one node cannot hold, or on GPUs"
     ]
+
+
+def effective_lrs(
+    cfg: StudyConfig, candidates: Iterable[Mapping[str, Any]] | None = None
+) -> list[tuple[str, Any]]:
+    """(schedule label, :class:`tlmsearch.parametrization.EffectiveLR`) for every non-uniform
+    schedule of ``candidates`` (default: every one the study's grid trains), once per
+    parametrization it trains under."""
+    from tlmsearch.parametrization import effective_lr
+    from tlmsearch.space import schedule_label
+
+    if candidates is None:
+        candidates = [t.candidate for t in cfg.trainings()]
+    base = cfg.model.d_ff_uniform
+    out, seen = [], set()
+    for cand in candidates:
+        parametrization = cfg.for_candidate(cand).train.parametrization
+        key = (schedule_label(cand), parametrization)
+        if key in seen:
+            continue
+        seen.add(key)
+        widths = cfg.model.plan(cand).widths
+        if any(w != base for w in widths):
+            out.append((key[0], effective_lr(widths, base, parametrization)))
+    return out
+
+
+def effective_lr_lines(cfg: StudyConfig) -> list[str]:
+    """``tlmsearch validate``'s lines: what the parametrization does to each schedule's layers
+    against uniform (:func:`effective_lrs`), then how the study compares schedules: at one
+    learning rate, or each at its own best too."""
+    from tlmsearch.parametrization import lr_comparison
+
+    lines = [f"  {label}: {e.line()}" for label, e in effective_lrs(cfg)]
+    if lines:
+        lines.insert(0, "effective learning rate per layer, against uniform:")
+    note = lr_comparison(cfg.space, cfg.train.lr)
+    return lines + ([f"note: schedules are compared {note}"] if note else [])
+
+
+def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """best.yaml's ``learning_rate``: how the study compares schedules (``compared``: at one LR,
+    with the caveat, or each also at its own best LR) and, per schedule it trained (and
+    parametrization), what the parametrization does to its layers against uniform."""
+    import json
+
+    from tlmsearch.parametrization import lr_comparison
+
+    note = lr_comparison(cfg.space, cfg.train.lr)
+    params = ([json.loads(p or "{}") for p in dict.fromkeys(trials["params_json"])]
+              if len(trials) else [])
+    return {
+        "compared": note or ("within each train.lr value, and each schedule at its own best LR "
+                             "(tuned)"),
+        "at_one_lr": bool(note),
+        "effective_lr": {f"{label} ({e.parametrization})": e.line()
+                         for label, e in effective_lrs(cfg, params)},
+    }  # fmt: skip

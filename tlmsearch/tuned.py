@@ -36,6 +36,11 @@ from tlmsearch.space import settings_of
 # Seeds from which the best setting is chosen on half and measured on the other half.
 HOLDOUT_MIN_SEEDS = 4
 SAME_SEEDS, HELD_OUT = "same seeds", "held-out seeds"
+# Settings that say *which* comparison rather than a knob to tune: each value is a comparison of
+# its own (each parametrization tunes its own LR, against its own uniform), never tuned across.
+STRATA = ("train.parametrization",)
+BEST_COLUMNS = ["schedule", "stratum", "is_baseline", "candidate", "setting", "settings", "mean",
+                "n", "edge", "fully_measured"]  # fmt: skip
 OPTIMISTIC = (
     "each schedule's best setting was chosen on the same seeds that measure its effect: the "
     "tuned effects and intervals are optimistic (run 4 or more seeds to measure on held-out ones)"
@@ -44,20 +49,27 @@ OPTIMISTIC = (
 
 @dataclass(frozen=True)
 class Tuned:
-    best: pd.DataFrame  # one row per schedule: schedule, is_baseline, candidate, setting,
-    # settings (dict), mean (over the selection seeds), n, edge (e.g. "lr at the low end"),
-    # fully_measured (its best completed every selection seed; False: no setting of it did)
+    best: pd.DataFrame  # one row per schedule: schedule (with its stratum: "cosine (mup)"),
+    # stratum ("parametrization=mup" or ""), is_baseline, candidate, setting, settings (dict),
+    # mean (over the selection seeds), n, edge (e.g. "lr at the low end"), fully_measured (its
+    # best completed every selection seed; False: no setting of it did)
     effects: pd.DataFrame  # stats.effects keyed by schedule: each at its best vs uniform at its
     curve: pd.DataFrame  # one row per (schedule, setting): its mean and sd over every seed
     selection: str  # same seeds | held-out seeds
     selection_seeds: tuple[int, ...]
     measure_seeds: tuple[int, ...]
     caveat: str  # OPTIMISTIC with the same seeds, else ""
+    # stats.effects keyed by schedule at the *shared* setting, uniform's best (per stratum), on
+    # the measure seeds: the effect a study at one (well-chosen) LR reports, beside the tuned one
+    shared: pd.DataFrame | None = None
+    shared_setting: dict[str, str] | None = None  # stratum -> uniform's best setting
 
     def as_dict(self) -> dict:
         """The comparison as plain data (best.yaml's ``tuned``): per schedule its best setting,
         mean, edge flag and, for all but uniform, its effect vs uniform at uniform's best."""
         eff = self.effects.set_index("schedule")
+        shared = (self.shared if self.shared is not None else self.effects.iloc[0:0]
+                  ).set_index("schedule")  # fmt: skip
         rows = []
         for r in self.best.itertuples():
             row: dict = {"schedule": r.schedule, "best_setting": dict(r.settings),
@@ -80,9 +92,26 @@ class Tuned:
                 row["censored_seeds"] = [int(x) for x in e["censored_seeds"]]
                 row["separated_from_uniform"] = (None if pd.isna(sep) or row["censored"]
                                                  else bool(sep))  # fmt: skip
+            if r.stratum:
+                row["stratum"] = r.stratum
+            if not r.is_baseline and r.schedule in shared.index:
+                e = shared.loc[r.schedule]
+                sep = e["separated"]
+                censored = bool(e["censored"])
+                row["at_shared_setting"] = {
+                    "setting": (self.shared_setting or {}).get(r.stratum, ""),
+                    "delta_vs_uniform": float(e["mean_delta"]),
+                    "delta_ci": None if math.isnan(e["lo"]) else [float(e["lo"]),
+                                                                  float(e["hi"])],
+                    "delta_n_seeds": int(e["n"]),
+                    "censored": censored,
+                    "separated_from_uniform": (None if pd.isna(sep) or censored
+                                               else bool(sep)),
+                }  # fmt: skip
             rows.append(row)
         return {
-            "what": "each schedule at its own best setting, uniform at its own, paired by seed",
+            "what": "each schedule at its own best setting, uniform at its own, paired by seed; "
+                    "at_shared_setting: each at uniform's best setting instead (one shared LR)",
             "selection": self.selection,
             "selection_seeds": list(self.selection_seeds),
             "measure_seeds": list(self.measure_seeds),
@@ -135,9 +164,12 @@ def tuned(
     family: str = "holm",
     seeds: Sequence[int] | None = None,
 ) -> Tuned | None:
-    """The tuned comparison of a trials table with a ``setting`` column (None without settings).
+    """The tuned comparison of a trials table with a ``setting`` column (None without settings
+    to tune: none at all, or only :data:`STRATA`).
 
-    ``seeds``: the study's seeds in order (default: the seeds in ``trials``, sorted).
+    ``seeds``: the study's seeds in order (default: the seeds in ``trials``, sorted). With a
+    stratum setting (``train.parametrization``) each of its values is its own comparison: the
+    schedules are tuned and compared within it, and named ``"cosine 1.5->0.5 (mup)"``.
 
     >>> rows = [(s, lr, seed, v) for s, lr, seed, v in [
     ...     ("uniform", 1, 0, 2.0), ("uniform", 1, 1, 2.1), ("uniform", 3, 0, 1.9),
@@ -158,11 +190,20 @@ def tuned(
     cosine: lr at the low end of the values tried (1)
     >>> round(float(tu.effects.iloc[0]["mean_delta"]), 3), tu.selection
     (-0.1, 'same seeds')
+
+    At uniform's best LR (3, the one a study would share) cosine leads by 0.04, not 0.1.
+
+    >>> round(float(tu.shared.iloc[0]["mean_delta"]), 3), tu.shared_setting
+    (-0.04, {'': 'lr=3'})
     """
     if "setting" not in trials or not (trials["setting"].astype(str) != "").any():
         return None
     t = trials.copy()
     t["seed"] = pd.to_numeric(t["seed"], errors="coerce")
+    split = [_split(_settings(p)) for p in t["params_json"]]
+    if not any(tunable for tunable, _ in split):
+        return None  # only strata (train.parametrization): nothing is tuned
+    t["stratum"] = [stratum for _, stratum in split]
     known = sorted(int(s) for s in t["seed"].dropna().unique())
     order = [int(s) for s in seeds] if seeds is not None else known
     if len(order) >= HOLDOUT_MIN_SEEDS:
@@ -170,13 +211,55 @@ def tuned(
         select, measure, how = tuple(order[:half]), tuple(order[half:]), HELD_OUT
     else:
         select, measure, how = tuple(order), tuple(order), SAME_SEEDS
+    parts = [_within(sub, value, sense, level, family, select, measure, stratum)
+             for stratum, sub in t.groupby("stratum", sort=True)]  # fmt: skip
+    best = pd.concat([p[0] for p in parts], ignore_index=True)
+    eff = pd.concat([p[1] for p in parts], ignore_index=True)
+    shared = pd.concat([p[2] for p in parts], ignore_index=True)
+    shared_setting = {stratum: setting for _, _, _, stratum, setting in parts if setting}
+    lines = []
+    for stratum, sub in t.groupby("stratum", sort=True):
+        c = curve(sub, value)
+        c["schedule"] = [_name(s, stratum) for s in c["schedule"]]
+        lines.append(c)
+    return Tuned(best, eff, pd.concat(lines, ignore_index=True), how, select, measure,
+                 OPTIMISTIC if how == SAME_SEEDS else "", shared,
+                 shared_setting)  # fmt: skip
+
+
+def _split(settings: dict) -> tuple[dict, str]:
+    """A candidate's settings as (the ones to tune, its stratum's label: ``parametrization=mup``
+    or "")."""
+    tunable = {k: v for k, v in settings.items() if k not in STRATA}
+    stratum = ", ".join(f"{k.partition('.')[2]}={settings[k]}" for k in sorted(settings)
+                        if k in STRATA)  # fmt: skip
+    return tunable, stratum
+
+
+def _name(schedule: str, stratum: str) -> str:
+    """``cosine 1.5->0.5 (mup)``: a schedule within a stratum (itself without one)."""
+    return f"{schedule} ({stratum.partition('=')[2] or stratum})" if stratum else schedule
+
+
+def _within(
+    t: pd.DataFrame,
+    value: str,
+    sense: str,
+    level: float,
+    family: str,
+    select: tuple[int, ...],
+    measure: tuple[int, ...],
+    stratum: str,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, str]:
+    """One stratum's (best, tuned effects, effects at uniform's best setting, stratum, uniform's
+    best setting)."""
     sign = 1.0 if sense == "minimize" else -1.0
     summary = stats.summarise(t[t["seed"].isin(select)], value, level=level)
     by_cand = summary.set_index("candidate")
     first = t.drop_duplicates("candidate").set_index("candidate")
     rows = []
     for schedule, group in first.groupby("schedule", sort=False):
-        tried = [_settings(p) for p in group["params_json"]]
+        tried = [_split(_settings(p))[0] for p in group["params_json"]]
         ranked = []
         for cand in group.index:
             if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
@@ -187,27 +270,33 @@ def tuned(
         partial, _, _, cand = min(ranked)
         chosen = _settings(group.at[cand, "params_json"])
         rows.append({
-            "schedule": schedule,
+            "schedule": _name(str(schedule), stratum),
+            "stratum": stratum,
             "is_baseline": bool(group.at[cand, "is_baseline"]),
             "candidate": cand,
             "setting": str(group.at[cand, "setting"]),
             "settings": chosen,
             "mean": float(by_cand.at[cand, "mean"]),
             "n": int(by_cand.at[cand, "n"]),
-            "edge": _edge(chosen, tried),
+            "edge": _edge(_split(chosen)[0], tried),
             "fully_measured": not partial,
         })  # fmt: skip
-    best = pd.DataFrame(rows, columns=["schedule", "is_baseline", "candidate", "setting",
-                                       "settings", "mean", "n", "edge",
-                                       "fully_measured"])  # fmt: skip
+    best = pd.DataFrame(rows, columns=BEST_COLUMNS)
     best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
-    at_best = t[t["candidate"].isin(best["candidate"]) & t["seed"].isin(measure)]
+    named = t.assign(schedule=[_name(str(s), stratum) for s in t["schedule"]])
+    at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's
     # control, paired by seed
-    at_best = at_best.drop(columns=["setting"])
-    eff = stats.effects(at_best, value, sense, key="schedule", level=level, family=family)
-    return Tuned(best, eff, curve(t, value), how, select, measure,
-                 OPTIMISTIC if how == SAME_SEEDS else "")  # fmt: skip
+    eff = stats.effects(at_best.drop(columns=["setting"]), value, sense, key="schedule",
+                        level=level, family=family)  # fmt: skip
+    base = best[best["is_baseline"]]
+    shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
+    at_shared = named[(named["setting"].astype(str) == shared_setting)
+                      & named["seed"].isin(measure)]  # fmt: skip
+    shared = (stats.effects(at_shared.drop(columns=["setting"]), value, sense, key="schedule",
+                            level=level, family=family)
+              if shared_setting else eff.iloc[0:0])  # fmt: skip
+    return best, eff, shared, stratum, shared_setting
 
 
 def curve(trials: pd.DataFrame, value: str) -> pd.DataFrame:

@@ -48,6 +48,9 @@ class Effects(NamedTuple):
     conclusions: Conclusions
     how: str = ""  # how "separated" was decided, in words (Evidence.decision_words)
     snr: stats.SignalToNoise | None = None  # the study's signal-to-noise (Evidence.snr)
+    # best.yaml's learning_rate (tlmsearch.summary.learning_rate): compared at one LR or tuned,
+    # and what the parametrization does to each schedule's layers; None: study.yaml unreadable
+    learning_rate: dict[str, Any] | None = None
 
 
 def _evidence(trials: pd.DataFrame, col: str, sense: str, seeds: Any,
@@ -80,7 +83,8 @@ def effects(
     if eff.empty:
         table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
                                       *stats.EFFECT_COLUMNS, "decided_by"])  # fmt: skip
-        return Effects(metric, sense, table, None, Conclusions([], []), snr=ev.snr)
+        return Effects(metric, sense, table, None, Conclusions([], []), snr=ev.snr,
+                       learning_rate=learning_rate_of(trials, config))
     info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
     table = eff.join(info, on="candidate")
     order = {c: i for i, c in enumerate(ranked["candidate"])}
@@ -89,7 +93,23 @@ def effects(
     table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
-    return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr)
+    return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
+                   learning_rate_of(trials, config))
+
+
+def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:
+    """:func:`tlmsearch.summary.learning_rate` of a run's study.yaml (as a dict); None when it
+    is not a study tlmsearch can read (a hand-edited one)."""
+    from tlmsearch.config import StudyConfig
+    from tlmsearch.summary import learning_rate
+
+    if not config:
+        return None
+    try:
+        cfg = StudyConfig.model_validate(dict(config))
+        return learning_rate(trials, cfg)
+    except (TypeError, ValueError, KeyError):  # pydantic's ValidationError is a ValueError
+        return None
 
 
 class Separation(NamedTuple):

@@ -397,8 +397,27 @@ def effects_html(report: Report) -> str:
             f"<h3>Effects vs uniform</h3><div class='scroll'><table><tr>{th}</tr>"
             f"{''.join(rows)}</table></div>"
         )
+        parts.append(learning_rate_html(e.learning_rate))
     parts.append(race_html(report.race))
     return "".join(parts)
+
+
+def learning_rate_html(lr: dict[str, Any] | None) -> str:
+    """Beside the effects: whether they were measured at one learning rate (then they may be an
+    LR effect), and what the parametrization does to each schedule's layers against uniform."""
+    if not lr:
+        return ""
+    head = ("<p id='lr-note'><b>At one learning rate:</b> these effects "
+            f"{_e(lr['compared'].removeprefix('at one learning rate: '))}.</p>"
+            if lr.get("at_one_lr") else
+            "<p class='sub' id='lr-note'>Each effect is within one learning rate (a schedule "
+            "against uniform at the same train.lr); each schedule at its own best LR: see "
+            f"{_e(TUNED)}.</p>")  # fmt: skip
+    items = "".join(f"<li>{_e(k)}: {_e(v)}</li>" for k, v in lr["effective_lr"].items())
+    if not items:
+        return head
+    return (head + "<details><summary>Effective learning rate per layer, against uniform"
+            f"</summary><ul class='said'>{items}</ul></details>")  # fmt: skip
 
 
 def race_html(race: E.Race | None) -> str:
@@ -443,29 +462,45 @@ def tuned_html(sw: T.SettingSweep) -> str:
     ]
     if sw.caveat:
         parts.append(f"<p><b>Optimistic:</b> {_e(sw.caveat)}.</p>")
+    parts.append(
+        "<p class='sub'>Beside it, each schedule at uniform's best setting (the one learning "
+        "rate a study tuned on its baseline would share), on the same measuring seeds: an effect "
+        "that shrinks or flips once each side is tuned was partly a learning-rate effect.</p>"
+    )
     head = ("schedule", "best setting", f"mean {sw.metric}", "seeds",
-            "vs uniform at its best (95% CI)", "verdict",
+            "vs uniform, each at its best (95% CI)", "verdict",
+            "vs uniform at uniform's best (95% CI)", "verdict",
             "best at the edge of the grid")  # fmt: skip
     rows = []
     for r in sw.table.itertuples():
-        if r.is_baseline or pd.isna(r.mean_delta):
-            delta, verdict = "", ""
-        else:
-            ci = "" if pd.isna(r.lo) else f" ({r.lo:+.3g} .. {r.hi:+.3g})"
-            delta = f"{r.mean_delta:+.4g}{ci}"
-            censored = not pd.isna(r.censored) and bool(r.censored)
-            verdict = ("censored: not judged" if censored
-                       else "not judged" if pd.isna(r.separated)
-                       else "<b>separated</b>" if r.separated else "within noise")  # fmt: skip
+        delta, verdict = _tuned_delta(r.is_baseline, r.mean_delta, r.lo, r.hi, r.separated,
+                                      r.censored)  # fmt: skip
+        shared, shared_verdict = _tuned_delta(r.is_baseline, r.shared_delta, r.shared_lo,
+                                              r.shared_hi, r.shared_separated,
+                                              r.shared_censored)  # fmt: skip
         edge = f"<b>{_e(r.edge)}</b>" if r.edge else ""
         seeds = str(r.n) if r.fully_measured else f"{r.n} (no setting completed every seed)"
         if not r.is_baseline and not pd.isna(r.censored) and bool(r.censored):
             seeds += f"; pruned or failed on {', '.join(str(x) for x in r.censored_seeds)}"
-        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", _e(seeds), delta, verdict, edge]
+        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", _e(seeds), delta, verdict,
+                 shared, shared_verdict, edge]  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
                  + "".join(rows) + "</table>")  # fmt: skip
     return "".join(parts)
+
+
+def _tuned_delta(baseline: bool, mean: Any, lo: Any, hi: Any, separated: Any, censored: Any
+                 ) -> tuple[str, str]:  # fmt: skip
+    """A tuned-table effect and its verdict ("" for uniform or without a paired seed)."""
+    if baseline or pd.isna(mean):
+        return "", ""
+    ci = "" if pd.isna(lo) else f" ({lo:+.3g} .. {hi:+.3g})"
+    censored = not pd.isna(censored) and bool(censored)
+    verdict = ("censored: not judged" if censored
+               else "not judged" if pd.isna(separated)
+               else "<b>separated</b>" if separated else "within noise")  # fmt: skip
+    return f"{mean:+.4g}{ci}", verdict
 
 
 def fidelity_html(doc: dict[str, Any]) -> str:

@@ -22,7 +22,8 @@ class SettingSweep(NamedTuple):
     lines: pd.DataFrame
     # one row per schedule: schedule, is_baseline, setting, mean, n, edge, fully_measured, then
     # (not uniform) mean_delta, lo, hi, separated, censored, censored_seeds vs uniform at its
-    # own best setting
+    # own best setting; shared_delta, shared_lo, shared_hi, shared_separated, shared_censored:
+    # vs uniform with both at uniform's best setting (Tuned.shared)
     table: pd.DataFrame
     selection: str  # same seeds | held-out seeds
     caveat: str  # "" when the best settings were chosen on held-out seeds
@@ -59,6 +60,10 @@ def setting_sweep(
     eff = tu.effects.set_index("schedule")
     for col in ("mean_delta", "lo", "hi", "separated", "censored", "censored_seeds"):
         table[col] = [eff.at[s, col] if s in eff.index else pd.NA for s in table["schedule"]]
+    shared = (tu.shared if tu.shared is not None else tu.effects.iloc[0:0]).set_index("schedule")
+    for col in ("mean_delta", "lo", "hi", "separated", "censored"):
+        table[f"shared_{col.removeprefix('mean_')}"] = [
+            shared.at[s, col] if s in shared.index else pd.NA for s in table["schedule"]]
     return SettingSweep(metric, sense, axis, lines, table, tu.selection, tu.caveat)
 
 

@@ -67,6 +67,8 @@ def best_line(best: dict[str, Any]) -> str:
         text += "; vs uniform " + ", ".join(deltas)
     if best.get("flag"):
         text = f"{text}\n  note: {best['flag']}"
+    if best.get("effective_lr"):  # the LR confound: what its parametrization does per layer
+        text = f"{text}\n  effective LR vs uniform: {best['effective_lr']['line']}"
     return text
 
 
@@ -226,6 +228,9 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
         console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)
+    lr = rep.get("learning_rate") or {}
+    if lr.get("at_one_lr") and rep["best"]:  # beside the effects: they may be an LR effect
+        console.print(f"note: effects are {lr['compared']}", markup=False, highlight=False)
     from tlmsearch.search.export import open_run
 
     cfg, _ = open_run(run_dir)

@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.summary import learning_rate
 from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
@@ -246,21 +247,27 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
+    from tlmsearch.parametrization import effective_lr
+
     for entry in best:
         params = entry["params"]
         item = dict(entry)
         item["proxy"] = _model_widths(cfg, cfg.model, params)
         start, end = item["proxy"]["realised"]
         item["realised"] = {"start": start, "end": end, "taper": round(start - end, 4)}
+        trained = cfg.for_candidate(params)
         if settings_of(params):  # the train section it trained with (train.lr, ...)
-            trained = cfg.for_candidate(params)
             item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
+        # what the parametrization does to its layers against uniform (the LR confound)
+        item["effective_lr"] = effective_lr(item["proxy"]["widths"], cfg.model.d_ff_uniform,
+                                            trained.train.parametrization).as_dict()
         target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)
             item["target"]["config"] = target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg)
+    doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
     ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/tuned.py
@@ -465,6 +472,13 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
     best = best_candidates(frame, cfg)
+    from tlmsearch.parametrization import effective_lr
+
+    for entry in best:  # what the parametrization does to its layers against uniform
+        trained = cfg.for_candidate(entry["params"]).train
+        widths = cfg.model.plan(entry["params"]).widths
+        entry["effective_lr"] = effective_lr(widths, cfg.model.d_ff_uniform,
+                                             trained.parametrization).as_dict()  # fmt: skip
     ev = study_evidence(frame, cfg, curves=curves_frame(curves)) if not frame.empty else None
     return {
         "run": str(run_dir),
@@ -477,6 +491,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "race": race_lines(study, cfg),
         "conclusions": study_conclusions(frame, cfg, evidence=ev),
         "signal_to_noise": ev.snr if ev is not None else None,
+        "learning_rate": learning_rate(frame, cfg),
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},
