@@ -279,3 +279,27 @@ def test_a_settings_study_counts_each_settings_uniform_as_its_control(tmp_path: 
     assert len(cfg.trainings()) == 4  # {uniform, cosine} x 2 lrs
     assert power.family_size(cfg) == 2  # cosine vs uniform at each lr, not 3
     assert power.block_df(3, power.family_size(cfg)) == 4  # (2 - 1)(3 - 1) per setting
+
+
+def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path: Path) -> None:
+    """lr_sweep's plan said 8 trainings for 2 seeds while the study trains 12 (issue 31): each
+    train.lr value trains its own uniform, so a seed costs m + (settings) trainings."""
+    from search_helpers import tiny_config
+
+    lr3 = {"type": "categorical", "choices": [0.001, 0.002, 0.003]}
+    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
+                            "r_start": {"type": "categorical", "choices": [1.5]},
+                            "train.lr": lr3}}  # fmt: skip
+    cfg = tiny_config(tmp_path, space=space)
+    pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
+    plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
+    assert (plan.m, plan.controls) == (3, 3)
+    per_seed = len(cfg.trainings())  # {uniform, cosine} x 3 lrs
+    assert per_seed == 6
+    assert [r.trainings for r in plan.rows] == [per_seed * r.seeds for r in plan.rows]
+    text = "\n".join(power.plan_lines(plan))
+    assert "trainings: 6 x seeds (3 candidate(s) and uniform at each of 3 settings)" in text
+    # the tuned comparison measures on the held-out half of the seeds: twice the seeds
+    n = plan.needed.seeds
+    twice = max(2 * n, 4)
+    assert f"{twice} seeds give it {twice // 2} measuring seeds" in text

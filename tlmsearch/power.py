@@ -166,7 +166,7 @@ class Row:
 
     label: str
     seeds: int  # per candidate (uniform runs on the same seeds)
-    trainings: int  # (m + 1) x seeds
+    trainings: int  # (m + the uniform controls) x seeds
     power: float  # noncentral t power at min_effect
 
 
@@ -190,6 +190,7 @@ class Plan:
     tokens_per_s: float | None  # the pilot's median per trial; None: no pilot
     concurrency: int  # search.concurrency
     notes: tuple[str, ...] = ()
+    controls: int = 1  # uniform trainings per seed: one per setting value (train.lr)
 
     @property
     def needed(self) -> Row:
@@ -227,6 +228,16 @@ def family_size(cfg: StudyConfig) -> int:
         settings = {setting_label(t.candidate, exact=True) for t in trainings}
         return len(trainings) - (len(settings) if cfg.search.baseline else 0)
     return cfg.search.n_trials or 20
+
+
+def controls(cfg: StudyConfig) -> int:
+    """Uniform trainings per seed: one per setting combination of a grid (each setting's
+    control), else one (a sampler's settings are drawn as it goes)."""
+    if cfg.search.sampler == "grid" and cfg.search.baseline:
+        from tlmsearch.space import setting_label
+
+        return len({setting_label(t.candidate, exact=True) for t in cfg.trainings()})
+    return int(cfg.search.baseline)
 
 
 def _objective(cfg: StudyConfig, metric: str | None) -> tuple[int, Any]:
@@ -355,8 +366,10 @@ def build_plan(
     racing = cfg.search.racing
     now_from = "racing.max_seeds" if racing and racing.max_seeds else "search.seeds"
 
+    per_seed = m + controls(cfg)
+
     def row(label: str, n: int) -> Row:
-        return Row(label, n, (m + 1) * n, t_power(n, effect, sd, alpha, m))
+        return Row(label, n, per_seed * n, t_power(n, effect, sd, alpha, m))
 
     rows = (
         row("normal approximation", n_norm),
@@ -383,6 +396,15 @@ def build_plan(
             f"(max_seeds x m), stricter than the fixed-n test sized here, so its power at "
             "max_seeds is lower"
         )
+    tunes_lr = "train.lr" in cfg.space.settings
+    if tunes_lr and n_t > 0:
+        from tlmsearch.tuned import HOLDOUT_MIN_SEEDS
+
+        twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
+        notes.append(
+            f"the tuned comparison (each schedule at its own best LR) chooses each best on the "
+            f"first half of the seeds and measures on the rest: {twice} seeds give it {twice // 2}"
+            f" measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this plan needs")
     if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
         notes.append("candidates with the same proxy widths train once per seed: m counts "
                      "trainings, as the study's family does")  # fmt: skip
@@ -390,7 +412,7 @@ def build_plan(
         metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
         noise_from=noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
         alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens, tokens_per_s=tps,
-        concurrency=cfg.search.concurrency, notes=tuple(notes),
+        concurrency=cfg.search.concurrency, notes=tuple(notes), controls=per_seed - m,
     )  # fmt: skip
 
 
@@ -431,9 +453,10 @@ def plan_lines(plan: Plan) -> list[str]:
             line += f"  {_hours(h):>11}  {_hours(wall):>10}"
         out.append(line)
     out.append("")
-    out.append(f"seeds: per candidate, uniform on the same ones; trainings: {plan.m + 1} x seeds "
-               f"({plan.m} candidate(s) and uniform); power: of the t test on the study's "
-               f"residual df, {plan.m} x (seeds - 1)")  # fmt: skip
+    uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
+    out.append(f"seeds: per candidate, uniform on the same ones; trainings: "
+               f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
+               f"of the t test on the study's residual df, {plan.m} x (seeds - 1)")  # fmt: skip
     if cost:
         out.append(
             f"cost: {plan.tokens:,} tokens a training (train.tokens) at the pilot's median "
