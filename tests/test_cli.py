@@ -461,3 +461,24 @@ def test_the_documented_plan_example() -> None:
     table = text.split("$ tlmsearch plan studies/race.yaml")[1]
     for label in ("normal approximation", "needed (t, df 12)", "this study (racing.max_seeds)"):
         assert _row(result.output, label) == _row(table, label)
+
+
+@pytest.mark.parametrize(
+    ("study", "one_lr", "lines"),
+    [("quickstart", True, ["cosine 1.5->0.5: standard: LR and init x1 everywhere"]),
+     ("paper_blocks", True, ["blocks wider_middle @0.333/0.667: standard:"]),
+     ("lr_sweep", False, ["cosine 1.5->0.5: standard:"]),
+     ("taper_lr", False, ["cosine 0.5->1.5: standard:",
+                          "cosine 0.5->1.5: mup: down-projection LR and init x0.67..x2.00"])],
+)  # fmt: skip
+def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines) -> None:
+    """Every study says what its parametrization does to each schedule's layers, and a study
+    that compares schedules at one LR says its effects may be an LR effect (issue 34)."""
+    args = ["validate", str(ROOT / f"studies/{study}.yaml"), "--no-config"]
+    out = " ".join(runner.invoke(app, args, terminal_width=400).output.split())
+    assert "effective learning rate per layer, against uniform:" in out
+    for line in lines:
+        assert line in out
+    assert ("note: schedules are compared at one learning rate: may be an LR effect; see tuned"
+            in out) is one_lr  # fmt: skip
+    assert "uniform: " not in out.partition("against uniform:")[2]  # uniform is the reference

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from torch import nn
 
@@ -200,3 +200,60 @@ def test_coordinate_check_fails_without_the_lr_scale(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(globals(), "set_lr", global_lr)
     sizes = _coord_sizes("mup", "all", seed=0)
     assert sizes[-1] / sizes[0] > 2.2, sizes
+
+
+# -------------------------------------------------------------------------------------------------
+# The effective learning rate each layer gets, against uniform (issue 34)
+
+TAPER4 = [96, 80, 48, 32]  # `tlmsearch widths --shape cosine --layers 4 --d-ff 64`: 1.5 -> 0.5
+
+
+def test_effective_lr_of_a_4_layer_taper_by_hand() -> None:
+    std = parametrization.effective_lr(TAPER4, BASE, "standard")
+    assert std.lr == std.init == (1.0, 1.0, 1.0, 1.0)
+    assert std.step == (1.5, 1.25, 0.75, 0.5)  # 96/64, 80/64, 48/64, 32/64
+    assert std.step_layer_mean == 1.0
+    assert "x0.50..x1.50" in std.line() and "layer mean 1.00" in std.line()
+    mup = parametrization.effective_lr(TAPER4, BASE, "mup")
+    assert mup.lr == pytest.approx((64 / 96, 64 / 80, 64 / 48, 64 / 32))  # 0.667 0.8 1.333 2
+    assert mup.init == mup.lr and mup.step == pytest.approx((1, 1, 1, 1))
+    assert mup.lr_layer_mean == pytest.approx((2 / 3 + 0.8 + 4 / 3 + 2) / 4)  # 1.2
+    # weighted by parameters (d_model x width each): (96 * 2/3 + 80 * 0.8 + ...) / 256 = 1
+    assert mup.lr_param_mean == pytest.approx(1.0)
+    assert "x0.67..x2.00" in mup.line() and "layer mean 1.20, by parameters 1.00" in mup.line()
+    assert parametrization.effective_lr([64] * 4, BASE, "mup").line().endswith(
+        "x1 in every layer (the uniform model is the base)")
+    with pytest.raises(ValueError, match=r"train\.parametrization"):
+        parametrization.effective_lr(TAPER4, BASE, "ntk")
+
+
+@pytest.mark.parametrize("par", parametrization.PARAMETRIZATIONS)
+def test_effective_lr_is_what_the_optimizer_and_init_do(par: str) -> None:
+    """The reported multipliers are read off the real param groups and weights, not restated."""
+    cfg = ModelConfig(n_layer=4, d_model=32, n_head=2, d_ff=BASE)
+    model, opt = _setup(par, TAPER4, cfg=cfg)
+    e = parametrization.effective_lr(TAPER4, BASE, par)
+    by_param = {id(p): g for g in opt.param_groups for p in g["params"]}
+    std, _ = _setup("standard", TAPER4, cfg=cfg)  # the same keyed draws, unscaled
+    std_w2 = {n: p for n, p in std.named_parameters() if n.endswith("w2.weight")}
+    w2 = [(n, p) for n, p in model.named_parameters() if n.endswith("w2.weight")]
+    assert len(w2) == 4
+    for i, (name, p) in enumerate(w2):
+        assert by_param[id(p)].get(LR_SCALE, 1.0) == pytest.approx(e.lr[i])
+        ratio = (p.std() / std_w2[name].std()).item()
+        assert ratio == pytest.approx(e.init[i], rel=1e-5)
+
+
+@given(st.lists(st.integers(1, 8), min_size=2, max_size=12))
+def test_exact_budget_means_hide_the_confound(units: list[int]) -> None:
+    """For any exact-budget width vector (mean width = uniform's): standard's step multipliers
+    average 1 over layers, and mup's LR multipliers average 1 weighted by parameters."""
+    widths = [16 * u for u in units]
+    assume(sum(widths) % len(widths) == 0)  # an exact budget at an integer uniform width
+    base = sum(widths) // len(widths)
+    std = parametrization.effective_lr(widths, base, "standard")
+    mup = parametrization.effective_lr(widths, base, "mup")
+    assert std.step_layer_mean == pytest.approx(1.0)
+    assert mup.lr_param_mean == pytest.approx(1.0)
+    assert mup.lr_layer_mean >= 1.0 - 1e-12  # Jensen: the narrow layers' larger LRs win
+    assert max(std.step) * min(mup.lr) == pytest.approx(1.0)  # the widest layer: m and 1/m

@@ -23,6 +23,9 @@ def test_sweep_has_one_line_per_schedule_with_its_best_marked():
     assert len(fig.data) == 2 and {t.name for t in fig.data} == {"uniform", "cosine 1.5->0.5"}
     html = tuned_html(sw)
     assert "Optimistic" in html and "low end of the values tried" in html
+    # beside it, the effect at uniform's best LR (0.003), the one a one-LR study would share
+    assert round(float(row["shared_delta"]), 6) == -0.06
+    assert "vs uniform at uniform&#x27;s best (95% CI)" in html and "-0.06 (" in html
 
 
 def test_no_sweep_without_settings():
@@ -42,3 +45,13 @@ def test_report_of_an_lr_study_has_the_tuned_section(tmp_path):
     assert "fig-settings" in [f.id for f in rep.figures]
     page = render(rep, "t")
     assert "tuned-box" in page and "uniform @ lr=0.003" in page
+    assert "Each effect is within one learning rate" in page
+    assert "At one learning rate:" not in page
+
+
+def test_report_of_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
+    run = load_run(make_run(tmp_path / "run", study_dict(shapes=("cosine",))))
+    page = render(build(run), "t")
+    assert "<b>At one learning rate:</b> these effects may be an LR effect; see tuned" in page
+    assert "Effective learning rate per layer, against uniform" in page
+    assert "cosine 1.5-&gt;0.5 (standard): standard: LR and init x1 everywhere" in page

@@ -711,3 +711,19 @@ def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
     (run / "curves.parquet").unlink()
     doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
     assert doc["signal_to_noise"]["checkpoint_noise"]["why"] == "no learning curves given"
+
+
+def test_status_prints_the_best_ones_effective_lr_and_the_one_lr_caveat(tmp_path):
+    """issue 34: ``tlmsearch status`` says what the parametrization does to the best's layers,
+    and that a study at one learning rate may be showing an LR effect."""
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    run = _running_run(tmp_path, reported_at=1_000_000.0)
+    result = CliRunner().invoke(app, ["status", str(run)], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert ("effective LR vs uniform: standard: x1 in every layer (the uniform model is the "
+            "base)") in out  # fmt: skip
+    assert "note: effects are at one learning rate: may be an LR effect; see tuned" in out

@@ -443,3 +443,89 @@ def test_tuned_separation_keeps_its_family_wise_rate_under_the_null(n_seeds):
         for _ in range(reps)
     )  # fmt: skip
     assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
+
+
+# -- the LR question: strata, the shared LR, the effective LR (issue 34) ------------------------
+
+
+def test_the_shared_lr_effect_sits_beside_the_tuned_one(tmp_path):
+    """At uniform's best LR (0.003) cosine leads by 0.06; each at its own best, by 0.09."""
+    tu = tuned(trials_frame(_rows(VALUES)), "val_bpb")
+    assert tu.shared_setting == {"": "lr=0.003"}
+    shared = tu.shared.set_index("schedule")
+    assert shared.at["cosine 1.5->0.5", "mean_delta"] == pytest.approx(-0.06)  # 1.89 - 1.95
+    cfg = _cfg(tmp_path, **{"train.lr": LR2})
+    cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"seeds": [0, 1]})})
+    doc = best_document(trials_frame(_rows(VALUES)), cfg)
+    row = {s["schedule"]: s for s in doc["tuned"]["schedules"]}["cosine 1.5->0.5"]
+    assert row["delta_vs_uniform"] == pytest.approx(-0.09)
+    at = row["at_shared_setting"]
+    assert at["setting"] == "lr=0.003" and at["delta_vs_uniform"] == pytest.approx(-0.06)
+    assert at["delta_n_seeds"] == 2 and not at["censored"]
+    assert doc["learning_rate"]["at_one_lr"] is False
+    assert list(doc["learning_rate"]["effective_lr"]) == ["cosine 1.5->0.5 (standard)"]
+    assert doc["best"][0]["effective_lr"]["parametrization"] == "standard"
+
+
+def _par_rows(values, seeds=(0, 1)):
+    """values: {(shape, lr, parametrization): [value per seed]} -> trial records."""
+    out = []
+    for (shape, lr, par), per_seed in values.items():
+        params = ({"shape": shape, "train.lr": lr, "train.parametrization": par}
+                  | ({"r_start": 1.5} if shape != "uniform" else {}))  # fmt: skip
+        for seed, v in zip(seeds, per_seed, strict=True):
+            out.append({"trial_id": f"{shape}{lr}{par}{seed}", "seed": seed, "params": params,
+                        "state": "COMPLETE", "val_bpb": v, "n_params": 1000})  # fmt: skip
+    return out
+
+
+def test_each_parametrization_tunes_its_own_lr_against_its_own_uniform():
+    """train.parametrization is a stratum, not a knob: under mup cosine's best LR is 0.001, under
+    standard 0.003, and each is compared with uniform under the same parametrization only."""
+    std, mup = "standard", "mup"
+    values = {("uniform", 0.001, std): [2.0, 2.1], ("uniform", 0.003, std): [1.9, 2.0],
+              ("cosine", 0.001, std): [1.95, 2.05], ("cosine", 0.003, std): [1.8, 1.9],
+              ("uniform", 0.001, mup): [2.0, 2.1], ("uniform", 0.003, mup): [1.9, 2.0],
+              ("cosine", 0.001, mup): [1.7, 1.8], ("cosine", 0.003, mup): [2.2, 2.3]}  # fmt: skip
+    tu = tuned(trials_frame(_par_rows(values)), "val_bpb")
+    best = tu.best.set_index("schedule")
+    assert sorted(best.index) == ["cosine 1.5->0.5 (mup)", "cosine 1.5->0.5 (standard)",
+                                  "uniform (mup)", "uniform (standard)"]  # fmt: skip
+    assert best.at["cosine 1.5->0.5 (mup)", "setting"] == "lr=0.001, parametrization=mup"
+    assert best.at["cosine 1.5->0.5 (standard)", "stratum"] == "parametrization=standard"
+    low = "lr at the low end of the values tried (0.001)"
+    assert best.at["cosine 1.5->0.5 (mup)", "edge"] == low
+    eff = tu.effects.set_index("schedule")
+    assert eff.at["cosine 1.5->0.5 (mup)", "mean_delta"] == pytest.approx(-0.2)  # 1.75 - 1.95
+    assert eff.at["cosine 1.5->0.5 (standard)", "mean_delta"] == pytest.approx(-0.1)
+    assert tu.shared_setting == {"parametrization=mup": "lr=0.003, parametrization=mup",
+                                 "parametrization=standard": "lr=0.003, parametrization=standard"}
+    shared = tu.shared.set_index("schedule")
+    assert shared.at["cosine 1.5->0.5 (mup)", "mean_delta"] == pytest.approx(0.3)  # flips
+    lines = set(tu.curve["schedule"])
+    assert lines == set(best.index)  # one line per schedule and parametrization
+    # a study with only a parametrization dimension has nothing to tune
+    only = _par_rows({k: v for k, v in values.items() if k[1] == 0.003})
+    for r in only:
+        r["params"] = {k: v for k, v in r["params"].items() if k != "train.lr"}
+    assert tuned(trials_frame(only), "val_bpb") is None
+
+
+def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
+    from tlmsearch.parametrization import AT_ONE_LR
+
+    cfg = tiny_config(tmp_path)
+    rows = [{"trial_id": f"{n}{s}", "seed": s, "params": p, "state": "COMPLETE",
+             "val_bpb": v + 0.1 * s, "n_params": 1000}
+            for s in (0, 1)
+            for n, p, v in [("u", {"shape": "uniform"}, 2.0),
+                            ("c", {"shape": "cosine", "r_start": 1.5}, 1.9)]]  # fmt: skip
+    doc = best_document(add_deltas(trials_frame(rows), ["val_bpb"]), cfg)
+    lr = doc["learning_rate"]
+    assert lr["at_one_lr"] is True and lr["compared"].startswith(AT_ONE_LR)
+    assert f"train.lr {cfg.train.lr:g}" in lr["compared"]
+    assert list(lr["effective_lr"]) == ["cosine 1.5->0.5 (standard)"]
+    best = doc["best"][0]
+    assert best["candidate"] == "cosine 1.5->0.5"
+    assert best["effective_lr"]["step_range"] == [pytest.approx(min(best["effective_lr"]["step"])),
+                                                  pytest.approx(max(best["effective_lr"]["step"]))]

@@ -17,7 +17,6 @@ import pandas as pd
 import yaml
 
 from tlmsearch.config import StudyConfig, load_study
-from tlmsearch.summary import learning_rate
 from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
@@ -25,6 +24,7 @@ from tlmsearch.search.race import lanes
 from tlmsearch.search.records import requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe, settings_of
+from tlmsearch.summary import learning_rate
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
