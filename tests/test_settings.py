@@ -529,3 +529,19 @@ def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
     assert best["candidate"] == "cosine 1.5->0.5"
     assert best["effective_lr"]["step_range"] == [pytest.approx(min(best["effective_lr"]["step"])),
                                                   pytest.approx(max(best["effective_lr"]["step"]))]
+
+
+def test_the_tuned_noise_pools_every_setting_on_the_measuring_seeds():
+    """issue 31: with 4 seeds the tuned effect is measured on 2; the chosen cells alone (uniform
+    and cosine at their best) leave 1 residual df, every (schedule, lr) cell of those seeds 3."""
+    rng = np.random.default_rng(0)
+    seeds = (0, 1, 2, 3)
+    values = {(shape, lr): list(2.0 + 0.01 * rng.standard_normal(4) + (lr == 0.003) * 0.05)
+              for shape in ("uniform", "cosine") for lr in (0.001, 0.003)}  # fmt: skip
+    tu = tuned(trials_frame(_rows(values, seeds)), "val_bpb", seeds=seeds)
+    assert tu.measure_seeds == (2, 3)
+    (row,) = tu.effects.itertuples()
+    assert row.noise_df == 3  # (4 cells - 1) x (2 seeds - 1); the chosen cells alone: 1
+    measured = trials_frame(_rows(values, seeds))
+    measured = measured[measured["seed"].isin((2, 3))].drop(columns=["setting"])
+    assert row.noise_sd == pytest.approx(stats.block_noise(measured, "val_bpb").sd)

@@ -284,17 +284,23 @@ def _within(
     best = pd.DataFrame(rows, columns=BEST_COLUMNS)
     best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
     named = t.assign(schedule=[_name(str(s), stratum) for s in t["schedule"]])
+    # The noise of a delta between two (schedule, setting) cells of a seed, from every cell of
+    # the stratum on the measure seeds (value ~ cell + seed, blocks the seeds across settings, so
+    # a seed-by-setting interaction stays in the residual): chosen cells alone leave (schedules
+    # - 1)(seeds - 1) df, 1 for two schedules on 2 measuring seeds (issue 31).
+    measured = named[named["seed"].isin(measure)].drop(columns=["setting"])
+    noise = stats.block_noise(measured, value, key="candidate")
     at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's
     # control, paired by seed
     eff = stats.effects(at_best.drop(columns=["setting"]), value, sense, key="schedule",
-                        level=level, family=family)  # fmt: skip
+                        level=level, family=family, noise=noise)  # fmt: skip
     base = best[best["is_baseline"]]
     shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
     at_shared = named[(named["setting"].astype(str) == shared_setting)
                       & named["seed"].isin(measure)]  # fmt: skip
     shared = (stats.effects(at_shared.drop(columns=["setting"]), value, sense, key="schedule",
-                            level=level, family=family)
+                            level=level, family=family, noise=noise)
               if shared_setting else eff.iloc[0:0])  # fmt: skip
     return best, eff, shared, stratum, shared_setting
 
