@@ -90,9 +90,9 @@ def validate(
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))
-    if size is not None:  # a sampled continuous space has no list of candidates to go through
-        for line in effective_lr_lines(cfg):
-            console.print(line, markup=False)
+    # a sampled continuous space has no list of candidates: only how it compares them
+    for line in effective_lr_lines(cfg, per_schedule=size is not None):
+        console.print(line, markup=False)
     if cfg.ladder:
         from tlmsearch.search.ladder import ladder_notes
 

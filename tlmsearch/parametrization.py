@@ -283,15 +283,23 @@ AT_ONE_LR = "at one learning rate: may be an LR effect; see tuned"
 
 def lr_comparison(space: Any, train_lr: float) -> str:
     """How a study compares schedules, in words: ``""`` when ``train.lr`` is a setting dimension
-    of two or more values (each schedule also at its own best LR: the tuned comparison), else
-    :data:`AT_ONE_LR` with the LR and what to do.
+    of two or more distinct values (each schedule also at its own best LR: the tuned
+    comparison), else :data:`AT_ONE_LR` with the LR and what to do.
 
     ``space``: a :class:`tlmsearch.space.Space`; ``train_lr``: the study's ``train.lr``.
     """
     dim = space.dimensions.get("train.lr")
-    if dim is not None and (not dim.finite or dim.count() > 1):
+    if dim is not None and not dim.finite:
         return ""
-    lr = dim.values()[0] if dim is not None else train_lr
+    lr = train_lr
+    if dim is not None:
+        try:  # YAML reads 3e-3 as a string; the trial's config turns it into the float
+            values = {float(v) for v in dim.values()}
+        except (TypeError, ValueError):
+            values = set()
+        if len(values) > 1:
+            return ""
+        lr = next(iter(values), train_lr)
     return (f"{AT_ONE_LR} (every schedule trains at train.lr {lr:g}; a train.lr dimension "
             "compares each at its own best LR: studies/taper_lr.yaml, "
             "docs/search_dimensions.md)")  # fmt: skip

@@ -231,13 +231,23 @@ def family_size(cfg: StudyConfig) -> int:
 
 
 def controls(cfg: StudyConfig) -> int:
-    """Uniform trainings per seed: one per setting combination of a grid (each setting's
-    control), else one (a sampler's settings are drawn as it goes)."""
-    if cfg.search.sampler == "grid" and cfg.search.baseline:
+    """Uniform trainings per seed: one per setting combination (each setting's control; a
+    sampler's settings: the most it may draw, as :func:`tlmsearch.search.samplers.planned_trials`
+    counts), else one."""
+    if not cfg.search.baseline:
+        return 0
+    if not cfg.space.settings:
+        return 1
+    if cfg.search.sampler == "grid":
         from tlmsearch.space import setting_label
 
         return len({setting_label(t.candidate, exact=True) for t in cfg.trainings()})
-    return int(cfg.search.baseline)
+    n = cfg.search.n_trials or 20
+    combos = 1
+    for name in cfg.space.settings:
+        dim = cfg.space.dimensions[name]
+        combos *= dim.count() if dim.finite else n
+    return min(n, combos)
 
 
 def _objective(cfg: StudyConfig, metric: str | None) -> tuple[int, Any]:
@@ -396,13 +406,15 @@ def build_plan(
             f"(max_seeds x m), stricter than the fixed-n test sized here, so its power at "
             "max_seeds is lower"
         )
-    tunes_lr = "train.lr" in cfg.space.settings
-    if tunes_lr and n_t > 0:
+    from tlmsearch.tuned import STRATA
+
+    tunes = any(name not in STRATA for name in cfg.space.settings)  # a tuned comparison
+    if tunes and n_t > 0:
         from tlmsearch.tuned import HOLDOUT_MIN_SEEDS
 
         twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
         notes.append(
-            f"the tuned comparison (each schedule at its own best LR) chooses each best on the "
+            f"the tuned comparison (each schedule at its own best setting) chooses each best on the "
             f"first half of the seeds and measures on the rest: {twice} seeds give it {twice // 2}"
             f" measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this plan needs")
     if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):

@@ -215,6 +215,61 @@ def block_noise(
     return Noise(math.sqrt(2.0 * rss / df), df)
 
 
+def setting_noise(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> Noise | None:
+    """The noise of a delta between two cells of one seed at *different* settings (a schedule at
+    its best LR minus uniform at its own): None when it cannot be estimated.
+
+    With setting dimensions a cell is (schedule, setting) and, on a seed, the cells of one
+    setting share more than the seed's level: its data order *and* how that LR treats that seed,
+    y = mu_cell + u_seed + g_(setting, seed) + e. A delta within a setting cancels g (var
+    2 sigma_e^2: :func:`block_noise`'s (setting, seed) blocks); one across settings does not
+    (var 2 sigma_e^2 + 2 sigma_g^2). Two block fits on the same cells estimate both: blocks
+    (setting, seed) give sigma_e^2; blocks seed leave the seed-by-setting interaction in the
+    residual, whose extra mean square estimates sigma_e^2 + S sigma_g^2 (S the cells per
+    block). The variance 2 (1 - 1/S) sigma_e^2 + (2 / S) MS_interaction, never below
+    2 sigma_e^2, has Satterthwaite's df (rounded down).
+
+    A per-(setting, seed) level of sd 0.01 shared by the three cells, cell noise sd 0.001:
+
+    >>> rng = np.random.default_rng(0)
+    >>> g = rng.normal(0, 0.01, (8, 2))
+    >>> rows = [(c, lr, s, g[s, lr - 1] + rng.normal(0, 0.001))
+    ...         for s in range(8) for lr in (1, 2) for c in ("u", "a", "b")]
+    >>> t = pd.DataFrame({"candidate": [f"{c}{lr}" for c, lr, _, _ in rows],
+    ...     "setting": [f"lr={lr}" for _, lr, _, _ in rows], "seed": [r[2] for r in rows],
+    ...     "is_baseline": [r[0] == "u" for r in rows], "state": "COMPLETE",
+    ...     "v": [r[3] for r in rows]})
+    >>> within, across = block_noise(t, "v"), setting_noise(t, "v")
+    >>> across.sd > 3 * within.sd, within.df, across.df > 0
+    (True, 28, True)
+    """
+    if "same_as" in trials:
+        trials = trials[trials["same_as"].isna()]
+    done = [(c, cell.setting, s, cell.value)
+            for (c, s), cell in _cells(trials, value, key).items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    if not done:
+        return None
+    cands, settings, seeds, values = zip(*done, strict=True)
+    rss_in, df_in = block_fit(cands, list(zip(settings, seeds, strict=True)), values)
+    rss_out, df_out = block_fit(cands, seeds, values)
+    df_x = df_out - df_in  # the seed-by-setting interaction's df
+    if df_in < 1 or df_x < 1:
+        return None
+    var_e = rss_in / df_in
+    ms_x = max(rss_out - rss_in, 0.0) / df_x
+    cells_per_block = len(done) / len(set(zip(settings, seeds, strict=True)))
+    a = 2.0 * (1.0 - 1.0 / cells_per_block) * var_e
+    b = 2.0 / cells_per_block * ms_x
+    var = a + b
+    if var <= 2.0 * var_e:  # no interaction beyond sigma_e: the within-setting noise
+        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
+    df = var**2 / (a**2 / df_in + b**2 / df_x)
+    return Noise(math.sqrt(var), max(1, int(df)))
+
+
 FAMILIES = ("holm", "bh", "none")
 
 
@@ -775,7 +830,14 @@ def effects(
                 "censored_states": row.censored_states,
             }
         )
-    out = pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS])
+    return decide(pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS]), family, level)
+
+
+def decide(out: pd.DataFrame, family: str, level: float) -> pd.DataFrame:
+    """An effects table's family decision over all its rows: ``p_adj`` (``family``), ``separated``
+    at ``1 - level``, ``family`` and ``family_size`` (the rows with a p-value). For tables put
+    together from several :func:`effects` calls (each row on the noise that fits it)."""
+    out = out.copy()
     out["p_adj"] = adjust(out["p"].astype("float64").tolist(), family) if len(out) else []
     tested = out["p"].notna()
     out["separated"] = pd.array(

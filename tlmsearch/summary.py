@@ -144,24 +144,28 @@ def effective_lrs(
     base = cfg.model.d_ff_uniform
     out, seen = [], set()
     for cand in candidates:
-        parametrization = cfg.for_candidate(cand).train.parametrization
-        key = (schedule_label(cand), parametrization)
+        try:  # a trial's params that plan no model (hand-edited, a sampler's odd draw): skipped
+            parametrization = cfg.for_candidate(cand).train.parametrization
+            key = (schedule_label(cand), parametrization)
+            widths = cfg.model.plan(cand).widths
+        except (TypeError, ValueError, KeyError):  # ScheduleError and pydantic's are ValueErrors
+            continue
         if key in seen:
             continue
         seen.add(key)
-        widths = cfg.model.plan(cand).widths
         if any(w != base for w in widths):
             out.append((key[0], effective_lr(widths, base, parametrization)))
     return out
 
 
-def effective_lr_lines(cfg: StudyConfig) -> list[str]:
+def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]:
     """``tlmsearch validate``'s lines: what the parametrization does to each schedule's layers
-    against uniform (:func:`effective_lrs`), then how the study compares schedules: at one
-    learning rate, or each at its own best too."""
+    against uniform (:func:`effective_lrs`; not with ``per_schedule`` False), then how the study
+    compares schedules: at one learning rate, or each at its own best too."""
     from tlmsearch.parametrization import lr_comparison
 
-    lines = [f"  {label}: {e.line()}" for label, e in effective_lrs(cfg)]
+    pairs = effective_lrs(cfg) if per_schedule else []
+    lines = [f"  {label}: {e.line()}" for label, e in pairs]
     if lines:
         lines.insert(0, "effective learning rate per layer, against uniform:")
     note = lr_comparison(cfg.space, cfg.train.lr)
@@ -177,8 +181,12 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     from tlmsearch.parametrization import lr_comparison
 
     note = lr_comparison(cfg.space, cfg.train.lr)
-    params = ([json.loads(p or "{}") for p in dict.fromkeys(trials["params_json"])]
-              if len(trials) else [])
+    params = []
+    for text in dict.fromkeys(trials["params_json"]) if len(trials) else ():
+        try:
+            params.append(json.loads(text) if isinstance(text, str) and text else {})
+        except ValueError:  # not JSON: a hand-edited record, nothing to say about it
+            continue
     return {
         "compared": note or ("within each train.lr value, and each schedule at its own best LR "
                              "(tuned)"),

@@ -43,7 +43,8 @@ BEST_COLUMNS = ["schedule", "stratum", "is_baseline", "candidate", "setting", "s
                 "n", "edge", "fully_measured"]  # fmt: skip
 OPTIMISTIC = (
     "each schedule's best setting was chosen on the same seeds that measure its effect: the "
-    "tuned effects and intervals are optimistic (run 4 or more seeds to measure on held-out ones)"
+    "tuned effects and intervals are optimistic, and the effects at uniform's best setting lean "
+    "toward uniform (run 4 or more seeds to measure on held-out ones)"
 )
 
 
@@ -284,23 +285,36 @@ def _within(
     best = pd.DataFrame(rows, columns=BEST_COLUMNS)
     best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
     named = t.assign(schedule=[_name(str(s), stratum) for s in t["schedule"]])
-    # The noise of a delta between two (schedule, setting) cells of a seed, from every cell of
-    # the stratum on the measure seeds (value ~ cell + seed, blocks the seeds across settings, so
-    # a seed-by-setting interaction stays in the residual): chosen cells alone leave (schedules
-    # - 1)(seeds - 1) df, 1 for two schedules on 2 measuring seeds (issue 31).
-    measured = named[named["seed"].isin(measure)].drop(columns=["setting"])
-    noise = stats.block_noise(measured, value, key="candidate")
+    base = best[best["is_baseline"]]
+    shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
+    # The noise, from every (schedule, setting) cell of the stratum on the measure seeds (the
+    # chosen cells alone leave (schedules - 1)(seeds - 1) df, 1 for two schedules on 2 measuring
+    # seeds; issue 31): a delta within one setting cancels how that LR treated the seed
+    # (stats.block_noise, blocks (setting, seed)); a delta across settings does not
+    # (stats.setting_noise). Each row gets the one that fits it, then one family decides.
+    measured = named[named["seed"].isin(measure)]
+    within = stats.block_noise(measured, value, key="candidate")
+    across = stats.setting_noise(measured, value, key="candidate")
     at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's
     # control, paired by seed
-    eff = stats.effects(at_best.drop(columns=["setting"]), value, sense, key="schedule",
-                        level=level, family=family, noise=noise)  # fmt: skip
-    base = best[best["is_baseline"]]
-    shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
+    at_best = at_best.drop(columns=["setting"])
+    same = set(best.loc[best["setting"] == shared_setting, "schedule"])
+    parts = []
+    for rows, noise in ((at_best[at_best["schedule"].isin(same)], within),
+                        (at_best[~at_best["schedule"].isin(same) | at_best["is_baseline"]],
+                         across)):  # fmt: skip
+        if (~rows["is_baseline"].astype(bool)).any():
+            parts.append(stats.effects(rows, value, sense, key="schedule", level=level,
+                                       family=family, noise=noise))  # fmt: skip
+    eff = (stats.decide(pd.concat(parts, ignore_index=True), family, level) if parts
+           else stats.effects(at_best, value, sense, key="schedule", level=level,
+                              family=family))  # fmt: skip
+    eff = eff.sort_values("schedule", kind="stable").reset_index(drop=True)
     at_shared = named[(named["setting"].astype(str) == shared_setting)
                       & named["seed"].isin(measure)]  # fmt: skip
     shared = (stats.effects(at_shared.drop(columns=["setting"]), value, sense, key="schedule",
-                            level=level, family=family, noise=noise)
+                            level=level, family=family, noise=within)
               if shared_setting else eff.iloc[0:0])  # fmt: skip
     return best, eff, shared, stratum, shared_setting
 

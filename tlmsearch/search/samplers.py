@@ -209,15 +209,9 @@ def planned_trials(cfg: StudyConfig) -> int:
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
-    n = cfg.search.n_trials or 20
-    controls = int(cfg.search.baseline)
-    if cfg.space.settings and cfg.search.baseline:
-        dims = [cfg.space.dimensions[name] for name in cfg.space.settings]
-        combos = 1
-        for dim in dims:
-            combos *= dim.count() if dim.finite else n
-        controls = min(n, combos)
-    return (n + controls) * n_seeds
+    from tlmsearch.power import controls
+
+    return ((cfg.search.n_trials or 20) + controls(cfg)) * n_seeds
 
 
 def open_ended(cfg: StudyConfig) -> bool:
