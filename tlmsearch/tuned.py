@@ -287,26 +287,34 @@ def _within(
     named = t.assign(schedule=[_name(str(s), stratum) for s in t["schedule"]])
     base = best[best["is_baseline"]]
     shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
-    # The noise, from every (schedule, setting) cell of the stratum on the measure seeds (the
-    # chosen cells alone leave (schedules - 1)(seeds - 1) df, 1 for two schedules on 2 measuring
-    # seeds; issue 31): a delta within one setting cancels how that LR treated the seed
-    # (stats.block_noise, blocks (setting, seed)); a delta across settings does not
-    # (stats.setting_noise). Each row gets the one that fits it, then one family decides.
+    # The noise of each row, from every schedule's cells at the settings the row compares, on
+    # the measure seeds (the chosen cells alone leave (schedules - 1)(seeds - 1) df, 1 for two
+    # schedules on 2 measuring seeds; issue 31), never from other settings: a high LR's seeds
+    # can scatter several times more than a low one's. A schedule at uniform's best setting is
+    # a delta within one setting (stats.block_noise, blocks (setting, seed)); one at another
+    # setting also carries how each LR treated the seed (stats.setting_noise). One family
+    # decides over all rows.
     measured = named[named["seed"].isin(measure)]
-    within = stats.block_noise(measured, value, key="candidate")
-    across = stats.setting_noise(measured, value, key="candidate")
+    setting_of = measured["setting"].astype(str)
+
+    def noise_at(*settings: str) -> stats.Noise | None:
+        cells = measured[setting_of.isin(settings)]
+        if len(set(settings)) == 1:
+            return stats.block_noise(cells, value, key="candidate")
+        return stats.setting_noise(cells, value, key="candidate")
+
     at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's
     # control, paired by seed
     at_best = at_best.drop(columns=["setting"])
-    same = set(best.loc[best["setting"] == shared_setting, "schedule"])
     parts = []
-    for rows, noise in ((at_best[at_best["schedule"].isin(same)], within),
-                        (at_best[~at_best["schedule"].isin(same) | at_best["is_baseline"]],
-                         across)):  # fmt: skip
-        if (~rows["is_baseline"].astype(bool)).any():
-            parts.append(stats.effects(rows, value, sense, key="schedule", level=level,
-                                       family=family, noise=noise))  # fmt: skip
+    others = best[~best["is_baseline"]]
+    for setting, group in others.groupby("setting", sort=True):
+        rows = at_best[at_best["schedule"].isin(set(group["schedule"]))
+                       | at_best["is_baseline"].astype(bool)]  # fmt: skip
+        noise = noise_at(str(setting), shared_setting) if shared_setting else None
+        parts.append(stats.effects(rows, value, sense, key="schedule", level=level,
+                                   family=family, noise=noise))  # fmt: skip
     eff = (stats.decide(pd.concat(parts, ignore_index=True), family, level) if parts
            else stats.effects(at_best, value, sense, key="schedule", level=level,
                               family=family))  # fmt: skip
@@ -314,7 +322,7 @@ def _within(
     at_shared = named[(named["setting"].astype(str) == shared_setting)
                       & named["seed"].isin(measure)]  # fmt: skip
     shared = (stats.effects(at_shared.drop(columns=["setting"]), value, sense, key="schedule",
-                            level=level, family=family, noise=within)
+                            level=level, family=family, noise=noise_at(shared_setting))
               if shared_setting else eff.iloc[0:0])  # fmt: skip
     return best, eff, shared, stratum, shared_setting
 
