@@ -415,8 +415,9 @@ def build_plan(
         twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
         notes.append(
             f"the tuned comparison (each schedule at its own best setting) chooses each best on "
-            f"the first half of the seeds and measures on the rest: {twice} seeds give it {twice // 2}"
-            f" measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this plan needs")
+            f"the first half of the seeds and measures on the rest: {twice} seeds give it "
+            f"{twice // 2} measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this "
+            "plan needs")
     if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
         notes.append("candidates with the same proxy widths train once per seed: m counts "
                      "trainings, as the study's family does")  # fmt: skip
