@@ -106,8 +106,7 @@ class Evidence:
             settings, lanes, note = None, None, f"race not computable ({err})"
         noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
-        eff = stats.effects(trials, value, sense, key=key, level=level, noise=noise,
-                            family=family)  # fmt: skip
+        eff = _effects(trials, value, sense, key, level, noise, family)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
@@ -139,6 +138,24 @@ class Evidence:
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
         return stats.family_words(self.family, m) + " with uniform" + (
             f"; {self.note}" if self.note else "")
+
+
+def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
+             noise: stats.Noise | None, family: str) -> pd.DataFrame:  # fmt: skip
+    """The effects vs uniform, one family. With setting dimensions each setting's comparisons
+    use that setting's own noise (the block fit of its cells): at taper_lr a paired delta's sd
+    was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one pooled sd
+    made the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
+    settings = (trials["setting"].fillna("").astype(str) if "setting" in trials
+                else pd.Series("", index=trials.index))  # fmt: skip
+    if settings.nunique() < 2:
+        return stats.effects(trials, value, sense, key=key, level=level, noise=noise,
+                             family=family)  # fmt: skip
+    parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
+                           noise=stats.block_noise(sub, value, key=key))
+             for _, sub in trials.groupby(settings, sort=True)]  # fmt: skip
+    eff = stats.decide(pd.concat(parts, ignore_index=True), family, level)
+    return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
 
 def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.Noise | None,
