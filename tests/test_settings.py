@@ -670,7 +670,7 @@ def _two_noise_levels(rng, n_seeds: int = 4) -> pd.DataFrame:
 def test_each_settings_effects_use_that_settings_noise():
     t = _two_noise_levels(np.random.default_rng(5))
     eff = Evidence.build(t, "val_bpb").effects
-    for setting, sub in t.groupby("setting"):
+    for _, sub in t.groupby("setting"):
         own = stats.block_noise(sub, "val_bpb")
         rows = eff[eff["candidate"].isin(set(sub["candidate"]))]
         assert len(rows) == 3 and np.allclose(rows["noise_sd"], own.sd)
