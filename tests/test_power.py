@@ -303,3 +303,21 @@ def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path
     n = plan.needed.seeds
     twice = max(2 * n, 4)
     assert f"{twice} seeds give it {twice // 2} measuring seeds" in text
+
+
+def test_a_pilot_whose_settings_differ_in_noise_is_sized_per_setting(tmp_path: Path) -> None:
+    """Each setting's effects are judged on its own noise (tlmsearch.evidence), so the plan
+    says what its quietest and noisiest settings need beside the pooled answer."""
+    from search_helpers import tiny_config
+    from test_settings import _space, _two_noise_levels
+
+    lr2 = {"type": "categorical", "choices": [0.001, 0.005]}
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": lr2}))
+    pilot = _two_noise_levels(np.random.default_rng(0))
+    by = power.setting_noises(pilot, "val_bpb")
+    assert set(by) == {"lr=0.001", "lr=0.005"} and by["lr=0.005"] > 10 * by["lr=0.001"]
+    plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
+    (note,) = [n for n in plan.notes if n.startswith("each setting's effects")]
+    quiet = power.t_seeds(0.01, by["lr=0.001"], plan.alpha, plan.m)
+    assert f"{quiet} seeds at lr=0.001 (sd {by['lr=0.001']:.3g})" in note
+    assert "at lr=0.005" in note

@@ -301,6 +301,22 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
     return noise.sd, noise.df, words
 
 
+def setting_noises(trials: pd.DataFrame, column: str) -> dict[str, float]:
+    """{setting: sd of one paired delta} of a pilot with setting dimensions (each setting's
+    own block fit, as its effects are judged), for the settings with residual df; {} without
+    settings."""
+    from tlmsearch.stats import block_noise
+
+    if "setting" not in trials or trials["setting"].fillna("").astype(str).nunique() < 2:
+        return {}
+    out = {}
+    for setting, sub in trials.groupby(trials["setting"].fillna("").astype(str), sort=True):
+        noise = block_noise(sub, column)
+        if noise is not None and noise.sd > 0:
+            out[str(setting)] = noise.sd
+    return out
+
+
 def pilot_tokens_per_s(trials: pd.DataFrame) -> float | None:
     """The median tokens/s of a pilot's completed trials (None when it recorded none)."""
     if "tokens_per_s" not in trials:
@@ -349,9 +365,11 @@ def build_plan(
         raise ConfigError("space: the study has no candidate besides uniform: nothing to size")
     notes: list[str] = []
     tps: float | None = None
+    by_setting: dict[str, float] = {}
     if pilot is not None:
         sd, df, noise_from = pilot_noise(pilot, metric_column(obj.metric), pilot_name)
         tps = pilot_tokens_per_s(pilot)
+        by_setting = setting_noises(pilot, metric_column(obj.metric))
     else:
         prior = cfg.search.racing.prior_sd if cfg.search.racing else None
         if prior is None or i != 0:
@@ -398,6 +416,20 @@ def build_plan(
             f"the pilot's sd is an estimate on {df} df: at its 80% upper confidence bound, "
             f"{sd_hi:.4g}, {n_hi}"
         )
+    if len(by_setting) > 1:
+        alpha_m = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
+        quiet, noisy = min(by_setting.items(), key=lambda kv: kv[1]), max(
+            by_setting.items(), key=lambda kv: kv[1])  # fmt: skip
+        need = []
+        for setting, s_sd in (quiet, noisy):
+            try:
+                need.append(f"{t_seeds(effect, s_sd, alpha_m, m, power)} seeds at {setting} "
+                            f"(sd {s_sd:.3g})")  # fmt: skip
+            except ValueError:
+                need.append(f"more than {MAX_SEEDS:,} seeds at {setting} (sd {s_sd:.3g})")
+        notes.append(
+            "each setting's effects are judged on that setting's own noise, and the pilot's "
+            f"settings differ: {' and '.join(need)}; the pooled sd above sizes the average")
     if n_now == 1:
         notes.append("one seed has no residual df: nothing separates on it (power 0)")
     if racing is not None and racing.against == "uniform":
