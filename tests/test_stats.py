@@ -647,3 +647,40 @@ def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
     # d2(6) / sqrt(8) = 0.90; the estimated sd (15 df) divides, so the mean sits a little above
     assert s.null_snr == pytest.approx(stats.expected_range(6) / math.sqrt(8))
     assert np.mean(got) == pytest.approx(s.null_snr, rel=0.15)
+
+
+def _two_settings(rng, cells: tuple[int, int], n_seeds: int, sd_g: float, sd_e: float,
+                  missing: float = 0.0) -> pd.DataFrame:  # fmt: skip
+    """Cells at two settings (uniform + others each), a level per (setting, seed) shared by the
+    setting's cells, and cell noise; ``missing``: the share of non-uniform cells left out."""
+    rows = []
+    for s in range(n_seeds):
+        for setting, k in zip(("lr=1", "lr=2"), cells, strict=True):
+            g = rng.normal(0, sd_g)
+            for c in range(k):
+                if c and rng.random() < missing:
+                    continue
+                rows.append((f"c{c} @ {setting}", setting, s, c == 0, g + rng.normal(0, sd_e)))
+    return pd.DataFrame(rows, columns=["candidate", "setting", "seed", "is_baseline", "v"]
+                        ).assign(state="COMPLETE")  # fmt: skip
+
+
+@pytest.mark.parametrize(("cells", "missing"), [((3, 3), 0.0), ((2, 6), 0.0), ((2, 10), 0.0),
+                                                ((4, 4), 0.4)])  # fmt: skip
+def test_setting_noise_is_unbiased_for_a_delta_across_settings(cells, missing) -> None:
+    """E[var] = 2 sigma_e^2 + 2 sigma_g^2 in balanced, unbalanced and incomplete grids (the mean
+    cells per block, not the design's coefficient, gave 0.65x with 2 vs 10 cells)."""
+    rng = np.random.default_rng(0)
+    sd_g, sd_e = 0.02, 0.01
+    var = [stats.setting_noise(_two_settings(rng, cells, 6, sd_g, sd_e, missing), "v").sd ** 2
+           for _ in range(300)]  # fmt: skip
+    assert np.mean(var) / (2 * sd_e**2 + 2 * sd_g**2) == pytest.approx(1.0, abs=0.1)
+
+
+def test_setting_noise_without_an_interaction_is_the_within_setting_noise() -> None:
+    rng = np.random.default_rng(1)
+    t = _two_settings(rng, (3, 3), 6, 0.0, 0.01)
+    t.loc[t["candidate"].str.startswith("c0"), "v"] = 0.0  # no noise in uniform: MS_x ~ 0
+    t["v"] = t["v"] - t.groupby(["setting", "seed"])["v"].transform("mean")  # no g at all
+    within, across = stats.block_noise(t, "v"), stats.setting_noise(t, "v")
+    assert (across.sd, across.df) == pytest.approx((within.sd, within.df))

@@ -67,6 +67,9 @@ class Evidence:
     note: str = ""  # why a racing study's race could not be read (then the family decides)
     snr: stats.SignalToNoise | None = None  # signal over seed and checkpoint noise
     tuned: Tuned | None = None  # each schedule at its best setting (studies with settings)
+    # the noise "which is best" (MCB) and the pairs matrix judge on: ``noise``, or with setting
+    # dimensions the widest of each setting's own and the across-settings one (conservative)
+    pair_noise: stats.Noise | None = None
 
     @classmethod
     def build(
@@ -112,21 +115,23 @@ class Evidence:
         if lanes is not None and against == "uniform":
             eff = _race_decides(eff, lanes, key, trials)
         measured = ranking[ranking["tier"] < 3]
+        pair_noise = _widest_noise(trials, value, key, noise)
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
-                         noise=noise)  # fmt: skip
+                         noise=pair_noise)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
         tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_)  # fmt: skip
+                   m, note, snr, tuned_, pair_noise)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
         level and family: every ordered pair's mean difference and whether it is separated.
         ``trials``: the table this evidence was built from."""
         return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
-                              level=self.level, noise=self.noise, family=self.family)  # fmt: skip
+                              level=self.level, noise=self.pair_noise or self.noise,
+                              family=self.family)  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -156,6 +161,25 @@ def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: floa
              for _, sub in trials.groupby(settings, sort=True)]  # fmt: skip
     eff = stats.decide(pd.concat(parts, ignore_index=True), family, level)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def _widest_noise(trials: pd.DataFrame, value: str, key: str,
+                  noise: stats.Noise | None) -> stats.Noise | None:  # fmt: skip
+    """``noise``, or with setting dimensions the widest of each setting's own noise and the
+    noise of a delta across settings (:func:`tlmsearch.stats.setting_noise`): MCB and the pairs
+    matrix take one noise for every pair, so a pair at a quiet LR is judged as conservatively as
+    one at a noisy LR or across LRs, never the reverse (docs/search_dimensions.md, known
+    limits)."""
+    if "setting" not in trials or trials["setting"].fillna("").astype(str).nunique() < 2:
+        return noise
+    settings = trials["setting"].fillna("").astype(str)
+    found = [stats.block_noise(sub, value, key=key) for _, sub in trials.groupby(settings)]
+    found.append(stats.setting_noise(trials, value, key=key))
+    found = [n for n in found if n is not None]
+    if not found:
+        return noise
+    widest = max(found, key=lambda n: n.sd)
+    return stats.Noise(widest.sd, min(n.df for n in found))
 
 
 def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.Noise | None,

@@ -177,18 +177,24 @@ def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[
     y = np.asarray(values, dtype="float64")
     if len(y) == 0:
         return 0.0, 0
-    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
-    s_codes = pd.factorize(pd.Series(list(seeds)))[0]
-    cols = [np.ones(len(y))]
-    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
-    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
-    x = np.column_stack(cols)
+    x = _block_design(candidates, seeds)
     beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
     resid = y - x @ beta
     rss = float(resid @ resid)
     if rss <= len(y) * (1e-12 * float(np.abs(y).max())) ** 2:  # rounding, not noise: exactly 0
         rss = 0.0
     return rss, int(len(y) - rank)
+
+
+def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarray:
+    """The design matrix of value ~ candidate + block: intercept, then dummies (first levels
+    dropped)."""
+    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
+    s_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
+    cols = [np.ones(len(c_codes))]
+    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
+    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
+    return np.column_stack(cols)
 
 
 def block_noise(
@@ -228,8 +234,9 @@ def setting_noise(
     (var 2 sigma_e^2 + 2 sigma_g^2). Two block fits on the same cells estimate both: blocks
     (setting, seed) give sigma_e^2; blocks seed leave the seed-by-setting interaction in the
     residual, whose extra mean square estimates sigma_e^2 + S sigma_g^2 (S the cells per
-    block). The variance 2 (1 - 1/S) sigma_e^2 + (2 / S) MS_interaction, never below
-    2 sigma_e^2, has Satterthwaite's df (rounded down).
+    block in a complete balanced grid; computed exactly from the design otherwise). The variance
+    2 (1 - 1/S) sigma_e^2 + (2 / S) MS_interaction, never below 2 sigma_e^2, has
+    Satterthwaite's df (rounded down).
 
     A per-(setting, seed) level of sd 0.01 shared by the three cells, cell noise sd 0.001:
 
@@ -253,16 +260,25 @@ def setting_noise(
     if not done:
         return None
     cands, settings, seeds, values = zip(*done, strict=True)
-    rss_in, df_in = block_fit(cands, list(zip(settings, seeds, strict=True)), values)
+    blocks = [f"{a}\x00{b}" for a, b in zip(settings, seeds, strict=True)]
+    rss_in, df_in = block_fit(cands, blocks, values)
     rss_out, df_out = block_fit(cands, seeds, values)
     df_x = df_out - df_in  # the seed-by-setting interaction's df
     if df_in < 1 or df_x < 1:
         return None
     var_e = rss_in / df_in
     ms_x = max(rss_out - rss_in, 0.0) / df_x
-    cells_per_block = len(done) / len(set(zip(settings, seeds, strict=True)))
-    a = 2.0 * (1.0 - 1.0 / cells_per_block) * var_e
-    b = 2.0 / cells_per_block * ms_x
+    # E[MS_x] = sigma_e^2 + c sigma_g^2 with c = tr(Z' (I - P) Z) / df_x, Z the (setting, seed)
+    # indicators and P the projection onto candidate + seed: S, the cells per block, in a
+    # complete balanced grid, less where settings hold different numbers of cells
+    z = pd.get_dummies(pd.Series(blocks)).to_numpy(dtype="float64")
+    x = _block_design(cands, seeds)
+    resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
+    c = float((resid * resid).sum()) / df_x
+    if not c > 1.0:
+        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
+    a = 2.0 * (1.0 - 1.0 / c) * var_e
+    b = 2.0 / c * ms_x
     var = a + b
     if var <= 2.0 * var_e:  # no interaction beyond sigma_e: the within-setting noise
         return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
