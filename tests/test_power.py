@@ -293,7 +293,10 @@ def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path
     cfg = tiny_config(tmp_path, space=space)
     pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
     plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
-    assert (plan.m, plan.controls) == (3, 3)
+    assert (plan.m, plan.controls, plan.m_df) == (3, 3, 1)  # one schedule per setting
+    # each setting is judged on its own fit: df (1 candidate)(n - 1), not 3 (n - 1)
+    assert plan.needed.seeds == power.t_seeds(0.01, plan.sd, plan.alpha, 1)
+    assert plan.rows[1].label == f"needed (t, df {plan.needed.seeds - 1})"
     per_seed = len(cfg.trainings())  # {uniform, cosine} x 3 lrs
     assert per_seed == 6
     assert [r.trainings for r in plan.rows] == [per_seed * r.seeds for r in plan.rows]
@@ -318,6 +321,6 @@ def test_a_pilot_whose_settings_differ_in_noise_is_sized_per_setting(tmp_path: P
     assert set(by) == {"lr=0.001", "lr=0.005"} and by["lr=0.005"] > 10 * by["lr=0.001"]
     plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
     (note,) = [n for n in plan.notes if n.startswith("each setting's effects")]
-    quiet = power.t_seeds(0.01, by["lr=0.001"], plan.alpha, plan.m)
+    quiet = power.t_seeds(0.01, by["lr=0.001"], plan.alpha, plan.m_df)
     assert f"{quiet} seeds at lr=0.001 (sd {by['lr=0.001']:.3g})" in note
     assert "at lr=0.005" in note

@@ -47,11 +47,13 @@ def test_report_of_an_lr_study_has_the_tuned_section(tmp_path):
     assert "tuned-box" in page and "uniform @ lr=0.003" in page
     assert "Each effect is within one learning rate" in page
     assert "At one learning rate:" not in page
+    assert "comes from one fit per learning rate (setting)" in page  # each LR's own noise
 
 
 def test_report_of_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
     run = load_run(make_run(tmp_path / "run", study_dict(shapes=("cosine",))))
     page = render(build(run), "t")
     assert "<b>At one learning rate:</b> these effects may be an LR effect; see tuned" in page
+    assert "comes from one fit of the whole study" in page
     assert "Effective learning rate per layer, against uniform" in page
     assert "cosine 1.5-&gt;0.5 (standard): standard: LR and init x1 everywhere" in page

@@ -191,6 +191,7 @@ class Plan:
     concurrency: int  # search.concurrency
     notes: tuple[str, ...] = ()
     controls: int = 1  # uniform trainings per seed: one per setting value (train.lr)
+    m_df: int = 0  # the m of the residual df, m_df x (seeds - 1): the fewest in any setting
 
     @property
     def needed(self) -> Row:
@@ -228,6 +229,23 @@ def family_size(cfg: StudyConfig) -> int:
         settings = {setting_label(t.candidate, exact=True) for t in trainings}
         return len(trainings) - (len(settings) if cfg.search.baseline else 0)
     return cfg.search.n_trials or 20
+
+
+def df_size(cfg: StudyConfig, m: int) -> int:
+    """The m whose block design gives a comparison's residual df, m (n - 1): every candidate's
+    without setting dimensions; with them each setting's effects are judged on that setting's
+    own fit, so the fewest candidates any setting holds (a sampler's settings: 1, as each draw
+    may be a new value)."""
+    if not cfg.space.settings:
+        return m
+    if cfg.search.sampler != "grid":
+        return 1
+    from collections import Counter
+
+    from tlmsearch.space import setting_label
+
+    per = Counter(setting_label(t.candidate, exact=True) for t in cfg.trainings())
+    return max(1, min(per.values()) - int(cfg.search.baseline))
 
 
 def controls(cfg: StudyConfig) -> int:
@@ -363,6 +381,7 @@ def build_plan(
     m = family_size(cfg)
     if m < 1:
         raise ConfigError("space: the study has no candidate besides uniform: nothing to size")
+    m_df = df_size(cfg, m)
     notes: list[str] = []
     tps: float | None = None
     by_setting: dict[str, float] = {}
@@ -384,7 +403,7 @@ def build_plan(
     alpha = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
     try:
         n_norm = normal_seeds(effect, sd, alpha, power)
-        n_t = t_seeds(effect, sd, alpha, m, power)
+        n_t = t_seeds(effect, sd, alpha, m_df, power)
     except ValueError:
         raise ConfigError(
             f"{effect_from}: {effect:g} is too small to separate at noise sd {sd:.3g}: more "
@@ -397,11 +416,11 @@ def build_plan(
     per_seed = m + controls(cfg)
 
     def row(label: str, n: int) -> Row:
-        return Row(label, n, per_seed * n, t_power(n, effect, sd, alpha, m))
+        return Row(label, n, per_seed * n, t_power(n, effect, sd, alpha, m_df))
 
     rows = (
         row("normal approximation", n_norm),
-        row(f"needed (t, df {block_df(n_t, m)})", n_t),
+        row(f"needed (t, df {block_df(n_t, m_df)})", n_t),
         row(f"this study ({now_from})", n_now),
     )
     if df is not None:
@@ -423,7 +442,7 @@ def build_plan(
         need = []
         for setting, s_sd in (quiet, noisy):
             try:
-                need.append(f"{t_seeds(effect, s_sd, alpha_m, m, power)} seeds at {setting} "
+                need.append(f"{t_seeds(effect, s_sd, alpha_m, m_df, power)} seeds at {setting} "
                             f"(sd {s_sd:.3g})")  # fmt: skip
             except ValueError:
                 need.append(f"more than {MAX_SEEDS:,} seeds at {setting} (sd {s_sd:.3g})")
@@ -457,7 +476,7 @@ def build_plan(
         metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
         noise_from=noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
         alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens, tokens_per_s=tps,
-        concurrency=cfg.search.concurrency, notes=tuple(notes), controls=per_seed - m,
+        concurrency=cfg.search.concurrency, notes=tuple(notes), controls=per_seed - m, m_df=m_df,
     )  # fmt: skip
 
 
@@ -501,7 +520,9 @@ def plan_lines(plan: Plan) -> list[str]:
     uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
     out.append(f"seeds: per candidate, uniform on the same ones; trainings: "
                f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
-               f"of the t test on the study's residual df, {plan.m} x (seeds - 1)")  # fmt: skip
+               f"of the t test on the study's residual df, {plan.m_df or plan.m} x (seeds - 1)"
+               + ("" if not plan.m_df or plan.m_df == plan.m
+                  else " (each setting is judged on its own fit: the fewest candidates in one)"))
     if cost:
         out.append(
             f"cost: {plan.tokens:,} tokens a training (train.tokens) at the pilot's median "

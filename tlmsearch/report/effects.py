@@ -51,6 +51,7 @@ class Effects(NamedTuple):
     # best.yaml's learning_rate (tlmsearch.summary.learning_rate): compared at one LR or tuned,
     # and what the parametrization does to each schedule's layers; None: study.yaml unreadable
     learning_rate: dict[str, Any] | None = None
+    per_setting: bool = False  # setting dimensions: each setting's effects on its own noise
 
 
 def _evidence(trials: pd.DataFrame, col: str, sense: str, seeds: Any,
@@ -93,8 +94,10 @@ def effects(
     table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
+    per_setting = ("setting" in trials
+                   and trials["setting"].fillna("").astype(str).nunique() > 1)  # fmt: skip
     return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
-                   learning_rate_of(trials, config))
+                   learning_rate_of(trials, config), per_setting)
 
 
 def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:

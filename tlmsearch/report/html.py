@@ -302,11 +302,17 @@ def conclusions_html(report: Report) -> str:
         if e.noise is not None
         else "not estimable yet (no residual df), so nothing is judged"
     )
+    source = (
+        "one fit per learning rate (setting) as a block design (value ~ candidate + seed on "
+        "that setting's cells: every delta of a seed shares its uniform; the table's noise "
+        f"column), as their noise differs; pooled over settings it is {noise}"
+        if e.per_setting else
+        "one fit of the whole study as a block design (value ~ candidate + seed: every delta "
+        f"of a seed shares its uniform): {noise}")  # fmt: skip
     parts = [
         "<p class='sub'>Each effect is a paired difference on the same seeds (same data order "
-        "and initial weights). The noise of one paired delta comes from one fit of the whole "
-        "study as a block design (value ~ candidate + seed: every delta of a seed shares its "
-        f"uniform): {_e(noise)}. Intervals are 95% per comparison; whether a candidate is "
+        f"and initial weights). The noise of one paired delta comes from {_e(source)}. "
+        "Intervals are 95% per comparison; whether a candidate is "
         f"separated from uniform is one decision, {_e(e.how)}; the best is judged by multiple "
         "comparisons with the best (Hsu), uniform included.</p>"
     ]
