@@ -410,6 +410,17 @@ def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
     assert cfg.target_for({"shape": "uniform"}) is cfg.target
 
 
+def _lr_frame(rows) -> pd.DataFrame:
+    """(schedule, lr, seed, value) tuples -> a trials table keyed by (schedule, lr) cells."""
+    return pd.DataFrame({
+        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
+        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
+        "state": "COMPLETE", "v": [r[3] for r in rows],
+    })  # fmt: skip
+
+
 def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
     """Three schedules equal at every LR; each (LR, seed) cell has a level its uniform shares
     with the other schedules (the shared control of a real study), plus seed and LR levels."""
@@ -421,13 +432,7 @@ def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
             for s in ("uniform", "cosine", "linear"):
                 v = 2.0 + seed_level[seed] + level + cell + rng.normal(0, 0.005)
                 rows.append((s, lr, seed, v))
-    return pd.DataFrame({
-        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
-        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
-        "state": "COMPLETE", "v": [r[3] for r in rows],
-    })  # fmt: skip
+    return _lr_frame(rows)
 
 
 @pytest.mark.parametrize("n_seeds", [3, 4])  # chosen on the same seeds; held out
@@ -574,13 +579,7 @@ def _opposite_optima_null(rng, n_seeds: int) -> pd.DataFrame:
             level = rng.normal(0, 0.01)
             for s, curve in shape_at.items():
                 rows.append((s, lr, seed, 2.0 + curve[lr] + level + rng.normal(0, 0.002)))
-    return pd.DataFrame({
-        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
-        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
-        "state": "COMPLETE", "v": [r[3] for r in rows],
-    })  # fmt: skip
+    return _lr_frame(rows)
 
 
 @pytest.mark.parametrize("n_seeds", [4, 6])
