@@ -47,7 +47,7 @@ def test_report_of_an_lr_study_has_the_tuned_section(tmp_path):
     assert "tuned-box" in page and "uniform @ lr=0.003" in page
     assert "Each effect is within one learning rate" in page
     assert "At one learning rate:" not in page
-    assert "comes from one fit per learning rate (setting)" in page  # each LR's own noise
+    assert "comes from one fit per setting value" in page  # each LR's own noise
 
 
 def test_report_of_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):

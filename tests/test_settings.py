@@ -688,10 +688,12 @@ def test_a_noisy_setting_keeps_its_rate_under_the_null():
 
 
 def test_the_best_is_never_called_while_its_own_setting_calls_it_within_noise():
+    from tlmsearch.report import effects as E
+
     """Review of issue 34: with each setting's own noise in the effects but a pooled one in
     MCB, 59 of 200 studies called a schedule at the noisy LR 'the best ... jointly' and, in the
     same conclusions, 'within noise' of its own uniform. MCB now takes the widest noise."""
-    rng = np.random.default_rng(4)
+    rng, selected = np.random.default_rng(4), 0
     for _ in range(40):
         t = _two_noise_levels(rng)
         noisy = t["setting"].eq("lr=0.005") & t["candidate"].str.startswith("cosine")
@@ -700,3 +702,10 @@ def test_the_best_is_never_called_while_its_own_setting_calls_it_within_noise():
         sep = ev.effects.set_index("candidate")["separated"]
         for cand in ev.best.loc[ev.best["selected"].astype(bool), "candidate"]:
             assert cand not in sep.index or bool(sep[cand]), cand
+            selected += 1
+        # the report's matrix judges on the same noise as MCB and Evidence.pairs
+        names = list(ev.ranking["candidate"].head(4))
+        matrix = E.separation(t, "val_bpb", k=3).cells["noise_sd"].dropna()
+        assert len(matrix) and (matrix == ev.pair_noise.sd).all()
+        assert (ev.pairs(t, names)["noise_sd"].dropna() == ev.pair_noise.sd).all()
+    assert selected > 0

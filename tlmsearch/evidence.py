@@ -115,15 +115,15 @@ class Evidence:
         if lanes is not None and against == "uniform":
             eff = _race_decides(eff, lanes, key, trials)
         measured = ranking[ranking["tier"] < 3]
-        pair_noise = _widest_noise(trials, value, key, noise)
+        pairs_noise = pair_noise(trials, value, key, noise, level)
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
-                         noise=pair_noise)  # fmt: skip
+                         noise=pairs_noise)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
         tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pair_noise)  # fmt: skip
+                   m, note, snr, tuned_, pairs_noise)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
@@ -163,23 +163,30 @@ def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: floa
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
 
-def _widest_noise(trials: pd.DataFrame, value: str, key: str,
-                  noise: stats.Noise | None) -> stats.Noise | None:  # fmt: skip
-    """``noise``, or with setting dimensions the widest of each setting's own noise and the
-    noise of a delta across settings (:func:`tlmsearch.stats.setting_noise`): MCB and the pairs
-    matrix take one noise for every pair, so a pair at a quiet LR is judged as conservatively as
-    one at a noisy LR or across LRs, never the reverse (docs/search_dimensions.md, known
-    limits)."""
+def pair_noise(
+    trials: pd.DataFrame,
+    value: str,
+    key: str = "candidate",
+    noise: stats.Noise | None = None,
+    level: float = 0.95,
+) -> stats.Noise | None:
+    """The one noise MCB and the pairs matrix judge every pair on: ``noise`` (default the
+    study's block fit), or with setting dimensions the widest of each setting's own noise and
+    the noise of a delta across settings (:func:`tlmsearch.stats.setting_noise`), widest by
+    its interval, sd x t quantile at ``level``. A pair at a quiet LR is then judged as
+    conservatively as one at a noisy LR or across LRs, never the reverse
+    (docs/search_dimensions.md, known limits)."""
+    if noise is None and not trials.empty:
+        noise = stats.block_noise(trials, value, key=key)
     if "setting" not in trials or trials["setting"].fillna("").astype(str).nunique() < 2:
         return noise
     settings = trials["setting"].fillna("").astype(str)
     found = [stats.block_noise(sub, value, key=key) for _, sub in trials.groupby(settings)]
     found.append(stats.setting_noise(trials, value, key=key))
-    found = [n for n in found if n is not None]
+    found = [n for n in found if n is not None and n.df > 0]
     if not found:
         return noise
-    widest = max(found, key=lambda n: n.sd)
-    return stats.Noise(widest.sd, min(n.df for n in found))
+    return max(found, key=lambda n: n.sd * n.quantile(level))
 
 
 def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.Noise | None,

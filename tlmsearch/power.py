@@ -245,7 +245,8 @@ def df_size(cfg: StudyConfig, m: int) -> int:
     from tlmsearch.space import setting_label
 
     per = Counter(setting_label(t.candidate, exact=True) for t in cfg.trainings())
-    return max(1, min(per.values()) - int(cfg.search.baseline))
+    compared = [n - int(cfg.search.baseline) for n in per.values() if n > int(cfg.search.baseline)]
+    return max(1, min(compared, default=1))  # a setting with only uniform compares nothing
 
 
 def controls(cfg: StudyConfig) -> int:
@@ -428,7 +429,7 @@ def build_plan(
 
         sd_hi = sd * math.sqrt(df / float(chi2.ppf(0.2, df)))
         try:
-            n_hi = f"{t_seeds(effect, sd_hi, alpha, m, power)} seeds are needed"
+            n_hi = f"{t_seeds(effect, sd_hi, alpha, m_df, power)} seeds are needed"
         except ValueError:
             n_hi = f"more than {MAX_SEEDS:,} seeds are needed"
         notes.append(

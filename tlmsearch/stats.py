@@ -275,8 +275,9 @@ def setting_noise(
     x = _block_design(cands, seeds)
     resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
     c = float((resid * resid).sum()) / df_x
-    if not c > 1.0:
-        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
+    if not c > 1.0:  # most blocks hold one cell: no split of the two components, the larger
+        var, df = max((2.0 * var_e, df_in), (2.0 * ms_x / max(c, 1e-12), df_x))
+        return Noise(math.sqrt(var), int(df)) if var > 0 else None
     a = 2.0 * (1.0 - 1.0 / c) * var_e
     b = 2.0 / c * ms_x
     var = a + b

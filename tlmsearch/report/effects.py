@@ -85,7 +85,8 @@ def effects(
         table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
                                       *stats.EFFECT_COLUMNS, "decided_by"])  # fmt: skip
         return Effects(metric, sense, table, None, Conclusions([], []), snr=ev.snr,
-                       learning_rate=learning_rate_of(trials, config))
+                       learning_rate=learning_rate_of(trials, config),
+                       per_setting=_per_setting(trials))
     info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
     table = eff.join(info, on="candidate")
     order = {c: i for i, c in enumerate(ranked["candidate"])}
@@ -94,10 +95,13 @@ def effects(
     table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
-    per_setting = ("setting" in trials
-                   and trials["setting"].fillna("").astype(str).nunique() > 1)  # fmt: skip
     return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
-                   learning_rate_of(trials, config), per_setting)
+                   learning_rate_of(trials, config), _per_setting(trials))
+
+
+def _per_setting(trials: pd.DataFrame) -> bool:
+    """Whether the study has setting values, each judged on its own noise."""
+    return "setting" in trials and trials["setting"].fillna("").astype(str).nunique() > 1
 
 
 def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:
@@ -146,8 +150,11 @@ def separation(
         return Separation(metric, sense, names, empty)
     stats_cfg = (config or {}).get("stats") or {}
     family = str(stats_cfg.get("family", "holm"))
+    from tlmsearch.evidence import pair_noise
+
+    # the block-design noise (with settings, the widest: Evidence.pair_noise), the family
     cells = stats.pairwise(trials, col, names, sense, level=float(stats_cfg.get("level", LEVEL)),
-                           family=family)  # the block-design noise, the study's family
+                           family=family, noise=pair_noise(trials, col))  # fmt: skip
     cells["family"] = family
     sign = 1.0 if sense == "minimize" else -1.0
     better = [

@@ -303,9 +303,10 @@ def conclusions_html(report: Report) -> str:
         else "not estimable yet (no residual df), so nothing is judged"
     )
     source = (
-        "one fit per learning rate (setting) as a block design (value ~ candidate + seed on "
-        "that setting's cells: every delta of a seed shares its uniform; the table's noise "
-        f"column), as their noise differs; pooled over settings it is {noise}"
+        "one fit per setting value (train.lr, ...) as a block design (value ~ candidate + "
+        "seed on that value's cells: every delta of a seed shares its uniform; the table's "
+        "noise column), as their noise differs; pooled over settings it is "
+        f"{noise}. Which is best and the matrix below take the widest of them"
         if e.per_setting else
         "one fit of the whole study as a block design (value ~ candidate + seed: every delta "
         f"of a seed shares its uniform): {noise}")  # fmt: skip
