@@ -324,3 +324,16 @@ def test_a_pilot_whose_settings_differ_in_noise_is_sized_per_setting(tmp_path: P
     quiet = power.t_seeds(0.01, by["lr=0.001"], plan.alpha, plan.m_df)
     assert f"{quiet} seeds at lr=0.001 (sd {by['lr=0.001']:.3g})" in note
     assert "at lr=0.005" in note
+
+
+def test_a_setting_with_only_uniform_does_not_shrink_the_df(tmp_path: Path) -> None:
+    from search_helpers import tiny_config
+    from test_settings import _space
+
+    lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
+    cands = [{"shape": "cosine", "r_start": r, "train.lr": 0.001} for r in (1.5, 1.25, 0.5)]
+    cands.append({"shape": "uniform", "train.lr": 0.003})
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": lr2}),
+                      search={"candidates": cands})  # fmt: skip
+    assert len(cfg.trainings()) >= 4
+    assert power.df_size(cfg, power.family_size(cfg)) == 3  # the lr=0.003 setting compares none
