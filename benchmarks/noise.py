@@ -50,8 +50,8 @@ p 0.079 for EMA: the F test's 0.76 was ~10x too large; LAWA's per-seed deltas we
 Neither average cuts the sd of the paired delta (goal: a cut of >= 30%; measured: it grew by
 15% and 12%, EMA's at Pitman-Morgan p 0.079, both short of significance at 6 seeds), and
 both score every model ~0.01 bpb worse: under the cosine decay to 10% of the LR the last
-weights are already annealed, and an average of earlier ones lags them. The raw 6-seed sd (0.0058) matches ``benchmarks/crn.py``'s keyed
-init (0.0069).
+weights are already annealed, and an average of earlier ones lags them. The raw 6-seed sd
+(0.0058) matches ``benchmarks/crn.py``'s keyed init (0.0069).
 """
 
 from __future__ import annotations
