@@ -109,13 +109,14 @@ class Evidence:
             settings, lanes, note = None, None, f"race not computable ({err})"
         noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
-        eff = _effects(trials, value, sense, key, level, noise, family)
+        by_setting = stats.setting_noises(trials, value, key=key)
+        eff = _effects(trials, value, sense, key, level, noise, family, by_setting)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
             eff = _race_decides(eff, lanes, key, trials)
         measured = ranking[ranking["tier"] < 3]
-        pairs_noise = pair_noise(trials, value, key, noise, level)
+        pairs_noise = pair_noise(trials, value, key, noise, level, by_setting)
         best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
                          noise=pairs_noise)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
@@ -146,19 +147,20 @@ class Evidence:
 
 
 def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
-             noise: stats.Noise | None, family: str) -> pd.DataFrame:  # fmt: skip
+             noise: stats.Noise | None, family: str,
+             by_setting: dict[str, stats.Noise | None]) -> pd.DataFrame:  # fmt: skip
     """The effects vs uniform, one family. With setting dimensions each setting's comparisons
-    use that setting's own noise (the block fit of its cells): at taper_lr a paired delta's sd
-    was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one pooled sd
-    made the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
-    settings = (trials["setting"].fillna("").astype(str) if "setting" in trials
-                else pd.Series("", index=trials.index))  # fmt: skip
-    if settings.nunique() < 2:
+    use that setting's own noise (``by_setting``, :func:`tlmsearch.stats.setting_noises`): at
+    taper_lr a paired delta's sd was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md
+    section 7), so one pooled sd made the quiet LR's intervals 4x too wide and the noisy LRs'
+    too narrow."""
+    settings = stats.setting_column(trials)
+    if settings is None:
         return stats.effects(trials, value, sense, key=key, level=level, noise=noise,
                              family=family)  # fmt: skip
     parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=stats.block_noise(sub, value, key=key))
-             for _, sub in trials.groupby(settings, sort=True)]  # fmt: skip
+                           noise=by_setting.get(str(s)))
+             for s, sub in trials.groupby(settings, sort=True)]  # fmt: skip
     eff = stats.decide(pd.concat(parts, ignore_index=True), family, level)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
@@ -169,20 +171,21 @@ def pair_noise(
     key: str = "candidate",
     noise: stats.Noise | None = None,
     level: float = 0.95,
+    by_setting: dict[str, stats.Noise | None] | None = None,
 ) -> stats.Noise | None:
     """The one noise MCB and the pairs matrix judge every pair on: ``noise`` (default the
-    study's block fit), or with setting dimensions the widest of each setting's own noise and
-    the noise of a delta across settings (:func:`tlmsearch.stats.setting_noise`), widest by
-    its interval, sd x t quantile at ``level``. A pair at a quiet LR is then judged as
-    conservatively as one at a noisy LR or across LRs, never the reverse
-    (docs/search_dimensions.md, known limits)."""
+    study's block fit), or with setting dimensions the widest of each setting's own noise
+    (``by_setting``, default :func:`tlmsearch.stats.setting_noises`) and the noise of a delta
+    across settings (:func:`tlmsearch.stats.setting_noise`), widest by its interval, sd x t
+    quantile at ``level``. A pair at a quiet LR is then judged as conservatively as one at a
+    noisy LR or across LRs, never the reverse (docs/search_dimensions.md, known limits)."""
     if noise is None and not trials.empty:
         noise = stats.block_noise(trials, value, key=key)
-    if "setting" not in trials or trials["setting"].fillna("").astype(str).nunique() < 2:
+    if by_setting is None:
+        by_setting = stats.setting_noises(trials, value, key=key)
+    if not by_setting:
         return noise
-    settings = trials["setting"].fillna("").astype(str)
-    found = [stats.block_noise(sub, value, key=key) for _, sub in trials.groupby(settings)]
-    found.append(stats.setting_noise(trials, value, key=key))
+    found = [*by_setting.values(), stats.setting_noise(trials, value, key=key)]
     found = [n for n in found if n is not None and n.df > 0]
     if not found:
         return noise

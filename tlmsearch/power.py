@@ -322,18 +322,11 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
 
 def setting_noises(trials: pd.DataFrame, column: str) -> dict[str, float]:
     """{setting: sd of one paired delta} of a pilot with setting dimensions (each setting's
-    own block fit, as its effects are judged), for the settings with residual df; {} without
-    settings."""
-    from tlmsearch.stats import block_noise
+    own block fit, :func:`tlmsearch.stats.setting_noises`, as its effects are judged), for the
+    settings with residual df; {} without settings."""
+    from tlmsearch.stats import setting_noises as fits
 
-    if "setting" not in trials or trials["setting"].fillna("").astype(str).nunique() < 2:
-        return {}
-    out = {}
-    for setting, sub in trials.groupby(trials["setting"].fillna("").astype(str), sort=True):
-        noise = block_noise(sub, column)
-        if noise is not None and noise.sd > 0:
-            out[str(setting)] = noise.sd
-    return out
+    return {s: n.sd for s, n in fits(trials, column).items() if n is not None and n.sd > 0}
 
 
 def pilot_tokens_per_s(trials: pd.DataFrame) -> float | None:

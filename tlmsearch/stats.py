@@ -221,6 +221,28 @@ def block_noise(
     return Noise(math.sqrt(2.0 * rss / df), df)
 
 
+def setting_column(trials: pd.DataFrame) -> pd.Series | None:
+    """The trials' ``setting`` column as text when it holds two or more values (a study with
+    setting dimensions, each value its own comparison with its own uniform), else None."""
+    if "setting" not in trials:
+        return None
+    settings = trials["setting"].fillna("").astype(str)
+    return settings if settings.nunique() > 1 else None
+
+
+def setting_noises(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> dict[str, Noise | None]:
+    """{setting: :func:`block_noise` of that setting's cells} (None where a setting has no
+    residual df); {} without two or more settings. Each setting's effects are judged on its
+    own entry (:mod:`tlmsearch.evidence`)."""
+    settings = setting_column(trials)
+    if settings is None:
+        return {}
+    return {str(s): block_noise(sub, value, key=key)
+            for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
+
+
 def setting_noise(
     trials: pd.DataFrame, value: str, *, key: str = "candidate"
 ) -> Noise | None:

@@ -101,7 +101,7 @@ def effects(
 
 def _per_setting(trials: pd.DataFrame) -> bool:
     """Whether the study has setting values, each judged on its own noise."""
-    return "setting" in trials and trials["setting"].fillna("").astype(str).nunique() > 1
+    return stats.setting_column(trials) is not None
 
 
 def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:
