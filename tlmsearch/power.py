@@ -36,6 +36,7 @@ ray or optuna; scipy only inside the functions that need it (``validate`` stays 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -223,12 +224,16 @@ def family_size(cfg: StudyConfig) -> int:
     With setting dimensions each setting's uniform is that setting's control, not a candidate:
     m is the sum over settings of (schedules - 1)."""
     if cfg.search.sampler == "grid":
-        from tlmsearch.space import setting_label
-
-        trainings = cfg.trainings()
-        settings = {setting_label(t.candidate, exact=True) for t in trainings}
-        return len(trainings) - (len(settings) if cfg.search.baseline else 0)
+        per = _trainings_per_setting(cfg)
+        return sum(per.values()) - (len(per) if cfg.search.baseline else 0)
     return cfg.search.n_trials or 20
+
+
+def _trainings_per_setting(cfg: StudyConfig) -> Counter[str]:
+    """A grid's trainings per seed, by setting value (one key "" without settings)."""
+    from tlmsearch.space import setting_label
+
+    return Counter(setting_label(t.candidate, exact=True) for t in cfg.trainings())
 
 
 def df_size(cfg: StudyConfig, m: int) -> int:
@@ -240,11 +245,7 @@ def df_size(cfg: StudyConfig, m: int) -> int:
         return m
     if cfg.search.sampler != "grid":
         return 1
-    from collections import Counter
-
-    from tlmsearch.space import setting_label
-
-    per = Counter(setting_label(t.candidate, exact=True) for t in cfg.trainings())
+    per = _trainings_per_setting(cfg)
     compared = [n - int(cfg.search.baseline) for n in per.values() if n > int(cfg.search.baseline)]
     return max(1, min(compared, default=1))  # a setting with only uniform compares nothing
 
@@ -258,9 +259,7 @@ def controls(cfg: StudyConfig) -> int:
     if not cfg.space.settings:
         return 1
     if cfg.search.sampler == "grid":
-        from tlmsearch.space import setting_label
-
-        return len({setting_label(t.candidate, exact=True) for t in cfg.trainings()})
+        return len(_trainings_per_setting(cfg))
     n = cfg.search.n_trials or 20
     combos = 1
     for name in cfg.space.settings:

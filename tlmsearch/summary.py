@@ -136,26 +136,34 @@ def effective_lrs(
     """(schedule label, :class:`tlmsearch.parametrization.EffectiveLR`) for every non-uniform
     schedule of ``candidates`` (default: every one the study's grid trains), once per
     parametrization it trains under."""
-    from tlmsearch.parametrization import effective_lr
     from tlmsearch.space import schedule_label
 
     if candidates is None:
         candidates = [t.candidate for t in cfg.trainings()]
-    base = cfg.model.d_ff_uniform
     out, seen = [], set()
     for cand in candidates:
         try:  # a trial's params that plan no model (hand-edited, a sampler's odd draw): skipped
-            parametrization = cfg.for_candidate(cand).train.parametrization
-            key = (schedule_label(cand), parametrization)
-            widths = cfg.model.plan(cand).widths
+            e = effective_lr_of(cfg, cand)
         except (TypeError, ValueError, KeyError):  # ScheduleError and pydantic's are ValueErrors
             continue
+        key = (schedule_label(cand), e.parametrization)
         if key in seen:
             continue
         seen.add(key)
-        if any(w != base for w in widths):
-            out.append((key[0], effective_lr(widths, base, parametrization)))
+        if not e.uniform:
+            out.append((key[0], e))
     return out
+
+
+def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
+    """The :class:`tlmsearch.parametrization.EffectiveLR` of one candidate: its proxy widths
+    under the parametrization it trains with (its own ``train.parametrization`` setting, else
+    the study's)."""
+    from tlmsearch.parametrization import effective_lr
+
+    parametrization = cfg.for_candidate(candidate).train.parametrization
+    return effective_lr(cfg.model.plan(candidate).widths, cfg.model.d_ff_uniform,
+                        parametrization)  # fmt: skip
 
 
 def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]:

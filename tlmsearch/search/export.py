@@ -24,7 +24,7 @@ from tlmsearch.search.race import lanes
 from tlmsearch.search.records import requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe, settings_of
-from tlmsearch.summary import learning_rate
+from tlmsearch.summary import effective_lr_of, learning_rate
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
@@ -247,20 +247,17 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
-    from tlmsearch.parametrization import effective_lr
-
     for entry in best:
         params = entry["params"]
         item = dict(entry)
         item["proxy"] = _model_widths(cfg, cfg.model, params)
         start, end = item["proxy"]["realised"]
         item["realised"] = {"start": start, "end": end, "taper": round(start - end, 4)}
-        trained = cfg.for_candidate(params)
         if settings_of(params):  # the train section it trained with (train.lr, ...)
+            trained = cfg.for_candidate(params)
             item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
         # what the parametrization does to its layers against uniform (the LR confound)
-        item["effective_lr"] = effective_lr(item["proxy"]["widths"], cfg.model.d_ff_uniform,
-                                            trained.train.parametrization).as_dict()
+        item["effective_lr"] = effective_lr_of(cfg, params).as_dict()
         target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)
@@ -472,13 +469,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
     best = best_candidates(frame, cfg)
-    from tlmsearch.parametrization import effective_lr
-
     for entry in best:  # what the parametrization does to its layers against uniform
-        trained = cfg.for_candidate(entry["params"]).train
-        widths = cfg.model.plan(entry["params"]).widths
-        entry["effective_lr"] = effective_lr(widths, cfg.model.d_ff_uniform,
-                                             trained.parametrization).as_dict()  # fmt: skip
+        entry["effective_lr"] = effective_lr_of(cfg, entry["params"]).as_dict()
     ev = study_evidence(frame, cfg, curves=curves_frame(curves)) if not frame.empty else None
     return {
         "run": str(run_dir),
