@@ -212,17 +212,14 @@ def tuned(
         select, measure, how = tuple(order[:half]), tuple(order[half:]), HELD_OUT
     else:
         select, measure, how = tuple(order), tuple(order), SAME_SEEDS
-    parts = [_within(sub, value, sense, level, family, select, measure, stratum)
-             for stratum, sub in t.groupby("stratum", sort=True)]  # fmt: skip
-    best = pd.concat([p[0] for p in parts], ignore_index=True)
-    eff = pd.concat([p[1] for p in parts], ignore_index=True)
-    shared = pd.concat([p[2] for p in parts], ignore_index=True)
-    shared_setting = {stratum: setting for _, _, _, stratum, setting in parts if setting}
-    lines = []
+    parts, lines = [], []
     for stratum, sub in t.groupby("stratum", sort=True):
+        parts.append(_within(sub, value, sense, level, family, select, measure, stratum))
         c = curve(sub, value)
         c["schedule"] = [_name(s, stratum) for s in c["schedule"]]
         lines.append(c)
+    best, eff, shared = (pd.concat([p[i] for p in parts], ignore_index=True) for i in range(3))
+    shared_setting = {stratum: setting for _, _, _, stratum, setting in parts if setting}
     return Tuned(best, eff, pd.concat(lines, ignore_index=True), how, select, measure,
                  OPTIMISTIC if how == SAME_SEEDS else "", shared,
                  shared_setting)  # fmt: skip
