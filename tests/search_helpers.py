@@ -138,3 +138,18 @@ def straight_curve(study: dict[str, Any], candidate: dict[str, Any], seed: int) 
         device="cpu",
     )
     return summary.curve
+
+
+def search_pair(cfg: StudyConfig, name: str = "unit") -> tuple[Any, Any]:
+    """The runner's searcher and scheduler over an in-memory Optuna study holding ``cfg``'s
+    initial queue (the uniform baseline first)."""
+    import optuna
+
+    from tlmsearch.search.runner import searcher_and_scheduler
+    from tlmsearch.search.samplers import write_initial_queue
+
+    storage = optuna.storages.InMemoryStorage()
+    senses = [o.sense for o in cfg.objectives]
+    study = optuna.create_study(storage=storage, study_name=name, directions=senses)
+    write_initial_queue(study, cfg)
+    return searcher_and_scheduler(cfg, name, storage)

@@ -658,7 +658,7 @@ def test_the_verdict_says_when_the_best_is_not_separated_from_uniform(tmp_path):
 
 
 def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_average(tmp_path):
-    # Evals as the pruning scheduler records them (each EVAL_KEYS key, None where absent): one
+    # Evals as the ledger records them (each EVAL_KEYS key, None where absent): one
     # run averaging its weights (val_loss_raw / val_bpb_raw present), one not.
     import math
 
@@ -666,7 +666,7 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
 
     from tlmsearch.config import EVAL_KEYS
     from tlmsearch.results import load_run, write_results
-    from tlmsearch.search.pruning import _clean
+    from tlmsearch.search.ledger import clean as _clean
     from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import SpaceFn, write_initial_queue
 

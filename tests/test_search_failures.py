@@ -14,7 +14,7 @@ import optuna
 import pytest
 import ray.tune
 from ray import exceptions as rex
-from search_helpers import tiny_config
+from search_helpers import search_pair, tiny_config
 
 from tlmsearch.errors import ConfigError
 from tlmsearch.search import export, records, trainable
@@ -30,15 +30,8 @@ from tlmsearch.search.failures import (
     retry_line,
 )
 from tlmsearch.search.progress import LiveProgress
-from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
 from tlmsearch.search.runner import requeue_failed
-from tlmsearch.search.samplers import (
-    SpaceFn,
-    grace_tokens,
-    make_pruner,
-    make_sampler,
-    write_initial_queue,
-)
+from tlmsearch.search.samplers import write_initial_queue
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -115,19 +108,10 @@ def test_error_reason_reads_the_latest_failure(tmp_path):
 # -- the scheduler sets the retry limits and records each retry ---------------------------------
 
 
-def _setup(tmp: Path, max_retries: int):
-    cfg = tiny_config(tmp, search={"pruner": "none", "max_retries": max_retries})
-    searcher = StudySearch(
-        space=SpaceFn(cfg),
-        metric="val_bpb",
-        mode="min",
-        sampler=make_sampler(cfg),
-        study_name="unit",
-    )
-    write_initial_queue(searcher._ot_study, cfg)  # the uniform baseline first, then the grid
-    sched = OptunaPruningScheduler(
-        make_pruner(cfg), grace_tokens(cfg), "val_bpb", cfg.train.tokens, max_retries=max_retries
-    )
+def _setup(tmp: Path, max_retries: int, keep_weights: str = "none"):
+    search = {"pruner": "none", "max_retries": max_retries, "keep_weights": keep_weights}
+    cfg = tiny_config(tmp, search=search)
+    searcher, sched = search_pair(cfg)  # the uniform baseline first, then the grid
     ctrl = SimpleNamespace(search_alg=SimpleNamespace(searcher=searcher))
     return cfg, searcher, sched, ctrl
 
@@ -171,7 +155,7 @@ def test_a_lost_baseline_gets_one_retry_more_and_its_curve_starts_again(tmp_path
         sched.on_trial_result(ctrl, base, _eval(tokens))
     sched.on_trial_result(ctrl, base, _eval(8192, final=True))
     searcher.on_trial_complete("a", result=_eval(8192, final=True))
-    ft = searcher._ot_study.get_trials()[0]
+    ft = searcher.study.get_trials()[0]
     assert ft.state == S.COMPLETE and ft.user_attrs[RETRIES] == 1
     assert ft.user_attrs[RETRIED_AFTER] == ["worker died (pid 21682)"]
     assert [ev["tokens"] for ev in ft.user_attrs["curve"]] == [2048, 4096, 6144, 8192]
@@ -185,7 +169,7 @@ def test_a_lost_candidate_out_of_retries_is_fail_with_the_reason(tmp_path):
     sched.on_trial_result(ctrl, cand, _eval(2048))
     _lose(sched, ctrl, cand)  # no retry: Ray tells the searcher next
     searcher.on_trial_complete("b", error=True)
-    ft = searcher._ot_study.get_trials()[1]
+    ft = searcher.study.get_trials()[1]
     assert ft.state == S.FAIL and ft.user_attrs["reason"] == "worker died (pid 21682)"
     assert RETRIES not in ft.user_attrs
 
@@ -207,8 +191,7 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     from tlmsearch.checkpoints import checkpoint_dirs
     from tlmsearch.search.attrs import RESUME_FROM
 
-    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
-    sched._keep_weights = keep
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1, keep_weights=keep)
     _trial(searcher, sched, ctrl, "a")
     cand = _trial(searcher, sched, ctrl, "b")
     saved = _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
@@ -217,7 +200,7 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     sched.on_trial_add(ctrl, cand)
     _lose(sched, ctrl, cand)  # out of retries
     searcher.on_trial_complete("b", error=True)
-    study = searcher._ot_study
+    study = searcher.study
     assert study.get_trials()[1].state == S.FAIL and checkpoint_dirs(cand.path) == [saved]
     cfg = tiny_config(tmp_path, search={"keep_weights": keep})
     assert requeue_failed(study, cfg, tmp_path / "run") == [2048]
@@ -230,8 +213,7 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
     from zero by --retry-failed: nothing would ever remove its checkpoints."""
     from tlmsearch.checkpoints import checkpoint_dirs
 
-    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
-    sched._keep_weights = keep
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1, keep_weights=keep)
     _trial(searcher, sched, ctrl, "a")
     cand = _trial(searcher, sched, ctrl, "b")
     cand.get_pickled_error = lambda: None  # Ray's error unreadable
@@ -241,7 +223,7 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
     sched.on_trial_add(ctrl, cand)
     _lose(sched, ctrl, cand)  # out of retries
     searcher.on_trial_complete("b", error=True)
-    assert searcher._ot_study.get_trials()[1].user_attrs["reason"] == (
+    assert searcher.study.get_trials()[1].user_attrs["reason"] == (
         "the trial raised an exception"
     )
     assert checkpoint_dirs(cand.path) == ([saved] if keep == "all" else [])
@@ -250,14 +232,14 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
 def test_a_trial_that_failed_on_its_own_is_retried_from_zero(tmp_path):
     from tlmsearch.search.attrs import RESUME_FROM
 
-    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1)
-    sched._keep_weights = "all"  # its checkpoints stay: they must not be continued from
+    # its checkpoints stay: they must not be continued from
+    _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1, keep_weights="all")
     cand = _trial(searcher, sched, ctrl, "a")
     _with_checkpoint(tmp_path / "run" / "ray" / "session-0", cand)
     final = {**_eval(2048, final=True), "status": "diverged", "reason": "diverged: loss nan"}
     sched.on_trial_result(ctrl, cand, final)
     searcher.on_trial_complete("a", result=final)
-    study = searcher._ot_study
+    study = searcher.study
     assert requeue_failed(study, tiny_config(tmp_path), tmp_path / "run") == [None]
     assert RESUME_FROM not in study.trials[-1].user_attrs
 
@@ -269,7 +251,7 @@ def test_a_raising_trial_keeps_its_traceback_in_the_storage(tmp_path):
     final["traceback"] = "Traceback (most recent call last):\n  ...\nKeyError: 'w'\n"
     sched.on_trial_result(ctrl, t, final)
     searcher.on_trial_complete("a", result=final)
-    ft = searcher._ot_study.get_trials()[0]
+    ft = searcher.study.get_trials()[0]
     assert ft.state == S.FAIL and ft.user_attrs["reason"] == "KeyError: 'w'"
     assert ft.user_attrs["traceback"] == final["traceback"]
 
@@ -506,3 +488,29 @@ def test_a_study_that_cannot_be_created_leaves_no_run_dir_saying_running(tmp_pat
     with pytest.raises(KeyboardInterrupt):
         runner._create_run(run, cfg, f"sqlite:///{run / 'optuna.db'}", "tiny")
     assert not (run / "study.yaml").exists() and not (run / "run.json").exists()
+
+
+def test_an_interrupted_trial_is_queued_once_even_if_resume_dies_half_way(tmp_path, monkeypatch):
+    """The queued trial names the interrupted one (restart_of): a resume that dies after
+    queueing it, before marking the old one FAIL, must not queue it twice next time."""
+    from tlmsearch.search.attrs import RESTART_OF
+    from tlmsearch.search.runner import requeue_interrupted
+
+    study, cfg, run, _, _ = _interrupted_twice(tmp_path, "none", b_saved=True)
+    (running,) = [t.number for t in study.trials if t.state == S.RUNNING]
+
+    def dies(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(optuna.Study, "tell", dies)
+        with pytest.raises(KeyboardInterrupt):
+            requeue_interrupted(study, cfg, run)
+    assert study.trials[running].state == S.RUNNING
+    assert requeue_interrupted(study, cfg, run) == []  # already queued: only marked now
+    assert study.trials[running].state == S.FAIL
+    again = [t for t in study.trials if t.user_attrs.get(RESTART_OF) == running]
+    assert len(again) == 1 and again[0].state == S.WAITING
+    c = export.counts(study)
+    assert (c["interrupted"], c["FAIL"]) == (1, 0)
+    assert running not in [r["number"] for r in records.trial_records(study)[0]]

@@ -11,22 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ray.tune.schedulers import TrialScheduler
-from search_helpers import tiny_config
+from search_helpers import search_pair, tiny_config
 
+from tlmsearch.search.failures import error_reason
 from tlmsearch.search.progress import LiveProgress, format_eta, outcome
-from tlmsearch.search.pruning import (
-    OptunaPruningScheduler,
-    StudySearch,
-    error_reason,
-    find_study_search,
-)
-from tlmsearch.search.samplers import (
-    SpaceFn,
-    grace_tokens,
-    make_pruner,
-    make_sampler,
-    write_initial_queue,
-)
+from tlmsearch.search.pruning import OptunaPruningScheduler
+from tlmsearch.search.searcher import searcher_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -36,20 +26,7 @@ STEPS = (2048, 4096, 6144, 8192)
 def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
     extra = {"objectives": objectives} if objectives else {}
     cfg = tiny_config(tmp, search={"pruner": pruner, **search}, **extra)
-    metrics = [o.metric for o in cfg.objectives]
-    modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
-    single = len(metrics) == 1
-    searcher = StudySearch(
-        space=SpaceFn(cfg),
-        metric=metrics[0] if single else metrics,
-        mode=modes[0] if single else modes,
-        sampler=make_sampler(cfg),
-        study_name="unit",
-    )
-    write_initial_queue(searcher._ot_study, cfg)
-    sched = OptunaPruningScheduler(
-        make_pruner(cfg), grace_tokens(cfg), metrics[0] if single else None, cfg.train.tokens
-    )
+    searcher, sched = search_pair(cfg)
     # Ray wraps the searcher (SearchGenerator, ConcurrencyLimiter): the scheduler unwraps it.
     ctrl = SimpleNamespace(search_alg=SimpleNamespace(searcher=SimpleNamespace(searcher=searcher)))
     return cfg, searcher, sched, ctrl
@@ -88,7 +65,7 @@ def _complete(searcher, sched, ctrl, tid: str, values) -> None:
 
 
 def _frozen(searcher, number: int) -> optuna.trial.FrozenTrial:
-    return searcher._ot_study.get_trials()[number]
+    return searcher.study.get_trials()[number]
 
 
 def test_median_pruner_stops_a_worse_trial_and_records_pruned(tmp_path):
@@ -218,15 +195,15 @@ def test_multi_objective_records_without_pruning(tmp_path):
     assert ft.intermediate_values == {}  # Optuna keeps none for several objectives
 
 
-def test_find_study_search_unwraps_and_gives_none_otherwise(tmp_path):
+def test_searcher_of_unwraps_and_gives_none_otherwise(tmp_path):
     _, searcher, _, ctrl = _setup(tmp_path)
-    assert find_study_search(ctrl.search_alg) is searcher
-    assert find_study_search(SimpleNamespace(searcher=None)) is None
+    assert searcher_of(ctrl) is searcher
+    assert searcher_of(SimpleNamespace(search_alg=SimpleNamespace(searcher=None))) is None
 
 
 def test_grace_must_be_non_negative():
     with pytest.raises(ValueError, match="grace_tokens=-1"):
-        OptunaPruningScheduler(optuna.pruners.NopPruner(), -1, "val_bpb")
+        OptunaPruningScheduler(-1, "val_bpb")
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -405,8 +382,7 @@ def _checkpointed(tmp: Path, name: str, final: bool = False) -> Path:
 def test_checkpoints_are_thinned_when_a_trial_ends_not_when_the_run_is_interrupted(tmp_path):
     from tlmsearch.checkpoints import checkpoint_dirs
 
-    _, searcher, sched, ctrl = _setup(tmp_path)
-    sched._keep_weights = "final"
+    _, searcher, sched, ctrl = _setup(tmp_path, keep_weights="final")
     # interrupted: Ray stops it with its last eval (no final report); resume needs its checkpoint
     t = _trial(searcher, sched, ctrl, "a")
     t.path, t.checkpoint = str(_checkpointed(tmp_path, "a")), None
@@ -438,8 +414,7 @@ def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path)
     from tlmsearch.checkpoints import checkpoint_dirs
     from tlmsearch.search.attrs import RESUME_FROM
 
-    _, searcher, sched, ctrl = _setup(tmp_path)
-    sched._keep_weights = "final"
+    _, searcher, sched, ctrl = _setup(tmp_path, keep_weights="final")
     old = _checkpointed(tmp_path, "old", final=True)
     t = _trial(searcher, sched, ctrl, "new")
     t.path, t.checkpoint = str(tmp_path / "new"), None

@@ -23,6 +23,8 @@ import pytest
 import yaml
 from search_helpers import tiny_study
 
+from tlmsearch.search import records
+
 pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("tlmsearch"))
 
@@ -145,7 +147,8 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"{n_running} interrupted trial(s) queued again" in res.stdout
 
-    trials = optuna.load_study(study_name="killed", storage=storage).get_trials()
+    study = optuna.load_study(study_name="killed", storage=storage)
+    trials = study.get_trials()
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     # Nothing completed was lost or changed...
     for number, (cand, seed, value) in before.items():
@@ -155,7 +158,7 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     # ...and every (candidate, seed) completed exactly once.
     pairs = [(t.user_attrs["candidate"], t.user_attrs["seed"]) for t in complete]
     assert len(pairs) == len(set(pairs)) == 6
-    assert len([t for t in trials if t.user_attrs.get("interrupted")]) == interrupted
+    assert len(records.interrupted(study)) == interrupted  # each queued again once
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"

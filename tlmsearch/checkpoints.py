@@ -185,6 +185,24 @@ def retain(trial_dir: str | Path, keep_weights: str, completed: bool) -> Path | 
     return kept
 
 
+def retain_trial(
+    trial_dir: str | Path, keep_weights: str, completed: bool, resumed_from: str | None = None
+) -> Path | None:
+    """:func:`retain` for a trial of a search that has ended, and for the interrupted trial's
+    checkpoint it continued from (``resumed_from``); returns the kept final weights' folder.
+
+    A trial resumed from a *final* checkpoint (the driver died after writing it) trained
+    nothing after it and wrote none: that folder holds its final weights.
+    """
+    kept = retain(trial_dir, keep_weights, completed)
+    if resumed_from:
+        prior = retain(
+            Path(resumed_from).parent, keep_weights, completed=completed and kept is None
+        )
+        kept = kept if kept is not None else prior
+    return kept
+
+
 def keep_only(
     run_dir: str | Path, numbers: set[int], paths: set[str] | frozenset[str] = frozenset()
 ) -> list[dict[str, Any]]:

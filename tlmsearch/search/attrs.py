@@ -1,6 +1,6 @@
 """The names a run's Optuna trials and study carry: user attributes and trial config keys.
 
-A leaf module (STYLE.md rule 19): the samplers, the control wrapper, the pruners, the scheduler,
+A leaf (docs/contributing.md, rule 19): the samplers, control wrapper, pruners, scheduler,
 the race and the readers all need these names, so they live here, where importing them imports
 nothing else of ours.
 """
@@ -21,7 +21,9 @@ RESUME_FROM = "resume_from"
 NUMBER = "number"  # trial config key: the Optuna trial's number (checkpoints record it)
 # Set as a trial ends: by the pruning scheduler (search.keep_weights) and by tlmsearch resume.
 WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept final weights
-INTERRUPTED = "interrupted"  # user attr: a trial whose driver died; it was queued again
+RESTART_OF = "restart_of"  # the number of the interrupted trial this one runs again (resume)
+# user attr of runs recorded before restart_of: a trial whose driver died; it was queued again
+INTERRUPTED = "interrupted"
 # Study attribute prefix: a race's decision about a candidate (its CANDIDATE JSON follows), set
 # once by the driver when the race decides it and never changed (tlmsearch/racing.py)
 RACE_DECISION = "tlm_race:"

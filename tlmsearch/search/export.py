@@ -21,7 +21,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
 from tlmsearch.search.race import lanes
-from tlmsearch.search.records import requeued, trial_records
+from tlmsearch.search.records import interrupted, requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
 from tlmsearch.space import describe, settings_of
 from tlmsearch.summary import effective_lr_of, learning_rate
@@ -359,9 +359,9 @@ def counts(study: Any) -> dict[str, int]:
     ``requeued`` failed ones that ``resume --retry-failed`` queued again."""
     out = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "RUNNING": 0, "WAITING": 0, INTERRUPTED: 0}
     out[REQUEUED] = 0
-    again = requeued(study)
+    again, lost = requeued(study), interrupted(study)
     for ft in study.get_trials(deepcopy=False):
-        if ft.user_attrs.get(INTERRUPTED):
+        if ft.number in lost:
             out[INTERRUPTED] += 1
         elif ft.number in again:
             out[REQUEUED] += 1
@@ -408,9 +408,10 @@ def running_progress(
     total = cfg.train.tokens
     going = info.get("status") == "running"  # else RUNNING trials are what a stop left behind
     rows, running, ended = [], [], []
+    lost = interrupted(study)
     for ft in study.get_trials(deepcopy=False):
         attrs = ft.user_attrs
-        if attrs.get(INTERRUPTED) or CANDIDATE not in attrs:
+        if ft.number in lost or CANDIDATE not in attrs:
             continue
         if ft.state.name in ("COMPLETE", "PRUNED") and ft.datetime_complete is not None:
             ended.append((ft.datetime_complete, eta.trial_rate(attrs.get("curve") or [])))

@@ -1,7 +1,7 @@
 """A run's Optuna trials -> trial rows and curve rows: the one reader the race, the runner and
 the export share.
 
-A leaf module (STYLE.md rule 19): it lives apart from the modules that read trials, so none of
+A leaf (docs/contributing.md, rule 19): apart from the modules that read trials, so none of
 them imports another to reach it; of the search package it imports only the keys (:mod:`.attrs`,
 :data:`.failures.RETRIES`).
 """
@@ -17,6 +17,7 @@ from tlmsearch.search.attrs import (
     CANDIDATE,
     INTERRUPTED,
     RACE_DECISION,
+    RESTART_OF,
     RETRY_OF,
     SAME_AS,
     SEED,
@@ -35,13 +36,13 @@ STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
 def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(trial rows, curve rows) in the columns of docs/run_dir.md (results.py fills the rest)."""
     trials, curves = [], []
-    again = requeued(study)
+    again = requeued(study) | interrupted(study)
     decided = {k[len(RACE_DECISION):]: v for k, v in study.user_attrs.items()
                if k.startswith(RACE_DECISION) and v}  # fmt: skip (None: cleared by a retry)
     for ft in study.get_trials(deepcopy=False):
         state = ft.state.name
         attrs = ft.user_attrs
-        if state == "WAITING" or attrs.get(INTERRUPTED) or ft.number in again:
+        if state == "WAITING" or ft.number in again:
             continue  # queued, or run again: its other trial stands for it
         if CANDIDATE not in attrs:
             continue
@@ -91,3 +92,12 @@ def requeued(study: Any) -> set[int]:
     """Numbers of the failed trials that ``resume --retry-failed`` queued again."""
     trials = study.get_trials(deepcopy=False)
     return {ft.user_attrs[RETRY_OF] for ft in trials if RETRY_OF in ft.user_attrs}
+
+
+def interrupted(study: Any) -> set[int]:
+    """Numbers of the trials a dead driver left running, which ``tlmsearch resume`` queued
+    again (the new trial names its predecessor; runs recorded before that marked the old one)."""
+    trials = study.get_trials(deepcopy=False)
+    return {ft.user_attrs[RESTART_OF] for ft in trials if RESTART_OF in ft.user_attrs} | {
+        ft.number for ft in trials if ft.user_attrs.get(INTERRUPTED)
+    }

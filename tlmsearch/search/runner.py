@@ -1,4 +1,4 @@
-"""Run and resume a study: data once, Ray (embedded or a cluster), Tuner + OptunaSearch.
+"""Run and resume a study: data once, Ray (embedded or a cluster), Tuner + our Optuna searcher.
 
 Optuna owns the search state, Ray owns execution. The Optuna storage is written by the driver
 as things happen (every eval, every end state), so it is the record a resume trusts: after
@@ -29,7 +29,6 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.search import export, records
 from tlmsearch.search.attrs import (
     CANDIDATE,
-    INTERRUPTED,
     RACE_DECISION,
     RESUME_FROM,
     SEED,
@@ -245,23 +244,28 @@ def _release(facts: dict[str, Any]) -> None:
 
 
 def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -> list[int | None]:
-    """Trials left RUNNING by a dead driver: mark them interrupted (FAIL) and queue them again.
+    """Trials left RUNNING by a dead driver: queue each again, then mark it FAIL (interrupted).
 
-    A trial that left a valid checkpoint in ``run`` is queued to continue from it (its folder is
-    the new trial's ``resume_from``). Returns, per trial queued, the tokens of that checkpoint
-    (None: from zero).
+    The trial queued in its place names it (``restart_of``, :func:`records.interrupted`): a
+    finished Optuna trial takes no attributes, and queueing first means a driver that dies in
+    between leaves a RUNNING trial that is already queued again, which the next resume only
+    marks. A trial that left a valid checkpoint in ``run`` is queued to continue from it (its
+    folder is the new trial's ``resume_from``). Returns, per trial queued, the tokens of that
+    checkpoint (None: from zero).
     """
     import optuna
 
     out: list[int | None] = []
     run = run.resolve() if run is not None else None
+    restarted = records.interrupted(study)
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(ft._trial_id, INTERRUPTED, True)
+        if ft.number not in restarted:
+            found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
+            again = str(found[0]) if found else None
+            _enqueue_again(study, cfg, ft.user_attrs, restart_of=ft.number, resume_from=again)
+            out.append(found[1] if found else None)
+            _drop_superseded_safely(run, cfg, ft.user_attrs, found)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
-        found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
-        _enqueue_again(study, cfg, ft.user_attrs, resume_from=str(found[0]) if found else None)
-        out.append(found[1] if found else None)
-        _drop_superseded_safely(run, cfg, ft.user_attrs, found)
     return out
 
 
@@ -335,11 +339,11 @@ def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> lis
 
     from tlmsearch.reasons import is_lost
 
-    done = records.requeued(study)
+    done = records.requeued(study) | records.interrupted(study)
     out: list[int | None] = []
     run = run.resolve() if run is not None else None
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
-        if ft.user_attrs.get(INTERRUPTED) or ft.number in done:
+        if ft.number in done:
             continue
         found = None
         if run is not None and is_lost(ft.user_attrs.get("reason")):
@@ -362,12 +366,13 @@ def _enqueue_again(
     attrs: dict[str, Any],
     retry_of: int | None = None,
     resume_from: str | None = None,
+    restart_of: int | None = None,
 ) -> bool:
     if CANDIDATE not in attrs or SEED not in attrs:
         return False
     aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
     cand, seed = json.loads(attrs[CANDIDATE]), int(attrs[SEED])
-    enqueue(study, cfg, cand, seed, aliases, retry_of, resume_from)
+    enqueue(study, cfg, cand, seed, aliases, retry_of, resume_from, restart_of)
     return True
 
 
@@ -384,28 +389,13 @@ def _execute(
     facts: dict[str, Any],
     echo: Any,
 ) -> RunResult:
-    from ray import tune
-
     from tlmsearch.search.failures import handle_lost_workers
-    from tlmsearch.search.pruning import OptunaPruningScheduler, StudySearch
-    from tlmsearch.search.trainable import run_trial
-    from tlmsearch.search.workers import trial_resources
 
-    if not facts.get("joined") and not cfg.ray.gpus_per_trial:
-        # Calibrate the MFU peak here, before trials share the cores: a trial calibrating
-        # beside another one reads it low and caches that (MFU too high from then on).
-        import torch
-
-        from tlmsearch.mfu import cpu_peak
-        from tlmsearch.runtime import resolve_dtype
-        from tlmsearch.search.trainable import trial_threads
-
-        cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
+    _calibrate_peak(cfg, facts)
     t0 = time.time()
-    planned = planned_trials(cfg)
     before = export.counts(study)
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
-    remaining = planned - finished
+    remaining = planned_trials(cfg) - finished
     slots = trial_slots(cfg, facts)
     _write_status(
         run,
@@ -417,81 +407,9 @@ def _execute(
     echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
     status = "failed"
     try:
-        # Data through the object store unless every node reads a shared path.
-        payload = data if cfg.ray.shared_path else data.in_memory()
-        trainable = tune.with_resources(
-            tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
-            trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
-        )
-        single = len(cfg.objectives) == 1
-        metrics = [o.metric for o in cfg.objectives]
-        modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
-        searcher = StudySearch(
-            space=SpaceFn(cfg),
-            metric=metrics[0] if single else metrics,
-            mode=modes[0] if single else modes,
-            sampler=make_sampler(cfg),
-            study_name=study.study_name,
-            storage=open_storage(url),
-            race=cfg if cfg.search.racing else None,
-            open_ended=cfg if open_ended(cfg) else None,
-        )
-        scheduler = OptunaPruningScheduler(
-            make_pruner(cfg),
-            grace_tokens(cfg),
-            metrics[0] if single else None,
-            cfg.train.tokens,
-            max_retries=cfg.search.max_retries,
-            keep_weights=cfg.search.keep_weights,
-        )
-        from tlmsearch.search.progress import LiveProgress, TableWriter
-
-        best_before = _best_value(run, cfg, study) if finished else None
-        progress = LiveProgress(
-            planned,
-            metrics[0],
-            cfg.objectives[0].sense,
-            slots,
-            prior={
-                "complete": before["COMPLETE"],
-                "pruned": before["PRUNED"],
-                "failed": before["FAIL"],
-            },
-            prior_best=best_before,
-            trial_tokens=cfg.train.tokens,
-        )
-        session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+        progress = _progress(run, cfg, study, before, slots)
         handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(
-                search_alg=searcher,
-                scheduler=scheduler,
-                num_samples=remaining,
-                max_concurrent_trials=cfg.search.concurrency,
-                # a multi-worker trial is stopped (pruned) in its actor's stop: never cached
-                reuse_actors=cfg.ray.reuse_actors and cfg.ray.workers_per_trial == 1,
-                trial_dirname_creator=trial_dirname,
-            ),
-            run_config=tune.RunConfig(
-                name=f"session-{session}",
-                storage_path=str((run / "ray").resolve()),
-                verbose=0,
-                callbacks=[
-                    progress,
-                    TableWriter(str(run)),
-                    *_trackers(cfg, run, study.study_name),
-                ],
-                # A lost worker is retried (the scheduler sets each trial's own limit: the
-                # baseline gets one more); an exception is a final report, never retried.
-                failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
-                # Ray removes a trial's older checkpoint when it registers a newer one; the
-                # scheduler thins the rest when the trial ends (search.keep_weights)
-                checkpoint_config=tune.CheckpointConfig(
-                    num_to_keep=None if cfg.search.keep_weights == "all" else 1
-                ),
-            ),
-        )
+        tuner = _tuner(run, cfg, study, url, data, remaining, [progress])
         try:
             tuner.fit()
             status = "finished"
@@ -504,6 +422,128 @@ def _execute(
     except KeyboardInterrupt:
         status = "interrupted"
     return _finish(run, cfg, study, url, status, t0, echo)
+
+
+def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
+    """The MFU peak of this machine's CPUs, measured before trials share the cores: a trial
+    calibrating beside another one reads it low and caches that (MFU too high from then on)."""
+    if facts.get("joined") or cfg.ray.gpus_per_trial:
+        return
+    import torch
+
+    from tlmsearch.mfu import cpu_peak
+    from tlmsearch.runtime import resolve_dtype
+    from tlmsearch.search.trainable import trial_threads
+
+    cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
+
+
+def _progress(
+    run: Path, cfg: StudyConfig, study: Any, before: dict[str, int], slots: int
+) -> Any:
+    """The live progress line, starting from what earlier sessions finished."""
+    from tlmsearch.search.progress import LiveProgress
+
+    finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
+    prior = {"complete": before["COMPLETE"], "pruned": before["PRUNED"], "failed": before["FAIL"]}
+    return LiveProgress(
+        planned_trials(cfg),
+        cfg.objectives[0].metric,
+        cfg.objectives[0].sense,
+        slots,
+        prior=prior,
+        prior_best=_best_value(run, cfg, study) if finished else None,
+        trial_tokens=cfg.train.tokens,
+    )
+
+
+def searcher_and_scheduler(cfg: StudyConfig, study_name: str, storage: Any) -> tuple[Any, Any]:
+    """Ray Tune's searcher over the run's Optuna study, loaded from ``storage`` (an object or
+    a URL) with the study's sampler and pruner, and the scheduler that consults the pruner on
+    every eval."""
+    import optuna
+
+    from tlmsearch.search.pruning import OptunaPruningScheduler
+    from tlmsearch.search.searcher import StudySearcher
+
+    single = len(cfg.objectives) == 1
+    metrics = [o.metric for o in cfg.objectives]
+    modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
+    study = optuna.load_study(
+        study_name=study_name, storage=storage, sampler=make_sampler(cfg), pruner=make_pruner(cfg)
+    )
+    searcher = StudySearcher(
+        study,
+        SpaceFn(cfg),
+        metric=metrics[0] if single else metrics,
+        mode=modes[0] if single else modes,
+        race=cfg if cfg.search.racing else None,
+        open_ended=cfg if open_ended(cfg) else None,
+    )
+    scheduler = OptunaPruningScheduler(
+        grace_tokens(cfg),
+        metrics[0] if single else None,
+        cfg.train.tokens,
+        max_retries=cfg.search.max_retries,
+        keep_weights=cfg.search.keep_weights,
+    )
+    return searcher, scheduler
+
+
+def _tuner(
+    run: Path,
+    cfg: StudyConfig,
+    study: Any,
+    url: str,
+    data: Any,
+    remaining: int,
+    callbacks: list[Any],
+) -> Any:
+    """One Ray Tune session over the study: ``remaining`` trials at most."""
+    from ray import tune
+
+    from tlmsearch.search.progress import TableWriter
+    from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.workers import trial_resources
+
+    # Data through the object store unless every node reads a shared path.
+    payload = data if cfg.ray.shared_path else data.in_memory()
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
+        trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
+    )
+    searcher, scheduler = searcher_and_scheduler(cfg, study.study_name, open_storage(url))
+    session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=remaining,
+            max_concurrent_trials=cfg.search.concurrency,
+            # a multi-worker trial is stopped (pruned) in its actor's stop: never cached
+            reuse_actors=cfg.ray.reuse_actors and cfg.ray.workers_per_trial == 1,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=f"session-{session}",
+            storage_path=str((run / "ray").resolve()),
+            verbose=0,
+            callbacks=[
+                *callbacks,
+                TableWriter(str(run)),
+                *_trackers(cfg, run, study.study_name),
+            ],
+            # A lost worker is retried (the scheduler sets each trial's own limit: the
+            # baseline gets one more); an exception is a final report, never retried.
+            failure_config=tune.FailureConfig(max_failures=cfg.search.max_retries),
+            # Ray removes a trial's older checkpoint when it registers a newer one; the
+            # scheduler thins the rest when the trial ends (search.keep_weights)
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None if cfg.search.keep_weights == "all" else 1
+            ),
+        ),
+    )
 
 
 def _interrupted_now(study: Any) -> bool:

@@ -23,6 +23,7 @@ from tlmsearch.search.attrs import (
     ENQUEUED_FLAG,
     NUMBER,
     REPLAY,
+    RESTART_OF,
     RESUME_FROM,
     RETRY_OF,
     SAME_AS,
@@ -237,16 +238,20 @@ def enqueue(
     stands_for: Sequence[Mapping[str, Any]] = (),
     retry_of: int | None = None,
     resume_from: str | None = None,
+    restart_of: int | None = None,
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
     The uniform baseline is a control (samplers never learn from it, see search/control.py).
     ``retry_of``: the number of a failed trial this one runs again (a finished trial cannot be
-    marked, so the new one names it). ``resume_from``: a checkpoint folder to continue from.
+    marked, so the new one names it); ``restart_of``: likewise, an interrupted one (its driver
+    died). ``resume_from``: a checkpoint folder to continue from.
     """
     attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
     if retry_of is not None:
         attrs[RETRY_OF] = retry_of
+    if restart_of is not None:
+        attrs[RESTART_OF] = restart_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
     if schedule_of(candidate) == UNIFORM:  # at any setting (train.lr): each has its own

@@ -40,7 +40,7 @@ def storage_url(storage: StorageConfig, run_dir: str | Path) -> str:
 
 
 def open_storage(url: str) -> Any:
-    """An Optuna storage object for ``url`` (Ray's OptunaSearch takes objects, not URLs)."""
+    """An Optuna storage object for ``url`` (a fresh object: its own connections)."""
     import optuna
 
     if url.startswith("journal:"):

@@ -1,0 +1,85 @@
+"""What each trial is and did, written as Optuna user attributes while it runs.
+
+The storage alone then describes the run (``tlmsearch status`` reads it live, the export
+writes the tables from it): the learning curve (one row per eval, :data:`EVAL_KEYS`), what the
+trial is (widths, parameters, node), its last metrics and when they arrived, its newest
+checkpoint, and each time Ray started it again after a system error (:mod:`.failures`). The
+pruning scheduler calls it on every result, before it may tell Optuna the trial's end (a
+finished Optuna trial takes no more attributes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from tlmsearch.config import EVAL_KEYS
+from tlmsearch.search import records
+from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
+
+STATIC_KEYS = ("widths", *records.STATIC_KEYS)
+
+
+def finite(x: Any) -> bool:
+    """A real number that is not NaN or infinite (bools are not numbers here)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def clean(x: Any) -> Any:
+    """JSON-safe scalars for Optuna user attributes (NaN -> None)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item"):  # numpy scalar
+        return clean(x.item())
+    return x
+
+
+class TrialLedger:
+    """Per Ray trial: its curve so far and the errors it was retried after."""
+
+    def __init__(self) -> None:
+        self._curves: dict[str, list[dict[str, Any]]] = {}
+        self._errors: dict[str, list[str]] = {}  # trial id -> reason of each error so far
+
+    def started(self, trial: Any, ot: Any) -> None:
+        """Ray added the trial: the first time, or again after an error (Tune's requeue)."""
+        errors = self._errors.get(trial.trial_id)
+        if errors:
+            ot.set_user_attr(RETRIES, len(errors))
+            ot.set_user_attr(RETRIED_AFTER, errors)
+        else:
+            ot.set_user_attr("ray_trial_id", trial.trial_id)
+
+    def errored(self, trial_id: str, ot: Any, reason: str) -> None:
+        """Ray reports an error: final, or before it retries the trial."""
+        self._errors.setdefault(trial_id, []).append(reason)
+        if ot is not None:
+            ot.set_user_attr("reason", reason)
+
+    def record(self, ot: Any, trial: Any, result: dict) -> None:
+        """One result: an eval (curve row) or the final report."""
+        curve = self._curves.setdefault(trial.trial_id, [])
+        if not result.get("final"):
+            tokens = result.get("tokens")
+            if curve and finite(tokens) and finite(curve[-1].get("tokens")):
+                # a retried trial starts again: its evals replace the lost attempt's
+                curve[:] = [ev for ev in curve if ev["tokens"] < tokens]
+            curve.append({k: clean(result.get(k)) for k in EVAL_KEYS})
+            ot.set_user_attr("curve", curve)
+        if len(curve) <= 1 or result.get("final"):
+            for k in STATIC_KEYS:
+                if k in result:
+                    ot.set_user_attr(k, clean(result[k]) if k != "widths" else result[k])
+        if result.get("final") and result.get("traceback"):  # the trial raised
+            ot.set_user_attr("traceback", str(result["traceback"]))
+        ot.set_user_attr("metrics", {k: clean(result.get(k)) for k in EVAL_KEYS})
+        ot.set_user_attr("reported_at", time.time())  # `tlmsearch status`: age of the last eval
+        ckpt = getattr(trial, "checkpoint", None)  # Ray registers a report's checkpoint after it
+        if ckpt is not None and ot.user_attrs.get("checkpoint") != ckpt.path:
+            ot.set_user_attr("checkpoint", ckpt.path)
+
+    def forget(self, trial_id: str) -> None:
+        """The trial is over for this session."""
+        self._curves.pop(trial_id, None)
+        self._errors.pop(trial_id, None)
