@@ -4,7 +4,7 @@ Run: ``.venv/bin/python benchmarks/crn.py [--study studies/quickstart.yaml] [--s
 [--tokens N] [--compile off|on]``.
 
 The paired delta of a candidate is its val_bpb minus that of the uniform model of the same
-seed (DESIGN.md, "Paired comparisons"); here the candidate is the quickstart's cosine taper
+seed (docs/running.md, "Seeds are paired"); here the candidate is the quickstart's cosine taper
 1.5 -> 0.5, trained with the study's model, data and training settings (``train_proxy``, one
 thread per training). Each seed trains uniform and cosine twice, side by side in one run:
 - ``legacy``: the old init, module-order draws from torch's global generator after

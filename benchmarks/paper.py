@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# The paper's 440M perplexities (PAPER.md): uniform 16.28 and the others' ratio to it.
+# The paper's 440M perplexities (docs/results.md): uniform 16.28 and the others' ratio to it.
 PAPER_440M = {
     "uniform": 16.28,
     "blocks wider_early": 15.96,

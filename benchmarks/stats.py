@@ -3,7 +3,7 @@
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 200] [--seed 0]
 [--scenarios a,b,c3,c5] [--sd-u 0.005] [--sd-e 0.005] [--json OUT]``.
 
-Each simulated study is a randomized block design drawn as a real one is (notes/statistics.md):
+Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
 
     y(c, s) = 2.0 + effect_c + u_s + e_cs     u_s ~ N(0, sd_u), e_cs ~ N(0, sd_e)

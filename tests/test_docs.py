@@ -82,3 +82,64 @@ def test_shipped_yaml_files_carry_the_modeline_of_their_schema(folder: str, kind
         match = MODELINE.match(first)
         assert match, f"{path.name}: first line should be the yaml-language-server modeline"
         assert (path.parent / match.group(1)).resolve() == (ROOT / DOC_FILES[kind]).resolve()
+
+
+# -------------------------------------------------------------------------------------------------
+# Nothing points outside the repository: a user's clone has only what is in it
+
+# The project's working notes (its style, design and paper notes, and a notes folder) live
+# outside the repository; a fact the code cites goes into docs/ and the code points there. The
+# patterns are written so that this file does not match them itself.
+OUTSIDE = re.compile(
+    r"\b(?:STYLE|DESIGN|PAPER)\.md|\bnotes/[\w.-]+\.md|" + re.escape("/work" + "/shared/")
+)
+SCANNED = ("tlmsearch", "tests", "benchmarks", "docs", "studies", "search_spaces", ".ci",
+           "README.md", "Makefile", "pyproject.toml")  # fmt: skip
+
+
+def _scanned_texts() -> list[tuple[Path, str]]:
+    out = []
+    for name in SCANNED:
+        top = ROOT / name
+        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+        for path in files:
+            data = path.read_bytes()
+            if "__pycache__" in path.parts or b"\0" in data:  # bytecode, images
+                continue
+            out.append((path, data.decode("utf-8", errors="replace")))
+    return out
+
+
+def test_the_outside_pattern_catches_references_and_spares_user_data_examples() -> None:
+    refs = ("STYLE" + ".md rule 19", "(DESIGN" + ".md)", "PAPER" + ".md:", "notes" + "/cpu.md")
+    for ref in refs:
+        assert OUTSIDE.search(ref), ref
+    for fine in ("notes.txt", "`notes/`", "sources: [classics, my_notes/]", "docs/platform.md"):
+        assert not OUTSIDE.search(fine), fine
+
+
+def test_nothing_points_at_files_outside_the_repository() -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{no}: {m.group(0)}"
+        for path, text in _scanned_texts()
+        for no, line in enumerate(text.splitlines(), 1)
+        for m in OUTSIDE.finditer(line)
+    ]
+    assert not bad, (
+        "files a clone does not have (state the fact in docs/ and point there): " + "; ".join(bad)
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_names_a_file_inside_the_repository(page: Path) -> None:
+    bad = []
+    for link in _links(page):
+        target = link.partition("#")[0]
+        if not target:
+            continue
+        path = (page.parent / target).resolve()
+        if not path.is_relative_to(ROOT):
+            bad.append(f"{link}: outside the repository")
+        elif not path.exists():
+            bad.append(f"{link}: no such file")
+    assert not bad, f"{page.name}: " + "; ".join(bad)

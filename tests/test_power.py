@@ -20,7 +20,7 @@ from tlmsearch.results import load_run
 
 
 def test_the_notes_example_needs_about_7_seeds_by_the_normal_formula() -> None:
-    # notes/statistics.md: sd_d 0.015, a 0.02 effect over m = 5 comparisons, 80% power -> ~7
+    # docs/contributing.md: sd_d 0.015, a 0.02 effect over m = 5 comparisons, 80% power -> ~7
     alpha = power.comparison_alpha(0.95, "holm", 5)
     assert alpha == pytest.approx(0.01)
     assert power.normal_seeds(0.02, 0.015, alpha, 0.8) == 7  # ((2.5758 + 0.8416) * 0.75)^2 = 6.57

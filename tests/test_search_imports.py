@@ -1,4 +1,4 @@
-"""No import circles among tlmsearch's modules, function-local imports included (STYLE.md rule 19).
+"""No import circles in tlmsearch, function-local imports included (docs/contributing.md, rule 19).
 
 A function-local import hides a circle from Python at import time but not from the reader: the
 two modules still need each other. The graph is read from the source with :mod:`ast`, so these

@@ -140,7 +140,7 @@ def test_the_model_is_keyed_by_the_seed_not_the_global_generator(
     data: PreparedData, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """train_proxy passes its seed to build_model; whatever the global generator holds when the
-    model is built does not change it (candidates of a seed share their init: DESIGN.md)."""
+    model is built does not change it (candidates of a seed share their init: docs/running.md)."""
     import tlmsearch.models as models
 
     real, built = models.build_model, []

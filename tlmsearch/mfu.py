@@ -2,7 +2,7 @@
 
 On a CPU the peak is measured once per machine (CPU model, torch version, thread count) by a short
 bf16 matmul calibration and cached as JSON; bf16 is the peak on CPUs with AVX512-BF16 or AMX
-(about 4.5x fp32 on the machine in notes/cpu.md), fp32 elsewhere. On a GPU it comes from a
+(about 4.5x fp32 on the CPUs in docs/platform.md), fp32 elsewhere. On a GPU it comes from a
 table of dense data-sheet peaks, matched in ``torch.cuda.get_device_name()``: bf16 tensor cores,
 TF32 tensor cores for an fp32 run with TF32 matmuls on (``train.enable_tf32``), else plain fp32.
 """
@@ -138,7 +138,7 @@ def cpu_peak(
     """The measured CPU matmul peak for ``threads`` threads, calibrated once and cached.
 
     ``dtype`` is the one the run computes in (fp32 is ~4.5x below bf16 on the CPU of
-    notes/cpu.md, so an fp32 run against the bf16 peak would read 4.5x too low); default: bf16
+    docs/platform.md, so an fp32 run against the bf16 peak would read 4.5x too low); default: bf16
     where the CPU has it natively, else fp32. A calibration taken while other work shares the
     cores reads low; ``recalibrate=True`` (or ``python -m tlmsearch.mfu``) measures again and
     keeps the higher value.

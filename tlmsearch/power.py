@@ -1,7 +1,7 @@
 """Studies sized by power: the seeds per candidate that separate the smallest effect that matters.
 
 A study compares m candidates with uniform, every one on the same n seeds: a randomized block
-design (notes/statistics.md). A candidate's mean paired delta over n seeds has the standard
+design (docs/contributing.md). A candidate's mean paired delta over n seeds has the standard
 error sd / sqrt(n), sd the sd of *one* paired delta (:class:`tlmsearch.stats.Noise`), and
 :func:`tlmsearch.stats.effects` tests it two-sided with the block fit's residual df,
 (C - 1)(n - 1) for C = m + 1 candidates (uniform included), at the family's level:
@@ -27,7 +27,7 @@ confidence bound, sd * sqrt(df / chi2_{0.2, df}), would need.
 :func:`plan_lines` prints it; :func:`seed_notes` is ``tlmsearch validate``'s warning. No torch,
 ray or optuna; scipy only inside the functions that need it (``validate`` stays fast).
 
->>> normal_seeds(0.02, 0.015, comparison_alpha(0.95, "holm", 5))  # notes/statistics.md
+>>> normal_seeds(0.02, 0.015, comparison_alpha(0.95, "holm", 5))  # docs/contributing.md
 7
 >>> t_seeds(0.02, 0.015, comparison_alpha(0.95, "holm", 5), m=5)
 8
@@ -337,6 +337,137 @@ def pilot_tokens_per_s(trials: pd.DataFrame) -> float | None:
     return float(tps.median()) if len(tps) else None
 
 
+def _plan_effect(obj: Any, where: str, min_effect: float | None) -> tuple[float, str]:
+    """(min_effect, where it came from): ``--min-effect`` over the objective's own."""
+    if min_effect is not None:
+        if not (math.isfinite(min_effect) and min_effect > 0):
+            raise ConfigError(f"--min-effect: {min_effect!r} is not a positive number; give the "
+                              f"smallest {obj.metric} difference you care about, e.g. "
+                              "--min-effect 0.01")  # fmt: skip
+        return float(min_effect), "--min-effect"
+    if obj.min_effect is not None:
+        return obj.min_effect, where
+    raise ConfigError(
+        f"{where}: not set, and no --min-effect: give the smallest {obj.metric} difference "
+        f"you care about, in its units: `min_effect: 0.01` in the objective, or "
+        "--min-effect 0.01"
+    )
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """The noise a plan is sized with, and what the pilot (if any) also tells."""
+
+    sd: float
+    df: int | None
+    noise_from: str
+    tokens_per_s: float | None  # the pilot's median; None: no pilot, or it recorded none
+    by_setting: dict[str, float]  # a pilot's sd per setting value ({} without settings)
+
+
+def _plan_noise(
+    cfg: StudyConfig, i: int, obj: Any, pilot: pd.DataFrame | None, pilot_name: str
+) -> _Noise:
+    """The pilot's measured noise, or ``search.racing.prior_sd`` (first objective only)."""
+    from tlmsearch.results import metric_column
+
+    if pilot is not None:
+        sd, df, noise_from = pilot_noise(pilot, metric_column(obj.metric), pilot_name)
+        tps = pilot_tokens_per_s(pilot)
+        by_setting = setting_noises(pilot, metric_column(obj.metric))
+        return _Noise(sd, df, noise_from, tps, by_setting)
+    prior = cfg.search.racing.prior_sd if cfg.search.racing else None
+    if prior is None or i != 0:
+        raise ConfigError(
+            "no noise to size with: pass --from RUN (a pilot run of 2+ seeds of 2+ "
+            "candidates) or set search.racing.prior_sd (the sd of one paired delta of the "
+            "first objective, an assumption)"
+        )
+    noise_from = ("search.racing.prior_sd: an assumption, not a measurement (run a pilot "
+                  "and pass --from RUN to measure it)")  # fmt: skip
+    return _Noise(float(prior), None, noise_from, None, {})
+
+
+def _upper_sd_note(
+    effect: float, sd: float, df: int, alpha: float, m_df: int, power: float
+) -> str:
+    """What the pilot sd's one-sided 80% upper confidence bound would need."""
+    from scipy.stats import chi2
+
+    sd_hi = sd * math.sqrt(df / float(chi2.ppf(0.2, df)))
+    try:
+        n_hi = f"{t_seeds(effect, sd_hi, alpha, m_df, power)} seeds are needed"
+    except ValueError:
+        n_hi = f"more than {MAX_SEEDS:,} seeds are needed"
+    return (
+        f"the pilot's sd is an estimate on {df} df: at its 80% upper confidence bound, "
+        f"{sd_hi:.4g}, {n_hi}"
+    )
+
+
+def _settings_note(
+    by_setting: dict[str, float], effect: float, alpha: float, m_df: int, power: float
+) -> str:
+    """The seeds the quietest and the noisiest setting of the pilot would each need."""
+    quiet, noisy = min(by_setting.items(), key=lambda kv: kv[1]), max(
+        by_setting.items(), key=lambda kv: kv[1])  # fmt: skip
+    need = []
+    for setting, s_sd in (quiet, noisy):
+        try:
+            need.append(f"{t_seeds(effect, s_sd, alpha, m_df, power)} seeds at {setting} "
+                        f"(sd {s_sd:.3g})")  # fmt: skip
+        except ValueError:
+            need.append(f"more than {MAX_SEEDS:,} seeds at {setting} (sd {s_sd:.3g})")
+    return (
+        "each setting's effects are judged on that setting's own noise, and the pilot's "
+        f"settings differ: {' and '.join(need)}; the pooled sd above sizes the average"
+    )
+
+
+def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
+    """The notes on the study's design: one seed, a race, a tuned comparison, shared widths."""
+    from tlmsearch.tuned import STRATA
+
+    notes: list[str] = []
+    racing = cfg.search.racing
+    if n_now == 1:
+        notes.append("one seed has no residual df: nothing separates on it (power 0)")
+    if racing is not None and racing.against == "uniform":
+        notes.append(
+            f"the race decides this study: it tests each look at (1 - {racing.confidence:g}) / "
+            f"(max_seeds x m), stricter than the fixed-n test sized here, so its power at "
+            "max_seeds is lower"
+        )
+    tunes = any(name not in STRATA for name in cfg.space.settings)  # a tuned comparison
+    if tunes and n_t > 0:
+        from tlmsearch.tuned import HOLDOUT_MIN_SEEDS
+
+        twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
+        notes.append(
+            f"the tuned comparison (each schedule at its own best setting) chooses each best on "
+            f"the first half of the seeds and measures on the rest: {twice} seeds give it "
+            f"{twice // 2} measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this "
+            "plan needs"
+        )
+    if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
+        notes.append("candidates with the same proxy widths train once per seed: m counts "
+                     "trainings, as the study's family does")  # fmt: skip
+    return notes
+
+
+def _plan_seeds(
+    effect: float, effect_from: str, sd: float, alpha: float, m_df: int, power: float
+) -> tuple[int, int]:
+    """(normal approximation, noncentral t) seeds per candidate; ConfigError past MAX_SEEDS."""
+    try:
+        return normal_seeds(effect, sd, alpha, power), t_seeds(effect, sd, alpha, m_df, power)
+    except ValueError:
+        raise ConfigError(
+            f"{effect_from}: {effect:g} is too small to separate at noise sd {sd:.3g}: more "
+            f"than {MAX_SEEDS:,} seeds; give a larger min_effect"
+        ) from None
+
+
 def build_plan(
     cfg: StudyConfig,
     *,
@@ -348,24 +479,8 @@ def build_plan(
 ) -> Plan:
     """A study's :class:`Plan` from a pilot's trials table (``pilot``) or, without one, the
     study's ``search.racing.prior_sd``. ConfigError (exit 2) names what is missing."""
-    from tlmsearch.results import metric_column
-
     i, obj = _objective(cfg, metric)
-    where = f"objectives[{i}].min_effect"
-    if min_effect is not None:
-        if not (math.isfinite(min_effect) and min_effect > 0):
-            raise ConfigError(f"--min-effect: {min_effect!r} is not a positive number; give the "
-                              f"smallest {obj.metric} difference you care about, e.g. "
-                              "--min-effect 0.01")  # fmt: skip
-        effect, effect_from = float(min_effect), "--min-effect"
-    elif obj.min_effect is not None:
-        effect, effect_from = obj.min_effect, where
-    else:
-        raise ConfigError(
-            f"{where}: not set, and no --min-effect: give the smallest {obj.metric} difference "
-            f"you care about, in its units: `min_effect: 0.01` in the objective, or "
-            "--min-effect 0.01"
-        )
+    effect, effect_from = _plan_effect(obj, f"objectives[{i}].min_effect", min_effect)
     if not 0 < power < 1:
         raise ConfigError(f"--power: {power!r} must lie strictly between 0 and 1, e.g. 0.8")
     if not cfg.search.baseline:
@@ -375,37 +490,13 @@ def build_plan(
     if m < 1:
         raise ConfigError("space: the study has no candidate besides uniform: nothing to size")
     m_df = df_size(cfg, m)
-    notes: list[str] = []
-    tps: float | None = None
-    by_setting: dict[str, float] = {}
-    if pilot is not None:
-        sd, df, noise_from = pilot_noise(pilot, metric_column(obj.metric), pilot_name)
-        tps = pilot_tokens_per_s(pilot)
-        by_setting = setting_noises(pilot, metric_column(obj.metric))
-    else:
-        prior = cfg.search.racing.prior_sd if cfg.search.racing else None
-        if prior is None or i != 0:
-            raise ConfigError(
-                "no noise to size with: pass --from RUN (a pilot run of 2+ seeds of 2+ "
-                "candidates) or set search.racing.prior_sd (the sd of one paired delta of the "
-                "first objective, an assumption)"
-            )
-        sd, df = float(prior), None
-        noise_from = ("search.racing.prior_sd: an assumption, not a measurement (run a pilot "
-                      "and pass --from RUN to measure it)")  # fmt: skip
+    noise = _plan_noise(cfg, i, obj, pilot, pilot_name)
+    sd, df = noise.sd, noise.df
     alpha = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
-    try:
-        n_norm = normal_seeds(effect, sd, alpha, power)
-        n_t = t_seeds(effect, sd, alpha, m_df, power)
-    except ValueError:
-        raise ConfigError(
-            f"{effect_from}: {effect:g} is too small to separate at noise sd {sd:.3g}: more "
-            f"than {MAX_SEEDS:,} seeds; give a larger min_effect"
-        ) from None
+    n_norm, n_t = _plan_seeds(effect, effect_from, sd, alpha, m_df, power)
     n_now = cfg.race_seeds
     racing = cfg.search.racing
     now_from = "racing.max_seeds" if racing and racing.max_seeds else "search.seeds"
-
     per_seed = m + controls(cfg)
 
     def row(label: str, n: int) -> Row:
@@ -416,60 +507,18 @@ def build_plan(
         row(f"needed (t, df {block_df(n_t, m_df)})", n_t),
         row(f"this study ({now_from})", n_now),
     )
+    notes: list[str] = []
     if df is not None:
-        from scipy.stats import chi2
-
-        sd_hi = sd * math.sqrt(df / float(chi2.ppf(0.2, df)))
-        try:
-            n_hi = f"{t_seeds(effect, sd_hi, alpha, m_df, power)} seeds are needed"
-        except ValueError:
-            n_hi = f"more than {MAX_SEEDS:,} seeds are needed"
-        notes.append(
-            f"the pilot's sd is an estimate on {df} df: at its 80% upper confidence bound, "
-            f"{sd_hi:.4g}, {n_hi}"
-        )
-    if len(by_setting) > 1:
-        alpha_m = comparison_alpha(cfg.stats.level, cfg.stats.family, m)
-        quiet, noisy = min(by_setting.items(), key=lambda kv: kv[1]), max(
-            by_setting.items(), key=lambda kv: kv[1])  # fmt: skip
-        need = []
-        for setting, s_sd in (quiet, noisy):
-            try:
-                need.append(f"{t_seeds(effect, s_sd, alpha_m, m_df, power)} seeds at {setting} "
-                            f"(sd {s_sd:.3g})")  # fmt: skip
-            except ValueError:
-                need.append(f"more than {MAX_SEEDS:,} seeds at {setting} (sd {s_sd:.3g})")
-        notes.append(
-            "each setting's effects are judged on that setting's own noise, and the pilot's "
-            f"settings differ: {' and '.join(need)}; the pooled sd above sizes the average")
-    if n_now == 1:
-        notes.append("one seed has no residual df: nothing separates on it (power 0)")
-    if racing is not None and racing.against == "uniform":
-        notes.append(
-            f"the race decides this study: it tests each look at (1 - {racing.confidence:g}) / "
-            f"(max_seeds x m), stricter than the fixed-n test sized here, so its power at "
-            "max_seeds is lower"
-        )
-    from tlmsearch.tuned import STRATA
-
-    tunes = any(name not in STRATA for name in cfg.space.settings)  # a tuned comparison
-    if tunes and n_t > 0:
-        from tlmsearch.tuned import HOLDOUT_MIN_SEEDS
-
-        twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
-        notes.append(
-            f"the tuned comparison (each schedule at its own best setting) chooses each best on "
-            f"the first half of the seeds and measures on the rest: {twice} seeds give it "
-            f"{twice // 2} measuring seeds, {'at least ' if twice // 2 > n_t else ''}what this "
-            "plan needs")
-    if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
-        notes.append("candidates with the same proxy widths train once per seed: m counts "
-                     "trainings, as the study's family does")  # fmt: skip
+        notes.append(_upper_sd_note(effect, sd, df, alpha, m_df, power))
+    if len(noise.by_setting) > 1:
+        notes.append(_settings_note(noise.by_setting, effect, alpha, m_df, power))
+    notes += _study_notes(cfg, n_t, n_now)
     return Plan(
         metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
-        noise_from=noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
-        alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens, tokens_per_s=tps,
-        concurrency=cfg.search.concurrency, notes=tuple(notes), controls=per_seed - m, m_df=m_df,
+        noise_from=noise.noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
+        alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens,
+        tokens_per_s=noise.tokens_per_s, concurrency=cfg.search.concurrency, notes=tuple(notes),
+        controls=per_seed - m, m_df=m_df,
     )  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 attention choices, batch shape, autocast, the evaluation and the run's summary.
 
 A leaf of :mod:`tlmsearch.train` (the loop) and :mod:`tlmsearch.trainer` (its state object):
-both import these, neither is imported here (STYLE.md rule 19).
+both import these, neither is imported here (docs/contributing.md, rule 19).
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[
     A study is a randomized block design: candidates are treatments (uniform one of them), seeds
     are blocks, y(c, s) = mu + tau_c + u_s + e_cs. Every paired delta on seed s subtracts the
     same uniform value, so the deltas of one seed share its -e_us: pooling each candidate's
-    deltas as if independent misstates the noise (notes/statistics.md). The residuals of this
+    deltas as if independent misstates the noise (docs/contributing.md). The residuals of this
     fit estimate sigma_e^2 with df = cells - rank(design) ((C - 1)(S - 1) in a complete design);
     cells a race or pruner left empty are simply absent. Equal to statsmodels'
     ``ols("value ~ C(candidate) + C(seed)")`` (tests/test_stats.py checks it).

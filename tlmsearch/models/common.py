@@ -19,8 +19,8 @@ from torch import nn
 # -------------------------------------------------------------------------------------------------
 # Keyed initialisation (common random numbers)
 #
-# Candidates of one seed are compared paired against the uniform model of that seed (DESIGN.md,
-# "Paired comparisons"), so their initial weights should differ only where the architectures
+# Candidates of one seed are compared paired against that seed's uniform model (docs/running.md,
+# "Seeds are paired"), so their initial weights should differ only where the architectures
 # differ. Drawing in module order from one global stream breaks that: a wider first MLP consumes
 # more numbers and shifts every later draw. Instead every parameter gets its own generator keyed
 # by (seed, qualified name), and MLP hidden units come in fixed-size chunks keyed by (seed, name,

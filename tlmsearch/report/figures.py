@@ -63,6 +63,135 @@ def _shape_colors(shapes: Sequence[str]) -> dict[str, str]:
 # -------------------------------------------------------------------------------------------------
 
 
+def _uniform_band_info(rf: RatioFront) -> tuple[list[float], float, float, str] | None:
+    """(x span, mean, sd, hover) of uniform's band across a front's x range (None: no uniform)."""
+    xs = np.asarray(rf.points["x"], dtype=float) if len(rf.points) else np.array([])
+    lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 1.0)
+    pad = max(0.05, 0.05 * (hi - lo))
+    if rf.baseline is None:
+        return None
+    b = rf.baseline
+    sd = b.sd if b.n > 1 else 0.0
+    seeds = f"{b.n} of {b.k} seeds" if b.k > b.n else f"{b.n} seed(s)"
+    text = f"uniform: {b.mean:.4g} (mean of {seeds}; sd {sd:.3g}; {b.lo:.4g}..{b.hi:.4g})"
+    return [lo - pad, hi + pad], b.mean, sd, text
+
+
+def _uniform_traces(rf: RatioFront, visible: bool) -> list[go.Scatter]:
+    """Uniform as a band (mean ± sd) and a dashed mean line; none without a baseline."""
+    info = _uniform_band_info(rf)
+    if info is None:
+        return []
+    bx, mean, sd, text = info
+    band = go.Scatter(
+        x=bx + bx[::-1],
+        y=[mean + sd] * 2 + [mean - sd] * 2,
+        fill="toself",
+        mode="lines",
+        fillcolor="rgba(85,85,85,0.15)",
+        line={"width": 0},
+        name="uniform ± sd",
+        hoverinfo="skip",
+        visible=visible,
+        legendgroup="uniform",
+    )
+    line = go.Scatter(
+        x=bx,
+        y=[mean] * 2,
+        mode="lines",
+        name="uniform (mean)",
+        line={"color": UNIFORM_COLOR, "dash": "dash"},
+        text=[text] * 2,
+        hovertemplate=HOVER,
+        visible=visible,
+        legendgroup="uniform",
+    )
+    return [band, line]
+
+
+def _shape_traces(rf: RatioFront, colors: Mapping[str, str], visible: bool) -> list[go.Scatter]:
+    """Per schedule shape: its candidates (fully measured, then censored: open markers) and
+    its front line."""
+    traces = []
+    for shape in sorted(set(rf.points["shape"])) if len(rf.points) else []:
+        pts = rf.points[rf.points["shape"] == shape]
+        front = rf.front[rf.front["shape"] == shape]
+        for censored, symbol in ((False, "circle"), (True, "circle-open")):
+            sub = pts[(pts["tier"] > 0) == censored]
+            if sub.empty:
+                continue
+            traces.append(
+                go.Scatter(
+                    x=sub["x"],
+                    y=sub["value"],
+                    mode="markers",
+                    name=f"{shape} ({'censored: n of k seeds' if censored else 'all'})",
+                    marker={
+                        "color": colors[shape],
+                        "opacity": 0.8 if censored else 0.3,
+                        "size": 9 if censored else 7,
+                        "symbol": symbol,
+                    },
+                    text=sub["hover"],
+                    hovertemplate=HOVER,
+                    visible=visible,
+                    legendgroup=shape,
+                    showlegend=False,
+                )
+            )
+        traces.append(
+            go.Scatter(
+                x=front["x"],
+                y=front["value"],
+                mode="lines+markers",
+                name=shape,
+                line={"color": colors[shape], "width": 2.5},
+                marker={"size": 9},
+                text=front["hover"],
+                hovertemplate=HOVER,
+                visible=visible,
+                legendgroup=shape,
+            )
+        )
+    return traces
+
+
+def _metric_buttons(metrics: Sequence[str], groups: Sequence[Sequence[int]], n: int) -> dict:
+    """The update menu that shows one metric's traces (``groups[i]``, of ``n``) at a time."""
+    buttons = []
+    for i, metric in enumerate(metrics):
+        vis = [j in groups[i] for j in range(n)]
+        buttons.append(
+            {
+                "label": label(metric),
+                "method": "update",
+                "args": [{"visible": vis}, {"yaxis.title.text": label(metric)}],
+            }
+        )
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "buttons": buttons,
+        "x": 1.0,
+        "xanchor": "right",
+        "y": 1.12,
+        "yanchor": "bottom",
+    }
+
+
+def _ratio_front_info(fronts: Mapping[str, RatioFront]) -> tuple[str, str, str]:
+    """(title, x axis title, y axis title) of :func:`ratio_front`: the first metric's."""
+    metrics = list(fronts)
+    first = fronts[metrics[0]] if metrics else None
+    xlab = label(first.x) if first else label("realised_start")
+    what = "taper" if first is not None and first.x == "realised_taper" else "start ratio"
+    title = f"Ratio vs perplexity: best candidate per realised {what}, one line per schedule shape"
+    unplaced = max((f.unplaced for f in fronts.values()), default=0)
+    if unplaced:
+        title += f" ({unplaced} candidate(s) without widths not shown)"
+    return title, xlab, label(metrics[0]) if metrics else ""
+
+
 def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
     """Fronts per schedule shape vs the realised start ratio, uniform as a band; metric buttons.
 
@@ -77,121 +206,14 @@ def ratio_front(fronts: Mapping[str, RatioFront]) -> go.Figure:
     for i, metric in enumerate(metrics):
         rf = fronts[metric]
         start = len(fig.data)
-        visible = i == 0
-        xs = np.asarray(rf.points["x"], dtype=float) if len(rf.points) else np.array([])
-        lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (1.0, 1.0)
-        pad = max(0.05, 0.05 * (hi - lo))
-        if rf.baseline is not None:
-            b = rf.baseline
-            sd = b.sd if b.n > 1 else 0.0
-            bx = [lo - pad, hi + pad]
-            seeds = f"{b.n} of {b.k} seeds" if b.k > b.n else f"{b.n} seed(s)"
-            text = f"uniform: {b.mean:.4g} (mean of {seeds}; sd {sd:.3g}; {b.lo:.4g}..{b.hi:.4g})"
-            fig.add_trace(
-                go.Scatter(
-                    x=bx + bx[::-1],
-                    y=[b.mean + sd] * 2 + [b.mean - sd] * 2,
-                    fill="toself",
-                    mode="lines",
-                    fillcolor="rgba(85,85,85,0.15)",
-                    line={"width": 0},
-                    name="uniform ± sd",
-                    hoverinfo="skip",
-                    visible=visible,
-                    legendgroup="uniform",
-                )
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=bx,
-                    y=[b.mean] * 2,
-                    mode="lines",
-                    name="uniform (mean)",
-                    line={"color": UNIFORM_COLOR, "dash": "dash"},
-                    text=[text] * 2,
-                    hovertemplate=HOVER,
-                    visible=visible,
-                    legendgroup="uniform",
-                )
-            )
-        for shape in sorted(set(rf.points["shape"])) if len(rf.points) else []:
-            pts = rf.points[rf.points["shape"] == shape]
-            front = rf.front[rf.front["shape"] == shape]
-            for censored, symbol in ((False, "circle"), (True, "circle-open")):
-                sub = pts[(pts["tier"] > 0) == censored]
-                if sub.empty:
-                    continue
-                fig.add_trace(
-                    go.Scatter(
-                        x=sub["x"],
-                        y=sub["value"],
-                        mode="markers",
-                        name=f"{shape} ({'censored: n of k seeds' if censored else 'all'})",
-                        marker={
-                            "color": colors[shape],
-                            "opacity": 0.8 if censored else 0.3,
-                            "size": 9 if censored else 7,
-                            "symbol": symbol,
-                        },
-                        text=sub["hover"],
-                        hovertemplate=HOVER,
-                        visible=visible,
-                        legendgroup=shape,
-                        showlegend=False,
-                    )
-                )
-            fig.add_trace(
-                go.Scatter(
-                    x=front["x"],
-                    y=front["value"],
-                    mode="lines+markers",
-                    name=shape,
-                    line={"color": colors[shape], "width": 2.5},
-                    marker={"size": 9},
-                    text=front["hover"],
-                    hovertemplate=HOVER,
-                    visible=visible,
-                    legendgroup=shape,
-                )
-            )
+        for trace in _uniform_traces(rf, i == 0) + _shape_traces(rf, colors, i == 0):
+            fig.add_trace(trace)
         groups.append(list(range(start, len(fig.data))))
-    first = fronts[metrics[0]] if metrics else None
     if len(metrics) > 1:
-        buttons = []
-        for i, metric in enumerate(metrics):
-            vis = [j in groups[i] for j in range(len(fig.data))]
-            buttons.append(
-                {
-                    "label": label(metric),
-                    "method": "update",
-                    "args": [{"visible": vis}, {"yaxis.title.text": label(metric)}],
-                }
-            )
-        fig.update_layout(
-            updatemenus=[
-                {
-                    "type": "buttons",
-                    "direction": "right",
-                    "buttons": buttons,
-                    "x": 1.0,
-                    "xanchor": "right",
-                    "y": 1.12,
-                    "yanchor": "bottom",
-                }
-            ]
-        )
-    xlab = label(first.x) if first else label("realised_start")
-    what = "taper" if first is not None and first.x == "realised_taper" else "start ratio"
-    title = f"Ratio vs perplexity: best candidate per realised {what}, one line per schedule shape"
-    unplaced = max((f.unplaced for f in fronts.values()), default=0)
-    if unplaced:
-        title += f" ({unplaced} candidate(s) without widths not shown)"
-    _layout(
-        fig,
-        title,
-        xaxis_title=xlab,
-        yaxis_title=label(metrics[0]) if metrics else "",
-    )
+        fig.update_layout(updatemenus=[_metric_buttons(metrics, groups, len(fig.data))])
+    title, xlab, ylab = _ratio_front_info(fronts)
+    _layout(fig, title, xaxis_title=xlab, yaxis_title=ylab)
+    first = fronts[metrics[0]] if metrics else None
     if first is None or (first.points.empty and first.baseline is None):
         _note(fig, "no finished trials yet")
     return fig

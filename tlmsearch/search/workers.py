@@ -56,7 +56,7 @@ def check_fits(cfg: RayConfig, facts: dict[str, Any]) -> None:
             )
 
 
-def train_on_workers(
+def _ray_trainer(
     cfg: StudyConfig,
     model: ModelConfig,
     widths: Sequence[int],
@@ -64,24 +64,17 @@ def train_on_workers(
     *,
     seed: int,
     threads: int,
-    on_eval: Callable[[dict], object],
-    on_nodes: Callable[[list[str]], None],
-    resume: dict[str, Any] | None = None,
-    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
-    final_checkpoint: bool = False,
-) -> TrainSummary:
-    """``train_proxy`` on ``cfg.ray.workers_per_trial`` Ray Train workers; rank 0's summary.
-
-    ``on_eval`` gets every eval (and its answer stops every rank); ``on_nodes`` the address of
-    each rank's node, by rank, before the first eval; ``on_checkpoint`` rank 0's state (every
-    rank holds the same), here, before the eval it belongs to. Every rank starts from ``resume``.
-    A worker's exception is raised here.
-    """
+    resume: dict[str, Any] | None,
+    checkpoints: bool,
+    final_checkpoint: bool,
+) -> tuple[Any, Any, Any]:
+    """(Ray Train's trainer of :func:`_worker` on ``ray.workers_per_trial`` workers, the queue
+    rank 0 sends on, the queue it hears the answers on); nothing started yet."""
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.backend import BackendConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
-    from ray.util.queue import Empty, Queue
+    from ray.util.queue import Queue
 
     rc = cfg.ray
     evals: Any = Queue(actor_options={"num_cpus": 0})  # rank 0 -> trial: start, evals, summary
@@ -98,7 +91,7 @@ def train_on_workers(
             "device": "cuda" if per_worker["GPU"] else "cpu",
             "data": ray.put(data),
             "resume": ray.put(resume),
-            "checkpoints": on_checkpoint is not None,
+            "checkpoints": checkpoints,
             "final_checkpoint": final_checkpoint,
             "evals": evals,
             "answers": answers,
@@ -116,16 +109,39 @@ def train_on_workers(
             failure_config=FailureConfig(max_failures=0),  # a lost worker: the trial's error
         ),
     )
+    return trainer, evals, answers
+
+
+def _fit_in_background(trainer: Any) -> tuple[threading.Thread, dict[str, BaseException]]:
+    """``trainer.fit()`` started in a thread of its own; its exception lands in the dict."""
     ended: dict[str, BaseException] = {}
 
     def fit() -> None:
         try:
             trainer.fit()
-        except BaseException as err:  # raised in the trial's thread below
+        except BaseException as err:  # raised in the trial's thread by train_on_workers
             ended["error"] = err
 
     runner = threading.Thread(target=fit, name="ray-train-fit", daemon=True)
     runner.start()
+    return runner, ended
+
+
+def _serve(
+    evals: Any,
+    answers: Any,
+    runner: threading.Thread,
+    *,
+    on_eval: Callable[[dict], object],
+    on_nodes: Callable[[list[str]], None],
+    on_checkpoint: Callable[[dict[str, Any]], None] | None,
+) -> TrainSummary | None:
+    """The trial's side of the queues: rank 0's messages handed on and answered, till its
+    summary (None: ``fit()`` ended without one). Going down, the workers' placement group goes
+    with it."""
+    import ray
+    from ray.util.queue import Empty
+
     summary, group = None, None
     try:
         while summary is None:
@@ -151,6 +167,38 @@ def train_on_workers(
         if group is not None:
             ray.util.remove_placement_group(group)  # the workers end with it
         raise
+    return summary
+
+
+def train_on_workers(
+    cfg: StudyConfig,
+    model: ModelConfig,
+    widths: Sequence[int],
+    data: Any,
+    *,
+    seed: int,
+    threads: int,
+    on_eval: Callable[[dict], object],
+    on_nodes: Callable[[list[str]], None],
+    resume: dict[str, Any] | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    final_checkpoint: bool = False,
+) -> TrainSummary:
+    """``train_proxy`` on ``cfg.ray.workers_per_trial`` Ray Train workers; rank 0's summary.
+
+    ``on_eval`` gets every eval (and its answer stops every rank); ``on_nodes`` the address of
+    each rank's node, by rank, before the first eval; ``on_checkpoint`` rank 0's state (every
+    rank holds the same), here, before the eval it belongs to. Every rank starts from ``resume``.
+    A worker's exception is raised here.
+    """
+    trainer, evals, answers = _ray_trainer(
+        cfg, model, widths, data, seed=seed, threads=threads, resume=resume,
+        checkpoints=on_checkpoint is not None, final_checkpoint=final_checkpoint,
+    )  # fmt: skip
+    runner, ended = _fit_in_background(trainer)
+    summary = _serve(
+        evals, answers, runner, on_eval=on_eval, on_nodes=on_nodes, on_checkpoint=on_checkpoint
+    )
     runner.join()
     if "error" in ended:
         raise ended["error"]
