@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tlmsearch.schedules import (
     BLOCK_PRESETS,
-    SHAPE_PARAMS,
+    SHAPES,
     ScheduleError,
     check_params,
     plan_from_params,
@@ -264,12 +264,12 @@ _VALUES = {
 
 @settings(max_examples=200, deadline=None)
 @given(
-    shape=st.sampled_from(list(SHAPE_PARAMS)),
+    shape=st.sampled_from(list(SHAPES)),
     names=st.sets(st.sampled_from(sorted(_VALUES)), max_size=4),
 )
 def test_a_shape_accepts_exactly_the_parameters_it_reads(shape: str, names: set[str]) -> None:
     params = {name: _VALUES[name] for name in names}
-    foreign = names - set(SHAPE_PARAMS[shape])
+    foreign = names - set(SHAPES[shape].params)
     both = shape == "blocks" and "preset" in names and names & {"m_early", "m_middle", "m_late"}
     if foreign or both:
         with pytest.raises(ScheduleError) as info:

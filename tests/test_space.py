@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.schedules import plan_from_params
+from tlmsearch.schedules import ScheduleError, plan_from_params
 from tlmsearch.space import (
     SPACES_DIR,
     describe,
@@ -123,6 +123,9 @@ def test_labels_and_taper_strength() -> None:
     assert taper_strength({"shape": "linear", "r_start": 0.5, "r_end": 1.5}) == pytest.approx(-1)
     assert taper_strength({"shape": "blocks", "preset": "wider_late"}) == pytest.approx(-1.0)
     assert taper_strength({"shape": "uniform"}) == 0.0
+    # a shape the registry does not know is an error, never a silent 0.0 (uniform's taper)
+    with pytest.raises(ScheduleError, match="shape: 'zigzag' is not one of uniform, linear"):
+        taper_strength({"shape": "zigzag"})
 
 
 def test_a_space_without_shape_is_an_error() -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from tlmsearch.errors import ConfigError
+from tlmsearch.schedules import SHAPES, searchable_shapes
 
 app = typer.Typer(
     name="tlmsearch",
@@ -175,11 +176,15 @@ def plan(
         typer.echo(line)
 
 
+# The shapes `tlmsearch widths` previews: those whose parameters its options can give.
+_PREVIEWED = searchable_shapes()
+
+
 @app.command()
 def widths(
-    shape: Annotated[str, typer.Option(help="uniform, linear, cosine, sigmoid or blocks")] = (
-        "cosine"
-    ),
+    shape: Annotated[
+        str, typer.Option(help=f"{', '.join(_PREVIEWED[:-1])} or {_PREVIEWED[-1]}")
+    ] = "cosine",
     start: Annotated[float, typer.Option(help="r_start: first layer's ratio")] = 1.5,
     end: Annotated[
         float | None, typer.Option(help="r_end: last layer's ratio (default 2 - start)")
@@ -196,14 +201,20 @@ def widths(
     """Preview one schedule's integer width vector (sums to exactly layers * d_ff)."""
     from tlmsearch.schedules import ScheduleError, plan_widths
 
-    params: dict[str, Any] = {"r_start": start, "r_end": end}
-    if shape == "sigmoid":
-        params["k"] = k
-    elif shape == "uniform":
-        params = {}
-    elif shape == "blocks":
-        params = {"preset": preset or "wider_early"}
+    # each shape gets the options it reads (its registry entry), over its example's values
+    spec = SHAPES.get(shape)
+    options = {"r_start": start, "r_end": end, "k": k, "preset": preset}
+    params: dict[str, Any] = {}
+    if spec is not None:
+        given = {n: v for n, v in options.items() if n in spec.params and v is not None}
+        params = {**spec.example, **given}
     try:
+        if spec is not None and not spec.searchable:
+            raise ScheduleError(
+                "shape",
+                f"{shape!r} needs parameters the preview has no option for "
+                f"({', '.join(spec.params)}); it previews {', '.join(_PREVIEWED)}",
+            )
         plan = plan_widths(shape, n_layer=layers, d_ff=d_ff, multiple_of=multiple_of, **params)
     except ScheduleError as err:
         typer.secho(f"error: {err}", fg="red", err=True)

@@ -156,7 +156,7 @@ def _is_missing(value: Any) -> bool:
 
 def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Fill columns that follow from ``params`` / ``widths`` when the record lacks them."""
-    from tlmsearch.schedules import ramp_ends
+    from tlmsearch.schedules import SHAPES
     from tlmsearch.space import describe, schedule_of, setting_label, taper_strength
 
     row = dict(rec)
@@ -170,14 +170,14 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         row.setdefault("candidate", describe(params))
         row.setdefault("schedule", describe(schedule_of(params)))
         row.setdefault("setting", setting_label(params, exact=True))
-        row.setdefault("taper", taper_strength(params))
-        if shape in ("linear", "cosine", "sigmoid"):
-            rs, re_ = ramp_ends(params)
+        # a shape this version does not know (another version's record) has no taper: NaN
+        spec = SHAPES.get(shape) if isinstance(shape, str) else None
+        if "taper" not in row:
+            row["taper"] = taper_strength(params) if spec is not None else math.nan
+        if spec is not None and spec.ratio_columns:
+            rs, re_ = spec.ends_of(params)
             row.setdefault("r_start", rs)
             row.setdefault("r_end", re_)
-        elif shape == "uniform":
-            row.setdefault("r_start", 1.0)
-            row.setdefault("r_end", 1.0)
     widths = row.pop("widths", None)
     if widths is not None:
         widths = [int(w) for w in widths]

@@ -6,15 +6,10 @@ renormalises it to mean exactly 1 and rounds it to integers that are positive mu
 profile stays non-increasing). This module is pure Python: no torch, ray or optuna.
 
 Shapes follow Bayat, Behrouz, Courville, "Tapered Language Models" (arXiv 2606.23670), with
-t = l / (L - 1):
-
-- ``uniform``: 1 everywhere.
-- ``linear``: r_start + (r_end - r_start) * t.
-- ``cosine``: r_end + (r_start - r_end) * (1 + cos(pi t)) / 2 (the paper's main method).
-- ``sigmoid``: a logistic step of steepness ``k`` centred at ``midpoint``, rescaled so that it
-  hits r_start at t=0 and r_end at t=1 exactly (the paper does not state k).
-- ``blocks``: early / middle / late groups split at two depth fractions, one multiplier each.
-- ``custom``: an explicit per-layer ratio list.
+t = l / (L - 1). Each is one :class:`Shape` entry of :data:`SHAPES` (its formula is the entry's
+``doc``): validation, widths, labels, taper strength, the names a space's ``shape`` takes, the
+CLI's ``--shape`` and the docs table all read that entry, so a new shape is one entry, its
+profile function and a test.
 
 With r_start > r_end the profile tapers (wider early); with r_start < r_end it grows
 (wider late, as in OpenELM's layer-wise scaling), so both directions live in one study.
@@ -23,12 +18,11 @@ With r_start > r_end the profile tapers (wider early); with r_start < r_end it g
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
-
-SHAPES = ("uniform", "linear", "cosine", "sigmoid", "blocks", "custom")
 
 # The block-partition allocations of the paper's motivating experiment (multipliers per group).
 BLOCK_PRESETS: dict[str, tuple[float, float, float]] = {
@@ -50,46 +44,11 @@ MAX_PARAM = 1e6
 # The sigmoid's steepness: exp(k) must stay finite (k < 709), and below 0.001 it is a straight
 # line to 7 digits (use linear).
 K_RANGE = (1e-3, 500.0)
+# The ramps' default first ratio; their r_end defaults to 2 - r_start (mean exactly 1).
+R_START = 1.5
 
-# Every schedule parameter a candidate may carry, with its default.
-DEFAULTS: dict[str, Any] = {
-    "shape": "cosine",
-    "r_start": 1.5,
-    "r_end": None,  # None: 2 - r_start, the symmetric pair whose mean is exactly 1
-    "k": 10.0,
-    "midpoint": 0.5,
-    "b1": 1 / 3,
-    "b2": 2 / 3,
-    "preset": None,
-    "m_early": 1.0,
-    "m_middle": 1.0,
-    "m_late": 1.0,
-    "ratios": None,
-}
-PARAMS = tuple(DEFAULTS)
-
-# The parameters each shape reads; any other one given with it is an error (a parameter the
-# shape ignores would make two labels for one model, or hide a typo of the shape).
-SHAPE_PARAMS: dict[str, tuple[str, ...]] = {
-    "uniform": (),
-    "linear": ("r_start", "r_end"),
-    "cosine": ("r_start", "r_end"),
-    "sigmoid": ("r_start", "r_end", "k", "midpoint"),
-    "blocks": ("preset", "b1", "b2", "m_early", "m_middle", "m_late"),
-    "custom": ("ratios",),
-}
-
-
-def ramp_ends(params: Mapping[str, Any]) -> tuple[float, float]:
-    """(r_start, r_end) of a linear/cosine/sigmoid candidate, with the defaults applied.
-
-    >>> ramp_ends({"r_start": 1.25})
-    (1.25, 0.75)
-    """
-    rs = params.get("r_start")
-    rs = float(DEFAULTS["r_start"] if rs is None else rs)
-    re_ = params.get("r_end")
-    return rs, 2.0 - rs if re_ is None else float(re_)
+Candidate = Mapping[str, Any]
+Profile = Callable[[int, Mapping[str, Any]], list[float]]
 
 
 class ScheduleError(ValueError):
@@ -101,38 +60,131 @@ class ScheduleError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True)
-class WidthPlan:
-    """An exact-budget width vector and what it realises.
+# ---------------------------------------------------------------------------------------------
+# The registry of shapes
 
-    >>> plan = plan_widths("cosine", n_layer=4, d_ff=64, multiple_of=8, r_start=1.5)
-    >>> plan.widths, sum(plan.widths) == 4 * 64
-    ((96, 80, 48, 32), True)
+
+@dataclass(frozen=True)
+class Shape:
+    """One schedule shape: the single place the package learns what it reads and does.
+
+    Register one as ``SHAPES[name] = Shape(name, ...)``. ``profile(n_layer, params)`` gets the
+    given parameters over the defaults of ``params`` and returns a ratio per layer at any scale
+    (:func:`plan_widths` renormalises), raising :class:`ScheduleError` naming the bad parameter.
     """
 
-    widths: tuple[int, ...]
-    d_ff: int
-    multiple_of: int
+    name: str
+    profile: Profile
+    doc: str  # one line, its formula: the docs table
+    # The parameters it reads -> their defaults, in the order messages list them. Any other one
+    # given with it is an error: a parameter the shape ignores would make two labels for one
+    # model, or hide a typo of the shape.
+    params: Mapping[str, Any] = field(default_factory=dict)
+    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name-valued params
+    # candidate -> its label after the shape's name ("1.5->0.5"); None: name=value for each
+    # of its parameters the candidate gives
+    label: Callable[[Candidate], str] | None = None
+    # candidate -> its requested (first, last) ratio, before renormalising (taper strength is
+    # their difference); None: the ends of its profile over MAX_LAYERS layers (t near 0 and 1)
+    ends: Callable[[Candidate], tuple[float, float]] | None = None
+    check: Callable[[Candidate], None] | None = None  # rules beyond which parameters it reads
+    example: Mapping[str, Any] = field(default_factory=dict)  # `tlmsearch widths` fills these in
+    # False where a parameter is no scalar (custom's list): a space's shape dimension cannot
+    # name it and `tlmsearch widths` has no option for it
+    searchable: bool = True
+    # Whether the trials table's r_start / r_end columns show ``ends``; blocks' and custom's
+    # ends are multipliers or list items, not ratio parameters, so their columns stay empty.
+    ratio_columns: bool = True
 
-    @property
-    def n_layer(self) -> int:
-        return len(self.widths)
+    def __post_init__(self) -> None:
+        # read-only copies: entries are shared by every caller, and linear and cosine share one
+        for name in ("params", "names", "example"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        stray = sorted((set(self.names) | set(self.example)) - set(self.params))
+        if stray:
+            raise ValueError(f"shape {self.name!r}: names / example give {stray}, not in params")
 
-    @property
-    def total(self) -> int:
-        return sum(self.widths)
+    def label_of(self, candidate: Candidate) -> str:
+        """``cosine 1.5->0.5``: the shape's name, then what tells its candidates apart."""
+        text = self.label(candidate) if self.label else given_label(candidate, self.params)
+        return f"{self.name} {text}" if text else self.name
 
-    @property
-    def realised_start(self) -> float:
-        return self.widths[0] / self.d_ff
+    def ends_of(self, candidate: Candidate) -> tuple[float, float]:
+        """The requested first and last ratio of ``candidate``, before renormalising."""
+        if self.ends is not None:
+            first, last = self.ends(candidate)
+        else:
+            given = {k: v for k, v in candidate.items() if k in self.params and v is not None}
+            prof = self.profile(MAX_LAYERS, {**self.params, **given})
+            first, last = prof[0], prof[-1]
+        return float(first), float(last)
 
-    @property
-    def realised_end(self) -> float:
-        return self.widths[-1] / self.d_ff
 
-    @property
-    def ratios(self) -> tuple[float, ...]:
-        return tuple(w / self.d_ff for w in self.widths)
+def given_label(candidate: Candidate, names: Sequence[str] | Mapping[str, Any]) -> str:
+    """``k=10 midpoint=0.3``: each of ``names`` that ``candidate`` gives, in that order.
+
+    >>> given_label({"shape": "step", "r_start": 1.25, "at": None}, ["r_start", "at"])
+    'r_start=1.25'
+    """
+    parts = []
+    for name in names:
+        value = candidate.get(name)
+        if value is None:
+            continue
+        if isinstance(value, Sequence) and not isinstance(value, str):
+            shown = "/".join(_shown(v) for v in value)
+        else:
+            shown = _shown(value)
+        parts.append(f"{name}={shown}")
+    return " ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if _is_number(value) else str(value)
+
+
+def shape_spec(shape: Any) -> Shape:
+    """The registry entry of ``shape``, or a :class:`ScheduleError` naming the valid shapes.
+
+    >>> dict(shape_spec("cosine").params)
+    {'r_start': 1.5, 'r_end': None}
+    >>> try:
+    ...     shape_spec("zigzag")
+    ... except ScheduleError as err:
+    ...     print(err)
+    shape: 'zigzag' is not one of uniform, linear, cosine, sigmoid, blocks, custom
+    """
+    if not isinstance(shape, str) or shape not in SHAPES:
+        raise ScheduleError("shape", f"{shape!r} is not one of {', '.join(SHAPES)}")
+    return SHAPES[shape]
+
+
+def schedule_params(searchable: bool = False) -> tuple[str, ...]:
+    """``shape`` and every parameter a shape reads, first use first; with ``searchable`` only
+    those a space may search (read by a searchable shape).
+
+    >>> schedule_params(searchable=True)[-3:]
+    ('m_early', 'm_middle', 'm_late')
+    """
+    shapes = [s for s in SHAPES.values() if s.searchable or not searchable]
+    return ("shape", *dict.fromkeys(p for s in shapes for p in s.params))
+
+
+def searchable_shapes() -> tuple[str, ...]:
+    """The shapes a space's ``shape`` dimension and ``tlmsearch widths --shape`` may name."""
+    return tuple(s.name for s in SHAPES.values() if s.searchable)
+
+
+def shapes_table() -> str:
+    """The markdown table of the registry that docs/concepts.md shows (a test keeps it equal)."""
+    rows = ["| shape | parameters (default) | profile |", "|---|---|---|"]
+    for s in SHAPES.values():
+        params = ", ".join(
+            f"`{k}`" if v is None else f"`{k}` ({f'{v:.3g}' if _is_number(v) else v})"
+            for k, v in s.params.items()
+        )
+        rows.append(f"| `{s.name}` | {params or '-'} | {s.doc} |")
+    return "\n".join(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +224,53 @@ def _check_layers(n_layer: Any) -> None:
         raise ScheduleError("n_layer", f"must lie in [1, {MAX_LAYERS}], but got {n_layer!r}")
 
 
+def ramp_ends(params: Candidate) -> tuple[float, float]:
+    """(r_start, r_end) of a linear/cosine/sigmoid candidate, with the defaults applied.
+
+    >>> ramp_ends({"r_start": 1.25})
+    (1.25, 0.75)
+    """
+    rs = params.get("r_start")
+    rs = float(R_START if rs is None else rs)
+    re_ = params.get("r_end")
+    return rs, 2.0 - rs if re_ is None else float(re_)
+
+
+def ramp(
+    curve: Callable[[list[float], Mapping[str, Any]], list[float]], exact: bool = False
+) -> Profile:
+    """The profile r_start + (r_end - r_start) * g(t), ``curve`` giving g (0 at t=0, 1 at t=1).
+
+    Not ``exact``: made monotone against float wiggles (an exact closed form keeps its values).
+    """
+
+    def ramp_profile(n_layer: int, p: Mapping[str, Any]) -> list[float]:
+        _positive("r_start", p["r_start"])
+        if p["r_end"] is not None:
+            _positive("r_end", p["r_end"])
+        rs, re_ = ramp_ends(p)
+        _positive("r_end", re_)  # 2 - r_start must stay positive too
+        values = [rs + (re_ - rs) * x for x in curve(_depth(n_layer), p)]
+        return values if exact else _monotone(values, increasing=re_ > rs)
+
+    return ramp_profile
+
+
+def _cosine_curve(t: list[float], p: Mapping[str, Any]) -> list[float]:
+    return [(1.0 - math.cos(math.pi * x)) / 2.0 for x in t]
+
+
+def _sigmoid_curve(t: list[float], p: Mapping[str, Any]) -> list[float]:
+    k, mid = _positive("k", p["k"]), p["midpoint"]
+    if not K_RANGE[0] <= k <= K_RANGE[1]:
+        raise ScheduleError("k", f"must lie in [{K_RANGE[0]:g}, {K_RANGE[1]:g}], but got {k!r}")
+    if not (_is_number(mid) and 0.0 < mid < 1.0):
+        raise ScheduleError("midpoint", f"must lie in (0, 1), but got {mid!r}")
+    s = [1.0 / (1.0 + math.exp(-k * (x - mid))) for x in (*t, 0.0, 1.0)]
+    s0, s1 = s[-2], s[-1]
+    return [(v - s0) / (s1 - s0) for v in s[:-2]]
+
+
 def _block_groups(n_layer: int, b1: float, b2: float) -> list[int]:
     if not (_is_number(b1) and _is_number(b2) and 0.0 < b1 < b2 < 1.0):
         raise ScheduleError("b1/b2", f"need 0 < b1 < b2 < 1, but got b1={b1!r}, b2={b2!r}")
@@ -183,55 +282,184 @@ def _block_groups(n_layer: int, b1: float, b2: float) -> list[int]:
     return groups
 
 
-def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
-    """The real-valued ratio profile of ``shape`` over ``n_layer`` layers (not yet normalised)."""
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
-    if not isinstance(shape, str) or shape not in SHAPES:
-        raise ScheduleError("shape", f"{shape!r} is not one of {', '.join(SHAPES)}")
-    _check_layers(n_layer)
-    t = _depth(n_layer)
-    if shape == "uniform":
-        return [1.0] * n_layer
-    if shape in ("linear", "cosine", "sigmoid"):
-        _positive("r_start", p["r_start"])
-        if p["r_end"] is not None:
-            _positive("r_end", p["r_end"])
-        rs, re_ = ramp_ends(p)
-        _positive("r_end", re_)  # 2 - r_start must stay positive too
-        if shape == "linear":
-            g = t
-        elif shape == "cosine":
-            g = [(1.0 - math.cos(math.pi * x)) / 2.0 for x in t]
-        else:
-            k, mid = _positive("k", p["k"]), p["midpoint"]
-            if not K_RANGE[0] <= k <= K_RANGE[1]:
-                raise ScheduleError(
-                    "k", f"must lie in [{K_RANGE[0]:g}, {K_RANGE[1]:g}], but got {k!r}"
-                )
-            if not (_is_number(mid) and 0.0 < mid < 1.0):
-                raise ScheduleError("midpoint", f"must lie in (0, 1), but got {mid!r}")
-            s = [1.0 / (1.0 + math.exp(-k * (x - mid))) for x in (*t, 0.0, 1.0)]
-            s0, s1 = s[-2], s[-1]
-            g = [(v - s0) / (s1 - s0) for v in s[:-2]]
-        values = [rs + (re_ - rs) * x for x in g]
-        if shape == "linear":  # linear must stay an exact ramp (the paper's closed form)
-            return values
-        return _monotone(values, increasing=re_ > rs)
-    if shape == "blocks":
-        if p["preset"] is not None:
-            if not isinstance(p["preset"], str) or p["preset"] not in BLOCK_PRESETS:
-                raise ScheduleError(
-                    "preset", f"{p['preset']!r} is not one of {', '.join(BLOCK_PRESETS)}"
-                )
-            mults = BLOCK_PRESETS[p["preset"]]
-        else:
-            mults = tuple(_positive(name, p[name]) for name in ("m_early", "m_middle", "m_late"))
-        return [mults[g] for g in _block_groups(n_layer, p["b1"], p["b2"])]
-    ratios = p["ratios"]  # custom
+def _blocks(n_layer: int, p: Mapping[str, Any]) -> list[float]:
+    if p["preset"] is not None:
+        if not isinstance(p["preset"], str) or p["preset"] not in BLOCK_PRESETS:
+            raise ScheduleError(
+                "preset", f"{p['preset']!r} is not one of {', '.join(BLOCK_PRESETS)}"
+            )
+        mults = BLOCK_PRESETS[p["preset"]]
+    else:
+        mults = tuple(_positive(name, p[name]) for name in ("m_early", "m_middle", "m_late"))
+    return [mults[g] for g in _block_groups(n_layer, p["b1"], p["b2"])]
+
+
+def _custom(n_layer: int, p: Mapping[str, Any]) -> list[float]:
+    ratios = p["ratios"]
     if not isinstance(ratios, Sequence) or isinstance(ratios, str) or len(ratios) != n_layer:
         got = len(ratios) if isinstance(ratios, Sequence) else ratios
         raise ScheduleError("ratios", f"needs one ratio per layer ({n_layer}), but got {got!r}")
     return [_positive(f"ratios[{i}]", r) for i, r in enumerate(ratios)]
+
+
+# -- labels, ends and extra checks: what a candidate of each shape says about itself
+
+
+def _ramp_label(candidate: Candidate) -> str:
+    rs, re_ = ramp_ends(candidate)
+    return f"{rs:g}->{re_:g}"
+
+
+def _sigmoid_label(candidate: Candidate) -> str:
+    # every searched parameter shows, so distinct candidates never share a label
+    label = f"{_ramp_label(candidate)} k={float(candidate.get('k', 10.0)):g}"
+    if float(candidate.get("midpoint", 0.5)) != 0.5:
+        label += f" mid={float(candidate['midpoint']):g}"
+    return label
+
+
+def _blocks_label(candidate: Candidate) -> str:
+    if candidate.get("preset"):
+        mults = candidate["preset"]
+    else:
+        mults = "/".join(f"{candidate.get(k, 1.0):g}" for k in ("m_early", "m_middle", "m_late"))
+    b1, b2 = candidate.get("b1", 1 / 3), candidate.get("b2", 2 / 3)
+    return f"{mults} @{b1:.3g}/{b2:.3g}"
+
+
+def _blocks_ends(candidate: Candidate) -> tuple[float, float]:
+    preset = candidate.get("preset")
+    if preset:
+        first, _, last = BLOCK_PRESETS[preset]
+        return first, last
+    return candidate.get("m_early", 1.0), candidate.get("m_late", 1.0)
+
+
+def _check_blocks(params: Candidate) -> None:
+    if params.get("preset") is not None:
+        mults = [k for k in ("m_early", "m_middle", "m_late") if params.get(k) is not None]
+        if mults:
+            raise ScheduleError(
+                mults[0],
+                "blocks takes a preset or the multipliers m_early/m_middle/m_late, not both",
+            )
+
+
+def _custom_label(candidate: Candidate) -> str:
+    return "/".join(f"{float(r):g}" for r in candidate.get("ratios") or [])
+
+
+def _custom_ends(candidate: Candidate) -> tuple[float, float]:
+    ratios = candidate.get("ratios") or [1.0]
+    return ratios[0], ratios[-1]
+
+
+_RAMP = {"r_start": R_START, "r_end": None}  # r_end None: 2 - r_start
+
+# Every shape, in the order messages list them. A new shape is one entry here.
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        Shape("uniform", lambda n_layer, p: [1.0] * n_layer, "1 everywhere: the baseline"),
+        Shape(
+            "linear",
+            ramp(lambda t, p: t, exact=True),  # an exact ramp: the paper's closed form
+            "r_start + (r_end - r_start) t",
+            params=_RAMP,
+            label=_ramp_label,
+            ends=ramp_ends,
+        ),
+        Shape(
+            "cosine",
+            ramp(_cosine_curve),
+            "r_end + (r_start - r_end) (1 + cos(pi t)) / 2, the paper's main method",
+            params=_RAMP,
+            label=_ramp_label,
+            ends=ramp_ends,
+        ),
+        Shape(
+            "sigmoid",
+            ramp(_sigmoid_curve),
+            "a logistic step of steepness k centred at midpoint, rescaled to hit r_start at "
+            "t=0 and r_end at t=1 exactly (the paper does not state k)",
+            params={**_RAMP, "k": 10.0, "midpoint": 0.5},
+            label=_sigmoid_label,
+            ends=ramp_ends,
+        ),
+        Shape(
+            "blocks",
+            _blocks,
+            "early / middle / late groups split at depth fractions b1, b2, one multiplier "
+            f"each, or a preset ({', '.join(BLOCK_PRESETS)})",
+            params={
+                "b1": 1 / 3,
+                "b2": 2 / 3,
+                "preset": None,
+                "m_early": 1.0,
+                "m_middle": 1.0,
+                "m_late": 1.0,
+            },
+            names={"preset": tuple(BLOCK_PRESETS)},
+            label=_blocks_label,
+            ends=_blocks_ends,
+            check=_check_blocks,
+            example={"preset": "wider_early"},
+            ratio_columns=False,
+        ),
+        Shape(
+            "custom",
+            _custom,
+            "an explicit ratio per layer",
+            params={"ratios": None},
+            label=_custom_label,
+            ends=_custom_ends,
+            searchable=False,
+            ratio_columns=False,
+        ),
+    )
+}
+
+
+def profile(shape: str, n_layer: int, **params: Any) -> list[float]:
+    """The real-valued ratio profile of ``shape`` over ``n_layer`` layers (not yet normalised)."""
+    spec = shape_spec(shape)
+    _check_layers(n_layer)
+    given = {k: v for k, v in params.items() if v is not None}
+    return spec.profile(n_layer, {**spec.params, **given})
+
+
+@dataclass(frozen=True)
+class WidthPlan:
+    """An exact-budget width vector and what it realises.
+
+    >>> plan = plan_widths("cosine", n_layer=4, d_ff=64, multiple_of=8, r_start=1.5)
+    >>> plan.widths, sum(plan.widths) == 4 * 64
+    ((96, 80, 48, 32), True)
+    """
+
+    widths: tuple[int, ...]
+    d_ff: int
+    multiple_of: int
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.widths)
+
+    @property
+    def total(self) -> int:
+        return sum(self.widths)
+
+    @property
+    def realised_start(self) -> float:
+        return self.widths[0] / self.d_ff
+
+    @property
+    def realised_end(self) -> float:
+        return self.widths[-1] / self.d_ff
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(w / self.d_ff for w in self.widths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,8 +499,8 @@ def plan_widths(
 ) -> WidthPlan:
     """Integer per-layer widths for ``shape`` that keep ``n_layer * d_ff`` exactly.
 
-    ``params`` are the shape's parameters (see :data:`DEFAULTS`). Raises :class:`ScheduleError`
-    naming the field to change when the request cannot be met.
+    ``params`` are the shape's parameters (its entry's ``params`` in :data:`SHAPES`). Raises
+    :class:`ScheduleError` naming the field to change when the request cannot be met.
 
     >>> plan_widths("linear", n_layer=3, d_ff=32, multiple_of=8, r_start=1.5).widths
     (48, 32, 16)
@@ -298,7 +526,8 @@ def plan_widths(
     if min(units) < 1:
         layer = units.index(min(units))
         smallest = min(prof) / (sum(prof) / n_layer)
-        ramp = shape in ("linear", "cosine", "sigmoid")
+        # a shape with end ratios names the narrow end; any other names itself
+        ramp = {"r_start", "r_end"} <= set(SHAPES[shape].params)
         field = ("r_end" if prof[-1] <= prof[0] else "r_start") if ramp else shape
         raise ScheduleError(
             field,
@@ -318,28 +547,23 @@ def check_params(shape: Any, params: Mapping[str, Any]) -> None:
     ...     print(err.field)
     k
     """
-    unknown = sorted(set(params) - set(PARAMS) - {"shape"})
+    known = schedule_params()
+    unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ScheduleError(unknown[0], f"is not a schedule parameter; valid: {', '.join(PARAMS)}")
-    if not isinstance(shape, str) or shape not in SHAPES:
-        raise ScheduleError("shape", f"{shape!r} is not one of {', '.join(SHAPES)}")
+        raise ScheduleError(unknown[0], f"is not a schedule parameter; valid: {', '.join(known)}")
+    spec = shape_spec(shape)
     given = [k for k, v in params.items() if v is not None and k != "shape"]
     for name in given:
-        if name not in SHAPE_PARAMS[shape]:
-            reads = ", ".join(SHAPE_PARAMS[shape]) or "no parameters"
-            users = ", ".join(s for s, ps in SHAPE_PARAMS.items() if name in ps)
+        if name not in spec.params:
+            reads = ", ".join(spec.params) or "no parameters"
+            users = ", ".join(s.name for s in SHAPES.values() if name in s.params)
             raise ScheduleError(
                 name,
                 f"is not a parameter of shape {shape!r} (it reads {reads}); remove it, or use "
                 f"a shape that reads it ({users})",
             )
-    if shape == "blocks" and params.get("preset") is not None:
-        mults = [k for k in ("m_early", "m_middle", "m_late") if params.get(k) is not None]
-        if mults:
-            raise ScheduleError(
-                mults[0],
-                "blocks takes a preset or the multipliers m_early/m_middle/m_late, not both",
-            )
+    if spec.check is not None:
+        spec.check(params)
 
 
 def plan_from_params(

@@ -1,7 +1,7 @@
 """Search spaces over width schedules: YAML in, candidates and width vectors out.
 
 A space is an ordered mapping of *dimensions*, each named after a schedule parameter
-(:data:`tlmsearch.schedules.PARAMS`)::
+(:func:`tlmsearch.schedules.schedule_params`, read from the registry of shapes)::
 
     name: paper
     dimensions:
@@ -31,14 +31,15 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
 from tlmsearch.schedules import (
-    BLOCK_PRESETS,
     MAX_PARAM,
-    PARAMS,
     SHAPES,
     ScheduleError,
     check_params,
+    given_label,
     profile,
-    ramp_ends,
+    schedule_params,
+    searchable_shapes,
+    shape_spec,
 )
 
 Scalar = str | int | float | bool
@@ -49,11 +50,19 @@ SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 # any list of them is built: each is checked for the proxy and the target model and, on a grid,
 # trained once per seed. The paper's grid has 15.
 MAX_CANDIDATES = 10_000
-# The values each parameter takes (shape and preset are names, the others numbers).
-NAMES: dict[str, tuple[str, ...]] = {
-    "shape": tuple(s for s in SHAPES if s != "custom"),  # custom needs a ratio per layer
-    "preset": tuple(BLOCK_PRESETS),
-}
+
+
+def value_names() -> dict[str, tuple[str, ...]]:
+    """The names each name-valued parameter takes (shape, blocks' preset); the others take
+    numbers. Read from the registry at each call, so a shape added to it is searchable at once.
+
+    >>> value_names()["shape"]
+    ('uniform', 'linear', 'cosine', 'sigmoid', 'blocks')
+    """
+    names = {"shape": searchable_shapes()}  # not custom: its ratios are no scalar
+    for spec in SHAPES.values():
+        names.update(spec.names)
+    return names
 
 
 class Dimension(Strict):
@@ -170,8 +179,9 @@ class SearchSpace(Strict):
         seen: list[str] = []
         for name, dim in dims.items():
             setting = is_setting(name)
-            if not setting and (name not in PARAMS or name == "ratios"):
-                valid = ", ".join(p for p in PARAMS if p != "ratios")
+            searchable = schedule_params(searchable=True)
+            if not setting and name not in searchable:
+                valid = ", ".join(searchable)
                 raise ValueError(
                     f"{name!r} is not a schedule parameter; valid: {valid}, or a setting "
                     "train.FIELD / model.FIELD (e.g. train.lr)"
@@ -315,12 +325,13 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
     "r_start.choices[1]: 'median' is not a number; r_start takes numbers, e.g. 1.5"
     """
     field = {"categorical": "choices", "fixed": "value"}.get(dim.type)
-    if name in NAMES:
-        valid = ", ".join(NAMES[name])
+    names = value_names()
+    if name in names:
+        valid = ", ".join(names[name])
         if field is None:
             return f"{name} takes names ({valid}), so its type is categorical or fixed"
         for i, v in enumerate(dim.values()):
-            if not isinstance(v, str) or v not in NAMES[name]:
+            if not isinstance(v, str) or v not in names[name]:
                 where = f"{name}.choices[{i}]" if field == "choices" else f"{name}.value"
                 return f"{where}: {short(v)} is not one of {valid}"
         return None
@@ -422,48 +433,32 @@ def describe(candidate: Mapping[str, Any]) -> str:
 
 
 def schedule_label(candidate: Mapping[str, Any]) -> str:
-    """:func:`describe` without the settings: the trials table's ``schedule`` column."""
+    """:func:`describe` without the settings: the trials table's ``schedule`` column.
+
+    The shape's registry entry makes the label; a shape it does not know (a record written by
+    another version) shows its name and every parameter, so it still names one candidate.
+
+    >>> schedule_label({"shape": "zigzag", "r_start": 1.5, "train.lr": 0.01})
+    'zigzag r_start=1.5'
+    """
     shape = candidate.get("shape", "uniform")
-    if shape == "uniform":
-        return "uniform"
-    if shape == "blocks":
-        if candidate.get("preset"):
-            mults = candidate["preset"]
-        else:
-            mults = "/".join(
-                f"{candidate.get(k, 1.0):g}" for k in ("m_early", "m_middle", "m_late")
-            )
-        b1, b2 = candidate.get("b1", 1 / 3), candidate.get("b2", 2 / 3)
-        return f"blocks {mults} @{b1:.3g}/{b2:.3g}"
-    if shape == "custom":
-        return "custom " + "/".join(f"{float(r):g}" for r in candidate.get("ratios") or [])
-    rs, re_ = ramp_ends(candidate)
-    label = f"{shape} {rs:g}->{re_:g}"
-    if shape == "sigmoid":
-        label += f" k={float(candidate.get('k', 10.0)):g}"
-        if float(candidate.get("midpoint", 0.5)) != 0.5:
-            label += f" mid={float(candidate['midpoint']):g}"
-    return label
+    if isinstance(shape, str) and shape in SHAPES:
+        return SHAPES[shape].label_of(candidate)
+    rest = {k: v for k, v in schedule_of(candidate).items() if k != "shape"}
+    return f"{shape} {given_label(rest, sorted(rest))}".rstrip()
 
 
 def taper_strength(candidate: Mapping[str, Any]) -> float:
-    """First minus last ratio of the *profile*: 0 for uniform, > 0 tapers, < 0 grows."""
-    shape = candidate.get("shape", "uniform")
-    if shape in ("linear", "cosine", "sigmoid"):
-        rs, re_ = ramp_ends(candidate)
-        return rs - re_
-    if shape == "blocks":
-        preset = candidate.get("preset")
-        first, _, last = (
-            BLOCK_PRESETS[preset]
-            if preset
-            else (candidate.get("m_early", 1.0), None, candidate.get("m_late", 1.0))
-        )
-        return float(first) - float(last)
-    if shape == "custom":
-        ratios = candidate.get("ratios") or [1.0]
-        return float(ratios[0]) - float(ratios[-1])
-    return 0.0
+    """First minus last requested ratio of the *profile*: 0 for uniform, > 0 tapers, < 0 grows.
+
+    A shape the registry does not know raises :class:`ScheduleError` (field ``shape``, naming
+    the valid shapes): a 0.0 would pass it off as uniform.
+
+    >>> taper_strength({"shape": "cosine", "r_start": 1.25})
+    0.5
+    """
+    first, last = shape_spec(candidate.get("shape", "uniform")).ends_of(candidate)
+    return first - last
 
 
 def find_space(ref: str, base: Path | None = None) -> Path:
