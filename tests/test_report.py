@@ -337,3 +337,44 @@ def test_optuna_dashboard_hint(tmp_path):
     assert url in dashboard.optuna_dashboard_hint(tmp_path, {"storage": {"optuna": url}})
     used = "sqlite:////elsewhere/optuna.db"
     assert used in dashboard.optuna_dashboard_hint(tmp_path, {}, {"storage": used})
+
+
+@pytest.mark.parametrize("n_objectives", [1, 2])
+def test_a_report_builds_the_evidence_once_per_objective(tmp_path, monkeypatch, n_objectives):
+    """Every ranking, effect, separation, sweep, summary and race of the page reads the study's
+    one Evidence per objective (it was built four times for the first objective, and the race
+    and rankings were derived again beside it). The report itself calls a statistic only to
+    rank a front metric the study does not judge (val_ppl)."""
+    import inspect
+
+    from tlmsearch import evidence, stats
+
+    objectives = [{"metric": "val_bpb", "direction": "minimize"},
+                  {"metric": "params", "direction": "minimize"}][:n_objectives]  # fmt: skip
+    run = make_run(tmp_path / "run", study=study_dict(objectives=objectives), pruned=(3,))
+    data = load_run(run)
+    builds, by_report = [], []
+    real_build = evidence.Evidence.build.__func__
+
+    def counted_build(cls, trials, value, *args, **kwargs):
+        builds.append(value)
+        return real_build(cls, trials, value, *args, **kwargs)
+
+    def watched(name, real):
+        def call(trials, value, *args, **kwargs):
+            caller = inspect.stack()[1].frame.f_globals["__name__"]
+            if caller.startswith("tlmsearch.report"):
+                by_report.append((name, value))
+            return real(trials, value, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(evidence.Evidence, "build", classmethod(counted_build))
+    for name in ("rank", "pairwise", "effects", "mcb", "block_noise", "paired_deltas"):
+        monkeypatch.setattr(stats, name, watched(name, getattr(stats, name)))
+    report = build(data)
+    from tlmsearch.results import metric_column
+
+    assert sorted(builds) == sorted(metric_column(o["metric"]) for o in objectives)
+    assert by_report == [("rank", "val_ppl"), ("paired_deltas", "val_bpb")]
+    assert report.effects is not None and len(report.effects.table)

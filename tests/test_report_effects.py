@@ -153,7 +153,7 @@ def test_race_still_going_none_without_racing_and_a_bad_setting():
     assert "no noise estimate yet: seed 1 next" in r.lanes["reason"].iloc[0]
     assert E.race(t, {"search": {"seeds": [0]}}) is None
     bad = E.race(t, racing(max_seeds=9))
-    assert bad.lanes.empty and bad.note.startswith("race not computable: max_seeds")
+    assert bad.lanes.empty and bad.note.startswith("race not computable (max_seeds")
     assert E.race(trials_frame([]), racing()).note == "no trial yet"
     assert "prior sd 0.01" in E.race(t, racing(prior_sd=0.01)).settings
 

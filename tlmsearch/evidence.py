@@ -70,6 +70,9 @@ class Evidence:
     # the noise "which is best" (MCB) and the pairs matrix judge on: ``noise``, or with setting
     # dimensions the widest of each setting's own and the across-settings one (conservative)
     pair_noise: stats.Noise | None = None
+    # the seeds each candidate is ranked on: the study's, or in a race each candidate's own
+    # (racing.planned_seeds); None: every seed any trial ran on
+    plan: list[int] | dict[Any, tuple[int, ...]] | None = None
 
     @classmethod
     def build(
@@ -124,7 +127,7 @@ class Evidence:
         tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pairs_noise)  # fmt: skip
+                   m, note, snr, tuned_, pairs_noise, plan)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
@@ -219,7 +222,7 @@ def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.No
 
 def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
     """(trials column, sense) of a study's first objective: the metric its race runs on."""
-    from tlmsearch.results import metric_column, objectives_of
+    from tlmsearch.metrics import metric_column, objectives_of
 
     metric, sense = objectives_of(config)[0]
     return metric_column(metric), sense
@@ -264,7 +267,7 @@ def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str 
     """The :class:`Evidence` of a run: its study.yaml (as a dict) and trials table (and its
     curves, for the checkpoint noise); the first objective unless ``metric`` / ``sense`` are
     given."""
-    from tlmsearch.results import metric_column, objectives_of
+    from tlmsearch.metrics import metric_column, objectives_of
 
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]

@@ -37,6 +37,7 @@ import yaml
 from tlmsearch import stats
 from tlmsearch.config import EVAL_KEYS, METRICS, ModelConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.metrics import metric_column, objectives_of
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
@@ -105,24 +106,6 @@ ANALYSIS_COLUMNS: dict[str, str] = {
     "val_loss": "float",
     "val_tokens": "int",
 }
-# Objective metric names (tlmsearch.config.METRICS) whose trials column is named differently.
-_METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}
-
-
-def metric_column(metric: str) -> str:
-    """The trials column holding an objective metric: ``params`` -> ``n_params``."""
-    return _METRIC_COLUMN.get(metric, metric)
-
-
-def objectives_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``[(metric, 'minimize'|'maximize'), ...]`` from a study dict (default: val_bpb, min)."""
-    out = []
-    for obj in config.get("objectives") or [{"metric": "val_bpb"}]:
-        metric = obj.get("metric", "val_bpb")
-        out.append((metric, obj.get("direction") or METRICS.get(metric, "minimize")))
-    return out
-
-
 @dataclass(frozen=True)
 class RunData:
     """Everything a report needs, read from one run dir."""
@@ -373,26 +356,37 @@ EFFECT_PREFIXES = {
 
 
 def add_effects(
-    trials: pd.DataFrame, metrics: Sequence[str], senses: Mapping[str, str] | None = None
+    trials: pd.DataFrame, metrics: Sequence[str], study: Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
     """Add each trial's *candidate's* paired effect vs uniform, for each objective metric.
 
-    Columns (``m`` the metric): ``effect_m`` (mean paired delta over its paired seeds),
-    ``effect_lo_m`` / ``effect_hi_m`` (95% t interval), ``effect_noise_m`` (mean / seed
-    noise), ``effect_seeds_m`` (paired seeds) and ``effect_from_m``: ``model`` (the study's
-    block-design noise of a paired delta, :func:`tlmsearch.stats.block_noise`) or ``unknown``
-    (no residual df yet). The same on every trial of a candidate; NaN / ``""`` on the uniform
-    baseline's rows.
+    Every number is the study's :class:`tlmsearch.evidence.Evidence` of that metric (its
+    ``stats`` level and family, its race, each setting's own noise), keyed by the candidate's
+    exact parameters. Columns (``m`` the metric): ``effect_m`` (mean paired delta over its
+    paired seeds), ``effect_lo_m`` / ``effect_hi_m`` (its interval at ``stats.level``),
+    ``effect_noise_m`` (mean / seed noise), ``effect_seeds_m`` (paired seeds) and
+    ``effect_from_m``: ``model`` (the block-design noise of a paired delta,
+    :func:`tlmsearch.stats.block_noise`) or ``unknown`` (no residual df yet). The same on every
+    trial of a candidate; NaN / ``""`` on the uniform baseline's rows. ``study``: study.yaml as
+    a dict (its objectives give each metric's sense).
     """
+    from tlmsearch.evidence import study_evidence
+
     out = trials.copy()
+    senses = dict(objectives_of(study or {}))
     for metric in metrics:
         col = metric_column(metric)
         if col not in out:
             continue
-        sense = (senses or {}).get(metric) or METRICS.get(metric, "minimize")
-        eff = stats.effects(out, col, sense).set_index("candidate")
+        sense = senses.get(metric) or METRICS.get(metric, "minimize")
+        if out.empty:
+            eff = pd.DataFrame(columns=["params_json", *EFFECT_PREFIXES.values()])
+        else:
+            ev = study_evidence(out, dict(study or {}), metric, sense, key="params_json")
+            eff = ev.effects
+        eff = eff.set_index("params_json")
         for prefix, src in EFFECT_PREFIXES.items():
-            values = out["candidate"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
+            values = out["params_json"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
             if prefix == "effect_from_":
                 out[prefix + metric] = values.astype(object).where(values.notna(), "")
             elif prefix == "effect_seeds_":
@@ -449,7 +443,7 @@ def write_results(
     if metrics is None:
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.get("model")), metrics)
-    tdf = add_effects(tdf, metrics, dict(objectives_of(study)))
+    tdf = add_effects(tdf, metrics, study)
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))

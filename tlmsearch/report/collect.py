@@ -34,6 +34,7 @@ import pandas as pd
 
 from tlmsearch import stats
 from tlmsearch.config import METRICS
+from tlmsearch.evidence import Evidence
 from tlmsearch.results import metric_column
 
 LABELS = {
@@ -131,6 +132,8 @@ def ranked_candidates(
     metric: str = "val_bpb",
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
+    *,
+    ranking: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every candidate (uniform included), best first, by :func:`tlmsearch.stats.rank`.
 
@@ -139,10 +142,13 @@ def ranked_candidates(
     (realised_start, realised_end, realised_taper), trial_ids (its completed trials),
     params_json, widths_json and ``label``: the candidate, what it trained at and, for a
     censored or running one, its "n of k seeds". ``seeds``: the study's seeds (``search.seeds``;
-    None: every seed any trial ran on).
+    None: every seed any trial ran on). ``ranking``: the study's
+    :attr:`Evidence.ranking <tlmsearch.evidence.Evidence.ranking>` of ``metric``, when the
+    report has one (a metric the study does not judge is ranked here).
     """
     sense = sense or sense_of(metric)
-    r = stats.rank(trials, metric_column(metric), sense, seeds=seeds)
+    r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
+                                                       seeds=seeds)  # fmt: skip
     extra = [*_INFO, "trial_ids", "params_json", "widths_json", "label"]
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
@@ -205,6 +211,7 @@ def ratio_front(
     sense: str | None = None,
     max_bins: int = 12,
     seeds: Sequence[int] | None = None,
+    ranking: pd.DataFrame | None = None,
 ) -> RatioFront:
     """Per schedule shape, the best candidate at each realised start ratio (or taper), and uniform.
 
@@ -221,7 +228,7 @@ def ratio_front(
         raise ValueError(f"x must be 'r_start' or 'taper', but got {x=}")
     col = FRONT_X[x]
     sense = sense or sense_of(metric)
-    ranked = ranked_candidates(trials, metric, sense, seeds)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ranking)
     done = finished(trials, metric)
     base = done[done["is_baseline"]]["value"]
     band = None
@@ -338,12 +345,13 @@ def width_profiles(
     sense: str | None = None,
     k: int = 5,
     seeds: Sequence[int] | None = None,
+    ranking: pd.DataFrame | None = None,
 ) -> Profiles:
     """d_ff per layer of the top-k candidates (by :func:`ranked_candidates`), and uniform's.
 
     ``legend`` names each profile with what it trained at, and "n of k seeds" when censored.
     """
-    ranked = ranked_candidates(trials, metric, sense, seeds)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ranking)
     cands = ranked[~ranked["is_baseline"].astype(bool) & (ranked["tier"] < 3)].head(k)
     rows = []
     for rank, c in enumerate(cands.itertuples(), start=1):
@@ -396,6 +404,7 @@ def curve_groups(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     k: int = CURVE_CANDIDATES,
+    ranking: pd.DataFrame | None = None,
 ) -> dict[str, str]:
     """Candidate -> its legend entry in the learning curves: uniform, the ``k`` best-ranked
     candidates numbered as in the width profiles (#1 best; "[n of k seeds]" when censored),
@@ -413,7 +422,7 @@ def curve_groups(
     >>> list(curve_groups(t, k=1).values())
     ['uniform', '#1 cosine 1.5->0.5', 'others']
     """
-    ranked = ranked_candidates(trials, metric, sense, seeds)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ranking)
     groups: dict[str, str] = {}
     rank = 0
     for c in ranked.itertuples():
@@ -444,6 +453,7 @@ def learning_curves(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     k: int = CURVE_CANDIDATES,
+    ranking: pd.DataFrame | None = None,
 ) -> Curves:
     """Metric against tokens for every trial with evals, each in its candidate's legend group
     (:func:`curve_groups`); where pruned trials stopped; failures."""
@@ -456,7 +466,7 @@ def learning_curves(
     c["tokens"] = c["tokens"].astype("int64")
     c["state"] = c["trial_id"].map(info["state"]).fillna("RUNNING") if len(c) else []
     c["candidate"] = c["trial_id"].map(info["candidate"]) if len(c) else []
-    group_of = curve_groups(trials, metric, sense, seeds, k) if len(trials) else {}
+    group_of = curve_groups(trials, metric, sense, seeds, k, ranking) if len(trials) else {}
     c["group"] = [group_of.get(x, OTHERS) for x in c["candidate"]]
     c["hover"] = c["trial_id"].map(hover).fillna("") if len(c) else []
     c["hover"] = [f"{h or 'trial ' + t}<br>tokens {n:,}" for h, t, n in
@@ -637,19 +647,20 @@ class Deltas(NamedTuple):
     summary: pd.DataFrame
 
 
-def effects_of(
-    trials: pd.DataFrame, metric: str, sense: str, config: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """The study's effects vs uniform, keyed by candidate: its
-    :class:`tlmsearch.evidence.Evidence` (its race, ``stats`` settings) when ``config`` is
-    given, else the Holm family on the block-design noise."""
-    from tlmsearch.evidence import Evidence
+def evidence_of(
+    trials: pd.DataFrame,
+    metric: str,
+    sense: str,
+    config: Mapping[str, Any] | None = None,
+    curves: pd.DataFrame | None = None,
+) -> Evidence:
+    """The study's :class:`tlmsearch.evidence.Evidence` of ``metric``: its race and ``stats``
+    settings from ``config`` (study.yaml as a dict), else the Holm family at 95%. A report
+    builds it once per objective (:func:`tlmsearch.report.html.build`) and hands it to every
+    collect function that takes ``evidence``; called alone, each builds its own."""
+    from tlmsearch.evidence import study_evidence
 
-    st = (config or {}).get("stats") or {}
-    ev = Evidence.build(trials, metric_column(metric), sense, config=config or None,
-                        family=str(st.get("family", "holm")),
-                        level=float(st.get("level", 0.95)))  # fmt: skip
-    return ev.effects.set_index("candidate")
+    return study_evidence(trials, dict(config or {}), metric, sense, curves=curves)
 
 
 def paired_deltas(
@@ -658,19 +669,20 @@ def paired_deltas(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     config: Mapping[str, Any] | None = None,
+    evidence: Evidence | None = None,
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.
 
-    A difference is *within noise* when the study's one decision (:func:`effects_of`: its
-    race, or its family of comparisons with uniform) does not separate it; a candidate
-    pruned or failed on some seed is censored, its ``label`` says "n of k seeds", and it is
-    listed after the fully measured ones.
+    A difference is *within noise* when the study's one decision (``evidence``, else
+    :func:`evidence_of`: its race, or its family of comparisons with uniform) does not
+    separate it; a candidate pruned or failed on some seed is censored, its ``label`` says
+    "n of k seeds", and it is listed after the fully measured ones.
     """
     sense = sense or sense_of(metric)
-    ranked = ranked_candidates(trials, metric, sense, seeds)
+    ev = evidence or evidence_of(trials, metric, sense, config)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ev.ranking)
     summary = ranked[~ranked["is_baseline"].astype(bool) & (ranked["n_paired"] > 0)]
-    eff = effects_of(trials, metric, sense, config)
-    eff = eff.reindex(summary["candidate"])
+    eff = ev.effects.set_index("candidate").reindex(summary["candidate"])
     summary = summary.assign(
         **{c: eff[c].to_numpy() for c in ("lo", "hi", "half_width", "effect_noise", "noise")},
         noise_sd=eff["noise_sd"].to_numpy(),
@@ -798,20 +810,25 @@ def _candidate_summary(
 
 
 def run_summary(
-    config: Mapping[str, Any], trials: pd.DataFrame, status: Mapping[str, Any]
+    config: Mapping[str, Any],
+    trials: pd.DataFrame,
+    status: Mapping[str, Any],
+    evidence: Evidence | None = None,
 ) -> dict[str, Any]:
-    """What the study was, how far it got, what won, and with which versions."""
+    """What the study was, how far it got, what won, and with which versions; ``evidence``:
+    the study's of its first objective (else built here)."""
     from tlmsearch.results import objectives_of
 
     objectives = objectives_of(config)
     metric, sense = objectives[0]
     counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
-    ranked = ranked_candidates(trials, metric, sense, study_seeds(config, trials))
+    ev = evidence or evidence_of(trials, metric, sense, config)
+    ranked = ranked_candidates(trials, metric, sense, ranking=ev.ranking)
     ranked = ranked[ranked["tier"] < 3]
     best: dict[str, Any] | None = None
     censored_better: list[dict[str, Any]] = []
     if len(ranked):
-        eff = effects_of(trials, metric, sense, config)
+        eff = ev.effects.set_index("candidate")
         top = ranked.iloc[0]
         effect = eff.loc[top["candidate"]] if top["candidate"] in eff.index else None
         best = _candidate_summary(top, metric, config, effect)

@@ -31,8 +31,7 @@ import pandas as pd
 from tlmsearch import stats
 from tlmsearch.conclusions import Conclusions, conclusions
 from tlmsearch.evidence import Evidence
-from tlmsearch.report.collect import ranked_candidates, sense_of
-from tlmsearch.results import metric_column
+from tlmsearch.report.collect import evidence_of, ranked_candidates, sense_of
 
 LEVEL = 0.95
 
@@ -54,15 +53,6 @@ class Effects(NamedTuple):
     per_setting: bool = False  # setting dimensions: each setting's effects on its own noise
 
 
-def _evidence(trials: pd.DataFrame, col: str, sense: str, seeds: Any,
-              config: Mapping[str, Any] | None, curves: pd.DataFrame | None = None
-              ) -> Evidence:  # fmt: skip
-    stats_cfg = (config or {}).get("stats") or {}
-    return Evidence.build(trials, col, sense, level=float(stats_cfg.get("level", LEVEL)),
-                          family=str(stats_cfg.get("family", "holm")), seeds=seeds,
-                          config=config, curves=curves)  # fmt: skip
-
-
 def effects(
     trials: pd.DataFrame,
     metric: str = "val_bpb",
@@ -70,16 +60,17 @@ def effects(
     seeds: Sequence[int] | None = None,
     config: Mapping[str, Any] | None = None,
     curves: pd.DataFrame | None = None,
+    evidence: Evidence | None = None,
 ) -> Effects:
     """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, the one
     decision), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`;
     ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide;
-    ``curves``: the learning curves, for the signal-to-noise's checkpoint noise.
+    ``curves``: the learning curves, for the signal-to-noise's checkpoint noise;
+    ``evidence``: the study's, when the caller built it (else built here from the above).
     """
     sense = sense or sense_of(metric)
-    col = metric_column(metric)
-    ranked = ranked_candidates(trials, metric, sense, seeds)
-    ev = _evidence(trials, col, sense, seeds, config, curves)
+    ev = evidence or evidence_of(trials, metric, sense, config, curves)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ev.ranking)
     eff = ev.effects
     if eff.empty:
         table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
@@ -136,26 +127,23 @@ def separation(
     seeds: Sequence[int] | None = None,
     k: int = 5,
     config: Mapping[str, Any] | None = None,
+    evidence: Evidence | None = None,
 ) -> Separation:
-    """Can these be told apart? The top ``k`` candidates by :func:`tlmsearch.stats.rank`, and
-    uniform, compared pairwise on their common seeds (:func:`tlmsearch.stats.pairwise`)."""
+    """Can these be told apart? The top ``k`` candidates of the study's ranking, and uniform,
+    compared pairwise on their common seeds (:meth:`tlmsearch.evidence.Evidence.pairs`: its
+    noise, level and family)."""
     sense = sense or sense_of(metric)
-    col = metric_column(metric)
-    ranked = ranked_candidates(trials, metric, sense, seeds)
+    ev = evidence or evidence_of(trials, metric, sense, config)
+    ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ev.ranking)
     measured = ranked[ranked["tier"] < 3]
     names = list(measured.loc[~measured["is_baseline"].astype(bool), "candidate"].head(k))
     names += list(measured.loc[measured["is_baseline"].astype(bool), "candidate"])
     empty = pd.DataFrame(columns=[*stats.PAIR_COLUMNS, "better", "text", "hover"])
     if len(names) < 2:
         return Separation(metric, sense, names, empty)
-    stats_cfg = (config or {}).get("stats") or {}
-    family = str(stats_cfg.get("family", "holm"))
-    from tlmsearch.evidence import pair_noise
-
     # the block-design noise (with settings, the widest: Evidence.pair_noise), the family
-    cells = stats.pairwise(trials, col, names, sense, level=float(stats_cfg.get("level", LEVEL)),
-                           family=family, noise=pair_noise(trials, col))  # fmt: skip
-    cells["family"] = family
+    cells = ev.pairs(trials, names)
+    cells["family"] = ev.family
     sign = 1.0 if sense == "minimize" else -1.0
     better = [
         math.nan if pd.isna(sep) else (0.0 if not sep else (1.0 if sign * m < 0 else -1.0))
@@ -164,7 +152,7 @@ def separation(
     cells = cells.assign(
         better=pd.Series(better, dtype="float64"),
         text=[_cell_text(r) for r in cells.itertuples()],
-        hover=[_cell_hover(r, metric, sense) for r in cells.itertuples()],
+        hover=[_cell_hover(r, metric, sense, ev.level) for r in cells.itertuples()],
     )
     return Separation(metric, sense, names, cells)
 
@@ -179,7 +167,7 @@ def _cell_text(r: Any) -> str:
     return f"{mark}{r.mean:+.3g} ± {r.half_width:.2g}{end}<br>{r.n} seed{'s' * (r.n != 1)}"
 
 
-def _cell_hover(r: Any, metric: str, sense: str) -> str:
+def _cell_hover(r: Any, metric: str, sense: str, level: float = LEVEL) -> str:
     head = f"{r.a}<br>minus {r.b}"
     if r.n == 0:
         return f"{head}<br>no seed both completed: not compared"
@@ -189,7 +177,7 @@ def _cell_hover(r: Any, metric: str, sense: str) -> str:
         lines.append("the design has no residual df yet: noise unknown")
     else:
         lines.append(
-            f"{LEVEL:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} (per pair; the block-design noise, "
+            f"{level:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} (per pair; the block-design noise, "
             f"sd {r.noise_sd:.2g} over {r.noise_df} df)"
         )
         if math.isfinite(r.effect_noise):
@@ -216,14 +204,15 @@ def race(
     config: Mapping[str, Any],
     metric: str | None = None,
     sense: str | None = None,
+    evidence: Evidence | None = None,
 ) -> Race | None:
     """How a racing study's race stands, from the trials table and study.yaml alone.
 
-    None for a study without ``search.racing``. The decisions are
-    :func:`tlmsearch.racing.race`'s on the stored trials, as the driver made them (without the
-    queue, which lives in the Optuna storage: a seed "next" may already be queued).
+    None for a study without ``search.racing``. The decisions are the study's
+    :class:`~tlmsearch.evidence.Evidence` ``lanes`` (``evidence``, else built here): the race
+    on the stored trials, as the driver made them (without the queue, which lives in the
+    Optuna storage: a seed "next" may already be queued).
     """
-    from tlmsearch.racing import race as race_lanes
     from tlmsearch.racing import race_settings
     from tlmsearch.results import objectives_of
 
@@ -245,10 +234,11 @@ def race(
         return Race(settings, empty, {}, [], False, "no trial yet")
     base = trials[trials["is_baseline"].astype(bool) & (trials["state"] == "COMPLETE")]
     uniform_seeds = sorted({int(s) for s in base["seed"].dropna()})
-    try:
-        lanes = race_lanes(trials, metric_column(metric), sense=sense, **racing)
-    except ValueError as err:  # a hand-edited study.yaml: say why, keep the rest of the report
-        return Race(settings, empty, {}, uniform_seeds, False, f"race not computable: {err}")
+    ev = evidence or evidence_of(trials, metric, sense, config)
+    lanes = ev.lanes
+    if lanes is None:  # a hand-edited study.yaml: say why, keep the rest of the report
+        note = ev.note or f"the race runs on the first objective, not {metric}"
+        return Race(settings, empty, {}, uniform_seeds, False, note)
     rows = [
         (ln.candidate, ln.status, len(ln.seeds), ln.seeds, ln.mean_delta, ln.half_width,
          ln.reason)

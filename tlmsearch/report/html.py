@@ -61,11 +61,15 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     dims = list((space or {}).get("dimensions") or {}) or None
     figs: list[Figure] = []
 
-    seeds = C.study_seeds(run.config, t)  # the seeds each candidate is planned on
+    # the study's one Evidence per objective: every ranking, effect and race below reads it
+    evidence = {m: C.evidence_of(t, m, s, run.config, run.curves) for m, s in objectives}
+    ev = evidence[metric]
+    seeds = ev.plan  # the seeds each candidate is planned on (a metric it does not judge)
     fronts = {
-        m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds)
+        m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds,
+                         ranking=evidence[m].ranking if m in evidence else None)
         for m in FRONT_METRICS
-    }
+    }  # fmt: skip
     if fronts["val_ppl"].points.empty and not fronts["val_bpb"].points.empty:
         fronts = {"val_bpb": fronts["val_bpb"], "val_ppl": fronts["val_ppl"]}
     figs.append(Figure("fig-ratio-front", "Ratio vs perplexity", F.ratio_front(fronts)))
@@ -75,7 +79,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     deltas = Figure(
         "fig-deltas",
         "Paired deltas vs uniform",
-        F.paired_deltas(C.paired_deltas(t, metric, sense, seeds, run.config)),
+        F.paired_deltas(C.paired_deltas(t, metric, sense, evidence=ev)),
     )
     if len(objectives) == 1:  # no front to draw: the effects are the second headline
         figs.append(replace(deltas, note=one_objective_note(metric)))
@@ -84,12 +88,13 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-widths",
             "Width profiles",
-            F.width_profiles(C.width_profiles(t, metric, sense, top_k, seeds)),
+            F.width_profiles(C.width_profiles(t, metric, sense, top_k, ranking=ev.ranking)),
         )
     )
     curve_metric = metric if metric in CURVE_METRICS else "val_bpb"
+    ranking = evidence[curve_metric].ranking if curve_metric in evidence else None
     curves = C.learning_curves(
-        t, run.curves, curve_metric, C.sense_of(curve_metric, objectives), seeds
+        t, run.curves, curve_metric, C.sense_of(curve_metric, objectives), seeds, ranking=ranking
     )
     figs.append(Figure("fig-curves", "Learning curves", F.learning_curves(curves)))
     figs.append(
@@ -107,10 +112,10 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-separation",
             "Effects in units of noise",
-            F.separation(E.separation(t, metric, sense, seeds, top_k, run.config)),
+            F.separation(E.separation(t, metric, sense, k=top_k, evidence=ev)),
         )
     )
-    sweep = T.setting_sweep(t, metric, sense, run.config)
+    sweep = T.setting_sweep(t, metric, sense, evidence=ev)
     if sweep is not None:  # a study with setting dimensions (train.lr): the tuned comparison
         figs.append(Figure("fig-settings", TUNED, F.setting_sweep(sweep)))
     if not run.analysis.empty:  # written by `tlmsearch analyze` from kept weights
@@ -118,10 +123,10 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
     return Report(
         figs,
-        C.run_summary(run.config, t, run.status),
+        C.run_summary(run.config, t, run.status, evidence=ev),
         curves.failed,
-        E.effects(t, metric, sense, seeds, run.config, curves=run.curves),
-        E.race(t, run.config, metric, sense),
+        E.effects(t, metric, sense, config=run.config, evidence=ev),
+        E.race(t, run.config, metric, sense, evidence=ev),
         sweep=sweep,
     )
 

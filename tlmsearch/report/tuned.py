@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from tlmsearch.results import metric_column
+from tlmsearch.evidence import Evidence
 
 
 class SettingSweep(NamedTuple):
@@ -30,18 +30,19 @@ class SettingSweep(NamedTuple):
 
 
 def setting_sweep(
-    trials: pd.DataFrame, metric: str, sense: str, config: Mapping[str, Any] | None = None
+    trials: pd.DataFrame,
+    metric: str,
+    sense: str,
+    config: Mapping[str, Any] | None = None,
+    evidence: Evidence | None = None,
 ) -> SettingSweep | None:
-    """The sweep of a study with setting dimensions; None for a study without them."""
-    from tlmsearch.evidence import Evidence
+    """The sweep of a study with setting dimensions; None for a study without them.
+    ``evidence``: the study's of ``metric`` (else built here from ``config``)."""
+    from tlmsearch.report.collect import evidence_of
 
     if trials.empty or "setting" not in trials or not (trials["setting"] != "").any():
         return None
-    st = (config or {}).get("stats") or {}
-    ev = Evidence.build(trials, metric_column(metric), sense, config=config or None,
-                        family=str(st.get("family", "holm")),
-                        level=float(st.get("level", 0.95)))  # fmt: skip
-    tu = ev.tuned
+    tu = (evidence or evidence_of(trials, metric, sense, config)).tuned
     if tu is None:
         return None
     chosen = dict(zip(tu.best["schedule"], tu.best["setting"], strict=True))

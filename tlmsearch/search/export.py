@@ -80,12 +80,9 @@ def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
             for o in cfg.objectives}  # fmt: skip
 
 
-def _rankings(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    """metric -> the Evidence's ranking of every candidate (keyed by params_json)."""
-    return {m: ev.ranking for m, ev in evidences(trials, cfg).items()}
-
-
-def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
+def best_candidates(
+    trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The best candidate (or, with several objectives, the Pareto front), never on missing seeds.
 
     Ranked by :func:`tlmsearch.stats.rank`: fully measured candidates (every seed of
@@ -98,11 +95,12 @@ def best_candidates(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
     the study's :class:`tlmsearch.evidence.Evidence`: noise {metric: model (the block-design
     fit) | unknown}, delta_sd {metric: one paired delta's sd}, effect_noise {metric: delta /
     sd}, separated_from_uniform {metric: the one decision, over the study's family or by its
-    race}, decided_by {metric: family | race}.
+    race}, decided_by {metric: family | race}. ``evs``: :func:`evidences`, when the caller
+    has them.
     """
     if trials.empty:
         return []
-    evs = evidences(trials, cfg)
+    evs = evs if evs is not None else evidences(trials, cfg)
     ranks = {m: ev.ranking.set_index("params_json", drop=False) for m, ev in evs.items()}
     first = ranks[cfg.objectives[0].metric]
     # a candidate counts at its worst tier over the objectives (unmeasured in one: unranked)
@@ -172,17 +170,20 @@ def _entry(
     return entry
 
 
-def censored_better(trials: Any, cfg: StudyConfig) -> list[dict[str, Any]]:
+def censored_better(
+    trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Censored (or still running) candidates better than the best on the seeds both completed.
 
     They are not ranked above it (their missing seeds were pruned or failed, i.e. looked bad,
     or are still running), but a reader should see them: candidate, n_of_k, flag,
-    delta_vs_best {first objective: mean paired difference}, n_seeds_shared.
+    delta_vs_best {first objective: mean paired difference}, n_seeds_shared. ``evs``:
+    :func:`evidences`, when the caller has them.
     """
     if trials.empty:
         return []
     metric = cfg.objectives[0].metric
-    r = _rankings(trials, cfg)[metric]
+    r = (evs if evs is not None else evidences(trials, cfg))[metric].ranking
     out = []
     for row in r[r["better_than_best"]].itertuples():
         label = trials.loc[trials["params_json"] == row.params_json, "candidate"]
@@ -230,7 +231,8 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
     :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
     checkpoint noise).
     """
-    best = best_candidates(trials, cfg)
+    evs = evidences(trials, cfg) if not trials.empty else {}
+    best = best_candidates(trials, cfg, evs)
     doc: dict[str, Any] = {
         "study": cfg.name,
         "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
@@ -263,7 +265,7 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
             item["target"] = _model_widths(cfg, target, params)
             item["target"]["config"] = target.model_dump(mode="json", exclude_none=True)
         doc["best"].append(item)
-    doc["censored_better"] = censored_better(trials, cfg)
+    doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
     ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
     if cfg.space.settings and ev is not None and ev.tuned is not None:
@@ -469,7 +471,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     from tlmsearch.results import add_deltas
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
-    best = best_candidates(frame, cfg)
+    evs = evidences(frame, cfg) if not frame.empty else {}
+    best = best_candidates(frame, cfg, evs)
     for entry in best:  # what the parametrization does to its layers against uniform
         entry["effective_lr"] = effective_lr_of(cfg, entry["params"]).as_dict()
     ev = study_evidence(frame, cfg, curves=curves_frame(curves)) if not frame.empty else None
@@ -480,7 +483,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "counts": counts(study),
         "running": running_progress(study, cfg, info, time.time() if now is None else now),
         "best": best,
-        "censored_better": censored_better(frame, cfg),
+        "censored_better": censored_better(frame, cfg, evs),
         "race": race_lines(study, cfg),
         "conclusions": study_conclusions(frame, cfg, evidence=ev),
         "signal_to_noise": ev.snr if ev is not None else None,
