@@ -35,6 +35,7 @@ from torch import nn
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 
 NO_WEIGHTS = "run with search.keep_weights: best (or final) to analyze"
 _EPS = 1e-12  # a residual or MLP output of norm 0 gives cosine 0 and no division by zero
@@ -238,5 +239,5 @@ def analyze_run(
         rows += [{**info, **d} for d in diags]
         del model
     df = analysis_frame(rows)
-    atomic_write(run.path / "analysis.parquet", lambda p: df.to_parquet(p, index=False))
+    atomic_write(RunDir(run.path).analysis, lambda p: df.to_parquet(p, index=False))
     return df

@@ -120,7 +120,9 @@ def latest_checkpoint(trial_dir: str | Path) -> Path | None:
 
 def trial_dirs(run_dir: str | Path) -> list[Path]:
     """Every Ray trial folder of a run, all sessions."""
-    return sorted(Path(run_dir).glob("ray/session-*/trial_*"))
+    from tlmsearch.run_dir import RunDir
+
+    return RunDir(run_dir).trial_dirs()
 
 
 def kept_weights(run_dir: str | Path) -> list[dict[str, Any]]:

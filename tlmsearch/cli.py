@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 from tlmsearch.schedules import SHAPES, searchable_shapes
 
 app = typer.Typer(
@@ -480,7 +481,7 @@ def analyze(
         from tlmsearch.runtime import batch_shape, resolve_device
 
         kept = select_kept(kept_weights(run_dir), trials)
-        cfg = load_study(run_dir / "study.yaml")
+        cfg = load_study(RunDir(run_dir).study)
         dev = resolve_device(device)
         val = validation_windows(cfg, max_windows, progress=sys.stderr.isatty())
         batch, _ = batch_shape(cfg.train, cfg.data.seq_len)  # the trials' eval batch
@@ -498,7 +499,7 @@ def analyze(
     n = int(df["val_tokens"].max())
     console.print(
         f"{len(kept)} model(s), {len(df)} MLPs on {n:,} validation tokens: "
-        f"{run_data.path / 'analysis.parquet'}",
+        f"{RunDir(run_data.path).analysis}",
         markup=False,
     )
     for (number, cand, seed), sub in df.groupby(["number", "candidate", "seed"], sort=False):

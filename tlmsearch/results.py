@@ -38,6 +38,7 @@ from tlmsearch import stats
 from tlmsearch.config import EVAL_KEYS, METRICS, ModelConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
+from tlmsearch.run_dir import MARKERS, RunDir
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
@@ -437,17 +438,17 @@ def write_results(
 
     ``metrics`` get a ``delta_<metric>`` column; by default the objectives in ``study.yaml``.
     """
-    run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    study = _read_yaml(run / "study.yaml")
+    run = RunDir(run_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    study = _read_yaml(run.study)
     if metrics is None:
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.get("model")), metrics)
     tdf = add_effects(tdf, metrics, study)
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
-        atomic_write(run / f"{name}.parquet", lambda p, df=df: df.to_parquet(p, index=False))
-        atomic_write(run / f"{name}.csv", lambda p, df=df: df.to_csv(p, index=False))
+        atomic_write(run.table(name), lambda p, df=df: df.to_parquet(p, index=False))
+        atomic_write(run.table(name, "csv"), lambda p, df=df: df.to_csv(p, index=False))
     return tdf, cdf
 
 
@@ -456,7 +457,7 @@ def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, A
 
     ``started`` is set on first write, ``updated`` on every write.
     """
-    path = Path(run_dir) / "run.json"
+    path = RunDir(run_dir).status
     data = json.loads(path.read_text()) if path.exists() else {}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     data.setdefault("started", now)
@@ -467,8 +468,8 @@ def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, A
     return data
 
 
-def _read_table(run: Path, name: str, columns: Mapping[str, str]) -> pd.DataFrame:
-    pq, csv = run / f"{name}.parquet", run / f"{name}.csv"
+def _read_table(run: RunDir, name: str, columns: Mapping[str, str]) -> pd.DataFrame:
+    pq, csv = run.table(name), run.table(name, "csv")
     if pq.exists():
         df = pd.read_parquet(pq)
     elif csv.exists():
@@ -481,28 +482,29 @@ def _read_table(run: Path, name: str, columns: Mapping[str, str]) -> pd.DataFram
 def load_run(run_dir: str | Path) -> RunData:
     """Read study.yaml, trials, curves, run.json and analysis of a run dir (missing parts are
     empty)."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        raise ConfigError(f"run dir {str(run)!r} does not exist; give the folder a run wrote")
-    markers = ("study.yaml", "trials.parquet", "trials.csv", "run.json")
-    if not any((run / m).exists() for m in markers):
+    run = RunDir(run_dir)
+    if not run.path.is_dir():
         raise ConfigError(
-            f"{str(run)!r} is not a run dir: it has none of {', '.join(markers)}; "
+            f"run dir {str(run.path)!r} does not exist; give the folder a run wrote"
+        )
+    if not run.is_run():
+        raise ConfigError(
+            f"{str(run.path)!r} is not a run dir: it has none of {', '.join(MARKERS)}; "
             "give the folder a run wrote, e.g. runs/quickstart"
         )
-    status_path = run / "run.json"
+    status_path = run.status
     try:
         status = json.loads(status_path.read_text()) if status_path.exists() else {}
     except json.JSONDecodeError as err:
         raise ConfigError(f"{status_path}: not valid JSON ({err})") from None
-    config = _read_yaml(run / "study.yaml")
+    config = _read_yaml(run.study)
     # fill_realised: run dirs written before realised_taper, or trials that recorded no widths
     trials = fill_realised(
         _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS)), config.get("model")
     )
     curves = _read_table(run, "curves", CURVE_COLUMNS)
     return RunData(
-        path=run,
+        path=run.path,
         config=config,
         trials=trials,
         curves=curves,

@@ -28,8 +28,19 @@ from tlmsearch.report.html import (
     summary_html,
 )
 from tlmsearch.results import load_run
+from tlmsearch.run_dir import RunDir
 
-WATCHED = ("trials.parquet", "curves.parquet", "run.json", "study.yaml", "analysis.parquet")
+# what a running study rewrites (tlmsearch.run_dir): the page reloads when one changes
+WATCHED = tuple(
+    p.name
+    for p in (
+        RunDir(".").table("trials"),
+        RunDir(".").table("curves"),
+        RunDir(".").status,
+        RunDir(".").study,
+        RunDir(".").analysis,
+    )
+)
 
 _POLL = """<script>
 (function(){
@@ -229,7 +240,7 @@ def serve(
 
     if is_ladder_run(run_dir):  # its trials live in the rungs' run dirs
         rungs = rung_dirs(Path(run_dir))
-        example = rungs[-1] if rungs else Path(run_dir) / "rung-0"
+        example = rungs[-1] if rungs else RunDir(run_dir).rung(0)
         raise ConfigError(
             f"{run_dir} is a ladder run: watch one rung, e.g. tlmsearch dashboard {example}"
         )

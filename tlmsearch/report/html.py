@@ -28,6 +28,7 @@ from tlmsearch.report import figures as F
 from tlmsearch.report import layers as L
 from tlmsearch.report import tuned as T
 from tlmsearch.results import RunData, atomic_write, load_run
+from tlmsearch.run_dir import RunDir
 
 FRONT_METRICS = ("val_ppl", "val_bpb")
 TUNED = "Tuned comparison"
@@ -703,7 +704,7 @@ def _anchor(name: str) -> str:
 
 def save_report(report: Report, run: RunData, out: str | Path | None = None) -> Path:
     """Write a built report (default ``RUN/report.html``) atomically; return its path."""
-    path = Path(out) if out is not None else run.path / "report.html"
+    path = Path(out) if out is not None else RunDir(run.path).report
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render(report, f"tlmsearch report: {run.name}")
     # a unique temp file: the run's own report and a user's `tlmsearch report` may overlap

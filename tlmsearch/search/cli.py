@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tlmsearch.run_dir import RunDir
+
 
 def _echo(console: Any) -> Any:
     return lambda text: console.print(text, markup=False, highlight=False)
@@ -256,7 +258,7 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -
                 console.print(f"block_configs.json: {line}", markup=False)
     if len(runs) > 1 and fmt == "yaml":  # the top rung's best, with the ladder's fidelity
         finish_ladder(run_dir)
-        console.print(str(Path(run_dir) / "best.yaml"))
+        console.print(str(RunDir(run_dir).best))
     return 0
 
 
@@ -410,11 +412,11 @@ def print_decisions(console: Any, doc: dict[str, Any]) -> None:
 
 
 def fidelity_command(run_dir: Path, *, console: Any) -> int:
-    from tlmsearch.search.ladder import FIDELITY_FILE, write_fidelity
+    from tlmsearch.search.ladder import write_fidelity
 
     doc = write_fidelity(run_dir)
     print_fidelity(console, doc)
-    console.print(f"wrote {Path(run_dir) / FIDELITY_FILE}", markup=False, highlight=False)
+    console.print(f"wrote {RunDir(run_dir).fidelity}", markup=False, highlight=False)
     return 0
 
 

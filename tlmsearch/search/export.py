@@ -19,6 +19,7 @@ import yaml
 from tlmsearch.config import StudyConfig, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.results import metric_column as _metric_col
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
 from tlmsearch.search.race import lanes
 from tlmsearch.search.records import interrupted, requeued, trial_records
@@ -30,7 +31,7 @@ REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued ag
 
 
 def run_info(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / "run.json"
+    path = RunDir(run_dir).status
     if not path.exists():
         return {}
     return json.loads(path.read_text())
@@ -40,15 +41,15 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
     """The run's frozen config and its Optuna study (loaded, not created)."""
     import optuna
 
-    run = Path(run_dir)
-    if not (run / "study.yaml").is_file():
+    run = RunDir(run_dir)
+    if not run.study.is_file():
         raise ConfigError(
             f"{str(run)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
             "e.g. runs/quickstart"
         )
-    cfg = load_study(run / "study.yaml")
-    name = run_info(run).get("optuna_study") or cfg.name
-    storage = open_storage(storage_url(cfg.storage, run.resolve()))
+    cfg = load_study(run.study)
+    name = run_info(run.path).get("optuna_study") or cfg.name
+    storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
@@ -344,11 +345,12 @@ def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> di
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     from tlmsearch.results import atomic_write
 
-    path = Path(run_dir) / "curves.parquet"  # written beside trials by write_tables
+    run = RunDir(run_dir)
+    path = run.table("curves")  # written beside trials by write_tables
     curves = pd.read_parquet(path) if path.is_file() else None
     doc = best_document(trials, cfg, curves)
     text = yaml.safe_dump(doc, sort_keys=False)
-    atomic_write(Path(run_dir) / "best.yaml", lambda tmp: Path(tmp).write_text(text))
+    atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
     return doc
 
 
@@ -508,9 +510,9 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> 
         return export_best(run, cfg, write_best(run, tdf, cfg), out)["files"]
     if fmt == "yaml":
         write_best(run, tdf, cfg)
-        files = [run / "best.yaml"]
+        files = [RunDir(run).best]
     else:
-        files = [run / f"trials.{fmt}", run / f"curves.{fmt}"]
+        files = [RunDir(run).table("trials", fmt), RunDir(run).table("curves", fmt)]
     if out is not None:
         import shutil
 

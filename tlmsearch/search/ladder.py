@@ -24,10 +24,11 @@ import yaml
 
 from tlmsearch.config import StudyConfig, load_study, name_problem, study_from_mapping
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search.storage import check_names_free, storage_url
 
-LADDER_FILE = "ladder.json"
-FIDELITY_FILE = "fidelity.json"
+LADDER_FILE = RunDir(".").ladder.name
+FIDELITY_FILE = RunDir(".").fidelity.name
 
 
 @dataclass
@@ -40,11 +41,11 @@ class LadderResult:
 
 
 def is_ladder_run(run_dir: str | Path) -> bool:
-    return (Path(run_dir) / LADDER_FILE).is_file()
+    return RunDir(run_dir).ladder.is_file()
 
 
 def rung_dir(run: Path, index: int) -> Path:
-    return run / f"rung-{index}"
+    return RunDir(run).rung(index)
 
 
 def rung_study_name(run: Path, index: int) -> str:
@@ -164,15 +165,15 @@ def _write_ladder(run: Path, cfg: StudyConfig, promoted_to: dict[int, Any]) -> N
         ],
     }  # fmt: skip
     text = json.dumps(doc, indent=2) + "\n"
-    atomic_write(run / LADDER_FILE, lambda p: Path(p).write_text(text))
+    atomic_write(RunDir(run).ladder, lambda p: Path(p).write_text(text))
 
 
 def _read_ladder(run: Path) -> dict[str, Any]:
     try:
-        return json.loads((run / LADDER_FILE).read_text())
+        return json.loads(RunDir(run).ladder.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ConfigError(
-            f"{run / LADDER_FILE}: not readable ({err}); is this a ladder run?"
+            f"{RunDir(run).ladder}: not readable ({err}); is this a ladder run?"
         ) from None
 
 
@@ -185,7 +186,7 @@ def run_ladder(
     if name is not None and name_problem(name):
         raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
     run = Path(cfg.storage.runs_dir) / (name or cfg.name)
-    if (run / "study.yaml").exists():
+    if RunDir(run).study.exists():
         raise ConfigError(
             f"run dir {str(run)!r} exists; continue it with `tlmsearch resume {run}`, or start "
             "another with --name NEW"
@@ -197,7 +198,7 @@ def run_ladder(
     if name is not None:
         cfg = cfg.model_copy(update={"name": name})
     run.mkdir(parents=True, exist_ok=True)
-    (run / "study.yaml").write_text(cfg.to_yaml())
+    RunDir(run).study.write_text(cfg.to_yaml())
     _write_ladder(run, cfg, {})
     write_status(run, "running", rungs=len(cfg.ladder or []))
     return _climb(run, cfg, address=address, retry_failed=False, echo=echo)
@@ -213,7 +214,7 @@ def resume_ladder(
     """Continue a ladder run: each rung's run is resumed (finished ones are kept as they are),
     the rungs not started yet are started."""
     run = Path(run_dir)
-    cfg = load_study(run / "study.yaml")
+    cfg = load_study(RunDir(run).study)
     return _climb(run, cfg, address=address, retry_failed=retry_failed, echo=echo)
 
 
@@ -242,7 +243,7 @@ def _rungs(
     for i in range(len(cfg.ladder or [])):
         here = rung_dir(run, i)
         echo(f"ladder: rung {i} of {len(cfg.ladder or [])} in {here}")
-        if (here / "study.yaml").exists():
+        if RunDir(here).study.exists():
             res = resume_run(here, address=address, retry_failed=retry_failed, echo=echo)
         else:
             cands = None
@@ -275,7 +276,7 @@ def _rungs(
 def rung_dirs(run: Path) -> list[Path]:
     """The rung run dirs that hold trials, in rung order."""
     n = len(_read_ladder(run)["rungs"])
-    return [rung_dir(run, i) for i in range(n) if (rung_dir(run, i) / "study.yaml").exists()]
+    return [rung_dir(run, i) for i in range(n) if RunDir(rung_dir(run, i)).study.exists()]
 
 
 def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
@@ -289,12 +290,12 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
             f"{str(run)!r} is not a ladder run (no {LADDER_FILE}); give the run dir of a study "
             "with a ladder: (tlmsearch run makes one)"
         )
-    cfg = load_study(run / "study.yaml")
+    cfg = load_study(RunDir(run).study)
     promoted_to = [r.get("candidates") for r in _read_ladder(run)["rungs"]]
     rungs = []
     for i, d in enumerate(rung_dirs(run)):
         data = load_run(d)
-        sub = load_study(d / "study.yaml")
+        sub = load_study(RunDir(d).study)
         by = i - 1 if promoted_to[i] else None  # its candidates: the rung below's best by rank
         rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by,
                               data.curves))
@@ -312,7 +313,7 @@ def write_fidelity(run_dir: str | Path) -> dict[str, Any]:
 
     doc = ladder_fidelity(run_dir)
     text = json.dumps(doc, indent=2) + "\n"
-    atomic_write(Path(run_dir) / FIDELITY_FILE, lambda p: Path(p).write_text(text))
+    atomic_write(RunDir(run_dir).fidelity, lambda p: Path(p).write_text(text))
     return doc
 
 
@@ -343,8 +344,9 @@ def finish_ladder(run_dir: str | Path) -> dict[str, Any]:
     run = Path(run_dir)
     doc = write_fidelity(run)
     top = rung_dirs(run)[-1]
-    best = yaml.safe_load((top / "best.yaml").read_text()) if (top / "best.yaml").exists() else {}
+    top_best = RunDir(top).best
+    best = yaml.safe_load(top_best.read_text()) if top_best.exists() else {}
     best = {**(best or {}), "rung": top.name, "fidelity": fidelity_block(doc)}
     text = yaml.safe_dump(best, sort_keys=False)
-    atomic_write(run / "best.yaml", lambda p: Path(p).write_text(text))
+    atomic_write(RunDir(run).best, lambda p: Path(p).write_text(text))
     return {"fidelity": doc, "best": best.get("best") or []}

@@ -26,6 +26,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search import export, records
 from tlmsearch.search.attrs import (
     CANDIDATE,
@@ -98,7 +99,7 @@ def run_study(
     if name is not None and name_problem(name):
         raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
     run = run_dir_for(cfg, name)
-    if (run / "study.yaml").exists():
+    if RunDir(run).study.exists():
         raise ConfigError(
             f"run dir {str(run)!r} exists; continue it with `tlmsearch resume {run}`, or start "
             "another with --name NEW"
@@ -124,7 +125,7 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
     import optuna
 
     run.mkdir(parents=True, exist_ok=True)
-    (run / "study.yaml").write_text(cfg.to_yaml())
+    RunDir(run).study.write_text(cfg.to_yaml())
     # run.json names the Optuna study before it exists: a driver that dies in between leaves
     # a run dir that says which study it is (a ladder rung's is not its study.yaml's name)
     _write_status(
@@ -153,8 +154,8 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
 
 def _unmake(run: Path) -> None:
     """Undo :func:`_create_run`'s files when its study could not be created."""
-    (run / "study.yaml").unlink(missing_ok=True)
-    (run / "run.json").unlink(missing_ok=True)
+    RunDir(run).study.unlink(missing_ok=True)
+    RunDir(run).status.unlink(missing_ok=True)
 
 
 def resume_run(
@@ -513,7 +514,7 @@ def _tuner(
         trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
     )
     searcher, scheduler = searcher_and_scheduler(cfg, study.study_name, open_storage(url))
-    session = len(list((run / "ray").glob("session-*"))) if (run / "ray").exists() else 0
+    session = RunDir(run).sessions()
     return tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
@@ -527,7 +528,7 @@ def _tuner(
         ),
         run_config=tune.RunConfig(
             name=f"session-{session}",
-            storage_path=str((run / "ray").resolve()),
+            storage_path=str(RunDir(run).ray.resolve()),
             verbose=0,
             callbacks=[
                 *callbacks,

@@ -1,0 +1,90 @@
+"""The run dir's layout, in one place: every file a run writes, by what it holds.
+
+::
+
+    RUN/
+      study.yaml        the frozen study (what was run)
+      run.json          status, driver, versions, counts (results.write_status)
+      trials.parquet    one row per trial  (+ trials.csv)
+      curves.parquet    one row per eval   (+ curves.csv)
+      best.yaml         the verdict: best candidate(s), effects, conclusions
+      report.html       the report (tlmsearch report)
+      analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
+      optuna.db         the Optuna storage (SQLite default; storage.optuna)
+      ray/session-N/trial_X/checkpoint_K/   Ray Tune's folders, one session per run/resume
+      ladder.json, fidelity.json, rung-K/   a ladder: its rungs, each a run dir of its own
+
+What each column and key means: docs/run_dir.md. A leaf (docs/contributing.md, rule 19):
+pure paths, no reading or writing, so every layer can name a file without importing another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# Files a run dir can be recognised by (any one of them).
+MARKERS = ("study.yaml", "trials.parquet", "trials.csv", "run.json")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run dir's paths. ``RunDir("runs/quickstart").best`` is its best.yaml."""
+
+    path: Path
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def study(self) -> Path:
+        return self.path / "study.yaml"
+
+    @property
+    def status(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def best(self) -> Path:
+        return self.path / "best.yaml"
+
+    @property
+    def report(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def analysis(self) -> Path:
+        return self.path / "analysis.parquet"
+
+    @property
+    def ray(self) -> Path:
+        """Ray Tune's storage: one ``session-N`` folder per run or resume."""
+        return self.path / "ray"
+
+    @property
+    def ladder(self) -> Path:
+        return self.path / "ladder.json"
+
+    @property
+    def fidelity(self) -> Path:
+        return self.path / "fidelity.json"
+
+    def table(self, name: str, fmt: str = "parquet") -> Path:
+        """``trials`` or ``curves``, as parquet or csv."""
+        return self.path / f"{name}.{fmt}"
+
+    def rung(self, index: int) -> Path:
+        """A ladder's rung ``index``: a run dir of its own."""
+        return self.path / f"rung-{index}"
+
+    def sessions(self) -> int:
+        """How many Ray Tune sessions ran here (the next one is ``session-<that>``)."""
+        return len(list(self.ray.glob("session-*"))) if self.ray.exists() else 0
+
+    def trial_dirs(self) -> list[Path]:
+        """Every Ray trial folder of the run, all sessions."""
+        return sorted(self.ray.glob("session-*/trial_*"))
+
+    def is_run(self) -> bool:
+        """Whether any file a run writes is here."""
+        return any((self.path / m).exists() for m in MARKERS)
