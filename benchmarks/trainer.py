@@ -71,7 +71,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
 
     from tlmsearch.data.batches import Batches
     from tlmsearch.models import build_model
-    from tlmsearch.train import attention_context, attention_kernel, batch_shape
+    from tlmsearch.runtime import attention_context, attention_kernel, batch_shape
 
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, data.vocab_size, seed=seed)  # as train_proxy
@@ -113,7 +113,8 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
 
     from tlmsearch.data import prepare_data
     from tlmsearch.mfu import cpu_peak
-    from tlmsearch.train import resolve_dtype, train_proxy
+    from tlmsearch.runtime import resolve_dtype
+    from tlmsearch.train import train_proxy
 
     torch.set_num_threads(threads)
     cfg, train = _load(study, tokens)
@@ -154,7 +155,7 @@ def step_ratio(study: str, steps: int, threads: int) -> dict:
 
     from tlmsearch.data import prepare_data
     from tlmsearch.data.batches import Batches
-    from tlmsearch.train import attention_context, autocast_context
+    from tlmsearch.runtime import attention_context, autocast_context
     from tlmsearch.trainer import Trainer
 
     torch.set_num_threads(threads)

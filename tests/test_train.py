@@ -18,7 +18,8 @@ from tlmsearch.cli import app
 from tlmsearch.config import EVAL_KEYS, RAW_EVAL_KEYS, ModelConfig, TrainConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.errors import ConfigError
-from tlmsearch.train import attention_kernel, batch_shape, lr_at, parse_candidate, train_proxy
+from tlmsearch.runtime import attention_kernel, batch_shape, lr_at
+from tlmsearch.train import parse_candidate, train_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -540,7 +541,7 @@ def _val_loss_of(model: torch.nn.Module, weights: dict, data: PreparedData) -> f
     import copy
 
     from tlmsearch.data.batches import val_windows
-    from tlmsearch.train import evaluate
+    from tlmsearch.runtime import evaluate
 
     m = copy.deepcopy(model)
     m.load_state_dict(weights)
@@ -648,7 +649,7 @@ def test_evaluate_of_no_windows_is_zero_and_the_ranks_slices_sum_to_the_whole() 
     # nothing; before, torch.stack([]) raised. The slices of every rank sum to the whole.
     from tlmsearch.distributed import DistInfo
     from tlmsearch.models import build_model
-    from tlmsearch.train import evaluate
+    from tlmsearch.runtime import evaluate
 
     cfg = ModelConfig(n_layer=1, d_model=16, n_head=2, d_ff=32)
     model = build_model(cfg, [32], 32)

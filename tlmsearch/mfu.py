@@ -4,7 +4,7 @@ On a CPU the peak is measured once per machine (CPU model, torch version, thread
 bf16 matmul calibration and cached as JSON; bf16 is the peak on CPUs with AVX512-BF16 or AMX
 (about 4.5x fp32 on the CPUs in docs/platform.md), fp32 elsewhere. On a GPU it comes from a
 table of dense data-sheet peaks, matched in ``torch.cuda.get_device_name()``: bf16 tensor cores,
-TF32 tensor cores for an fp32 run with TF32 matmuls on (``train.enable_tf32``), else plain fp32.
+TF32 tensor cores for an fp32 run with TF32 matmuls on (``runtime.enable_tf32``), else plain fp32.
 """
 
 from __future__ import annotations

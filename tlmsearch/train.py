@@ -23,36 +23,9 @@ from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.distributed import DistInfo
 from tlmsearch.errors import ConfigError
-from tlmsearch.runtime import (  # re-exported: callers import them from here
-    TrainSummary,
-    attention_context,
-    attention_kernel,
-    autocast_context,
-    batch_shape,
-    enable_tf32,
-    evaluate,
-    lr_at,
-    resolve_compile,
-    resolve_device,
-    resolve_dtype,
-)
+from tlmsearch.runtime import TrainSummary
 
-__all__ = [
-    "TrainSummary",
-    "attention_context",
-    "attention_kernel",
-    "autocast_context",
-    "batch_shape",
-    "enable_tf32",
-    "evaluate",
-    "lr_at",
-    "parse_candidate",
-    "resolve_compile",
-    "resolve_device",
-    "resolve_dtype",
-    "train_candidate",
-    "train_proxy",
-]
+__all__ = ["parse_candidate", "train_candidate", "train_proxy"]
 
 
 # -------------------------------------------------------------------------------------------------

@@ -224,7 +224,8 @@ def _worker(loop: dict[str, Any]) -> None:
     from ray.train.collective import broadcast_from_rank_zero
 
     from tlmsearch.distributed import close_group, init_group, listen
-    from tlmsearch.train import resolve_device, train_proxy
+    from tlmsearch.runtime import resolve_device
+    from tlmsearch.train import train_proxy
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
