@@ -514,3 +514,15 @@ def test_an_interrupted_trial_is_queued_once_even_if_resume_dies_half_way(tmp_pa
     c = export.counts(study)
     assert (c["interrupted"], c["FAIL"]) == (1, 0)
     assert running not in [r["number"] for r in records.trial_records(study)[0]]
+
+
+def test_a_worker_the_memory_monitor_killed_reaches_tune_as_an_actor_error():
+    """What handle_lost_workers hands Tune (through ray_internals) instead of Ray's error."""
+    from tlmsearch.search.failures import as_actor_error
+
+    for lost in (rex.OutOfMemoryError(MONITOR_KILLED), rex.NodeDiedError("node 12ab died")):
+        exc = as_actor_error(lost)
+        assert type(exc) is rex.RayActorError and str(lost) in str(exc)
+        assert lost_reason(exc) == lost_reason(lost)  # the reason is the same either way
+    for kept in (rex.RayActorError(error_msg=SIGKILLED), _task_error(ValueError("w")), KeyError()):
+        assert as_actor_error(kept) is kept

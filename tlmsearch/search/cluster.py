@@ -25,6 +25,7 @@ from typing import Any
 
 from tlmsearch.config import RayConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.search import ray_internals
 
 LOOPBACK = "127.0.0.1"  # the one node address Ray binds to loopback only
 # 1 (Ray's default on Linux): a node address of 127.0.0.1 becomes the external address
@@ -61,6 +62,7 @@ def start_ray(
             f"ray.node_ip: {cfg.node_ip!r} is used only when joining a cluster (ray.address "
             f"or --address); the embedded Ray listens on {LOOPBACK} only"
         )
+    ray_internals.check()  # a Ray without the private parts a run needs: say so before it starts
     import ray
 
     quiet_ray()
@@ -79,9 +81,11 @@ def start_ray(
         if _is_loopback(address):
             # A driver of a loopback cluster claims the head's loopback address too, or Ray
             # looks for a raylet on the external one.
-            kwargs["_node_ip_address"] = address.removeprefix("ray://").rsplit(":", 1)[0]
+            kwargs |= ray_internals.node_ip_option(
+                address.removeprefix("ray://").rsplit(":", 1)[0]
+            )
         elif ip and not ip.startswith("127."):
-            kwargs["_node_ip_address"] = ip
+            kwargs |= ray_internals.node_ip_option(ip)
         try:
             ctx = ray.init(address=address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as err:
@@ -90,7 +94,7 @@ def start_ray(
                 "with `ray start --head`, check the address and that RAY_AUTH_MODE matches"
             ) from None
     else:
-        kwargs["_node_ip_address"] = LOOPBACK
+        kwargs |= ray_internals.node_ip_option(LOOPBACK)
         if cfg.num_cpus:
             kwargs["num_cpus"] = cfg.num_cpus
         _seal()
@@ -129,15 +133,9 @@ def _unseal() -> None:
 def _reload_ray_env() -> None:
     # Ray reads LOCAL_ONLY when it is imported, its config (RAY_AUTH_MODE) on first use and the
     # token once per process: make this process see the environment as it is now, as Ray's own
-    # ray.init does when it turns token authentication on.
-    from ray._private import ray_constants
-    from ray._raylet import AuthenticationTokenLoader, Config
-
-    ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(
-        LOCAL_ONLY, not ray_constants.IS_WINDOWS_OR_OSX
-    )
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
+    # ray.init does when it turns token authentication on. Ray has no public way to (one process
+    # starts several Rays, each with a fresh token): ray_internals, private use 3.
+    ray_internals.reload_env()
 
 
 def _facts(ray: Any, address: str) -> dict[str, Any]:

@@ -14,16 +14,20 @@ A trial ends in one of two kinds of failure:
   one of the reasons below (:func:`tlmsearch.reasons.is_lost`), and its last checkpoint stays:
   ``tlmsearch resume --retry-failed`` continues it from there.
 
-Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both (private
-APIs, so tests/test_search_killed.py checks them on every Ray upgrade):
+Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both, through
+the private parts of Ray that :mod:`tlmsearch.search.ray_internals` holds and checks (Ray has no
+public way to do either; that module says why, and tests/test_search_ray_internals.py fails on a
+Ray that lacks them):
 
 - a worker killed by Ray's memory monitor makes the trial's actor task raise
-  ``ray.exceptions.OutOfMemoryError``, which Tune's actor manager does not expect: it raises
-  ``RuntimeError("Caught unexpected exception ...")`` out of ``Tuner.fit`` and the whole run
-  ends (measured). It is handed to Tune as the actor error it is (``RayActorError``, its text
-  kept) instead.
+  ``ray.exceptions.OutOfMemoryError`` (a lost node: ``NodeDiedError``), which Tune's actor
+  manager does not expect: it raises ``RuntimeError("Caught unexpected exception ...")`` out of
+  ``Tuner.fit`` and the whole run ends (measured). It is handed to Tune as the actor error it is
+  (``RayActorError``, its text kept) instead.
 - Ray prints a death twice in the driver's output (a ``(raylet)`` paragraph and a 20-line
-  traceback); both are kept out, so the log says in one line what happened.
+  traceback); both are kept out, so the log says in one line what happened: the traceback by
+  Tune's public ``TUNE_PRINT_ALL_TRIAL_ERRORS=0``, the paragraph by a filter on the raylet's
+  messages.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.reasons import NODE_LOST, OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED
+from tlmsearch.search import ray_internals
 
 CONTROL_EXTRA_RETRIES = 1  # the uniform baseline is retried this many times more
 
@@ -186,22 +191,22 @@ def handle_lost_workers() -> None:
 
     Idempotent; call it in the driver before ``Tuner.fit``.
     """
-    from ray.air.execution._internal.actor_manager import RayActorManager
+    ray_internals.convert_actor_task_errors(as_actor_error)
+    quiet_trial_errors()
+
+
+def as_actor_error(exception: Exception) -> Exception:
+    """A Ray error that is neither an actor's nor a task's (``OutOfMemoryError``,
+    ``NodeDiedError``, ...) as the ``RayActorError`` it amounts to: the worker is gone. Its text
+    keeps the error's name, so :func:`lost_reason` still tells a lost node. Every other
+    exception as it is."""
     from ray.exceptions import RayActorError, RayError, RayTaskError
 
-    failed = RayActorManager._actor_task_failed
-    if not getattr(failed, "_tlmsearch", False):
-
-        def _actor_task_failed(self: Any, tracked_actor_task: Any, exception: Exception) -> None:
-            if isinstance(exception, RayError) and not isinstance(
-                exception, (RayActorError, RayTaskError)
-            ):  # OutOfMemoryError, NodeDiedError...: the worker is gone, like a dead actor's
-                exception = RayActorError(error_msg=str(exception))
-            failed(self, tracked_actor_task, exception)
-
-        _actor_task_failed._tlmsearch = True  # type: ignore[attr-defined]
-        RayActorManager._actor_task_failed = _actor_task_failed  # type: ignore[method-assign]
-    quiet_trial_errors()
+    if isinstance(exception, RayError) and not isinstance(
+        exception, (RayActorError, RayTaskError)
+    ):
+        return RayActorError(error_msg=f"{type(exception).__name__}: {exception}")
+    return exception
 
 
 def quiet_trial_errors() -> None:
@@ -209,27 +214,13 @@ def quiet_trial_errors() -> None:
 
     The scheduler records the reason and the progress prints one line; the trial's
     ``error.txt`` (in the run dir, under ray/) keeps Ray's full text. Tune logs a traceback per
-    failed trial unless ``TUNE_PRINT_ALL_TRIAL_ERRORS=0``; the raylet's "A worker died or was
-    killed..." paragraphs reach the driver through Ray's error listener, which has no switch,
-    so its printer is wrapped to drop those (other raylet messages still print).
+    failed trial unless ``TUNE_PRINT_ALL_TRIAL_ERRORS=0`` (a documented Tune setting); the
+    raylet's "A worker died or was killed..." paragraphs reach the driver through Ray's error
+    listener, which has no switch and logs nothing, so its printer drops those (other raylet
+    messages still print; ``ray_internals``, private use 2).
     """
     os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
-    import ray._private.worker as ray_worker
-
-    printer = ray_worker.print_to_stdstream
-    if getattr(printer, "_tlmsearch_quiet", False):
-        return
-
-    def print_to_stdstream(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        if data.get("pid") == "raylet":
-            lines = [ln for ln in data.get("lines", []) if not _WORKER_DEATH.search(ln)]
-            if not lines:
-                return
-            data = {**data, "lines": lines}
-        printer(data, *args, **kwargs)
-
-    print_to_stdstream._tlmsearch_quiet = True  # type: ignore[attr-defined]
-    ray_worker.print_to_stdstream = print_to_stdstream
+    ray_internals.drop_raylet_lines(lambda line: bool(_WORKER_DEATH.search(line)))
 
 
 _WORKER_DEATH = re.compile(
