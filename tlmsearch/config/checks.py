@@ -1,0 +1,156 @@
+"""The checks a study gets after its sections validate, each returning one line per problem.
+
+Every candidate's widths can be met for the proxy and the target (:func:`check_widths`), the
+data can measure the objectives, the trackers' packages are installed, an hf or plugin model
+builds on the meta device (torch is imported only then, inside :func:`external_problems`), and
+each ladder rung is a valid study with the same candidates. :func:`study_problems` runs them in
+order; ``config/study.py`` raises them as one :class:`~tlmsearch.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from tlmsearch.config.model import ARCHS
+from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
+from tlmsearch.constants import TRACKER_PACKAGES
+from tlmsearch.errors import ConfigError, problems_from, short
+from tlmsearch.schedules import ScheduleError, check_params
+from tlmsearch.space import describe, schedule_of
+
+if TYPE_CHECKING:  # study.py imports this module: no import back
+    from tlmsearch.config.study import StudyConfig
+
+
+def study_problems(cfg: StudyConfig) -> list[str]:
+    """Every problem of a study whose sections validated; the slow checks only when the quick
+    ones pass (an hf or plugin model is built, each rung validated)."""
+    problems = check_widths(cfg) + data_problems(cfg) + tracking_problems(cfg)
+    if not problems:
+        problems = external_problems(cfg)
+    if not problems and cfg.ladder:
+        problems = ladder_problems(cfg)
+    return problems
+
+
+def check_widths(cfg: StudyConfig) -> list[str]:
+    """Every grid (or corner) candidate must give valid widths for the proxy and the target."""
+    problems = []
+    for cand in cfg.candidates():
+        try:
+            check_params(cand.get("shape"), schedule_of(cand))
+        except ScheduleError as err:
+            hint = ""
+            if "is not a parameter of shape" in err.message:
+                hint = (
+                    f"; give {err.field} a `when: {{shape: [...]}}` naming the shapes that read it"
+                )
+            return [f"space: candidate {json.dumps(cand, sort_keys=True)}: {err}{hint}"]
+    models = [("model", cfg.model)] + ([("target", cfg.target)] if cfg.target else [])
+    for section, model in models:
+        for cand in cfg.candidates():
+            try:
+                model.plan(cand)
+            except ScheduleError as err:
+                problems.append(
+                    f"space: candidate {describe(cand)} cannot be met for {section} "
+                    f"(n_layer={model.n_layer}, d_ff={model.d_ff_uniform}, "
+                    f"multiple_of={model.multiple_of}): {err}"
+                )
+                break
+    return problems
+
+
+def data_problems(cfg: StudyConfig) -> list[str]:
+    """An objective the data cannot measure would train every trial and then fail them all."""
+    if not any(o.metric == "val_bpb" for o in cfg.objectives):
+        return []
+    if not all(src.lower().endswith((".bin", ".npy")) for src in cfg.data.sources):
+        return []  # text always knows its bytes (and keeps torch-free validation fast)
+    from tlmsearch.data.tokens import val_bytes_problem
+
+    problem = val_bytes_problem(cfg.data.sources, cfg.data.tokenizer.kind)
+    return [f"objectives: {problem}"] if problem else []
+
+
+def tracking_problems(cfg: StudyConfig) -> list[str]:
+    """A tracker turned on whose package is not installed (found without importing it, so
+    ``validate`` stays fast)."""
+    from importlib.util import find_spec
+
+    problems = []
+    for name in cfg.tracking.enabled():
+        module, extra = TRACKER_PACKAGES[name]
+        if find_spec(module) is None:
+            problems.append(
+                f"tracking.{name}: the {module} package is not installed; "
+                f"pip install 'tlmsearch[{extra}]', or remove tracking.{name}"
+            )
+    return problems
+
+
+def external_problems(cfg: StudyConfig) -> list[str]:
+    """An hf or plugin model is built once on the meta device (models/external.py): an import
+    or protocol failure is a problem of the study, not of its first trial."""
+    problems = []
+    for section, model in [("model", cfg.model), ("target", cfg.target)]:
+        if model is None or model.arch in ARCHS:
+            continue
+        from tlmsearch.models.counting import check_external
+
+        try:
+            check_external(model)
+        except ConfigError as err:
+            problems += [re.sub(r"^model\.", f"{section}.", p) for p in err.problems]
+    return problems
+
+
+def ladder_problems(cfg: StudyConfig) -> list[str]:
+    """Each rung, applied to the study, must be a valid study with the same candidates.
+
+    A rung may change model, train and data only: a different space, search, objectives or
+    seeds would break the pairing of candidates across rungs that fidelity measures. A rung
+    whose model changes which candidates exist (a profile flat at one depth and not at another)
+    is refused for the same reason.
+    """
+    problems: list[str] = []
+    want = [json.dumps(c, sort_keys=True) for c in cfg.candidates()]
+    for i, rung in enumerate(cfg.ladder or []):
+        where = f"ladder[{i}]"
+        bad = [k for k in rung if k not in RUNG_SECTIONS]
+        if bad:
+            problems.append(
+                f"{where}.{bad[0]}: a rung may override {', '.join(RUNG_SECTIONS)} only "
+                "(the candidates, search and objectives stay those of the study, so rungs pair)"
+            )
+            continue
+        wrong = [k for k, v in rung.items() if not isinstance(v, Mapping)]
+        if wrong:
+            problems.append(
+                f"{where}.{wrong[0]}: {short(rung[wrong[0]])} is not a mapping of "
+                f"{wrong[0]} fields, e.g. {{model: {{d_model: 64}}}}"
+            )
+            continue
+        try:
+            sub = type(cfg).model_validate(rung_mapping(cfg.to_dict(), rung))
+        except ValidationError as err:
+            problems += problems_from(err, prefix=where, model=type(cfg))
+            continue
+        more = check_widths(sub) + data_problems(sub)
+        if more:
+            problems += [f"{where}: {p}" for p in more]
+            continue
+        got = [json.dumps(c, sort_keys=True) for c in sub.candidates()]
+        if got != want:
+            lost = sorted(set(want) - set(got)) or sorted(set(got) - set(want))
+            problems.append(
+                f"{where}.model: at n_layer {sub.model.n_layer} the candidates differ from the "
+                f"study's (e.g. {lost[0]} is flat at one size and not the other), so rungs "
+                "cannot be paired; keep n_layer or drop that candidate from the space"
+            )
+    return problems

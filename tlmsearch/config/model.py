@@ -1,0 +1,297 @@
+"""``model`` and ``target``: the proxy and the full-scale model, and their architectures' options.
+
+A causal LM whose layer l has an MLP of width widths[l]: a built-in architecture (:data:`ARCHS`),
+a transformers family (``arch: hf`` with ``model.hf``) or a plugin (``package.module:build``).
+Pure data and its own checks: an hf family's keys are checked against transformers (imported
+only then); an hf or plugin model is built on the meta device by ``config/checks.py``, not here.
+No torch, no ray.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from tlmsearch.config.limits import MAX_D_FF, MAX_D_MODEL, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB
+from tlmsearch.constants import HF_SET_BY
+from tlmsearch.errors import Strict, short
+from tlmsearch.schedules import WidthPlan, plan_from_params
+from tlmsearch.space import schedule_of
+
+ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
+# model.arch also takes "hf" (a transformers family, model.hf) or a plugin "package.module:build"
+PLUGIN_ARCH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# Bookkeeping keys of a saved config.json that say nothing about the model's shape.
+HF_FILE_ONLY = ("architectures", "auto_map", "transformers_version", "_name_or_path", "dtype")
+HF_FILE_ONLY += ("torch_dtype", "model_type")
+# Where each architecture puts the per-layer width: "mlp" when only SwiGLU MLPs receive it
+# (titans' memory MLP and hope's CMS levels are checked in tlmsearch/parametrization.py and
+# tests/test_parametrization.py). train.parametrization: mup scales MLP widths only, so it
+# refuses an architecture whose width reaches anything else.
+WIDTH_SITES: dict[str, str] = {arch: "mlp" for arch in ARCHS}
+
+
+class GatedAttentionOptions(Strict):
+    """Qiu et al. 2025 (arXiv 2505.06708): sigmoid gate on each head's attention output."""
+
+    # elementwise: one gate per channel; headwise: one scalar per head
+    gate: Literal["elementwise", "headwise"] = "elementwise"
+
+
+class TitansOptions(Strict):
+    """Behrouz et al. 2025 (arXiv 2501.00663): neural long-term memory written at test time."""
+
+    memory_depth: int = Field(2, ge=2, le=16)  # layers of the memory MLP M
+    memory_expansion: int = Field(2, ge=1, le=64)  # hidden width of M = expansion * head dim
+    # tokens per parallel chunk (gradients at chunk start)
+    chunk_size: int = Field(64, ge=1, le=MAX_SEQ_LEN)
+    with_attention: bool = True  # MAL: the memory layer, then a causal attention layer
+    max_lr: float = Field(0.01, gt=0)  # inner learning rate theta_t = max_lr * sigmoid(...)
+    # torch.compile the memory recurrence too (else it runs eagerly inside a compiled model):
+    # its compile took minutes even for one tiny layer on 2 CPU cores
+    compile_memory: bool = False
+
+
+class HopeOptions(Strict):
+    """Nested Learning (arXiv 2512.24695): a continuum memory system of MLP levels."""
+
+    levels: int = Field(2, ge=1, le=16)  # SwiGLU MLPs chained per layer, each of its width
+    # level i's parameters take an optimizer step every periods[i] steps, with the gradient
+    # summed over those steps (see tlmsearch/models/hope.py)
+    periods: list[int] = Field(default_factory=lambda: [1, 4], max_length=16)
+
+    @model_validator(mode="after")
+    def _periods(self) -> HopeOptions:
+        if len(self.periods) != self.levels:
+            raise ValueError(
+                f"periods needs one entry per level ({self.levels}), but got {self.periods}"
+            )
+        if any(not 1 <= p <= 2**20 for p in self.periods):
+            raise ValueError(f"periods must all lie in [1, {2**20}], but got {self.periods}")
+        return self
+
+
+def _rope_keys(keys: dict[str, Any], *, from_file: bool) -> dict[str, Any]:
+    """``rope_scaling`` (transformers 4's name, still read by transformers 5) as
+    ``rope_parameters``: null is dropped, a dict (e.g. Llama 3's ``rope_type: llama3``) becomes
+    ``rope_parameters`` as transformers converts it. ``model.rope_theta`` sets the theta: a
+    file's ``rope_parameters.rope_theta`` is dropped, an inline one is an error."""
+    keys = dict(keys)
+    scaling = keys.pop("rope_scaling", None)
+    if scaling is not None:
+        if not isinstance(scaling, dict) or "rope_parameters" in keys:
+            raise ValueError(
+                "rope_scaling: give a dict (transformers' rope_parameters), and not both "
+                "rope_scaling and rope_parameters"
+            )
+        keys["rope_parameters"] = scaling
+    rope = keys.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return keys
+    # flat ({rope_type, rope_theta, ...}) or per layer type ({full_attention: {...}, ...})
+    nested = [k for k, v in rope.items() if isinstance(v, dict)]
+    has_theta = "rope_theta" in rope or any("rope_theta" in rope[k] for k in nested)
+    if has_theta and not from_file:
+        raise ValueError(
+            "rope_parameters.rope_theta is set by model.rope_theta; remove it from model.hf"
+        )
+    rope = {k: v for k, v in rope.items() if k != "rope_theta"}
+    for k in nested:
+        rope[k] = {kk: vv for kk, vv in rope[k].items() if kk != "rope_theta"}
+    keys["rope_parameters"] = rope
+    return keys
+
+
+class HFOptions(Strict):
+    """``model.arch: hf``: a transformers family by ``model_type`` plus extra keys of its config,
+    or a local ``config.json`` (read once here: its keys are kept inline, so the run's
+    study.yaml needs no file). The shape keys come from ModelConfig (:data:`HF_SET_BY`).
+    Which keys the family takes is checked against transformers with the model (models/hf.py)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+
+    model_type: str | None = Field(None, min_length=1, max_length=100)  # llama, qwen2, mistral...
+    config: str | None = Field(None, min_length=1, max_length=4096)  # a config.json path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("config"), str):
+            return data
+        try:
+            path = Path(data["config"]).expanduser()
+            doc = json.loads(path.read_text())
+        except (OSError, RuntimeError, UnicodeDecodeError, ValueError) as err:
+            raise ValueError(
+                f"config: cannot read {short(data['config'])} as a config.json "
+                f"({type(err).__name__}); give a path to a Hugging Face config.json"
+            ) from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("model_type"), str):
+            raise ValueError(f"config: {short(data['config'])} has no model_type")
+        if data.get("model_type") not in (None, doc["model_type"]):
+            raise ValueError(
+                f"model_type ({data['model_type']!r}) differs from {path}'s "
+                f"({doc['model_type']!r}); remove one"
+            )
+        head_dim, heads = doc.get("head_dim"), doc.get("num_attention_heads")
+        wide = isinstance(heads, int) and heads > 0 and head_dim is not None
+        if wide and head_dim != doc.get("hidden_size", 0) // heads:
+            raise ValueError(
+                f"config: {short(data['config'])} has head_dim {head_dim}, not hidden_size "
+                f"// num_attention_heads; model.d_model // model.n_head sets head_dim: "
+                "arch hf cannot build attention wider or narrower than d_model"
+            )
+        kept = {k: v for k, v in doc.items() if k not in HF_SET_BY and k not in HF_FILE_ONLY}
+        kept = _rope_keys(kept, from_file=True)
+        extra = {k: v for k, v in data.items() if k not in ("config", "model_type")}
+        return {"model_type": doc["model_type"], **kept, **extra}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rope(cls, data: Any) -> Any:
+        return _rope_keys(data, from_file=False) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _keys(self) -> HFOptions:
+        if self.model_type is None:
+            raise ValueError("give model_type (e.g. llama, qwen2, mistral) or config: a path")
+        for key in self.model_extra or {}:
+            if key in HF_SET_BY:
+                raise ValueError(
+                    f"{key} is set by model.{HF_SET_BY[key]}; remove it from model.hf"
+                )
+        return self
+
+
+class ModelConfig(Strict):
+    """A causal LM whose layer l has a SwiGLU MLP of width widths[l]."""
+
+    # one of ARCHS (transformer, gated_attention, titans, hope_attention), "hf" (with model.hf),
+    # or a plugin "package.module:build" (docs/models.md)
+    arch: str = Field("transformer", max_length=300)
+    hf: HFOptions | None = None  # arch hf: the transformers family and its extra config keys
+    n_layer: int = Field(ge=1, le=MAX_LAYERS)  # layers; the schedule gives each its MLP width
+    d_model: int = Field(ge=1, le=MAX_D_MODEL)  # residual stream width
+    # attention heads; d_model / n_head must be even (RoPE)
+    n_head: int = Field(ge=1, le=MAX_D_MODEL)
+    d_ff: int | None = Field(None, ge=1, le=MAX_D_FF)  # the uniform width; or give mlp_ratio
+    mlp_ratio: float | None = Field(None, gt=0, le=64)  # d_ff = mlp_ratio * d_model, rounded
+    multiple_of: int = Field(16, ge=1, le=MAX_D_FF)  # every per-layer width is a multiple of this
+    vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)  # None: from the data's tokenizer
+    tie_embeddings: bool = True  # the LM head shares the embedding matrix
+    rope_theta: float = Field(10000.0, gt=0)  # RoPE base
+    norm_eps: float = Field(1e-5, gt=0)  # RMSNorm epsilon
+    init_std: float = Field(0.02, gt=0)  # std of the normal init of weights
+    gated_attention: GatedAttentionOptions = GatedAttentionOptions()
+    titans: TitansOptions = TitansOptions()
+    hope: HopeOptions = HopeOptions()
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        if v in ARCHS or v == "hf" or PLUGIN_ARCH.match(v):
+            return v
+        raise ValueError(
+            f"not one of {', '.join(ARCHS)}, hf (a transformers family: model.hf), or a "
+            "plugin 'package.module:build'"
+        )
+
+    @model_validator(mode="after")
+    def _external(self) -> ModelConfig:
+        if (self.arch == "hf") != (self.hf is not None):
+            raise ValueError(
+                "model.hf is read only with model.arch: hf; remove model.hf"
+                if self.hf is not None
+                else "model.arch: hf needs model.hf: {model_type: llama} (or config: a path)"
+            )
+        if self.arch == "hf":
+            _check_family(self.hf)
+        return self
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelConfig:
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
+            )
+        if (self.d_model // self.n_head) % 2:
+            raise ValueError(
+                f"head size d_model / n_head = {self.d_model // self.n_head} must be even (RoPE)"
+            )
+        if self.d_ff is not None and self.mlp_ratio is not None:
+            raise ValueError("give d_ff or mlp_ratio, not both")
+        width = self.d_ff_uniform
+        if width > MAX_D_FF:  # mlp_ratio * d_model, rounded up to a multiple_of
+            raise ValueError(
+                f"d_ff = mlp_ratio * d_model = {width} is above {MAX_D_FF}; lower mlp_ratio "
+                "or multiple_of"
+            )
+        if width % self.multiple_of:
+            lo = max(self.multiple_of, width // self.multiple_of * self.multiple_of)
+            raise ValueError(
+                f"d_ff ({width}) must be a multiple of multiple_of ({self.multiple_of}); "
+                f"try d_ff: {lo} or {lo + self.multiple_of}"
+            )
+        return self
+
+    @property
+    def d_ff_uniform(self) -> int:
+        """The uniform per-layer width whose total every schedule keeps."""
+        if self.d_ff is not None:
+            return self.d_ff
+        ratio = 4.0 if self.mlp_ratio is None else self.mlp_ratio
+        return max(1, round(ratio * self.d_model / self.multiple_of)) * self.multiple_of
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
+        """This model's exact-budget widths for a candidate's schedule parameters."""
+        return plan_from_params(
+            schedule_of(candidate),
+            n_layer=self.n_layer,
+            d_ff=self.d_ff_uniform,
+            multiple_of=self.multiple_of,
+        )
+
+
+def _check_family(opts: HFOptions) -> None:
+    """model.hf's model_type is a transformers causal LM family and its keys are that family's
+    config fields (transformers takes unknown keys silently). Imports transformers (and torch)."""
+    import dataclasses
+    import difflib
+
+    try:
+        from transformers import CONFIG_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        raise ValueError(
+            "model.arch: hf needs transformers (>= 5): pip install 'tlmsearch[hf]'"
+        ) from None
+
+    family = opts.model_type
+    if family not in CONFIG_MAPPING or family not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        close = difflib.get_close_matches(str(family), MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, 3)
+        hint = f"did you mean {', '.join(close)}?" if close else "e.g. llama, qwen2, mistral"
+        raise ValueError(
+            f"model.hf.model_type: {short(family)} is not a transformers causal LM family; " + hint
+        )
+    cls = CONFIG_MAPPING[family]
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else None
+    for key in opts.model_extra or {}:
+        if fields is not None and key not in fields:
+            close = difflib.get_close_matches(key, fields, 3)
+            hint = f"did you mean {', '.join(close)}?" if close else "check its spelling"
+            raise ValueError(f"model.hf.{key}: not a key of {cls.__name__}; {hint}")
+    try:
+        cls(**copy.deepcopy(opts.model_extra or {}))  # it fills rope_parameters in place
+    except Exception as err:  # transformers' own check names the key
+        text = " ".join(str(err).split())
+        raise ValueError(f"model.hf: {cls.__name__} refuses these keys: {text[:300]}") from None

@@ -1,0 +1,125 @@
+"""What a validated study plans: its candidates, the trainings they need, a candidate's own
+study and target, and a ladder rung's study mapping.
+
+Pure functions of a :class:`~tlmsearch.config.StudyConfig` (``StudyConfig.candidates``,
+``trainings``, ``for_candidate``, ``target_for`` and ``rung`` are thin methods over them), so
+the config stays data. No torch, no ray.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tlmsearch.config.model import ModelConfig
+from tlmsearch.space import UNIFORM, is_flat, settings_of
+
+if TYPE_CHECKING:  # study.py imports this module: no import back
+    from tlmsearch.config.study import StudyConfig
+
+# What a ladder rung may override: the proxy's size and how long it trains, nothing that changes
+# the candidates or how they are searched and compared (pairing across rungs needs the same ones).
+RUNG_SECTIONS = ("model", "train", "data")
+
+
+@dataclass(frozen=True)
+class Training:
+    """One proxy model to train per seed: ``candidate`` and the ones with its exact widths."""
+
+    candidate: dict[str, Any]
+    stands_for: tuple[dict[str, Any], ...]  # the other candidates with these proxy widths
+    widths: tuple[int, ...]
+
+    @property
+    def all(self) -> list[dict[str, Any]]:
+        return [self.candidate, *self.stands_for]
+
+
+def candidates(cfg: StudyConfig) -> list[dict[str, Any]]:
+    """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
+    if cfg.search.candidates is not None:
+        cands = [dict(c) for c in cfg.search.candidates]
+    else:
+        cands = cfg.space.grid() if cfg.space.finite else cfg.space.corners()
+    if cfg.search.baseline:
+        # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
+        # baseline at every scale: with the same seed it would train the same model again.
+        layers = [cfg.model.n_layer] + ([cfg.target.n_layer] if cfg.target else [])
+        # the uniform control at every setting value the candidates take (train.lr x ...):
+        # a taper is compared with uniform at its own setting
+        settings: list[dict[str, Any]] = []
+        for c in cands:
+            if settings_of(c) not in settings:
+                settings.append(settings_of(c))
+        controls = [{**UNIFORM, **s} for s in settings or [{}]]
+        cands = controls + [c for c in cands if not is_flat(c, layers)]
+    return cands
+
+
+def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+    """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied."""
+    settings = settings_of(candidate)
+    if not settings:
+        return cfg
+    sections: dict[str, dict[str, Any]] = {}
+    for name, value in settings.items():
+        section, _, field = name.partition(".")
+        sections.setdefault(section, {})[field] = value
+    update = {}
+    for section, fields in sections.items():
+        current = getattr(cfg, section)
+        data = {**current.model_dump(mode="json", exclude_none=True), **fields}
+        update[section] = type(current).model_validate(data)
+    # Only the changed sections and the study-level checks: the space (unchanged) is not
+    # validated again, nor the space's other setting values against this candidate's.
+    out = cfg.model_copy(update=update)
+    out._check_study()
+    return out
+
+
+def target_for(cfg: StudyConfig, candidate: Mapping[str, Any]) -> ModelConfig | None:
+    """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
+    a value found at proxy scale is the value the full-scale model is exported with."""
+    fields = {
+        name.partition(".")[2]: value
+        for name, value in settings_of(candidate).items()
+        if name.startswith("model.")
+    }
+    if cfg.target is None or not fields:
+        return cfg.target
+    data = cfg.target.model_dump(mode="json", exclude_none=True)
+    return ModelConfig.model_validate({**data, **fields})
+
+
+def trainings(cfg: StudyConfig) -> list[Training]:
+    """:func:`candidates` grouped by their proxy width vector, in the same order.
+
+    Candidates whose schedules round to the same proxy widths (blocks boundaries at 4 layers,
+    linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
+    trains once per seed, and its trial records every candidate it stands for.
+    """
+    groups: dict[tuple[tuple[int, ...], str], list[dict[str, Any]]] = {}
+    for cand in cfg.candidates():  # the same widths at another setting is another model
+        setting = json.dumps(settings_of(cand), sort_keys=True)
+        groups.setdefault((cfg.model.plan(cand).widths, setting), []).append(cand)
+    return [Training(cands[0], tuple(cands[1:]), widths)
+            for (widths, _), cands in groups.items()]  # fmt: skip
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: nested mappings key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def rung_mapping(study: Mapping[str, Any], rung: Mapping[str, Any]) -> dict[str, Any]:
+    """A ladder study's mapping -> one rung's: the rung's overrides merged in, no ladder."""
+    base = {k: v for k, v in study.items() if k not in ("ladder", "ladder_mode", "promote_top")}
+    return _merge(base, rung)

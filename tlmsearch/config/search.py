@@ -1,0 +1,142 @@
+"""``search``, ``objectives`` and ``stats``: how candidates are sampled, pruned, raced over seeds,
+ranked and compared with uniform.
+
+The sampler and pruner names are validated here (``search/samplers.py`` builds them); the
+statistics' defaults come from :mod:`tlmsearch.constants`. Pure data: no torch, no ray, no
+optuna.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from tlmsearch.config.limits import MAX_CANDIDATES, MAX_SEED, MAX_TOKENS, MAX_WORKERS
+from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS
+from tlmsearch.errors import Strict, short
+from tlmsearch.space import Scalar
+
+SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
+PRUNERS = (
+    "median",
+    "percentile",
+    "successive_halving",
+    "hyperband",
+    "wilcoxon",
+    "paired",
+    "none",
+)
+
+
+class RacingConfig(Strict):
+    """Racing seeds (tlmsearch/racing.py): a candidate gets its next seed only while its paired
+    delta is not yet separated from the reference at ``confidence``."""
+
+    max_seeds: int | None = Field(None, ge=1, le=1000)  # None: every seed of search.seeds
+    confidence: float = Field(LEVEL, gt=0.5, lt=1)  # separated at this level, over every look
+    # uniform: screen vs uniform; best: race the incumbent
+    against: Literal["uniform", "best"] = "uniform"
+    # The seed noise of paired deltas (in the objective's units) assumed until some candidate
+    # has two seeds; None: nothing separates on one seed before then.
+    prior_sd: float | None = Field(None, gt=0, le=1e6)
+    # Seeds of one candidate that may run at once: 1 waits for each seed's verdict; more keep
+    # trial slots busy when few candidates are left racing (at the risk of an unneeded seed).
+    parallel_seeds: int = Field(1, ge=1, le=1000)
+
+
+class SearchConfig(Strict):
+    sampler: Literal[SAMPLERS] = "grid"  # grid, random, tpe, gp or nsga2 (Optuna)
+    sampler_seed: int = Field(0, ge=0, le=MAX_SEED)  # the sampler's RNG seed
+    # median, percentile, successive_halving, hyperband, wilcoxon, paired, none
+    pruner: Literal[PRUNERS] = "median"
+    # the pruner's settings, e.g. {patience: 3, margin_sds: 2.5}
+    pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
+    # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
+    # the warm-up and a quarter of train.tokens.
+    grace_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
+    # candidates to sample (grid: the whole grid)
+    n_trials: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
+    # trials at once (fewer if Ray's CPUs fit fewer)
+    concurrency: int = Field(2, ge=1, le=MAX_WORKERS)
+    # every candidate trains once per seed, paired
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
+    baseline: bool = True  # evaluate the uniform baseline first, once per seed
+    racing: RacingConfig | None = None  # race seeds instead of running every seed
+    # A trial lost to the system (worker killed, node lost, out of memory) is started again this
+    # many times; the uniform baseline once more. An exception or a divergence is never retried.
+    max_retries: int = Field(1, ge=0, le=10)
+    # sampler grid over exactly these candidates (uniform added first with baseline) instead of
+    # the space's grid: what a ladder's promote mode gives an upper rung (search/ladder.py)
+    candidates: list[dict[str, Scalar]] | None = Field(
+        None, min_length=1, max_length=MAX_CANDIDATES
+    )
+    # Trained weights kept in the run dir (tlmsearch/checkpoints.py): none; final (every completed
+    # trial's final weights); best (at the end of the run only those of the uniform baseline and
+    # the best candidates); all (final weights and every intermediate checkpoint).
+    keep_weights: Literal["none", "final", "best", "all"] = "none"
+
+    @model_validator(mode="after")
+    def _pruner_options(self) -> SearchConfig:
+        # Checked here, not only when the pruner is built, so `validate` (which imports no
+        # optuna) refuses them too; the names are checked by search/samplers.make_pruner.
+        opts = self.pruner_options
+        for key, v in opts.items():
+            if isinstance(v, bool):
+                raise ValueError(f"pruner_options.{key}: {v!r} is a boolean; give a number")
+        if self.pruner == "paired":
+            patience = opts.get("patience", 2)
+            if int(patience) != patience or patience < 1:
+                raise ValueError(
+                    f"pruner_options.patience must be an integer >= 1, not {patience}"
+                )
+            if opts.get("margin_sds", 2.5) < 0:
+                raise ValueError(
+                    f"pruner_options.margin_sds must be >= 0, not {opts['margin_sds']}"
+                )
+            if "prior_sd" in opts and not opts["prior_sd"] > 0:
+                raise ValueError(f"pruner_options.prior_sd must be > 0, not {opts['prior_sd']}")
+        return self
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if any(not 0 <= s <= MAX_SEED for s in v):
+            raise ValueError(f"seeds must lie in [0, {MAX_SEED}]")
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, but got {short(v)}")
+        return v
+
+
+class Objective(Strict):
+    # what the search ranks candidates by
+    metric: Literal[tuple(METRICS)] = "val_bpb"  # type: ignore[valid-type]
+    direction: Literal["minimize", "maximize"] | None = None  # None: the metric's natural one
+    # The smallest difference from uniform worth finding, in the metric's units (e.g. 0.01 for
+    # val_bpb): `tlmsearch plan` sizes the seeds to separate it, `validate` warns when the
+    # study's seeds cannot (tlmsearch/power.py).
+    min_effect: float | None = None
+
+    @field_validator("min_effect")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0:
+            raise ValueError(
+                "must be > 0: the smallest difference from uniform you care about, in the "
+                "metric's units (e.g. 0.01 for val_bpb)"
+            )
+        return v
+
+    @property
+    def sense(self) -> str:
+        return self.direction or METRICS[self.metric]
+
+
+class StatsConfig(Strict):
+    """How the study's decisions are made (tlmsearch/evidence.py): every "separated" and
+    "supported" and the verdict hold their error rate over a stated family."""
+
+    # the comparisons of every candidate with uniform: holm (family-wise error), bh (false
+    # discovery rate, Benjamini-Hochberg) or none (per comparison; the sentences say so)
+    family: Literal[FAMILIES] = FAMILY
+    level: float = Field(LEVEL, gt=0.5, lt=1)  # 1 - the error rate of each decision

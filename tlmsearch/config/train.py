@@ -1,0 +1,155 @@
+"""``train``: how each proxy run trains: its token budget, batch, optimizer, LR schedule,
+precision, evaluation, checkpoints, weight averaging and parametrization.
+
+Pure data and its own cross-field checks; ``tlmsearch/runtime.py`` and ``trainer.py`` act on it.
+No torch, no ray.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from tlmsearch.config.limits import MAX_TOKENS, MAX_WORKERS
+from tlmsearch.errors import Strict
+
+
+class TrainConfig(Strict):
+    tokens: int = Field(1_000_000, ge=1, le=MAX_TOKENS)  # the run's length: a token budget
+    batch_tokens: int = Field(4096, ge=1, le=2**30)  # tokens per optimizer step
+    # sequences per forward pass (accumulation fills up)
+    micro_batch_size: int = Field(16, ge=1, le=2**16)
+    # validation windows per forward pass at an eval (no gradients: room for more than the
+    # micro batch); None: the micro batch (each worker's, on several)
+    eval_batch_size: int | None = Field(None, ge=1, le=2**16)
+    lr: float = Field(3e-3, gt=0)  # peak learning rate (AdamW)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)  # final lr / peak lr
+    lr_schedule: Literal["cosine", "wsd"] = "cosine"  # cosine decay, or wsd (warmup-stable-decay)
+    decay_fraction: float = Field(0.2, gt=0, le=1)  # wsd: share of the run spent decaying
+    warmup_tokens: int = Field(50_000, ge=0, le=MAX_TOKENS)  # linear LR warm-up
+    weight_decay: float = Field(0.1, ge=0)  # AdamW's, on matrices and embeddings
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW's
+    grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
+    eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
+    # A resumable checkpoint (tlmsearch/checkpoints.py) at the first eval at or after every this
+    # many tokens; None: none (a resumed trial then trains again from zero).
+    checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    # auto: bf16 autocast where the hardware has it, else fp32
+    dtype: Literal["auto", "bf16", "fp32"] = "auto"
+    # torch.compile; auto: on a CPU from 2M tokens, on CUDA when a run takes >= 3 min eager
+    compile: Literal["auto", "on", "off"] = "auto"
+    threads: int | None = Field(None, ge=1, le=MAX_WORKERS)  # None: the trial's CPU allotment
+    # Attention kernel of training steps (scaled_dot_product_attention's backend): default is
+    # torch's own choice (flash on a CPU); auto takes math on a CPU when seq_len <= 256, where
+    # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
+    attention: Literal["auto", "default", "math"] = "auto"
+    # The run ends as diverged when its smoothed training loss rises this many nats above its
+    # running minimum, or a val loss after the warm-up is still ln V (tlmsearch/divergence.py).
+    divergence_nats: float = Field(1.5, gt=0)
+    # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per
+    # process): +10-20% tokens/s at the quickstart size on this CPU (benchmarks/trainer.py).
+    thp: bool = True
+    # The weights the val metrics come from (tlmsearch/averaging.py): raw (the last step's), ema
+    # (an exponential moving average) or lawa (the mean of the last lawa_k checkpoints, arXiv
+    # 2306.03241). With ema or lawa the raw weights' val_loss_raw and val_bpb_raw are kept beside.
+    eval_weights: Literal["raw", "ema", "lawa"] = "raw"
+    # ema: tokens over which an old step's weight halves; None: a tenth of tokens.
+    ema_half_life_tokens: float | None = None
+    # lawa: checkpoints averaged, and tokens between them; None: tokens / (4 * lawa_k), so the
+    # average spans the last quarter of the run.
+    lawa_k: int = Field(5, le=10_000)
+    lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)  # see lawa_k
+    # standard: one Adam LR and init for every MLP width; mup: each MLP's down projection gets
+    # LR, init std / m and weight decay x m, m = its width / the uniform d_ff (muP, arXiv
+    # 2203.03466; tlmsearch/parametrization.py), so widths are compared free of the LR confound.
+    parametrization: Literal["standard", "mup"] = "standard"
+
+    @field_validator("ema_half_life_tokens")
+    @classmethod
+    def _half_life(cls, v: float | None) -> float | None:
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise ValueError(
+                "an EMA half-life must be a positive number of tokens; give e.g. a tenth of "
+                "train.tokens, or null for that default"
+            )
+        return v
+
+    @field_validator("lawa_k")
+    @classmethod
+    def _lawa_k(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError(
+                "LAWA averages at least 2 checkpoints (1 is the raw weights); use 2 or more, "
+                "or eval_weights: raw"
+            )
+        return v
+
+    @field_validator("lawa_every_tokens")
+    @classmethod
+    def _lawa_every(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError("the spacing of LAWA checkpoints must be >= 1 token, or null")
+        return v
+
+    @property
+    def ema_half_life(self) -> float:
+        """The EMA's half-life in tokens (``ema_half_life_tokens``, default a tenth of tokens)."""
+        return self.ema_half_life_tokens or self.tokens / 10
+
+    @property
+    def lawa_spacing(self) -> int:
+        """Tokens between LAWA checkpoints (``lawa_every_tokens``, default tokens/(4 k))."""
+        return self.lawa_every_tokens or max(1, self.tokens // (4 * self.lawa_k))
+
+    @model_validator(mode="after")
+    def _fits(self) -> TrainConfig:
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1) (Adam), but got {list(self.betas)}")
+        if self.warmup_tokens >= self.tokens:
+            raise ValueError(
+                f"warmup_tokens ({self.warmup_tokens}) must be below tokens ({self.tokens})"
+            )
+        every = self.checkpoint_every_tokens
+        if every is not None and every < self.eval_interval:
+            raise ValueError(
+                f"checkpoint_every_tokens ({every:,}) is below the eval interval "
+                f"({self.eval_interval:,} tokens): checkpoints are taken at evals, so at most one "
+                f"per eval; set it to {self.eval_interval:,} or more, or null for none"
+            )
+        span = self.lawa_k * self.lawa_spacing
+        if self.eval_weights == "lawa" and span > self.tokens:
+            raise ValueError(
+                f"lawa_k * lawa_every_tokens ({self.lawa_k} x {self.lawa_spacing:,} = {span:,}) "
+                f"exceeds tokens ({self.tokens:,}): the run would end before it holds lawa_k "
+                f"checkpoints; lower lawa_every_tokens to {self.tokens // self.lawa_k:,} or less"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        # Run dirs written before divergence_nats froze divergence_factor into study.yaml;
+        # they must still resume and export (the rule it set is gone, see divergence.py).
+        if isinstance(data, dict) and "divergence_factor" in data:
+            data = {k: v for k, v in data.items() if k != "divergence_factor"}
+        return data
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _yaml_bool(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare on/off (also from --set train.compile=off) as a boolean.
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
+    def process_env(self) -> dict[str, str]:
+        """Environment a training process needs before torch allocates its first tensor."""
+        return {"THP_MEM_ALLOC_ENABLE": "1"} if self.thp else {}
+
+    def step_sequences(self, seq_len: int) -> int:
+        """Sequences of ``seq_len`` tokens per optimizer step (``batch_tokens``, at least one)."""
+        return max(1, self.batch_tokens // seq_len)
+
+    @property
+    def eval_interval(self) -> int:
+        return self.eval_every_tokens or max(1, self.tokens // 8)

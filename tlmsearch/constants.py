@@ -1,0 +1,72 @@
+"""Names and defaults that several layers share, defined once.
+
+The metrics an objective may name and the keys of every eval (the config validates them, the
+trainer reports them, the search and the report read them), the trackers' packages, the keys of a
+transformers config that the model config sets, and the statistics' defaults (the confidence
+level and the multiple-comparison family of every decision: docs/statistics.md).
+
+A leaf (docs/contributing.md, rule 19): it imports nothing, so the config, the search, the
+statistics and the report can all read these names without importing one another.
+"""
+
+from __future__ import annotations
+
+# Metric name -> the direction that is better, used when an objective gives none.
+METRICS: dict[str, str] = {
+    "val_bpb": "minimize",
+    "val_loss": "minimize",
+    "val_ppl": "minimize",
+    "train_loss": "minimize",
+    "tokens_per_s": "maximize",
+    "mfu": "maximize",
+    "params": "minimize",
+    "non_embedding_params": "minimize",
+    "flops_per_token": "minimize",
+    "wall_s": "minimize",
+}
+
+# The keys of every eval the trainer reports (the search's results and curves.parquet follow it).
+EVAL_KEYS = (
+    "tokens",
+    "train_loss",
+    "val_loss",
+    "val_ppl",
+    "val_bpb",
+    "val_loss_raw",  # with train.eval_weights ema or lawa only: the raw weights' metrics
+    "val_bpb_raw",
+    "tokens_per_s",
+    "mfu",
+    "lr",
+    "wall_s",
+)
+# The raw weights' metrics beside the averaged ones: in an eval only when the run averages.
+RAW_EVAL_KEYS = ("val_loss_raw", "val_bpb_raw")
+
+# tracker -> (the module it needs, the pip extra that installs it)
+TRACKER_PACKAGES = {
+    "mlflow": ("mlflow", "mlflow"),
+    "wandb": ("wandb", "wandb"),
+    "tensorboard": ("tensorboardX", "tensorboard"),
+}
+
+# The keys of a transformers config that ModelConfig's own fields set (model.hf must not).
+HF_SET_BY = {
+    "hidden_size": "d_model",
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "intermediate_size": "d_ff (and each layer's width from the schedule)",
+    "vocab_size": "vocab_size (or the data's tokenizer)",
+    "tie_word_embeddings": "tie_embeddings",
+    "rms_norm_eps": "norm_eps",
+    "initializer_range": "init_std",
+    "rope_theta": "rope_theta",
+    "head_dim": "d_model and n_head (head_dim = d_model // n_head)",
+}
+
+# The confidence level of every decision the statistics take (1 - its error rate): the default
+# of stats.level and search.racing.confidence, and of every function that takes a level.
+LEVEL = 0.95
+# The families a decision's error rate may hold over: holm (family-wise error), bh (false
+# discovery rate, Benjamini-Hochberg) or none (per comparison); FAMILY is the default.
+FAMILIES = ("holm", "bh", "none")
+FAMILY = "holm"
