@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from tlmsearch import stats
 from tlmsearch.report import collect as C
+from tlmsearch.report import params as P
+from tlmsearch.report import summary as S
 from tlmsearch.report import figures as F
 from tlmsearch.results import curves_frame, trials_frame
 from tlmsearch.schedules import plan_from_params
@@ -123,7 +125,7 @@ def test_a_censored_candidate_is_not_the_best_and_says_n_of_k():
             _rec("b1", b, 2.1, seed=1),
         ]
     )
-    s = C.run_summary({"objectives": [{"metric": "val_bpb"}]}, t, {})
+    s = S.run_summary({"objectives": [{"metric": "val_bpb"}]}, t, {})
     assert s["best"]["candidate"] == "linear 1.333->1" and not s["best"]["censored"]
     assert s["best"]["value"] == pytest.approx(2.0) and s["best"]["n_of_k"] == "2 of 2 seeds"
     (cens,) = s["censored_better"]
@@ -342,7 +344,7 @@ def test_learning_curves_nan_and_unknown_trials():
 
 def test_parallel_coords_encodes_categoricals_and_drops_constants():
     t, _ = frames(shapes=("cosine", "linear"))
-    par = C.parallel_coords(t, "val_bpb", ["shape", "r_start", "k"])
+    par = P.parallel_coords(t, "val_bpb", ["shape", "r_start", "k"])
     assert list(par.table.columns) == ["shape", "r_start", "value"]  # k never varies
     assert par.categories == {"shape": ["cosine", "linear"]}
     assert set(par.table["shape"]) == {0.0, 1.0}
@@ -356,7 +358,7 @@ def test_importances_find_the_parameter_that_matters():
             (s, r) for s in ("cosine", "linear") for r in (1.1, 1.3, 1.5, 1.7, 1.9)
         )
     ]
-    imp = C.param_importances(trials_frame(recs), "val_bpb")
+    imp = P.param_importances(trials_frame(recs), "val_bpb")
     assert imp.values["param"].iloc[0] == "r_start"
     assert imp.values["importance"].sum() == pytest.approx(1.0)
 
@@ -379,18 +381,18 @@ def test_importances_with_numeric_categorical_choices():
             "b1": {"type": "categorical", "choices": [0.25, 1 / 3]},
         }
     }
-    imp = C.param_importances(trials_frame(recs), "val_bpb", space=space)
+    imp = P.param_importances(trials_frame(recs), "val_bpb", space=space)
     assert not imp.values.empty, imp.note
     assert set(imp.values["param"]) == {"preset", "b1"}
 
 
 def test_importances_degrade_gracefully():
-    assert "needs 3" in C.param_importances(one_trial(), "val_bpb").note
+    assert "needs 3" in P.param_importances(one_trial(), "val_bpb").note
     t, _ = frames(shapes=("cosine",), ratios=(1.5,), seeds=(0, 1, 2))
-    imp = C.param_importances(t, "val_bpb")
+    imp = P.param_importances(t, "val_bpb")
     assert imp.values.empty and "varies" in imp.note
     t, _ = frames(pruned=range(100))
-    assert C.param_importances(t, "val_bpb").values.empty
+    assert P.param_importances(t, "val_bpb").values.empty
 
 
 # -------------------------------------------------------------------------------------------------
@@ -469,7 +471,7 @@ def test_paired_deltas_need_a_same_seed_baseline():
 def test_run_summary():
     t, _ = frames(pruned=(1,), failed=(2,))
     cfg = {"name": "s", "objectives": [{"metric": "val_bpb"}]}
-    s = C.run_summary(cfg, t, {"status": "running", "versions": {"torch": "2.13"}})
+    s = S.run_summary(cfg, t, {"status": "running", "versions": {"torch": "2.13"}})
     assert s["counts"] == {"COMPLETE": 12, "PRUNED": 1, "FAIL": 1}
     best = s["best"]
     # The law's optimum is cosine near r_start 1.4, but cosine 1.25 was pruned and cosine 1.5
@@ -487,10 +489,10 @@ def test_run_summary():
     assert better["cosine 1.5->0.5"]["delta_best"] == pytest.approx(-0.01)
     assert best["target_widths"] == []  # no target in this study
     cfg["target"] = {"n_layer": 6, "d_model": 64, "n_head": 2, "d_ff": 128, "multiple_of": 16}
-    tw = C.run_summary(cfg, t, {})["best"]["target_widths"]
+    tw = S.run_summary(cfg, t, {})["best"]["target_widths"]
     assert len(tw) == 6 and sum(tw) == 6 * 128 and tw[0] > tw[-1]
     assert s["tokens_total"] == int(t["tokens"].sum()) and s["versions"] == {"torch": "2.13"}
-    empty = C.run_summary({}, t.iloc[:0], {})
+    empty = S.run_summary({}, t.iloc[:0], {})
     assert empty["best"] is None and empty["status"] == "unknown" and empty["counts"] == {}
 
 
@@ -564,12 +566,12 @@ def test_every_collect_function_on_edge_cases(case, objectives):
     lc = C.learning_curves(t, c, "val_bpb")
     assert np.isfinite(lc.lines["value"].astype(float)).all()
     assert set(lc.failed["trial_id"]) == set(t.loc[t["state"] == "FAIL", "trial_id"])
-    par = C.parallel_coords(t, metric)
+    par = P.parallel_coords(t, metric)
     assert len(par.table) == int((~done["is_baseline"]).sum())
-    imp = C.param_importances(t, metric, sense)
+    imp = P.param_importances(t, metric, sense)
     assert imp.values.empty or imp.values["importance"].sum() == pytest.approx(1.0)
     d = C.paired_deltas(t, metric, sense)
     assert d.summary["n"].sum() == len(d.per_seed) if len(d.summary) else d.per_seed.empty
-    s = C.run_summary({"objectives": [{"metric": m} for m, _ in objectives]}, t, {})
+    s = S.run_summary({"objectives": [{"metric": m} for m, _ in objectives]}, t, {})
     assert sum(s["counts"].values()) == len(t)
     assert (s["best"] is None) == done.empty

@@ -24,7 +24,6 @@ fully measured one.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any, NamedTuple
@@ -79,7 +78,7 @@ def _values(trials: pd.DataFrame, metric: str) -> pd.Series:
     return pd.to_numeric(trials[col], errors="coerce").astype("float64")
 
 
-def _widths(text: Any) -> list[int]:
+def parse_widths(text: Any) -> list[int]:
     try:
         return [int(w) for w in json.loads(text)] if text else []
     except (TypeError, ValueError):
@@ -358,19 +357,19 @@ def width_profiles(
         legend = f"#{rank} {c.label}"
         hover = f"{legend}<br>{label(metric)} {c.score:.4g} ({_seeds_text(c)})"
         hover += f"<br>trials {c.trial_ids}"
-        for layer, w in enumerate(_widths(c.widths_json)):
+        for layer, w in enumerate(parse_widths(c.widths_json)):
             rows.append(
                 (c.candidate, rank, c.score, layer, w, legend, hover + f"<br>layer {layer}: {w}")
             )
     cols = ["candidate", "rank", "value", "layer", "width", "legend", "hover"]
     profiles = pd.DataFrame(rows, columns=cols)
     uniform: list[int] = []
-    base = trials[trials["is_baseline"]]["widths_json"].map(_widths)
+    base = trials[trials["is_baseline"]]["widths_json"].map(parse_widths)
     base = [w for w in base if w]
     if base:
         uniform = base[0]
     else:  # every schedule keeps the uniform total, so any candidate gives it
-        any_widths = [w for w in trials["widths_json"].map(_widths) if w]
+        any_widths = [w for w in trials["widths_json"].map(parse_widths) if w]
         if any_widths:
             w = any_widths[0]
             uniform = [round(sum(w) / len(w))] * len(w)
@@ -495,143 +494,6 @@ def learning_curves(
 
 
 # -------------------------------------------------------------------------------------------------
-# 5. parallel coordinates and parameter importances
-
-
-def _params_table(trials: pd.DataFrame) -> pd.DataFrame:
-    rows = [json.loads(p) if p else {} for p in trials["params_json"]]
-    return pd.DataFrame(rows, index=trials.index)
-
-
-class Parallel(NamedTuple):
-    metric: str
-    # one column per searched parameter (categoricals as codes) + the metric as "value"
-    table: pd.DataFrame
-    categories: dict[str, list[str]]  # parameter -> labels of codes 0..n-1
-
-
-def parallel_coords(
-    trials: pd.DataFrame, metric: str = "val_bpb", params: Sequence[str] | None = None
-) -> Parallel:
-    """Search parameters of finished trials, categoricals encoded, coloured by the metric.
-
-    ``params``: the study's dimensions (default: every key seen in ``params_json`` that varies).
-    """
-    done = finished(trials, metric)
-    done = done[~done["is_baseline"]]  # uniform lies outside the searched space
-    table = _params_table(done)
-    names = list(params) if params is not None else list(table.columns)
-    names = [n for n in names if n in table and table[n].nunique(dropna=False) > 1]
-    out = pd.DataFrame(index=done.index)
-    cats: dict[str, list[str]] = {}
-    for name in names:
-        col = table[name]
-        num = pd.to_numeric(col, errors="coerce")
-        if num.notna().all():
-            out[name] = num.astype(float)
-        else:  # categorical or conditional: codes in order of first appearance
-            text = col.map(lambda v: "-" if _missing(v) else str(v))
-            labels = sorted(set(text))
-            cats[name] = labels
-            out[name] = text.map({lab: i for i, lab in enumerate(labels)}).astype(float)
-    out["value"] = done["value"]
-    return Parallel(metric, out.reset_index(drop=True), cats)
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-class Importances(NamedTuple):
-    metric: str
-    values: pd.DataFrame  # param, importance (sums to 1), most important first
-    note: str  # why there are none, or which evaluator
-
-
-def _distributions(params: pd.DataFrame, space: Mapping[str, Any] | None) -> dict[str, Any]:
-    from optuna.distributions import (
-        CategoricalDistribution,
-        FloatDistribution,
-        IntDistribution,
-    )
-
-    dims = (space or {}).get("dimensions") or {}
-    out: dict[str, Any] = {}
-    for name in params.columns:
-        seen = [v for v in params[name] if not _missing(v)]
-        dim = dims.get(name) or {}
-        kind = dim.get("type")
-        if kind == "fixed" or len({json.dumps(v) for v in seen}) < 2:
-            continue  # a constant explains nothing
-        if kind == "categorical" or any(isinstance(v, (str, bool)) for v in seen):
-            # Values are passed as strings below, so the choices must be strings too
-            # (blocks.yaml's boundaries are numeric categorical choices).
-            choices = list(
-                dict.fromkeys(
-                    str(c) for c in (dim.get("choices") or sorted({str(v) for v in seen}))
-                )
-            )
-            out[name] = CategoricalDistribution(choices)
-        elif kind == "int":
-            out[name] = IntDistribution(
-                int(dim["low"]), int(dim["high"]), step=dim.get("step") or 1
-            )
-        else:
-            lo, hi = float(min(seen)), float(max(seen))
-            if kind == "float":
-                lo, hi = min(lo, float(dim["low"])), max(hi, float(dim["high"]))
-            out[name] = FloatDistribution(lo, hi, log=bool(dim.get("log")) and lo > 0)
-    return out
-
-
-def param_importances(
-    trials: pd.DataFrame,
-    metric: str = "val_bpb",
-    sense: str | None = None,
-    space: Mapping[str, Any] | None = None,
-) -> Importances:
-    """Optuna's fANOVA importances, from an in-memory study rebuilt from the trials table.
-
-    So the report needs only the run dir (not the Optuna storage). Empty, with a note, when
-    fewer than 3 finished trials or no parameter varies.
-    """
-    empty = pd.DataFrame({"param": pd.Series(dtype=object), "importance": pd.Series(dtype=float)})
-    done = finished(trials, metric)
-    done = done[~done["is_baseline"]]  # the baseline lies outside the searched space
-    if len(done) < 3:
-        return Importances(metric, empty, f"needs 3 or more finished trials (has {len(done)})")
-    params = _params_table(done)
-    dists = _distributions(params, space)
-    if not dists:
-        return Importances(metric, empty, "no search parameter varies across finished trials")
-    try:
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(direction=sense or sense_of(metric))
-        for (_, p), v in zip(params.iterrows(), done["value"], strict=True):
-            kept = {}
-            for name, dist in dists.items():
-                val = p.get(name)
-                if _missing(val):
-                    continue
-                val = (
-                    str(val)
-                    if isinstance(dist, optuna.distributions.CategoricalDistribution)
-                    else val
-                )
-                if dist._contains(dist.to_internal_repr(val)):
-                    kept[name] = val
-            used = {n: dists[n] for n in kept}
-            study.add_trial(optuna.trial.create_trial(params=kept, distributions=used, value=v))
-        imp = optuna.importance.get_param_importances(study)
-    except Exception as err:  # importance needs variety: report why there is none
-        return Importances(metric, empty, f"not computable: {type(err).__name__}: {err}")
-    values = pd.DataFrame({"param": list(imp), "importance": [float(v) for v in imp.values()]})
-    return Importances(metric, values, "Optuna fANOVA importance (arXiv 1404.1146)")
-
-
-# -------------------------------------------------------------------------------------------------
 # 6. paired deltas vs uniform
 
 
@@ -725,143 +587,3 @@ def paired_deltas(
         }
     )  # fmt: skip
     return Deltas(metric, sense, per_seed, summary)
-
-
-# -------------------------------------------------------------------------------------------------
-# 7. summary
-
-
-def study_seeds(
-    config: Mapping[str, Any], trials: pd.DataFrame | None = None
-) -> list[int] | dict[Any, tuple[int, ...]] | None:
-    """The seeds each candidate is planned on, for :func:`tlmsearch.stats.rank`.
-
-    The study's ``search.seeds`` (every candidate runs on each), or None if not recorded. In
-    a racing study a candidate gets only the seeds the race gives it: with ``trials``, each
-    candidate's own seeds as the race planned them (:func:`tlmsearch.racing.race_plan`, so
-    the ranking is by paired delta), else None (the seeds its trials ran on).
-    """
-    search = (config.get("search") or {}) if isinstance(config, Mapping) else {}
-    if search.get("racing"):
-        if trials is None:
-            return None
-        from tlmsearch.racing import race_plan
-        from tlmsearch.results import objectives_of
-
-        metric, sense = objectives_of(config)[0]
-        try:
-            return race_plan(trials, config, metric_column(metric), sense)
-        except ValueError:  # a hand-edited study.yaml: the race table says why
-            return None
-    seeds = search.get("seeds")
-    return [int(x) for x in seeds] if isinstance(seeds, list) and seeds else None
-
-
-def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
-    """The candidate's widths at the study's target scale (empty without a valid target)."""
-    from tlmsearch.config import ModelConfig
-
-    if not config.get("target") or not params:
-        return []
-    try:
-        target = ModelConfig(**config["target"])
-        plan = target.plan(params)
-    except Exception:  # a bad target only loses this line of the summary
-        return []
-    return list(plan.widths)
-
-
-def _candidate_summary(
-    row: pd.Series, metric: str, config: Mapping[str, Any], effect: pd.Series | None = None
-) -> dict[str, Any]:
-    """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI.
-
-    ``effect``: its :func:`tlmsearch.stats.effects` row (with the pooled noise for one seed);
-    without it the interval is over its own seeds only.
-    """
-
-    def num(x: Any) -> float | None:
-        return None if pd.isna(x) else float(x)
-
-    params = json.loads(row["params_json"] or "{}")
-    e = effect if effect is not None else row
-    return {
-        "candidate": row["candidate"],
-        "metric": metric,
-        "value": float(row["score"]),  # mean over ranked_seeds
-        "ranked_seeds": [int(x) for x in row["ranked_seeds"]],
-        "n_seeds": int(row["n"]),  # seeds completed
-        "n_seeds_planned": int(row["k"]),
-        "n_of_k": row["n_of_k"],
-        "censored": bool(row["censored"]),
-        "tier": stats.tier_name(row["tier"]),
-        "flag": row["flag"],
-        "trials": row["trial_ids"],
-        "params": row["params_json"],
-        "widths": _widths(row["widths_json"]),
-        "realised": [num(row["realised_start"]), num(row["realised_end"])],
-        "target_widths": target_widths(config, params),
-        "delta_vs_uniform": num(row["mean_delta"]),
-        "delta_ci95": None if pd.isna(e["lo"]) else [float(e["lo"]), float(e["hi"])],
-        "delta_n_seeds": int(row["n_paired"]),
-        "effect_noise": num(e["effect_noise"]),
-        "noise": str(e.get("noise", "unknown")),
-    }
-
-
-def run_summary(
-    config: Mapping[str, Any],
-    trials: pd.DataFrame,
-    status: Mapping[str, Any],
-    evidence: Evidence | None = None,
-) -> dict[str, Any]:
-    """What the study was, how far it got, what won, and with which versions; ``evidence``:
-    the study's of its first objective (else built here)."""
-    from tlmsearch.results import objectives_of
-
-    objectives = objectives_of(config)
-    metric, sense = objectives[0]
-    counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
-    ev = evidence or evidence_of(trials, metric, sense, config)
-    ranked = ranked_candidates(trials, metric, sense, ranking=ev.ranking)
-    ranked = ranked[ranked["tier"] < 3]
-    best: dict[str, Any] | None = None
-    censored_better: list[dict[str, Any]] = []
-    if len(ranked):
-        eff = ev.effects.set_index("candidate")
-        top = ranked.iloc[0]
-        effect = eff.loc[top["candidate"]] if top["candidate"] in eff.index else None
-        best = _candidate_summary(top, metric, config, effect)
-        censored_better = [
-            {
-                "candidate": r.candidate,
-                "n_of_k": r.n_of_k,
-                "flag": r.flag,
-                "value": float(r.score),
-                "delta_best": float(r.delta_best),
-                "n_best": int(r.n_best),
-            }
-            for r in ranked[ranked["better_than_best"]].itertuples()
-        ]
-    tokens = pd.to_numeric(trials["tokens"], errors="coerce")
-    wall = pd.to_numeric(trials["wall_s"], errors="coerce")
-    return {
-        "name": config.get("name", ""),
-        "description": config.get("description", ""),
-        "status": status.get("status", "unknown"),
-        "started": status.get("started", ""),
-        "updated": status.get("updated", ""),
-        "objectives": objectives,
-        "n_trials": len(trials),
-        "n_trials_planned": status.get("n_trials_planned"),
-        "counts": counts,
-        "best": best,
-        # censored (or still running) candidates that look better than the best on the seeds
-        # both completed: not ranked above it, but said, since their missing seeds decide
-        "censored_better": censored_better,
-        "tokens_total": int(tokens.sum()) if len(tokens) else 0,
-        "wall_s_total": float(wall.sum()) if len(wall) else 0.0,
-        "versions": dict(status.get("versions") or {}),
-        "git_sha": status.get("git_sha"),
-        "config": dict(config),
-    }

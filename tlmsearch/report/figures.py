@@ -18,13 +18,12 @@ from tlmsearch.report.collect import (
     OTHERS,
     Curves,
     Deltas,
-    Importances,
-    Parallel,
     Pareto,
     Profiles,
     RatioFront,
     label,
 )
+from tlmsearch.report.params import Importances, Parallel
 from tlmsearch.report.effects import Separation
 from tlmsearch.report.layers import DIAGNOSTICS, LayerLines
 from tlmsearch.report.tuned import SettingSweep

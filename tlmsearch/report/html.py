@@ -23,6 +23,8 @@ import yaml
 from tlmsearch import stats
 from tlmsearch.conclusions import decimals
 from tlmsearch.report import collect as C
+from tlmsearch.report import params as P
+from tlmsearch.report import summary as S
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
 from tlmsearch.report import layers as L
@@ -102,10 +104,10 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         Figure(
             "fig-parallel",
             "Search parameters",
-            F.parallel_coords(C.parallel_coords(t, metric, dims)),
+            F.parallel_coords(P.parallel_coords(t, metric, dims)),
         )
     )
-    imp = C.param_importances(t, metric, sense, space)
+    imp = P.param_importances(t, metric, sense, space)
     figs.append(Figure("fig-importances", "Search parameters", F.importances(imp)))
     if len(objectives) > 1:
         figs.append(deltas)
@@ -124,7 +126,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
     return Report(
         figs,
-        C.run_summary(run.config, t, run.status, evidence=ev),
+        S.run_summary(run.config, t, run.status, evidence=ev),
         curves.failed,
         E.effects(t, metric, sense, config=run.config, evidence=ev),
         E.race(t, run.config, metric, sense, evidence=ev),

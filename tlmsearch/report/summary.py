@@ -1,0 +1,124 @@
+"""The report's summary: what the study was, how far it got, what won (with its effect from
+the study's :class:`~tlmsearch.evidence.Evidence`), and with which versions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tlmsearch import stats
+from tlmsearch.evidence import Evidence
+from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidates
+
+
+def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+    """The candidate's widths at the study's target scale (empty without a valid target)."""
+    from tlmsearch.config import ModelConfig
+
+    if not config.get("target") or not params:
+        return []
+    try:
+        target = ModelConfig(**config["target"])
+        plan = target.plan(params)
+    except Exception:  # a bad target only loses this line of the summary
+        return []
+    return list(plan.widths)
+
+
+def _candidate_summary(
+    row: pd.Series, metric: str, config: Mapping[str, Any], effect: pd.Series | None = None
+) -> dict[str, Any]:
+    """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI.
+
+    ``effect``: its :func:`tlmsearch.stats.effects` row (with the pooled noise for one seed);
+    without it the interval is over its own seeds only.
+    """
+
+    def num(x: Any) -> float | None:
+        return None if pd.isna(x) else float(x)
+
+    params = json.loads(row["params_json"] or "{}")
+    e = effect if effect is not None else row
+    return {
+        "candidate": row["candidate"],
+        "metric": metric,
+        "value": float(row["score"]),  # mean over ranked_seeds
+        "ranked_seeds": [int(x) for x in row["ranked_seeds"]],
+        "n_seeds": int(row["n"]),  # seeds completed
+        "n_seeds_planned": int(row["k"]),
+        "n_of_k": row["n_of_k"],
+        "censored": bool(row["censored"]),
+        "tier": stats.tier_name(row["tier"]),
+        "flag": row["flag"],
+        "trials": row["trial_ids"],
+        "params": row["params_json"],
+        "widths": parse_widths(row["widths_json"]),
+        "realised": [num(row["realised_start"]), num(row["realised_end"])],
+        "target_widths": target_widths(config, params),
+        "delta_vs_uniform": num(row["mean_delta"]),
+        "delta_ci95": None if pd.isna(e["lo"]) else [float(e["lo"]), float(e["hi"])],
+        "delta_n_seeds": int(row["n_paired"]),
+        "effect_noise": num(e["effect_noise"]),
+        "noise": str(e.get("noise", "unknown")),
+    }
+
+
+def run_summary(
+    config: Mapping[str, Any],
+    trials: pd.DataFrame,
+    status: Mapping[str, Any],
+    evidence: Evidence | None = None,
+) -> dict[str, Any]:
+    """What the study was, how far it got, what won, and with which versions; ``evidence``:
+    the study's of its first objective (else built here)."""
+    from tlmsearch.results import objectives_of
+
+    objectives = objectives_of(config)
+    metric, sense = objectives[0]
+    counts = {s: int(n) for s, n in trials["state"].value_counts().items()}
+    ev = evidence or evidence_of(trials, metric, sense, config)
+    ranked = ranked_candidates(trials, metric, sense, ranking=ev.ranking)
+    ranked = ranked[ranked["tier"] < 3]
+    best: dict[str, Any] | None = None
+    censored_better: list[dict[str, Any]] = []
+    if len(ranked):
+        eff = ev.effects.set_index("candidate")
+        top = ranked.iloc[0]
+        effect = eff.loc[top["candidate"]] if top["candidate"] in eff.index else None
+        best = _candidate_summary(top, metric, config, effect)
+        censored_better = [
+            {
+                "candidate": r.candidate,
+                "n_of_k": r.n_of_k,
+                "flag": r.flag,
+                "value": float(r.score),
+                "delta_best": float(r.delta_best),
+                "n_best": int(r.n_best),
+            }
+            for r in ranked[ranked["better_than_best"]].itertuples()
+        ]
+    tokens = pd.to_numeric(trials["tokens"], errors="coerce")
+    wall = pd.to_numeric(trials["wall_s"], errors="coerce")
+    return {
+        "name": config.get("name", ""),
+        "description": config.get("description", ""),
+        "status": status.get("status", "unknown"),
+        "started": status.get("started", ""),
+        "updated": status.get("updated", ""),
+        "objectives": objectives,
+        "n_trials": len(trials),
+        "n_trials_planned": status.get("n_trials_planned"),
+        "counts": counts,
+        "best": best,
+        # censored (or still running) candidates that look better than the best on the seeds
+        # both completed: not ranked above it, but said, since their missing seeds decide
+        "censored_better": censored_better,
+        "tokens_total": int(tokens.sum()) if len(tokens) else 0,
+        "wall_s_total": float(wall.sum()) if len(wall) else 0.0,
+        "versions": dict(status.get("versions") or {}),
+        "git_sha": status.get("git_sha"),
+        "config": dict(config),
+    }
