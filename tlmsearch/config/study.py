@@ -203,6 +203,7 @@ class StudyConfig(Strict):
     def for_candidate(self, candidate: Mapping[str, Any]) -> StudyConfig:
         """This study as ``candidate``'s trial trains it: its settings (``train.lr``) applied.
 
+        >>> from tlmsearch.config import study_from_mapping
         >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 2, "d_model": 32,
         ...     "n_head": 2}, "space": {"dimensions": {"shape": {"type": "fixed",
         ...     "value": "cosine"}, "train.lr": {"type": "categorical", "choices": [0.001]}}}})
