@@ -33,9 +33,18 @@ def seeded(cfg: ModelConfig, widths, seed: int = 0, vocab: int = VOCAB) -> nn.Mo
 
 
 def test_registry_names_every_architecture_of_the_config() -> None:
+    """One spec entry per architecture (config.model.ARCH_SPECS), one block builder
+    (models.ARCHITECTURES) and one parameter count (budget.MIXERS): the same names."""
+    from tlmsearch.budget import MIXERS
     from tlmsearch.config import ARCHS as CONFIG_ARCHS
+    from tlmsearch.config.model import ARCH_SPECS, WIDTH_SITES
+    from tlmsearch.hf_export import NO_FAMILY
+    from tlmsearch.trial_array import FUSABLE_ARCHS
 
-    assert set(ARCHITECTURES) == set(CONFIG_ARCHS)
+    assert set(ARCHITECTURES) == set(CONFIG_ARCHS) == set(MIXERS) == set(ARCH_SPECS)
+    assert set(WIDTH_SITES) == set(ARCH_SPECS)
+    assert set(FUSABLE_ARCHS) == {a.name for a in ARCH_SPECS.values() if a.fusable}
+    assert all(a.name in NO_FAMILY for a in ARCH_SPECS.values() if not a.hf_family)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from tlmsearch import stats
 from tlmsearch.report import collect as C
+from tlmsearch.report import figures as F
 from tlmsearch.report import params as P
 from tlmsearch.report import summary as S
-from tlmsearch.report import figures as F
 from tlmsearch.results import curves_frame, trials_frame
 from tlmsearch.schedules import plan_from_params
 

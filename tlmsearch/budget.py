@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -96,25 +96,47 @@ def _memory_dims(model: ModelConfig) -> list[int]:
     return memory_dims(model.head_dim, opt.memory_depth, opt.memory_expansion)
 
 
+def _attention_mixer(model: ModelConfig) -> tuple[int, int, int]:
+    d = model.d_model
+    attention = 4 * d * d  # fused q/k/v and the output projection
+    return d + attention, attention, 1  # + the mixer's norm gain
+
+
+def _gated_mixer(model: ModelConfig) -> tuple[int, int, int]:
+    d, h = model.d_model, model.n_head
+    attention = 4 * d * d
+    gate = d * (h if model.gated_attention.gate == "headwise" else d)
+    return d + attention + gate, attention + gate, 1
+
+
+def _titans_mixer(model: ModelConfig) -> tuple[int, int, int]:
+    d, h = model.d_model, model.n_head
+    attention = 4 * d * d
+    dims = _memory_dims(model)
+    memory_init = h * sum(a * b for a, b in pairwise(dims))  # W_0 per head
+    gates = 3 * h * (d + 1)  # theta, eta, alpha logits: weights and biases
+    params = d + 4 * d * d + gates + memory_init  # norm, q/k/v/output, gates, W_0
+    linear, n_attn = 4 * d * d + 3 * h * d, 0
+    if model.titans.with_attention:  # MAL: + a norm and an attention layer
+        params, linear, n_attn = params + d + attention, linear + attention, 1
+    return params, linear, n_attn
+
+
+# Architecture name -> per layer, outside the MLPs: (parameters, projection weights a token
+# uses, attentions). One entry per tlmsearch.config.model.ARCH_SPECS (tests/test_models.py).
+MIXERS: dict[str, Callable[[ModelConfig], tuple[int, int, int]]] = {
+    "transformer": _attention_mixer,
+    "gated_attention": _gated_mixer,
+    "titans": _titans_mixer,
+    "hope_attention": _attention_mixer,  # its CMS levels are MLPs: counted with the widths
+}
+
+
 def _mixers(model: ModelConfig) -> tuple[int, int, int]:
     """Per layer, outside the MLPs: (parameters, projection weights a token uses, attentions)."""
-    d, h = model.d_model, model.n_head
-    attention = 4 * d * d  # fused q/k/v and the output projection
-    if model.arch in ("transformer", "hope_attention"):
-        return d + attention, attention, 1  # + the mixer's norm gain
-    if model.arch == "gated_attention":
-        gate = d * (h if model.gated_attention.gate == "headwise" else d)
-        return d + attention + gate, attention + gate, 1
-    if model.arch == "titans":
-        dims = _memory_dims(model)
-        memory_init = h * sum(a * b for a, b in pairwise(dims))  # W_0 per head
-        gates = 3 * h * (d + 1)  # theta, eta, alpha logits: weights and biases
-        params = d + 4 * d * d + gates + memory_init  # norm, q/k/v/output, gates, W_0
-        linear, n_attn = 4 * d * d + 3 * h * d, 0
-        if model.titans.with_attention:  # MAL: + a norm and an attention layer
-            params, linear, n_attn = params + d + attention, linear + attention, 1
-        return params, linear, n_attn
-    raise ValueError(f"model.arch: {model.arch!r} is unknown")
+    if model.arch not in MIXERS:
+        raise ValueError(f"model.arch: {model.arch!r} is unknown")
+    return MIXERS[model.arch](model)
 
 
 def _check(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> None:

@@ -24,10 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import ModelConfig
+from tlmsearch.config.model import ARCH_SPECS
 from tlmsearch.errors import ConfigError
 
 DECI_MULTIPLE = 256  # DeciLM's _find_multiple(int(2 * ffn_mult * d_model / 3), 256)
-NO_FAMILY = "gated_attention, titans, hope_attention and plugins have no transformers family"
+NO_FAMILY = (
+    ", ".join(a.name for a in ARCH_SPECS.values() if not a.hf_family)
+    + " and plugins have no transformers family"
+)
 
 CONFIGURATION = '''"""A {family} config whose intermediate_size may be a list: a width per layer.
 

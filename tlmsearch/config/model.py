@@ -13,6 +13,7 @@ import copy
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,17 +25,45 @@ from tlmsearch.errors import Strict, short
 from tlmsearch.schedules import WidthPlan, plan_from_params
 from tlmsearch.space import schedule_of
 
-ARCHS = ("transformer", "gated_attention", "titans", "hope_attention")
+
+@dataclass(frozen=True)
+class Arch:
+    """A built-in architecture: what the config, the trial arrays and the HF export know of it.
+
+    Its blocks are built by ``tlmsearch.models.ARCHITECTURES[name]`` and its parameters counted
+    by ``tlmsearch.budget.MIXERS[name]``; tests/test_models.py checks the three tables name the
+    same architectures, so a new one is an entry here, its blocks and its count (and its
+    options class, if it has options).
+    """
+
+    name: str
+    doc: str
+    # Where the per-layer width goes: "mlp" when only SwiGLU MLPs receive it (titans' memory MLP
+    # and hope's CMS levels are checked in tlmsearch/parametrization.py); train.parametrization:
+    # mup scales MLP widths only, so it refuses an architecture whose width reaches anything else
+    width_site: str = "mlp"
+    fusable: bool = False  # trial arrays fuse its trainings (tlmsearch.trial_array, vmap-safe)
+    hf_family: str = ""  # the transformers family it exports as exactly (--format hf)
+
+
+ARCH_SPECS: dict[str, Arch] = {
+    a.name: a
+    for a in (
+        Arch("transformer", "Llama-style pre-norm attention + SwiGLU", fusable=True,
+             hf_family="llama"),
+        Arch("gated_attention", "attention with a sigmoid output gate (arXiv 2505.06708)",
+             fusable=True),
+        Arch("titans", "a neural long-term memory layer (arXiv 2501.00663)"),
+        Arch("hope_attention", "attention + continuum memory levels (Hope, arXiv 2512.24695)"),
+    )
+}  # fmt: skip
+ARCHS = tuple(ARCH_SPECS)
 # model.arch also takes "hf" (a transformers family, model.hf) or a plugin "package.module:build"
 PLUGIN_ARCH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # Bookkeeping keys of a saved config.json that say nothing about the model's shape.
 HF_FILE_ONLY = ("architectures", "auto_map", "transformers_version", "_name_or_path", "dtype")
 HF_FILE_ONLY += ("torch_dtype", "model_type")
-# Where each architecture puts the per-layer width: "mlp" when only SwiGLU MLPs receive it
-# (titans' memory MLP and hope's CMS levels are checked in tlmsearch/parametrization.py and
-# tests/test_parametrization.py). train.parametrization: mup scales MLP widths only, so it
-# refuses an architecture whose width reaches anything else.
-WIDTH_SITES: dict[str, str] = {arch: "mlp" for arch in ARCHS}
+WIDTH_SITES: dict[str, str] = {a.name: a.width_site for a in ARCH_SPECS.values()}
 
 
 class GatedAttentionOptions(Strict):

@@ -23,9 +23,9 @@ from tlmsearch.report.collect import (
     RatioFront,
     label,
 )
-from tlmsearch.report.params import Importances, Parallel
 from tlmsearch.report.effects import Separation
 from tlmsearch.report.layers import DIAGNOSTICS, LayerLines
+from tlmsearch.report.params import Importances, Parallel
 from tlmsearch.report.tuned import SettingSweep
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

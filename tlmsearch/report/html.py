@@ -23,11 +23,11 @@ import yaml
 from tlmsearch import stats
 from tlmsearch.conclusions import decimals
 from tlmsearch.report import collect as C
-from tlmsearch.report import params as P
-from tlmsearch.report import summary as S
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
 from tlmsearch.report import layers as L
+from tlmsearch.report import params as P
+from tlmsearch.report import summary as S
 from tlmsearch.report import tuned as T
 from tlmsearch.results import RunData, atomic_write, load_run
 from tlmsearch.run_dir import RunDir
