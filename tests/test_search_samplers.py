@@ -135,6 +135,24 @@ def test_make_pruner(tmp_mod, name, cls):
     assert isinstance(make_pruner(_cfg(tmp_mod, pruner=name)), cls)
 
 
+def test_every_pruner_spec_has_a_builder_and_its_defaults_are_options():
+    """A pruner is one spec entry (config.search.PRUNER_SPECS) and one builder: same names."""
+    from tlmsearch.config import PRUNERS
+    from tlmsearch.config.search import PRUNER_SPECS
+    from tlmsearch.search.samplers import PRUNER_BUILDERS
+
+    assert set(PRUNER_BUILDERS) == set(PRUNER_SPECS) == set(PRUNERS)
+    for spec in PRUNER_SPECS.values():
+        assert set(spec.defaults) <= spec.options, spec.name
+
+
+def test_a_pruner_takes_its_spec_defaults_unless_given(tmp_mod):
+    pruner = make_pruner(_cfg(tmp_mod, pruner="percentile"))
+    assert pruner._percentile == 25.0 and pruner._n_startup_trials == 2
+    given = make_pruner(_cfg(tmp_mod, pruner="percentile", pruner_options={"percentile": 10}))
+    assert given._percentile == 10
+
+
 def test_grace_is_at_least_the_warmup(tmp_mod):
     # tiny study: 8192 tokens, warm-up 1024
     assert grace_tokens(_cfg(tmp_mod, grace_tokens=10)) == 1024

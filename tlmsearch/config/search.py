@@ -8,7 +8,9 @@ optuna.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,15 +20,42 @@ from tlmsearch.errors import Strict, short
 from tlmsearch.space import Scalar
 
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
-PRUNERS = (
-    "median",
-    "percentile",
-    "successive_halving",
-    "hyperband",
-    "wilcoxon",
-    "paired",
-    "none",
-)
+
+
+@dataclass(frozen=True)
+class PrunerSpec:
+    """A pruner ``search.pruner`` names: the ``search.pruner_options`` it takes, tlmsearch's
+    defaults where Optuna's do not fit a small study, and what it does. Its builder is
+    ``tlmsearch.search.samplers.PRUNER_BUILDERS[name]`` (a test holds the two tables to the
+    same names), so a new pruner is an entry here and a builder there."""
+
+    name: str
+    options: frozenset[str]
+    doc: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+PRUNER_SPECS: dict[str, PrunerSpec] = {
+    p.name: p
+    for p in (
+        PrunerSpec("median", frozenset({"n_startup_trials", "n_min_trials", "interval_steps"}),
+                   "Optuna's median rule", {"n_startup_trials": 2}),
+        PrunerSpec("percentile", frozenset({"percentile", "n_startup_trials", "n_min_trials",
+                                            "interval_steps"}),
+                   "Optuna's percentile rule", {"percentile": 25.0, "n_startup_trials": 2}),
+        PrunerSpec("successive_halving", frozenset({"reduction_factor", "min_early_stopping_rate",
+                                                    "bootstrap_count"}),
+                   "asynchronous successive halving", {"reduction_factor": 3}),
+        PrunerSpec("hyperband", frozenset({"reduction_factor", "bootstrap_count"}),
+                   "Hyperband over successive halving brackets", {"reduction_factor": 3}),
+        PrunerSpec("wilcoxon", frozenset({"p_threshold", "n_startup_steps"}),
+                   "Optuna's Wilcoxon test against the best, after the grace period"),
+        PrunerSpec("paired", frozenset({"patience", "margin_sds", "prior_sd"}),
+                   "paired deltas vs the same seed's uniform (search/paired_pruner.py)"),
+        PrunerSpec("none", frozenset(), "never prune"),
+    )
+}  # fmt: skip
+PRUNERS = tuple(PRUNER_SPECS)
 
 
 class RacingConfig(Strict):

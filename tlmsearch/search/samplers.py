@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tlmsearch.config import StudyConfig
+from tlmsearch.config.search import PRUNER_SPECS
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import (
     CANDIDATE,
@@ -85,28 +86,19 @@ def make_sampler(cfg: StudyConfig) -> Any:
     return ControlBlindSampler(inner)
 
 
-_PRUNER_OPTIONS = {
-    "median": {"n_startup_trials", "n_min_trials", "interval_steps"},
-    "percentile": {"percentile", "n_startup_trials", "n_min_trials", "interval_steps"},
-    "successive_halving": {"reduction_factor", "min_early_stopping_rate", "bootstrap_count"},
-    "hyperband": {"reduction_factor", "bootstrap_count"},
-    "wilcoxon": {"p_threshold", "n_startup_steps"},
-    "paired": {"patience", "margin_sds", "prior_sd"},
-    "none": set(),
-}
-
-
 def make_pruner(cfg: StudyConfig) -> Any:
     """The study's Optuna pruner; steps are tokens seen, so warm-up and resources are tokens.
 
-    ``search.pruner_options`` pass through (e.g. ``percentile: 25``), checked by name; a value
-    the pruner refuses is a :class:`ConfigError` naming the option (exit 2, not a traceback).
+    ``search.pruner_options`` pass through (e.g. ``percentile: 25``), checked by name against
+    the pruner's spec (:data:`tlmsearch.config.search.PRUNER_SPECS`); a value the pruner refuses
+    is a :class:`ConfigError` naming the option (exit 2, not a traceback).
     """
     name = cfg.search.pruner
+    spec = PRUNER_SPECS[name]
     opts = dict(cfg.search.pruner_options)
-    bad = sorted(set(opts) - _PRUNER_OPTIONS[name])
+    bad = sorted(set(opts) - spec.options)
     if bad:
-        valid = ", ".join(sorted(_PRUNER_OPTIONS[name])) or "none"
+        valid = ", ".join(sorted(spec.options)) or "none"
         raise ConfigError(
             f"search.pruner_options: {bad[0]!r} is not an option of the {name} pruner; "
             f"valid: {valid}"
@@ -117,44 +109,72 @@ def make_pruner(cfg: StudyConfig) -> Any:
             f"search.pruner_options.{flags[0]}: {opts[flags[0]]!r} is a boolean; give a number"
         )
     try:
-        return _make_pruner(cfg, name, opts)
+        return PRUNER_BUILDERS[name](cfg, grace_tokens(cfg), {**spec.defaults, **opts})
     except (ValueError, TypeError) as err:
         raise ConfigError(
             f"search.pruner_options: the {name} pruner refuses {opts}: {err}"
         ) from None
 
 
-def _make_pruner(cfg: StudyConfig, name: str, opts: dict[str, Any]) -> Any:
+def _median(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
     import optuna
 
-    grace = grace_tokens(cfg)
-    # Few trials in a small study: start comparing after 2 finished ones, not Optuna's 5.
-    if name == "median":
-        opts.setdefault("n_startup_trials", 2)
-        return optuna.pruners.MedianPruner(n_warmup_steps=grace, **opts)
-    if name == "percentile":
-        opts.setdefault("percentile", 25.0)
-        opts.setdefault("n_startup_trials", 2)
-        return optuna.pruners.PercentilePruner(n_warmup_steps=grace, **opts)
-    if name == "successive_halving":
-        opts.setdefault("reduction_factor", 3)
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, grace), **opts)
-    if name == "hyperband":
-        opts.setdefault("reduction_factor", 3)
-        return optuna.pruners.HyperbandPruner(
-            min_resource=max(1, grace), max_resource=cfg.train.tokens, **opts
-        )
-    if name == "wilcoxon":
-        with warnings.catch_warnings():  # experimental in Optuna: the user chose it knowingly
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
+    return optuna.pruners.MedianPruner(n_warmup_steps=grace, **opts)
 
-            return AfterGraceWilcoxonPruner(grace, **opts)
-    if name == "paired":
-        from tlmsearch.search.paired_pruner import PairedPruner
 
-        return PairedPruner(grace, **opts)
+def _percentile(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    import optuna
+
+    return optuna.pruners.PercentilePruner(n_warmup_steps=grace, **opts)
+
+
+def _successive_halving(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    import optuna
+
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, grace), **opts)
+
+
+def _hyperband(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    import optuna
+
+    return optuna.pruners.HyperbandPruner(
+        min_resource=max(1, grace), max_resource=cfg.train.tokens, **opts
+    )
+
+
+def _wilcoxon(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    import optuna
+
+    with warnings.catch_warnings():  # experimental in Optuna: the user chose it knowingly
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
+
+        return AfterGraceWilcoxonPruner(grace, **opts)
+
+
+def _paired(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    from tlmsearch.search.paired_pruner import PairedPruner
+
+    return PairedPruner(grace, **opts)
+
+
+def _nop(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
+    import optuna
+
     return optuna.pruners.NopPruner()
+
+
+# Pruner name -> (study config, grace tokens, options with the spec's defaults) -> the pruner;
+# one entry per tlmsearch.config.search.PRUNER_SPECS (tests/test_search_samplers.py).
+PRUNER_BUILDERS: dict[str, Callable[[StudyConfig, int, dict[str, Any]], Any]] = {
+    "median": _median,
+    "percentile": _percentile,
+    "successive_halving": _successive_halving,
+    "hyperband": _hyperband,
+    "wilcoxon": _wilcoxon,
+    "paired": _paired,
+    "none": _nop,
+}
 
 
 def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, Any]:
