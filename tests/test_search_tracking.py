@@ -1,15 +1,18 @@
-"""Trackers through Ray Tune's callbacks (tlmsearch/search/tracking.py) and their YAML section.
+"""Trackers as Ray Tune callbacks (tlmsearch/search/tracking.py) and their YAML section.
 
-Fast: the facts a trial's tracker run carries, the curve points (step = tokens, each once),
-the config section and its errors, the MLflow study run and the closing of interrupted runs on
-a local store. Slow (one end-to-end study): all three trackers on a tiny grid, then a resume.
+Fast: which callbacks the YAML makes (Ray Tune's public callback types), the config section and
+its errors, the study's summary and its MLflow study run on a local store, the checks before
+anything starts, and that the tracker modules lean on no private name of Ray, MLflow or W&B.
+Slow (one end-to-end study): all three trackers on a tiny grid, then a resume. Each tracker's
+callback through Ray's hooks: test_search_tracking_mlflow.py, test_search_tracking_wandb.py;
+what every tracker records: test_search_tracking_facts.py.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -19,73 +22,14 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import tracking, tracking_study
-from tlmsearch.search.tracking import curve_point, trial_facts
+from tlmsearch.search import tracking, tracking_mlflow, tracking_study
 from tlmsearch.search.tracking_study import study_summary
 
 runner = CliRunner()
 
 
 # -------------------------------------------------------------------------------------------------
-# Pure helpers
-
-
-def test_seeds_of_one_candidate_share_its_label_and_differ_in_seed():
-    cand = {"shape": "linear", "r_start": 1.5, "r_end": 0.5}
-    a = trial_facts({"candidate": cand, "seed": 0, "number": 3})
-    b = trial_facts({"candidate": dict(cand), "seed": 1, "number": 9})
-    assert a.label == b.label == a.tags["candidate"] == "linear 1.5->0.5"
-    assert (a.tags["seed"], b.tags["seed"]) == ("0", "1")
-    assert a.name != b.name and a.tags["trial"] == "3"
-    assert a.params == {**cand, "seed": 0}
-    assert json.loads(a.tags["candidate_json"]) == cand
-    assert a.tags["baseline"] == "false"
-    base = trial_facts({"candidate": {"shape": "uniform"}, "seed": 0})
-    assert base.label == "uniform" and base.tags["baseline"] == "true" and base.number is None
-
-
-def test_a_resumed_or_replayed_trial_says_so():
-    cand = {"shape": "cosine", "r_start": 1.5}
-    resumed = trial_facts({"candidate": cand, "seed": 0, "resume_from": "/r/ckpt"})
-    assert resumed.tags["resume_from"] == "/r/ckpt"
-    replay = trial_facts({"candidate": cand, "seed": 0, "replay": {"number": 2, "curve": []}})
-    assert replay.tags["same_as"] == "2"
-    assert "replay" not in replay.params  # the twin's curve is no parameter
-
-
-def test_a_curve_point_is_the_finite_eval_keys_and_counts():
-    result = {
-        "tokens": 4096,
-        "val_bpb": 2.5,
-        "val_ppl": float("nan"),
-        "params": 1000,
-        "widths": [96, 32],
-        "final": False,
-        "training_iteration": 2,
-        "node": "127.0.0.1",
-    }
-    assert curve_point(result) == {"tokens": 4096.0, "val_bpb": 2.5, "params": 1000.0}
-    assert curve_point({"val_bpb": 2.5}) is None  # no step
-    assert curve_point({"tokens": float("nan")}) is None
-
-
-def test_each_token_count_is_logged_once_per_trial():
-    steps = tracking._Steps()
-    a, b = SimpleNamespace(trial_id="a"), SimpleNamespace(trial_id="b")
-    assert steps.first(a)
-    assert steps.new_point(a, {"tokens": 2048, "val_bpb": 3.0}) is not None
-    assert not steps.first(a)
-    assert steps.new_point(a, {"tokens": 2048, "val_bpb": 3.0, "final": True}) is None
-    assert steps.new_point(a, {"tokens": 1024, "val_bpb": 3.5}) is None  # a retry's replay
-    assert steps.new_point(b, {"tokens": 1024, "val_bpb": 3.5}) is not None
-    assert steps.new_point(a, {"tokens": 4096, "val_bpb": 2.9})["tokens"] == 4096.0
-    steps.forget(a)  # a new tracker run of the trial: its whole curve again
-    assert steps.first(a) and steps.new_point(a, {"tokens": 2048, "val_bpb": 3.0}) is not None
-
-
-def test_widths_become_params():
-    assert tracking.widths_param({"widths": [96, 32]}) == {"widths": "[96, 32]", "n_layer": 2}
-    assert tracking.widths_param({}) == {}
+# The study's summary, and the callbacks
 
 
 def test_study_summary_is_flat_and_skips_what_is_not_a_number():
@@ -115,19 +59,6 @@ def test_study_summary_flattens_a_per_setting_uniform_baseline():
     assert all(validate_param_and_metric_name(k) for k in out)
 
 
-def test_defaults_keep_everything_in_the_run_dir(tmp_path):
-    cfg = tiny_config(tmp_path, tracking={"mlflow": True, "wandb": {"project": "p"}})
-    run = tmp_path / "runs" / "tiny"
-    assert tracking.mlflow_uri(cfg, run) == f"sqlite:///{(run / 'mlflow.db').resolve()}"
-    assert tracking.wandb_dir(cfg, run) == run.resolve()
-    assert cfg.tracking.wandb.mode == "offline"
-    other = tiny_config(
-        tmp_path, tracking={"mlflow": {"uri": "http://mlflow:5000"}, "wandb": {"dir": "/w"}}
-    )
-    assert tracking.mlflow_uri(other, run) == "http://mlflow:5000"
-    assert tracking.wandb_dir(other, run) == Path("/w")
-
-
 def test_only_the_trackers_turned_on_become_callbacks(tmp_path):
     run = tmp_path / "runs" / "tiny"
     assert tracking.tracker_callbacks(tiny_config(tmp_path), run) == []
@@ -136,6 +67,57 @@ def test_only_the_trackers_turned_on_become_callbacks(tmp_path):
     assert kinds == ["MlflowTracker", "WandbTracker", "TensorboardTracker"]
     wandb_cb = tracking.tracker_callbacks(cfg, run)[1]
     assert wandb_cb.project == "tiny" and wandb_cb.kwargs["mode"] == "offline"
+    from ray.tune.logger import LoggerCallback  # Ray Tune's public base of logger callbacks
+
+    assert all(isinstance(c, LoggerCallback) for c in tracking.tracker_callbacks(cfg, run))
+
+
+TRACKER_MODULES = sorted(Path(tracking.__file__).parent.glob("tracking*.py"))
+LIBRARIES = ("ray", "mlflow", "wandb", "tensorboardX")
+
+
+def _private(name: str) -> bool:
+    """A leading underscore, but no dunder (``__init__`` is Python's protocol, not private)."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(source: str, name: str = "<source>") -> list[str]:
+    """A module's uses of a library's private names: an import of one (a name or a module on the
+    way with a leading underscore), or an attribute ``x._y`` of anything but ``self``/``cls``
+    (our own fields)."""
+    out = []
+    for node in ast.walk(ast.parse(source, name)):
+        at = f"{name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in LIBRARIES:
+            names = [*node.module.split("."), *(a.name for a in node.names)]
+            out += [f"{at} from {node.module} import {n}" for n in names if _private(n)]
+        elif isinstance(node, ast.Import):
+            out += [f"{at} import {a.name}" for a in node.names
+                    if a.name.split(".")[0] in LIBRARIES and "._" in a.name]  # fmt: skip
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                out.append(f"{at} {ast.unparse(node)}")
+    return out
+
+
+def test_the_trackers_use_only_public_names_of_ray_mlflow_and_wandb():
+    names = {p.stem for p in TRACKER_MODULES}
+    assert {"tracking", "tracking_facts", "tracking_mlflow", "tracking_wandb"} <= names
+    uses = [u for p in TRACKER_MODULES for u in _private_uses(p.read_text(), p.name)]
+    assert uses == []
+    bad = (
+        "from ray.air.integrations.wandb import _WandbLoggingActor\n"
+        "import ray.air._internal.mlflow\n"
+        "client = self.mlflow_util._get_client()\n"
+        "self._steps = {}\n"
+        "super().__init__()\n"
+    )
+    assert [u.split(" ", 1)[1] for u in _private_uses(bad)] == [
+        "from ray.air.integrations.wandb import _WandbLoggingActor",
+        "import ray.air._internal.mlflow",
+        "self.mlflow_util._get_client",
+    ]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -196,29 +178,7 @@ def test_a_missing_tracker_package_is_exit_2_naming_the_extra(
 
 
 def _client(tmp_path):
-    return tracking._mlflow_client((tmp_path / "mlruns").as_uri())
-
-
-def test_the_study_run_is_found_again_and_interrupted_trials_are_closed(tmp_path):
-    client = _client(tmp_path)
-    uri = (tmp_path / "mlruns").as_uri()
-    exp = tracking._mlflow_experiment(client, uri, "tiny")
-    assert tracking._mlflow_experiment(client, uri, "tiny") == exp
-    run_dir = str(tmp_path / "runs" / "it's")  # a quote in the path
-    parent = tracking.study_run(client, exp, run_dir, "tiny")
-    assert tracking.study_run(client, exp, run_dir, "tiny") == parent
-    assert tracking.study_run(client, exp, str(tmp_path / "other"), "tiny") != parent
-    tags = {tracking.RUN_KEY: tracking.run_key(run_dir), tracking.KIND: "trial"}
-    left = client.create_run(exp, tags=tags).info.run_id  # a dead driver's trial
-    done = client.create_run(exp, tags=tags).info.run_id
-    client.set_terminated(done, status="FINISHED")
-    elsewhere = client.create_run(exp, tags={**tags, tracking.RUN_KEY: "x"}).info.run_id
-    assert tracking.close_interrupted(client, exp, run_dir) == 1
-    assert client.get_run(left).info.status == "KILLED"
-    assert client.get_run(left).data.tags["outcome"] == "interrupted"
-    assert client.get_run(done).info.status == "FINISHED"
-    assert client.get_run(elsewhere).info.status == "RUNNING"
-    assert tracking.close_interrupted(client, exp, run_dir) == 0
+    return tracking_mlflow.mlflow_client((tmp_path / "mlruns").as_uri())
 
 
 def test_the_study_run_gets_the_verdict_and_best_yaml(tmp_path):
@@ -272,8 +232,8 @@ def test_every_tracker_gets_each_trial_and_the_study(tracked):
     client = MlflowClient(tracking_uri=f"sqlite:///{run.resolve() / 'mlflow.db'}")
     exp = client.get_experiment_by_name("tiny").experiment_id
     runs = client.search_runs([exp])
-    (study,) = [r for r in runs if r.data.tags[tracking.KIND] == "study"]
-    trials = [r for r in runs if r.data.tags[tracking.KIND] == "trial"]
+    (study,) = [r for r in runs if r.data.tags[tracking_mlflow.KIND] == "study"]
+    trials = [r for r in runs if r.data.tags[tracking_mlflow.KIND] == "trial"]
     assert len(trials) == 4
     groups = sorted((r.data.tags["candidate"], r.data.tags["seed"]) for r in trials)
     cand = "linear 1.5->0.5"
@@ -317,7 +277,7 @@ def test_a_resume_adds_no_tracker_run_for_finished_trials(tracked):
     assert "nothing left to run" in again.output
     client = MlflowClient(tracking_uri=f"sqlite:///{run.resolve() / 'mlflow.db'}")
     exp = client.get_experiment_by_name("tiny").experiment_id
-    kinds = [r.data.tags[tracking.KIND] for r in client.search_runs([exp])]
+    kinds = [r.data.tags[tracking_mlflow.KIND] for r in client.search_runs([exp])]
     assert sorted(kinds) == ["study", "trial", "trial", "trial", "trial"]
     # W&B: the resume's summary is a second offline folder of the same study run (one id)
     folders = list((run / "wandb").glob("offline-run-*"))
@@ -349,7 +309,7 @@ def _record(folder: Path) -> bytes:
 
 
 def _study_id(run: Path) -> str:
-    return "study-" + tracking.run_key(str(run.resolve()))
+    return "study-" + tracking_mlflow.run_key(str(run.resolve()))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -383,7 +343,7 @@ def test_an_mlflow_server_that_answers_passes(tmp_path):
 
 
 def test_wandb_online_without_a_key_is_refused(tmp_path, monkeypatch):
-    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_SETUP_API_KEY_HOOK"):
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no W&B settings
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))

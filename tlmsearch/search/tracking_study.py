@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.search.tracking import (
-    _finite,
-    _mlflow_client,
-    _mlflow_experiment,
-    mlflow_uri,
+from tlmsearch.run_dir import RunDir
+from tlmsearch.search.tracking_facts import finite, mlflow_uri, wandb_dir
+from tlmsearch.search.tracking_mlflow import (
+    mlflow_client,
+    mlflow_experiment,
     run_key,
     study_run,
-    wandb_dir,
 )
 
 # the MLflow study run's end state from the run's
@@ -35,7 +34,7 @@ def log_study(
     Returns the trackers written."""
     name = name or cfg.name
     on = cfg.tracking.enabled()
-    best = run / "best.yaml"
+    best = RunDir(run).best
     summary = study_summary(doc, status)
     if "mlflow" in on:
         _mlflow_study(cfg, run, name, best, summary, status)
@@ -61,13 +60,13 @@ def study_summary(doc: dict[str, Any], status: str) -> dict[str, Any]:
         top = doc["best"][0]
         out["best"] = top.get("candidate", "")
         for metric, value in (top.get("values") or {}).items():
-            if _finite(value):
+            if finite(value):
                 out[f"best.{metric}"] = float(value)
     for metric, value in (doc.get("uniform_baseline") or {}).items():
         # a settings study has one uniform per setting: {metric: {"lr=0.003": value}}
         per = value if isinstance(value, dict) else {"": value}
         for setting, v in per.items():
-            if _finite(v):
+            if finite(v):
                 out[f"uniform.{metric}" + (f"/{_key(setting)}" if setting else "")] = float(v)
     return out
 
@@ -85,15 +84,15 @@ def _mlflow_study(
     opts = cfg.tracking.mlflow
     assert opts is not None
     uri = mlflow_uri(cfg, run)
-    client = _mlflow_client(uri)
-    experiment_id = _mlflow_experiment(client, uri, opts.experiment or name)
+    client = mlflow_client(uri)
+    experiment_id = mlflow_experiment(client, uri, opts.experiment or name)
     run_id = study_run(client, experiment_id, str(run.resolve()), name)
     for key, value in summary.items():
         if isinstance(value, float):
             client.log_metric(run_id, key, value)
         else:
             client.set_tag(run_id, key, str(value)[:5000])
-    for path in (best, run / "study.yaml"):  # the verdict's detail, and what was run
+    for path in (best, RunDir(run).study):  # the verdict's detail, and what was run
         if path.is_file():
             client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, status=STUDY_STATUS.get(status, "FINISHED"))
@@ -132,16 +131,17 @@ def _wandb_study(
             tracker.log_artifact(artifact)
     finally:
         tracker.finish()
+        wandb.teardown()  # returns once W&B's process has written (or sent) all of the run
 
 
 def _tensorboard_study(run: Path, best: Path, summary: dict[str, Any]) -> None:
     from tensorboardX import SummaryWriter
 
-    writer = SummaryWriter(str(run / "ray" / "study"))
+    writer = SummaryWriter(str(RunDir(run).ray / "study"))
     try:
         writer.add_text("verdict", str(summary.get("verdict") or summary["status"]))
         if best.is_file():  # indented four spaces: TensorBoard renders text as Markdown
             text = "\n".join("    " + line for line in best.read_text().splitlines())
-            writer.add_text("best.yaml", text)
+            writer.add_text(RunDir(run).best.name, text)
     finally:
         writer.close()
