@@ -529,7 +529,7 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
     import pandas as pd
 
     from tlmsearch import checkpoints
-    from tlmsearch.search.runner import keep_best_weights
+    from tlmsearch.checkpoints import keep_best
 
     kept: list[set] = []
     monkeypatch.setattr(
@@ -548,7 +548,7 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
         def get_trials(self, deepcopy=False):
             return []
 
-    keep_best_weights(tmp_path, trials, [{"params": best}])
+    keep_best(tmp_path, trials, [best])
     assert kept == [{0, 1, 2}]
 
 
@@ -558,7 +558,7 @@ def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
     import pandas as pd
 
     from tlmsearch import checkpoints
-    from tlmsearch.search.runner import keep_best_weights
+    from tlmsearch.checkpoints import keep_best
 
     meta = {"candidate": {}, "seed": 0, "widths": [64, 64], "model": {}, "final": True}
     folders = {}
@@ -577,7 +577,7 @@ def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
         "weights": [str(folders[0]), str(folders[2]), str(folders[3])],
     })  # fmt: skip
 
-    assert keep_best_weights(tmp_path, trials, [{"params": best}]) == 1
+    assert keep_best(tmp_path, trials, [best]) == 1
     assert folders[0].is_dir() and folders[2].is_dir() and not folders[3].exists()
 
 

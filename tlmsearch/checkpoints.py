@@ -1,5 +1,12 @@
 """Trial checkpoints and kept weights on disk: one folder each, written atomically.
 
+The one checkpoint service: the trainer's state is saved with :func:`write_checkpoint` (by the
+trainable's reporter), a trial continues from :func:`load_checkpoint`; when a trial ends its
+checkpoints are thinned by :func:`retain_trial` (``search.keep_weights``, called by the pruning
+scheduler); ``tlmsearch resume`` continues an interrupted trial from :func:`resume_point` and
+drops what it supersedes (:func:`drop_superseded`); at the end of a run ``keep_weights: best``
+keeps the best candidates' weights (:func:`keep_best`); analysis reads :func:`kept_weights`.
+
 A checkpoint folder holds
 
 - ``state.pt``: ``torch.save`` of the run's state (:meth:`tlmsearch.trainer.Trainer.state_dict`):
@@ -220,3 +227,62 @@ def keep_only(
     ]
     remove([Path(w["path"]) for w in gone])
     return gone
+
+
+# -------------------------------------------------------------------------------------------------
+# Resume (tlmsearch resume) and the end of a run
+
+
+def _trial_folders(run_dir: str | Path, ray_trial_id: str | None) -> list[Path]:
+    """A Ray trial's folders in every session of the run."""
+    return [p for p in trial_dirs(run_dir) if ray_trial_id and p.name == f"trial_{ray_trial_id}"]
+
+
+def resume_point(
+    run_dir: str | Path, ray_trial_id: str | None, resumed_from: str | None = None
+) -> tuple[Path, int] | None:
+    """The newest valid checkpoint a trial left, and its tokens: in its Ray trial folders (any
+    session), else the one it had itself resumed from (``resumed_from``)."""
+    best: tuple[Path, int] | None = None
+    latest = [latest_checkpoint(p) for p in _trial_folders(run_dir, ray_trial_id)]
+    for path in [*latest, Path(resumed_from) if resumed_from else None]:
+        meta = read_meta(path, verify=True) if path is not None else None
+        if meta is not None and (best is None or meta["tokens"] > best[1]):
+            best = (path, int(meta["tokens"]))
+    return best
+
+
+def drop_superseded(
+    run_dir: str | Path, ray_trial_id: str | None, resumed_from: str | None, keep: Path
+) -> int:
+    """Remove an interrupted trial's checkpoints other than ``keep`` (the one its requeued
+    trial continues from): those in its own folders and the one it had itself resumed from.
+    Without this a trial interrupted twice (A -> B -> C) left A's behind for good. Returns the
+    bytes freed."""
+    folders = _trial_folders(run_dir, ray_trial_id)
+    if resumed_from:
+        folders.append(Path(resumed_from).parent)
+    keep = keep.resolve()
+    return remove([c for f in folders for c in checkpoint_dirs(f) if c.resolve() != keep])
+
+
+def keep_best(run_dir: str | Path, trials: Any, best_params: list[dict[str, Any]]) -> int:
+    """``keep_weights: best`` at the end of a run: remove the kept weights of every trial that
+    is neither a uniform baseline nor a seed of a best candidate (``best_params``: best.yaml's
+    params); returns how many were removed.
+
+    ``trials``: the trials table (results.trials_frame). The trials' ``weights`` attribute is
+    left as it is (Optuna refuses to change a finished trial): the trials table names a folder
+    only while it exists.
+    """
+    if trials.empty:
+        return 0
+    keys = {json.dumps(p, sort_keys=True) for p in best_params}
+    keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
+    numbers = {int(n) for n in trials.loc[keep, "number"]}
+    if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
+        numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}
+    # the folder each kept trial names: a trial resumed from an interrupted one's final
+    # checkpoint keeps weights whose meta names the interrupted trial's number
+    paths = set(trials.loc[keep, "weights"].dropna()) - {""} if "weights" in trials else set()
+    return len(keep_only(run_dir, numbers, paths))

@@ -261,7 +261,7 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
     restarted = records.interrupted(study)
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         if ft.number not in restarted:
-            found = interrupted_checkpoint(run, ft.user_attrs) if run is not None else None
+            found = _resume_point(run, ft.user_attrs) if run is not None else None
             again = str(found[0]) if found else None
             _enqueue_again(study, cfg, ft.user_attrs, restart_of=ft.number, resume_from=again)
             out.append(found[1] if found else None)
@@ -273,50 +273,23 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
 def _drop_superseded_safely(
     run: Path | None, cfg: StudyConfig, attrs: dict[str, Any], found: tuple[Path, int] | None
 ) -> None:
-    """:func:`drop_superseded` once the trial is queued again, unless ``keep_weights: all``; a
-    storage error here loses nothing (the checkpoints stay)."""
+    """:func:`checkpoints.drop_superseded` once the trial is queued again, unless
+    ``keep_weights: all``; a storage error here loses nothing (the checkpoints stay)."""
+    from tlmsearch import checkpoints
+
     if run is None or found is None or cfg.search.keep_weights == "all":
         return
     with contextlib.suppress(OSError):
-        drop_superseded(run, attrs, keep=found[0])
+        checkpoints.drop_superseded(
+            run, attrs.get("ray_trial_id"), attrs.get(RESUME_FROM), keep=found[0]
+        )
 
 
-def _checkpoint_places(run: Path, attrs: dict[str, Any]) -> list[Path]:
-    """An interrupted trial's Ray trial folders (any session)."""
+def _resume_point(run: Path, attrs: dict[str, Any]) -> tuple[Path, int] | None:
+    """:func:`checkpoints.resume_point` of a trial from its Optuna attributes."""
     from tlmsearch import checkpoints
 
-    tid = attrs.get("ray_trial_id")
-    return [p for p in checkpoints.trial_dirs(run) if tid and p.name == f"trial_{tid}"]
-
-
-def interrupted_checkpoint(run: Path, attrs: dict[str, Any]) -> tuple[Path, int] | None:
-    """The newest valid checkpoint an interrupted trial left, and its tokens: in its Ray trial
-    folder (any session), else the one it had itself resumed from."""
-    from tlmsearch import checkpoints
-
-    best: tuple[Path, int] | None = None
-    for path in [checkpoints.latest_checkpoint(p) for p in _checkpoint_places(run, attrs)] + [
-        Path(attrs[RESUME_FROM]) if attrs.get(RESUME_FROM) else None
-    ]:
-        meta = checkpoints.read_meta(path, verify=True) if path is not None else None
-        if meta is not None and (best is None or meta["tokens"] > best[1]):
-            best = (path, int(meta["tokens"]))
-    return best
-
-
-def drop_superseded(run: Path, attrs: dict[str, Any], keep: Path) -> int:
-    """Remove an interrupted trial's checkpoints other than ``keep`` (the one its requeued
-    trial continues from): those in its own folders and the one it had itself resumed from.
-    Without this a trial interrupted twice (A -> B -> C) left A's behind for good. Returns the
-    bytes freed."""
-    from tlmsearch import checkpoints
-
-    folders = _checkpoint_places(run, attrs)
-    if attrs.get(RESUME_FROM):
-        folders.append(Path(attrs[RESUME_FROM]).parent)
-    keep = keep.resolve()
-    dead = [c for f in folders for c in checkpoints.checkpoint_dirs(f) if c.resolve() != keep]
-    return checkpoints.remove(dead)
+    return checkpoints.resume_point(run, attrs.get("ray_trial_id"), attrs.get(RESUME_FROM))
 
 
 def _mid_way(tokens: list[int | None]) -> str:
@@ -348,7 +321,7 @@ def requeue_failed(study: Any, cfg: StudyConfig, run: Path | None = None) -> lis
             continue
         found = None
         if run is not None and is_lost(ft.user_attrs.get("reason")):
-            found = interrupted_checkpoint(run, ft.user_attrs)
+            found = _resume_point(run, ft.user_attrs)
         resume_from = str(found[0]) if found else None
         if _enqueue_again(study, cfg, ft.user_attrs, retry_of=ft.number, resume_from=resume_from):
             out.append(found[1] if found else None)
@@ -560,7 +533,9 @@ def _finish(
     trials = export.write_tables(run, study, cfg)
     doc = export.write_best(run, trials, cfg)
     if status == "finished" and cfg.search.keep_weights == "best":
-        removed = keep_best_weights(run, trials, doc["best"])
+        from tlmsearch import checkpoints
+
+        removed = checkpoints.keep_best(run, trials, [b["params"] for b in doc["best"]])
         if removed:
             echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
             trials = export.write_tables(run, study, cfg)
@@ -611,28 +586,6 @@ def _track_study(
         echo(f"warning: the trackers did not take the verdict ({type(err).__name__}: {err})")
         return
     echo(f"tracking: the verdict and best.yaml logged to {', '.join(names)}")
-
-
-def keep_best_weights(run: Path, trials: Any, best: list[dict[str, Any]]) -> int:
-    """``keep_weights: best``: remove the kept weights of every trial that is neither a uniform
-    baseline nor a seed of a best candidate (best.yaml's); returns how many were removed.
-
-    The trials' ``weights`` attribute is left as it is (Optuna refuses to change a finished
-    trial): the trials table names a folder only while it exists (:func:`records.trial_records`).
-    """
-    from tlmsearch import checkpoints
-
-    if trials.empty:
-        return 0
-    keys = {json.dumps(b["params"], sort_keys=True) for b in best}
-    keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
-    numbers = {int(n) for n in trials.loc[keep, "number"]}
-    if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
-        numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}
-    # the folder each kept trial names: a trial resumed from an interrupted one's final
-    # checkpoint keeps weights whose meta names the interrupted trial's number
-    paths = set(trials.loc[keep, "weights"].dropna()) - {""} if "weights" in trials else set()
-    return len(checkpoints.keep_only(run, numbers, paths))
 
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
