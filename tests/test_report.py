@@ -378,3 +378,9 @@ def test_a_report_builds_the_evidence_once_per_objective(tmp_path, monkeypatch, 
     assert sorted(builds) == sorted(metric_column(o["metric"]) for o in objectives)
     assert by_report == [("rank", "val_ppl"), ("paired_deltas", "val_bpb")]
     assert report.effects is not None and len(report.effects.table)
+
+
+def test_the_shipped_page_carries_no_test_hooks(tmp_path):
+    """The browser tests add their render probe themselves (tests/report_checks.py)."""
+    page = write_report(make_run(tmp_path / "run")).read_text()
+    assert "render-status" not in page and "tlmsearchErrors" not in page

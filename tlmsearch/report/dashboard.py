@@ -59,7 +59,7 @@ _POLL = """<script>
         document.getElementById('conclusions-box').innerHTML=s.conclusions;
         document.getElementById('effects-box').innerHTML=s.effects;
         document.getElementById('live').textContent='updated '+new Date().toLocaleTimeString();
-        if(window.tlmsearchCheck){tlmsearchCheck();}
+        document.dispatchEvent(new Event('tlmsearch-redrawn'));
       })
       .catch(function(e){document.getElementById('live').textContent='offline: '+e;});
   }

@@ -163,32 +163,6 @@ th{background:#f5f5f5} code,pre{font-size:.88em} .plot{min-height:260px}
 .note{color:#444;max-width:900px}
 """
 
-# Records render status into the DOM (read by the browser test through --dump-dom), so errors
-# in figures show up without a DevTools connection. _CAPTURE goes in <head>, before any figure.
-_CAPTURE = """<script>
-window.tlmsearchErrors=[];
-window.addEventListener('error',function(e){window.tlmsearchErrors.push(String(e.message||e));});
-(function(){var ce=console.error;console.error=function(){
-  window.tlmsearchErrors.push(Array.prototype.join.call(arguments,' '));
-  return ce.apply(console,arguments);};})();
-</script>"""
-_CHECK = """<pre id="render-status" style="display:none">pending</pre>
-<script>
-window.tlmsearchCheck=function(){
-  var divs=document.querySelectorAll('div.plotly-graph-div'), rendered=[], empty=[];
-  divs.forEach(function(d){
-    var ok=d._fullLayout&&d.querySelector('.main-svg')&&d.getBoundingClientRect().height>0;
-    (ok?rendered:empty).push(d.id);});
-  document.getElementById('render-status').textContent=JSON.stringify(
-    {figures:divs.length,rendered:rendered,empty:empty,errors:window.tlmsearchErrors,
-     plotly:typeof Plotly!=='undefined'});
-};
-if(document.readyState==='complete'){tlmsearchCheck();}
-else{window.addEventListener('load',tlmsearchCheck);}
-</script>
-"""
-
-
 def _e(v: Any) -> str:
     return html.escape(str(v))
 
@@ -647,7 +621,7 @@ def render(
     s = report.summary
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{_e(title)}</title><style>{_CSS}</style>{_CAPTURE}{head_extra}</head><body>",
+        f"<title>{_e(title)}</title><style>{_CSS}</style>{head_extra}</head><body>",
         f"<h1>{_e(title)}</h1>",
         f"<p class='sub' id='header'>{header_html(s)}</p>",
     ]
@@ -694,7 +668,6 @@ def render(
         f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"
         f"<pre>{_e(cfg)}</pre></details>"
     )
-    parts.append(_CHECK)
     parts.append(tail_extra)
     parts.append("</body></html>")
     return "\n".join(parts)
