@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import RACE, Evidence
 
 
@@ -56,8 +57,8 @@ def conclusions(
     *,
     label: str | None = None,
     seeds: Sequence[int] | None = None,
-    level: float = 0.95,
-    family: str = "holm",
+    level: float = LEVEL,
+    family: str = FAMILY,
     config: Mapping[str, Any] | None = None,
     evidence: Evidence | None = None,
 ) -> Conclusions:

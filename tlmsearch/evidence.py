@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from tlmsearch import stats
+from tlmsearch import constants, stats
 from tlmsearch.racing import (
     SEPARATED,
     TIED,
@@ -82,8 +82,8 @@ class Evidence:
         sense: str = "minimize",
         *,
         key: str = "candidate",
-        level: float = 0.95,
-        family: str = "holm",
+        level: float = constants.LEVEL,
+        family: str = constants.FAMILY,
         seeds: Sequence[int] | None = None,
         config: Mapping[str, Any] | None = None,
         curves: pd.DataFrame | None = None,
@@ -173,7 +173,7 @@ def pair_noise(
     value: str,
     key: str = "candidate",
     noise: stats.Noise | None = None,
-    level: float = 0.95,
+    level: float = constants.LEVEL,
     by_setting: dict[str, stats.Noise | None] | None = None,
 ) -> stats.Noise | None:
     """The one noise MCB and the pairs matrix judge every pair on: ``noise`` (default the
@@ -271,7 +271,7 @@ def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str 
 
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]
-    family = str((config.get("stats") or {}).get("family", "holm"))
-    level = float((config.get("stats") or {}).get("level", 0.95))
+    family = str((config.get("stats") or {}).get("family", constants.FAMILY))
+    level = float((config.get("stats") or {}).get("level", constants.LEVEL))
     return Evidence.build(trials, metric_column(metric), sense, key=key, level=level,
                           family=family, config=config, curves=curves)  # fmt: skip

@@ -52,11 +52,11 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import Evidence
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
-LEVEL = 0.95
 ABS_TOL = 1e-12  # slopes closer than this (metric units per decade) are parallel
 # The least the verdict judges from. A bootstrap resample of S seeds is a multiset of them, and
 # there are only C(2S-1, S) of those (3 at 2 seeds, 10 at 3, 35 at 4, 126 at 5): however many
@@ -432,8 +432,8 @@ def fidelity(
     *,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
-    level: float = 0.95,
-    family: str = "holm",
+    level: float = LEVEL,
+    family: str = FAMILY,
 ) -> dict[str, Any]:
     """Everything ``tlmsearch fidelity`` prints and ``fidelity.json`` holds (see module doc).
 

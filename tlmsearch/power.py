@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
+from tlmsearch.constants import FAMILIES
 from tlmsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -74,8 +75,8 @@ def comparison_alpha(level: float, family: str, m: int) -> float:
     >>> round(comparison_alpha(0.95, "holm", 5), 4), comparison_alpha(0.9, "none", 5)
     (0.01, 0.09999999999999998)
     """
-    if family not in ("holm", "bh", "none"):
-        raise ValueError(f"family must be one of holm, bh, none, but got {family=}")
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, but got {family=}")
     if m < 1:
         raise ValueError(f"m (comparisons with uniform) must be >= 1, but got {m=}")
     return (1.0 - level) / (1 if family == "none" else m)

@@ -49,6 +49,7 @@ from typing import Any
 
 import pandas as pd
 
+from tlmsearch.constants import LEVEL
 from tlmsearch.reasons import is_lost
 from tlmsearch.stats import Noise, block_noise, paired_deltas
 
@@ -102,7 +103,7 @@ def race(
     sense: str = "minimize",
     seeds: Sequence[int],
     max_seeds: int,
-    confidence: float = 0.95,
+    confidence: float = LEVEL,
     against: str = "uniform",
     prior_sd: float | None = None,
     queued: set[tuple[str, int]] | frozenset = frozenset(),
@@ -237,7 +238,7 @@ def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
         "family_size": race_family_size(config),
         "seeds": seeds,
         "max_seeds": int(racing.get("max_seeds") or len(seeds)),
-        "confidence": float(racing.get("confidence", 0.95)),
+        "confidence": float(racing.get("confidence", LEVEL)),
         "against": str(racing.get("against", "uniform")),
         "prior_sd": racing.get("prior_sd"),
         "parallel_seeds": int(racing.get("parallel_seeds") or 1),

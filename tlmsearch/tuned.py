@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.space import settings_of
 
 # Seeds from which the best setting is chosen on half and measured on the other half.
@@ -161,8 +162,8 @@ def tuned(
     value: str,
     sense: str = "minimize",
     *,
-    level: float = 0.95,
-    family: str = "holm",
+    level: float = LEVEL,
+    family: str = FAMILY,
     seeds: Sequence[int] | None = None,
 ) -> Tuned | None:
     """The tuned comparison of a trials table with a ``setting`` column (None without settings

@@ -30,10 +30,9 @@ import pandas as pd
 
 from tlmsearch import stats
 from tlmsearch.conclusions import Conclusions, conclusions
+from tlmsearch.constants import LEVEL
 from tlmsearch.evidence import Evidence
 from tlmsearch.report.collect import evidence_of, ranked_candidates, sense_of
-
-LEVEL = 0.95
 
 
 class Effects(NamedTuple):

@@ -1,0 +1,109 @@
+"""Statistics of a study, in one place: paired deltas, intervals over seeds, censoring, ranking.
+
+The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module per concern:
+
+- ``quantiles.py``: Student t quantiles, a mean's interval, tail p-values, Tukey's range
+- ``deltas.py``: each candidate's outcome on each seed, paired deltas vs uniform
+- ``noise.py``: the noise of one paired delta from the block-design fit; with settings, each
+  setting's own and the noise across settings
+- ``multiplicity.py``: Holm / BH adjusted p-values and how a family is said
+- ``ranking.py``: the per-candidate summary and the ranking with censored seeds
+- ``effects_vs_uniform.py``: effects vs uniform in units of noise, the family's decision
+- ``pairs.py``: which candidates can be told apart, multiple comparisons with the best (Hsu)
+- ``snr.py``: signal-to-noise (arXiv 2508.13144)
+- ``variances.py``: equal variances of paired samples (Pitman-Morgan)
+
+Every name is re-exported here: callers use ``from tlmsearch import stats; stats.rank(...)`` or
+``from tlmsearch.stats import rank``. The defaults of ``level`` and ``family`` are
+:data:`tlmsearch.constants.LEVEL` and :data:`tlmsearch.constants.FAMILY`; docs/statistics.md
+says what every number means.
+"""
+
+from __future__ import annotations
+
+from tlmsearch.stats.deltas import (
+    PENDING_STATES,
+    UNKNOWN_SEED,
+    Seeds,
+    baseline_by_seed,
+    paired_deltas,
+    seed_outcomes,
+)
+from tlmsearch.stats.effects_vs_uniform import EFFECT_COLUMNS, MODEL, UNKNOWN, decide, effects
+from tlmsearch.stats.multiplicity import FAMILIES, adjust, family_words
+from tlmsearch.stats.noise import (
+    Noise,
+    block_fit,
+    block_noise,
+    setting_column,
+    setting_noise,
+    setting_noises,
+)
+from tlmsearch.stats.pairs import MCB_COLUMNS, PAIR_COLUMNS, mcb, pairwise
+from tlmsearch.stats.quantiles import Interval, mean_interval, range_critical, t_quantile, t_sf
+from tlmsearch.stats.ranking import (
+    RANK_COLUMNS,
+    SUMMARY_COLUMNS,
+    TIERS,
+    rank,
+    summarise,
+    tier_name,
+)
+from tlmsearch.stats.snr import (
+    CHECKPOINT_EVALS,
+    CheckpointNoise,
+    SignalToNoise,
+    candidate_means,
+    checkpoint_noise,
+    expected_range,
+    relative_dispersion,
+    signal_to_noise,
+)
+from tlmsearch.stats.variances import pitman_morgan
+
+__all__ = [
+    "CHECKPOINT_EVALS",
+    "EFFECT_COLUMNS",
+    "FAMILIES",
+    "MCB_COLUMNS",
+    "MODEL",
+    "PAIR_COLUMNS",
+    "PENDING_STATES",
+    "RANK_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "TIERS",
+    "UNKNOWN",
+    "UNKNOWN_SEED",
+    "CheckpointNoise",
+    "Interval",
+    "Noise",
+    "Seeds",
+    "SignalToNoise",
+    "adjust",
+    "baseline_by_seed",
+    "block_fit",
+    "block_noise",
+    "candidate_means",
+    "checkpoint_noise",
+    "decide",
+    "effects",
+    "expected_range",
+    "family_words",
+    "mcb",
+    "mean_interval",
+    "paired_deltas",
+    "pairwise",
+    "pitman_morgan",
+    "range_critical",
+    "rank",
+    "relative_dispersion",
+    "seed_outcomes",
+    "setting_column",
+    "setting_noise",
+    "setting_noises",
+    "signal_to_noise",
+    "summarise",
+    "t_quantile",
+    "t_sf",
+    "tier_name",
+]

@@ -1,0 +1,196 @@
+"""Seeds and paired deltas: what each candidate did on each seed, and its value minus the
+uniform baseline's on the same seed.
+
+Within a seed every candidate sees the same data order and initial weights (common random
+numbers), so a candidate's effect is its *paired delta*: its value minus the uniform baseline's
+on the same seed, with a Student t interval over seeds. With pruning, a candidate's seed ends in
+one of four ways:
+
+- complete: a COMPLETE trial with a finite value (several such trials: their mean);
+- censored: PRUNED, or FAIL of its own (diverged, a non-finite objective, an exception), or
+  COMPLETE without a value. A pruned seed is informative (the pruner stopped it because it
+  looked bad), so it is never dropped: its candidate is *censored* and shown as "n of k seeds";
+- missing: FAIL that the system lost (a worker or node, memory; tlmsearch/reasons.py): the
+  seed says nothing about the candidate's numbers, as the race judges it too;
+- pending: RUNNING or WAITING, or not run yet: every candidate is planned on every seed of the
+  study (``seeds``; by default every seed any trial ran on), so a seed it has no trial on is
+  still to come.
+
+Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
+(docs/run_dir.md): columns ``seed``, ``state``, ``is_baseline``, a key naming the candidate
+(``candidate`` by default) and a value column. A trial without a seed counts as seed -1
+(unknown): it takes part in ranking but is never paired with the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from tlmsearch.reasons import is_lost
+
+UNKNOWN_SEED = -1
+PENDING_STATES = ("RUNNING", "WAITING")
+
+
+class _Cell(NamedTuple):
+    """One candidate on one seed."""
+
+    is_baseline: bool
+    outcome: str  # complete | censored | pending | missing
+    value: float  # mean of the complete trials' values; NaN otherwise
+    states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
+    # the candidate's setting (``lr=0.003``; ``""`` without setting dimensions): it is paired
+    # with the uniform of its own setting and seed (tlmsearch/settings.py)
+    setting: str = ""
+
+
+Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
+
+
+def _cells(
+    trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
+) -> dict[tuple[Any, int], _Cell]:
+    """(candidate, seed) -> _Cell, in sorted order (so row order never matters).
+
+    With ``seeds`` (the study's seeds; None: every known seed in ``trials``; a mapping:
+    each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
+    trial on one of them gets a pending cell there (states ``""``: not run yet).
+    """
+    if trials.empty:
+        return {}
+    if value in trials:
+        values = pd.to_numeric(trials[value], errors="coerce").astype("float64").to_numpy()
+    else:
+        values = np.full(len(trials), np.nan)
+    seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
+    reasons = (trials["reason"].fillna("").astype(str).to_numpy() if "reason" in trials
+               else np.full(len(trials), ""))  # fmt: skip
+    setting_of = (dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str),
+                           strict=True)) if "setting" in trials else {})  # fmt: skip
+    acc: dict[tuple[Any, int], list] = {}
+    for cand, seed, base, state, v, why in zip(
+        trials[key].to_numpy(),
+        seed_of.to_numpy(),
+        trials["is_baseline"].astype(bool).to_numpy(),
+        trials["state"].astype(str).str.upper().to_numpy(),
+        values,
+        reasons,
+        strict=True,
+    ):
+        cell = acc.setdefault((cand, int(seed)), [False, [], set()])
+        cell[0] = cell[0] or bool(base)
+        if state == "COMPLETE" and math.isfinite(v):
+            cell[1].append(float(v))
+        # a seed the system lost says nothing about the candidate (as the race judges it):
+        # missing, not censored (tlmsearch/reasons.py)
+        cell[2].add("FAIL:lost" if state == "FAIL" and is_lost(why) else state)
+    if isinstance(seeds, Mapping):
+        planned_of = {c: {int(x) for x in v} for c, v in seeds.items()}
+        for cand in {c for c, _ in acc}:
+            for seed in planned_of.get(cand, ()):
+                acc.setdefault((cand, seed), [False, [], set()])
+    else:
+        planned = {int(x) for x in (seeds if seeds is not None else _seeds_all(acc))}
+        for cand in {c for c, _ in acc}:
+            for seed in planned:
+                acc.setdefault((cand, seed), [False, [], set()])
+    baseline = {c for (c, _), cell in acc.items() if cell[0]}
+    for (cand, _), cell in acc.items():  # a not-run cell belongs to the baseline too
+        cell[0] = cand in baseline
+    out = {}
+    for k in sorted(acc, key=lambda c: (str(c[0]), c[1])):
+        base, done, states = acc[k]
+        if done:
+            outcome = "complete"
+        elif not states or states & set(PENDING_STATES):
+            outcome = "pending"
+        elif states == {"FAIL:lost"}:
+            outcome = "missing"  # the system lost it: it says nothing of the candidate
+        else:
+            outcome = "censored"
+        mean = float(np.mean(done)) if done else math.nan
+        states = {"FAIL" if x == "FAIL:lost" else x for x in states}
+        out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""))
+    return out
+
+
+def _seeds_all(cells: Any) -> set[int]:
+    """Every known seed among (candidate, seed) keys: the study's seeds as far as they ran."""
+    return {int(s) for _, s in cells if s != UNKNOWN_SEED}
+
+
+def seed_outcomes(
+    trials: pd.DataFrame,
+    value: str,
+    *,
+    key: str = "candidate",
+    seeds: Seeds = None,
+) -> pd.DataFrame:
+    """One row per (candidate, seed): ``outcome`` complete | censored | pending, and the value.
+
+    Columns: key, seed, is_baseline, outcome, value (mean of the complete trials; NaN
+    otherwise), states (the seed's trial states, e.g. ``"PRUNED"``; ``""``: not run yet).
+    Sorted by key then seed. ``seeds``: the study's seeds (see the module docstring).
+    """
+    cells = _cells(trials, value, key, seeds)
+    rows = [(c, s, cell.is_baseline, cell.outcome, cell.value, cell.states)
+            for (c, s), cell in cells.items()]  # fmt: skip
+    cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
+    return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
+
+
+def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[tuple[str, int], float]:
+    """(setting, seed) -> the mean of that seed's COMPLETE uniform trials at that setting."""
+    acc: dict[tuple[str, int], list[float]] = {}
+    for (_, seed), cell in cells.items():
+        if cell.is_baseline and cell.outcome == "complete" and seed != UNKNOWN_SEED:
+            acc.setdefault((cell.setting, seed), []).append(cell.value)
+    return {block: float(np.mean(v)) for block, v in acc.items()}
+
+
+def baseline_by_seed(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.Series:
+    """seed -> mean value of that seed's COMPLETE baseline (uniform) trials; known seeds only.
+
+    For one setting: a study with setting dimensions has a uniform per setting, so pass the
+    trials of one setting (``trials[trials["setting"] == s]``).
+    """
+    ref = _baseline(_cells(trials, value, key))
+    if len({setting for setting, _ in ref}) > 1:
+        raise ValueError("trials of several settings: select one setting's rows first")
+    return pd.Series(list(ref.values()), index=pd.Index([s for _, s in ref], dtype="int64"),
+                     dtype="float64")  # fmt: skip
+
+
+def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
+    """Per (candidate, seed) both completed: value minus the same seed's uniform baseline.
+
+    Columns: key, seed, is_baseline, value, baseline, delta (the baseline's own rows are 0).
+
+    >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
+    ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 3 + ["PRUNED"],
+    ...                   "v": [2.0, 2.2, 1.9, 1.5]})
+    >>> d = paired_deltas(t, "v")
+    >>> [(int(r.seed), round(r.delta, 3)) for r in d[~d["is_baseline"]].itertuples()]
+    [(0, -0.1)]
+    """
+    cells = _cells(trials, value, key)
+    rows = [
+        (c, s, cell.is_baseline, cell.value, b, cell.value - b)
+        for (c, s), b, cell in _paired(cells)
+    ]
+    cols = [key, "seed", "is_baseline", "value", "baseline", "delta"]
+    return pd.DataFrame(rows, columns=cols).astype(
+        {"seed": "int64", "is_baseline": bool, "value": "float64", "baseline": "float64",
+         "delta": "float64"}
+    )  # fmt: skip
+
+
+def _paired(cells: dict[tuple[Any, int], _Cell]) -> list[tuple[tuple[Any, int], float, _Cell]]:
+    ref = _baseline(cells)
+    return [(k, ref[c.setting, k[1]], c) for k, c in cells.items()
+            if c.outcome == "complete" and (c.setting, k[1]) in ref]  # fmt: skip

@@ -1,0 +1,162 @@
+"""Effects in units of noise: every candidate's paired effect vs uniform, its interval and
+p-value on the study's noise, and the family's decision over every comparison with uniform."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tlmsearch.constants import FAMILY, LEVEL
+from tlmsearch.stats.deltas import Seeds, paired_deltas
+from tlmsearch.stats.multiplicity import adjust
+from tlmsearch.stats.noise import Noise, block_noise
+from tlmsearch.stats.quantiles import mean_interval, t_quantile, t_sf
+from tlmsearch.stats.ranking import summarise
+
+# Effects in units of noise, and which candidates can be told apart
+#
+# Every interval and test uses the study's noise of a paired delta from the block-design fit
+# (:func:`block_noise`, said as "model"): one estimate for every candidate, whatever its seeds,
+# with the df of the whole design. A candidate's own seed-to-seed sd of deltas (``sd_delta``) is
+# kept beside it as a description, never as a second verdict. Without residual df the noise is
+# "unknown" and nothing is separated. A racing prior (df 0) is an assumption, not a
+# measurement: it is never used here.
+
+MODEL, UNKNOWN = "model", "unknown"
+
+EFFECT_COLUMNS = (
+    "n",  # paired seeds: completed with a finished uniform of the same seed
+    "seeds",  # those seeds (tuple)
+    "n_better",  # of them, the seeds on which it beat uniform (``sense`` decides which way)
+    "mean_delta",  # mean paired delta vs uniform
+    "sd_delta",  # its own seed-to-seed sd of deltas (NaN with one seed): a description only
+    "noise",  # model (the block-design fit) | unknown (no residual df yet)
+    "noise_sd",  # the sd of one paired delta the interval and effect_noise use
+    "noise_df",  # its degrees of freedom (0 when unknown)
+    "lo",  # t interval of mean_delta at ``level``, per comparison (NaN when the noise is unknown)
+    "hi",
+    "half_width",
+    "effect_noise",  # mean_delta / noise_sd: the effect in units of seed noise
+    "p",  # two-sided p-value of mean_delta = 0, per comparison
+    "p_adj",  # adjusted over the family (``family``) of comparisons with uniform
+    "separated",  # p_adj < 1 - level: the family's decision (<NA> when the noise is unknown)
+    "family",  # holm | bh | none
+    "family_size",  # comparisons with uniform in the family
+    "censored",  # pruned or failed on some seed (its completed seeds flatter it)
+    "censored_seeds",
+    "censored_states",
+)
+
+
+def _sign(sense: str) -> float:
+    if sense not in ("minimize", "maximize"):
+        raise ValueError(f"sense must be 'minimize' or 'maximize', but got {sense=}")
+    return 1.0 if sense == "minimize" else -1.0
+
+
+_NOISED = ("noise", "noise_sd", "noise_df", "lo", "hi", "half_width", "effect_noise", "p")
+
+
+def _noised(diffs: Sequence[float], noise: Noise | None, level: float) -> dict[str, Any]:
+    """Mean of paired differences with its interval, p-value and effect / noise from ``noise``.
+
+    A difference of two models on one seed has the sd of one paired delta, ``noise.sd``; over
+    n seeds the mean's standard error is noise.sd / sqrt(n), with ``noise.df`` df.
+    """
+    iv = mean_interval(diffs, level)
+    nan = math.nan
+    out: dict[str, Any] = dict(mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_sd=nan, noise_df=0)
+    out.update(lo=nan, hi=nan, half_width=nan, effect_noise=nan, p=nan)
+    if iv.n >= 1 and noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
+        se = noise.sd / math.sqrt(iv.n)
+        half = t_quantile(noise.df, level) * se
+        out.update(noise=MODEL, noise_sd=noise.sd, noise_df=noise.df, half_width=half)
+        out.update(lo=iv.mean - half, hi=iv.mean + half)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["effect_noise"] = float(np.float64(iv.mean) / np.float64(noise.sd))
+            z = float(np.float64(abs(iv.mean)) / np.float64(se))
+        out["p"] = 1.0 if iv.mean == 0 else 2.0 * t_sf(z, noise.df)
+    return out
+
+
+def effects(
+    trials: pd.DataFrame,
+    value: str,
+    sense: str = "minimize",
+    *,
+    key: str = "candidate",
+    level: float = LEVEL,
+    seeds: Seeds = None,
+    noise: Noise | None = None,
+    family: str = FAMILY,
+) -> pd.DataFrame:
+    """Every candidate's paired effect vs uniform: mean, interval, p-value, the family's verdict.
+
+    The noise is ``noise`` or, by default, the study's :func:`block_noise`. ``separated`` is the
+    decision over the family of every candidate's comparison with uniform (``family``: holm,
+    bh or none; :func:`adjust`), at ``1 - level``; ``lo``/``hi`` are per comparison. One row
+    per non-baseline candidate, sorted by key: key, :data:`EFFECT_COLUMNS`.
+
+    >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
+    ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 4,
+    ...                   "v": [2.0, 2.2, 1.9, 2.0]})
+    >>> e = effects(t, "v").iloc[0]
+    >>> int(e["n_better"]), float(round(e["mean_delta"], 3)), e["noise"], int(e["noise_df"])
+    (2, -0.15, 'model', 1)
+    >>> float(round(e["effect_noise"], 2))  # -0.15 / sd 0.0707
+    -2.12
+    """
+    sign = _sign(sense)
+    if noise is None:
+        noise = block_noise(trials, value, key=key)
+    s = summarise(trials, value, key=key, level=level, seeds=seeds)
+    s = s[~s["is_baseline"].astype(bool)]
+    d = paired_deltas(trials, value, key=key)
+    d = d[~d["is_baseline"]]
+    per = {c: g for c, g in d.groupby(key, sort=False)}
+    rows = []
+    for row in s.itertuples(index=False):
+        cand = row[0]  # the key column
+        g = per.get(cand)
+        deltas = [] if g is None else g["delta"].tolist()
+        x = _noised(deltas, noise, level)
+        rows.append(
+            {
+                key: cand,
+                "n": len(deltas),
+                "seeds": () if g is None else tuple(int(v) for v in g["seed"]),
+                "n_better": sum(sign * v < 0 for v in deltas),
+                "mean_delta": row.mean_delta,
+                "sd_delta": row.sd_delta,
+                **{c: x[c] for c in _NOISED},
+                "censored": bool(row.censored),
+                "censored_seeds": row.censored_seeds,
+                "censored_states": row.censored_states,
+            }
+        )
+    return decide(pd.DataFrame(rows, columns=[key, *EFFECT_COLUMNS]), family, level)
+
+
+def decide(out: pd.DataFrame, family: str, level: float) -> pd.DataFrame:
+    """An effects table's family decision over all its rows: ``p_adj`` (``family``), ``separated``
+    at ``1 - level``, ``family`` and ``family_size`` (the rows with a p-value). For tables put
+    together from several :func:`effects` calls (each row on the noise that fits it)."""
+    out = out.copy()
+    out["p_adj"] = adjust(out["p"].astype("float64").tolist(), family) if len(out) else []
+    tested = out["p"].notna()
+    out["separated"] = pd.array(
+        [bool(q < 1.0 - level) if ok else pd.NA for q, ok in zip(out["p_adj"], tested,
+                                                                 strict=True)],
+        dtype="boolean",
+    )  # fmt: skip
+    out["family"] = family
+    out["family_size"] = int(tested.sum())
+    floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise",
+              "p", "p_adj")  # fmt: skip
+    return out.astype({c: "float64" for c in floats}).astype(
+        {"n": "int64", "noise_df": "int64", "family_size": "int64"}
+    )

@@ -1,0 +1,190 @@
+"""The noise of one paired delta, from the study's fit as a randomized block design
+(``value ~ candidate + seed``, uniform one of the candidates; docs/statistics.md): one estimate
+for every candidate, with the df of the whole design; and with setting dimensions, each
+setting's own, and the noise of a delta across settings (Satterthwaite)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.quantiles import t_quantile
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The sd of one paired delta (a candidate minus uniform on one seed) and its df.
+
+    From the block-design fit (:func:`block_noise`): ``sd`` = sqrt(2) x the residual sd of
+    ``value ~ candidate + seed``, ``df`` its residual degrees of freedom. ``df`` 0 is a racing
+    prior (an assumption, not a measurement): a normal quantile.
+    """
+
+    sd: float
+    df: int
+
+    def quantile(self, confidence: float) -> float:
+        """Two-sided quantile at ``confidence`` (t with ``df``; normal for the prior)."""
+        return t_quantile(1e9 if self.df == 0 else self.df, confidence)
+
+    def one_sided(self, confidence: float) -> float:
+        """One-sided quantile at ``confidence``: the two-sided one at ``2 * confidence - 1``."""
+        return self.quantile(2.0 * confidence - 1.0)
+
+
+def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]) -> tuple[
+    float, int
+]:
+    """(residual sum of squares, residual df) of the two-way additive fit value ~ candidate + seed.
+
+    A study is a randomized block design: candidates are treatments (uniform one of them), seeds
+    are blocks, y(c, s) = mu + tau_c + u_s + e_cs. Every paired delta on seed s subtracts the
+    same uniform value, so the deltas of one seed share its -e_us: pooling each candidate's
+    deltas as if independent misstates the noise (docs/contributing.md). The residuals of this
+    fit estimate sigma_e^2 with df = cells - rank(design) ((C - 1)(S - 1) in a complete design);
+    cells a race or pruner left empty are simply absent. Equal to statsmodels'
+    ``ols("value ~ C(candidate) + C(seed)")`` (tests/test_stats.py checks it).
+
+    >>> rss, df = block_fit(["u", "u", "a", "a"], [0, 1, 0, 1], [1.0, 2.0, 1.5, 2.1])
+    >>> round(rss, 4), df
+    (0.04, 1)
+    """
+    y = np.asarray(values, dtype="float64")
+    if len(y) == 0:
+        return 0.0, 0
+    x = _block_design(candidates, seeds)
+    beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ beta
+    rss = float(resid @ resid)
+    if rss <= len(y) * (1e-12 * float(np.abs(y).max())) ** 2:  # rounding, not noise: exactly 0
+        rss = 0.0
+    return rss, int(len(y) - rank)
+
+
+def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarray:
+    """The design matrix of value ~ candidate + block: intercept, then dummies (first levels
+    dropped)."""
+    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
+    s_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
+    cols = [np.ones(len(c_codes))]
+    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
+    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
+    return np.column_stack(cols)
+
+
+def block_noise(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> Noise | None:
+    """The study's noise of a paired delta from the block-design fit (:func:`block_fit`).
+
+    On the completed (candidate, seed) cells of known seeds; a replayed twin (``same_as``)
+    repeats another trial's numbers and is left out. None when the fit leaves no residual df
+    (e.g. one seed): then nothing can be separated.
+    """
+    if "same_as" in trials:
+        trials = trials[trials["same_as"].isna()]
+    # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
+    # control of its own candidates on a seed
+    done = [(c, (cell.setting, s) if cell.setting else s, cell.value)
+            for (c, s), cell in _cells(trials, value, key).items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    if not done:
+        return None
+    rss, df = block_fit(*zip(*done, strict=True))
+    if df < 1:
+        return None
+    return Noise(math.sqrt(2.0 * rss / df), df)
+
+
+def setting_column(trials: pd.DataFrame) -> pd.Series | None:
+    """The trials' ``setting`` column as text when it holds two or more values (a study with
+    setting dimensions, each value its own comparison with its own uniform), else None."""
+    if "setting" not in trials:
+        return None
+    settings = trials["setting"].fillna("").astype(str)
+    return settings if settings.nunique() > 1 else None
+
+
+def setting_noises(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> dict[str, Noise | None]:
+    """{setting: :func:`block_noise` of that setting's cells} (None where a setting has no
+    residual df); {} without two or more settings. Each setting's effects are judged on its
+    own entry (:mod:`tlmsearch.evidence`)."""
+    settings = setting_column(trials)
+    if settings is None:
+        return {}
+    return {str(s): block_noise(sub, value, key=key)
+            for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
+
+
+def setting_noise(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+) -> Noise | None:
+    """The noise of a delta between two cells of one seed at *different* settings (a schedule at
+    its best LR minus uniform at its own): None when it cannot be estimated.
+
+    With setting dimensions a cell is (schedule, setting) and, on a seed, the cells of one
+    setting share more than the seed's level: its data order *and* how that LR treats that seed,
+    y = mu_cell + u_seed + g_(setting, seed) + e. A delta within a setting cancels g (var
+    2 sigma_e^2: :func:`block_noise`'s (setting, seed) blocks); one across settings does not
+    (var 2 sigma_e^2 + 2 sigma_g^2). Two block fits on the same cells estimate both: blocks
+    (setting, seed) give sigma_e^2; blocks seed leave the seed-by-setting interaction in the
+    residual, whose extra mean square estimates sigma_e^2 + S sigma_g^2 (S the cells per
+    block in a complete balanced grid; computed exactly from the design otherwise). The variance
+    2 (1 - 1/S) sigma_e^2 + (2 / S) MS_interaction, never below 2 sigma_e^2, has
+    Satterthwaite's df (rounded down).
+
+    A per-(setting, seed) level of sd 0.01 shared by the three cells, cell noise sd 0.001:
+
+    >>> rng = np.random.default_rng(0)
+    >>> g = rng.normal(0, 0.01, (8, 2))
+    >>> rows = [(c, lr, s, g[s, lr - 1] + rng.normal(0, 0.001))
+    ...         for s in range(8) for lr in (1, 2) for c in ("u", "a", "b")]
+    >>> t = pd.DataFrame({"candidate": [f"{c}{lr}" for c, lr, _, _ in rows],
+    ...     "setting": [f"lr={lr}" for _, lr, _, _ in rows], "seed": [r[2] for r in rows],
+    ...     "is_baseline": [r[0] == "u" for r in rows], "state": "COMPLETE",
+    ...     "v": [r[3] for r in rows]})
+    >>> within, across = block_noise(t, "v"), setting_noise(t, "v")
+    >>> across.sd > 3 * within.sd, within.df, across.df > 0
+    (True, 28, True)
+    """
+    if "same_as" in trials:
+        trials = trials[trials["same_as"].isna()]
+    done = [(c, cell.setting, s, cell.value)
+            for (c, s), cell in _cells(trials, value, key).items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    if not done:
+        return None
+    cands, settings, seeds, values = zip(*done, strict=True)
+    blocks = [f"{a}\x00{b}" for a, b in zip(settings, seeds, strict=True)]
+    rss_in, df_in = block_fit(cands, blocks, values)
+    rss_out, df_out = block_fit(cands, seeds, values)
+    df_x = df_out - df_in  # the seed-by-setting interaction's df
+    if df_in < 1 or df_x < 1:
+        return None
+    var_e = rss_in / df_in
+    ms_x = max(rss_out - rss_in, 0.0) / df_x
+    # E[MS_x] = sigma_e^2 + c sigma_g^2 with c = tr(Z' (I - P) Z) / df_x, Z the (setting, seed)
+    # indicators and P the projection onto candidate + seed: S, the cells per block, in a
+    # complete balanced grid, less where settings hold different numbers of cells
+    z = pd.get_dummies(pd.Series(blocks)).to_numpy(dtype="float64")
+    x = _block_design(cands, seeds)
+    resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
+    c = float((resid * resid).sum()) / df_x
+    if not c > 1.0:  # most blocks hold one cell: no split of the two components, the larger
+        var, df = max((2.0 * var_e, df_in), (2.0 * ms_x / max(c, 1e-12), df_x))
+        return Noise(math.sqrt(var), int(df)) if var > 0 else None
+    a = 2.0 * (1.0 - 1.0 / c) * var_e
+    b = 2.0 / c * ms_x
+    var = a + b
+    if var <= 2.0 * var_e:  # no interaction beyond sigma_e: the within-setting noise
+        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
+    df = var**2 / (a**2 / df_in + b**2 / df_x)
+    return Noise(math.sqrt(var), max(1, int(df)))
