@@ -1,6 +1,6 @@
 """The study YAML's JSON Schema and its Markdown reference, generated from the pydantic models.
 
-A field's documentation is the comment beside or directly above it in ``config.py`` /
+A field's documentation is the comment beside or directly above it in ``tlmsearch/config/`` /
 ``space.py`` (the code's own words, so the reference cannot drift from it); a section's is its
 class docstring. ``tlmsearch schema`` prints the schema (``--space`` a search-space file's,
 ``--markdown`` the reference); ``make docs`` writes ``docs/study.schema.json``,
@@ -281,7 +281,7 @@ def reference_markdown() -> str:
         "# Study YAML reference",
         "",
         f"<!-- Generated from the pydantic models by `tlmsearch schema --markdown` ({REFRESH}); "
-        "do not edit by hand: edit the comments beside the fields in tlmsearch/config.py and "
+        "do not edit by hand: edit the comments beside the fields in tlmsearch/config/ and "
         "tlmsearch/space.py. -->",
         "",
         "Every key a study YAML (`studies/*.yaml`) may hold. Unknown keys are errors; "

@@ -14,7 +14,7 @@ A dimension with ``when`` exists only where earlier dimensions take the listed v
 ``model.FIELD`` is a *setting*: a scalar of the study's training or model config searched beside
 the schedule (``train.lr: {type: float, low: 1e-3, high: 1e-2, log: true}``). Settings cross
 every schedule (no ``when`` on either side), so the uniform control exists at each setting value;
-config.py checks the field and its values (docs/search_dimensions.md).
+tlmsearch/config/ checks the field and its values (docs/search_dimensions.md).
 
 One :class:`SearchSpace` can enumerate a finite space as a grid, be sampled by an Optuna trial
 (:meth:`SearchSpace.suggest`), and turn a candidate into its exact-budget width vector
