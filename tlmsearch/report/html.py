@@ -641,8 +641,7 @@ def render(
                 )
             done.add(f.section)
             parts.append(f"<h2 id='{_anchor(f.section)}'>{_e(f.section)}</h2>")
-        if f.id == "fig-separation":
-            parts.append(f"<div id='conclusions-box'>{conclusions_html(report)}</div>")
+        parts += _boxes(report, f.id, "before")
         parts.append(f.note)
         parts.append("<div class='plot'>")
         parts.append(
@@ -655,14 +654,7 @@ def render(
         )
         parts.append("</div>")
         first = False
-        if f.id == "fig-curves":
-            parts.append(f"<div id='failed-box'>{failed_html(report.failed)}</div>")
-        if f.id == "fig-separation":
-            parts.append(f"<div id='effects-box'>{effects_html(report)}</div>")
-        if f.id == "fig-settings" and report.sweep is not None:
-            parts.append(f"<div id='tuned-box'>{tuned_html(report.sweep)}</div>")
-        if f.id == "fig-fidelity" and report.fidelity:
-            parts.append(f"<div id='fidelity-box'>{fidelity_html(report.fidelity)}</div>")
+        parts += _boxes(report, f.id, "after")
     cfg = yaml.safe_dump(s.get("config") or {}, sort_keys=False)
     parts.append(
         f"<h2 id='study-config'>Study config</h2><details><summary>study.yaml</summary>"
@@ -671,6 +663,27 @@ def render(
     parts.append(tail_extra)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+# The text boxes that go with a figure, in page order: (figure id, before or after its plot,
+# the box's element id (the live dashboard replaces its content by id), its HTML from the report;
+# None: no box). Every section the page has beside its figures is listed here.
+BOXES: tuple[tuple[str, str, str, Any], ...] = (
+    ("fig-separation", "before", "conclusions-box", lambda r: conclusions_html(r)),
+    ("fig-curves", "after", "failed-box", lambda r: failed_html(r.failed)),
+    ("fig-separation", "after", "effects-box", lambda r: effects_html(r)),
+    ("fig-settings", "after", "tuned-box", lambda r: tuned_html(r.sweep) if r.sweep else None),
+    ("fig-fidelity", "after", "fidelity-box",
+     lambda r: fidelity_html(r.fidelity) if r.fidelity else None),
+)  # fmt: skip
+
+
+def _boxes(report: Report, figure: str, where: str) -> list[str]:
+    out = []
+    for fig_id, at, box_id, html_of in BOXES:
+        if fig_id == figure and at == where and (inner := html_of(report)) is not None:
+            out.append(f"<div id='{box_id}'>{inner}</div>")
+    return out
 
 
 def _anchor(name: str) -> str:
