@@ -211,8 +211,9 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     html = (run / "report.html").read_text()
     assert "id='fidelity-box'" in html and "fig-fidelity" in html
-    assert "Decision accuracy per compute, vs the top rung (rung 1)" in html
-    assert "Signal-to-noise per rung" in html
+    # the tables `tlmsearch fidelity` printed, the same cells (tlmsearch/fidelity_tables.py)
+    assert "decision accuracy vs the top rung (rung 1) per compute" in html
+    assert "signal-to-noise per rung" in html and "rank agreement of the candidates" in html
     best = L.finish_ladder(run)
     block = yaml.safe_load((run / "best.yaml").read_text())["fidelity"]
     assert block["kendall_tau"] == pair["kendall_tau"] and block["n_seeds"] == 3

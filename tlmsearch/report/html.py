@@ -493,96 +493,15 @@ def _tuned_delta(baseline: bool, mean: Any, lo: Any, hi: Any, separated: Any, ce
 
 
 def fidelity_html(doc: dict[str, Any]) -> str:
-    """A ladder's rank agreement between every pair of rungs and the predicted crossings."""
-    from tlmsearch.fidelity import compute_text, with_ci
+    """A ladder's fidelity: how far to trust it, then the tables ``tlmsearch fidelity`` prints
+    (:mod:`tlmsearch.fidelity_tables`): rungs, rank agreement, lines, crossings,
+    signal-to-noise, decision accuracy."""
+    from tlmsearch.fidelity_tables import crossings, fidelity_tables
 
-    boot = doc["bootstrap"]
-    rows = []
-    for p in doc["pairs"]:
-        tau = with_ci(p["kendall_tau"], p["tau_ci95"])
-        rho = with_ci(p["spearman_rho"], p["rho_ci95"])
-        acc = "-" if p["decision_accuracy"] is None else f"{p['decision_accuracy']:.0%}"
-        given = f"<br>conditional on {_e(p['conditional_on'])}" if p.get("conditional_on") else ""
-        rows.append(
-            f"<tr><td>{p['lower']} &rarr; {p['upper']}{given}</td><td>{p['n_candidates']}</td>"
-            f"<td>{p['n_seeds']}</td><td>{p['distinct_resamples']}</td><td>{tau}</td>"
-            f"<td>{rho}</td><td>{acc}</td><td>{_e(', '.join(p['left_out']) or '-')}</td></tr>"
-        )
-    rungs = "".join(
-        f"<tr><td>{r['index']}</td><td>{_e(r['label'])}</td><td>{r['compute']:.3g}</td></tr>"
-        for r in doc["rungs"]
-    )
-    cross = "".join(
-        f"<tr><td>{_e(c['a'])}</td><td>{_e(c['b'])}</td>"
-        f"<td>{compute_text(c['log10_compute'])}</td>"
-        f"<td>{_e(c['where'])}</td></tr>"
-        for c in doc["crossings"]
-        if c["log10_compute"] is not None
-    )
-    return (
-        f"<p><b>{_e(doc['trust'])}</b></p>"
-        "<table><tr><th>rung</th><th>run dir</th><th>training FLOPs per model</th></tr>"
-        f"{rungs}</table>"
-        "<table><tr><th>rungs</th><th>candidates</th><th>seeds</th><th>distinct resamples</th>"
-        "<th>Kendall tau [95% CI]</th>"
-        "<th>Spearman rho [95% CI]</th><th>decision accuracy</th><th>left out</th></tr>"
-        f"{''.join(rows)}</table>"
-        f"<p class='sub'>Rankings of the candidates' paired effects vs uniform (uniform at 0) "
-        f"on the seeds both rungs paired; 95% CI: percentile bootstrap over seeds "
-        f"({boot['resamples']} resamples, rng seed {boot['rng_seed']}; S seeds allow only "
-        "C(2S-1, S) distinct ones); decision accuracy: "
-        "the share of candidate pairs ordered the same, ties counted half. Lines: through the "
-        "two points with two rungs, least squares with more.</p>"
-        + (
-            "<table><tr><th>a</th><th>b</th><th>lines cross at FLOPs</th><th>where</th></tr>"
-            f"{cross}</table>"
-            if cross
-            else "<p>No two candidates' lines cross at or above the smallest rung.</p>"
-        )
-        + decisions_html(doc)
-    )
-
-
-def decisions_html(doc: dict[str, Any]) -> str:
-    """Decision accuracy per FLOP vs the top rung (DataDecide, arXiv 2504.11393), and each
-    rung's signal-to-noise (arXiv 2508.13144)."""
-    from tlmsearch.fidelity import snr_cells
-
-    rows = doc.get("decisions") or []
-    if not rows:
-        return ""
-
-    def num(v: float | None, fmt: str) -> str:
-        return "-" if v is None else format(v, fmt)
-
-    acc = "".join(
-        f"<tr><td>{d['rung']}</td><td>{num(d['compute'], '.3g')}</td>"
-        f"<td>{num(d['compute_ratio'], '.3g')}</td><td>{d['n_pairs']}</td>"
-        f"<td>{num(d['accuracy'], '.0%')}</td>"
-        f"<td>{d['n_separated']}: {num(d['accuracy_separated'], '.0%')}</td>"
-        f"<td>{d['n_pairs'] - d['n_separated']}: {num(d['accuracy_within_noise'], '.0%')}</td>"
-        f"<td>{_e(d['note'])}</td></tr>"
-        for d in rows
-    )
-    snr = "".join(
-        f"<tr><td>{r['index']}</td>"
-        + "".join(f"<td>{_e(c)}</td>" for c in snr_cells(r.get("signal_to_noise")))
-        + "</tr>"
-        for r in doc["rungs"]
-    )
-    return (
-        f"<h3>Decision accuracy per compute, vs the top rung (rung {rows[0]['top']})</h3>"
-        "<table><tr><th>rung</th><th>FLOPs per training</th><th>x top</th><th>pairs</th>"
-        "<th>accuracy</th><th>separated pairs: accuracy</th><th>within noise: accuracy</th>"
-        f"<th>note</th></tr>{acc}</table>"
-        "<p class='sub'>DataDecide (arXiv 2504.11393): the share of the candidate pairs both "
-        "rungs measured (uniform included) that the rung orders as the top rung does, ties "
-        "counted half; pairs the top rung's own evidence separates (family-wise) are the "
-        "decisions it makes, the rest are within its noise.</p>"
-        "<h3>Signal-to-noise per rung</h3><table><tr><th>rung</th><th>spread of the means</th>"
-        f"<th>SNR over seeds</th><th>SNR over checkpoints</th></tr>{snr}</table>"
-    )
-
+    tables = "".join(t.html() for t in fidelity_tables(doc))
+    if crossings(doc) is None:
+        tables += "<p>No two candidates' lines cross at or above the smallest rung.</p>"
+    return f"<p><b>{_e(doc['trust'])}</b></p>{tables}"
 
 
 def failed_html(failed: Any) -> str:

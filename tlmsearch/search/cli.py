@@ -291,124 +291,19 @@ def _ladder_outcome(console: Any, climb: Any) -> int:
     return 0
 
 
-def _num(v: Any, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
-    """``tlmsearch fidelity``'s tables: agreement per pair of rungs, lines, crossings, trust."""
-    from rich.table import Table
-
-    from tlmsearch.fidelity import compute_text, with_ci
+    """``tlmsearch fidelity``'s tables (:mod:`tlmsearch.fidelity_tables`, the report shows the
+    same): rungs, agreement per pair of rungs, lines, crossings, signal-to-noise, decision
+    accuracy; then how far to trust them."""
+    from tlmsearch.fidelity_tables import fidelity_tables
 
     if not doc:
         return
-    boot = doc["bootstrap"]
-    t = Table(
-        title=f"rank agreement of the candidates' paired effects on {doc['metric']} vs uniform",
-        caption=f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
-        f"rng seed {boot['rng_seed']}; S seeds allow only C(2S-1, S) distinct ones); decision "
-        "accuracy: share of candidate pairs ordered the same, ties counted half",
-    )
-    for col in ("rungs", "candidates", "seeds", "distinct resamples", "Kendall tau [95% CI]",
-                "Spearman rho [95% CI]", "decision accuracy", "left out"):  # fmt: skip
-        t.add_column(col)
-    for p in doc["pairs"]:
-        tau = with_ci(p["kendall_tau"], p["tau_ci95"])
-        rho = with_ci(p["spearman_rho"], p["rho_ci95"])
-        t.add_row(
-            f"{p['lower']} -> {p['upper']}", str(p["n_candidates"]), str(p["n_seeds"]),
-            str(p["distinct_resamples"]), tau, rho, _num(p["decision_accuracy"], ".0%"),
-            ", ".join(p["left_out"]) or "-",
-        )  # fmt: skip
-    console.print(t)
-    for p in doc["pairs"]:
-        if p.get("conditional_on"):
-            console.print(
-                f"rung {p['lower']} -> {p['upper']}: conditional on {p['conditional_on']}",
-                markup=False, highlight=False,
-            )  # fmt: skip
-    rungs = doc["rungs"]
-    f = Table(
-        title="paired effect vs log10 compute (training FLOPs), per candidate",
-        caption="2 rungs: the line through the two points; 3 or more: least squares (residual sd)",
-    )
-    for col in ("candidate", *(f"rung {r['index']}" for r in rungs), "slope / decade", "fit"):
-        f.add_column(col)
-    for fit in doc["fits"]:
-        at = {round(pt["log10_compute"], 9): pt["effect"] for pt in fit["points"]}
-        cells = [
-            _num(at.get(round(r["log10_compute"], 9)) if r["log10_compute"] is not None
-                 else None, "+.4f")
-            for r in rungs
-        ]  # fmt: skip
-        kind = fit["kind"] + (
-            f" (residual sd {fit['residual_sd']:.4f})" if fit["residual_sd"] is not None else ""
-        )
-        f.add_row(fit["candidate"], *cells, _num(fit["slope"], "+.4f"), kind)
-    console.print(f)
-    crossing = [c for c in doc["crossings"] if c["log10_compute"] is not None]
-    if crossing:
-        c_t = Table(title="where two candidates' lines cross (predicted)")
-        for col in ("a", "b", "compute (FLOPs)", "where", "effect there"):
-            c_t.add_column(col)
-        for c in crossing:
-            at = compute_text(c["log10_compute"])
-            c_t.add_row(c["a"], c["b"], at, c["where"], f"{c['effect']:+.4f}")
-        console.print(c_t)
+    for table in fidelity_tables(doc):
+        console.print(table.rich())
+        for note in table.notes:
+            console.print(note, markup=False, highlight=False)
     console.print(f"trust: {doc['trust']}", markup=False, highlight=False)
-    print_rung_snr(console, doc)
-    print_decisions(console, doc)
-
-
-def print_rung_snr(console: Any, doc: dict[str, Any]) -> None:
-    """Each rung's signal-to-noise (arXiv 2508.13144; docs/signal_to_noise.md)."""
-    from rich.table import Table
-
-    from tlmsearch.fidelity import snr_cells
-
-    if not any(r.get("signal_to_noise") for r in doc.get("rungs") or []):
-        return
-    t = Table(
-        title="signal-to-noise per rung (arXiv 2508.13144)",
-        caption="spread: max difference of the candidates' means; SNR over seeds: that over the "
-        "sd of one paired delta; over checkpoints: relative spread over the relative sd of the "
-        "last evals of each trial (detrended)",
-    )
-    for col in ("rung", "candidates", "spread", "SNR over seeds", "SNR over checkpoints"):
-        t.add_column(col)
-    for r in doc["rungs"]:
-        snr = r.get("signal_to_noise")
-        n = "-" if not snr else str(snr["candidates"])
-        t.add_row(str(r["index"]), n, *snr_cells(snr))
-    console.print(t)
-
-
-def print_decisions(console: Any, doc: dict[str, Any]) -> None:
-    """Decision accuracy per FLOP against the top rung (DataDecide, arXiv 2504.11393)."""
-    from rich.table import Table
-
-    rows = doc.get("decisions") or []
-    if not rows:
-        return
-    t = Table(
-        title=f"decision accuracy vs the top rung (rung {rows[0]['top']}) per compute",
-        caption="share of the candidate pairs both rungs measured that the rung orders as the "
-        "top rung does (ties half); separated: the pairs the top rung's own evidence "
-        "separates (family-wise), within noise: the rest",
-    )
-    for col in ("rung", "FLOPs per training", "x top", "pairs", "accuracy",
-                "separated pairs: accuracy", "within noise: accuracy"):  # fmt: skip
-        t.add_column(col)
-    for d in rows:
-        sep = f"{d['n_separated']}: {_num(d['accuracy_separated'], '.0%')}"
-        within = f"{d['n_pairs'] - d['n_separated']}: {_num(d['accuracy_within_noise'], '.0%')}"
-        t.add_row(str(d["rung"]), _num(d["compute"], ".3g"), _num(d["compute_ratio"], ".3g"),
-                  str(d["n_pairs"]), _num(d["accuracy"], ".0%"), sep, within)  # fmt: skip
-    console.print(t)
-    for d in rows:
-        if d["note"]:
-            console.print(f"rung {d['rung']}: {d['note']}", markup=False, highlight=False)
 
 
 def fidelity_command(run_dir: Path, *, console: Any) -> int:
