@@ -233,7 +233,11 @@ def test_a_trial_over_the_memory_limit_is_killed_retried_then_fail(tmp_path):
     assert hog["retries"] == 1
     assert (df[df["params_json"] != hog["params_json"]]["state"] == "COMPLETE").all()
     attempts = {e["pid"] for e in read_jsonl(faults / "evals.jsonl") if e["candidate"] == COSINE}
-    assert len(attempts) == 2
+    # Each attempt is a new worker; the retry usually reaches its first eval and hogs again, but
+    # the threshold above is a snapshot of the machine's memory: when another process (the other
+    # test worker) grows past it, Ray's monitor kills the retry before that eval (seen in a
+    # clean-clone CI run). Either way the retry ran and was lost (the lines above say so).
+    assert 1 <= len(attempts) <= 2
 
 
 # -------------------------------------------------------------------------------------------------
