@@ -11,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tlmsearch"
 # A run dir's file names as string literals: only tlmsearch/run_dir.py may spell them.
 LAYOUT = re.compile(
     r"""(["'])(study\.yaml|run\.json|best\.yaml|report\.html|ladder\.json|fidelity\.json|"""
-    r"""(trials|curves|analysis)\.(parquet|csv)|rung-)\1"""
+    r"""(optuna|mlflow)\.(db|journal)|session-|(trials|curves|analysis)\.(parquet|csv)|rung-)"""
+    r"""\1"""
 )
 
 
@@ -47,3 +48,16 @@ def test_no_module_spells_the_layout_itself():
     assert offenders == [], "name run-dir files through tlmsearch.run_dir.RunDir:\n" + "\n".join(
         offenders
     )
+
+
+def test_messages_name_the_folder_not_the_object(tmp_path):
+    """`tlmsearch status EMPTY` printed "RunDir(path=PosixPath(...)) is not a run dir"."""
+    import pytest
+
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.export import open_run
+
+    assert str(RunDir(tmp_path)) == str(tmp_path) and Path(RunDir(tmp_path)) == tmp_path
+    with pytest.raises(ConfigError) as err:
+        open_run(tmp_path)
+    assert str(err.value).startswith(f"{str(tmp_path)!r} is not a run dir")

@@ -526,3 +526,17 @@ def test_a_worker_the_memory_monitor_killed_reaches_tune_as_an_actor_error():
         assert lost_reason(exc) == lost_reason(lost)  # the reason is the same either way
     for kept in (rex.RayActorError(error_msg=SIGKILLED), _task_error(ValueError("w")), KeyError()):
         assert as_actor_error(kept) is kept
+
+
+def test_a_trial_interrupted_before_it_had_a_candidate_counts_as_interrupted(tmp_path):
+    """The driver died between Optuna's ask and the space filling the trial in: nothing to run
+    again, and not a failure (it was counted FAIL for good, one trial short of the plan)."""
+    from tlmsearch.search.runner import requeue_interrupted
+
+    cfg = tiny_config(tmp_path)
+    study = optuna.create_study()
+    study.ask()  # RUNNING, no candidate: the space never ran
+    assert requeue_interrupted(study, cfg, tmp_path / "run") == []
+    c = export.counts(study)
+    assert (c["interrupted"], c["FAIL"], c["WAITING"]) == (1, 0, 0)
+    assert requeue_failed(study, cfg) == []

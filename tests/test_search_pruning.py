@@ -483,3 +483,26 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     assert pruned["reason"].str.contains("pruned by Median at").all()
     assert (pruned["tokens"] >= 2048).all() and (pruned["tokens"] < 8192).all()
     assert (df.loc[df["state"] != "PRUNED", "state"] == "COMPLETE").all()
+
+
+def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_left(tmp_path):
+    """StudySearcher.suggest: None (wait) while a running trial may still queue work, FINISHED
+    once the queue is empty, nothing runs and nothing is left to sample."""
+    from ray.tune.search import Searcher
+
+    from tlmsearch.search.samplers import SpaceFn
+    from tlmsearch.search.searcher import StudySearcher
+
+    cfg = tiny_config(tmp_path, search={"pruner": "none", "sampler": "grid"})
+    queue, _ = search_pair(cfg)
+    # open-ended as a race is (samplers.open_ended): the trials are an upper bound
+    searcher = StudySearcher(queue.study, SpaceFn(cfg), metric="val_bpb", mode="min",
+                             open_ended=cfg)  # fmt: skip
+    queued = len(searcher.study.get_trials(states=(S.WAITING,)))
+    ids = [f"t{i}" for i in range(queued)]
+    assert all(isinstance(searcher.suggest(t), dict) for t in ids)
+    assert searcher.suggest("extra") is None  # the queue is empty, but trials still run
+    for t in ids:
+        searcher.on_trial_complete(t, result=_result(8192, 2.0, final=True, status="completed"))
+    assert searcher.suggest("extra") == Searcher.FINISHED
+    assert searcher.live_trial(ids[0]) is None  # told: the scheduler sees no live trial

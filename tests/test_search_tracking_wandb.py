@@ -119,6 +119,41 @@ def test_a_run_wandb_cannot_start_is_a_warning_and_the_study_goes_on(
     assert "ConnectionError: server gone" in err and "no more W&B runs" in err
 
 
+@pytest.mark.parametrize("fails", ["log", "define_metric", "finish"])
+def test_a_wandb_call_failing_mid_run_is_a_warning_and_the_study_goes_on(
+    tmp_path, monkeypatch, capsys, fails
+):
+    """After a run started, W&B's calls run in the driver's callbacks: one that raises (the
+    server went away) must not end Tuner.fit; a run whose metrics could not be defined is
+    finished, not left open."""
+    runs: list[_Run] = []
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("server gone")
+
+    def init(**kwargs: Any) -> _Run:
+        runs.append(_Run(**kwargs))
+        if fails == "define_metric":
+            runs[-1].define_metric = broken  # type: ignore[method-assign]
+        elif fails == "log":
+            runs[-1].log = broken  # type: ignore[method-assign]
+        return runs[-1]
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.setattr(wandb, "teardown", lambda: None)
+    if fails == "finish":
+        monkeypatch.setattr(_Run, "finish", broken)
+    cfg = tiny_config(tmp_path, tracking={"wandb": {"project": "p", "mode": "online"}})
+    (tracker,) = tracker_callbacks(cfg, tmp_path / "runs" / "tiny")
+    play(tracker)  # no exception reaches Ray
+    if fails != "finish":  # off for the rest of the session after the first failure
+        assert len(runs) == 1
+    err = capsys.readouterr().err
+    assert err.count("warning: W&B could not") == 1 and "ConnectionError: server gone" in err
+    if fails == "define_metric":
+        assert runs[0].finished == 1
+
+
 def test_wandb_itself_writes_a_folder_per_trial_offline(tmp_path):
     cfg = tiny_config(tmp_path, tracking={"wandb": {"project": "p"}})
     run = tmp_path / "runs" / "tiny"

@@ -10,7 +10,8 @@
       best.yaml         the verdict: best candidate(s), effects, conclusions
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
-      optuna.db         the Optuna storage (SQLite default; storage.optuna)
+      optuna.db         the Optuna storage (SQLite; optuna.journal with storage.optuna: journal)
+      mlflow.db         MLflow's store when tracking.mlflow names no server
       ray/session-N/trial_X/checkpoint_K/   Ray Tune's folders, one session per run/resume
       ladder.json, fidelity.json, rung-K/   a ladder: its rungs, each a run dir of its own
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 # Files a run dir can be recognised by (any one of them).
 MARKERS = ("study.yaml", "trials.parquet", "trials.csv", "run.json")
+SESSION = "session-"  # Ray Tune's experiment folders under ray/: session-0, session-1, ...
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,12 @@ class RunDir:
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
+
+    def __str__(self) -> str:  # in messages: the folder, as the user gave it
+        return str(self.path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
 
     @property
     def study(self) -> Path:
@@ -69,6 +77,27 @@ class RunDir:
     def fidelity(self) -> Path:
         return self.path / "fidelity.json"
 
+    @property
+    def optuna_sqlite(self) -> Path:
+        return self.path / "optuna.db"
+
+    @property
+    def optuna_journal(self) -> Path:
+        return self.path / "optuna.journal"
+
+    @property
+    def mlflow_sqlite(self) -> Path:
+        return self.path / "mlflow.db"
+
+    @property
+    def tensorboard_study(self) -> Path:
+        """The study's TensorBoard summary, beside the trials' event files under ray/."""
+        return self.ray / "study"
+
+    def session(self, index: int) -> str:
+        """Ray Tune's experiment name of the run's ``index``-th session (0 first)."""
+        return f"{SESSION}{index}"
+
     def table(self, name: str, fmt: str = "parquet") -> Path:
         """``trials`` or ``curves``, as parquet or csv."""
         return self.path / f"{name}.{fmt}"
@@ -79,11 +108,11 @@ class RunDir:
 
     def sessions(self) -> int:
         """How many Ray Tune sessions ran here (the next one is ``session-<that>``)."""
-        return len(list(self.ray.glob("session-*"))) if self.ray.exists() else 0
+        return len(list(self.ray.glob(f"{SESSION}*"))) if self.ray.exists() else 0
 
     def trial_dirs(self) -> list[Path]:
         """Every Ray trial folder of the run, all sessions."""
-        return sorted(self.ray.glob("session-*/trial_*"))
+        return sorted(self.ray.glob(f"{SESSION}*/trial_*"))
 
     def is_run(self) -> bool:
         """Whether any file a run writes is here."""

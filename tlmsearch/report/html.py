@@ -352,7 +352,11 @@ def _effect_cells(r: Any) -> list[str]:
         return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged", ""]
     k = decimals(r.half_width, r.mean_delta)
     ratio = f"{r.effect_noise:+.1f}" if math.isfinite(r.effect_noise) else "no spread"
-    verdict = "<b>separated</b>" if r.separated else "within noise"
+    if r.separated is None or r.separated is pd.NA:  # undecided: the race still runs it, or
+        # a pruned / failed seed leaves it censored (the family never judges a censored one)
+        verdict = "not decided yet" if r.decided_by == "race" else "not judged (censored)"
+    else:
+        verdict = "<b>separated</b>" if r.separated else "within noise"
     how = "the race" if r.decided_by == "race" else f"adjusted p {r.p_adj:.2g}"
     return [
         f"{r.mean_delta:+.{k}f} ± {r.half_width:.{k}f}",

@@ -24,6 +24,9 @@ WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept f
 RESTART_OF = "restart_of"  # the number of the interrupted trial this one runs again (resume)
 # user attr of runs recorded before restart_of: a trial whose driver died; it was queued again
 INTERRUPTED = "interrupted"
+# Study attribute prefix (the trial's number follows): a trial a dead driver left running before
+# it had a candidate, so nothing was queued in its place (tlmsearch resume)
+INTERRUPTED_TRIAL = "tlm_interrupted:"
 # Study attribute prefix: a race's decision about a candidate (its CANDIDATE JSON follows), set
 # once by the driver when the race decides it and never changed (tlmsearch/racing.py)
 RACE_DECISION = "tlm_race:"

@@ -44,7 +44,7 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
     run = RunDir(run_dir)
     if not run.study.is_file():
         raise ConfigError(
-            f"{str(run)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
+            f"{str(run.path)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
             "e.g. runs/quickstart"
         )
     cfg = load_study(run.study)
@@ -54,7 +54,7 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise ConfigError(
-            f"{run}: the storage has no study {name!r}; did the run start?"
+            f"{run.path}: the storage has no study {name!r}; did the run start?"
         ) from None
     return cfg, study
 

@@ -16,6 +16,7 @@ from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search.attrs import (
     CANDIDATE,
     INTERRUPTED,
+    INTERRUPTED_TRIAL,
     RACE_DECISION,
     RESTART_OF,
     RETRY_OF,
@@ -98,6 +99,8 @@ def interrupted(study: Any) -> set[int]:
     """Numbers of the trials a dead driver left running, which ``tlmsearch resume`` queued
     again (the new trial names its predecessor; runs recorded before that marked the old one)."""
     trials = study.get_trials(deepcopy=False)
+    never_drawn = {int(k[len(INTERRUPTED_TRIAL):]) for k, v in study.user_attrs.items()
+                   if k.startswith(INTERRUPTED_TRIAL) and v}  # fmt: skip
     return {ft.user_attrs[RESTART_OF] for ft in trials if RESTART_OF in ft.user_attrs} | {
         ft.number for ft in trials if ft.user_attrs.get(INTERRUPTED)
-    }
+    } | never_drawn

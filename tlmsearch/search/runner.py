@@ -30,6 +30,7 @@ from tlmsearch.run_dir import RunDir
 from tlmsearch.search import export, records
 from tlmsearch.search.attrs import (
     CANDIDATE,
+    INTERRUPTED_TRIAL,
     RACE_DECISION,
     RESUME_FROM,
     SEED,
@@ -263,9 +264,11 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
         if ft.number not in restarted:
             found = _resume_point(run, ft.user_attrs) if run is not None else None
             again = str(found[0]) if found else None
-            _enqueue_again(study, cfg, ft.user_attrs, restart_of=ft.number, resume_from=again)
-            out.append(found[1] if found else None)
-            _drop_superseded_safely(run, cfg, ft.user_attrs, found)
+            if _enqueue_again(study, cfg, ft.user_attrs, restart_of=ft.number, resume_from=again):
+                out.append(found[1] if found else None)
+                _drop_superseded_safely(run, cfg, ft.user_attrs, found)
+            else:  # asked for but never given a candidate: nothing to run again, yet not failed
+                study.set_user_attr(f"{INTERRUPTED_TRIAL}{ft.number}", True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
     return out
 
@@ -500,7 +503,7 @@ def _tuner(
             trial_dirname_creator=trial_dirname,
         ),
         run_config=tune.RunConfig(
-            name=f"session-{session}",
+            name=RunDir(run).session(session),
             storage_path=str(RunDir(run).ray.resolve()),
             verbose=0,
             callbacks=[

@@ -297,8 +297,8 @@ class SpaceFn:
     """Ray's define-by-run space: a queued (candidate, seed) or a fresh sample + its repeats.
 
     A class, not a closure: Ray pickles the searcher (and so this) into its experiment state.
-    Returns the Ray trial config ``{"candidate": {...}, "seed": s}``; the sampled parameters
-    appear next to it (Ray merges them in) and are ignored by the trainable.
+    Returns the Ray trial config ``{"candidate": {...}, "seed": s}`` (the sampled parameters
+    are the Optuna trial's own; the trial config holds the candidate they make).
     """
 
     def __init__(self, cfg: StudyConfig) -> None:

@@ -12,9 +12,8 @@ from typing import Any
 
 from tlmsearch.config import StorageConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 
-SQLITE_NAME = "optuna.db"
-JOURNAL_NAME = "optuna.journal"
 _URL_SCHEMES = ("sqlite", "postgresql", "mysql")
 
 
@@ -27,9 +26,9 @@ def storage_url(storage: StorageConfig, run_dir: str | Path) -> str:
     run = Path(run_dir)
     spec = storage.optuna
     if spec is None:
-        return f"sqlite:///{run / SQLITE_NAME}"
+        return f"sqlite:///{RunDir(run).optuna_sqlite}"
     if spec == "journal":
-        return f"journal:{run / JOURNAL_NAME}"
+        return f"journal:{RunDir(run).optuna_journal}"
     scheme = spec.split(":", 1)[0].split("+", 1)[0]
     if "://" not in spec or scheme not in _URL_SCHEMES:
         raise ConfigError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import EVAL_KEYS, StudyConfig
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.space import describe
 
@@ -141,7 +142,7 @@ def mlflow_uri(cfg: StudyConfig, run: Path) -> str:
     opts = cfg.tracking.mlflow
     if opts is not None and opts.uri:
         return opts.uri
-    return f"sqlite:///{(run / 'mlflow.db').resolve()}"
+    return f"sqlite:///{RunDir(run).mlflow_sqlite.resolve()}"
 
 
 def wandb_dir(cfg: StudyConfig, run: Path) -> Path:

@@ -1,9 +1,10 @@
 """MLflow: a run per trial under one study run, written with ``mlflow.MlflowClient`` only.
 
 Ray Tune calls :class:`MlflowTracker`'s hooks in the driver (its public ``LoggerCallback``
-interface); each writes through a client of its own, so nothing global in MLflow changes (no
-tracking URI, no active run). The store's helpers below also serve the study's end
-(``tracking_study.py``). What each run holds: docs/tracking.md.
+interface); each writes through a client of its own (no global tracking URI, no active run;
+a file store sets MLflow's ``MLFLOW_ALLOW_FILE_STORE`` in the environment, which it reads).
+The store's helpers below also serve the study's end (``tracking_study.py``). What each run
+holds: docs/tracking.md.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def _wandb_study(
 def _tensorboard_study(run: Path, best: Path, summary: dict[str, Any]) -> None:
     from tensorboardX import SummaryWriter
 
-    writer = SummaryWriter(str(RunDir(run).ray / "study"))
+    writer = SummaryWriter(str(RunDir(run).tensorboard_study))
     try:
         writer.add_text("verdict", str(summary.get("verdict") or summary["status"]))
         if best.is_file():  # indented four spaces: TensorBoard renders text as Markdown

@@ -11,10 +11,12 @@ failed study: the session goes on without W&B. What each run holds: docs/trackin
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -91,8 +93,12 @@ class WandbTracker(LoggerCallback):
             settings=wandb.Settings(console="off", silent=True),
             **self.kwargs,
         )
-        run.define_metric("tokens")
-        run.define_metric("*", step_metric="tokens")
+        try:
+            run.define_metric("tokens")
+            run.define_metric("*", step_metric="tokens")
+        except Exception:
+            run.finish()  # not left open and untracked
+            raise
         return run
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
@@ -101,11 +107,13 @@ class WandbTracker(LoggerCallback):
         run = self._runs.get(trial.trial_id)
         if run is None:  # W&B could not start it
             return
-        if self._steps.first(trial.trial_id) and (widths := widths_param(result)):
-            run.config.update(widths, allow_val_change=True)
+        first = self._steps.first(trial.trial_id)
         point = self._steps.new_point(trial.trial_id, result)
-        if point is not None:
-            run.log(point)
+        with self._guard(f"log to the run of trial {trial.trial_id}"):
+            if first and (widths := widths_param(result)):
+                run.config.update(widths, allow_val_change=True)
+            if point is not None:
+                run.log(point)
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         self._finish(trial.trial_id, ended_as(trial, failed))
@@ -120,17 +128,32 @@ class WandbTracker(LoggerCallback):
             # (online) all of it: the last run's offline file was still 7 bytes when it
             # returned. teardown waits for every run (tests/test_search_tracking_wandb.py reads
             # the files as the experiment ends)
-            wandb.teardown()
+            with self._guard("wait for W&B to write its runs"):
+                wandb.teardown()
             self._opened = False
 
     def _finish(self, trial_id: str, kind: str) -> None:
         run = self._runs.pop(trial_id, None)
         if run is None:
             return
+        with self._guard(f"finish the run of trial {trial_id}"):
+            try:
+                run.config.update({"outcome": kind}, allow_val_change=True)
+            finally:
+                run.finish()
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """A W&B call that fails warns once and turns W&B off for the session: a tracker must
+        not fail the study (online, W&B's server can go away mid-run)."""
         try:
-            run.config.update({"outcome": kind}, allow_val_change=True)
-        finally:
-            run.finish()
+            yield
+        except Exception as err:
+            if not self._off:
+                print(f"warning: W&B could not {what} ({type(err).__name__}: {err}); no more "
+                      "W&B logging in this session", file=sys.stderr)  # fmt: skip
+            self._off = True
+            self._runs.clear()
 
 
 def wandb_problem(mode: str) -> str | None:
