@@ -3,11 +3,11 @@ the shared constants its defaults read, and the planning functions behind StudyC
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
 import pytest
+from module_imports import imports_of
 
 import tlmsearch.config as config
 from tlmsearch import constants
@@ -46,17 +46,6 @@ TINY = {
 SECTIONS = ("model", "data", "train", "search", "run", "tracking", "limits")
 
 
-def _imports(path: Path) -> set[str]:
-    """The modules ``path`` imports, at any depth (function-local imports too)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
-
-
 def test_every_former_name_is_importable_and_listed() -> None:
     missing = [n for n in NAMES if not hasattr(config, n)]
     assert missing == []
@@ -80,13 +69,13 @@ def test_the_statistics_defaults_read_the_constants() -> None:
 
 
 def test_constants_is_a_leaf() -> None:
-    assert _imports(ROOT / "tlmsearch" / "constants.py") <= {"__future__"}
+    assert imports_of(ROOT / "tlmsearch" / "constants.py") <= {"__future__"}
 
 
 @pytest.mark.parametrize("name", SECTIONS)
 def test_a_section_module_is_data_only(name: str) -> None:
     """No settings, models, data or search code, nor the config's own checks and planning."""
-    ours = {m for m in _imports(PACKAGE / f"{name}.py") if m.startswith("tlmsearch")}
+    ours = {m for m in imports_of(PACKAGE / f"{name}.py") if m.startswith("tlmsearch")}
     allowed = {"tlmsearch.errors", "tlmsearch.schedules", "tlmsearch.space", "tlmsearch.constants"}
     allowed |= {"tlmsearch.config.limits"}
     assert ours <= allowed, ours - allowed
@@ -94,7 +83,7 @@ def test_a_section_module_is_data_only(name: str) -> None:
 
 def test_validating_a_study_imports_no_torch() -> None:
     """The hf and plugin check imports torch only for those models (checks.external_problems)."""
-    assert "torch" not in _imports(PACKAGE / "checks.py")  # models.counting, inside a function
+    assert "torch" not in imports_of(PACKAGE / "checks.py")  # models.counting, inside a function
     config.study_from_mapping(TINY)
     if "torch" not in sys.modules:  # another test in this process may have imported it
         assert "tlmsearch.models.counting" not in sys.modules

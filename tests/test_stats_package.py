@@ -3,7 +3,6 @@ callers') read from tlmsearch.constants, what its modules import, and their docs
 
 from __future__ import annotations
 
-import ast
 import doctest
 import importlib
 import inspect
@@ -11,6 +10,7 @@ import pkgutil
 from pathlib import Path
 
 import pytest
+from module_imports import imports_of
 
 import tlmsearch.stats as stats
 from tlmsearch import conclusions, constants, evidence, fidelity, racing, tuned
@@ -38,17 +38,6 @@ WITH_DEFAULTS = {
     "callers": [conclusions.conclusions, evidence.Evidence.build, evidence.pair_noise,
                 tuned.tuned, fidelity.fidelity],
 }  # fmt: skip
-
-
-def _imports(path: Path) -> set[str]:
-    """The modules ``path`` imports, at any depth (function-local imports too)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
 
 
 def test_every_former_name_is_importable_and_listed() -> None:
@@ -114,12 +103,12 @@ def test_the_race_and_its_settings_default_to_the_level() -> None:
 def test_a_module_imports_only_the_package_and_leaves(name: str) -> None:
     """The pure formulas: numpy, pandas, scipy, and of ours only leaves and the package itself
     (no torch, ray or plotting: docs/contributing.md's layer rules)."""
-    ours = {m for m in _imports(PACKAGE / f"{name}.py") if m.startswith("tlmsearch")}
+    ours = {m for m in imports_of(PACKAGE / f"{name}.py") if m.startswith("tlmsearch")}
     assert {m for m in ours if not m.startswith("tlmsearch.stats.")} <= {
         "tlmsearch.constants",
         "tlmsearch.reasons",
     }
-    others = {m.split(".")[0] for m in _imports(PACKAGE / f"{name}.py")} - {"tlmsearch"}
+    others = {m.split(".")[0] for m in imports_of(PACKAGE / f"{name}.py")} - {"tlmsearch"}
     assert others <= {"__future__", "collections", "dataclasses", "functools", "math", "numpy",
                       "pandas", "scipy", "typing"}, others  # fmt: skip
 
