@@ -150,7 +150,7 @@ def test_a_wandb_call_failing_mid_run_is_a_warning_and_the_study_goes_on(
         assert len(runs) == 1
     err = capsys.readouterr().err
     assert err.count("warning: W&B could not") == 1 and "ConnectionError: server gone" in err
-    if fails == "define_metric":
+    if fails != "finish":  # the run a failed call left open is finished, not dropped
         assert runs[0].finished == 1
 
 

@@ -33,7 +33,8 @@ def agreement(doc: dict[str, Any]) -> Table:
         ("rungs", "candidates", "seeds", "distinct resamples", "Kendall tau [95% CI]",
          "Spearman rho [95% CI]", "decision accuracy", "left out"),
         rows,
-        caption=f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
+        caption="on the seeds both rungs paired (uniform at 0); "
+        f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
         f"rng seed {boot['rng_seed']}; S seeds allow only C(2S-1, S) distinct ones); decision "
         "accuracy: share of candidate pairs ordered the same, ties counted half",
         notes=notes,
@@ -115,9 +116,10 @@ def decisions(doc: dict[str, Any]) -> Table | None:
         ("rung", "FLOPs per training", "x top", "pairs", "accuracy",
          "separated pairs: accuracy", "within noise: accuracy"),
         rows,
-        caption="share of the candidate pairs both rungs measured that the rung orders as the "
-        "top rung does (ties half); separated: the pairs the top rung's own evidence "
-        "separates (family-wise), within noise: the rest",
+        caption="DataDecide (arXiv 2504.11393): the share of the candidate pairs both rungs "
+        "measured (uniform included) that the rung orders as the top rung does (ties half); "
+        "separated: the pairs the top rung's own evidence separates (family-wise), within "
+        "noise: the rest",
         notes=[f"rung {d['rung']}: {d['note']}" for d in found if d["note"]],
     )
 

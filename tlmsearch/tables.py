@@ -37,12 +37,13 @@ class Table:
     def rich(self) -> Any:
         """A ``rich.table.Table`` (the terminal)."""
         from rich.table import Table as RichTable
+        from rich.text import Text
 
         t = RichTable(title=self.title, caption=self.caption or None)
         for col in self.columns:
             t.add_column(col)
-        for row in self.rows:
-            t.add_row(*row)
+        for row in self.rows:  # Text: a label's "[a]" is text, as in the HTML, not rich markup
+            t.add_row(*(Text(str(c)) for c in row))
         return t
 
     def html(self) -> str:

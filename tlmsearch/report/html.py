@@ -352,9 +352,8 @@ def _effect_cells(r: Any) -> list[str]:
         return [f"{r.mean_delta:+.4g}", "", "unknown (one seed)", "", "", "not judged", ""]
     k = decimals(r.half_width, r.mean_delta)
     ratio = f"{r.effect_noise:+.1f}" if math.isfinite(r.effect_noise) else "no spread"
-    if r.separated is None or r.separated is pd.NA:  # undecided: the race still runs it, or
-        # a pruned / failed seed leaves it censored (the family never judges a censored one)
-        verdict = "not decided yet" if r.decided_by == "race" else "not judged (censored)"
+    if pd.isna(r.separated):  # a race's lane with no decision (Evidence._race_decides)
+        verdict = "not decided (racing, or stopped by a prune)"
     else:
         verdict = "<b>separated</b>" if r.separated else "within noise"
     how = "the race" if r.decided_by == "race" else f"adjusted p {r.p_adj:.2g}"
@@ -500,12 +499,14 @@ def fidelity_html(doc: dict[str, Any]) -> str:
     """A ladder's fidelity: how far to trust it, then the tables ``tlmsearch fidelity`` prints
     (:mod:`tlmsearch.fidelity_tables`): rungs, rank agreement, lines, crossings,
     signal-to-noise, decision accuracy."""
-    from tlmsearch.fidelity_tables import crossings, fidelity_tables
+    from tlmsearch.fidelity_tables import crossings, fidelity_tables, lines
 
-    tables = "".join(t.html() for t in fidelity_tables(doc))
-    if crossings(doc) is None:
-        tables += "<p>No two candidates' lines cross at or above the smallest rung.</p>"
-    return f"<p><b>{_e(doc['trust'])}</b></p>{tables}"
+    parts = []
+    for t in fidelity_tables(doc):
+        parts.append(t.html())
+        if t.title == lines(doc).title and crossings(doc) is None:  # where that table would be
+            parts.append("<p>No two candidates' lines cross at or above the smallest rung.</p>")
+    return f"<p><b>{_e(doc['trust'])}</b></p>{''.join(parts)}"
 
 
 def failed_html(failed: Any) -> str:

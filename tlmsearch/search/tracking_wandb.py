@@ -53,6 +53,7 @@ class WandbTracker(LoggerCallback):
         self._runs: dict[str, Any] = {}  # Ray trial id -> its open wandb run
         self._opened = False  # whether this experiment opened a run (then W&B is set up)
         self._off = False  # W&B could not start a run: none more this session
+        self._abandoned: list[Any] = []  # runs left open when a W&B call failed
         self._steps = TokenSteps()
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
@@ -121,6 +122,10 @@ class WandbTracker(LoggerCallback):
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         for trial_id in list(self._runs):  # the driver was interrupted: trials never ended
             self._finish(trial_id, "interrupted")
+        for run in self._abandoned:
+            with contextlib.suppress(Exception):
+                run.finish()
+        self._abandoned.clear()
         if self._opened:
             import wandb
 
@@ -153,6 +158,8 @@ class WandbTracker(LoggerCallback):
                 print(f"warning: W&B could not {what} ({type(err).__name__}: {err}); no more "
                       "W&B logging in this session", file=sys.stderr)  # fmt: skip
             self._off = True
+            # no more logging: the open runs are finished (best effort) at the experiment's end
+            self._abandoned += list(self._runs.values())
             self._runs.clear()
 
 
