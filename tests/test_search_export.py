@@ -666,7 +666,7 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
 
     from tlmsearch.config import EVAL_KEYS
     from tlmsearch.results import load_run, write_results
-    from tlmsearch.search.ledger import clean as _clean
+    from tlmsearch.search.records import clean as _clean
     from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import SpaceFn, write_initial_queue
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tlmsearch.search.records import finite
+
 
 @dataclass(frozen=True)
 class Running:
@@ -39,10 +41,6 @@ def _rate_ok(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def trial_rate(evals: Sequence[Mapping[str, Any]]) -> float | None:
     """Tokens/s over the last interval between two evals (``tokens``, ``wall_s``); with one eval,
     over the trial so far (setup included: slower, on the safe side); None without one.
@@ -53,7 +51,7 @@ def trial_rate(evals: Sequence[Mapping[str, Any]]) -> float | None:
     points = [
         (float(e["tokens"]), float(e["wall_s"]))
         for e in evals
-        if _finite(e.get("tokens")) and _finite(e.get("wall_s"))
+        if finite(e.get("tokens")) and finite(e.get("wall_s"))
     ]
     if len(points) >= 2:
         (t0, w0), (t1, w1) = points[-2], points[-1]
@@ -160,7 +158,7 @@ def progress_text(
     parts = [f"{int(tokens):,} tokens"]
     if total:
         parts = [f"{int(tokens):,}/{int(total):,} tokens ({100 * tokens / total:.0f}%)"]
-    if _finite(value):
+    if finite(value):
         parts.append(f"{metric} {value:.4f}")
     if _rate_ok(rate):
         parts.append(f"{rate:,.0f} tok/s")

@@ -10,29 +10,15 @@ finished Optuna trial takes no more attributes).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import records
 from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
+from tlmsearch.search.records import clean, finite
 
 STATIC_KEYS = ("widths", *records.STATIC_KEYS)
-
-
-def finite(x: Any) -> bool:
-    """A real number that is not NaN or infinite (bools are not numbers here)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def clean(x: Any) -> Any:
-    """JSON-safe scalars for Optuna user attributes (NaN -> None)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if hasattr(x, "item"):  # numpy scalar
-        return clean(x.item())
-    return x
 
 
 class TrialLedger:

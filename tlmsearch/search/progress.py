@@ -26,6 +26,7 @@ from tlmsearch.search.eta import (
     trial_rate,
 )
 from tlmsearch.search.failures import error_reason, retry_line
+from tlmsearch.search.records import finite
 from tlmsearch.space import describe
 
 __all__ = ["LiveProgress", "TableWriter", "format_eta", "outcome"]
@@ -46,10 +47,6 @@ def outcome(trial: Any, ended: bool = False) -> str:
     if not last.get("final"):
         return "pruned"
     return "complete" if last.get("status", "completed") == "completed" else "failed"
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 class LiveProgress(Callback):
@@ -187,7 +184,7 @@ class LiveProgress(Callback):
 
     def _note_eval(self, trial: Any, result: dict[str, Any]) -> None:
         tokens, wall = result.get("tokens"), result.get("wall_s")
-        if not _finite(tokens):
+        if not finite(tokens):
             return
         evals = self._evals.setdefault(trial.trial_id, [])
         evals.append({"tokens": float(tokens), "wall_s": wall, "value": result.get(self.shown)})

@@ -19,7 +19,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from tlmsearch.reasons import is_lost
 from tlmsearch.search.attrs import REPLAY, RESUME_FROM, WEIGHTS
 from tlmsearch.search.failures import error_reason, max_failures
-from tlmsearch.search.ledger import TrialLedger, finite
+from tlmsearch.search.ledger import TrialLedger
+from tlmsearch.search.records import finite
 from tlmsearch.search.searcher import searcher_of
 
 

@@ -9,6 +9,7 @@ them imports another to reach it; of the search package it imports only the keys
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,20 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         for ev in attrs.get("curve") or []:
             curves.append({"trial_id": trial_id, "seed": seed, **ev})
     return trials, curves
+
+
+def finite(x: Any) -> bool:
+    """A real number that is neither NaN nor infinite (a bool is no number here)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def clean(x: Any) -> Any:
+    """JSON-safe scalars for Optuna user attributes (NaN -> None)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item"):  # numpy scalar
+        return clean(x.item())
+    return x
 
 
 def _num(x: Any) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 import optuna
 from ray.tune.search import Searcher
 
-from tlmsearch.search.ledger import finite
+from tlmsearch.search.records import finite
 
 TrialState = optuna.trial.TrialState
 

@@ -9,7 +9,6 @@ progress.outcome when it is called).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from tlmsearch.config import EVAL_KEYS, StudyConfig
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
+from tlmsearch.search.records import finite
 from tlmsearch.space import describe
 
 # What a curve point carries besides the eval keys: the trial's size (the same at every eval).
@@ -80,11 +80,6 @@ def curve_point(result: dict[str, Any]) -> dict[str, float] | None:
         return None
     keys = (*EVAL_KEYS, *COUNT_KEYS)
     return {k: float(result[k]) for k in keys if finite(result.get(k))}
-
-
-def finite(x: Any) -> bool:
-    """A real number that is neither NaN nor infinite (a bool is no number here)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 class TokenSteps:

@@ -13,7 +13,8 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.run_dir import RunDir
-from tlmsearch.search.tracking_facts import finite, mlflow_uri, wandb_dir
+from tlmsearch.search.records import finite
+from tlmsearch.search.tracking_facts import mlflow_uri, wandb_dir
 from tlmsearch.search.tracking_mlflow import (
     mlflow_client,
     mlflow_experiment,
