@@ -38,7 +38,8 @@ class FlopCount:
     ``dense``: 2 x the weights of every projection a token passes through, LM head included.
     ``attention``: q.k and attention x v of causal softmax attention, counted over the full
     T x T square as ``F.scaled_dot_product_attention`` is counted by ``torch.utils.flop_counter``
-    (the PaLM convention, arXiv 2204.02311): 4 * d_model * seq_len per attention layer.
+    (the PaLM convention, arXiv 2204.02311): 4 * head_dim * seq_len per softmax attention head
+    (4 * d_model * seq_len per layer of n_head heads).
     ``memory``: the Titans memory (reads, and writes: forward, closed-form gradients).
     ``mlp`` and ``head`` are the parts of ``dense`` spent in the MLPs (what a taper moves between
     layers) and in the LM head: at proxy sizes the head can outweigh the MLPs.
@@ -96,21 +97,31 @@ def _memory_dims(model: ModelConfig) -> list[int]:
     return memory_dims(model.head_dim, opt.memory_depth, opt.memory_expansion)
 
 
-def _attention_mixer(model: ModelConfig) -> tuple[int, int, int]:
-    d = model.d_model
-    attention = 4 * d * d  # fused q/k/v and the output projection
-    return d + attention, attention, 1  # + the mixer's norm gain
+def attention_weights(model: ModelConfig, heads: int) -> int:
+    """Projection weights of one attention layer with ``heads`` query heads of size head_dim:
+    q and the output projection (heads x head_dim each), k and v (heads / kv_group each).
+
+    >>> cfg = ModelConfig(n_layer=2, d_model=32, n_head=4, n_kv_head=2, d_ff=64)
+    >>> attention_weights(cfg, 4), attention_weights(cfg, 2)
+    (3072, 1536)
+    """
+    kv = heads // model.kv_group
+    return model.d_model * model.head_dim * (2 * heads + 2 * kv)
 
 
-def _gated_mixer(model: ModelConfig) -> tuple[int, int, int]:
-    d, h = model.d_model, model.n_head
-    attention = 4 * d * d
-    gate = d * (h if model.gated_attention.gate == "headwise" else d)
-    return d + attention + gate, attention + gate, 1
+def _attention_mixer(model: ModelConfig, heads: int) -> tuple[int, int, int]:
+    attention = attention_weights(model, heads)
+    return model.d_model + attention, attention, heads  # + the mixer's norm gain
 
 
-def _titans_mixer(model: ModelConfig) -> tuple[int, int, int]:
-    d, h = model.d_model, model.n_head
+def _gated_mixer(model: ModelConfig, heads: int) -> tuple[int, int, int]:
+    d, attention = model.d_model, attention_weights(model, heads)
+    gate = d * (heads if model.gated_attention.gate == "headwise" else heads * model.head_dim)
+    return d + attention + gate, attention + gate, heads
+
+
+def _titans_mixer(model: ModelConfig, heads: int) -> tuple[int, int, int]:
+    d, h = model.d_model, model.n_head  # the memory's heads: never scheduled
     attention = 4 * d * d
     dims = _memory_dims(model)
     memory_init = h * sum(a * b for a, b in pairwise(dims))  # W_0 per head
@@ -118,13 +129,15 @@ def _titans_mixer(model: ModelConfig) -> tuple[int, int, int]:
     params = d + 4 * d * d + gates + memory_init  # norm, q/k/v/output, gates, W_0
     linear, n_attn = 4 * d * d + 3 * h * d, 0
     if model.titans.with_attention:  # MAL: + a norm and an attention layer
-        params, linear, n_attn = params + d + attention, linear + attention, 1
+        params, linear, n_attn = params + d + attention, linear + attention, h
     return params, linear, n_attn
 
 
-# Architecture name -> per layer, outside the MLPs: (parameters, projection weights a token
-# uses, attentions). One entry per tlmsearch.config.model.ARCH_SPECS (tests/test_models.py).
-MIXERS: dict[str, Callable[[ModelConfig], tuple[int, int, int]]] = {
+# Architecture name -> for one layer with ``heads`` query heads, outside the MLPs: (parameters,
+# projection weights a token uses, softmax attention heads). One entry per
+# tlmsearch.config.model.ARCH_SPECS (tests/test_models.py); only an arch whose spec has
+# ``heads`` gets other than model.n_head.
+MIXERS: dict[str, Callable[[ModelConfig, int], tuple[int, int, int]]] = {
     "transformer": _attention_mixer,
     "gated_attention": _gated_mixer,
     "titans": _titans_mixer,
@@ -133,10 +146,12 @@ MIXERS: dict[str, Callable[[ModelConfig], tuple[int, int, int]]] = {
 
 
 def _mixers(model: ModelConfig) -> tuple[int, int, int]:
-    """Per layer, outside the MLPs: (parameters, projection weights a token uses, attentions)."""
+    """Summed over the layers, outside the MLPs: (parameters, projection weights a token uses,
+    softmax attention heads)."""
     if model.arch not in MIXERS:
         raise ValueError(f"model.arch: {model.arch!r} is unknown")
-    return MIXERS[model.arch](model)
+    layers = [MIXERS[model.arch](model, h) for h in model.heads]
+    return tuple(sum(x) for x in zip(*layers, strict=True))  # type: ignore[return-value]
 
 
 def _check(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> None:
@@ -151,9 +166,9 @@ def non_embedding_params(model: ModelConfig, widths: Sequence[int]) -> int:
     if _is_external(model):
         counts = _external(model, widths, _ANY_VOCAB)
         return counts["total"] - counts["embedding"]
-    mixer, _, _ = _mixers(model)
+    mixers, _, _ = _mixers(model)
     norms = _mlps_per_layer(model) * model.d_model  # one norm gain per MLP
-    return model.n_layer * (mixer + norms) + mlp_params(model, widths) + model.d_model
+    return mixers + model.n_layer * norms + mlp_params(model, widths) + model.d_model
 
 
 def count_params(model: ModelConfig, widths: Sequence[int], vocab_size: int) -> ParamCount:
@@ -211,10 +226,10 @@ def flops_per_token(
             head=c["head"],
         )
     d = model.d_model
-    _, linear, n_attn = _mixers(model)
+    _, linear, attn_heads = _mixers(model)
     mlp, head = 2 * mlp_params(model, widths), 2 * d * vocab_size
-    dense = 2 * model.n_layer * linear + mlp + head
-    attention = model.n_layer * n_attn * 4 * d * seq_len
+    dense = 2 * linear + mlp + head
+    attention = attn_heads * 4 * model.head_dim * seq_len
     memory = 0
     if model.arch == "titans":
         total = _memory_flops(model, seq_len)

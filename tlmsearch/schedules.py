@@ -440,6 +440,10 @@ class WidthPlan:
     widths: tuple[int, ...]
     d_ff: int
     multiple_of: int
+    # attention query heads per layer (tlmsearch/heads.py fills it in; None: not planned here)
+    heads: tuple[int, ...] | None = None
+    # the heads total over uniform's, as realised (heads.share, rounded to an exact budget)
+    heads_share: float = 1.0
 
     @property
     def n_layer(self) -> int:
@@ -520,22 +524,45 @@ def plan_widths(
             if isinstance(d_ff, int)
             else f"must be an integer, but got {d_ff!r}",
         )
+    def too_narrow(layer: int, smallest: float) -> str:
+        return (
+            f"layer {layer} would get no width: less than one unit of {multiple_of} "
+            f"(its normalised ratio is {smallest:.3f} of d_ff={d_ff}); raise the smallest "
+            f"ratio to at least {multiple_of / d_ff:.3f}, lower multiple_of, or raise d_ff"
+        )
+
+    units = plan_units(shape, n_layer, n_layer * (d_ff // multiple_of), too_narrow, **params)
+    return WidthPlan(tuple(u * multiple_of for u in units), d_ff, multiple_of)
+
+
+def plan_units(
+    shape: str,
+    n_layer: int,
+    total_units: int,
+    too_narrow: Callable[[int, float], str],
+    **params: Any,
+) -> list[int]:
+    """``n_layer`` positive integers in ``shape``'s profile that sum to ``total_units`` exactly.
+
+    The rounding behind every exact budget: MLP widths (in units of ``multiple_of``) and
+    attention heads per layer (in groups of query heads, :mod:`tlmsearch.heads`) alike.
+    ``too_narrow(layer, normalised ratio)`` words the error for a layer left with no unit.
+
+    >>> plan_units("linear", 3, 7, lambda layer, ratio: "too narrow", r_start=1.5)
+    [4, 2, 1]
+    """
+    _check_layers(n_layer)
     check_params(shape, params)
     prof = profile(shape, n_layer, **params)
-    units = _round_exact(prof, n_layer * (d_ff // multiple_of))
+    units = _round_exact(prof, total_units) if total_units > 0 else [0] * n_layer
     if min(units) < 1:
         layer = units.index(min(units))
         smallest = min(prof) / (sum(prof) / n_layer)
         # a shape with end ratios names the narrow end; any other names itself
         ramp = {"r_start", "r_end"} <= set(SHAPES[shape].params)
         field = ("r_end" if prof[-1] <= prof[0] else "r_start") if ramp else shape
-        raise ScheduleError(
-            field,
-            f"layer {layer} would get no width: less than one unit of {multiple_of} "
-            f"(its normalised ratio is {smallest:.3f} of d_ff={d_ff}); raise the smallest "
-            f"ratio to at least {multiple_of / d_ff:.3f}, lower multiple_of, or raise d_ff",
-        )
-    return WidthPlan(tuple(u * multiple_of for u in units), d_ff, multiple_of)
+        raise ScheduleError(field, too_narrow(layer, smallest))
+    return units
 
 
 def check_params(shape: Any, params: Mapping[str, Any]) -> None:

@@ -30,6 +30,15 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
+from tlmsearch.heads import (
+    PREFIX,
+    SHARE,
+    heads_label,
+    heads_params,
+    heads_schedule,
+    is_heads_key,
+    mlp_schedule,
+)
 from tlmsearch.schedules import (
     MAX_PARAM,
     SHAPES,
@@ -180,11 +189,12 @@ class SearchSpace(Strict):
         for name, dim in dims.items():
             setting = is_setting(name)
             searchable = schedule_params(searchable=True)
-            if not setting and name not in searchable:
+            if not setting and name not in searchable and name not in heads_params(True):
                 valid = ", ".join(searchable)
                 raise ValueError(
-                    f"{name!r} is not a schedule parameter; valid: {valid}, or a setting "
-                    "train.FIELD / model.FIELD (e.g. train.lr)"
+                    f"{name!r} is not a schedule parameter; valid: {valid}, the same with "
+                    "heads. for the attention heads (heads.shape, heads.r_start, ..., "
+                    "heads.share), or a setting train.FIELD / model.FIELD (e.g. train.lr)"
                 )
             if setting and dim.when:
                 raise ValueError(
@@ -207,6 +217,8 @@ class SearchSpace(Strict):
             if problem:
                 raise ValueError(problem)
             seen.append(name)
+        if "shape" not in dims and any(is_heads_key(n) for n in dims):
+            dims = {"shape": Dimension(type="fixed", value="uniform"), **dims}
         if "shape" not in dims:
             raise ValueError(
                 "needs a 'shape' dimension (a space without one would train only the uniform "
@@ -326,6 +338,7 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
     """
     field = {"categorical": "choices", "fixed": "value"}.get(dim.type)
     names = value_names()
+    names.update({PREFIX + k: v for k, v in names.items()})
     if name in names:
         valid = ", ".join(names[name])
         if field is None:
@@ -337,7 +350,8 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
         return None
     if field is None:
         return None  # float and int ranges hold numbers
-    example = {"k": 10.0, "midpoint": 0.5, "b1": 0.25, "b2": 0.75}.get(name, 1.5)
+    example = {"k": 10.0, "midpoint": 0.5, "b1": 0.25, "b2": 0.75}.get(name.removeprefix(PREFIX),
+                                                                       1.5)  # fmt: skip
     for i, v in enumerate(dim.values()):
         where = f"{name}.choices[{i}]" if field == "choices" else f"{name}.value"
         if isinstance(v, bool) or not isinstance(v, int | float):
@@ -407,8 +421,11 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     >>> is_flat({"shape": "cosine"}, [4]), is_flat({"shape": "uniform", "r_start": 1.5}, [4])
     (False, False)
     """
+    heads = heads_schedule(candidate)
+    if heads is not None and (candidate.get(SHARE, 1) != 1 or not is_flat(heads, n_layers)):
+        return False  # attention capacity moves: not the baseline
     shape = candidate.get("shape", "uniform")
-    rest = {k: v for k, v in schedule_of(candidate).items() if k != "shape"}
+    rest = {k: v for k, v in mlp_schedule(candidate).items() if k != "shape"}
     try:
         check_params(shape, rest)
         profiles = [profile(shape, n, **rest) for n in n_layers]
@@ -442,10 +459,13 @@ def schedule_label(candidate: Mapping[str, Any]) -> str:
     'zigzag r_start=1.5'
     """
     shape = candidate.get("shape", "uniform")
+    heads = heads_label(candidate)
     if isinstance(shape, str) and shape in SHAPES:
-        return SHAPES[shape].label_of(candidate)
-    rest = {k: v for k, v in schedule_of(candidate).items() if k != "shape"}
-    return f"{shape} {given_label(rest, sorted(rest))}".rstrip()
+        label = SHAPES[shape].label_of(candidate)
+    else:
+        rest = {k: v for k, v in mlp_schedule(candidate).items() if k != "shape"}
+        label = f"{shape} {given_label(rest, sorted(rest))}".rstrip()
+    return f"{label} | {heads}" if heads else label
 
 
 def taper_strength(candidate: Mapping[str, Any]) -> float:

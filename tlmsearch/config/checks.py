@@ -20,8 +20,9 @@ from tlmsearch.config.model import ARCHS
 from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
 from tlmsearch.constants import TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
+from tlmsearch.heads import check_heads, mlp_schedule
 from tlmsearch.schedules import ScheduleError, check_params
-from tlmsearch.space import describe, schedule_of
+from tlmsearch.space import describe
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
     from tlmsearch.config.study import StudyConfig
@@ -43,12 +44,15 @@ def check_widths(cfg: StudyConfig) -> list[str]:
     problems = []
     for cand in cfg.candidates():
         try:
-            check_params(cand.get("shape"), schedule_of(cand))
+            check_params(cand.get("shape"), mlp_schedule(cand))
+            check_heads(cfg.model, cand)
         except ScheduleError as err:
             hint = ""
             if "is not a parameter of shape" in err.message:
+                shape = "heads.shape" if err.field.startswith("heads.") else "shape"
                 hint = (
-                    f"; give {err.field} a `when: {{shape: [...]}}` naming the shapes that read it"
+                    f"; give {err.field} a `when: {{{shape}: [...]}}` naming the shapes that "
+                    "read it"
                 )
             return [f"space: candidate {json.dumps(cand, sort_keys=True)}: {err}{hint}"]
     models = [("model", cfg.model)] + ([("target", cfg.target)] if cfg.target else [])
@@ -60,7 +64,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
                 problems.append(
                     f"space: candidate {describe(cand)} cannot be met for {section} "
                     f"(n_layer={model.n_layer}, d_ff={model.d_ff_uniform}, "
-                    f"multiple_of={model.multiple_of}): {err}"
+                    f"multiple_of={model.multiple_of}, n_head={model.n_head}): {err}"
                 )
                 break
     return problems

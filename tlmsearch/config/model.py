@@ -22,8 +22,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from tlmsearch.config.limits import MAX_D_FF, MAX_D_MODEL, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB
 from tlmsearch.constants import HF_SET_BY
 from tlmsearch.errors import Strict, short
-from tlmsearch.schedules import WidthPlan, plan_from_params
-from tlmsearch.space import schedule_of
+from tlmsearch.schedules import WidthPlan
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,9 @@ class Arch:
     # mup scales MLP widths only, so it refuses an architecture whose width reaches anything else
     width_site: str = "mlp"
     fusable: bool = False  # trial arrays fuse its trainings (tlmsearch.trial_array, vmap-safe)
+    # its attention takes per-layer heads and key/value heads (model.layer_heads, n_kv_head,
+    # a heads schedule: tlmsearch/heads.py)
+    heads: bool = False
     hf_family: str = ""  # the transformers family it exports as exactly (--format hf)
 
 
@@ -50,9 +52,9 @@ ARCH_SPECS: dict[str, Arch] = {
     a.name: a
     for a in (
         Arch("transformer", "Llama-style pre-norm attention + SwiGLU", fusable=True,
-             hf_family="llama"),
+             hf_family="llama", heads=True),
         Arch("gated_attention", "attention with a sigmoid output gate (arXiv 2505.06708)",
-             fusable=True),
+             fusable=True, heads=True),
         Arch("titans", "a neural long-term memory layer (arXiv 2501.00663)"),
         Arch("hope_attention", "attention + continuum memory levels (Hope, arXiv 2512.24695)"),
     )
@@ -71,6 +73,17 @@ class GatedAttentionOptions(Strict):
 
     # elementwise: one gate per channel; headwise: one scalar per head
     gate: Literal["elementwise", "headwise"] = "elementwise"
+
+
+class AttentionOptions(Strict):
+    """What a heads schedule's ``heads.share`` keeps equal to uniform's when it moves capacity
+    between attention and the MLPs (tlmsearch/heads.py): the parameters of the blocks, or their
+    training FLOPs per token at ``seq_len`` (attention's score FLOPs grow with heads and
+    sequence length, so equal parameters are no longer equal FLOPs)."""
+
+    hold: Literal["params", "flops"] = "params"
+    # hold flops: the sequence length the FLOPs are counted at; a study fills in data.seq_len
+    seq_len: int | None = Field(None, ge=1, le=MAX_SEQ_LEN)
 
 
 class TitansOptions(Strict):
@@ -207,8 +220,16 @@ class ModelConfig(Strict):
     hf: HFOptions | None = None  # arch hf: the transformers family and its extra config keys
     n_layer: int = Field(ge=1, le=MAX_LAYERS)  # layers; the schedule gives each its MLP width
     d_model: int = Field(ge=1, le=MAX_D_MODEL)  # residual stream width
-    # attention heads; d_model / n_head must be even (RoPE)
+    # attention heads (of every layer, or the uniform reference of a heads schedule); the head
+    # size d_model / n_head is fixed and must be even (RoPE)
     n_head: int = Field(ge=1, le=MAX_D_MODEL)
+    # key/value heads (grouped-query attention): n_head / n_kv_head query heads share each;
+    # None: n_kv_head = n_head (multi-head attention)
+    n_kv_head: int | None = Field(None, ge=1, le=MAX_D_MODEL)
+    # query heads per layer, each a multiple of n_head / n_kv_head (its key/value heads are
+    # layer_heads[l] / that group). None: n_head in every layer. A heads schedule (heads.* in
+    # the space) sets it per candidate; give it here only for one fixed layout of every model
+    layer_heads: list[int] | None = Field(None, max_length=MAX_LAYERS)
     d_ff: int | None = Field(None, ge=1, le=MAX_D_FF)  # the uniform width; or give mlp_ratio
     mlp_ratio: float | None = Field(None, gt=0, le=64)  # d_ff = mlp_ratio * d_model, rounded
     multiple_of: int = Field(16, ge=1, le=MAX_D_FF)  # every per-layer width is a multiple of this
@@ -217,6 +238,7 @@ class ModelConfig(Strict):
     rope_theta: float = Field(10000.0, gt=0)  # RoPE base
     norm_eps: float = Field(1e-5, gt=0)  # RMSNorm epsilon
     init_std: float = Field(0.02, gt=0)  # std of the normal init of weights
+    attention: AttentionOptions = AttentionOptions()
     gated_attention: GatedAttentionOptions = GatedAttentionOptions()
     titans: TitansOptions = TitansOptions()
     hope: HopeOptions = HopeOptions()
@@ -253,6 +275,7 @@ class ModelConfig(Strict):
             raise ValueError(
                 f"head size d_model / n_head = {self.d_model // self.n_head} must be even (RoPE)"
             )
+        self._heads()
         if self.d_ff is not None and self.mlp_ratio is not None:
             raise ValueError("give d_ff or mlp_ratio, not both")
         width = self.d_ff_uniform
@@ -269,6 +292,55 @@ class ModelConfig(Strict):
             )
         return self
 
+    def _heads(self) -> None:
+        kv = self.n_kv_head
+        if kv is not None and self.n_head % kv:
+            raise ValueError(
+                f"n_kv_head ({kv}) must divide n_head ({self.n_head}): each key/value head "
+                "serves the same number of query heads"
+            )
+        spec = ARCH_SPECS.get(self.arch)
+        if self.layer_heads is not None:
+            if spec is None or not spec.heads:
+                able = ", ".join(a.name for a in ARCH_SPECS.values() if a.heads)
+                raise ValueError(
+                    f"layer_heads: arch {self.arch} has the same heads in every layer; per-layer "
+                    f"heads are built by {able}: remove layer_heads (and any heads.* dimension)"
+                )
+            if len(self.layer_heads) != self.n_layer:
+                raise ValueError(
+                    f"layer_heads has {len(self.layer_heads)} entries but n_layer is "
+                    f"{self.n_layer}: give one per layer"
+                )
+            group = self.kv_group
+            for i, h in enumerate(self.layer_heads):
+                if not 1 <= h <= MAX_D_MODEL or h % group:
+                    raise ValueError(
+                        f"layer_heads[{i}] = {h}: each layer's heads must be a positive multiple "
+                        f"of n_head / n_kv_head = {group} (at most {MAX_D_MODEL})"
+                    )
+        if kv is not None and spec is not None and not spec.heads:
+            raise ValueError(
+                f"n_kv_head: arch {self.arch} has multi-head attention only; remove n_kv_head"
+            )
+
+    @property
+    def kv_group(self) -> int:
+        """Query heads per key/value head (1: multi-head attention)."""
+        return self.n_head // (self.n_kv_head or self.n_head)
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        """Query heads per layer: ``layer_heads``, or ``n_head`` in every layer."""
+        if self.layer_heads is None:
+            return (self.n_head,) * self.n_layer
+        return tuple(self.layer_heads)
+
+    @property
+    def kv_heads(self) -> tuple[int, ...]:
+        """Key/value heads per layer (each layer's heads / :attr:`kv_group`)."""
+        return tuple(h // self.kv_group for h in self.heads)
+
     @property
     def d_ff_uniform(self) -> int:
         """The uniform per-layer width whose total every schedule keeps."""
@@ -282,13 +354,20 @@ class ModelConfig(Strict):
         return self.d_model // self.n_head
 
     def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
-        """This model's exact-budget widths for a candidate's schedule parameters."""
-        return plan_from_params(
-            schedule_of(candidate),
-            n_layer=self.n_layer,
-            d_ff=self.d_ff_uniform,
-            multiple_of=self.multiple_of,
-        )
+        """This model's exact-budget widths (and heads, with a heads schedule) for a
+        candidate's schedule parameters (tlmsearch/heads.py)."""
+        from tlmsearch.heads import plan_candidate
+
+        return plan_candidate(self, candidate)
+
+    def headed(self, candidate: Mapping[str, Any]) -> ModelConfig:
+        """This model as ``candidate`` builds it: with its heads schedule's ``layer_heads``
+        (itself when the candidate has no heads schedule)."""
+        from tlmsearch.heads import heads_schedule
+
+        if heads_schedule(candidate) is None:
+            return self
+        return self.model_copy(update={"layer_heads": list(self.plan(candidate).heads)})
 
 
 def _check_family(opts: HFOptions) -> None:

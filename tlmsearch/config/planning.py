@@ -62,7 +62,7 @@ def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig
     """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied."""
     settings = settings_of(candidate)
     if not settings:
-        return cfg
+        return _headed(cfg, candidate)
     sections: dict[str, dict[str, Any]] = {}
     for name, value in settings.items():
         section, _, field = name.partition(".")
@@ -76,7 +76,14 @@ def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig
     # validated again, nor the space's other setting values against this candidate's.
     out = cfg.model_copy(update=update)
     out._check_study()
-    return out
+    return _headed(out, candidate)
+
+
+def _headed(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+    """``cfg`` with the model as ``candidate`` builds it: its heads schedule's per-layer heads
+    (``ModelConfig.headed``); ``cfg`` itself without one."""
+    model = cfg.model.headed(candidate)
+    return cfg if model is cfg.model else cfg.model_copy(update={"model": model})
 
 
 def target_for(cfg: StudyConfig, candidate: Mapping[str, Any]) -> ModelConfig | None:
@@ -87,10 +94,12 @@ def target_for(cfg: StudyConfig, candidate: Mapping[str, Any]) -> ModelConfig | 
         for name, value in settings_of(candidate).items()
         if name.startswith("model.")
     }
-    if cfg.target is None or not fields:
-        return cfg.target
+    if cfg.target is None:
+        return None
+    if not fields:
+        return cfg.target.headed(candidate)
     data = cfg.target.model_dump(mode="json", exclude_none=True)
-    return ModelConfig.model_validate({**data, **fields})
+    return ModelConfig.model_validate({**data, **fields}).headed(candidate)
 
 
 def trainings(cfg: StudyConfig) -> list[Training]:
@@ -100,12 +109,13 @@ def trainings(cfg: StudyConfig) -> list[Training]:
     linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
     trains once per seed, and its trial records every candidate it stands for.
     """
-    groups: dict[tuple[tuple[int, ...], str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[tuple[int, ...], Any, str], list[dict[str, Any]]] = {}
     for cand in cfg.candidates():  # the same widths at another setting is another model
         setting = json.dumps(settings_of(cand), sort_keys=True)
-        groups.setdefault((cfg.model.plan(cand).widths, setting), []).append(cand)
+        plan = cfg.model.plan(cand)  # the same widths with other heads is another model too
+        groups.setdefault((plan.widths, plan.heads, setting), []).append(cand)
     return [Training(cands[0], tuple(cands[1:]), widths)
-            for (widths, _), cands in groups.items()]  # fmt: skip
+            for (widths, _, _), cands in groups.items()]  # fmt: skip
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from tlmsearch.config.search import Objective, SearchConfig, StatsConfig
 from tlmsearch.config.tracking import TrackingConfig
 from tlmsearch.config.train import TrainConfig
 from tlmsearch.errors import ConfigError, Strict, problems_from
+from tlmsearch.heads import is_heads_key
 from tlmsearch.settings import combination_problem, settings_problem
 from tlmsearch.space import SearchSpace, settings_of
 
@@ -68,8 +69,36 @@ class StudyConfig(Strict):
             raise ValueError(problem)
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flops_at_seq_len(cls, data: Any) -> Any:
+        """``model.attention.hold: flops`` counts FLOPs at the data's sequence length unless
+        the model names one (for the target too: its FLOPs at the proxy's sequence length)."""
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for section in ("model", "target"):
+            model = out.get(section)
+            att = model.get("attention") if isinstance(model, Mapping) else None
+            if isinstance(att, Mapping) and att.get("hold") == "flops" and "seq_len" not in att:
+                seq = (
+                    out.get("data", {}).get("seq_len")
+                    if isinstance(out.get("data"), Mapping)
+                    else None
+                )
+                seq = DataConfig.model_fields["seq_len"].default if seq is None else seq
+                out[section] = {**model, "attention": {**att, "seq_len": seq}}
+        return out
+
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
+        if self.model.layer_heads is not None and any(
+            is_heads_key(name) for name in self.space.dimensions
+        ):
+            raise ValueError(
+                "model.layer_heads fixes every candidate's heads, but the space schedules them "
+                "(heads.* dimensions); remove one"
+            )
         self._check_study()
         problem = self._settings_problem()
         if problem:
