@@ -134,6 +134,10 @@ def study_schema() -> dict[str, Any]:
     items = {k: sources.pop(k) for k in ("items", "minItems") if k in sources}
     sources["anyOf"] = [{"type": "string"}, {"type": "array", **items}]
     sources.pop("type", None)
+    # ``mlflow: true`` / ``wandb: false`` turn a tracker on with its defaults, or off
+    tracking = schema["$defs"]["TrackingConfig"]["properties"]
+    for name in ("mlflow", "wandb"):
+        tracking[name]["anyOf"].append({"type": "boolean"})
     return {"$schema": SCHEMA_DIALECT, **schema}
 
 

@@ -81,6 +81,7 @@ class AttentionOptions(Strict):
     training FLOPs per token at ``seq_len`` (attention's score FLOPs grow with heads and
     sequence length, so equal parameters are no longer equal FLOPs)."""
 
+    # params: the blocks' parameters stay uniform's; flops: their training FLOPs per token
     hold: Literal["params", "flops"] = "params"
     # hold flops: the sequence length the FLOPs are counted at; a study fills in data.seq_len
     seq_len: int | None = Field(None, ge=1, le=MAX_SEQ_LEN)
