@@ -6,8 +6,11 @@
 
 Runs in 1-5 minutes (rounds stop starting after ``--budget-s``). Tapered (cosine 1.5 -> 0.5)
 and uniform models have exactly the same parameters and FLOPs
-(tlmsearch.budget); this measures whether the kernels agree. Configurations are interleaved
-over up to ``--rounds`` rounds and the median is reported, because the machine is shared.
+(tlmsearch.budget); this measures whether the kernels agree. The archs with per-layer heads
+(transformer, gated_attention) add ``heads cos`` (attention heads tapered 1.5 -> 0.5, MLP
+uniform) and ``both cos`` (both halves tapered): what unequal heads per layer cost.
+Configurations are interleaved over up to ``--rounds`` rounds and the median is reported,
+because the machine is shared.
 """
 
 from __future__ import annotations
@@ -22,8 +25,16 @@ import torch.nn.functional as F
 
 from tlmsearch.budget import count_params, flops_per_token
 from tlmsearch.config import ModelConfig
+from tlmsearch.config.model import ARCH_SPECS
 from tlmsearch.models import ARCHITECTURES, build_model
-from tlmsearch.schedules import plan_widths, uniform_widths
+from tlmsearch.schedules import uniform_widths
+
+COSINE = {"shape": "cosine", "r_start": 1.5, "r_end": 0.5}
+# Rows of the archs that take per-layer heads: attention tapered alone, then both halves.
+HEADS = {
+    "heads cos": {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5},
+    "both cos": {**COSINE, "heads.shape": "cosine", "heads.r_start": 1.5},
+}
 
 
 def _step_time(model, idx, targets, bf16: bool, vocab: int) -> float:
@@ -41,6 +52,7 @@ def run(args: argparse.Namespace) -> None:
     idx = torch.randint(0, vocab, (args.batch, seq))
     targets = torch.randint(0, vocab, (args.batch, seq))
     cases = []  # (label, arch, widths label, dtype label, model, bf16)
+    heads_of: dict[tuple[str, str], tuple[int, ...]] = {}  # the heads rows' heads per layer
     for arch in args.archs:
         multiples = args.multiples if arch == "transformer" else [args.multiple_of]
         for mult in multiples:
@@ -48,25 +60,23 @@ def run(args: argparse.Namespace) -> None:
                 arch=arch, n_layer=args.layers, d_model=args.d_model, n_head=args.heads,
                 d_ff=args.d_ff, multiple_of=mult, titans={"chunk_size": args.chunk},
             )  # fmt: skip
-            plans = {
-                "uniform": uniform_widths(args.layers, args.d_ff),
-                "cosine": plan_widths(
-                    "cosine", n_layer=args.layers, d_ff=args.d_ff, multiple_of=mult,
-                    r_start=1.5, r_end=0.5,
-                ).widths,
-            }  # fmt: skip
+            plans = {"uniform": {"shape": "uniform"}, "cosine": COSINE}
+            if ARCH_SPECS[arch].heads and mult == args.multiple_of:
+                plans.update(HEADS)  # per-layer heads: the cost of unequal heads (issue 35)
             if mult != args.multiple_of:
                 plans.pop("uniform")  # the uniform row does not depend on multiple_of
-            for name, widths in plans.items():
-                assert count_params(cfg, widths, vocab) == count_params(
-                    cfg, plans.get("uniform", uniform_widths(args.layers, args.d_ff)), vocab
-                )
+            base = count_params(cfg, uniform_widths(args.layers, args.d_ff), vocab)
+            for name, cand in plans.items():
+                widths, headed = cfg.plan(cand).widths, cfg.headed(cand)
+                assert count_params(headed, widths, vocab) == base, name
                 torch.manual_seed(0)
-                model = build_model(cfg, widths, vocab)
+                model = build_model(headed, widths, vocab)
                 if args.compile:
                     model = torch.compile(model)
-                flops = flops_per_token(cfg, widths, vocab, seq).training
+                flops = flops_per_token(headed, widths, vocab, seq).training
                 label = name if mult == args.multiple_of else f"{name} x{mult}"
+                if name in HEADS:
+                    heads_of[(arch, label)] = headed.heads
                 for dtype in args.dtypes:
                     cases.append([arch, label, dtype, model, widths, flops, []])
     start = time.perf_counter()
@@ -111,7 +121,9 @@ def run(args: argparse.Namespace) -> None:
         )
     for arch, label, _, _, widths, *_ in cases[:: len(args.dtypes)]:
         if label != "uniform":
-            print(f"{arch} {label}: {' '.join(map(str, widths))}")
+            heads = heads_of.get((arch, label))
+            print(f"{arch} {label}: widths {' '.join(map(str, widths))}"
+                  + (f"; heads {' '.join(map(str, heads))}" if heads else ""))  # fmt: skip
 
 
 def main() -> None:

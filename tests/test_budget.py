@@ -185,3 +185,69 @@ def test_validate_table_without_a_known_vocabulary_shows_non_embedding() -> None
     assert "vocabulary from the data" in title
     assert f"non-embedding {non_embedding_params(cfg.model, widths):,}" in title
     assert all(line.rstrip(" │").endswith("equal") for line in text.splitlines() if "->" in line)
+
+
+# -------------------------------------------------------------------------------------------------
+# Per-layer heads and grouped-query attention (issue 35): the models build what the counts say
+
+HEADS_CFGS = [
+    {"layer_heads": [2, 6]},
+    {"n_kv_head": 2, "layer_heads": [6, 2]},
+    {"n_kv_head": 1},
+    {"n_kv_head": 2, "layer_heads": [8, 2], "gated_attention": {"gate": "headwise"}},
+]
+
+
+def _flop_count(model, idx) -> int:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+        model(idx)
+    return fc.get_total_flops()
+
+
+@pytest.mark.parametrize("arch", ["transformer", "gated_attention"])
+@pytest.mark.parametrize("kw", HEADS_CFGS, ids=["heads", "heads+gqa", "mqa", "headwise+gqa"])
+def test_heads_and_gqa_counts_equal_the_built_model(arch: str, kw: dict) -> None:
+    """Parameters (sum of numel) and forward FLOPs (torch.utils.flop_counter) of models with
+    per-layer heads and fewer key/value heads are budget's, term by term."""
+    import torch
+
+    from tlmsearch.models import build_model
+
+    cfg = tiny(arch, n_head=4, **kw)
+    widths = (96, 32)
+    for tie in (True, False):
+        c = cfg.model_copy(update={"tie_embeddings": tie})
+        model = build_model(c, widths, VOCAB)
+        count = count_params(c, widths, VOCAB)
+        assert count.total == sum(p.numel() for p in model.parameters())
+        assert count.mlp == sum(p.numel() for b in model.blocks for p in b.mlps.parameters())
+    idx = torch.randint(0, VOCAB, (2, 12))
+    assert _flop_count(model, idx) == flops_per_token(cfg, widths, VOCAB, 12).forward * idx.numel()
+
+
+@pytest.mark.parametrize("hold", ["params", "flops"])
+@pytest.mark.parametrize("arch", ["transformer", "gated_attention"])
+def test_a_planned_heads_candidate_builds_uniforms_budget_exactly(hold: str, arch: str) -> None:
+    """heads.share moves capacity between attention and the MLPs at the held budget: the built
+    model of such a candidate has uniform's parameters (hold params) or its counted forward
+    FLOPs (hold flops), measured on the models themselves."""
+    import torch
+
+    from tlmsearch.models import build_model
+
+    cfg = ModelConfig(arch=arch, n_layer=4, d_model=32, n_head=4, n_kv_head=2, d_ff=64,
+                      attention={"hold": hold, "seq_len": 16})  # fmt: skip
+    idx = torch.randint(0, VOCAB, (1, 16))
+    measured = {}
+    for share in (1.0, 0.5, 1.5):
+        candidate = {"shape": "uniform", "heads.share": share}
+        plan = cfg.plan(candidate)
+        model = build_model(cfg.headed(candidate), plan.widths, VOCAB)
+        measured[share] = (sum(p.numel() for p in model.parameters()), _flop_count(model, idx))
+    assert measured[0.5] != measured[1.0] != measured[1.5]  # capacity did move
+    k = 0 if hold == "params" else 1
+    assert measured[0.5][k] == measured[1.0][k] == measured[1.5][k], measured

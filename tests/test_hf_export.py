@@ -1,5 +1,6 @@
-"""export --format hf: a Hugging Face folder that transformers loads with best.yaml's widths;
-the built-in transformer is Llama; DeciLM block_configs and its lattice (offline)."""
+"""export --format hf: a Hugging Face folder that transformers loads with best.yaml's widths and
+heads; the built-in transformer is Llama (grouped-query and per-layer heads too); DeciLM
+block_configs, its lattice and the heads it cannot express (offline)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from search_helpers import tiny_config
 from tlmsearch.budget import count_params
 from tlmsearch.config import ModelConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.hf_export import DECI_MULTIPLE, deci_blocks, deci_width, export_best
+from tlmsearch.hf_export import (
+    DECI_MULTIPLE,
+    deci_blocks,
+    deci_heads,
+    deci_width,
+    export_best,
+    llama_weights,
+    off_lattice,
+)
 from tlmsearch.models import build_model
 from tlmsearch.results import add_deltas, trials_frame
 from tlmsearch.search.export import best_document
@@ -26,25 +35,37 @@ from tlmsearch.search.export import best_document
 VOCAB = 256
 
 # Loads a folder in a fresh process (trust_remote_code copies its modules into HF_HOME), checks
-# per-layer widths and parameters, and with a state dict given, writes the logits of idx.
+# per-layer widths, heads and parameters, and with a state dict given, writes the logits of idx
+# and those of its last position again, decoded with the key/value cache.
 LOAD = """
 import json, sys, torch
 from transformers import AutoConfig, AutoModelForCausalLM
 folder, state, out = sys.argv[1:4]
 config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
 model = AutoModelForCausalLM.from_config(config, trust_remote_code=True)
-widths = [layer.mlp.up_proj.out_features for layer in model.model.layers]
-assert widths == [layer.mlp.gate_proj.out_features for layer in model.model.layers]
-assert widths == [layer.mlp.down_proj.in_features for layer in model.model.layers]
-result = {"widths": widths, "numel": sum(p.numel() for p in model.parameters()),
+layers = model.model.layers
+widths = [layer.mlp.up_proj.out_features for layer in layers]
+assert widths == [layer.mlp.gate_proj.out_features for layer in layers]
+assert widths == [layer.mlp.down_proj.in_features for layer in layers]
+hd = config.head_dim
+heads = [layer.self_attn.q_proj.out_features // hd for layer in layers]
+assert heads == [layer.self_attn.o_proj.in_features // hd for layer in layers]
+kv_heads = [layer.self_attn.k_proj.out_features // hd for layer in layers]
+assert kv_heads == [layer.self_attn.v_proj.out_features // hd for layer in layers]
+result = {"widths": widths, "heads": heads, "kv_heads": kv_heads,
+          "numel": sum(p.numel() for p in model.parameters()),
           "class": type(model).__name__, "model_type": config.model_type}
 if state != "-":
     loaded = torch.load(state)
     model.load_state_dict(loaded["weights"])
     model.config._attn_implementation = "sdpa"
+    idx = loaded["idx"]
     with torch.no_grad():
-        logits = model.eval()(input_ids=loaded["idx"], use_cache=False).logits
-    torch.save(logits, out + ".pt")
+        logits = model.eval()(input_ids=idx, use_cache=False).logits
+        past = model(input_ids=idx[:, :-1], use_cache=True)
+        cache = past.get("cache") or past.get("past_key_values")
+        step = model(input_ids=idx[:, -1:], cache=cache, use_cache=True).logits[:, -1]
+    torch.save({"logits": logits, "step": step}, out + ".pt")
 json.dump(result, open(out, "w"))
 """
 
@@ -62,24 +83,60 @@ def load_in_fresh_process(folder: Path, tmp: Path, state: dict | None = None) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp / "out.json").read_text())
     if state is not None:
-        out["logits"] = torch.load(tmp / "out.json.pt")
+        out |= torch.load(tmp / "out.json.pt")
     return out
 
 
-def _best(cfg) -> dict:
+def _best(cfg, best: dict | None = None) -> dict:
+    """best.yaml of uniform against a better ``best`` (default a cosine taper), two seeds."""
+    best = best or {"shape": "cosine", "r_start": 1.25}
     rows = [
-        {"trial_id": f"{p['shape']}{seed}", "seed": seed, "params": p, "state": "COMPLETE",
+        {"trial_id": f"{i}/{seed}", "seed": seed, "params": p, "state": "COMPLETE",
          "val_bpb": v + 0.01 * seed}
         for seed in (0, 1)
-        for p, v in (({"shape": "uniform"}, 2.0), ({"shape": "cosine", "r_start": 1.25}, 1.9))
+        for i, (p, v) in enumerate((({"shape": "uniform"}, 2.0), (best, 1.9)))
     ]  # fmt: skip
     return best_document(add_deltas(trials_frame(rows), ["val_bpb"]), cfg)
 
 
+# a cosine MLP taper with heads growing linearly over depth (0.5x -> 1.5x of n_head)
+HEADS_SPACE = {
+    "dimensions": {
+        "shape": {"type": "fixed", "value": "cosine"},
+        "r_start": {"type": "categorical", "choices": [1.5]},
+        "heads.shape": {"type": "fixed", "value": "linear"},
+        "heads.r_start": {"type": "categorical", "choices": [0.5]},
+    }
+}
+HEADS = {"shape": "cosine", "r_start": 1.5, "heads.shape": "linear", "heads.r_start": 0.5}
+
+
+def _ours_against_the_folder(cfg, doc: dict, tmp_path: Path) -> tuple[dict, Path]:
+    """Export best.yaml's target, load it in transformers with our weights, and check its
+    shape, parameters and logits (full and cached) against our model's."""
+    target = doc["best"][0]["target"]
+    widths = target["widths"]
+    model = cfg.target_for(doc["best"][0]["params"])
+    folder = export_best(tmp_path, cfg, doc, None)["folder"]
+    ours = build_model(model, widths, cfg.vocab_size, seed=3).eval()
+    idx = torch.randint(0, VOCAB, (2, 24), generator=torch.Generator().manual_seed(0))
+    weights = llama_weights(ours, model)
+    state = {"weights": {k: w.clone() for k, w in weights.items()}, "idx": idx}
+    got = load_in_fresh_process(folder, tmp_path, state)
+    with torch.no_grad():
+        want = ours(idx)
+    assert got["model_type"] == "tapered_llama" and got["widths"] == widths
+    assert got["heads"] == list(model.heads) and got["kv_heads"] == list(model.kv_heads)
+    assert got["numel"] == count_params(model, widths, cfg.vocab_size).total
+    assert torch.allclose(got["logits"], want, atol=1e-5), (got["logits"] - want).abs().max()
+    assert torch.allclose(got["step"], want[:, -1], atol=1e-5)
+    return got, folder
+
+
 @pytest.mark.slow  # a fresh process imports transformers: ~10-20 s on a busy CPU
 def test_an_hf_family_target_loads_with_best_yamls_widths_and_parameters(tmp_path: Path) -> None:
-    target = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 256, "multiple_of": 16,
-              "arch": "hf", "hf": {"model_type": "qwen2", "num_key_value_heads": 2},
+    target = {"n_layer": 4, "d_model": 64, "n_head": 4, "n_kv_head": 2, "d_ff": 256,
+              "multiple_of": 16, "arch": "hf", "hf": {"model_type": "qwen2"},
               "tie_embeddings": False}  # fmt: skip
     cfg = tiny_config(tmp_path, target=target)
     doc = _best(cfg)
@@ -89,7 +146,7 @@ def test_an_hf_family_target_loads_with_best_yamls_widths_and_parameters(tmp_pat
     folder = summary["folder"]
     got = load_in_fresh_process(folder, tmp_path)
     assert got["model_type"] == "tapered_qwen2" and got["class"] == "TaperedQwen2ForCausalLM"
-    assert got["widths"] == widths
+    assert got["widths"] == widths and got["kv_heads"] == [2] * 4  # model.n_kv_head
     assert got["numel"] == count_params(cfg.target, widths, cfg.vocab_size).total
     # proxy-sized widths (below 1024) sit between DeciLM's multiples of 256: every layer is named
     assert [line.split(":")[0] for line in summary["off"]] == [f"layer {i}" for i in range(4)]
@@ -106,43 +163,59 @@ def test_the_transformer_target_exports_as_llama_with_best_yamls_widths_and_logi
     doc = _best(cfg)
     widths = doc["best"][0]["target"]["widths"]
     assert len(set(widths)) > 1  # a taper, not the uniform model
-    folder = export_best(tmp_path, cfg, doc, None)["folder"]
+    got, folder = _ours_against_the_folder(cfg, doc, tmp_path)
     assert folder == tmp_path / "hf"
     assert sorted(p.name for p in folder.iterdir()) == [
         "block_configs.json", "config.json", "configuration_tapered.py",
         "intermediate_sizes.json", "modeling_tapered.py",
     ]  # fmt: skip
     assert json.loads((folder / "intermediate_sizes.json").read_text()) == widths
-    ours = build_model(cfg.target, widths, cfg.vocab_size, seed=3).eval()
-    d = cfg.target.d_model
-    weights = {
-        "model.embed_tokens.weight": ours.wte.weight,
-        "model.norm.weight": ours.norm_f.weight,
-        "lm_head.weight": ours.lm_head.weight,
-    }
-    for i, block in enumerate(ours.blocks):
-        pre = f"model.layers.{i}."
-        q, k, v = block.mixers[0].qkv.weight.split(d)
-        mlp = block.mlps[0]
-        weights |= {
-            pre + "input_layernorm.weight": block.mixer_norms[0].weight,
-            pre + "self_attn.q_proj.weight": q,
-            pre + "self_attn.k_proj.weight": k,
-            pre + "self_attn.v_proj.weight": v,
-            pre + "self_attn.o_proj.weight": block.mixers[0].proj.weight,
-            pre + "post_attention_layernorm.weight": block.mlp_norms[0].weight,
-            pre + "mlp.gate_proj.weight": mlp.w1.weight,
-            pre + "mlp.up_proj.weight": mlp.w3.weight,
-            pre + "mlp.down_proj.weight": mlp.w2.weight,
-        }
-    idx = torch.randint(0, VOCAB, (2, 24), generator=torch.Generator().manual_seed(0))
-    state = {"weights": {k: w.detach().clone() for k, w in weights.items()}, "idx": idx}
-    got = load_in_fresh_process(folder, tmp_path, state)
-    with torch.no_grad():
-        want = ours(idx)
-    assert got["model_type"] == "tapered_llama" and got["widths"] == widths
-    assert got["numel"] == count_params(cfg.target, widths, cfg.vocab_size).total
-    assert torch.allclose(got["logits"], want, atol=1e-5), (got["logits"] - want).abs().max()
+    assert got["heads"] == got["kv_heads"] == [2, 2, 2]  # multi-head attention
+    assert "num_attention_heads_per_layer" not in json.loads((folder / "config.json").read_text())
+
+
+def test_per_layer_heads_with_grouped_query_attention_export_with_our_logits(
+    tmp_path: Path,
+) -> None:
+    """A heads schedule over grouped-query attention (4 heads, 2 key/value heads: groups of 2)
+    exports as per-layer lists the Llama subclass builds; our weights, the fused qkv split by
+    heads, give our logits, and block_configs names the heads DeciLM cannot hold."""
+    model = {"n_layer": 3, "d_model": 32, "n_head": 4, "n_kv_head": 2, "d_ff": 64,
+             "multiple_of": 16}  # fmt: skip
+    cfg = tiny_config(tmp_path, model=model, target={**model, "init_std": 0.2},
+                      space=HEADS_SPACE)  # fmt: skip
+    doc = _best(cfg, HEADS)
+    target = doc["best"][0]["target"]
+    assert (target["heads"], target["kv_heads"]) == ([2, 4, 6], [1, 2, 3])
+    got, folder = _ours_against_the_folder(cfg, doc, tmp_path)
+    assert (got["heads"], got["kv_heads"]) == ([2, 4, 6], [1, 2, 3])
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_attention_heads_per_layer"] == [2, 4, 6]
+    assert config["num_key_value_heads_per_layer"] == [1, 2, 3]
+    assert (config["num_attention_heads"], config["num_key_value_heads"]) == (4, 2)
+    assert config["head_dim"] == 8  # d_model // n_head in every layer
+    blocks = json.loads((folder / "block_configs.json").read_text())
+    assert [b["attention"]["n_heads_in_group"] for b in blocks["block_configs"]] == [4, 2, 1]
+    assert not blocks["exact"]
+    assert [line.split(":")[0] for line in blocks["heads_not_expressed"]] == ["layer 0", "layer 2"]
+    assert off_lattice(folder)[-2:] == blocks["heads_not_expressed"]
+
+
+def test_grouped_query_attention_with_the_same_heads_everywhere_is_a_plain_config(
+    tmp_path: Path,
+) -> None:
+    target = {"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 1, "d_ff": 128,
+              "multiple_of": 16}  # fmt: skip
+    cfg = tiny_config(tmp_path, target=target)
+    doc = _best(cfg)
+    assert doc["best"][0]["target"]["kv_heads"] == [1, 1]  # GQA: best.yaml says so
+    summary = export_best(tmp_path, cfg, doc, None)
+    config = json.loads((summary["folder"] / "config.json").read_text())
+    assert (config["num_attention_heads"], config["num_key_value_heads"]) == (4, 1)
+    assert not {"num_attention_heads_per_layer", "num_key_value_heads_per_layer"} & set(config)
+    blocks = json.loads((summary["folder"] / "block_configs.json").read_text())
+    assert [b["attention"]["n_heads_in_group"] for b in blocks["block_configs"]] == [4, 4]
+    assert summary["heads_off"] == blocks["heads_not_expressed"] == []
 
 
 def test_archs_without_a_family_and_runs_without_a_best_are_config_errors(tmp_path: Path) -> None:
@@ -177,6 +250,35 @@ def test_every_lattice_width_round_trips_through_its_ffn_mult(units: int, d_mode
     w = units * DECI_MULTIPLE
     (block,), off = deci_blocks([w], d_model, n_head=1, n_kv_head=1)
     assert off == [] and deci_width(block["ffn"]["ffn_mult"], d_model) == w
+
+
+def test_block_configs_keep_each_layers_kv_heads_and_name_the_heads_they_cannot_hold() -> None:
+    kv, lines = deci_heads(8, [8, 8, 8], [8, 2, 1])  # one query head count: all expressible
+    assert kv == [8, 2, 1] and lines == []
+    kv, lines = deci_heads(4, [2, 4, 6], [1, 2, 3])
+    assert kv == [1, 2, 4]
+    assert lines == [
+        "layer 0: 2 query heads, 1 key/value head: num_attention_heads is 4 in every DeciLM "
+        "block; written as 4 query heads, 1 key/value head",
+        "layer 2: 6 query heads, 3 key/value heads: num_attention_heads is 4 in every DeciLM "
+        "block, and 3 key/value heads do not divide num_attention_heads (4); written as 4 "
+        "query heads, 4 key/value heads",
+    ]
+    blocks, _ = deci_blocks([256, 256, 256], 256, n_head=4, n_kv_head=kv)
+    assert [b["attention"]["n_heads_in_group"] for b in blocks] == [4, 2, 1]
+
+
+@given(st.integers(1, 16), st.lists(st.tuples(st.integers(1, 8), st.integers(1, 24)), max_size=6))
+def test_deci_heads_write_divisors_and_name_exactly_the_layers_they_change(
+    n_head: int, layers: list[tuple[int, int]]
+) -> None:
+    kv_heads = [kv for kv, _ in layers]
+    heads = [kv * group for kv, group in layers]
+    written, lines = deci_heads(n_head, heads, kv_heads)
+    assert all(n_head % kv == 0 for kv in written)
+    changed = [i for i, (h, kv) in enumerate(zip(heads, kv_heads, strict=True))
+               if h != n_head or written[i] != kv]  # fmt: skip
+    assert [int(line.split(":")[0].split()[1]) for line in lines] == changed
 
 
 def test_the_export_has_the_best_candidates_model_settings(tmp_path: Path) -> None:

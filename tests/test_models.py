@@ -100,7 +100,8 @@ class _ReferenceLlama(nn.Module):
 
     @torch.no_grad()
     def init(self, std: float, seed: int) -> None:
-        """Each weight drawn by name; MLP hidden units are rows of w1, w3 and columns of w2."""
+        """Each weight drawn by name; MLP hidden units are rows of w1, w3 and columns of w2;
+        attention channels are rows of q, k and v (each keyed on its own) and columns of proj."""
 
         def draw(name: str, std: float, unit_dim: int | None = None) -> None:
             p = self.get_parameter(name)
@@ -109,8 +110,10 @@ class _ReferenceLlama(nn.Module):
         draw("wte.weight", std)
         res = std / math.sqrt(2 * self.n_layer)
         for i in range(self.n_layer):
-            draw(f"blocks.{i}.mixers.0.qkv.weight", std)
-            draw(f"blocks.{i}.mixers.0.proj.weight", res)
+            qkv = f"blocks.{i}.mixers.0.qkv.weight"
+            for part, rows in zip("qkv", self.get_parameter(qkv).chunk(3), strict=True):
+                keyed_normal_(rows, std, seed=seed, name=f"{qkv}/{part}", unit_dim=0)
+            draw(f"blocks.{i}.mixers.0.proj.weight", res, unit_dim=1)
             draw(f"blocks.{i}.mlps.0.w1.weight", std, unit_dim=0)
             draw(f"blocks.{i}.mlps.0.w3.weight", std, unit_dim=0)
             draw(f"blocks.{i}.mlps.0.w2.weight", res, unit_dim=1)

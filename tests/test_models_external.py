@@ -231,8 +231,12 @@ def test_analysis_reads_each_layers_mlp_and_its_ablation(kind: str) -> None:
         (dict(arch="hf", hf={"model_type": "olmo3"}), "olmo3's decoder layer has post_feed"),
         (dict(arch="hf", hf={"model_type": "exaone4"}), "exaone4's decoder layer has post_f"),
         (dict(arch="hf", hf={"model_type": "gemma3_text"}), "has post_feedforward_layernorm, pre"),
-        (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": "x"}), "refuses"),
-        (dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 3}), "must divide"),
+        (dict(arch="hf", hf={"model_type": "llama", "attention_dropout": "x"}), "refuses"),
+        (dict(arch="hf", hf={"model_type": "llama"}, n_kv_head=3), "must divide"),
+        (
+            dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 2}),
+            "num_key_value_heads is set by model.n_kv_head",
+        ),
         (dict(arch="hf", hf={"config": "/no/such/config.json"}), "cannot read"),
         (dict(arch="hf", hf={"model_type": "llama", "head_dim": 8}), "set by model.d_model and"),
         (
@@ -272,7 +276,7 @@ def test_a_config_json_is_read_once_and_kept_inline(tmp_path: Path) -> None:
     CONFIG_MAPPING["qwen2"](num_key_value_heads=1, hidden_size=4096).save_pretrained(tmp_path)
     cfg = tiny("qwen2", hf={"config": str(tmp_path / "config.json")})
     assert cfg.hf.model_type == "qwen2" and cfg.hf.config is None
-    assert cfg.hf.model_extra["num_key_value_heads"] == 1
+    assert cfg.n_kv_head == 1 and "num_key_value_heads" not in cfg.hf.model_extra  # the file's
     assert "hidden_size" not in cfg.hf.model_extra  # the proxy's shape is model.d_model's
     again = ModelConfig.model_validate(json.loads(cfg.model_dump_json()))  # as study.yaml
     model = build_model(again, WIDE_FIRST, VOCAB)
@@ -330,7 +334,7 @@ def test_hub_config_files_with_rope_scaling_build(name: str) -> None:
     # rope_parameters; model.rope_theta sets the theta.
     path = ROOT / "tests/hf_configs" / f"{name}.json"
     scaling = json.loads(path.read_text())["rope_scaling"]
-    cfg = tiny("llama", hf={"config": str(path), "num_key_value_heads": 2}, rope_theta=1e5)
+    cfg = tiny("llama", hf={"config": str(path)}, n_kv_head=2, rope_theta=1e5)
     assert "rope_scaling" not in cfg.hf.model_extra
     built = build_model(cfg, UNIFORM, VOCAB).inner.config.rope_parameters
     assert built == {**(scaling or {"rope_type": "default"}), "rope_theta": 1e5}
@@ -349,3 +353,17 @@ def test_the_mlp_input_of_an_accepted_family_is_its_post_attention_norms_output(
         break
     model(torch.randint(0, VOCAB, (1, 8)))
     assert torch.equal(seen["norm"], seen["mlp"])
+
+
+def test_a_config_jsons_grouped_query_attention_is_n_kv_heads_default(tmp_path: Path) -> None:
+    from transformers import LlamaConfig
+
+    LlamaConfig(num_attention_heads=16, num_key_value_heads=2).save_pretrained(tmp_path / "gqa")
+    cfg = tiny("llama", hf={"config": str(tmp_path / "gqa/config.json")})
+    assert cfg.n_kv_head == 2 and cfg.kv_heads == (2,) * TINY["n_layer"]
+    assert (
+        tiny("llama", hf={"config": str(tmp_path / "gqa/config.json")}, n_kv_head=1).n_kv_head == 1
+    )
+    LlamaConfig(num_attention_heads=16, num_key_value_heads=4).save_pretrained(tmp_path / "odd")
+    with pytest.raises(ValueError, match="num_key_value_heads 4, which does not divide"):
+        tiny("llama", hf={"config": str(tmp_path / "odd/config.json")})

@@ -141,11 +141,14 @@ def test_a_width_outside_the_mlps_is_refused(monkeypatch: pytest.MonkeyPatch) ->
 # at one fixed LR move each MLP's output, as the MLPs widen from 0.5x to 4x the base width.
 
 
-def _train(model: nn.Module, opt: torch.optim.Optimizer, *, steps: int, lr: float):
-    """(losses, mean |change| of each MLP's output on a fixed batch after ``steps`` steps)."""
+def _train(
+    model: nn.Module, opt: torch.optim.Optimizer, *, steps: int, lr: float, kind: type = SwiGLU
+):
+    """(losses, mean |change| of the output of each ``kind`` module (each MLP by default) on a
+    fixed batch after ``steps`` steps)."""
     g = torch.Generator().manual_seed(0)
     x, y = (torch.randint(0, VOCAB, (8, 16), generator=g) for _ in range(2))
-    mlps = [m for m in model.modules() if isinstance(m, SwiGLU)]
+    mlps = [m for m in model.modules() if isinstance(m, kind)]
     outs: dict[int, torch.Tensor] = {}
     for k, mlp in enumerate(mlps):
         mlp.register_forward_hook(lambda _m, _i, o, k=k: outs.__setitem__(k, o.detach()))
@@ -200,6 +203,83 @@ def test_coordinate_check_fails_without_the_lr_scale(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(globals(), "set_lr", global_lr)
     sizes = _coord_sizes("mup", "all", seed=0)
     assert sizes[-1] / sizes[0] > 2.2, sizes
+
+
+# -------------------------------------------------------------------------------------------------
+# Attention heads (issue 35): the output projection is an output weight of multiplier heads/n_head
+
+HEADS = ModelConfig(n_layer=2, d_model=32, n_head=4, d_ff=BASE, layer_heads=[2, 8])
+
+
+def test_mup_scales_the_attention_output_projection_by_its_heads() -> None:
+    """Layer heads (2, 8) against n_head 4: proj gets m = 0.5 and 2 (LR / m, decay x m, init
+    std / m); q/k/v, the MLP's input weights and the rest keep standard's groups and draws."""
+    standard, _ = _setup("standard", [BASE, BASE], cfg=HEADS)
+    model, opt = _setup("mup", [BASE, BASE], cfg=HEADS)
+    by_param = {id(p): g for g in opt.param_groups for p in g["params"]}
+    std_params = dict(standard.named_parameters())
+    seen = {}
+    for name, p in model.named_parameters():
+        g = by_param[id(p)]
+        if name.endswith("proj.weight"):
+            m = p.size(1) / (4 * 8)  # heads * head_dim over the base's n_head * head_dim
+            seen[name] = g[LR_SCALE]
+            assert g[LR_SCALE] == 1 / m and g["weight_decay"] == pytest.approx(0.1 * m)
+            assert torch.allclose(p, std_params[name] / m)
+        elif name.endswith("w2.weight"):  # the uniform MLP widths: m = 1
+            assert g[LR_SCALE] == 1 and torch.equal(p, std_params[name])
+        else:
+            assert LR_SCALE not in g, name
+            assert torch.equal(p, std_params[name]), name
+    assert sorted(seen.values()) == [0.5, 2.0]  # 8 heads: LR / 2; 2 heads: LR x 2
+
+
+def test_mup_with_uniform_heads_keeps_the_projection_in_its_group() -> None:
+    """An output projection at n_head heads is at the base: no group of its own (a model
+    without a heads schedule has the optimizer groups it always had)."""
+    cfg = HEADS.model_copy(update={"layer_heads": [4, 8]})
+    model, opt = _setup("mup", [BASE, BASE], cfg=cfg)
+    by_param = {id(p): g for g in opt.param_groups for p in g["params"]}
+    p0, p1 = model.blocks[0].mixers[0].proj.weight, model.blocks[1].mixers[0].proj.weight
+    assert LR_SCALE not in by_param[id(p0)] and by_param[id(p1)][LR_SCALE] == 0.5
+
+
+@pytest.mark.parametrize("arch", ["transformer", "gated_attention"])
+def test_mup_accepts_per_layer_heads_and_gqa(arch: str) -> None:
+    """The attention matrices that follow a layer's heads (qkv, proj, gate) are tagged, so the
+    check lets them vary; the base model is the uniform one (n_head heads, n_kv_head kept)."""
+    cfg = HEADS.model_copy(update={"arch": arch, "n_kv_head": 2, "layer_heads": [2, 6]})
+    model = build_model(cfg, [32, 96], VOCAB)
+    groups = parametrization.param_groups(
+        model, cfg, TrainConfig(parametrization="mup"), vocab_size=VOCAB
+    )
+    scales = sorted(g[LR_SCALE] for g in groups if LR_SCALE in g)
+    assert scales == pytest.approx(sorted([2.0, 4 / 6, BASE / 32, BASE / 96]))
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def _coord_sizes_heads(par: str, widen: str, seed: int) -> list[float]:
+    """Per heads multiplier (2, 4, 8, 16 heads against n_head 4), the mean |delta output| of
+    the widened attention layer(s)."""
+    sizes = []
+    for h in (2, 4, 8, 16):
+        cfg = HEADS.model_copy(update={"layer_heads": [h, h] if widen == "all" else [h, 4]})
+        model, opt = _setup(par, [BASE, BASE], seed=seed, cfg=cfg)
+        deltas = _train(model, opt, steps=4, lr=1e-2, kind=CausalSelfAttention)[1]
+        sizes.append(max(deltas) if widen == "all" else deltas[0])
+    return sizes
+
+
+@pytest.mark.parametrize(("widen", "seed"), [("all", 0), ("one", 1)])
+def test_coordinate_check_of_attention_heads(widen: str, seed: int) -> None:
+    """Measured (4 steps, lr 1e-2, 2 -> 16 heads, seeds 0 and 1 of both): mup moves an
+    attention layer's output within a factor 1.6 (1.13-1.57); standard moves it 4.1-5.0x
+    more at 16 heads than at 2, growing at every step."""
+    mup = _coord_sizes_heads("mup", widen, seed)
+    standard = _coord_sizes_heads("standard", widen, seed)
+    assert max(mup) / min(mup) < 2.0, mup
+    assert standard[-1] / standard[0] > 3.0, standard
+    assert all(a < b for a, b in itertools.pairwise(standard)), standard
 
 
 # -------------------------------------------------------------------------------------------------

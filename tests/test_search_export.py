@@ -99,6 +99,38 @@ def test_best_document_transfers_the_schedule_to_the_target(cfg):
     assert doc["uniform_baseline"]["val_bpb"] == pytest.approx(2.01)
 
 
+def test_best_yaml_shows_heads_only_for_studies_with_heads_schedules_or_gqa(cfg, tmp_path):
+    """A heads schedule's per-layer heads (and key/value heads with grouped-query attention)
+    sit beside the widths, at proxy and target scale; a study without heads keeps its best.yaml
+    (no heads keys)."""
+    plain = best_document(add_deltas(trials_frame(_rows()), ["val_bpb"]), cfg)["best"][0]
+    assert not {"heads", "kv_heads", "heads_share"} & (set(plain["proxy"]) | set(plain["target"]))
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "categorical", "choices": [1.5]},
+            "heads.shape": {"type": "fixed", "value": "linear"},
+            "heads.r_start": {"type": "categorical", "choices": [0.5]},
+        }
+    }
+    model = {"n_layer": 3, "d_model": 32, "n_head": 4, "n_kv_head": 2, "d_ff": 64}
+    target = {**model, "n_layer": 6, "d_model": 64}
+    headed = tiny_config(tmp_path, model=model, target=target, space=space)
+    heads = {"shape": "cosine", "r_start": 1.5, "heads.shape": "linear", "heads.r_start": 0.5}
+    rows = [{"trial_id": f"{i}/{seed}", "seed": seed, "params": p, "state": "COMPLETE",
+             "val_bpb": v + 0.01 * seed}
+            for seed in (0, 1)
+            for i, (p, v) in enumerate((({"shape": "uniform"}, 2.0), (heads, 1.9)))]  # fmt: skip
+    (best,) = best_document(add_deltas(trials_frame(rows), ["val_bpb"]), headed)["best"]
+    proxy, at_target = best["proxy"], best["target"]
+    assert proxy["heads"] == list(headed.model.plan(heads).heads) == [2, 4, 6]
+    assert proxy["kv_heads"] == [1, 2, 3] and proxy["heads_share"] == 1.0
+    assert at_target["heads"] == list(headed.target_for(heads).heads)
+    assert sum(at_target["heads"]) == 6 * 4 and at_target["heads"] == sorted(at_target["heads"])
+    assert at_target["kv_heads"] == [h // 2 for h in at_target["heads"]]
+    assert at_target["config"]["layer_heads"] == at_target["heads"]
+
+
 def test_multi_objective_best_is_the_front(tmp_path):
     cfg = tiny_config(
         tmp_path,

@@ -186,6 +186,21 @@ def test_a_gated_attention_array_reproduces_its_members_solo_curves(data: Prepar
         _same_curve(summary.curve, _solo(m, data))
 
 
+def test_members_with_per_layer_heads_and_gqa_match_their_solo_runs(data: PreparedData) -> None:
+    """Members sharing a heads layout with grouped-query attention fuse (the repeated key/value
+    heads run under vmap), one of them under muP, whose attention output projections of
+    2 and 6 heads get groups of their own between the other matrices."""
+    heads = {"n_head": 4, "n_kv_head": 2, "layer_heads": [2, 6]}
+    model = ModelConfig(**{**TINY.model_dump(), **heads})
+    members = [
+        Member(model, w, test_train.tcfg(**{**BASE, "tokens": 4096}, **s), seed=i)
+        for i, (w, s) in enumerate(zip(WIDTHS[1:], [{}, {"parametrization": "mup"}], strict=True))
+    ]
+    got = train_array(members, data, device="cpu", threads=1)
+    for m, summary in zip(members, got, strict=True):
+        _same_curve(summary.curve, _solo(m, data))
+
+
 def test_the_array_matches_torchs_adamw_and_clipping_weight_for_weight(
     data: PreparedData,
 ) -> None:
@@ -346,6 +361,10 @@ def test_members_of_another_model_or_batch_shape_are_refused(data: PreparedData)
     odd = members[1].train.model_copy(update={"micro_batch_size": 4})
     with pytest.raises(ConfigError, match="batch_tokens / micro_batch_size"):
         TrialArray([members[0], Member(TINY, WIDTHS[1], odd, 1)], data, device="cpu")
+    headed = ModelConfig(**{**TINY.model_dump(), "layer_heads": [1, 3]})  # another heads layout
+    with pytest.raises(ConfigError, match=r"members\[1\]\.model\.layer_heads \(\[1, 3\]\)"):
+        TrialArray([members[0], Member(headed, WIDTHS[1], members[1].train, 1)], data,
+                   device="cpu")  # fmt: skip
     titans = TINY.model_copy(update={"arch": "titans"})
     with pytest.raises(ConfigError, match=r"model\.arch: 'titans' does not run as a trial array"):
         TrialArray([Member(titans, WIDTHS[0], members[0].train, 0)], data, device="cpu")

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
-from tlmsearch.config import ModelConfig
+if TYPE_CHECKING:  # annotations only: the config plans heads with these counts (tlmsearch/heads.py)
+    from tlmsearch.config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,9 @@ def attention_weights(model: ModelConfig, heads: int) -> int:
     """Projection weights of one attention layer with ``heads`` query heads of size head_dim:
     q and the output projection (heads x head_dim each), k and v (heads / kv_group each).
 
+    >>> from tlmsearch.config import ModelConfig
     >>> cfg = ModelConfig(n_layer=2, d_model=32, n_head=4, n_kv_head=2, d_ff=64)
-    >>> attention_weights(cfg, 4), attention_weights(cfg, 2)
+    >>> attention_weights(cfg, 4), attention_weights(cfg, 2)  # d 32 x hd 8 x (2h + 2h/2)
     (3072, 1536)
     """
     kv = heads // model.kv_group

@@ -54,6 +54,7 @@ HF_SET_BY = {
     "hidden_size": "d_model",
     "num_hidden_layers": "n_layer",
     "num_attention_heads": "n_head",
+    "num_key_value_heads": "n_kv_head (None: n_head, multi-head attention)",
     "intermediate_size": "d_ff (and each layer's width from the schedule)",
     "vocab_size": "vocab_size (or the data's tokenizer)",
     "tie_word_embeddings": "tie_embeddings",

@@ -42,69 +42,28 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.schedules import (
-    SHAPES,
     ScheduleError,
     WidthPlan,
     check_params,
     plan_from_params,
     plan_units,
 )
+from tlmsearch.space import (  # a candidate's parts: re-exported for the planning's callers
+    PREFIX,
+    SHARE,
+    heads_label,
+    heads_params,
+    heads_schedule,
+    is_heads_key,
+    is_setting,
+    mlp_schedule,
+)
 
 if TYPE_CHECKING:  # config/model.py imports this module inside ModelConfig.plan
     from tlmsearch.config import ModelConfig
 
-PREFIX = "heads."
-SHARE = "heads.share"
 # heads.share is an O(1) ratio of attention capacity; past these it is a typo
 SHARE_RANGE = (0.05, 20.0)
-
-
-def is_heads_key(name: str) -> bool:
-    """Whether a candidate / dimension key belongs to the heads schedule (``heads.shape``).
-
-    >>> is_heads_key("heads.r_start"), is_heads_key("r_start"), is_heads_key("train.lr")
-    (True, False, False)
-    """
-    return name.startswith(PREFIX) and len(name) > len(PREFIX)
-
-
-def heads_params(searchable: bool = False) -> tuple[str, ...]:
-    """Every key a heads schedule takes: ``heads.`` + each schedule parameter, and
-    ``heads.share``.
-
-    >>> heads_params(searchable=True)[:3]
-    ('heads.shape', 'heads.r_start', 'heads.r_end')
-    """
-    from tlmsearch.schedules import schedule_params
-
-    return (*(PREFIX + p for p in schedule_params(searchable)), SHARE)
-
-
-def heads_schedule(candidate: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The heads schedule of ``candidate`` without its prefix (``{"shape": "linear", ...}``),
-    or None when it has none (every layer keeps ``model.n_head``). ``heads.share`` is not part
-    of it (:func:`share_of`); a share alone schedules uniform heads.
-
-    >>> heads_schedule({"shape": "cosine", "heads.shape": "linear", "heads.r_start": 0.5})
-    {'shape': 'linear', 'r_start': 0.5}
-    >>> heads_schedule({"shape": "cosine"}) is None
-    True
-    """
-    keys = {k[len(PREFIX) :]: v for k, v in candidate.items() if is_heads_key(k) and k != SHARE}
-    if not keys and SHARE not in candidate:
-        return None
-    return {"shape": "uniform", **keys} if "shape" not in keys else keys
-
-
-def mlp_schedule(candidate: Mapping[str, Any]) -> dict[str, Any]:
-    """The MLP schedule of ``candidate``: its keys without settings (``train.lr``) or heads.
-
-    >>> mlp_schedule({"shape": "cosine", "heads.shape": "linear", "train.lr": 0.01})
-    {'shape': 'cosine'}
-    """
-    from tlmsearch.space import is_setting
-
-    return {k: v for k, v in candidate.items() if not is_setting(k) and not is_heads_key(k)}
 
 
 def share_of(candidate: Mapping[str, Any]) -> float:
@@ -124,11 +83,8 @@ def check_heads(model: ModelConfig, candidate: Mapping[str, Any]) -> None:
     sched = heads_schedule(candidate)
     if sched is None:
         return
-    from tlmsearch.config.model import ARCH_SPECS
-
-    spec = ARCH_SPECS.get(model.arch)
-    if spec is None or not spec.heads:
-        able = ", ".join(a.name for a in ARCH_SPECS.values() if a.heads)
+    if model.arch not in model.heads_archs:
+        able = ", ".join(model.heads_archs)
         raise ScheduleError(
             "heads.shape",
             f"arch {model.arch} has the same heads in every layer; heads schedules are built "
@@ -188,8 +144,6 @@ def plan_candidate(model: ModelConfig, candidate: Mapping[str, Any]) -> WidthPla
 
     Without a heads schedule the heads are the model's own (``layer_heads`` or ``n_head``).
     """
-    from tlmsearch.space import is_setting
-
     mlp = {k: v for k, v in candidate.items() if not is_setting(k) and not is_heads_key(k)}
     sched = heads_schedule(candidate)
     if sched is None:
@@ -240,26 +194,7 @@ def plan_candidate(model: ModelConfig, candidate: Mapping[str, Any]) -> WidthPla
                      heads_share=share)  # fmt: skip
 
 
-def heads_label(candidate: Mapping[str, Any]) -> str:
-    """The heads part of a candidate's label (``heads linear 0.5->1.5``, ``share=1.25``), or
-    ``""`` without a heads schedule.
-
-    >>> heads_label({"shape": "uniform", "heads.shape": "linear", "heads.r_start": 0.5})
-    'heads linear 0.5->1.5'
-    >>> heads_label({"shape": "cosine", "heads.share": 0.75})
-    'heads uniform share=0.75'
-    """
-    sched = heads_schedule(candidate)
-    if sched is None:
-        return ""
-    shape = sched.get("shape")
-    if isinstance(shape, str) and shape in SHAPES:
-        text = SHAPES[shape].label_of(sched)
-    else:
-        from tlmsearch.schedules import given_label
-
-        text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}".rstrip()
-    share = candidate.get(SHARE)
-    if share is not None and share != 1:
-        text += f" share={share:g}"
-    return f"heads {text}"
+__all__ = [
+    "PREFIX", "SHARE", "check_heads", "costs", "heads_label", "heads_params", "heads_schedule",
+    "is_heads_key", "mlp_schedule", "plan_candidate", "share_of",
+]  # fmt: skip

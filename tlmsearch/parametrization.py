@@ -4,10 +4,11 @@ With one global Adam learning rate (``train.parametrization: standard``), how fa
 an MLP's output grows with the MLP's hidden width: a 1.5x wider early MLP is stepped harder than
 a 0.5x late one, so "taper vs uniform" mixes width with an effective per-layer learning rate.
 ``train.parametrization: mup`` applies the Maximal Update Parametrization (Tensor Programs V,
-Yang et al. 2022, arXiv 2203.03466) to the only width that varies here, the MLP hidden width
-d_ff_i of layer i, with the study's uniform model as the base shape:
+Yang et al. 2022, arXiv 2203.03466) to the widths that vary here, the MLP hidden width d_ff_i
+of layer i (and its attention heads under a heads schedule, below), with the study's uniform
+model as the base shape:
 
-    width multiplier  m_i = d_ff_i / d_ff_uniform        (d_model, heads, depth stay fixed)
+    width multiplier  m_i = d_ff_i / d_ff_uniform        (d_model, head size, depth stay fixed)
 
 The rule. Each SwiGLU ``w2(silu(w1 x) * w3 x)`` is a one-hidden-layer network whose hidden width
 d_ff_i grows while its input and output width d_model does not. In muP's terms:
@@ -36,12 +37,21 @@ under ``standard`` nothing here changes a number. Common random numbers still ho
 keyed draw is only rescaled, so two candidates of a seed share their common units up to the
 factor m_a / m_b (exactly where their widths are equal).
 
+Attention heads (a heads schedule, tlmsearch/heads.py) are the other width that varies: layer
+i has h_i query heads of the model's fixed head size, against ``n_head`` in the base model (the
+uniform one, built without ``layer_heads``). The same reasoning applies with
+m_i = h_i / n_head: q/k/v and the gate (weight (heads * head_dim, d_model)) are input weights,
+**unchanged**; the output projection (weight (d_model, h_i * head_dim)) is an output weight,
+**init std / m_i, Adam LR / m_i, weight decay x m_i**. An output projection at m = 1 stays in
+the model's own decay group, so a model without a heads schedule has the groups it always had.
+
 What every architecture feeds the rule: only SwiGLU MLPs receive a per-layer width (titans'
 memory MLP has width ``memory_expansion * head_dim``, hope's chained CMS levels are each a
 SwiGLU of the layer's width and are scaled each on its own; their summed-over-a-period gradient
-is a gradient to Adam). :func:`mup_groups` checks that: a parameter whose shape differs from the
-base model's and is not an MLP matrix tagged with ``unit_dim`` is an error naming
-``train.parametrization``.
+is a gradient to Adam), and only attention matrices tagged with ``head_units`` receive per-layer
+heads. :func:`mup_groups` checks that: a parameter whose shape differs from the base model's and
+is neither an MLP matrix tagged with ``unit_dim`` nor a tagged attention matrix is an error
+naming ``train.parametrization``. The tags are separate so that neither is taken for the other.
 
 The coordinate check (tests/test_parametrization.py): after a few Adam steps at a fixed LR, the
 mean |change| of each MLP's output is flat in d_ff under ``mup`` and grows about linearly in
@@ -91,57 +101,84 @@ def _mlp_output_weights(model: Any) -> list[tuple[str, Any]]:
     ]
 
 
-def _check_only_mlps_vary(model: Any, base_model: Any) -> None:
-    """Every parameter whose shape differs from the base model's must be a tagged MLP matrix:
-    the rule knows nothing else that grows with the candidate's width."""
-    base_shapes = {n: tuple(p.shape) for n, p in base_model.named_parameters()}
-    tagged = {
+def _head_output_weights(model: Any) -> list[tuple[str, Any]]:
+    """(name, weight) of every attention matrix whose fan-in is the layer's heads
+    (``head_units == 1``: the output projection)."""
+    return [
+        (f"{name}.weight", module.weight)
+        for name, module in model.named_modules()
+        if getattr(module, "head_units", None) == 1
+    ]
+
+
+def _tagged(model: Any) -> set[str]:
+    """Names of the matrices whose shape may follow a candidate: MLP matrices (``unit_dim``)
+    and attention matrices (``head_units``)."""
+    return {
         f"{name}.weight"
         for name, module in model.named_modules()
         if getattr(module, "unit_dim", None) in (0, 1)
+        or getattr(module, "head_units", None) in (0, 1)
     }
+
+
+def _check_only_mlps_vary(model: Any, base_model: Any) -> None:
+    """Every parameter whose shape differs from the base model's must be a tagged MLP or
+    attention matrix: the rule knows nothing else that grows with the candidate."""
+    base_shapes = {n: tuple(p.shape) for n, p in base_model.named_parameters()}
+    tagged = _tagged(model)
     for name, p in model.named_parameters():
         if name in tagged or base_shapes.get(name) == tuple(p.shape):
             continue
         raise ValueError(
             f"train.parametrization: 'mup' cannot scale {name} (shape {tuple(p.shape)}, base "
-            f"{base_shapes.get(name)}): only MLP hidden widths follow the muP rule here; use "
-            "train.parametrization: standard for this architecture"
+            f"{base_shapes.get(name)}): only MLP hidden widths and attention heads follow the "
+            "muP rule here; use train.parametrization: standard for this architecture"
         )
 
 
+def _output_weights(model: Any, base_width: int, base_model: Any) -> list[dict[tuple, list]]:
+    """The output weights muP scales, by (fan-in, base fan-in): every MLP down projection (base
+    ``base_width``), and each attention output projection whose heads differ from the base
+    model's (at m = 1 it stays in the model's own group). MLPs first, then attention."""
+    base_fan = {n: p.size(1) for n, p in base_model.named_parameters() if p.ndim == 2}
+    mlp: dict[tuple, list] = defaultdict(list)
+    for _, w in _mlp_output_weights(model):
+        mlp[w.size(1), base_width].append(w)
+    attention: dict[tuple, list] = defaultdict(list)
+    for name, w in _head_output_weights(model):
+        if w.size(1) != base_fan[name]:
+            attention[w.size(1), base_fan[name]].append(w)
+    return [mlp, attention]
+
+
 def mup_groups(model: Any, weight_decay: float, base_width: int, base_model: Any) -> list[dict]:
-    """AdamW groups under muP, and ``w2``'s init rescaled in place (std / m).
+    """AdamW groups under muP, and the output weights' init rescaled in place (std / m).
 
     ``model.param_groups(weight_decay)`` split: each MLP output weight of width multiplier m
-    leaves the decay group for a group of multiplier m with ``lr_scale`` 1/m and weight decay
-    ``weight_decay * m``; everything else keeps its group. ``base_model``: the uniform model of
-    the same config, used only to check that nothing but MLP widths differs from it.
+    (and each attention output projection of heads multiplier m != 1) leaves the decay group
+    for a group of multiplier m with ``lr_scale`` 1/m and weight decay ``weight_decay * m``;
+    everything else keeps its group. ``base_model``: the uniform model of the same config, the
+    base shapes (its output projections' fan-in is ``n_head * head_dim``), also used to check
+    that nothing else differs from it.
     """
     import torch
 
     _check_only_mlps_vary(model, base_model)
     groups = model.param_groups(weight_decay)
-    scaled = {id(p): p for _, p in _mlp_output_weights(model)}
-    by_width: dict[int, list] = defaultdict(list)
-    with torch.no_grad():
-        for _, w in _mlp_output_weights(model):
-            if w.size(1) != base_width:
-                w.mul_(mup_scales(w.size(1), base_width)["init_std"])
-            by_width[w.size(1)].append(w)
-    out = []
-    for g in groups:
-        rest = [p for p in g["params"] if id(p) not in scaled]
-        out.append({**g, "params": rest})
-    for width in sorted(by_width):
-        s = mup_scales(width, base_width)
-        out.append(
-            {
-                "params": by_width[width],
-                "weight_decay": weight_decay * s["weight_decay"],
-                LR_SCALE: s["lr"],
-            }
-        )
+    kinds = _output_weights(model, base_width, base_model)
+    scaled = {id(w) for kind in kinds for ws in kind.values() for w in ws}
+    out = [{**g, "params": [p for p in g["params"] if id(p) not in scaled]} for g in groups]
+    for kind in kinds:
+        for (fan, base), ws in sorted(kind.items()):
+            s = mup_scales(fan, base)
+            if fan != base:
+                with torch.no_grad():
+                    for w in ws:
+                        w.mul_(s["init_std"])
+            out.append(
+                {"params": ws, "weight_decay": weight_decay * s["weight_decay"], LR_SCALE: s["lr"]}
+            )
     return [g for g in out if g["params"]]
 
 
@@ -149,7 +186,8 @@ def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int)
     """The AdamW param groups of ``train_cfg.parametrization`` (and, under ``mup``, the muP init).
 
     ``standard``: ``model.param_groups(train_cfg.weight_decay)`` as is. ``mup``: see
-    :func:`mup_groups`, with the uniform model of ``model_cfg`` as the base shape.
+    :func:`mup_groups`, with the uniform model of ``model_cfg`` as the base shape (uniform MLP
+    widths and ``n_head`` heads in every layer; ``n_kv_head`` kept).
     """
     if train_cfg.parametrization == "standard":
         return model.param_groups(train_cfg.weight_decay)
@@ -163,8 +201,9 @@ def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int)
     from tlmsearch.models import build_model
 
     base = model_cfg.d_ff_uniform
+    uniform = model_cfg.model_copy(update={"layer_heads": None})  # n_head heads in every layer
     with torch.device("meta"):  # shapes only: no draws, no memory
-        base_model = build_model(model_cfg, [base] * model_cfg.n_layer, vocab_size)
+        base_model = build_model(uniform, [base] * model_cfg.n_layer, vocab_size)
     return mup_groups(model, train_cfg.weight_decay, base, base_model)
 
 

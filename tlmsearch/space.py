@@ -30,15 +30,6 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
-from tlmsearch.heads import (
-    PREFIX,
-    SHARE,
-    heads_label,
-    heads_params,
-    heads_schedule,
-    is_heads_key,
-    mlp_schedule,
-)
 from tlmsearch.schedules import (
     MAX_PARAM,
     SHAPES,
@@ -366,6 +357,80 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
 
 UNIFORM: dict[str, Any] = {"shape": "uniform"}
 
+# -------------------------------------------------------------------------------------------------
+# A candidate's parts: the MLP schedule, the heads schedule (``heads.``-prefixed keys, planned by
+# tlmsearch/heads.py) and the settings (``train.lr``)
+
+PREFIX = "heads."
+SHARE = "heads.share"
+
+
+def is_heads_key(name: str) -> bool:
+    """Whether a candidate / dimension key belongs to the heads schedule (``heads.shape``).
+
+    >>> is_heads_key("heads.r_start"), is_heads_key("r_start"), is_heads_key("train.lr")
+    (True, False, False)
+    """
+    return name.startswith(PREFIX) and len(name) > len(PREFIX)
+
+
+def heads_params(searchable: bool = False) -> tuple[str, ...]:
+    """Every key a heads schedule takes: ``heads.`` + each schedule parameter, and
+    ``heads.share``.
+
+    >>> heads_params(searchable=True)[:3]
+    ('heads.shape', 'heads.r_start', 'heads.r_end')
+    """
+    return (*(PREFIX + p for p in schedule_params(searchable)), SHARE)
+
+
+def heads_schedule(candidate: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The heads schedule of ``candidate`` without its prefix (``{"shape": "linear", ...}``),
+    or None when it has none (every layer keeps ``model.n_head``). ``heads.share`` is not part
+    of it (:func:`share_of`); a share alone schedules uniform heads.
+
+    >>> heads_schedule({"shape": "cosine", "heads.shape": "linear", "heads.r_start": 0.5})
+    {'shape': 'linear', 'r_start': 0.5}
+    >>> heads_schedule({"shape": "cosine"}) is None
+    True
+    """
+    keys = {k[len(PREFIX) :]: v for k, v in candidate.items() if is_heads_key(k) and k != SHARE}
+    if not keys and SHARE not in candidate:
+        return None
+    return {"shape": "uniform", **keys} if "shape" not in keys else keys
+
+
+def mlp_schedule(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """The MLP schedule of ``candidate``: its keys without settings (``train.lr``) or heads.
+
+    >>> mlp_schedule({"shape": "cosine", "heads.shape": "linear", "train.lr": 0.01})
+    {'shape': 'cosine'}
+    """
+    return {k: v for k, v in candidate.items() if not is_setting(k) and not is_heads_key(k)}
+
+
+def heads_label(candidate: Mapping[str, Any]) -> str:
+    """The heads part of a candidate's label (``heads linear 0.5->1.5``, ``share=1.25``), or
+    ``""`` without a heads schedule.
+
+    >>> heads_label({"shape": "uniform", "heads.shape": "linear", "heads.r_start": 0.5})
+    'heads linear 0.5->1.5'
+    >>> heads_label({"shape": "cosine", "heads.share": 0.75})
+    'heads uniform share=0.75'
+    """
+    sched = heads_schedule(candidate)
+    if sched is None:
+        return ""
+    shape = sched.get("shape")
+    if isinstance(shape, str) and shape in SHAPES:
+        text = SHAPES[shape].label_of(sched)
+    else:
+        text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}".rstrip()
+    share = candidate.get(SHARE)
+    if share is not None and share != 1:
+        text += f" share={share:g}"
+    return f"heads {text}"
+
 
 def is_setting(name: str) -> bool:
     """Whether a dimension / candidate key names a config scalar (``train.lr``), not a schedule
@@ -432,6 +497,27 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     except ScheduleError:  # not a valid candidate, so not the baseline: the width check says why
         return False
     return all(max(prof) == min(prof) for prof in profiles)
+
+
+def is_control(candidate: Mapping[str, Any]) -> bool:
+    """Whether ``candidate`` is the uniform control (:data:`UNIFORM`, at any setting): its MLP
+    shape is ``uniform`` and it has no heads schedule that moves attention capacity (none, or
+    ``heads.shape`` uniform at ``heads.share`` 1). The one test of "is this the baseline" that
+    the search, the trials table and the analysis share.
+
+    An attention-only taper keeps uniform MLPs but is a candidate, never the control:
+
+    >>> is_control({"shape": "uniform", "train.lr": 0.003}), is_control({"shape": "cosine"})
+    (True, False)
+    >>> is_control({"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5})
+    False
+    >>> is_control({"shape": "uniform", "heads.share": 1.25})
+    False
+    """
+    if candidate.get("shape", "uniform") != "uniform":
+        return False
+    heads = heads_schedule(candidate)
+    return heads is None or (heads.get("shape") == "uniform" and candidate.get(SHARE, 1) == 1)
 
 
 def describe(candidate: Mapping[str, Any]) -> str:

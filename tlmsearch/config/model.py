@@ -254,6 +254,35 @@ class ModelConfig(Strict):
             "plugin 'package.module:build'"
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kv_from_file(cls, data: Any) -> Any:
+        """A config.json's ``num_key_value_heads`` is the default of ``n_kv_head``: the family's
+        grouped-query attention as its file has it (Llama-3.2's 8), unless n_kv_head is given
+        (a file with as many as its attention heads is multi-head: n_kv_head stays None)."""
+        if not isinstance(data, dict) or data.get("n_kv_head") is not None:
+            return data
+        hf = data.get("hf")
+        if not isinstance(hf, dict) or not isinstance(hf.get("config"), str):
+            return data
+        try:
+            doc = json.loads(Path(hf["config"]).expanduser().read_text())
+        except (OSError, RuntimeError, UnicodeDecodeError, ValueError):
+            return data  # HFOptions says why
+        kv = doc.get("num_key_value_heads") if isinstance(doc, dict) else None
+        if not isinstance(kv, int) or isinstance(kv, bool) or kv < 1:
+            return data
+        if kv == doc.get("num_attention_heads"):
+            return data  # multi-head attention, as n_kv_head None is
+        heads = data.get("n_head")
+        if isinstance(heads, int) and not isinstance(heads, bool) and heads % kv:
+            raise ValueError(
+                f"hf.config: {short(hf['config'])} has num_key_value_heads {kv}, which does not "
+                f"divide n_head ({heads}); set model.n_kv_head to a divisor of n_head for this "
+                "model"
+            )
+        return {**data, "n_kv_head": kv}
+
     @model_validator(mode="after")
     def _external(self) -> ModelConfig:
         if (self.arch == "hf") != (self.hf is not None):
@@ -298,7 +327,7 @@ class ModelConfig(Strict):
         if kv is not None and self.n_head % kv:
             raise ValueError(
                 f"n_kv_head ({kv}) must divide n_head ({self.n_head}): each key/value head "
-                "serves the same number of query heads"
+                "serves the same number of query heads; set model.n_kv_head to a divisor"
             )
         spec = ARCH_SPECS.get(self.arch)
         if self.layer_heads is not None:
@@ -324,6 +353,11 @@ class ModelConfig(Strict):
             raise ValueError(
                 f"n_kv_head: arch {self.arch} has multi-head attention only; remove n_kv_head"
             )
+
+    @property
+    def heads_archs(self) -> tuple[str, ...]:
+        """The built-in archs that take per-layer heads (a heads schedule, ``layer_heads``)."""
+        return tuple(a.name for a in ARCH_SPECS.values() if a.heads)
 
     @property
     def kv_group(self) -> int:

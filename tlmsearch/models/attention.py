@@ -14,13 +14,15 @@ from tlmsearch.models.common import Block, CausalSelfAttention, SwiGLU
 
 
 def transformer_blocks(cfg: ModelConfig, widths: Sequence[int]) -> list[Block]:
-    """One block per layer: ``x += attn(norm(x)); x += mlp_l(norm(x))`` with width widths[l]."""
+    """One block per layer: ``x += attn_l(norm(x)); x += mlp_l(norm(x))``, the MLP of width
+    widths[l] and the attention of ``cfg.heads[l]`` query and ``cfg.kv_heads[l]`` key/value
+    heads of the model's head size (all ``n_head`` without a heads schedule)."""
     return [
         Block(
-            [CausalSelfAttention(cfg.d_model, cfg.n_head)],
+            [CausalSelfAttention(cfg.d_model, heads, kv, cfg.head_dim)],
             [SwiGLU(cfg.d_model, w)],
             cfg.d_model,
             cfg.norm_eps,
         )
-        for w in widths
+        for w, heads, kv in zip(widths, cfg.heads, cfg.kv_heads, strict=True)
     ]

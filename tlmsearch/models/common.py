@@ -1,9 +1,10 @@
 """Parts every tlmsearch model shares: RMSNorm, RoPE, the SwiGLU MLP, the block and the causal LM.
 
 A block is ``x = x + mixer(norm(x))`` for each of its mixers, then ``x = x + mlp(norm(x))``
-for each of its MLPs (Llama-style pre-norm residual blocks). Only the MLP hidden width changes
-with depth (Tapered Language Models, arXiv 2606.23670): a block receives its final width and
-never rescales it. Mixers take ``(x, rope)`` and return a tensor shaped like ``x``.
+for each of its MLPs (Llama-style pre-norm residual blocks). The MLP hidden width changes with
+depth (Tapered Language Models, arXiv 2606.23670), and so may an attention layer's heads (a
+heads schedule, tlmsearch/heads.py; the head size stays the model's): a block receives its final
+widths and never rescales them. Mixers take ``(x, rope)`` and return a tensor shaped like ``x``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ from torch import nn
 # by (seed, qualified name), and MLP hidden units come in fixed-size chunks keyed by (seed, name,
 # chunk), so unit j of a layer depends only on (seed, name, j): a narrower and a wider candidate
 # share their first min(width) units exactly, and the units one of them lacks are the only init
-# difference. Draws are made on the CPU in fp32, so the model is the same on every device.
+# difference. Attention heads are drawn the same way (a heads schedule varies them per layer):
+# the q, k and v row sections of ``qkv`` are each keyed by their own name and drawn by row
+# (``head_sections``), the output projection by column and the gate by row (``head_units``),
+# so head i has the same initial weights in a layer of 2 heads as in one of 8, whatever
+# n_kv_head. Draws are made on the CPU in fp32, so the model is the same on every device.
+#
+# The two tags are separate on purpose: ``unit_dim`` marks MLP matrices, which muP scales by
+# their width and trial arrays pad with zeros (tlmsearch/parametrization.py, trial_array.py);
+# ``head_units`` marks attention matrices, which neither may take for an MLP.
 
-UNIT_CHUNK = 64  # MLP units drawn per keyed chunk; changing it changes every seed's MLP init
+UNIT_CHUNK = 64  # units drawn per keyed chunk; changing it changes every seed's MLP/attention init
 
 # ``normal_(param, std)``: fill a parameter of the model with its keyed N(0, std) draw.
 Normal = Callable[[torch.Tensor, float], None]
@@ -71,6 +80,30 @@ def keyed_normal_(
     ]
     w = torch.cat(chunks)[:n_units]  # (units, fan)
     param.copy_(w if unit_dim == 0 else w.T)
+
+
+@torch.no_grad()
+def keyed_weight_(module: nn.Module, std: float, *, seed: int, name: str) -> None:
+    """Draw ``module.weight`` (named ``name``) by its tags: MLP units by index (``unit_dim``),
+    attention channels by index (``head_units``) in the named sections of ``head_sections``
+    (q, k, v of a fused projection, each keyed ``name/section``), anything else whole.
+
+    The sections are keyed apart so that a section's rows do not shift when another section
+    grows: the k rows of a layer with more query heads are still its k rows.
+    """
+    w = module.weight
+    dim = getattr(module, "unit_dim", None)
+    dim = getattr(module, "head_units", None) if dim is None else dim
+    sections = getattr(module, "head_sections", None)
+    if not sections:
+        keyed_normal_(w, std, seed=seed, name=name, unit_dim=dim)
+        return
+    assert dim is not None and sum(n for _, n in sections) == w.size(dim), (name, sections)
+    start = 0
+    for key, size in sections:
+        part = w.narrow(dim, start, size)
+        keyed_normal_(part, std, seed=seed, name=f"{name}/{key}", unit_dim=dim)
+        start += size
 
 
 def keyed_normal(module: nn.Module, seed: int) -> Normal:
@@ -142,27 +175,56 @@ class CausalSelfAttention(nn.Module):
     """Causal softmax attention with RoPE through ``F.scaled_dot_product_attention``.
 
     Llama-style (Touvron et al. 2023, arXiv 2302.13971): fused q/k/v projection, no biases.
+    ``n_head`` query heads of size ``head_dim`` (default ``d_model // n_head``; a heads schedule
+    keeps the model's head size whatever a layer's heads) and ``n_kv_head`` key/value heads
+    (grouped-query attention, Ainslie et al. 2023, arXiv 2305.13245; default ``n_head``).
+
+    Weight layout (tlmsearch/hf_export.py writes Llama's q/k/v/o_proj from it): ``qkv`` rows
+    are [q heads 0..h-1 | k heads 0..kv-1 | v heads 0..kv-1], head_dim contiguous rows per
+    head; ``proj`` columns are the query heads' outputs in order. Query head i reads key/value
+    head i // (h / kv), as Llama's ``repeat_kv``.
     """
 
-    def __init__(self, d_model: int, n_head: int) -> None:
+    def __init__(
+        self, d_model: int, n_head: int, n_kv_head: int | None = None, head_dim: int | None = None
+    ) -> None:
         super().__init__()
-        self.n_head = n_head
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.proj = nn.Linear(d_model, d_model, bias=False)
+        n_kv_head = n_head if n_kv_head is None else n_kv_head
+        head_dim = d_model // n_head if head_dim is None else head_dim
+        if n_head < 1 or n_kv_head < 1 or n_head % n_kv_head or head_dim < 1:
+            raise ValueError(
+                "n_head must be a positive multiple of n_kv_head and head_dim positive, but got "
+                f"{n_head=}, {n_kv_head=}, {head_dim=}"
+            )
+        self.n_head, self.n_kv_head, self.head_dim = n_head, n_kv_head, head_dim
+        q, kv = n_head * head_dim, n_kv_head * head_dim
+        self.qkv = nn.Linear(d_model, q + 2 * kv, bias=False)
+        self.proj = nn.Linear(q, d_model, bias=False)
         self.proj.residual_out = True
+        # Drawn by head channel (see "Keyed initialisation"): q, k, v rows each keyed on their
+        # own; the output projection's columns are its fan-in, the heads (muP scales it).
+        self.qkv.head_units, self.qkv.head_sections = 0, (("q", q), ("k", kv), ("v", kv))
+        self.proj.head_units = 1
 
     def attend(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """The heads' outputs before the output projection, (B, T, nh, hs)."""
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).unbind(2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        B, T, _ = x.shape
+        h, kv, hs = self.n_head, self.n_kv_head, self.head_dim
+        q, k, v = self.qkv(x).split((h * hs, kv * hs, kv * hs), dim=-1)
+        q = q.view(B, T, h, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k, v = (t.view(B, T, kv, hs).transpose(1, 2) for t in (k, v))  # (B, nkv, T, hs)
         q, k = apply_rope(q, rope), apply_rope(k, rope)
+        if kv < h:
+            # Each key/value head serves h / kv consecutive query heads (Llama's repeat_kv).
+            # Repeated rather than SDPA's enable_gqa: that needs torch >= 2.5 and on CUDA only
+            # the flash and math kernels take it; a repeat runs on every kernel and under vmap.
+            k, v = (t.repeat_interleave(h // kv, dim=1) for t in (k, v))  # (B, nh, T, hs)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return y.transpose(1, 2)  # (B, T, nh, hs)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         y = self.attend(x, rope)
-        return self.proj(y.reshape(x.shape))
+        return self.proj(y.flatten(2))  # (B, T, nh * hs) -> (B, T, d)
 
 
 class Block(nn.Module):
@@ -223,22 +285,16 @@ class CausalLM(nn.Module):
         """N(0, std) for matrices and embeddings; residual output projections get
         std / sqrt(number of residual branches) so the stream's variance does not grow with
         depth (GPT-2). Modules with their own ``init_extra(std, normal_)`` set their special
-        parameters. Every draw is keyed by (seed, parameter name) and MLP units by their index
-        (see ``keyed_normal_``): the global RNG is never used, and candidates of one seed share
-        every parameter they have in common."""
+        parameters. Every draw is keyed by (seed, parameter name), MLP units and attention
+        head channels by their index (see ``keyed_weight_``): the global RNG is never used, and
+        candidates of one seed share every parameter, unit and head they have in common."""
         branches = sum(len(b.mixers) + len(b.mlps) for b in self.blocks)
         for name, module in self.named_modules():
             if module is self.lm_head and self.lm_head.weight is self.wte.weight:
                 continue  # tied: already drawn as the embedding
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 scale = 1 / math.sqrt(branches) if getattr(module, "residual_out", False) else 1
-                keyed_normal_(
-                    module.weight,
-                    std * scale,
-                    seed=seed,
-                    name=f"{name}.weight",
-                    unit_dim=getattr(module, "unit_dim", None),
-                )
+                keyed_weight_(module, std * scale, seed=seed, name=f"{name}.weight")
                 if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
         normal_ = keyed_normal(self, seed)

@@ -4,8 +4,11 @@ The family's own modeling code builds the model from a config made of ``model.hf
 ``model_type`` and extra keys of that family's config, or the keys of a local ``config.json``)
 and the shape fields of :class:`~tlmsearch.config.ModelConfig`; then layer i's MLP is replaced
 by the family's MLP class built from a copy of the config whose ``intermediate_size`` is
-widths[i], so its gate/up/down projections have width widths[i]. Nothing is downloaded: only
-``transformers``' config and modeling classes are used.
+widths[i], so its gate/up/down projections have width widths[i]. Attention is the family's in
+every layer: ``n_head`` query heads and ``n_kv_head`` key/value heads (grouped-query attention;
+``num_key_value_heads``), the same in each layer (the config refuses ``model.layer_heads`` and
+``heads.*`` dimensions for ``hf``). Nothing is downloaded: only ``transformers``' config and
+modeling classes are used.
 
 >>> from tlmsearch.config import ModelConfig
 >>> cfg = ModelConfig(arch="hf", hf={"model_type": "qwen2"}, n_layer=2, d_model=32, n_head=2,
@@ -56,13 +59,10 @@ def family_config(model_cfg: ModelConfig, vocab_size: int, intermediate_size: in
         "initializer_range": model_cfg.init_std,
         "rope_theta": model_cfg.rope_theta,  # transformers puts it into rope_parameters
         "head_dim": model_cfg.head_dim,  # Llama's and Mistral's config.json files carry one
+        # grouped-query attention with model.n_kv_head, else multi-head (Qwen2's own default
+        # would be 32 kv heads); ModelConfig checks that it divides n_head
+        "num_key_value_heads": model_cfg.n_kv_head or model_cfg.n_head,
     }
-    # multi-head attention unless model.hf says otherwise (Qwen2's default is 32 kv heads)
-    kv = keys.setdefault("num_key_value_heads", model_cfg.n_head)
-    if isinstance(kv, int) and (kv < 1 or model_cfg.n_head % kv):
-        raise ConfigError(
-            f"model.hf.num_key_value_heads: {kv} must divide model.n_head ({model_cfg.n_head})"
-        )
     # a saved config.json lists its per-layer attention kinds for its own depth
     kinds = keys.get("layer_types")
     if isinstance(kinds, list) and len(kinds) != model_cfg.n_layer:

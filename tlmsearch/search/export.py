@@ -18,6 +18,7 @@ import yaml
 
 from tlmsearch.config import StudyConfig, load_study
 from tlmsearch.errors import ConfigError
+from tlmsearch.heads import heads_schedule, is_heads_key
 from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
@@ -223,7 +224,9 @@ def pareto_front(
 
 
 def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
-    """best.yaml: the best candidate's params, proxy widths, and its widths at target scale.
+    """best.yaml: the best candidate's params, proxy widths, and its widths at target scale
+    (with its attention heads per layer, and key/value heads with grouped-query attention, when
+    the study schedules, fixes or groups heads).
 
     Each entry also says what trained (``realised``: first and last width over the mean width,
     and their difference), how many seeds it completed of those planned, and its mean
@@ -333,13 +336,32 @@ def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> An
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     plan = model.plan(params)
-    return {
+    out = {
         "n_layer": model.n_layer,
         "d_ff_uniform": model.d_ff_uniform,
         "multiple_of": model.multiple_of,
         "widths": list(plan.widths),
         "realised": [round(plan.realised_start, 4), round(plan.realised_end, 4)],
     }
+    if _shows_heads(cfg, params):  # the attention beside the widths: query (and kv) heads
+        out["heads"] = list(plan.heads)
+        if model.n_kv_head is not None:
+            out["kv_heads"] = [h // model.kv_group for h in plan.heads]
+        if heads_schedule(params) is not None:
+            out["heads_share"] = round(plan.heads_share, 4)
+    return out
+
+
+def _shows_heads(cfg: StudyConfig, params: Mapping[str, Any]) -> bool:
+    """Whether best.yaml shows heads: the study schedules them (heads.* dimensions, or this
+    candidate), fixes them per layer (layer_heads) or groups them (n_kv_head); a study
+    without any of these keeps its best.yaml as it was."""
+    models = [m for m in (cfg.model, cfg.target) if m is not None]
+    return (
+        heads_schedule(params) is not None
+        or any(is_heads_key(name) for name in cfg.space.dimensions)
+        or any(m.layer_heads is not None or m.n_kv_head is not None for m in models)
+    )
 
 
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
