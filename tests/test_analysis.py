@@ -332,3 +332,16 @@ def test_cli_analyze_bad_input_is_exit_2(kept_run, monkeypatch) -> None:
     res = CliRunner().invoke(app, ["analyze", str(run), "--trials", "9"])
     assert res.exit_code == 2 and "no kept weights for trial(s) 9; the run kept 0, 1" in res.output
     assert not (run / "analysis.parquet").exists()
+
+
+def test_an_attention_only_taper_is_no_control_of_the_analysis() -> None:
+    import pandas as pd
+
+    from tlmsearch.analysis import _trial_info
+
+    trials = pd.DataFrame({"number": [0, 1], "trial_id": ["u", "a"]})
+    attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+    info = [_trial_info({"number": n, "seed": 0, "candidate": c}, trials)
+            for n, c in ((0, {"shape": "uniform"}), (1, attention))]  # fmt: skip
+    assert [i["is_control"] for i in info] == [True, False]
+    assert [i["shape"] for i in info] == ["uniform", "uniform"]  # the MLP shape alone

@@ -205,6 +205,20 @@ def test_widths_json_matches_the_issue_example() -> None:
     assert all(x % 16 == 0 for x in w) and all(a >= b for a, b in itertools.pairwise(w))
 
 
+def test_widths_previews_a_heads_schedule_too() -> None:
+    args = ["widths", "--layers", "4", "--heads-shape", "linear", "--heads-start", "0.5"]
+    result = runner.invoke(app, [*args, "--n-head", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["heads"] == [2, 3, 5, 6]  # sums to 4 x 4
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and "heads 4 7 9 12 (sum 32 = 4 x 8)" in result.output
+    assert "heads" not in runner.invoke(app, ["widths", "--json"]).output
+    for bad, needle in ((["--heads-start", "0.01"], "heads.r_start: layer 0 would get no head"),
+                        (["--heads-shape", "custom"], "heads.shape: 'custom' needs parameters")):
+        result = runner.invoke(app, [*args, *bad])
+        assert result.exit_code == 2 and needle in result.output, result.output
+
+
 def test_widths_bad_request_exits_2() -> None:
     result = runner.invoke(app, ["widths", "--d-ff", "100", "--multiple-of", "16"])
     assert result.exit_code == 2 and "d_ff:" in result.output
@@ -482,3 +496,36 @@ def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines
     assert ("note: schedules are compared at one learning rate: may be an LR effect; see tuned"
             in out) is one_lr  # fmt: skip
     assert "uniform: " not in out.partition("against uniform:")[2]  # uniform is the reference
+
+
+# a study that moves attention capacity over depth (issue 35): MLP and heads schedules
+HEADS_SPACE = {
+    "dimensions": {
+        "shape": {"type": "categorical", "choices": ["uniform", "cosine"]},
+        "r_start": {"type": "categorical", "choices": [1.5], "when": {"shape": ["cosine"]}},
+        "heads.shape": {"type": "categorical", "choices": ["uniform", "linear"]},
+        "heads.r_start": {
+            "type": "categorical", "choices": [0.5], "when": {"heads.shape": ["linear"]}
+        },
+        "heads.share": {"type": "categorical", "choices": [1.0, 0.5]},
+    }
+}
+
+
+def test_validate_a_study_with_a_heads_schedule_shows_the_heads(tmp_path: Path) -> None:
+    from search_helpers import tiny_study
+
+    model = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128, "multiple_of": 16}
+    path = tmp_path / "heads.yaml"
+    study = tiny_study(tmp_path, space=HEADS_SPACE, model=model)
+    path.write_text(yaml.safe_dump(study, sort_keys=False))  # dimensions in their order
+    result = runner.invoke(app, ["validate", str(path), "--no-config"])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    # uniform and 7 others (uniform MLP and heads at share 1 is the control itself)
+    assert "8 candidates; 8 trainings per seed (uniform baseline first)" in out
+    assert "heads 4 4 4 4" in out  # uniform's, in the title
+    assert "2 3 5 6" in out and "1 1 2 3" in out  # linear 0.5 -> 1.5, at share 1 and 0.5
+    assert "0.438" in out  # share 0.5 realised at an exactly payable total
+    assert "so FLOPs/tok differ between candidates" in out
+    assert out.endswith("is valid")

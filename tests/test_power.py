@@ -337,3 +337,18 @@ def test_a_setting_with_only_uniform_does_not_shrink_the_df(tmp_path: Path) -> N
                       search={"candidates": cands})  # fmt: skip
     assert len(cfg.trainings()) >= 4
     assert power.df_size(cfg, power.family_size(cfg)) == 3  # the lr=0.003 setting compares none
+
+
+@pytest.mark.parametrize(("hold", "differ"), [("params", "FLOPs per token"),
+                                              ("flops", "parameters")])  # fmt: skip
+def test_a_plan_says_when_candidates_move_capacity_to_or_from_attention(hold, differ) -> None:
+    moved = {"shape": "uniform", "heads.share": 0.5}
+    taper = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}  # share 1
+    d = _study(racing={"prior_sd": 0.006}, candidates=[moved, taper])
+    d["model"] = {**d["model"], "attention": {"hold": hold}}
+    text = " ".join(power.plan_lines(power.build_plan(study_from_mapping(d))))
+    assert "1 candidate(s) move capacity between attention and the MLPs" in text
+    assert f"their {differ} differ" in text
+    d["search"]["candidates"] = [taper]
+    assert "move capacity" not in " ".join(power.plan_lines(power.build_plan(
+        study_from_mapping(d))))  # fmt: skip

@@ -434,3 +434,11 @@ def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> Non
     frame = _frame(rows)
     lanes = race(frame, "v", seeds=[0, 1], max_seeds=2)
     assert planned_seeds(frame, lanes)["uniform"] == (0,)
+
+
+def test_a_hand_edited_studys_family_counts_an_attention_only_taper():
+    from tlmsearch.racing import race_family_size
+
+    attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+    listed = [{"shape": "uniform"}, attention, {"shape": "cosine"}]
+    assert race_family_size({"search": {"candidates": listed}}) == 2  # not a valid study

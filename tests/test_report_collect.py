@@ -575,3 +575,30 @@ def test_every_collect_function_on_edge_cases(case, objectives):
     s = S.run_summary({"objectives": [{"metric": m} for m, _ in objectives]}, t, {})
     assert sum(s["counts"].values()) == len(t)
     assert (s["best"] is None) == done.empty
+
+
+def test_the_best_attention_only_taper_shows_its_heads():
+    attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+    rows = [
+        {"trial_id": f"{name}{seed}", "seed": seed, "params": params, "widths": [64, 64],
+         "heads": heads, "heads_share": 1.0, "val_bpb": value + 0.01 * seed}
+        for name, params, heads, value in (("u", {"shape": "uniform"}, [2, 2], 2.0),
+                                           ("a", attention, [3, 1], 1.9))
+        for seed in (0, 1)
+    ]  # fmt: skip
+    t = trials_frame(rows)
+    cfg = {"name": "s", "objectives": [{"metric": "val_bpb"}],
+           "target": {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128}}  # fmt: skip
+    best = S.run_summary(cfg, t, {})["best"]
+    assert best["candidate"] == "uniform | heads cosine 1.5->0.5" and best["delta_vs_uniform"] < 0
+    assert (best["heads"], best["heads_share"]) == ([3, 1], 1.0)
+    assert best["target_heads"] == [6, 5, 3, 2] and best["target_widths"] == [128] * 4
+    from tlmsearch.report.html import summary_html
+
+    html = summary_html(S.run_summary(cfg, t, {}))
+    assert "attention heads (proxy, per layer)</th><td><code>[3, 1]</code> (heads share" in html
+    assert "its heads at target scale</th><td><code>[6, 5, 3, 2]</code>" in html
+    assert "heads [3, 1]" in C.hover_text(t).iloc[2]
+    assert "heads" not in C.hover_text(t).iloc[0]  # uniform: no heads schedule
+    plain = S.run_summary(cfg, t[t["candidate"] == "uniform"], {})["best"]
+    assert (plain["heads"], plain["heads_share"], plain["target_heads"]) == ([], None, [])

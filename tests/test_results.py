@@ -90,6 +90,45 @@ def test_realised_ratios_are_what_trained_not_what_was_requested(tmp_path):
     assert math.isnan(trials_frame([rec], model).loc[0, "realised_start"])
 
 
+ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+
+
+def test_an_attention_only_taper_is_a_candidate_with_its_heads(tmp_path):
+    # MLP shape uniform, heads tapering: not the baseline, and never a delta's reference
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"objectives": [{"metric": "val_bpb"}]}))
+    heads = {"heads": [3, 1], "heads_share": 1.0}
+    trials = [
+        dict(_trial("u0", 0, {"shape": "uniform"}, 1.30), heads=[2, 2], heads_share=1.0),
+        dict(_trial("a0", 0, ATTENTION_ONLY, 1.20, state="PRUNED"), **heads),
+        dict(_trial("a1", 1, ATTENTION_ONLY, 1.10), **heads),  # its seed has no uniform
+    ]
+    t = write_results(tmp_path, trials, [])[0].set_index("trial_id")
+    assert t["is_baseline"].tolist() == [True, False, False]
+    assert t.loc["a0", "candidate"] == "uniform | heads cosine 1.5->0.5"
+    assert t.loc["a0", "shape"] == "uniform" and t.loc["a0", "heads_shape"] == "cosine"
+    assert json.loads(t.loc["a0", "heads_json"]) == [3, 1]
+    assert (t.loc["u0", "heads_shape"], json.loads(t.loc["u0", "heads_json"])) == ("", [2, 2])
+    assert math.isnan(t.loc["a1", "delta_val_bpb"])  # it is no baseline of seed 1
+    assert t["heads_share"].tolist() == [1.0, 1.0, 1.0]
+    run = load_run(tmp_path).trials.set_index("trial_id")
+    assert not run.loc["a1", "is_baseline"] and run.loc["a1", "heads_json"] == "[3, 1]"
+
+
+def test_a_realised_heads_share_comes_from_the_plan_when_not_recorded():
+    # 4 layers of 4 heads: share 0.5 asks for 8 of 16 heads; the nearest payable total trains
+    model = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128, "multiple_of": 16}
+    moved = {"shape": "uniform", "heads.share": 0.5}
+    recs = [{"trial_id": "m", "params": moved, "state": "FAIL"},
+            {"trial_id": "u", "params": {"shape": "uniform"}, "state": "FAIL"}]  # fmt: skip
+    t = trials_frame(recs, model).set_index("trial_id")
+    from tlmsearch.config import ModelConfig
+
+    assert t.loc["m", "heads_share"] == ModelConfig(**model).plan(moved).heads_share != 1.0
+    assert t.loc["u", "heads_share"] == 1.0 and t.loc["m", "heads_json"] == ""
+    assert t.loc["m", "heads_shape"] == "uniform" and not t.loc["m", "is_baseline"]
+    assert math.isnan(trials_frame(recs).loc[0, "heads_share"])  # no model: unknown
+
+
 def test_given_columns_win_over_derived_ones():
     rec = _trial("c", 0, {"shape": "cosine", "r_start": 1.5}, 1.2)
     rec["candidate"] = "mine"

@@ -506,3 +506,18 @@ def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_le
         searcher.on_trial_complete(t, result=_result(8192, 2.0, final=True, status="completed"))
     assert searcher.suggest("extra") == Searcher.FINISHED
     assert searcher.live_trial(ids[0]) is None  # told: the scheduler sees no live trial
+
+
+def test_an_attention_only_taper_is_a_candidate_not_the_baseline(tmp_path):
+    # its MLPs are uniform, its heads are not: pruned like any candidate, retried like one
+    attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+    _, searcher, sched, ctrl = _setup(tmp_path, seeds=[0, 1], candidates=[attention],
+                                      max_retries=1)  # fmt: skip
+    _complete(searcher, sched, ctrl, "base0", [3.0, 2.5, 2.2, 2.0])  # grid: seed-major
+    _complete(searcher, sched, ctrl, "att0", [3.0, 2.5, 2.2, 2.0])
+    base1, att1 = _trial(searcher, sched, ctrl, "base1"), _trial(searcher, sched, ctrl, "att1")
+    assert (base1.config["candidate"], att1.config["candidate"]) == ({"shape": "uniform"},
+                                                                     attention)  # fmt: skip
+    assert (base1.max_failures, att1.max_failures) == (2, 1)  # the baseline gets one more
+    assert sched.on_trial_result(ctrl, base1, _result(2048, 9.0)) == TrialScheduler.CONTINUE
+    assert sched.on_trial_result(ctrl, att1, _result(2048, 9.0)) == TrialScheduler.STOP

@@ -328,3 +328,44 @@ def test_samplers_survive_pickling_mid_study(tmp_mod, name):
     cand = SpaceFn(cfg)(trial)["candidate"]
     study.tell(trial, _toy_loss(cand))
     assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE
+
+
+ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+
+
+def test_an_attention_only_taper_is_queued_as_a_candidate_not_a_control(tmp_path):
+    cfg = tiny_config(tmp_path, search={"candidates": [ATTENTION_ONLY], "seeds": [0]})
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)
+    queued = {t.user_attrs[CANDIDATE]: is_control(t) for t in study.get_trials()}
+    assert queued == {json.dumps(UNIFORM): True, json.dumps(ATTENTION_ONLY, sort_keys=True): False}
+
+
+def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path):
+    # uniform MLPs in both: equal widths, but other heads per layer are another model
+    from tlmsearch.search.samplers import find_twin
+
+    cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
+    study = optuna.create_study()
+    curve = [{"tokens": 8192, "val_bpb": 2.0}]
+
+    def finished(cand: dict, heads: list[int] | None) -> optuna.trial.FrozenTrial:
+        attrs = {SEED: 0, CANDIDATE: json.dumps(cand), "curve": curve, "widths": [64, 64]}
+        attrs |= {} if heads is None else {"heads": heads}
+        study.add_trial(optuna.trial.create_trial(value=2.0, user_attrs=attrs))
+        return study.get_trials()[-1]
+
+    grow = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 0.5}
+    assert cfg.model.plan(ATTENTION_ONLY).heads == (3, 1)
+    assert cfg.model.plan(grow).heads == (1, 3)
+    def twin(cand: dict) -> int | None:
+        found = find_twin(study, cfg, cand, 0)
+        return None if found is None else found.number
+
+    assert twin(ATTENTION_ONLY) is None
+    old = finished(UNIFORM, None)  # recorded before trials reported heads: n_head in each
+    assert twin(ATTENTION_ONLY) is None  # the same widths, other heads
+    assert twin({"shape": "uniform", "heads.shape": "uniform"}) == old.number  # the same model
+    taper = finished(ATTENTION_ONLY, [3, 1])
+    assert twin(ATTENTION_ONLY) == taper.number
+    assert twin(grow) is None

@@ -77,6 +77,14 @@ def test_each_token_count_is_logged_once_per_trial():
 def test_widths_become_params():
     assert widths_param({"widths": [96, 32]}) == {"widths": "[96, 32]", "n_layer": 2}
     assert widths_param({}) == {}
+    assert widths_param({"widths": [64, 64], "heads": [3, 1]})["heads"] == "[3, 1]"
+
+
+def test_an_attention_only_taper_is_no_baseline_run():
+    attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+    facts = trial_facts({"candidate": attention, "seed": 0})
+    assert facts.tags["baseline"] == "false"
+    assert facts.label == "uniform | heads cosine 1.5->0.5"
 
 
 def test_defaults_keep_everything_in_the_run_dir(tmp_path):

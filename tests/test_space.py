@@ -11,6 +11,7 @@ from tlmsearch.space import (
     SPACES_DIR,
     describe,
     find_space,
+    is_control,
     is_flat,
     load_space,
     space_from_mapping,
@@ -244,3 +245,28 @@ def test_a_parameter_its_shape_does_not_read_makes_no_baseline() -> None:
     assert not is_flat({"shape": "uniform", "r_start": 1.5}, [4])
     assert not is_flat({"shape": "blocks", "preset": "uniform", "r_start": 1.5}, [4, 24])
     assert is_flat({"shape": "uniform"}, [4]) and is_flat({"shape": "linear", "r_start": 1.0}, [4])
+
+
+# an attention-only taper (issue 35): MLPs uniform, heads moving
+ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+
+
+@pytest.mark.parametrize(
+    "candidate, control",
+    [
+        ({"shape": "uniform"}, True),
+        ({"shape": "uniform", "train.lr": 0.003}, True),  # the control of its setting
+        ({"shape": "uniform", "heads.shape": "uniform"}, True),  # heads that do not move
+        ({"shape": "uniform", "heads.share": 1.0}, True),
+        ({"shape": "cosine", "r_start": 1.5}, False),
+        (ATTENTION_ONLY, False),
+        ({**ATTENTION_ONLY, "train.lr": 0.003}, False),
+        ({"shape": "uniform", "heads.share": 0.5}, False),  # capacity moved to the MLPs
+        ({"shape": "uniform", "heads.shape": "uniform", "heads.share": 1.5}, False),
+        ({"shape": "cosine", "heads.shape": "uniform"}, False),
+    ],
+)
+def test_the_control_is_uniform_in_both_halves_of_the_block(candidate: dict, control: bool):
+    assert is_control(candidate) is control
+    if not control:  # and the grid keeps it as a candidate of its own (not a copy of uniform)
+        assert not is_flat(candidate, [4])

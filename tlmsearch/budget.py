@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only: the config plans heads with these counts (tlmsearch/heads.py)
+if TYPE_CHECKING:  # annotations only: the config plans heads with these counts (heads.py)
     from tlmsearch.config import ModelConfig
 
 

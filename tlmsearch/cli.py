@@ -181,6 +181,42 @@ def plan(
 _PREVIEWED = searchable_shapes()
 
 
+def _preview_params(shape: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``tlmsearch widths`` gives ``shape``: the options it reads (its registry
+    entry) over its example's values; a shape the options cannot describe is an error."""
+    from tlmsearch.schedules import ScheduleError
+
+    spec = SHAPES.get(shape)
+    if spec is None:
+        return {}  # plan_widths / plan_units names the valid shapes
+    if not spec.searchable:
+        raise ScheduleError(
+            "shape",
+            f"{shape!r} needs parameters the preview has no option for "
+            f"({', '.join(spec.params)}); it previews {', '.join(_PREVIEWED)}",
+        )
+    given = {n: v for n, v in options.items() if n in spec.params and v is not None}
+    return {**spec.example, **given}
+
+
+def _preview_heads(shape: str, options: dict[str, Any], layers: int, n_head: int) -> list[int]:
+    """Heads per layer of a heads schedule at share 1 (``layers * n_head`` in all, in groups of
+    one head: the preview knows no n_kv_head); errors name the ``heads.`` field."""
+    from tlmsearch.schedules import ScheduleError, plan_units
+
+    def too_few(layer: int, ratio: float) -> str:
+        return (
+            f"layer {layer} would get no head (its normalised ratio is {ratio:.3f} of {n_head} "
+            f"heads a layer); raise the smallest ratio to at least {1 / n_head:.3f} or --n-head"
+        )
+
+    try:
+        return plan_units(shape, layers, layers * n_head, too_few,
+                          **_preview_params(shape, options))  # fmt: skip
+    except ScheduleError as err:
+        raise ScheduleError("heads." + err.field, err.message) from None
+
+
 @app.command()
 def widths(
     shape: Annotated[
@@ -197,26 +233,31 @@ def widths(
     preset: Annotated[
         str | None, typer.Option(help="blocks: wider_early, wider_middle, wider_late")
     ] = None,
+    heads_shape: Annotated[
+        str | None,
+        typer.Option(help="also preview a heads schedule (heads.shape) of --n-head heads a layer"),
+    ] = None,
+    heads_start: Annotated[float, typer.Option(help="heads.r_start")] = 1.5,
+    heads_end: Annotated[
+        float | None, typer.Option(help="heads.r_end (default 2 - heads-start)")
+    ] = None,
+    n_head: Annotated[
+        int, typer.Option(min=1, max=4096, help="uniform's query heads per layer (model.n_head)")
+    ] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
 ) -> None:
-    """Preview one schedule's integer width vector (sums to exactly layers * d_ff)."""
+    """Preview one schedule's integer width vector (sums to exactly layers * d_ff), and with
+    --heads-shape its heads per layer (sum to exactly layers * n_head, heads.share 1)."""
     from tlmsearch.schedules import ScheduleError, plan_widths
 
-    # each shape gets the options it reads (its registry entry), over its example's values
-    spec = SHAPES.get(shape)
-    options = {"r_start": start, "r_end": end, "k": k, "preset": preset}
-    params: dict[str, Any] = {}
-    if spec is not None:
-        given = {n: v for n, v in options.items() if n in spec.params and v is not None}
-        params = {**spec.example, **given}
+    heads: list[int] | None = None
     try:
-        if spec is not None and not spec.searchable:
-            raise ScheduleError(
-                "shape",
-                f"{shape!r} needs parameters the preview has no option for "
-                f"({', '.join(spec.params)}); it previews {', '.join(_PREVIEWED)}",
-            )
+        params = _preview_params(shape, {"r_start": start, "r_end": end, "k": k,
+                                         "preset": preset})  # fmt: skip
         plan = plan_widths(shape, n_layer=layers, d_ff=d_ff, multiple_of=multiple_of, **params)
+        if heads_shape is not None:
+            options = {"r_start": heads_start, "r_end": heads_end, "k": k}
+            heads = _preview_heads(heads_shape, options, layers, n_head)
     except ScheduleError as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         raise typer.Exit(2) from None
@@ -228,6 +269,8 @@ def widths(
             "realised_start": plan.realised_start,
             "realised_end": plan.realised_end,
         }
+        if heads is not None:
+            out["heads"] = heads
         typer.echo(json.dumps(out))
         return
     typer.echo(" ".join(str(w) for w in plan.widths))
@@ -235,6 +278,9 @@ def widths(
         f"sum {plan.total} = {layers} x {d_ff}; realised {plan.realised_start:.4f} -> "
         f"{plan.realised_end:.4f}"
     )
+    if heads is not None:
+        typer.echo(f"heads {' '.join(str(h) for h in heads)} (sum {sum(heads)} = {layers} x "
+                   f"{n_head})")  # fmt: skip
 
 
 data_app = typer.Typer(help="Prepare corpora and token files.", no_args_is_help=True)
@@ -312,9 +358,14 @@ def train(
         widths_, s = train_candidate(cfg, cand, seed=seed, device=device, progress=True)
     except ConfigError as err:
         _bad_input(err)
+    from tlmsearch.heads import heads_schedule
+
     m = s.metrics
+    heads = cfg.model.plan(cand).heads if heads_schedule(cand) is not None else None
     typer.echo(
-        f"{s.status}: {s.reason}; widths {list(widths_)}; params {s.n_params:,} "
+        f"{s.status}: {s.reason}; widths {list(widths_)}; "
+        + (f"heads {list(heads)}; " if heads else "")
+        + f"params {s.n_params:,} "
         f"({s.n_params_nonemb:,} non-embedding); "
         + (
             f"val_loss {m['val_loss']:.4f} val_ppl {m['val_ppl']:.2f} val_bpb "

@@ -453,7 +453,35 @@ def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
     if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
         notes.append("candidates with the same proxy widths train once per seed: m counts "
                      "trainings, as the study's family does")  # fmt: skip
+    moved = _heads_moved(cfg)
+    if moved:
+        hold = cfg.model.attention.hold
+        kept, other = ("FLOPs per token", "parameters") if hold == "flops" else (
+            "parameters", "FLOPs per token")  # fmt: skip
+        notes.append(
+            f"{moved} candidate(s) move capacity between attention and the MLPs (heads.share "
+            f"!= 1): model.attention.hold {hold} keeps their {kept} equal to uniform's, but "
+            f"their {other} differ (tlmsearch validate shows each); the cost assumes the "
+            "pilot's median tokens/s for every training"
+        )
     return notes
+
+
+def _heads_moved(cfg: StudyConfig) -> int:
+    """How many candidates realise a ``heads.share`` other than 1 (their FLOPs or parameters
+    then differ from uniform's: tlmsearch/heads.py)."""
+    from tlmsearch.heads import heads_schedule
+    from tlmsearch.schedules import ScheduleError
+
+    n = 0
+    for cand in cfg.candidates():
+        if heads_schedule(cand) is None:
+            continue
+        try:
+            n += cfg.model.plan(cand).heads_share != 1.0
+        except ScheduleError:  # validation names it; the plan only counts
+            continue
+    return n
 
 
 def _plan_seeds(

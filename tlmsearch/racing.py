@@ -213,14 +213,14 @@ def race_family_size(config: Mapping[str, Any]) -> int:
     candidates started so far would test the early looks at a looser level than promised.
     """
     from tlmsearch.config import StudyConfig
-    from tlmsearch.space import is_flat
+    from tlmsearch.space import is_control, is_flat
 
     try:
         cfg = StudyConfig.model_validate(dict(config))
     except Exception:  # a hand-edited study.yaml: what its search section says plainly
         search = config.get("search") if isinstance(config.get("search"), Mapping) else {}
         listed = search.get("candidates") or []
-        named = [c for c in listed if isinstance(c, Mapping) and c.get("shape") != "uniform"]
+        named = [c for c in listed if isinstance(c, Mapping) and not is_control(c)]
         return len(named) or int(search.get("n_trials") or 0)
     if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
         return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())

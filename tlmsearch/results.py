@@ -20,6 +20,7 @@ only a copy of the run dir.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -60,6 +61,9 @@ TRIAL_COLUMNS: dict[str, str] = {
     "taper": "float",
     "realised_taper": "float",
     "widths_json": "str",
+    "heads_json": "str",
+    "heads_shape": "str",
+    "heads_share": "float",
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
@@ -139,9 +143,11 @@ def _is_missing(value: Any) -> bool:
 
 
 def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """Fill columns that follow from ``params`` / ``widths`` when the record lacks them."""
+    """Fill columns that follow from ``params`` / ``widths`` / ``heads`` when the record lacks
+    them."""
+    from tlmsearch.heads import heads_schedule
     from tlmsearch.schedules import SHAPES
-    from tlmsearch.space import describe, schedule_of, setting_label, taper_strength
+    from tlmsearch.space import describe, is_control, schedule_of, setting_label, taper_strength
 
     row = dict(rec)
     params = row.pop("params", None)
@@ -162,6 +168,10 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
             rs, re_ = spec.ends_of(params)
             row.setdefault("r_start", rs)
             row.setdefault("r_end", re_)
+        heads = heads_schedule(params)
+        row.setdefault("heads_shape", "" if heads is None else heads.get("shape"))
+        # an attention-only taper keeps uniform MLPs but is a candidate, not the control
+        row.setdefault("is_baseline", is_control(params))
     widths = row.pop("widths", None)
     if widths is not None:
         widths = [int(w) for w in widths]
@@ -170,7 +180,10 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
             mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
             row["realised_start"] = widths[0] / mean
             row["realised_end"] = widths[-1] / mean
-    if "is_baseline" not in row and row.get("shape"):
+    heads = row.pop("heads", None)
+    if heads is not None:
+        row.setdefault("heads_json", json.dumps([int(h) for h in heads]))
+    if "is_baseline" not in row and row.get("shape"):  # a record without params
         row["is_baseline"] = row["shape"] == "uniform"
     return row
 
@@ -258,30 +271,38 @@ def unique_labels(trials: pd.DataFrame) -> pd.DataFrame:
 def fill_realised(
     trials: pd.DataFrame, model: ModelConfig | Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
-    """Realised ratios (first / last width over the mean width) where a trial lacks them.
+    """Realised ratios (first / last width over the mean width, and ``heads_share``) where a
+    trial lacks them.
 
     Every profile is renormalised to mean 1, so the *requested* r_start / r_end need not be
-    what trained: cosine 0.5 -> 0.25 trains at about 1.31 -> 0.69. A trial that recorded no
+    what trained: cosine 0.5 -> 0.25 trains at about 1.31 -> 0.69; likewise a heads schedule's
+    ``heads.share`` is rounded to an exactly payable heads total. A trial that recorded no
     widths (e.g. it failed before they were written) gets them from its params through the
     same exact-budget plan the trainer builds (``ModelConfig.plan``), when the study's
     ``model`` is known; otherwise they stay NaN. ``realised_taper`` is realised_start -
     realised_end.
     """
     out = trials.copy()
-    missing = out["realised_start"].isna() & (out["params_json"] != "")
+    known = out["params_json"] != ""
+    missing = (out["realised_start"].isna() | out["heads_share"].isna()) & known
     planner = _planner(model) if missing.any() else None
     if planner is not None:
         for i in out.index[missing]:
-            ends = planner(json.loads(out.at[i, "params_json"]))
-            if ends is not None:
-                out.at[i, "realised_start"], out.at[i, "realised_end"] = ends
+            realised = planner(out.at[i, "params_json"])
+            if realised is None:
+                continue
+            if pd.isna(out.at[i, "realised_start"]):
+                out.at[i, "realised_start"], out.at[i, "realised_end"] = realised[:2]
+            if pd.isna(out.at[i, "heads_share"]):
+                out.at[i, "heads_share"] = realised[2]
     taper = out["realised_start"] - out["realised_end"]
     out["realised_taper"] = out["realised_taper"].where(out["realised_taper"].notna(), taper)
     return out
 
 
 def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
-    """params -> (realised_start, realised_end) of ``model``'s plan, or None (no valid model)."""
+    """params_json -> (realised_start, realised_end, heads_share) of ``model``'s plan, or None
+    (no valid model)."""
     if model is None:
         return None
     try:
@@ -289,12 +310,13 @@ def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
     except (TypeError, ValueError):  # a hand-written study.yaml: no fallback, the ratios stay NaN
         return None
 
-    def realised(params: Mapping[str, Any]) -> tuple[float, float] | None:
+    @functools.cache  # every seed of a candidate plans the same
+    def realised(params_json: str) -> tuple[float, float, float] | None:
         try:
-            plan = cfg.plan(params)
+            plan = cfg.plan(json.loads(params_json))
         except (TypeError, ValueError):  # ScheduleError: this candidate has no widths at all
             return None
-        return plan.realised_start, plan.realised_end
+        return plan.realised_start, plan.realised_end, plan.heads_share
 
     return realised
 

@@ -417,16 +417,18 @@ def heads_label(candidate: Mapping[str, Any]) -> str:
     'heads linear 0.5->1.5'
     >>> heads_label({"shape": "cosine", "heads.share": 0.75})
     'heads uniform share=0.75'
+    >>> heads_label({"shape": "cosine", "heads.shape": "uniform"})  # the same model as without
+    ''
     """
     sched = heads_schedule(candidate)
-    if sched is None:
-        return ""
+    share = candidate.get(SHARE)
+    if sched is None or (sched == {"shape": "uniform"} and share in (None, 1)):
+        return ""  # uniform heads at share 1: the model without a heads schedule, one label
     shape = sched.get("shape")
     if isinstance(shape, str) and shape in SHAPES:
         text = SHAPES[shape].label_of(sched)
     else:
         text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}".rstrip()
-    share = candidate.get(SHARE)
     if share is not None and share != 1:
         text += f" share={share:g}"
     return f"heads {text}"

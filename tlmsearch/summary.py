@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
 
 from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embedding_params
 from tlmsearch.config import ModelConfig, StudyConfig
+from tlmsearch.heads import heads_schedule
 from tlmsearch.schedules import uniform_widths
 from tlmsearch.space import describe
 
@@ -17,20 +18,26 @@ _NAMES = ("MLP", "total", "non-emb", "FLOPs")
 
 def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: int = 40) -> Table:
     """One row per candidate: its widths, its exact parameter counts (total, non-embedding, MLP)
-    and training FLOPs per token (:mod:`tlmsearch.budget`), against the uniform baseline."""
+    and training FLOPs per token (:mod:`tlmsearch.budget`), against the uniform baseline.
+
+    Each candidate is counted as it is built (``model.headed(candidate)``: its heads schedule's
+    per-layer heads); a study with a heads schedule shows each candidate's heads per layer and
+    its realised ``heads.share``."""
     d_ff = model.d_ff_uniform
     uniform = uniform_widths(model.n_layer, d_ff)
     vocab = model.vocab_size or cfg.vocab_size  # None: the data's tokenizer decides
     seq_len = cfg.data.seq_len
 
-    def budget(widths: tuple[int, ...]) -> tuple[int, int | None, int, int | None]:
+    def budget(m: ModelConfig, widths: tuple[int, ...]) -> tuple[int, int | None, int, int | None]:
         if vocab is None:
-            return mlp_params(model, widths), None, non_embedding_params(model, widths), None
-        params = count_params(model, widths, vocab)
-        flops = flops_per_token(model, widths, vocab, seq_len).training
+            return mlp_params(m, widths), None, non_embedding_params(m, widths), None
+        params = count_params(m, widths, vocab)
+        flops = flops_per_token(m, widths, vocab, seq_len).training
         return params.mlp, params.total, params.non_embedding, flops
 
-    base = budget(uniform)
+    base = budget(model, uniform)
+    cands = cfg.candidates()
+    headed = any(heads_schedule(c) is not None for c in cands)
     caption = f"FLOPs/tok: training FLOPs per token at seq_len {seq_len} (3 x forward)"
     if vocab is not None:
         f = flops_per_token(model, uniform, vocab, seq_len)
@@ -42,34 +49,28 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
     table = Table(
         title=f"{title}: {model.arch}, {model.n_layer} layers, d_model {model.d_model}, "
         f"d_ff {d_ff} (multiple of {model.multiple_of}); uniform: {total}, "
-        f"non-embedding {base[2]:,}, MLP {base[0]:,}",
+        f"non-embedding {base[2]:,}, MLP {base[0]:,}"
+        + (f", heads {heads_text(model.heads)}" if headed else ""),
         title_justify="left",
         caption=caption,
         caption_justify="left",
     )
-    for col in (
-        "candidate",
-        "first",
-        "last",
-        "min",
-        "max",
-        "realised",
-        "MLP params",
-        "total",
-        "non-emb",
-        "FLOPs/tok",
-        "vs uniform",
-    ):
-        table.add_column(col, justify="left" if col == "candidate" else "right")
-    cands = cfg.candidates()
+    columns = ["candidate", "first", "last", "min", "max", "realised"]
+    columns += ["heads", "share"] if headed else []
+    columns += ["MLP params", "total", "non-emb", "FLOPs/tok", "vs uniform"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("candidate", "heads") else "right")
+    shares = []
     for cand in cands[:limit]:
         plan = model.plan(cand)
-        counts = budget(plan.widths)
+        counts = budget(model.headed(cand), plan.widths)
         deltas = [
             f"{name} {a - b:+,}"
             for name, a, b in zip(_NAMES, counts, base, strict=True)
             if a is not None and b is not None and a != b
         ]
+        heads = [heads_text(plan.heads or model.heads), f"{plan.heads_share:.3f}"]
+        shares.append(plan.heads_share)
         table.add_row(
             describe(cand),
             str(plan.widths[0]),
@@ -77,12 +78,53 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
             str(min(plan.widths)),
             str(max(plan.widths)),
             f"{plan.realised_start:.3f}->{plan.realised_end:.3f}",
+            *(heads if headed else []),
             *("?" if c is None else f"{c:,}" for c in counts),
             "; ".join(deltas) or "equal",
         )
+    if headed:
+        caption += "; " + heads_caption(model, moved=any(s != 1.0 for s in shares))
     if len(cands) > limit:
-        table.caption += f"; ... and {len(cands) - limit} more candidates"
+        caption += f"; ... and {len(cands) - limit} more candidates"
+    table.caption = caption
     return table
+
+
+def heads_text(heads: Sequence[int]) -> str:
+    """Attention heads per layer, short: every layer's up to 8 layers, else the ends (and the
+    range where it reaches past them).
+
+    >>> heads_text((2, 3, 5, 6)), heads_text((4,) * 12), heads_text((4,) * 6 + (8,) * 10)
+    ('2 3 5 6', '4 x12', '4->8')
+    >>> heads_text((8, 12, 16, 12, 8, 4, 4, 8, 8, 8))
+    '8->8 [4..16]'
+    """
+    if len(heads) <= 8:
+        return " ".join(str(h) for h in heads)
+    if min(heads) == max(heads):
+        return f"{heads[0]} x{len(heads)}"
+    ends = f"{heads[0]}->{heads[-1]}"
+    inside = (min(heads), max(heads)) == tuple(sorted((heads[0], heads[-1])))
+    return ends if inside else f"{ends} [{min(heads)}..{max(heads)}]"
+
+
+def heads_caption(model: ModelConfig, moved: bool) -> str:
+    """What a heads schedule keeps equal to uniform: with every realised ``heads.share`` 1 both
+    the parameters and the FLOPs per token; with ``moved`` capacity between attention and the
+    MLPs, only what ``model.attention.hold`` names (the other differs between candidates)."""
+    text = "heads: query heads per layer (head size fixed); share: heads total / uniform's"
+    if not moved:
+        return text + " (1 everywhere: parameters and FLOPs equal)"
+    if model.attention.hold == "flops":
+        return (
+            text + f"; model.attention.hold flops: training FLOPs at seq_len "
+            f"{model.attention.seq_len} are kept equal, so parameters differ between candidates"
+        )
+    return (
+        text + "; model.attention.hold params: parameters are kept equal, but attention's FLOPs "
+        "grow with its heads and the sequence length, so FLOPs/tok differ between candidates "
+        "(hold: flops keeps them equal instead)"
+    )
 
 
 def same_widths_notes(cfg: StudyConfig) -> list[str]:
@@ -96,12 +138,12 @@ def same_widths_notes(cfg: StudyConfig) -> list[str]:
         if not t.stands_for:
             continue
         names = ", ".join(describe(c) for c in t.stands_for)
-        line = (
-            f"same proxy widths {list(t.widths)}: {describe(t.candidate)} trains once per seed "
-            f"and stands for {names}"
-        )
+        same = f"same proxy widths {list(t.widths)}"
+        if heads_schedule(t.candidate) is not None:  # the same widths with other heads differ
+            same += f" and heads {list(cfg.model.plan(t.candidate).heads or ())}"
+        line = f"{same}: {describe(t.candidate)} trains once per seed and stands for {names}"
         if cfg.target is not None:
-            target = {cfg.target.plan(c).widths for c in t.all}
+            target = {(p.widths, p.heads) for p in (cfg.target.plan(c) for c in t.all)}
             if len(target) > 1:
                 line += (
                     f"; warning: at the target size ({cfg.target.n_layer} layers) they are "

@@ -170,18 +170,20 @@ def train_candidate(
     progress: bool = True,
     on_eval: Callable[[dict], object] | None = None,
 ) -> tuple[tuple[int, ...], TrainSummary]:
-    """Widths of ``candidate`` for the study's proxy model, then ``train_proxy`` on its data."""
+    """Widths of ``candidate`` for the study's proxy model, then ``train_proxy`` on its data:
+    the model and training its trial in a search would have (its settings, e.g. ``train.lr``,
+    applied; its heads schedule's per-layer heads: ``StudyConfig.for_candidate``)."""
     from tlmsearch.data import prepare_data
     from tlmsearch.schedules import ScheduleError
 
-    model = cfg.model
     try:
-        plan = model.plan(candidate)
+        cfg = cfg.for_candidate(candidate)
+        plan = cfg.model.plan(candidate)
     except (ScheduleError, TypeError, ValueError) as err:
         raise ConfigError(f"--candidate: {candidate} gives no valid widths: {err}") from None
     data = prepare_data(cfg.data, progress=progress)
     summary = train_proxy(
-        model,
+        cfg.model,
         plan.widths,
         data,
         cfg.train,

@@ -86,7 +86,8 @@ def parse_widths(text: Any) -> list[int]:
 
 
 def hover_text(trials: pd.DataFrame) -> pd.Series:
-    """One hover label per trial: id, number, seed, state, candidate, params and widths."""
+    """One hover label per trial: id, number, seed, state, candidate, params, widths and (with
+    a heads schedule) heads."""
 
     def one(row: pd.Series) -> str:
         num = "" if pd.isna(row["number"]) else f" #{row['number']}"
@@ -96,6 +97,8 @@ def hover_text(trials: pd.DataFrame) -> pd.Series:
             lines.append(f"params {row['params_json']}")
         if row["widths_json"]:
             lines.append(f"widths {row['widths_json']}")
+        if row.get("heads_shape"):  # a heads schedule: the heads differ between candidates
+            lines.append(f"heads {row.get('heads_json') or row['heads_shape']}")
         if row["reason"]:
             lines.append(f"reason: {row['reason']}")
         return "<br>".join(str(x) for x in lines if x)
@@ -139,8 +142,9 @@ def ranked_candidates(
     Columns of ``stats.rank`` (tier, n_of_k, score on the ranked seeds, mean_delta and its
     interval, flag...) plus shape, the requested r_start / r_end, the realised ratios
     (realised_start, realised_end, realised_taper), trial_ids (its completed trials),
-    params_json, widths_json and ``label``: the candidate, what it trained at and, for a
-    censored or running one, its "n of k seeds". ``seeds``: the study's seeds (``search.seeds``;
+    params_json, widths_json, heads_json, heads_share and ``label``: the candidate, what it
+    trained at and, for a censored or running one, its "n of k seeds". ``seeds``: the study's
+    seeds (``search.seeds``;
     None: every seed any trial ran on). ``ranking``: the study's
     :attr:`Evidence.ranking <tlmsearch.evidence.Evidence.ranking>` of ``metric``, when the
     report has one (a metric the study does not judge is ranked here).
@@ -148,13 +152,17 @@ def ranked_candidates(
     sense = sense or sense_of(metric)
     r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
                                                        seeds=seeds)  # fmt: skip
-    extra = [*_INFO, "trial_ids", "params_json", "widths_json", "label"]
+    extra = [*_INFO, "trial_ids", "params_json", "widths_json", "heads_json", "heads_share",
+             "label"]  # fmt: skip
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
     g = trials.groupby("candidate", sort=False)
     info = g[list(_INFO)].first()  # first non-missing: a candidate's trials share their widths
-    for col in ("params_json", "widths_json"):
-        info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
+    for col in ("params_json", "widths_json", "heads_json"):
+        if col in trials:  # heads_json: not in a table built before trials recorded heads
+            info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
+    if "heads_share" in trials:
+        info["heads_share"] = g["heads_share"].first()
     out = r.join(info, on="candidate")
     done = finished(trials, metric)
     ids = done.groupby("candidate", sort=False)["trial_id"].agg(", ".join)

@@ -205,8 +205,14 @@ def summary_html(s: dict[str, Any]) -> str:
             ("its widths (proxy d_ff per layer)", f"<code>{_e(b['widths'])}</code>"),
             ("its parameters (requested)", f"<code>{_e(b['params'])}</code>"),
         ]
+        if b.get("heads"):  # a heads schedule: attention capacity moves too
+            share = b.get("heads_share")
+            rows.append(("its attention heads (proxy, per layer)", f"<code>{_e(b['heads'])}</code>"
+                         + ("" if share is None else f" (heads share {share:.3f})")))
         if b.get("target_widths"):
             rows.append(("its widths at target scale", f"<code>{_e(b['target_widths'])}</code>"))
+        if b.get("target_heads"):
+            rows.append(("its heads at target scale", f"<code>{_e(b['target_heads'])}</code>"))
         for c in s.get("censored_better") or []:
             rows.append(
                 (

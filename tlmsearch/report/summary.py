@@ -16,16 +16,28 @@ from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidate
 
 def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
     """The candidate's widths at the study's target scale (empty without a valid target)."""
+    plan = _target_plan(config, params)
+    return [] if plan is None else list(plan.widths)
+
+
+def target_heads(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+    """The candidate's attention heads per layer at the study's target scale (empty without a
+    valid target or without a heads schedule: then every layer has the target's own)."""
+    from tlmsearch.heads import heads_schedule
+
+    plan = _target_plan(config, params) if heads_schedule(params) is not None else None
+    return [] if plan is None else list(plan.heads or ())
+
+
+def _target_plan(config: Mapping[str, Any], params: Mapping[str, Any]) -> Any:
     from tlmsearch.config import ModelConfig
 
     if not config.get("target") or not params:
-        return []
+        return None
     try:
-        target = ModelConfig(**config["target"])
-        plan = target.plan(params)
+        return ModelConfig(**config["target"]).plan(params)
     except Exception:  # a bad target only loses this line of the summary
-        return []
-    return list(plan.widths)
+        return None
 
 
 def _candidate_summary(
@@ -39,6 +51,8 @@ def _candidate_summary(
 
     def num(x: Any) -> float | None:
         return None if pd.isna(x) else float(x)
+
+    from tlmsearch.heads import heads_schedule
 
     params = json.loads(row["params_json"] or "{}")
     e = effect if effect is not None else row
@@ -58,6 +72,10 @@ def _candidate_summary(
         "widths": parse_widths(row["widths_json"]),
         "realised": [num(row["realised_start"]), num(row["realised_end"])],
         "target_widths": target_widths(config, params),
+        # attention heads per layer; empty without a heads schedule (n_head in every layer)
+        "heads": parse_widths(row.get("heads_json")) if heads_schedule(params) else [],
+        "heads_share": num(row.get("heads_share")) if heads_schedule(params) else None,
+        "target_heads": target_heads(config, params),
         "delta_vs_uniform": num(row["mean_delta"]),
         "delta_ci95": None if pd.isna(e["lo"]) else [float(e["lo"]), float(e["hi"])],
         "delta_n_seeds": int(row["n_paired"]),

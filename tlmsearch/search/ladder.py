@@ -74,7 +74,10 @@ def rung_compute(cfg: StudyConfig, trials: Any = None) -> float:
     """Training FLOPs of one training at this rung: FLOPs per token x tokens (NaN if unknown).
 
     From the uniform trials' recorded ``flops_per_token`` when given (every candidate has the
-    uniform budget), else from :mod:`tlmsearch.budget` when the vocabulary is known.
+    uniform budget; a ``heads.share`` other than 1 under ``model.attention.hold: params`` moves
+    a candidate's FLOPs off it a little, and this counts the control's), else from
+    :mod:`tlmsearch.budget` when the vocabulary is known (the control's model: no heads
+    schedule, so ``cfg.model`` as it is).
     """
     fpt = math.nan
     if trials is not None and len(trials):
@@ -121,7 +124,7 @@ def ladder_notes(cfg: StudyConfig) -> list[str]:
                 same = ", ".join(describe(c) for c in t.stands_for)
                 out.append(
                     f"note: at rung {i} {same} train(s) the same proxy as {describe(t.candidate)} "
-                    "(identical widths): not told apart there"
+                    "(identical widths and heads): not told apart there"
                 )
     mode = cfg.ladder_mode
     out.append(

@@ -2,7 +2,7 @@
 
 The storage alone then describes the run (``tlmsearch status`` reads it live, the export
 writes the tables from it): the learning curve (one row per eval, :data:`EVAL_KEYS`), what the
-trial is (widths, parameters, node), its last metrics and when they arrived, its newest
+trial is (widths, heads, parameters, node), its last metrics and when they arrived, its newest
 checkpoint, and each time Ray started it again after a system error (:mod:`.failures`). The
 pruning scheduler calls it on every result, before it may tell Optuna the trial's end (a
 finished Optuna trial takes no more attributes).
@@ -18,7 +18,7 @@ from tlmsearch.search import records
 from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
 from tlmsearch.search.records import clean, finite
 
-STATIC_KEYS = ("widths", *records.STATIC_KEYS)
+STATIC_KEYS = ("widths", "heads", *records.STATIC_KEYS)  # widths, heads: per-layer lists
 
 
 class TrialLedger:
@@ -56,7 +56,8 @@ class TrialLedger:
         if len(curve) <= 1 or result.get("final"):
             for k in STATIC_KEYS:
                 if k in result:
-                    ot.set_user_attr(k, clean(result[k]) if k != "widths" else result[k])
+                    value = result[k]
+                    ot.set_user_attr(k, value if k in ("widths", "heads") else clean(value))
         if result.get("final") and result.get("traceback"):  # the trial raised
             ot.set_user_attr("traceback", str(result["traceback"]))
         ot.set_user_attr("metrics", {k: clean(result.get(k)) for k in EVAL_KEYS})

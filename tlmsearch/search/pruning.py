@@ -22,11 +22,12 @@ from tlmsearch.search.failures import error_reason, max_failures
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import finite
 from tlmsearch.search.searcher import searcher_of
+from tlmsearch.space import is_control
 
 
 def _is_baseline(trial: Any) -> bool:
-    cand = (getattr(trial, "config", None) or {}).get("candidate") or {}
-    return cand.get("shape", "uniform") == "uniform"
+    """The uniform control (an attention-only taper keeps uniform MLPs but is a candidate)."""
+    return is_control((getattr(trial, "config", None) or {}).get("candidate") or {})
 
 
 class OptunaPruningScheduler(FIFOScheduler):

@@ -31,8 +31,8 @@ from tlmsearch.space import describe
 
 # A trial's final metrics: its last eval, less the bookkeeping keys.
 METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))
-# What a trial is, recorded by the pruning scheduler (it adds the widths).
-STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "node")
+# What a trial is, recorded by the pruning scheduler (it adds the widths and heads).
+STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "heads_share", "node")
 
 
 def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -64,6 +64,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         }
         if attrs.get("widths"):
             row["widths"] = attrs["widths"]
+        if attrs.get("heads"):  # attention heads per layer (a heads schedule's, or n_head each)
+            row["heads"] = attrs["heads"]
         if attrs[CANDIDATE] in decided:  # the race decided its candidate: recorded, for good
             row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
         if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)

@@ -32,7 +32,7 @@ from tlmsearch.search.attrs import (
     SEED,
     STANDS_FOR,
 )
-from tlmsearch.space import UNIFORM, SearchSpace, schedule_of, settings_of
+from tlmsearch.space import UNIFORM, SearchSpace, is_control, settings_of
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -274,7 +274,7 @@ def enqueue(
         attrs[RESTART_OF] = restart_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
-    if schedule_of(candidate) == UNIFORM:  # at any setting (train.lr): each has its own
+    if is_control(candidate):  # at any setting (train.lr): each has its own
         attrs[CONTROL] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
@@ -349,25 +349,31 @@ class SpaceFn:
 
 
 def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) -> Any:
-    """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths, or None.
+    """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths and attention
+    heads, or None.
 
     A sampler may draw two candidates whose schedules round to one proxy width vector (at
     small proxies it often does): with the same seed they are the same model, so the second
-    replays the first's curve instead of training it again (its trial says ``same_as``). A twin
-    still running is not waited for: the candidate then trains.
+    replays the first's curve instead of training it again (its trial says ``same_as``). The
+    same widths with other heads per layer (a heads schedule) are another model, as in
+    :meth:`StudyConfig.trainings`. A twin still running is not waited for: the candidate then
+    trains.
     """
     import optuna
 
     from tlmsearch.schedules import ScheduleError
 
     try:
-        widths = list(cfg.model.plan(cand).widths)
+        plan = cfg.model.plan(cand)
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
+    widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
     settings = settings_of(cand)  # the same widths at another train.lr is another model
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
-        same = a.get(SEED) == seed and a.get("widths") == widths and a.get("curve")
+        # a trial recorded before trials reported heads trained the model's own
+        same_heads = a.get("heads", list(cfg.model.heads)) == heads
+        same = a.get(SEED) == seed and a.get("widths") == widths and same_heads and a.get("curve")
         if same and settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
             return ft
     return None

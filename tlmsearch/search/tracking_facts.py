@@ -17,7 +17,7 @@ from tlmsearch.config import EVAL_KEYS, StudyConfig
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.records import finite
-from tlmsearch.space import describe
+from tlmsearch.space import describe, is_control
 
 # What a curve point carries besides the eval keys: the trial's size (the same at every eval).
 COUNT_KEYS = ("params", "non_embedding_params", "flops_per_token")
@@ -57,7 +57,7 @@ def trial_facts(config: dict[str, Any]) -> TrialFacts:
         "candidate": label,
         "candidate_json": json.dumps(candidate, sort_keys=True),
         "seed": str(seed),
-        "baseline": str(candidate.get("shape", "uniform") == "uniform").lower(),
+        "baseline": str(is_control(candidate)).lower(),
     }
     if number is not None:
         tags["trial"] = str(number)
@@ -115,11 +115,20 @@ class TokenSteps:
 
 
 def widths_param(result: dict[str, Any]) -> dict[str, Any]:
-    """The per-layer widths a trial reports, as params: ``widths`` (JSON list) and ``n_layer``."""
+    """The per-layer widths a trial reports, as params: ``widths`` (JSON list) and ``n_layer``,
+    and its attention ``heads`` per layer (JSON list) when it reports them.
+
+    >>> widths_param({"widths": [96, 32], "heads": [3, 1]})
+    {'widths': '[96, 32]', 'n_layer': 2, 'heads': '[3, 1]'}
+    """
     widths = result.get("widths")
     if not isinstance(widths, (list, tuple)) or not widths:
         return {}
-    return {"widths": json.dumps([int(w) for w in widths]), "n_layer": len(widths)}
+    out: dict[str, Any] = {"widths": json.dumps([int(w) for w in widths]), "n_layer": len(widths)}
+    heads = result.get("heads")
+    if isinstance(heads, (list, tuple)) and heads:
+        out["heads"] = json.dumps([int(h) for h in heads])
+    return out
 
 
 def ended_as(trial: Any, failed: bool) -> str:

@@ -2,8 +2,8 @@
 
 Runs on any Ray node. The study arrives as a plain dict and the data through Ray's object store
 (or as paths on storage every node mounts, ``ray.shared_path``), never through the driver's disk.
-Each eval is reported with the trial's static facts (widths, parameter counts, node); a last
-report with ``final: True`` carries the trainer's status, so the searcher can tell Optuna
+Each eval is reported with the trial's static facts (widths, heads, parameter counts, node); a
+last report with ``final: True`` carries the trainer's status, so the searcher can tell Optuna
 COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception, and so
 is an exception: the trial reports it as ``failed``, with its traceback (kept as the Optuna
 trial's ``traceback`` attribute), so Ray does not retry it. Only a lost worker or memory reaches
@@ -84,14 +84,20 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
     from tlmsearch.trainer import Trainer
 
     candidate, seed = config["candidate"], int(config["seed"])
-    # the candidate's settings (train.lr, model.init_std) applied: what this trial trains with
+    # the candidate's settings (train.lr, model.init_std) applied and its heads schedule's
+    # per-layer heads (model.layer_heads): what this trial trains with
     cfg = StudyConfig.model_validate(study).for_candidate(candidate)
     model = cfg.model
     if model.vocab_size is None:
         model = model.model_copy(update={"vocab_size": data.vocab_size})
     plan = model.plan(candidate)
-    static: dict[str, Any] = {"widths": list(plan.widths), "node": _node_ip()}
-    # counted up front, so pruned trials carry them too
+    static: dict[str, Any] = {
+        "widths": list(plan.widths),
+        "heads": list(model.heads),  # the model built: its heads schedule's, or n_head each
+        "heads_share": plan.heads_share,  # realised heads total over uniform's
+        "node": _node_ip(),
+    }
+    # counted up front, so pruned trials carry them too; of the headed model, as it is built
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
     last.update(_metrics({}, static), **static)
     replay = config.get(REPLAY)
@@ -115,6 +121,7 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         "candidate": candidate,
         "seed": seed,
         "widths": list(plan.widths),
+        "heads": list(model.heads),
         "model": model.model_dump(mode="json"),
         "train": cfg.train.model_dump(mode="json"),
         "arch": model.arch,
@@ -203,7 +210,8 @@ class _Reporter:
 def _resume_state(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any] | None:
     """The state to continue from: Ray's latest checkpoint of this trial (a retry after a lost
     worker), else the interrupted trial's that ``tlmsearch resume`` named (``resume_from``).
-    None when neither is a valid checkpoint of this very model (candidate widths and seed)."""
+    None when neither is a valid checkpoint of this very model (candidate widths, heads and
+    seed)."""
     from ray import tune
 
     from tlmsearch.checkpoints import load_checkpoint
@@ -218,7 +226,10 @@ def _resume_state(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
     if loaded is None:
         return None
     state, saved = loaded
-    if saved["widths"] != meta["widths"] or saved["seed"] != meta["seed"]:
+    # a checkpoint written before trials recorded heads predates heads schedules: the same
+    # study's model, so the same heads
+    heads = saved.get("heads", meta["heads"])
+    if (saved["widths"], heads, saved["seed"]) != (meta["widths"], meta["heads"], meta["seed"]):
         return None  # another model's: training from zero is right
     return state
 

@@ -1,0 +1,72 @@
+"""The Ray Tune trainable (tlmsearch/search/trainable.py) outside Ray: ``tune.report`` caught.
+
+A real tiny training of an attention-only taper (issue 35): its reports, its Optuna trial and
+its row of the trials table carry its heads per layer, and its parameters are uniform's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import optuna
+import pytest
+from search_helpers import tiny_config
+
+from tlmsearch.budget import trial_counts
+from tlmsearch.results import trials_frame
+from tlmsearch.search.ledger import TrialLedger
+from tlmsearch.search.records import trial_records
+from tlmsearch.search.samplers import enqueue
+
+ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
+
+
+def test_an_attention_only_trial_trains_its_heads_and_records_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray import tune
+
+    from tlmsearch import models
+    from tlmsearch.data import prepare_data
+    from tlmsearch.models import build_model
+    from tlmsearch.search.trainable import run_trial
+
+    cfg = tiny_config(tmp_path, train={"tokens": 2048, "eval_every_tokens": 1024})
+    data = prepare_data(cfg.data, progress=False)
+    reports: list[dict] = []
+    monkeypatch.setattr(tune, "report", lambda metrics, **kw: reports.append(metrics))
+    monkeypatch.setattr(tune, "get_checkpoint", lambda: None)  # no Ray session: none
+    built: list[tuple[int, ...]] = []
+
+    def spy(model_cfg, *args, **kw):  # the heads of the model the trainer trains
+        built.append(model_cfg.heads)
+        return build_model(model_cfg, *args, **kw)
+
+    monkeypatch.setattr(models, "build_model", spy)
+    run_trial({"candidate": ATTENTION_ONLY, "seed": 0}, study=cfg.to_dict(), data=data)
+    final = reports[-1]
+    assert final["final"] and final["status"] == "completed", final.get("reason")
+    assert built == [(3, 1)]  # cosine 1.5 -> 0.5 of 2 heads a layer, at 2 layers
+    assert all(r["heads"] == [3, 1] and r["widths"] == [64, 64] for r in reports)
+    assert final["heads_share"] == 1.0
+    # the model the trial built: its heads, and exactly uniform's parameters (share 1)
+    headed = cfg.model.headed(ATTENTION_ONLY).model_copy(update={"vocab_size": data.vocab_size})
+    model = build_model(headed, [64, 64], data.vocab_size)
+    assert final["n_params"] == sum(p.numel() for p in model.parameters())
+    uniform = trial_counts(cfg.model, [64, 64], data.vocab_size, cfg.data.seq_len)
+    assert final["n_params"] == uniform["n_params"]
+
+    # its reports through the ledger into storage, then the trials table
+    study = optuna.create_study()
+    enqueue(study, cfg, ATTENTION_ONLY, 0)
+    ot = study.ask()
+    ledger, ray_trial = TrialLedger(), SimpleNamespace(trial_id="t0")
+    for r in reports:
+        ledger.record(ot, ray_trial, r)
+    study.tell(ot, final["val_bpb"])
+    row = trials_frame(trial_records(study)[0], cfg.model).iloc[0]
+    assert json.loads(row["heads_json"]) == [3, 1] and row["heads_shape"] == "cosine"
+    assert row["heads_share"] == 1.0 and not row["is_baseline"]
+    assert row["n_params"] == uniform["n_params"]
+    assert row["candidate"] == "uniform | heads cosine 1.5->0.5"
