@@ -38,7 +38,16 @@ def _problems(tmp_path: Path, data: object, overrides: tuple[str, ...] = ()) -> 
 
 
 @pytest.mark.parametrize(
-    "name", ["quickstart", "paper_440m", "race", "paper_grid", "paper_blocks", "paper_ladder"]
+    "name",
+    [
+        "quickstart",
+        "paper_440m",
+        "race",
+        "paper_grid",
+        "paper_blocks",
+        "paper_ladder",
+        "attention_depth",
+    ],
 )
 def test_shipped_studies_are_valid(name: str) -> None:
     cfg = load_study(ROOT / "studies" / f"{name}.yaml")
@@ -404,5 +413,7 @@ def test_parametrization_is_checked_naming_the_field(
 def test_mup_refuses_hf_and_plugins_saying_which_archs_it_supports(tmp_path: Path) -> None:
     sets = ("train.parametrization=mup", "model.arch=hf", "model.hf.model_type=llama")
     problem = _problems(tmp_path, TINY, sets)
-    assert ("'mup' supports only the built-in architectures (transformer, gated_attention, "
-            "titans, hope_attention) today, not model.arch hf") in " ".join(problem.split())
+    assert (
+        "'mup' supports only the built-in architectures (transformer, gated_attention, "
+        "titans, hope_attention) today, not model.arch hf"
+    ) in " ".join(problem.split())

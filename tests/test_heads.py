@@ -191,3 +191,16 @@ def test_every_share_in_range_plans_or_names_heads_share(share: float, n_layer: 
         assert err.field in ("heads.share", "heads.uniform")
         return
     assert min(plan.heads) >= 1 and min(plan.widths) >= 8
+
+
+@pytest.mark.parametrize("space", ["openelm", "joint"])
+def test_the_shipped_heads_spaces_plan_exact_budgets(space: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    cfg = load_study(root / "studies/attention_depth.yaml",
+                     [f"space={space}", "search.candidates=null", "search.sampler=random",
+                      "search.n_trials=4"])  # fmt: skip
+    cands = cfg.candidates()  # the grid, or a continuous space's corners
+    assert len(cands) > 4 and cands[0] == {"shape": "uniform"}
+    uniform = _counts(cfg.model, cands[0])[0]
+    for cand in cands:
+        assert _counts(cfg.model, cand)[0] == uniform, cand  # hold: params
