@@ -19,7 +19,7 @@ from tlmsearch.schedules import SHAPES, searchable_shapes
 
 app = typer.Typer(
     name="tlmsearch",
-    help="Search how MLP width should be spread across the depth of a language model.",
+    help="Search how capacity (MLP width, attention heads) is best spread over an LM's depth.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
