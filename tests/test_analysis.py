@@ -1,5 +1,7 @@
 """Per-layer diagnostics: the statistics against a hand computation, every architecture, a zero
-MLP, scaling, a run's kept weights into analysis.parquet, and ``tlmsearch analyze``."""
+MLP, scaling, attention entropy and ablation (exact on uniform attention and a zero projection,
+grouped and per-layer heads, the per-head cap), a run's kept weights into analysis.parquet and
+analysis_heads.parquet, and ``tlmsearch analyze``."""
 
 from __future__ import annotations
 
@@ -20,12 +22,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tlmsearch.analysis import (
+    NO_ATTENTION,
     NO_WEIGHTS,
     analyze_run,
+    attention_diagnostics,
     layer_diagnostics,
     mlp_sites,
     select_kept,
     validation_windows,
+    with_attention,
 )
 from tlmsearch.cli import app
 from tlmsearch.config import ModelConfig, StudyConfig
@@ -33,7 +38,8 @@ from tlmsearch.data import prepare_data
 from tlmsearch.data.batches import val_windows
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import build_model
-from tlmsearch.results import ANALYSIS_COLUMNS, load_run
+from tlmsearch.probes import attention_sites
+from tlmsearch.results import ANALYSIS_COLUMNS, ANALYSIS_HEAD_COLUMNS, load_run
 
 VOCAB = 256
 TINY = dict(n_layer=2, d_model=32, n_head=2, d_ff=64, multiple_of=16, titans={"chunk_size": 4})
@@ -160,6 +166,139 @@ def test_bad_arguments_are_refused(base) -> None:
 
 
 # -------------------------------------------------------------------------------------------------
+# Attention
+
+SEQ = 16
+UNIFORM_ENTROPY = math.lgamma(SEQ + 1) / SEQ  # mean over t < 16 of log(t + 1)
+
+
+def headed(**kw: Any) -> torch.nn.Module:
+    """The tiny transformer with grouped-query attention and per-layer heads (4 then 2 query
+    heads, 2 then 1 key/value heads) unless ``kw`` says otherwise."""
+    cfg = dict(n_head=4, n_kv_head=2, layer_heads=[4, 2])
+    model = build_model(ModelConfig(**{**TINY, **cfg, **kw}), [96, 32], VOCAB, seed=0)
+    with torch.no_grad():
+        for _, attn in attention_sites(model):
+            attn.qkv.weight.mul_(10)  # sharper than the init's near-uniform attention
+            attn.proj.weight.mul_(30)  # and worth something to the loss
+    return model.eval()
+
+
+@torch.no_grad()
+def nll(model: torch.nn.Module, vx: torch.Tensor, vy: torch.Tensor) -> float:
+    return F.cross_entropy(model(vx).flatten(0, 1), vy.flatten()).item()
+
+
+def test_uniform_attention_has_the_exact_entropy() -> None:
+    """q = 0 in every layer: each position t attends evenly to its t + 1 keys, entropy
+    log(t + 1), so the layer's mean over positions is lgamma(T + 1) / T for every head."""
+    model = headed()
+    with torch.no_grad():
+        for _, attn in attention_sites(model):
+            attn.qkv.weight[: attn.n_head * attn.head_dim].zero_()
+    a = attention_diagnostics(model, *windows(), batch=2)
+    for r in a.layers:
+        for key in ("attn_entropy_nats", "attn_entropy_min_nats", "attn_entropy_max_nats"):
+            assert math.isclose(r[key], UNIFORM_ENTROPY, rel_tol=1e-6), (r["layer"], key)
+    assert all(math.isclose(h["entropy_nats"], UNIFORM_ENTROPY, rel_tol=1e-6) for h in a.heads)
+
+
+def test_grouped_and_per_layer_heads() -> None:
+    model = headed()
+    vx, vy = windows()
+    a = attention_diagnostics(model, vx, vy, batch=2)
+    assert [(r["layer"], r["heads"], r["kv_heads"]) for r in a.layers] == [(0, 4, 2), (1, 2, 1)]
+    assert [(h["layer"], h["head"], h["kv_head"]) for h in a.heads] == [
+        (0, 0, 0), (0, 1, 0), (0, 2, 1), (0, 3, 1), (1, 0, 0), (1, 1, 0),
+    ]  # fmt: skip
+    for r in a.layers:
+        own = [h["entropy_nats"] for h in a.heads if h["layer"] == r["layer"]]
+        assert math.isclose(r["attn_entropy_nats"], sum(own) / len(own), rel_tol=1e-9)
+        assert r["attn_entropy_min_nats"] == min(own) and r["attn_entropy_max_nats"] == max(own)
+        assert 0 < r["attn_entropy_min_nats"] < r["attn_entropy_max_nats"] < UNIFORM_ENTROPY
+    # the ablations against the same model with the weights zeroed: proj's columns (a head) or
+    # the whole proj (the layer), whose output is then exactly 0
+    intact = nll(model, vx, vy)
+    for (layer, attn), r in zip(attention_sites(model), a.layers, strict=True):
+        zeroed = copy.deepcopy(model)
+        with torch.no_grad():
+            zeroed.blocks[layer].mixers[0].proj.weight.zero_()
+        assert r["attn_ablation_nats"] == pytest.approx(nll(zeroed, vx, vy) - intact, abs=1e-5)
+        hs = attn.head_dim
+        for h in (h for h in a.heads if h["layer"] == layer):
+            zeroed = copy.deepcopy(model)
+            with torch.no_grad():
+                cols = slice(h["head"] * hs, (h["head"] + 1) * hs)
+                zeroed.blocks[layer].mixers[0].proj.weight[:, cols] = 0
+            want = nll(zeroed, vx, vy) - intact
+            assert h["ablation_nats"] == pytest.approx(want, abs=1e-5)
+    assert max(abs(r["attn_ablation_nats"]) for r in a.layers) > 1e-3  # the check has teeth
+
+
+def test_a_zero_attention_costs_exactly_nothing() -> None:
+    model = headed()
+    with torch.no_grad():
+        model.blocks[1].mixers[0].proj.weight.zero_()
+    a = attention_diagnostics(model, *windows(), batch=3)
+    assert a.layers[1]["attn_ablation_nats"] == 0.0
+    assert [h["ablation_nats"] for h in a.heads if h["layer"] == 1] == [0.0, 0.0]
+    assert a.layers[0]["attn_ablation_nats"] != 0.0
+
+
+def test_per_head_ablations_stop_at_the_cap() -> None:
+    model = headed()  # 6 heads in all
+    vx, vy = windows(n=2)
+    for cap, measured in ((6, True), (5, False), (0, False)):
+        a = attention_diagnostics(model, vx, vy, batch=2, max_head_ablations=cap)
+        assert len(a.heads) == 6
+        assert all(math.isfinite(h["entropy_nats"]) for h in a.heads)
+        assert all(math.isfinite(h["ablation_nats"]) == measured for h in a.heads), cap
+        assert all(math.isfinite(r["attn_ablation_nats"]) for r in a.layers)
+
+
+@pytest.mark.parametrize("arch", sorted(CONFIGS))
+def test_the_analysis_leaves_the_model_as_it_was(arch: str) -> None:
+    model = tiny_model(arch, scale=1.0)
+    vx, vy = windows(n=2)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        before = model(vx)
+    a = attention_diagnostics(model, vx, vy, batch=2)
+    layer_diagnostics(model, vx, vy, batch=2)
+    assert [r["layer"] for r in a.layers] == [0, 1]
+    after = model.state_dict()
+    assert state.keys() == after.keys()
+    assert all(torch.equal(state[k], after[k]) for k in state)
+    with torch.no_grad():
+        assert torch.equal(model(vx), before)
+    hooked = [
+        name for name, m in model.named_modules() if m._forward_hooks or m._forward_pre_hooks
+    ]
+    assert hooked == [] and not model.training
+
+
+def test_a_model_without_attention_has_no_attention_rows() -> None:
+    cfg = ModelConfig(
+        arch="titans", **{**TINY, "titans": {"chunk_size": 4, "with_attention": False}}
+    )
+    model = build_model(cfg, [96, 32], VOCAB, seed=0).eval()
+    assert attention_diagnostics(model, *windows(n=2), batch=2) == ([], [])
+    assert "not hf or plugin attention" in NO_ATTENTION
+
+
+def test_attention_goes_on_each_layers_first_row() -> None:
+    mlp = [{"layer": layer, "level": level} for layer in (0, 1) for level in (0, 1)]
+    attn = [{"layer": 0, "heads": 4}, {"layer": 2, "heads": 2}]
+    assert with_attention(mlp, attn) == [
+        {"layer": 0, "level": 0, "heads": 4},
+        {"layer": 0, "level": 1},
+        {"layer": 1, "level": 0},
+        {"layer": 1, "level": 1},
+        {"layer": 2, "level": 0, "heads": 2},  # attention without an MLP row: a row of its own
+    ]
+
+
+# -------------------------------------------------------------------------------------------------
 # A run's kept weights
 
 N_LAYER = study_dict()["model"]["n_layer"]
@@ -220,8 +359,9 @@ def kept_run(tmp_path: Path) -> tuple[Path, list[dict]]:
 def test_analyze_run_writes_one_row_per_trial_and_layer(kept_run) -> None:
     run, kept = kept_run
     vx, vy = windows(n=4)
-    df = analyze_run(run, kept, load, val=(vx, vy), batch=3)
+    df, heads = analyze_run(run, kept, load, val=(vx, vy), batch=3)
     assert list(df.columns) == list(ANALYSIS_COLUMNS)
+    assert list(heads.columns) == list(ANALYSIS_HEAD_COLUMNS)
     assert len(df) == 2 * N_LAYER
     assert df.groupby("number")["layer"].apply(list).to_dict() == {
         0: list(range(N_LAYER)),
@@ -238,9 +378,20 @@ def test_analyze_run_writes_one_row_per_trial_and_layer(kept_run) -> None:
         want = layer_diagnostics(load(entry["path"])[0], vx, vy, batch=4)
         assert np.allclose(sub["ablation_nats"], [r["ablation_nats"] for r in want], atol=1e-6)
         assert np.allclose(sub["cosine"], [r["cosine"] for r in want], atol=1e-6)
+        attn = attention_diagnostics(load(entry["path"])[0], vx, vy, batch=4)
+        for col in ("attn_entropy_nats", "attn_ablation_nats", "heads", "kv_heads"):
+            assert np.allclose(sub[col].astype(float), [r[col] for r in attn.layers], atol=1e-6)
+        own = heads[heads["number"] == entry["number"]]
+        assert np.allclose(own["entropy_nats"], [h["entropy_nats"] for h in attn.heads], atol=1e-6)
+        assert np.allclose(
+            own["ablation_nats"], [h["ablation_nats"] for h in attn.heads], atol=1e-6
+        )
     assert (df["level"] == 0).all() and (df["val_tokens"] == vy.numel()).all()
-    back = load_run(run).analysis
-    assert back.equals(df)
+    n_head = study_dict()["model"]["n_head"]
+    assert len(heads) == 2 * N_LAYER * n_head and (heads["val_tokens"] == vy.numel()).all()
+    assert heads["ablation_nats"].notna().all()  # few heads: each one ablated
+    back = load_run(run)
+    assert back.analysis.equals(df) and back.analysis_heads.equals(heads)
     with pytest.raises(ConfigError, match="keep_weights"):
         analyze_run(run, [], load, val=(vx, vy), batch=3)
 
@@ -311,9 +462,22 @@ def test_cli_analyze_writes_the_table_and_the_report(kept_run, monkeypatch) -> N
     ]
     df = load_run(run).analysis
     assert len(df) == 2 * N_LAYER and (df["val_tokens"] == 2 * 16).all()
-    assert f"2 model(s), {2 * N_LAYER} MLPs on 32 validation tokens" in res.output
+    heads = 2 * N_LAYER * study_dict()["model"]["n_head"]
+    assert f"2 model(s), {2 * N_LAYER} MLPs and {heads} attention heads on 32 validation " in (
+        res.output
+    )
     assert "#1 cosine 1.5->0.5 seed 0: ablation (nats)" in res.output
+    assert "    attention: ablation (nats) " in res.output and "; entropy (nats) " in res.output
+    assert df["attn_entropy_nats"].notna().all() and df["attn_ablation_nats"].notna().all()
+    assert len(load_run(run).analysis_heads) == heads
     assert 'id="fig-layers"' in (run / "report.html").read_text()
+
+    res = CliRunner().invoke(
+        app, ["analyze", str(run), "--max-windows", "1", "--head-ablations", "1"]
+    )
+    assert res.exit_code == 0, res.output
+    assert res.output.count("per-head ablation skipped: ") == 2
+    assert load_run(run).analysis_heads["ablation_nats"].isna().all()
 
     calls.clear()
     res = CliRunner().invoke(app, ["analyze", str(run), "--trials", "1"])

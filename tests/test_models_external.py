@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tlmsearch import budget
 from tlmsearch import checkpoints as ck
-from tlmsearch.analysis import layer_diagnostics, mlp_sites
+from tlmsearch.analysis import attention_diagnostics, layer_diagnostics, mlp_sites
 from tlmsearch.cli import app
 from tlmsearch.config import ModelConfig, TrainConfig, load_study
 from tlmsearch.data.batches import val_windows
@@ -210,6 +210,8 @@ def test_analysis_reads_each_layers_mlp_and_its_ablation(kind: str) -> None:
         handle.remove()
         assert row["ablation_nats"] == pytest.approx(ablated - row["val_loss"], abs=1e-5)
         assert -1 <= row["cosine"] <= 1 and row["rel_norm"] > 0
+    # their attention is the family's own code: no attention measures, and no error
+    assert attention_diagnostics(model, vx, vy, batch=2) == ([], [])
 
 
 # -------------------------------------------------------------------------------------------------

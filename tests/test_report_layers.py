@@ -1,4 +1,5 @@
-"""The per-layer diagnostics figure: lines per candidate from a synthetic analysis.parquet."""
+"""The per-layer diagnostics figure: lines per candidate from a synthetic analysis.parquet, the
+attention row when the table has attention measures."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from fixtures_run import make_run
 
 from tlmsearch.report.html import build, render
-from tlmsearch.report.layers import DIAGNOSTICS, layer_diagnostics
+from tlmsearch.report.layers import ATTENTION, DIAGNOSTICS, layer_diagnostics
 from tlmsearch.results import analysis_frame, atomic_write, load_run
 
 CANDIDATES = [
@@ -44,6 +45,27 @@ def synthetic(levels: int = 1, layers: int = 4) -> list[dict]:
                     }
                 )
     return rows
+
+
+def with_attention(rows: list[dict]) -> list[dict]:
+    """The rows with attention measures on each layer's level 0, as ``tlmsearch analyze``
+    writes them: 4 heads (2 key/value) for uniform, 2 (1) for the other candidate."""
+    out = []
+    for r in rows:
+        if r["level"] == 0:
+            uniform, layer, seed = r["is_control"], r["layer"], r["seed"]
+            entropy = 2.0 - 0.25 * layer + 0.1 * seed
+            r = {
+                **r,
+                "heads": 4 if uniform else 2,
+                "kv_heads": 2 if uniform else 1,
+                "attn_entropy_nats": entropy,
+                "attn_entropy_min_nats": entropy - 0.5,
+                "attn_entropy_max_nats": entropy + 0.25,
+                "attn_ablation_nats": 0.01 * (layer + 1) * (2 if uniform else 1),
+            }
+        out.append(r)
+    return out
 
 
 def with_analysis(path: Path, rows: list[dict]) -> Path:
@@ -106,3 +128,36 @@ def test_empty_analysis_draws_a_note() -> None:
 
     fig = figure(layer_diagnostics(analysis_frame([])))
     assert not fig.data and "tlmsearch analyze" in fig.layout.annotations[0].text
+
+
+def test_attention_lines_sit_on_each_layer() -> None:
+    d = layer_diagnostics(analysis_frame(with_attention(synthetic(levels=2, layers=2))))
+    assert d.attention and d.levels == 2
+    cos = d.lines[~d.lines["is_control"]]
+    attn = cos[cos["attn_entropy_nats"].notna()]
+    assert attn["depth"].tolist() == [0.0, 1.0]  # level 0 only: one attention per layer
+    assert attn["attn_entropy_nats"].round(6).tolist() == [2.05, 1.8]  # seeds 0, 1 averaged
+    assert attn["attn_entropy_min_nats"].round(6).tolist() == [1.55, 1.3]
+    assert attn["heads"].tolist() == [2, 2] and attn["kv_heads"].tolist() == [1, 1]
+    assert attn["attn_ablation_nats"].round(6).tolist() == [0.01, 0.02]
+    assert (
+        "attention: 2 heads (1 key/value), entropy 2.050 nats (1.550-2.300)"
+        in (attn["hover"].iloc[0])
+    )
+    assert "attention" not in cos["hover"].iloc[1]  # level 1: the MLP alone
+    assert not layer_diagnostics(analysis_frame(synthetic())).attention
+
+
+def test_report_draws_the_attention_row(tmp_path: Path) -> None:
+    run = with_analysis(tmp_path / "run", with_attention(synthetic()))
+    fig = next(f for f in build(load_run(run)).figures if f.id == "fig-layers").fig
+    per_candidate = len(DIAGNOSTICS) + len(ATTENTION)
+    assert len(fig.data) == 2 * per_candidate
+    entropy, ablation = fig.data[len(DIAGNOSTICS) : per_candidate]  # uniform's attention row
+    assert entropy.name.startswith("uniform") and entropy.yaxis == "y4"
+    assert list(entropy.y) == pytest.approx([2.05, 1.8, 1.55, 1.3])
+    assert list(entropy.error_y.arrayminus) == pytest.approx([0.5] * 4)
+    assert list(entropy.error_y.array) == pytest.approx([0.25] * 4)
+    assert list(ablation.y) == pytest.approx([0.02, 0.04, 0.06, 0.08])
+    assert fig.layout.yaxis4.title.text == ATTENTION["attn_entropy_nats"]
+    assert "per attention layer (second row)" in fig.layout.title.text

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tlmsearch"
 # A run dir's file names as string literals: only tlmsearch/run_dir.py may spell them.
 LAYOUT = re.compile(
     r"""(["'])(study\.yaml|run\.json|best\.yaml|report\.html|ladder\.json|fidelity\.json|"""
-    r"""(optuna|mlflow)\.(db|journal)|session-|(trials|curves|analysis)\.(parquet|csv)|rung-)"""
+    r"""(optuna|mlflow)\.(db|journal)|session-|(trials|curves|analysis|analysis_heads)\.(parquet|csv)|rung-)"""
     r"""\1"""
 )
 
@@ -20,6 +20,7 @@ def test_paths_are_under_the_run(tmp_path):
     run = RunDir(tmp_path / "r")
     assert run.study == tmp_path / "r" / "study.yaml"
     assert run.table("curves", "csv") == tmp_path / "r" / "curves.csv"
+    assert run.analysis_heads == tmp_path / "r" / "analysis_heads.parquet"
     assert run.rung(2) == tmp_path / "r" / "rung-2"
     assert RunDir(str(tmp_path)).path == tmp_path  # a str is a path too
 

@@ -16,18 +16,38 @@ token-weighted):
 - ``ablation_nats``: the validation loss (nats/token) with this MLP's output zeroed, every other
   MLP intact, minus the intact loss: what the layer is worth to the trained model.
 
+For each attention layer (tlmsearch's :class:`~tlmsearch.models.common.CausalSelfAttention`:
+transformer, gated_attention, hope_attention, titans with ``with_attention``), on the same windows:
+
+- ``attn_entropy_nats``: the entropy (nats) of a head's causal attention distribution
+  p_t = softmax(q_t k_j^T / sqrt(hs), j <= t), H_t = -sum_j p_tj log p_tj, with RoPE and grouped
+  query heads as the module computes them (query head i reads key head i // (h / kv)), averaged
+  over windows and query positions, then over the layer's heads; ``_min`` / ``_max``: the
+  layer's least and most spread head. Uniform attention over the t + 1 visible positions gives
+  log(t + 1), so over a window of T positions the mean can be at most lgamma(T + 1) / T.
+- ``attn_ablation_nats``: the validation loss with the attention's output zeroed (all its
+  heads; the block adds nothing), minus the intact loss.
+
+Per head (``analysis_heads.parquet``): its entropy, and its ablation (its channels of the output
+projection's input zeroed, the other heads intact) when the model has at most
+``max_head_ablations`` heads in all (:data:`HEAD_ABLATION_CAP`: one validation pass per head).
+
 The numbers are read through forward hooks on the models' own modules (a pre-hook on the MLP's
-norm sees x, a hook on the MLP sees its output; an MLP hook that returns zeros ablates it), so the
-models carry no code for this. The passes run in fp32, whatever dtype the trial trained in.
-torch is imported at module level: the report reads ``analysis.parquet`` through
-:mod:`tlmsearch.results` and never imports this module.
+norm sees x, a hook on the MLP sees its output; a hook on an attention sees its input and RoPE
+tables, from which q and k are recomputed with its own weights; a hook that returns zeros ablates
+a module: :mod:`tlmsearch.probes`), so the models carry no code for this. The passes run in fp32,
+whatever dtype the trial trained in. hf and plugin models get the MLP measures only: their
+attention is the family's own code (:data:`NO_ATTENTION`). torch is imported at module level:
+the report reads ``analysis.parquet`` through :mod:`tlmsearch.results` and never imports this
+module.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -35,9 +55,24 @@ from torch import nn
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.probes import (
+    ablated,
+    ablated_head,
+    attention_entropy,
+    attention_sites,
+    check_windows,
+    mean_nll,
+)
 from tlmsearch.run_dir import RunDir
 
 NO_WEIGHTS = "run with search.keep_weights: best (or final) to analyze"
+NO_ATTENTION = (
+    "no attention measures: only tlmsearch's own attention layers are read (transformer, "
+    "gated_attention, hope_attention, titans with with_attention), not hf or plugin attention"
+)
+# Per-head ablations (one validation pass per head) only for models with at most this many
+# query heads in all layers together: 8 layers of 8 heads.
+HEAD_ABLATION_CAP = 64
 _EPS = 1e-12  # a residual or MLP output of norm 0 gives cosine 0 and no division by zero
 
 # ``load(path) -> (model, meta)``: a kept-weights directory to its model and its meta.json
@@ -63,12 +98,6 @@ def _width(model: nn.Module, layer: int, mlp: nn.Module) -> int:
     return int(w1.out_features) if isinstance(w1, nn.Linear) else int(model.widths[layer])
 
 
-def _mean_nll(model: nn.Module, vx: torch.Tensor, vy: torch.Tensor, batch: int, dev: Any) -> float:
-    from tlmsearch.runtime import evaluate
-
-    return evaluate(model, vx, vy, batch, dev, torch.float32) / vy.numel()
-
-
 @torch.inference_mode()
 def layer_diagnostics(
     model: nn.Module,
@@ -86,10 +115,7 @@ def layer_diagnostics(
 
     Example: ``layer_diagnostics(model, vx, vy, batch=16)[0]["ablation_nats"]``.
     """
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, but got {batch=}")
-    if vx.ndim != 2 or vx.shape != vy.shape or vx.numel() == 0:
-        raise ValueError(f"vx, vy must be equal (windows, T) tensors, got {vx.shape}, {vy.shape}")
+    check_windows(vx, vy, batch)
     dev = torch.device(device)
     sites = mlp_sites(model)
     cos_sum = torch.zeros(len(sites), dtype=torch.float64, device=dev)
@@ -117,18 +143,15 @@ def layer_diagnostics(
         for k, (_, _, norm, mlp) in enumerate(sites):
             handles.append(norm.register_forward_pre_hook(reads(k)))
             handles.append(mlp.register_forward_hook(writes(k)))
-        intact = _mean_nll(model, vx, vy, batch, dev)
+        intact = mean_nll(model, vx, vy, batch, dev)
     finally:
         for h in handles:
             h.remove()
     n = vy.numel()
     rows = []
     for k, (layer, level, _, mlp) in enumerate(sites):
-        handle = mlp.register_forward_hook(lambda m, a, out: torch.zeros_like(out))
-        try:
-            ablated = _mean_nll(model, vx, vy, batch, dev)
-        finally:
-            handle.remove()
+        with ablated(mlp):
+            loss = mean_nll(model, vx, vy, batch, dev)
         rows.append(
             {
                 "layer": layer,
@@ -136,12 +159,105 @@ def layer_diagnostics(
                 "width": _width(model, layer, mlp),
                 "cosine": float(cos_sum[k]) / n,
                 "rel_norm": float(ratio_sum[k]) / n,
-                "ablation_nats": ablated - intact,
+                "ablation_nats": loss - intact,
                 "val_loss": intact,
                 "val_tokens": n,
             }
         )
     return rows
+
+
+# -------------------------------------------------------------------------------------------------
+# Attention
+
+
+class AttentionRows(NamedTuple):
+    # per attention layer: layer, heads, kv_heads, attn_entropy_nats (mean over heads),
+    # attn_entropy_min_nats, attn_entropy_max_nats, attn_ablation_nats
+    layers: list[dict[str, Any]]
+    # per query head: layer, head, kv_head, entropy_nats, ablation_nats (NaN: not measured)
+    heads: list[dict[str, Any]]
+
+
+@torch.inference_mode()
+def attention_diagnostics(
+    model: nn.Module,
+    vx: torch.Tensor,
+    vy: torch.Tensor,
+    *,
+    batch: int,
+    device: str | torch.device = "cpu",
+    max_head_ablations: int = HEAD_ABLATION_CAP,
+) -> AttentionRows:
+    """Per attention layer and per head: entropy and ablation (see the module doc). Per-head
+    ablations only when the model has at most ``max_head_ablations`` heads in all (0: none).
+    Empty for a model without tlmsearch attention (:func:`attention_sites`).
+
+    One intact pass, one per layer, one per head. Example:
+    ``attention_diagnostics(model, vx, vy, batch=16).layers[0]["attn_entropy_nats"]``.
+    """
+    check_windows(vx, vy, batch)
+    sites = attention_sites(model)
+    if not sites:
+        return AttentionRows([], [])
+    dev = torch.device(device)
+    sums = [torch.zeros(attn.n_head, dtype=torch.float64, device=dev) for _, attn in sites]
+
+    def reads(k: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple[Any, ...], out: torch.Tensor) -> None:
+            x, rope = args  # Block.forward calls mixer(norm(x), rope)
+            sums[k] += attention_entropy(module, x, rope).double().sum((0, 2))
+
+        return hook
+
+    handles = [attn.register_forward_hook(reads(k)) for k, (_, attn) in enumerate(sites)]
+    try:
+        intact = mean_nll(model, vx, vy, batch, dev)
+    finally:
+        for h in handles:
+            h.remove()
+    n = vy.numel()
+    per_head = sum(attn.n_head for _, attn in sites) <= max_head_ablations
+    layers, heads = [], []
+    for k, (layer, attn) in enumerate(sites):
+        entropy = (sums[k] / n).tolist()
+        with ablated(attn):
+            loss = mean_nll(model, vx, vy, batch, dev)
+        layers.append(
+            {
+                "layer": layer,
+                "heads": attn.n_head,
+                "kv_heads": attn.n_kv_head,
+                "attn_entropy_nats": sum(entropy) / len(entropy),
+                "attn_entropy_min_nats": min(entropy),
+                "attn_entropy_max_nats": max(entropy),
+                "attn_ablation_nats": loss - intact,
+            }
+        )
+        group = attn.n_head // attn.n_kv_head
+        for head, e in enumerate(entropy):
+            cost = math.nan
+            if per_head:
+                with ablated_head(attn, head):
+                    cost = mean_nll(model, vx, vy, batch, dev) - intact
+            row = {"layer": layer, "head": head, "kv_head": head // group, "entropy_nats": e}
+            heads.append({**row, "ablation_nats": cost})
+    return AttentionRows(layers, heads)
+
+
+def with_attention(
+    mlp_rows: Sequence[Mapping[str, Any]], attention: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The MLP rows of :func:`layer_diagnostics` with each layer's attention measures on its
+    level-0 row (a layer's attention is one, its CMS levels several); a layer with attention
+    and no MLP row gets a row of its own. Rows without attention keep none (NaN in the table)."""
+    by_layer = {int(a["layer"]): dict(a) for a in attention}
+    rows = []
+    for r in mlp_rows:
+        extra = by_layer.pop(int(r["layer"]), {}) if r.get("level", 0) == 0 else {}
+        rows.append({**r, **extra})
+    rows += [{"level": 0, **a} for a in by_layer.values()]
+    return sorted(rows, key=lambda r: (r["layer"], r.get("level", 0)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -209,6 +325,11 @@ def _trial_info(meta: Mapping[str, Any], trials: pd.DataFrame) -> dict[str, Any]
     }
 
 
+class Analysis(NamedTuple):
+    layers: pd.DataFrame  # analysis.parquet: per (trial, layer, level), MLP and attention
+    heads: pd.DataFrame  # analysis_heads.parquet: per (trial, layer, query head)
+
+
 def analyze_run(
     run_dir: str | Path,
     kept: Sequence[Mapping[str, Any]],
@@ -217,27 +338,37 @@ def analyze_run(
     val: tuple[torch.Tensor, torch.Tensor],
     batch: int,
     device: str | torch.device = "cpu",
-) -> pd.DataFrame:
-    """:func:`layer_diagnostics` of every kept model of a run; writes ``analysis.parquet``.
+    max_head_ablations: int = HEAD_ABLATION_CAP,
+) -> Analysis:
+    """:func:`layer_diagnostics` and :func:`attention_diagnostics` of every kept model of a
+    run; writes ``analysis.parquet`` and ``analysis_heads.parquet``.
 
     ``kept``: kept-weights entries (meta dicts with ``"path"``); ``load(path) -> (model, meta)``
     puts the model on ``device``; ``val``: (vx, vy) from :func:`validation_windows`. Returns the
     analysis table (:data:`tlmsearch.results.ANALYSIS_COLUMNS`), one row per (trial, layer,
-    level), also written atomically to ``RUN/analysis.parquet`` (replacing an earlier one).
+    level), and the heads table (:data:`tlmsearch.results.ANALYSIS_HEAD_COLUMNS`), one row per
+    (trial, layer, head), each also written atomically into the run dir (replacing an earlier
+    one).
     """
-    from tlmsearch.results import analysis_frame, atomic_write, load_run
+    from tlmsearch.results import analysis_frame, analysis_heads_frame, atomic_write, load_run
 
     run = load_run(run_dir)
     if not kept:
         raise ConfigError(f"the run kept no weights; {NO_WEIGHTS}")
     vx, vy = val
-    rows = []
+    rows, head_rows = [], []
     for entry in kept:
         model, meta = load(entry["path"])
         info = _trial_info({**entry, **meta}, run.trials)
         diags = layer_diagnostics(model, vx, vy, batch=batch, device=device)
-        rows += [{**info, **d} for d in diags]
+        attn = attention_diagnostics(
+            model, vx, vy, batch=batch, device=device, max_head_ablations=max_head_ablations
+        )
+        rows += [{**info, **d} for d in with_attention(diags, attn.layers)]
+        head_rows += [{**info, **h, "val_tokens": vy.numel()} for h in attn.heads]
         del model
-    df = analysis_frame(rows)
-    atomic_write(RunDir(run.path).analysis, lambda p: df.to_parquet(p, index=False))
-    return df
+    out = Analysis(analysis_frame(rows), analysis_heads_frame(head_rows))
+    paths = RunDir(run.path)
+    atomic_write(paths.analysis, lambda p: out.layers.to_parquet(p, index=False))
+    atomic_write(paths.analysis_heads, lambda p: out.heads.to_parquet(p, index=False))
+    return out

@@ -519,15 +519,25 @@ def analyze(
         str | None, typer.Option(help="Only these trial numbers, e.g. 3,7 (default: all kept)")
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "cpu",
+    head_ablations: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Ablate each attention head alone when a model has at most this many heads "
+            "in all (a validation pass per head; 0: none)",
+        ),
+    ] = 64,
 ) -> None:
     """Per-layer diagnostics of a run's kept weights into RUN/analysis.parquet and the report:
-    per MLP, its cosine with and norm relative to the residual stream, and its ablation."""
+    per MLP, its cosine with and norm relative to the residual stream, and its ablation; per
+    attention layer, its heads' attention entropy and its ablation (per head:
+    RUN/analysis_heads.parquet)."""
     from tlmsearch.config import load_study
     from tlmsearch.results import load_run
 
     try:
         run_data = load_run(run_dir)
-        from tlmsearch.analysis import analyze_run, select_kept, validation_windows
+        from tlmsearch.analysis import NO_ATTENTION, analyze_run, select_kept, validation_windows
         from tlmsearch.checkpoints import kept_weights, load_model
         from tlmsearch.runtime import batch_shape, resolve_device
 
@@ -536,26 +546,46 @@ def analyze(
         dev = resolve_device(device)
         val = validation_windows(cfg, max_windows, progress=sys.stderr.isatty())
         batch, _ = batch_shape(cfg.train, cfg.data.seq_len)  # the trials' eval batch
-        df = analyze_run(
+        out = analyze_run(
             run_dir,
             kept,
             lambda path: load_model(path, device=str(dev)),
             val=val,
             batch=batch,
             device=dev,
+            max_head_ablations=head_ablations,
         )
     except ConfigError as err:
         _bad_input(err)
+    df, heads = out
     console = _console()
     n = int(df["val_tokens"].max())
+    paths = RunDir(run_data.path)
     console.print(
-        f"{len(kept)} model(s), {len(df)} MLPs on {n:,} validation tokens: "
-        f"{RunDir(run_data.path).analysis}",
+        f"{len(kept)} model(s), {df['width'].notna().sum()} MLPs and {len(heads)} attention "
+        f"heads on {n:,} validation tokens: {paths.analysis}, {paths.analysis_heads}",
         markup=False,
     )
     for (number, cand, seed), sub in df.groupby(["number", "candidate", "seed"], sort=False):
-        ablation = " ".join(f"{v:+.4f}" for v in sub["ablation_nats"])
+        mlp = sub[sub["width"].notna()]
+        ablation = " ".join(f"{v:+.4f}" for v in mlp["ablation_nats"])
         console.print(f"  #{number} {cand} seed {seed}: ablation (nats) {ablation}", markup=False)
+        attn = sub[sub["attn_entropy_nats"].notna()]
+        if attn.empty:
+            console.print(f"    {NO_ATTENTION} (arch {sub['arch'].iloc[0]})", markup=False)
+            continue
+        ablation = " ".join(f"{v:+.4f}" for v in attn["attn_ablation_nats"])
+        entropy = " ".join(f"{v:.3f}" for v in attn["attn_entropy_nats"])
+        console.print(
+            f"    attention: ablation (nats) {ablation}; entropy (nats) {entropy}", markup=False
+        )
+        own = heads[heads["number"] == number]
+        if len(own) and own["ablation_nats"].isna().all():
+            console.print(
+                f"    per-head ablation skipped: {len(own)} heads > --head-ablations "
+                f"{head_ablations}",
+                markup=False,
+            )
     from tlmsearch.report.html import write_report
 
     console.print(f"report: {write_report(run_dir)}", markup=False)

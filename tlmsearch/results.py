@@ -108,9 +108,34 @@ ANALYSIS_COLUMNS: dict[str, str] = {
     "cosine": "float",
     "rel_norm": "float",
     "ablation_nats": "float",
+    # the layer's attention (on its level-0 row; NA/NaN without one: hf, plugins, titans alone)
+    "heads": "int",
+    "kv_heads": "int",
+    "attn_entropy_nats": "float",
+    "attn_entropy_min_nats": "float",
+    "attn_entropy_max_nats": "float",
+    "attn_ablation_nats": "float",
     "val_loss": "float",
     "val_tokens": "int",
 }
+# analysis_heads.parquet (``tlmsearch analyze``): one row per (kept trial, layer, query head).
+ANALYSIS_HEAD_COLUMNS: dict[str, str] = {
+    "trial_id": "str",
+    "number": "int",
+    "seed": "int",
+    "candidate": "str",
+    "shape": "str",
+    "is_control": "bool",
+    "arch": "str",
+    "layer": "int",
+    "head": "int",
+    "kv_head": "int",
+    "entropy_nats": "float",
+    "ablation_nats": "float",  # NaN: the model had more heads than analyze's cap
+    "val_tokens": "int",
+}
+
+
 @dataclass(frozen=True)
 class RunData:
     """Everything a report needs, read from one run dir."""
@@ -122,6 +147,8 @@ class RunData:
     status: dict[str, Any] = field(default_factory=dict)  # run.json
     # analysis.parquet (``tlmsearch analyze``); empty when the run has not been analysed
     analysis: pd.DataFrame = field(default_factory=lambda: analysis_frame([]))
+    # analysis_heads.parquet: per attention head (``tlmsearch analyze``); empty likewise
+    analysis_heads: pd.DataFrame = field(default_factory=lambda: analysis_heads_frame([]))
 
     @property
     def name(self) -> str:
@@ -339,6 +366,12 @@ def analysis_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return df.sort_values(["number", "layer", "level"], kind="stable").reset_index(drop=True)
 
 
+def analysis_heads_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per-head attention records -> the heads table, sorted by trial number, layer, head."""
+    df = _coerce(pd.DataFrame(list(rows)), ANALYSIS_HEAD_COLUMNS)
+    return df.sort_values(["number", "layer", "head"], kind="stable").reset_index(drop=True)
+
+
 def add_deltas(trials: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """Add ``delta_<metric>``: value minus the mean of the same seed's COMPLETE uniform trials.
 
@@ -502,8 +535,8 @@ def _read_table(run: RunDir, name: str, columns: Mapping[str, str]) -> pd.DataFr
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read study.yaml, trials, curves, run.json and analysis of a run dir (missing parts are
-    empty)."""
+    """Read study.yaml, trials, curves, run.json and the analysis tables of a run dir (missing
+    parts are empty)."""
     run = RunDir(run_dir)
     if not run.path.is_dir():
         raise ConfigError(
@@ -532,4 +565,5 @@ def load_run(run_dir: str | Path) -> RunData:
         curves=curves,
         status=status,
         analysis=_read_table(run, "analysis", ANALYSIS_COLUMNS),
+        analysis_heads=_read_table(run, "analysis_heads", ANALYSIS_HEAD_COLUMNS),
     )

@@ -10,6 +10,7 @@
       best.yaml         the verdict: best candidate(s), effects, conclusions
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
+      analysis_heads.parquet   per attention head (tlmsearch analyze)
       optuna.db         the Optuna storage (SQLite; optuna.journal with storage.optuna: journal)
       mlflow.db         MLflow's store when tracking.mlflow names no server
       ray/session-N/trial_X/checkpoint_K/   Ray Tune's folders, one session per run/resume
@@ -63,6 +64,10 @@ class RunDir:
     @property
     def analysis(self) -> Path:
         return self.path / "analysis.parquet"
+
+    @property
+    def analysis_heads(self) -> Path:
+        return self.table("analysis_heads")
 
     @property
     def ray(self) -> Path:

@@ -24,7 +24,7 @@ from tlmsearch.report.collect import (
     label,
 )
 from tlmsearch.report.effects import Separation
-from tlmsearch.report.layers import DIAGNOSTICS, LayerLines
+from tlmsearch.report.layers import ATTENTION, DIAGNOSTICS, LayerLines
 from tlmsearch.report.params import Importances, Parallel
 from tlmsearch.report.tuned import SettingSweep
 
@@ -665,9 +665,22 @@ def fidelity(doc: Mapping[str, object]) -> go.Figure:
 
 
 def layer_diagnostics(d: LayerLines) -> go.Figure:
-    """Cosine, relative norm and ablation of every MLP across depth: one line per candidate,
-    uniform dashed as the reference, a dotted zero line where the sign matters."""
-    fig = make_subplots(rows=1, cols=len(DIAGNOSTICS), horizontal_spacing=0.08)
+    """Cosine, relative norm and ablation of every MLP across depth, and with attention
+    measures a second row: each attention layer's entropy (bars: its least and most spread
+    head) and ablation. One line per candidate, uniform dashed as the reference, a dotted zero
+    line where the sign matters."""
+    panels = [(1, col, metric) for col, metric in enumerate(DIAGNOSTICS, start=1)]
+    if d.attention:
+        panels += [(2, col, metric) for col, metric in enumerate(ATTENTION, start=1)]
+        fig = make_subplots(
+            rows=2,
+            cols=len(DIAGNOSTICS),
+            specs=[[{}] * len(DIAGNOSTICS), [{}] * len(ATTENTION) + [None]],
+            horizontal_spacing=0.08,
+            vertical_spacing=0.14,
+        )
+    else:
+        fig = make_subplots(rows=1, cols=len(DIAGNOSTICS), horizontal_spacing=0.08)
     others = 0
     for (cand, control), sub in d.lines.groupby(["candidate", "is_control"], sort=False):
         if control:
@@ -675,38 +688,61 @@ def layer_diagnostics(d: LayerLines) -> go.Figure:
         else:
             line = {"color": PALETTE[others % len(PALETTE)]}
             others += 1
-        for col, metric in enumerate(DIAGNOSTICS, start=1):
+        for row, col, metric in panels:
+            pts = sub[sub[metric].notna()]  # hope's levels > 0 have no attention
+            if pts.empty:
+                continue
+            bars = None
+            if metric == "attn_entropy_nats":
+                bars = {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": pts["attn_entropy_max_nats"] - pts[metric],
+                    "arrayminus": pts[metric] - pts["attn_entropy_min_nats"],
+                    "thickness": 1,
+                }
             fig.add_trace(
                 go.Scatter(
-                    x=sub["depth"],
-                    y=sub[metric],
+                    x=pts["depth"],
+                    y=pts[metric],
+                    error_y=bars,
                     mode="lines+markers",
                     name=sub["legend"].iloc[0],
                     legendgroup=str(cand),
-                    showlegend=col == 1,
+                    showlegend=(row, col) == (1, 1),
                     line=line,
-                    text=sub["hover"],
+                    text=pts["hover"],
                     hovertemplate=HOVER,
                 ),
-                row=1,
+                row=row,
                 col=col,
             )
-    for col, (metric, title) in enumerate(DIAGNOSTICS.items(), start=1):
-        fig.update_yaxes(title_text=title, row=1, col=col)
-        fig.update_xaxes(title_text="layer", dtick=1, row=1, col=col)
-        if metric != "rel_norm":
+    titles = {**DIAGNOSTICS, **ATTENTION}
+    for row, col, metric in panels:
+        fig.update_yaxes(title_text=titles[metric], row=row, col=col)
+        fig.update_xaxes(title_text="layer", dtick=1, row=row, col=col)
+        if metric in ("cosine", "ablation_nats", "attn_ablation_nats"):
             zero = {"color": "#999999", "dash": "dot", "width": 1}
-            fig.add_hline(y=0, line=zero, row=1, col=col)
+            fig.add_hline(y=0, line=zero, row=row, col=col)
     levels = f"; level i of {d.levels} at layer + i/{d.levels}" if d.levels > 1 else ""
+    attention = (
+        "<br>per attention layer (second row): its heads' attention entropy (bars: the least "
+        "and most spread head) and the loss increase when it is removed"
+        if d.attention
+        else ""
+    )
     _layout(
         fig,
         "Per-layer diagnostics of the kept weights on "
         f"{d.val_tokens:,} validation tokens<br><sub>per MLP: cosine with and norm relative to "
         "the residual stream it is added to, and the loss increase when it is removed; "
-        f"uniform dashed{levels}</sub>",
-        height=480,
+        f"uniform dashed{levels}{attention}</sub>",
+        height=860 if d.attention else 480,
     )
-    fig.update_layout(margin={"t": 100}, legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(
+        margin={"t": 120 if d.attention else 100},
+        legend={"orientation": "h", "y": -0.1 if d.attention else -0.2},
+    )
     if d.lines.empty:
         _note(fig, "no analysis: run tlmsearch analyze RUN on a run that kept weights")
     return fig

@@ -4,6 +4,9 @@ line per candidate across depth out, uniform as the reference.
 A candidate analysed on several seeds gets the mean over them at each MLP (the seeds are named
 in its legend and hover). hope_attention has several MLPs per layer (its CMS levels): level i of
 L sits at depth ``layer + i / L``, so the x axis stays "layer" and the levels fall in between.
+A layer's attention measures (:data:`ATTENTION`) sit on its level-0 row, at depth ``layer``;
+``attention`` is False when no row has them (hf and plugin models, an analysis written before
+they were measured), and the figure then draws the MLP panels alone.
 
 >>> from tlmsearch.results import analysis_frame
 >>> a = analysis_frame([
@@ -28,14 +31,22 @@ DIAGNOSTICS = {
     "rel_norm": "||MLP output|| / ||residual||",
     "ablation_nats": "loss increase without the MLP (nats/token)",
 }
+# attention column -> axis title; the entropy's bars are the layer's extreme heads
+ATTENTION = {
+    "attn_entropy_nats": "attention entropy (nats), mean over heads",
+    "attn_ablation_nats": "loss increase without the attention (nats/token)",
+}
+_SPREAD = ["attn_entropy_min_nats", "attn_entropy_max_nats"]
 
 
 class LayerLines(NamedTuple):
-    # candidate, is_control, depth, layer, level, width, the DIAGNOSTICS columns (means over
-    # seeds), legend, hover; the control first, then candidates by label, each by depth
+    # candidate, is_control, depth, layer, level, width, heads, kv_heads, the DIAGNOSTICS,
+    # ATTENTION and min/max entropy columns (means over seeds; NaN where a row has no MLP or no
+    # attention), legend, hover; the control first, then candidates by label, each by depth
     lines: pd.DataFrame
     levels: int  # MLPs per layer (hope_attention's CMS levels, else 1)
     val_tokens: int  # validation positions each diagnostic was measured on (0: no analysis)
+    attention: bool = False  # whether any row has attention measures
 
 
 def _seeds(seeds: pd.Series) -> str:
@@ -47,7 +58,9 @@ def _seeds(seeds: pd.Series) -> str:
 
 def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
     """The lines of the per-layer figure from the analysis table (:func:`analysis_frame`)."""
-    cols = ["candidate", "is_control", "depth", "layer", "level", "width", *DIAGNOSTICS]
+    measures = [*DIAGNOSTICS, *ATTENTION, *_SPREAD]
+    cols = ["candidate", "is_control", "depth", "layer", "level", "width", "heads", "kv_heads"]
+    cols += measures
     if analysis.empty:
         return LayerLines(pd.DataFrame(columns=[*cols, "legend", "hover"]), 1, 0)
     a = analysis.copy()
@@ -55,7 +68,10 @@ def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
     a["depth"] = a["layer"].astype(float) + a["level"].astype(float) / levels
     keys = ["candidate", "is_control", "depth", "layer", "level"]
     lines = a.groupby(keys, as_index=False, sort=False).agg(
-        width=("width", "first"), **{m: (m, "mean") for m in DIAGNOSTICS}
+        width=("width", "first"),
+        heads=("heads", "first"),
+        kv_heads=("kv_heads", "first"),
+        **{m: (m, "mean") for m in measures},
     )
     seeds = a.groupby("candidate")["seed"].apply(_seeds)
     name = lines["candidate"].where(~lines["is_control"], lines["candidate"] + " (reference)")
@@ -63,14 +79,27 @@ def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
 
     def hover(r: pd.Series) -> str:
         where = f"layer {r['layer']}" + (f", level {r['level']}" if levels > 1 else "")
-        return (
-            f"{r['legend']}<br>{where}: d_ff {r['width']}<br>cosine {r['cosine']:.3f}, "
-            f"rel_norm {r['rel_norm']:.3g}<br>ablation {r['ablation_nats']:+.4f} nats/token"
-        )
+        text = f"{r['legend']}<br>{where}"
+        if pd.notna(r["width"]):
+            text += (
+                f": d_ff {r['width']}<br>cosine {r['cosine']:.3f}, rel_norm "
+                f"{r['rel_norm']:.3g}<br>ablation {r['ablation_nats']:+.4f} nats/token"
+            )
+        if pd.notna(r["attn_entropy_nats"]):
+            text += (
+                f"<br>attention: {r['heads']} heads ({r['kv_heads']} key/value), entropy "
+                f"{r['attn_entropy_nats']:.3f} nats ({r['attn_entropy_min_nats']:.3f}-"
+                f"{r['attn_entropy_max_nats']:.3f}), ablation "
+                f"{r['attn_ablation_nats']:+.4f} nats/token"
+            )
+        return text
 
     lines["hover"] = lines.apply(hover, axis=1)
     lines = lines.sort_values(
         ["is_control", "candidate", "depth"], ascending=[False, True, True], kind="stable"
     ).reset_index(drop=True)
     tokens = pd.to_numeric(a["val_tokens"], errors="coerce").astype("float64").max()
-    return LayerLines(lines[[*cols, "legend", "hover"]], levels, int(tokens) if tokens > 0 else 0)
+    attention = bool(lines["attn_entropy_nats"].notna().any())
+    return LayerLines(
+        lines[[*cols, "legend", "hover"]], levels, int(tokens) if tokens > 0 else 0, attention
+    )
