@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from tlmsearch.budget import count_params, flops_per_token
 from tlmsearch.config import ModelConfig, load_study, study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.heads import heads_schedule, mlp_schedule
+from tlmsearch.heads import costs, heads_schedule, mlp_schedule
 from tlmsearch.schedules import ScheduleError
 from tlmsearch.space import describe, is_flat
 
@@ -87,8 +88,15 @@ def test_a_share_moves_capacity_at_exactly_uniforms_budget(
         flops == uniform_flops)  # fmt: skip
     assert held, (plan, model.attention.hold)
     assert sum(plan.heads) % model.kv_group == 0
-    # the nearest payable total: never further from the share than half a step (or clamped)
-    assert plan.heads_share > 0
+    # the nearest payable total: never further from the share than half a step, unless clamped
+    # at one group a layer
+    c_g, c_u = costs(model)
+    step = c_u // math.gcd(c_g, c_u)
+    uniform_groups = model.n_layer * model.n_head // model.kv_group
+    total = round(plan.heads_share * uniform_groups)
+    assert total == sum(plan.heads) // model.kv_group
+    clamped = total == uniform_groups - (uniform_groups - model.n_layer) // step * step
+    assert abs(total - share * uniform_groups) <= step / 2 + 1e-9 or clamped
 
 
 def test_a_share_is_realised_to_the_nearest_payable_total() -> None:
@@ -166,6 +174,16 @@ def test_flops_are_held_at_the_datas_sequence_length_unless_named() -> None:
          "layer_heads has 2 entries but n_layer is 4"),
         (_study({"shape": {"type": "fixed", "value": "cosine"}}, n_kv_head=2,
                 layer_heads=[4, 3, 5, 4]), "layer_heads[1] = 3"),
+        # candidates listed with heads keys while layer_heads fixes the control's (review)
+        ({**_study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[8] * 4),
+          "search": {"candidates": [{"shape": "uniform", "heads.shape": "linear",
+                                     "heads.r_start": 1.5}]}},
+         "model.layer_heads fixes every candidate's heads"),
+        ({**_study({"heads.shape": {"type": "fixed", "value": "uniform"}}),
+          "target": {**TINY["model"], "layer_heads": [2] * 4}},
+         "target.layer_heads fixes every candidate's heads"),
+        (_study({"shape": {"type": "fixed", "value": "cosine"}}, arch="tests.plugin_model:build",
+                n_kv_head=2), "n_kv_head: arch tests.plugin_model:build has multi-head"),
         (_study({"heads.shape": {"type": "fixed", "value": "cosine"},
                  "heads.r_start": {"type": "fixed", "value": 1.99}}), "would get no head"),
     ],
@@ -204,3 +222,33 @@ def test_the_shipped_heads_spaces_plan_exact_budgets(space: str) -> None:
     uniform = _counts(cfg.model, cands[0])[0]
     for cand in cands:
         assert _counts(cfg.model, cand)[0] == uniform, cand  # hold: params
+
+
+def test_a_ladder_rung_holds_flops_at_its_own_sequence_length() -> None:
+    data = {"tokenizer": {"kind": "bytes"}, "seq_len": 128}
+    study = {**_study({"heads.share": {"type": "fixed", "value": 0.5}},
+                      attention={"hold": "flops"}), "data": data,
+             "ladder": [{"data": {"seq_len": 32}}, {}]}  # fmt: skip
+    cfg = study_from_mapping(study)
+    for index, seq in ((0, 32), (1, 128)):
+        rung = cfg.rung(index)
+        assert rung.model.attention.seq_len == seq
+        cand = rung.candidates()[1]
+        plan, model = rung.model.plan(cand), rung.for_candidate(cand).model
+        assert flops_per_token(model, plan.widths, 256, seq).training == flops_per_token(
+            rung.model, [128] * 4, 256, seq).training  # fmt: skip
+
+
+def test_validate_notes_a_share_realised_far_from_its_request(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    study = _study({"heads.share": {"type": "categorical", "choices": [0.95, 0.5]}},
+                   multiple_of=64)  # fmt: skip
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out = " ".join(CliRunner().invoke(app, ["validate", str(path)]).output.split())
+    assert "heads.share 0.95 is realised as 1 at the proxy" in out
+    assert "the same model as share 1" in out
+    assert "heads.share 0.5 is realised as 0.4375 at the proxy" in out  # 12.5% off: the nearest

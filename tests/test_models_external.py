@@ -236,8 +236,8 @@ def test_analysis_reads_each_layers_mlp_and_its_ablation(kind: str) -> None:
         (dict(arch="hf", hf={"model_type": "llama", "attention_dropout": "x"}), "refuses"),
         (dict(arch="hf", hf={"model_type": "llama"}, n_kv_head=3), "must divide"),
         (
-            dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 2}),
-            "num_key_value_heads is set by model.n_kv_head",
+            dict(arch="hf", hf={"model_type": "llama", "num_key_value_heads": 3}),
+            "n_kv_head (3) must divide n_head",
         ),
         (dict(arch="hf", hf={"config": "/no/such/config.json"}), "cannot read"),
         (dict(arch="hf", hf={"model_type": "llama", "head_dim": 8}), "set by model.d_model and"),

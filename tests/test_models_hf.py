@@ -37,9 +37,13 @@ def test_n_kv_head_sets_the_familys_key_value_heads(
     assert numel == budget.count_params(cfg, [80, 48], VOCAB).total
 
 
-def test_model_hf_num_key_value_heads_is_set_by_n_kv_head() -> None:
-    with pytest.raises(ValueError, match=r"num_key_value_heads is set by model\.n_kv_head"):
-        ModelConfig(**{**LLAMA, "hf": {"model_type": "llama", "num_key_value_heads": 2}})
+def test_model_hf_num_key_value_heads_is_read_as_n_kv_head() -> None:
+    # a study (or a run's frozen study.yaml) written before n_kv_head keeps validating
+    cfg = ModelConfig(**{**LLAMA, "hf": {"model_type": "llama", "num_key_value_heads": 2}})
+    assert cfg.n_kv_head == 2 and "num_key_value_heads" not in (cfg.hf.model_extra or {})
+    with pytest.raises(ValueError, match=r"hf\.num_key_value_heads \(2\) and n_kv_head \(1\)"):
+        ModelConfig(**{**LLAMA, "n_kv_head": 1,
+                       "hf": {"model_type": "llama", "num_key_value_heads": 2}})  # fmt: skip
 
 
 @pytest.mark.parametrize(

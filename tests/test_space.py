@@ -21,7 +21,7 @@ from tlmsearch.space import (
 
 def test_shipped_spaces_load() -> None:
     names = sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
-    assert names == ["blocks", "continuous", "paper"]
+    assert names == ["blocks", "continuous", "joint", "openelm", "paper"]
     paper = load_space(find_space("paper"))
     assert paper.size() == 15
     grid = paper.grid()
@@ -106,7 +106,7 @@ def test_bad_spaces_name_the_path(dims: dict, needle: str) -> None:
 
 
 def test_find_space_lists_shipped_spaces_when_missing() -> None:
-    with pytest.raises(ConfigError, match="shipped spaces: blocks, continuous, paper"):
+    with pytest.raises(ConfigError, match="shipped spaces: blocks, continuous, joint, open"):
         find_space("nope")
 
 
@@ -256,8 +256,9 @@ ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 
     [
         ({"shape": "uniform"}, True),
         ({"shape": "uniform", "train.lr": 0.003}, True),  # the control of its setting
-        ({"shape": "uniform", "heads.shape": "uniform"}, True),  # heads that do not move
-        ({"shape": "uniform", "heads.share": 1.0}, True),
+        # the same model, but a flat candidate: one control row per seed (the grid drops these)
+        ({"shape": "uniform", "heads.shape": "uniform"}, False),
+        ({"shape": "uniform", "heads.share": 1.0}, False),
         ({"shape": "cosine", "r_start": 1.5}, False),
         (ATTENTION_ONLY, False),
         ({**ATTENTION_ONLY, "train.lr": 0.003}, False),
@@ -268,5 +269,8 @@ ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 
 )
 def test_the_control_is_uniform_in_both_halves_of_the_block(candidate: dict, control: bool):
     assert is_control(candidate) is control
-    if not control:  # and the grid keeps it as a candidate of its own (not a copy of uniform)
-        assert not is_flat(candidate, [4])
+    # a candidate that moves capacity is one of its own; one that does not is a flat copy
+    moves = candidate.get("heads.shape", "uniform") != "uniform" or candidate.get(
+        "heads.share", 1) != 1 or candidate.get("shape") != "uniform"  # fmt: skip
+    if not control:
+        assert is_flat(candidate, [4]) is not moves

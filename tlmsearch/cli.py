@@ -59,6 +59,7 @@ def validate(
         candidates_table,
         effective_lr_lines,
         same_widths_notes,
+        share_notes,
         worker_notes,
     )
 
@@ -89,6 +90,8 @@ def validate(
         if cfg.search.sampler == "grid":  # a sampler draws candidates; the grid enqueues them
             for line in same_widths_notes(cfg):
                 console.print(line, markup=False)
+    for line in share_notes(cfg):
+        console.print(line, markup=False)
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
         if model is not None:
             console.print(candidates_table(cfg, model, title=f"{section} model"))

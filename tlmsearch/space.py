@@ -417,20 +417,25 @@ def heads_label(candidate: Mapping[str, Any]) -> str:
     'heads linear 0.5->1.5'
     >>> heads_label({"shape": "cosine", "heads.share": 0.75})
     'heads uniform share=0.75'
-    >>> heads_label({"shape": "cosine", "heads.shape": "uniform"})  # the same model as without
-    ''
+
+    Uniform heads at share 1 are the model without a heads schedule, but a distinct candidate
+    keeps a distinct label (the report groups trials by it):
+
+    >>> heads_label({"shape": "cosine", "heads.shape": "uniform"})
+    'heads uniform'
     """
     sched = heads_schedule(candidate)
     share = candidate.get(SHARE)
-    if sched is None or (sched == {"shape": "uniform"} and share in (None, 1)):
-        return ""  # uniform heads at share 1: the model without a heads schedule, one label
+    if sched is None:
+        return ""
     shape = sched.get("shape")
     if isinstance(shape, str) and shape in SHAPES:
         text = SHAPES[shape].label_of(sched)
     else:
         text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}".rstrip()
     if share is not None and share != 1:
-        text += f" share={share:g}"
+        number = isinstance(share, int | float) and not isinstance(share, bool)
+        text += f" share={share:g}" if number else f" share={share!r}"
     return f"heads {text}"
 
 
@@ -503,9 +508,11 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
 
 def is_control(candidate: Mapping[str, Any]) -> bool:
     """Whether ``candidate`` is the uniform control (:data:`UNIFORM`, at any setting): its MLP
-    shape is ``uniform`` and it has no heads schedule that moves attention capacity (none, or
-    ``heads.shape`` uniform at ``heads.share`` 1). The one test of "is this the baseline" that
-    the search, the trials table and the analysis share.
+    shape is ``uniform`` and it has no heads schedule. The one test of "is this the baseline"
+    that the search, the trials table and the analysis share. A candidate with uniform heads
+    at share 1 is the same model but not the control: a flat candidate (the grid drops it as
+    a copy, :func:`is_flat`; a sampler's draw of it replays the control's curve), as blocks'
+    uniform preset is; one control per seed keeps one row per seed to pair against.
 
     An attention-only taper keeps uniform MLPs but is a candidate, never the control:
 
@@ -516,10 +523,7 @@ def is_control(candidate: Mapping[str, Any]) -> bool:
     >>> is_control({"shape": "uniform", "heads.share": 1.25})
     False
     """
-    if candidate.get("shape", "uniform") != "uniform":
-        return False
-    heads = heads_schedule(candidate)
-    return heads is None or (heads.get("shape") == "uniform" and candidate.get(SHARE, 1) == 1)
+    return candidate.get("shape", "uniform") == "uniform" and heads_schedule(candidate) is None
 
 
 def describe(candidate: Mapping[str, Any]) -> str:

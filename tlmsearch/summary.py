@@ -11,7 +11,7 @@ from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embe
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.heads import heads_schedule
 from tlmsearch.schedules import uniform_widths
-from tlmsearch.space import describe
+from tlmsearch.space import SHARE, describe
 
 _NAMES = ("MLP", "total", "non-emb", "FLOPs")
 
@@ -150,6 +150,31 @@ def same_widths_notes(cfg: StudyConfig) -> list[str]:
                     f"{len(target)} different models: this proxy cannot tell them apart"
                 )
         lines.append(line)
+    return lines
+
+
+def share_notes(cfg: StudyConfig) -> list[str]:
+    """A note per candidate whose ``heads.share`` is realised far from the request: heads move
+    in exactly payable steps (tlmsearch/heads.py), so a small model may round a share to 1
+    (the same model as uniform heads) or far off it."""
+    from tlmsearch.schedules import ScheduleError
+
+    lines = []
+    for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
+        for cand in cfg.candidates() if model is not None else []:
+            asked = cand.get(SHARE)
+            if not isinstance(asked, int | float) or isinstance(asked, bool) or asked == 1:
+                continue
+            try:
+                got = model.plan(cand).heads_share
+            except ScheduleError:
+                continue  # the candidates table says why
+            if got == 1.0 or abs(got - asked) > 0.1 * asked:
+                lines.append(
+                    f"note: {describe(cand)}: heads.share {asked:g} is realised as {got:.4g} at "
+                    f"the {section} (heads move in exactly payable steps; "
+                    + ("the same model as share 1)" if got == 1.0 else "the nearest one)")
+                )
     return lines
 
 

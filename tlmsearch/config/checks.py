@@ -62,12 +62,21 @@ def check_widths(cfg: StudyConfig) -> list[str]:
                 model.plan(cand)
             except ScheduleError as err:
                 problems.append(
-                    f"space: candidate {describe(cand)} cannot be met for {section} "
+                    f"space: candidate {_label(cand)} cannot be met for {section} "
                     f"(n_layer={model.n_layer}, d_ff={model.d_ff_uniform}, "
                     f"multiple_of={model.multiple_of}, n_head={model.n_head}): {err}"
                 )
                 break
     return problems
+
+
+def _label(candidate: Mapping[str, object]) -> str:
+    """``describe(candidate)``, or its JSON when a value is no number where one is read (the
+    problem being reported may be exactly that)."""
+    try:
+        return describe(candidate)
+    except (TypeError, ValueError):
+        return json.dumps(dict(candidate), sort_keys=True, default=str)
 
 
 def data_problems(cfg: StudyConfig) -> list[str]:

@@ -260,9 +260,21 @@ class ModelConfig(Strict):
         """A config.json's ``num_key_value_heads`` is the default of ``n_kv_head``: the family's
         grouped-query attention as its file has it (Llama-3.2's 8), unless n_kv_head is given
         (a file with as many as its attention heads is multi-head: n_kv_head stays None)."""
-        if not isinstance(data, dict) or data.get("n_kv_head") is not None:
+        if not isinstance(data, dict):
             return data
         hf = data.get("hf")
+        if isinstance(hf, dict) and "num_key_value_heads" in hf:  # a study written before
+            # n_kv_head: its inline key is n_kv_head (a run's frozen study.yaml stays readable)
+            inline, hf = hf["num_key_value_heads"], {k: v for k, v in hf.items()
+                                                     if k != "num_key_value_heads"}  # fmt: skip
+            if data.get("n_kv_head") not in (None, inline):
+                raise ValueError(
+                    f"hf.num_key_value_heads ({short(inline)}) and n_kv_head "
+                    f"({short(data['n_kv_head'])}) differ: give model.n_kv_head only"
+                )
+            data = {**data, "hf": hf, "n_kv_head": inline}
+        if data.get("n_kv_head") is not None:
+            return data
         if not isinstance(hf, dict) or not isinstance(hf.get("config"), str):
             return data
         try:
@@ -349,9 +361,10 @@ class ModelConfig(Strict):
                         f"layer_heads[{i}] = {h}: each layer's heads must be a positive multiple "
                         f"of n_head / n_kv_head = {group} (at most {MAX_D_MODEL})"
                     )
-        if kv is not None and spec is not None and not spec.heads:
+        if kv is not None and self.arch != "hf" and (spec is None or not spec.heads):
             raise ValueError(
-                f"n_kv_head: arch {self.arch} has multi-head attention only; remove n_kv_head"
+                f"n_kv_head: arch {self.arch} has multi-head attention only (grouped-query "
+                f"attention: {', '.join(self.heads_archs)} or hf); remove n_kv_head"
             )
 
     @property

@@ -92,13 +92,17 @@ class StudyConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> StudyConfig:
-        if self.model.layer_heads is not None and any(
-            is_heads_key(name) for name in self.space.dimensions
-        ):
-            raise ValueError(
-                "model.layer_heads fixes every candidate's heads, but the space schedules them "
-                "(heads.* dimensions); remove one"
-            )
+        scheduled = any(is_heads_key(name) for name in self.space.dimensions) or any(
+            is_heads_key(key) for cand in self.search.candidates or [] for key in cand
+        )
+        for section in ("model", "target"):
+            model = getattr(self, section)
+            if scheduled and model is not None and model.layer_heads is not None:
+                raise ValueError(
+                    f"{section}.layer_heads fixes every candidate's heads, but the study "
+                    "schedules them (heads.* in the space or search.candidates): the control "
+                    f"would keep {section}.layer_heads and the candidates not; remove one"
+                )
         self._check_study()
         problem = self._settings_problem()
         if problem:
@@ -250,7 +254,12 @@ class StudyConfig(Strict):
         """The study of ladder rung ``index``: this one with the rung's overrides, no ladder."""
         if not self.ladder or not 0 <= index < len(self.ladder):
             raise IndexError(f"no ladder rung {index}")
-        return validated(planning.rung_mapping(self.to_dict(), self.ladder[index]))
+        data = self.to_dict()
+        for section in ("model", "target"):  # a filled-in FLOPs length follows the rung's data
+            att = (data.get(section) or {}).get("attention", {})
+            if att.get("hold") == "flops" and att.get("seq_len") == self.data.seq_len:
+                del att["seq_len"]
+        return validated(planning.rung_mapping(data, self.ladder[index]))
 
     def trainings(self) -> list[Training]:
         """:meth:`candidates` grouped by their proxy width vector, in the same order.
