@@ -1,35 +1,49 @@
-"""Error rates and power of every decision tlmsearch prints, on simulated studies (issue 20).
+"""Error rates and power of every decision tlmsearch prints, on simulated studies (issues 20, 31).
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 200] [--seed 0]
-[--scenarios a,b,c3,c5] [--sd-u 0.005] [--sd-e 0.005] [--json OUT]``.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 300] [--race-reps 100]
+[--seed 0] [--scenarios a,b,c3,c5,u2,u3,n3,n5] [--sd-u 0.005] [--sd-e 0.005] [--no-race]
+[--uniform-rule RATIO,CONFIDENCE] [--json OUT]`` (it prints its settings first).
 
 Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
 
-    y(c, s) = 2.0 + effect_c + u_s + e_cs     u_s ~ N(0, sd_u), e_cs ~ N(0, sd_e)
+    y(c, s) = 2.0 + effect_c + u_s + e_cs     u_s ~ N(0, sd_u), e_cs ~ N(0, k_c sd_e)
 
 with u_s shared by every candidate of seed s (uniform included) and uniform one of the
 candidates (effect 0), so every paired delta of a seed carries the same -e_us. Effects are
-given in *noise sds*: the sd of one paired delta, sqrt(2) sd_e. Scenarios (15 candidates):
+given in *noise sds*: the sd of one paired delta with every row equally noisy (k_c = 1),
+sqrt(2) sd_e. Scenarios (15 candidates):
 
 - ``a``: every candidate equal to uniform, 3 seeds (the null);
 - ``b``: uniform better than all 15 by 2 noise sds (each effect +2 sqrt(2) sd_e), 3 seeds;
-- ``c3`` / ``c5``: one real winner at -2 noise sds, the other 14 equal to uniform, 3 / 5 seeds.
+- ``c3`` / ``c5``: one real winner at -2 noise sds, the other 14 equal to uniform, 3 / 5 seeds;
+- ``u2`` / ``u3`` (issue 31): the null, 3 seeds, uniform's own residual sd 2x / 3x the
+  candidates' (k_uniform = 2, 3): every comparison rests on its noise;
+- ``n3`` / ``n5``: the null, one candidate's (c00) residual sd 3x the others', 3 / 5 seeds.
+
+The races and the pruner (the slow part) run on ``--race-reps`` of the studies of a, b, c3, c5
+and u3; every other rule on all ``--reps``.
 
 Every decision goes through the code a run uses, with no statistic re-derived here:
 
-- *conclusions* (no racing): ``Evidence.build`` without a config, ``family`` holm (the
-  default) and none (for contrast); a candidate is separated from uniform when its effects row
-  says ``separated``. A false separation: a candidate with true effect 0 separated, or one with
-  a real effect separated the wrong way. Per-candidate rate: over the candidates with effect 0;
-  family-wise error (FWER): studies with at least one false separation; power: real effects
-  separated the right way.
+- *conclusions* (no racing): ``Evidence.build`` without a config, three rules on the same
+  studies (:data:`RULES`): ``holm``, what tlmsearch does (each comparison on its rows' noise,
+  ``variance`` rows: :func:`tlmsearch.stats.row_noise`; the interval over the family);
+  ``holm-pooled``, the rule before issue 31 (one block-design noise for every comparison, the
+  interval printed per comparison); ``none`` (no correction, the contrast). A candidate is
+  separated from uniform when its effects row says ``separated``. A false separation: a
+  candidate with true effect 0 separated, or one with a real effect separated the wrong way.
+  Per-candidate rate: over the candidates with effect 0; family-wise error (FWER): studies
+  with at least one false separation; power: real effects separated the right way. "best's
+  interval excludes 0": studies whose best-ranked candidate (best.yaml's) is not uniform and
+  has an interval vs uniform, as printed, that excludes 0 (in a null scenario, a false claim).
 - *the verdict*: ``conclusions(...).top_group`` (Hsu's MCB, uniform included). A wrong winner:
   ``selected`` True for a candidate that is not the true best (in ``a`` every selection; in
   ``b`` anything but uniform). Also how often uniform ranks first / is selected, and (``c``)
   how often the true winner is selected (power).
-- *racing*, as it runs live: every candidate and uniform start on seed 0, then
-  ``racing.race`` (settings from ``race_settings`` of a study config) runs on the trials
+- *racing*, as it runs live (against uniform and the best on the rows model, and against
+  uniform on the pooled one, as before issue 31): every candidate and uniform start on seed 0,
+  then ``racing.race`` (settings from ``race_settings`` of a study config) runs on the trials
   revealed so far and every lane with a ``next_seed`` gets it (and uniform that seed), until no
   lane has one; each candidate's final lane is its decision. Against ``uniform`` the errors
   are as for the conclusions. Against ``best`` a ``separated`` lane says "worse than <the
@@ -45,62 +59,43 @@ Monte-Carlo standard errors are sqrt(p (1 - p) / N), N the simulated studies: ex
 rates per study (FWER, the verdict) and an upper bound for the per-candidate rates (a rate
 averaged within a study varies less between studies than a single 0/1 outcome).
 
-Goals (issue 20, "How we will know"): per-candidate false separation <= 5% and FWER <= 5%
-within 2 MC standard errors (the ``goal`` column; family none is shown for contrast, it claims
-no family-wise control); the verdict never selects a candidate in ``b`` (uniform measures
+Goals (issue 20, "How we will know"; issue 31): per-candidate false separation <= 5%, FWER
+<= 5% and (null scenarios) the best's interval excluding 0 in <= 5% of studies, within 2 MC
+standard errors (the ``goal`` column; family none is shown for contrast, it claims no
+family-wise control); the verdict never selects a candidate in ``b`` (uniform measures
 better); power in ``c`` at 3 and 5 seeds is reported, not judged.
 
-Measured (``--reps 200``, seed 0: 380 s on one of 2 shared cores with a CI run beside it,
-~0.5 s per simulated study, most of it in ``racing.race`` and the pruner; ``--no-race``, which
-skips both, is ~10x faster),
-the rates of the printed tables without their standard errors::
+Measured (the defaults: ``--reps 300 --race-reps 100``, seed 0; 366 s on one of 2 shared
+cores, ~0.07 s per study for the three conclusions rules, ~0.5 s per raced study; the full
+tables with every MC standard error are what the script prints). The conclusions, old rule
+(``holm-pooled``) -> the rule tlmsearch uses (``holm``), rate over 300 studies:
 
-    scen rule               false/cand  FWER   any look  power  trainings
-    a    conclusions/holm     0.003   0.030        -       -       -
-    a    conclusions/none     0.050   0.360        -       -       -
-    a    race/uniform         0.001   0.010    0.010       -    1.00
-    a    race/best            0.004   0.035    0.035       -    1.00
-    b    conclusions/holm         -   0.000        -   0.799       -
-    b    conclusions/none         -   0.000        -   0.945       -
-    b    race/uniform             -   0.000    0.000   0.519    0.94
-    b    race/best            0.001   0.020    0.020       -    1.00
-    c3   conclusions/holm     0.003   0.020        -   0.650       -
-    c3   conclusions/none     0.035   0.285        -   0.925       -
-    c3   race/uniform         0.001   0.010    0.010   0.485    1.00
-    c3   race/best            0.000   0.000    0.000   0.304    0.97
-    c5   conclusions/holm     0.003   0.025        -   0.940       -
-    c5   conclusions/none     0.045   0.345        -   1.000       -
-    c5   race/uniform         0.000   0.005    0.005   0.845    0.98
-    c5   race/best            0.000   0.000    0.000   0.735    0.86
+    scen                          FWER            best's interval excl. 0   power
+    a   15 equal, 3 seeds         0.020 -> 0.017  0.177 -> 0.003            -
+    u2  uniform's sd 2x           0.127 -> 0.023  0.230 -> 0.010            -
+    u3  uniform's sd 3x           0.230 -> 0.027  0.263 -> 0.013            -
+    n3  one candidate's sd 3x     0.130 -> 0.040  0.267 -> 0.023            -
+    n5  the same, 5 seeds         0.123 -> 0.027  0.193 -> 0.003            -
+    b   uniform better by 2 sds   0.000 -> 0.000  0.000 -> 0.000            0.768 -> 0.471
+    c3  one winner at -2 sds      0.040 -> 0.017  -                         0.657 -> 0.443
+    c5  the same, 5 seeds         0.030 -> 0.027  -                         0.940 -> 0.797
 
-    scen verdict: selected  wrong winner  uniform first  uniform selected  winner selected
-    a             0.000     0.000         0.050          0.000                -
-    b             0.230     0.000         0.995          0.230                -
-    c3            0.210     0.000         0.000          0.000            0.210
-    c5            0.745     0.000         0.000          0.000            0.745
+(MC standard error <= 0.013 on the rates near 5%, <= 0.029 on the powers.) The verdict (MCB):
+a wrong winner in at most 0.3% of the studies of any scenario (pooled: up to 2.7%, in u3);
+the true winner selected 0.207 -> 0.050 (c3), 0.710 -> 0.353 (c5): MCB must beat every other
+candidate, and with 15 of them about half the studies have one whose own seeds look noisy.
+The race against uniform: u3 FWER 0.170 (pooled) -> 0.040 (rows), power 0.50 -> 0.36 (c3),
+0.83 -> 0.70 (c5); against the best, every FWER <= 0.04. The paired pruner (its own pooled
+noise, search/paired_pruner.py): a best candidate pruned in at most 1 of 100 studies.
 
-    scen pruner (paired, defaults): best pruned/trial  studies with one  worse pruned  kept
-    a                               0.000               0.005              -         1.00
-    b                               0.000               0.005              -         1.00
-    c3                              0.000               0.000            0.006       0.99
-    c5                              0.000               0.000            0.024       0.98
-
-(MC standard errors: <= 0.035, about 0.015 near 5%; ``--json`` has them all.)
-
-Every rule holds its stated 5% (family none is the contrast: 5% per comparison, a false claim
-in 29-36% of studies). The verdict never selected a wrong winner, and in ``b`` never named a
-candidate the best (uniform first in 199 of 200 studies, selected in 23%). Power at 2 noise
-sds: the winner separated from uniform 65% / 94% (3 / 5 seeds, Holm), selected as the best
-21% / 75%. The race at these settings saves almost no training (94-100% of the cells at 3
-seeds, where the first look has no residual df and cannot decide; 86-98% at 5) and has less
-power than the fixed design with Holm on the same seeds (49% vs 65% at 3 seeds, 85% vs 94% at
-5): the price
-of deciding early at a level spread over every look. Its decisions stand: the driver records
-each one (here too), and no lane separated at one look ended otherwise ("undone" 0 in every
-scenario; before decisions were recorded, up to 0.15 per race in ``c3`` against the best).
-The paired pruner at its defaults almost never prunes here (2.5 noise sds plus the winner's
-curse is a wide margin): it pruned a best candidate in 1 of 200 null studies and 0.6% / 2.4%
-of the trials 2 sds behind the winner.
+Every rule now holds its stated 5% in every scenario, within 2 MC standard errors and in fact
+(the old rule: 12-23% with unequal rows, and the best's per-comparison interval excluded 0 in
+18-27% of null studies); family none is the contrast (5% per comparison, a false claim in
+13-29% of studies). What it costs: equal-variance power at 2 noise sds falls from 66% to 44%
+at 3 seeds and from 94% to 80% at 5 (on the same no-race studies, ``--no-race``: 62% -> 40%,
+91% -> 76%), because uniform's own variance (n - 1 df) decides whenever its seeds cannot rule
+out twice the candidates' sd (38% of equal-variance studies at 3 seeds, 19% at 5) and a
+candidate's own in 4.5%. ``--uniform-rule`` measures the alternatives (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -112,7 +107,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -121,6 +116,7 @@ import pandas as pd
 from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import Evidence
 from tlmsearch.racing import FINAL, SEPARATED, Lane, decision, race, race_settings
+from tlmsearch.stats import VARIANCES, decide, rows, t_quantile
 
 VALUE = "val_bpb"
 UNIFORM = "uniform"
@@ -133,17 +129,30 @@ class Scenario:
     title: str
     seeds: int
     effects: tuple[float, ...]  # per candidate (uniform excluded), in noise sds
+    sd_uniform: float = 1.0  # uniform's own residual sd, in units of sd_e
+    sd_first: float = 1.0  # the first candidate's (c00) own residual sd, in units of sd_e
 
 
 def scenarios(m: int = 15) -> dict[str, Scenario]:
-    """The four scenarios of issue 20 with ``m`` candidates."""
+    """The scenarios of issues 20 and 31 with ``m`` candidates."""
     one = (-2.0,) + (0.0,) * (m - 1)
+    null = (0.0,) * m
     return {
-        "a": Scenario("a", f"{m} equal to uniform", 3, (0.0,) * m),
+        "a": Scenario("a", f"{m} equal to uniform", 3, null),
         "b": Scenario("b", "uniform better by 2 sds", 3, (2.0,) * m),
         "c3": Scenario("c3", "one winner at -2 sds", 3, one),
         "c5": Scenario("c5", "one winner at -2 sds", 5, one),
+        # issue 31: the rows are not equally noisy (every candidate still equal to uniform)
+        "u2": Scenario("u2", f"{m} equal, uniform's sd 2x", 3, null, sd_uniform=2.0),
+        "u3": Scenario("u3", f"{m} equal, uniform's sd 3x", 3, null, sd_uniform=3.0),
+        "n3": Scenario("n3", f"{m} equal, one candidate's sd 3x", 3, null, sd_first=3.0),
+        "n5": Scenario("n5", f"{m} equal, one candidate's sd 3x", 5, null, sd_first=3.0),
     }
+
+
+DEFAULT = ("a", "b", "c3", "c5", "u2", "u3", "n3", "n5")
+NULLS = ("a", "u2", "u3", "n3", "n5")  # every candidate equal to uniform
+RACED = ("a", "b", "c3", "c5", "u3")  # the races and the pruner (the slow part) run on these
 
 
 def names(sc: Scenario) -> list[str]:
@@ -163,7 +172,9 @@ def draw(sc: Scenario, rng: np.random.Generator, sd_u: float = 0.005,
     cands = list(eff)
     u = rng.normal(0.0, sd_u, size=sc.seeds)  # the seed's level, shared by every candidate
     e = rng.normal(0.0, sd_e, size=(len(cands), sc.seeds))
-    noise = math.sqrt(2.0) * sd_e  # one paired delta's sd
+    e[0] *= sc.sd_uniform  # uniform is row 0, c00 row 1
+    e[1] *= sc.sd_first
+    noise = math.sqrt(2.0) * sd_e  # one paired delta's sd (with every row equally noisy)
     y = 2.0 + np.array([eff[c] * noise for c in cands])[:, None] + u[None, :] + e
     return pd.DataFrame({
         "candidate": np.repeat(cands, sc.seeds),
@@ -193,31 +204,79 @@ def _claims_vs_uniform(eff: dict[str, float], claims: dict[str, int]) -> dict[st
     }
 
 
-def judge_conclusions(trials: pd.DataFrame, sc: Scenario, family: str) -> dict[str, Any]:
-    """Evidence.build without racing: its effects' decisions, and (holm) the verdict."""
+RULES = {  # rule -> (family, variance model, interval printed for the best)
+    "holm": ("holm", "rows", "family"),  # what tlmsearch does (issue 31)
+    "holm-pooled": ("holm", "pooled", "each"),  # before issue 31: one noise, per comparison
+    "none": ("none", "rows", "family"),  # no correction: the contrast
+}
+
+
+RACES = {  # race rule -> (against, variance model)
+    "uniform": ("uniform", "rows"),
+    "best": ("best", "rows"),
+    "uniform-pooled": ("uniform", "pooled"),  # before issue 31
+}
+
+
+def _best_excludes_zero(ev: Evidence, how: str) -> int | None:
+    """Whether the interval vs uniform printed for the best-ranked candidate (best.yaml's
+    ``delta_ci95``) excludes zero; None when uniform ranks first or it has no interval.
+    ``how``: family (the effects row's ``lo``/``hi``) or each (the per-comparison interval
+    at ``level``, what was printed before issue 31)."""
+    first = ev.ranking.iloc[0]
+    if bool(first["is_baseline"]):
+        return None
+    row = ev.effects.set_index(ev.key).loc[first[ev.key]]
+    if not row["noise_df"] >= 1:
+        return None
+    lo, hi = float(row["lo"]), float(row["hi"])
+    if how == "each":  # the per-comparison interval on the same noise
+        half = t_quantile(int(row["noise_df"]), ev.level) * row["noise_sd"] / math.sqrt(row["n"])
+        lo, hi = row["mean_delta"] - half, row["mean_delta"] + half
+    return int(lo > 0 or hi < 0)
+
+
+def judge_conclusions(trials: pd.DataFrame, sc: Scenario) -> dict[str, dict[str, Any]]:
+    """Evidence.build without racing, once per variance model: for each rule of :data:`RULES`
+    its effects' decisions, the best's interval, and (holm) the verdict. A rule's family other
+    than holm re-decides the same effects (``stats.decide``, as Evidence.build would)."""
     eff = truth(sc)
-    ev = Evidence.build(trials, VALUE, "minimize", family=family)
-    e = ev.effects
-    claims = {str(c): _sign(d) if bool(s) else 0
-              for c, d, s in zip(e["candidate"], e["mean_delta"], e["separated"].fillna(False),
-                                 strict=True)}  # fmt: skip
-    out: dict[str, Any] = _claims_vs_uniform(eff, claims)
+    built = {v: Evidence.build(trials, VALUE, "minimize", variance=v) for v in VARIANCES}
+    out: dict[str, dict[str, Any]] = {}
+    for rule, (family, variance, interval) in RULES.items():
+        ev = built[variance]
+        if family != ev.family:
+            ev = replace(ev, family=family, effects=decide(ev.effects, family, ev.level))
+        e = ev.effects
+        claims = {str(c): _sign(d) if bool(s) else 0
+                  for c, d, s in zip(e["candidate"], e["mean_delta"],
+                                     e["separated"].fillna(False), strict=True)}  # fmt: skip
+        counts: dict[str, Any] = _claims_vs_uniform(eff, claims)
+        excl = _best_excludes_zero(ev, interval)
+        counts.update(best_first=int(excl is not None), best_excludes=excl or 0)
+        if family == "holm":
+            counts.update(_verdict(trials, ev, eff))
+        out[rule] = counts
+    return out
+
+
+def _verdict(trials: pd.DataFrame, ev: Evidence, eff: dict[str, float]) -> dict[str, int]:
+    """The verdict's counts (``conclusions(...).top_group``: Hsu's MCB, uniform included)."""
     top = conclusions(trials, VALUE, evidence=ev).top_group or {}
     best_effect = min(eff.values())
     true_best = [c for c, x in eff.items() if x == best_effect]
     sel = bool(top.get("selected"))
-    out.update(
-        selected=int(sel),
-        wrong_winner=int(sel and (len(true_best) > 1 or top["best"] not in true_best)),
-        uniform_first=int(top.get("best") == UNIFORM),
-        uniform_selected=int(sel and top["best"] == UNIFORM),
-        winner_selected=int(sel and len(true_best) == 1 and top["best"] == true_best[0]),
-    )
-    return out
+    return {
+        "selected": int(sel),
+        "wrong_winner": int(sel and (len(true_best) > 1 or top["best"] not in true_best)),
+        "uniform_first": int(top.get("best") == UNIFORM),
+        "uniform_selected": int(sel and top["best"] == UNIFORM),
+        "winner_selected": int(sel and len(true_best) == 1 and top["best"] == true_best[0]),
+    }
 
 
 def drive_race(
-    trials: pd.DataFrame, sc: Scenario, against: str
+    trials: pd.DataFrame, sc: Scenario, against: str, variance: str = "rows"
 ) -> tuple[list[Lane], int, list[Lane]]:
     """A race as it runs live on a complete simulated study: (the final lanes, cells trained,
     every lane that was ``separated`` at some look, the final ones included)."""
@@ -237,7 +296,7 @@ def drive_race(
     for _ in range(shown.size):  # each look reveals at least one cell, so this bounds it
         view = trials[shown.ravel()].copy()
         view["race_decision"] = [recorded.get(c, "") for c in view["candidate"]]
-        lanes = race(view, VALUE, sense="minimize", **settings)
+        lanes = race(view, VALUE, sense="minimize", variance=variance, **settings)
         seen += [ln for ln in lanes if ln.status == SEPARATED]
         for ln in lanes:  # as search/race.py advance does: a decision stands from now on
             if ln.status in FINAL and ln.candidate not in recorded:
@@ -286,12 +345,13 @@ def _race_counts(eff: dict[str, float], cands: list[str], claims: set[tuple[str,
     }
 
 
-def judge_race(trials: pd.DataFrame, sc: Scenario, against: str) -> dict[str, Any]:
+def judge_race(trials: pd.DataFrame, sc: Scenario, against: str,
+               variance: str = "rows") -> dict[str, Any]:  # fmt: skip
     """One race's decisions against the truth: its final lanes' (the race's decisions as
     the run reports them), and ``ever_false`` / ``ever_strict``: a false claim at any look
     (what Bonferroni over the looks bounds; a later look may reopen a separated lane)."""
     eff = truth(sc)
-    lanes, cells, seen = drive_race(trials, sc, against)
+    lanes, cells, seen = drive_race(trials, sc, against, variance)
     cands = [ln.candidate for ln in lanes]
     final = {_claim(ln) for ln in lanes if ln.status == SEPARATED}
     ever = {_claim(ln) for ln in seen}
@@ -389,21 +449,22 @@ def simulate(
     seed: int = 0,
     sd_u: float = 0.005,
     sd_e: float = 0.005,
-    races: bool = True,
+    races: bool | int = True,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per rule, one dict of counts per simulated study. Every rule sees the same studies;
-    the draws depend on (``seed``, the scenario's name) only."""
+    the draws depend on (``seed``, the scenario's name) only. ``races``: race (and prune) the
+    first ``races`` studies (True: all of them, False: none)."""
     rng = np.random.default_rng([seed, *sc.name.encode()])
     rules: dict[str, list[dict[str, Any]]] = {}
-    for _ in range(reps):
+    raced = reps if races is True else int(races)
+    for i in range(reps):
         trials = draw(sc, rng, sd_u, sd_e)
-        for family in ("holm", "none"):
-            rules.setdefault(f"conclusions/{family}", []).append(
-                judge_conclusions(trials, sc, family)
-            )
-        if races:
-            for against in ("uniform", "best"):
-                rules.setdefault(f"race/{against}", []).append(judge_race(trials, sc, against))
+        for rule, counts in judge_conclusions(trials, sc).items():
+            rules.setdefault(f"conclusions/{rule}", []).append(counts)
+        if i < raced:
+            for name, (against, variance) in RACES.items():
+                rules.setdefault(f"race/{name}", []).append(
+                    judge_race(trials, sc, against, variance))
             rules.setdefault("pruner/paired", []).append(judge_pruner(trials, sc, rng, sd_e))
     return rules
 
@@ -430,6 +491,9 @@ def summarise(per_study: list[dict[str, Any]]) -> dict[str, Any]:
         "fwer": _rate(total("any_false"), n, n),
         "power": _rate(total("power"), total("real"), n),
     }
+    if per_study and "best_excludes" in per_study[0]:
+        # of all studies: the best-ranked is a candidate and its printed interval excludes 0
+        out["best_excludes"] = _rate(total("best_excludes"), n, n)
     for k in (
         "selected",
         "wrong_winner",
@@ -477,43 +541,51 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
         return f"{k}: {sc.title}, {sc.seeds} seeds"
 
     lines = ["### Conclusions vs uniform (no racing; Evidence.build, level 0.95)", "",
-             "| scenario | family | false sep. / candidate | FWER | power | "
-             "goal (<= 5% within 2 se) |", "|---|---|---|---|---|---|"]  # fmt: skip
+             "holm: each comparison on its rows' own noise where their seeds show it (issue 31), "
+             "the best's interval simultaneous; holm-pooled: one block-design noise for every "
+             "comparison, the best's interval per comparison (before issue 31); none: no "
+             "correction (the contrast).", "",
+             "| scenario | rule | false sep. / candidate | FWER | power | best's interval "
+             "excludes 0 | goal (<= 5% within 2 se) |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for k, res in results.items():
-        for fam in ("holm", "none"):
-            r = res[f"conclusions/{fam}"]
-            ok = _ok(within_goal(r["false_per_candidate"]), within_goal(r["fwer"]))
-            if fam == "none" and ok != "—":
+        for rule in RULES:
+            r = res[f"conclusions/{rule}"]
+            best = r.get("best_excludes")
+            ok = _ok(within_goal(r["false_per_candidate"]), within_goal(r["fwer"]),
+                     within_goal(best) if k in NULLS else None)  # fmt: skip
+            if rule == "none" and ok != "—":
                 ok += " (no family claim)"
-            lines.append(f"| {label(k)} | {fam} | {fmt(r['false_per_candidate'])} | "
-                         f"{fmt(r['fwer'])} | {fmt(r['power'])} | {ok} |")  # fmt: skip
+            lines.append(f"| {label(k)} | {rule} | {fmt(r['false_per_candidate'])} | "
+                         f"{fmt(r['fwer'])} | {fmt(r['power'])} | {fmt(best)} | {ok} |")
     lines += ["", "### The verdict (top_group: Hsu's MCB, uniform included)", "",
-              "| scenario | selected any | wrong winner | uniform ranked first | "
+              "| scenario | noise | selected any | wrong winner | uniform ranked first | "
               "uniform selected | true winner selected (power) | goal |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for k, res in results.items():
-        r = res["conclusions/holm"]
-        goal = "—"
-        if k == "b":  # never a candidate named best when uniform measures better
-            goal = "ok" if r["wrong_winner"]["rate"] == 0 else "**FAILS** (not never)"
-        elif k == "a":
-            goal = _ok(within_goal(r["wrong_winner"]))
-        winner = fmt(r["winner_selected"]) if k.startswith("c") else "—"
-        lines.append(f"| {label(k)} | {fmt(r['selected'])} | {fmt(r['wrong_winner'])} | "
-                     f"{fmt(r['uniform_first'])} | {fmt(r['uniform_selected'])} | {winner} | "
-                     f"{goal} |")  # fmt: skip
+        for rule in ("holm", "holm-pooled"):
+            r = res[f"conclusions/{rule}"]
+            goal = "—"
+            if k == "b":  # never a candidate named best when uniform measures better
+                goal = "ok" if r["wrong_winner"]["rate"] == 0 else "**FAILS** (not never)"
+            elif k in NULLS:
+                goal = _ok(within_goal(r["wrong_winner"]))
+            winner = fmt(r["winner_selected"]) if k.startswith("c") else "—"
+            lines.append(f"| {label(k)} | {RULES[rule][1]} | {fmt(r['selected'])} | "
+                         f"{fmt(r['wrong_winner'])} | {fmt(r['uniform_first'])} | "
+                         f"{fmt(r['uniform_selected'])} | {winner} | {goal} |")  # fmt: skip
     lines += [
         "",
         "### Racing, as it runs live (confidence 0.95, max_seeds = the seeds)",
         "",
-        "| scenario | against | false sep. / candidate | FWER | FWER, any look | "
+        "| scenario | against, noise | false sep. / candidate | FWER | FWER, any look | "
         "strict FWER, any look | power | winner ends incumbent | trainings / all | "
         "undone / race | goal |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k, res in results.items():
-        for against in ("uniform", "best"):
-            r = res.get(f"race/{against}")
+        for name, (against, variance) in RACES.items():
+            r = res.get(f"race/{name}")
             if r is None:
                 continue
             best = against == "best"
@@ -522,7 +594,8 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
             ok = _ok(within_goal(r["false_per_candidate"]), within_goal(r["fwer"]),
                      within_goal(r["ever_false"]),
                      within_goal(r["ever_strict"]) if best else None)  # fmt: skip
-            lines.append(f"| {label(k)} | {against} | {fmt(r['false_per_candidate'])} | "
+            lines.append(f"| {label(k)} | {against}, {variance} | "
+                         f"{fmt(r['false_per_candidate'])} | "
                          f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | {strict} | "
                          f"{fmt(r['power'])} | {inc} | {r['trainings']:.2f} | "
                          f"{r['undone']:.3f} | {ok} |")  # fmt: skip
@@ -538,14 +611,16 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
     return "\n".join(lines)
 
 
-def run(*, reps: int = 200, seed: int = 0, which: Sequence[str] = ("a", "b", "c3", "c5"),
-        sd_u: float = 0.005, sd_e: float = 0.005, races: bool = True,
+def run(*, reps: int = 300, seed: int = 0, which: Sequence[str] = DEFAULT,
+        sd_u: float = 0.005, sd_e: float = 0.005, races: bool | int = True,
         m: int = 15) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Scenario -> rule -> :func:`summarise`'s rates, for ``reps`` studies of each scenario.
+    ``races``: how many of them to race and prune (True: all, False: none), on the scenarios
+    in :data:`RACED` only.
 
     >>> r = run(reps=2, which=["a"], races=False)
     >>> sorted(r["a"])
-    ['conclusions/holm', 'conclusions/none']
+    ['conclusions/holm', 'conclusions/holm-pooled', 'conclusions/none']
     """
     specs = scenarios(m)
     unknown = [k for k in which if k not in specs]
@@ -553,30 +628,46 @@ def run(*, reps: int = 200, seed: int = 0, which: Sequence[str] = ("a", "b", "c3
         raise ValueError(f"scenarios must be among {', '.join(specs)}, but got {unknown}")
     return {
         k: {rule: summarise(studies)
-            for rule, studies in simulate(specs[k], reps, seed, sd_u, sd_e, races).items()}
+            for rule, studies in simulate(specs[k], reps, seed, sd_u, sd_e,
+                                          races if k in RACED else False).items()}
         for k in which
     }  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=200, help="simulated studies per scenario")
+    p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
+    p.add_argument("--race-reps", type=int, default=100,
+                   help=f"of them, how many to race and prune (on {', '.join(RACED)})")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scenarios", default="a,b,c3,c5")
+    p.add_argument("--scenarios", default=",".join(DEFAULT))
     p.add_argument("--sd-u", type=float, default=0.005, help="sd of the shared seed level")
     p.add_argument("--sd-e", type=float, default=0.005, help="sd of a cell's own error")
     p.add_argument("--no-race", action="store_true", help="skip the races (the slow part)")
+    p.add_argument("--uniform-rule", metavar="RATIO,CONFIDENCE",
+                   help="what-if: uniform keeps the pooled variance only where its seeds rule "
+                        "out RATIO x the others' at CONFIDENCE (tlmsearch: "
+                        f"{rows.UNIFORM_RATIO:g},{rows.UNIFORM_CONFIDENCE:g}); 0,0.5: always "
+                        "pooled unless its own is larger")
     p.add_argument("--json", help="write the numbers here")
     a = p.parse_args(argv)
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
+    if a.uniform_rule:  # a what-if of this run only: the module's constants, read at each fit
+        rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE = map(float, a.uniform_rule.split(","))
     t0 = time.perf_counter()
-    results = run(reps=a.reps, seed=a.seed, which=which, sd_u=a.sd_u, sd_e=a.sd_e,
-                  races=not a.no_race)  # fmt: skip
-    wall = time.perf_counter() - t0
+    races = False if a.no_race else min(a.reps, a.race_reps)
     print(
-        f"## Simulated studies: {a.reps} per scenario, seed {a.seed}, sd_u {a.sd_u}, "
-        f"sd_e {a.sd_e} (a noise sd = sqrt(2) sd_e); rate ± one MC standard error\n"
+        f"## Simulated studies: {a.reps} per scenario ({races or 'none'} of them raced, on "
+        f"{', '.join(k for k in which if k in RACED) or 'none'}), seed {a.seed}, sd_u {a.sd_u}, "
+        f"sd_e {a.sd_e} (a noise sd = sqrt(2) sd_e); {len(scenarios()['a'].effects)} "
+        f"candidates; scenarios {', '.join(which)}; uniform keeps the pooled variance where "
+        f"its seeds rule out {rows.UNIFORM_RATIO:g}x the others' at "
+        f"{rows.UNIFORM_CONFIDENCE:g}; rate ± one MC standard error\n",
+        flush=True,
     )
+    results = run(reps=a.reps, seed=a.seed, which=which, sd_u=a.sd_u, sd_e=a.sd_e,
+                  races=races)  # fmt: skip
+    wall = time.perf_counter() - t0
     print(tables(results, scenarios()))
     print(f"\n{wall:.0f} s")
     if a.json:
@@ -586,7 +677,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "sd_u": a.sd_u,
             "sd_e": a.sd_e,
             "scenarios": which,
-            "races": not a.no_race,
+            "races": races,
+            "uniform_rule": [rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE],
             "seconds": wall,
         }
         with open(a.json, "w") as f:

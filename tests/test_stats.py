@@ -359,16 +359,21 @@ _Noise = stats.Noise
 
 
 def test_effects_known_answers_on_the_block_design_noise():
+    # the pooled model (one block-design noise for every comparison) given explicitly: the
+    # default is each comparison's own (stats.row_noise, issue 31), tested below
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
-    e = by_cand(stats.effects(t, "v"))
+    noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
+    e = by_cand(stats.effects(t, "v", noise=noise))
     assert "uniform" not in e.index  # an effect vs uniform of uniform is nothing
     a = e.loc["A"]
     assert (a["n"], a["seeds"], a["n_better"]) == (3, (0, 1, 2), 3)
-    noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
     assert (a["noise"], a["noise_df"], noise.df) == ("model", 6, 6)
+    assert a["noise_from"] == "pooled"
     assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == pytest.approx(0.1)
     assert a["noise_sd"] == pytest.approx(noise.sd)
-    half = stats.t_quantile(6) * noise.sd / math.sqrt(3)
+    # the interval holds over the family of 3 (Bonferroni: each at 1 - 0.05 / 3; issue 31)
+    assert a["ci_level"] == pytest.approx(1 - 0.05 / 3)
+    half = stats.t_quantile(6, 1 - 0.05 / 3) * noise.sd / math.sqrt(3)
     assert a["half_width"] == pytest.approx(half)
     assert (a["lo"], a["hi"]) == pytest.approx((-0.2 - half, -0.2 + half))
     assert (a["family"], a["family_size"]) == ("holm", 3)
@@ -377,6 +382,32 @@ def test_effects_known_answers_on_the_block_design_noise():
     assert list(e["p_adj"]) == pytest.approx(stats.adjust(list(e["p"]), "holm"))
     assert bool(a["separated"]) == bool(a["p_adj"] < 0.05)
     assert e.loc["C", "n_better"] == 1  # better than uniform on seed 1 only
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 8), st.sampled_from(["holm", "bh", "none"]))
+def test_the_interval_holds_over_the_family_the_decision_does(seed, m, family):
+    # issue 31: lo/hi are Bonferroni's under holm (a simultaneous interval excludes 0 exactly
+    # when m p < 1 - level, and Holm then separates too), Benjamini-Yekutieli's false-coverage
+    # interval under bh (every separated row's excludes 0), per comparison under none
+    rng = np.random.default_rng(seed)
+    effect = rng.choice([0.0, 0.0, 0.02, -0.05], size=m)
+    deltas = {f"c{i}": list(effect[i] + rng.normal(0, 0.01, 3)) for i in range(m)}
+    e = stats.effects(_deltas_frame(deltas), "v", family=family)
+    e = e[e["noise_df"] >= 1]
+    excludes = (e["lo"] > 0) | (e["hi"] < 0)
+    conf = stats.ci_level(family, 0.95, len(e), int(e["separated"].fillna(False).sum()))
+    assert (e["ci_level"] == conf).all()
+    if family == "holm":
+        assert (excludes == (e["p"] * len(e) < 0.05)).all()
+        assert not (excludes & ~e["separated"].astype(bool)).any()
+    elif family == "bh":
+        assert not (e["separated"].astype(bool) & ~excludes).any()
+    else:
+        assert (excludes == (e["p"] < 0.05)).all() and conf == 0.95
+    half = [stats.t_quantile(int(df), conf) * sd / math.sqrt(n)
+            for df, sd, n in zip(e["noise_df"], e["noise_sd"], e["n"], strict=True)]
+    assert list(e["half_width"]) == pytest.approx(half)
 
 
 def test_effects_on_one_seed_use_the_given_noise_or_none():
@@ -448,8 +479,8 @@ def test_pairwise_known_answers_mirror_and_common_seeds():
     firsts = [p.loc[x, "p"] for x in [("a", "b"), ("a", "uniform"), ("b", "uniform")]]
     assert sorted(p["p_adj"].unique()) == pytest.approx(sorted(stats.adjust(firsts, "holm")))
     # a vs uniform is a's paired effect vs uniform: deltas -0.5, -0.4, -0.6
-    au = p.loc[("a", "uniform")]
-    e = by_cand(stats.effects(t, "v", noise=noise)).loc["a"]
+    au = p.loc[("a", "uniform")]  # per comparison, as the effects' interval without a family
+    e = by_cand(stats.effects(t, "v", noise=noise, family="none")).loc["a"]
     assert au["mean"] == pytest.approx(-0.5) and au["n"] == 3
     assert (au["lo"], au["hi"]) == pytest.approx((e["lo"], e["hi"]))
 

@@ -17,10 +17,12 @@ init), so a seed gives one *paired delta* d = value - uniform. After each finish
 - ``done``: the incumbent (``against: best``) raced every seed;
 - ``racing``: not yet decided: its next seed is due (``next_seed``) or in flight.
 
-The noise is the study's noise of one paired delta from the block-design fit
-(:func:`tlmsearch.stats.block_noise`: candidates x seeds, every delta of a seed sharing its
-uniform), the estimate every other part of tlmsearch judges with. Before the fit has residual
-df, ``prior_sd`` (if given) stands in with a normal quantile; without it nothing separates.
+The noise of each comparison is the one every other part of tlmsearch judges with
+(:func:`tlmsearch.stats.row_noise`: the block-design fit of candidates x seeds, every delta of
+a seed sharing its uniform, with a row's own variance where its seeds show it noisier; uniform's
+whenever its own is larger): a candidate's delta vs uniform on their two rows' variances, one
+against the incumbent on theirs. Before the fit has residual df, ``prior_sd`` (if given) stands
+in with a normal quantile; without it nothing separates.
 
 The reference (``against``) is ``uniform`` (the delta itself, a two-sided test) or ``best``:
 the difference to the current incumbent on their common seeds (the candidate still racing with
@@ -51,7 +53,7 @@ import pandas as pd
 
 from tlmsearch.constants import LEVEL
 from tlmsearch.reasons import is_lost
-from tlmsearch.stats import Noise, block_noise, paired_deltas
+from tlmsearch.stats import POOLED, ROWS, Noise, RowNoise, block_noise, paired_deltas, row_noise
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
 
@@ -77,6 +79,25 @@ def race_noise(
     noise = block_noise(trials, value, key=key)
     if noise is not None:
         return noise
+    return Noise(float(prior_sd), 0) if prior_sd else None
+
+
+def race_model(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    prior_sd: float | None,
+    confidence: float = LEVEL,
+    variance: str = ROWS,
+) -> RowNoise | Noise | None:
+    """The noise every look judges with: the study's :func:`tlmsearch.stats.row_noise` (each
+    pair on its rows' variances; ``variance`` pooled: :func:`race_noise`'s one noise); before
+    the fit has residual df the prior (df 0), or None without one."""
+    if variance == POOLED:
+        return race_noise(trials, value, key, prior_sd)
+    model = row_noise(trials, value, key=key, level=confidence)
+    if model is not None:
+        return model
     return Noise(float(prior_sd), 0) if prior_sd else None
 
 
@@ -110,6 +131,7 @@ def race(
     key: str = "candidate",
     parallel_seeds: int = 1,
     family_size: int = 0,
+    variance: str = ROWS,
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
@@ -124,6 +146,7 @@ def race(
     ``trials``, at least ``family_size``: a sampler that adds candidates later should name
     how many it will), so each look tests at :func:`critical`'s value: ``confidence`` bounds
     the chance that any candidate no different from its reference is ever declared separated.
+    ``variance``: the noise model (:func:`race_model`), rows unless pooled is asked for.
     """
     if against not in ("uniform", "best"):
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
@@ -133,12 +156,13 @@ def race(
         raise ValueError(f"parallel_seeds must be >= 1, but got {parallel_seeds=}")
     sign = 1.0 if sense == "minimize" else -1.0  # a better candidate has sign * delta < 0
     deltas = paired_deltas(trials, value, key=key)
-    noise = race_noise(trials, value, key, prior_sd)
+    noise = race_model(trials, value, key, prior_sd, confidence, variance)
     by_cand = {c: g.set_index("seed")["delta"] for c, g in deltas.groupby(key, sort=True)}
     base = trials[trials["is_baseline"].astype(bool)]
     base_done = set(base.loc[base["state"] == "COMPLETE", "seed"].dropna().astype(int))
     # a seed whose control failed for good cannot pair anything: out of the pool
     base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int)) - base_done
+    control = base[key].iloc[0] if len(base) else None  # uniform's row in the noise model
     pool = [s for s in seeds if s not in base_failed]
     cands = trials[~trials["is_baseline"].astype(bool)]
     m = max(int(cands[key].nunique()), int(family_size))
@@ -162,9 +186,11 @@ def race(
         # a finished seed whose control has not finished yet cannot be judged: wait for it
         in_flight |= (ran - base_done) - base_failed
         d = by_cand.get(cand, pd.Series(dtype="float64"))
+        ref = incumbent if incumbent is not None and incumbent != cand else control
         lane = _decide(
-            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look, noise,
-            incumbent, by_cand, sign, parallel_seeds,
+            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look,
+            None if noise is None else noise.pair(cand, ref), incumbent, by_cand, sign,
+            parallel_seeds,
         )  # fmt: skip
         lanes.append(lane)
     return lanes

@@ -1,6 +1,6 @@
 """Which candidates can be told apart: paired differences of every pair on the seeds both
-completed, and multiple comparisons with the best (Hsu), on the study's noise of a paired delta
-(the same as the effects vs uniform: :mod:`tlmsearch.stats.effects_vs_uniform`)."""
+completed, and multiple comparisons with the best (Hsu), each pair on the noise of its own
+paired delta (the same model as the effects vs uniform: :func:`tlmsearch.stats.row_noise`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
 from tlmsearch.stats.effects_vs_uniform import _noised, _sign
 from tlmsearch.stats.multiplicity import adjust
-from tlmsearch.stats.noise import Noise, block_noise
+from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.quantiles import range_critical
+from tlmsearch.stats.rows import RowNoise, row_noise
 
 PAIR_COLUMNS = (
     "a",
@@ -55,13 +56,14 @@ def pairwise(
     *,
     key: str = "candidate",
     level: float = LEVEL,
-    noise: Noise | None = None,
+    noise: Noise | RowNoise | None = None,
     family: str = FAMILY,
 ) -> pd.DataFrame:
     """Can these be told apart? Paired differences a - b on the seeds both completed.
 
     Within a seed both saw the same data and initial weights, so a - b on that seed is a paired
-    difference with the sd of one paired delta (``noise``; by default :func:`block_noise`).
+    difference with the sd of one paired delta between the two (``noise.pair(a, b)``; by
+    default the study's :func:`row_noise`).
     ``separated``: the p-value adjusted over the unordered pairs of ``candidates`` (``family``)
     is below ``1 - level``. One row per ordered pair (a, b), a != b, in the order of
     ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
@@ -74,8 +76,8 @@ def pairwise(
     ('a', 'b', 3, -0.5, True)
     """
     sign = _sign(sense)
-    if noise is None:
-        noise = block_noise(trials, value, key=key)
+    if noise is None and not trials.empty:
+        noise = row_noise(trials, value, key=key, level=level)
     done = _complete_by_seed(trials, value, key)
     rows = []
     for a in candidates:
@@ -85,7 +87,7 @@ def pairwise(
             va, vb = done.get(a, {}), done.get(b, {})
             common = sorted(set(va) & set(vb))
             diffs = [va[x] - vb[x] for x in common]
-            x = _noised(diffs, noise, level)
+            x = _noised(diffs, None if noise is None else noise.pair(a, b), level)
             rows.append(
                 {"a": a, "b": b, "n": len(common), "seeds": tuple(common),
                  "n_better": sum(sign * v < 0 for v in diffs),
@@ -115,7 +117,8 @@ MCB_COLUMNS = (
     "eliminated",  # worse than some other candidate, Tukey over every pair: not the best
     "by",  # that other candidate (the one it is furthest behind, in standard errors)
     "selected",  # better than every other candidate at the joint level: the best
-    "critical",  # the one-sided critical value the selection uses (elimination: Tukey's)
+    "critical",  # the selection's one-sided critical value on the pooled df (a pair on its
+    # rows' own variances uses its own df; elimination: Tukey's)
 )
 
 
@@ -127,12 +130,14 @@ def mcb(
     *,
     key: str = "candidate",
     level: float = LEVEL,
-    noise: Noise | None = None,
+    noise: Noise | RowNoise | None = None,
 ) -> pd.DataFrame:
     """Multiple comparisons with the best (Hsu 1984/1996) among ``candidates``, uniform included.
 
     For each pair on its common seeds, D_ij = mean of (y_i - y_j) (sign-adjusted so lower is
-    better) with standard error noise.sd / sqrt(n_ij). With d the one-sided t critical value at
+    better) with standard error sd_ij / sqrt(n_ij), sd_ij the noise of a paired delta between
+    the two (``noise.pair(i, j)``; by default the study's :func:`row_noise`, each critical
+    value on that pair's df). With d the one-sided t critical value at
     ``level`` for the K - 1 comparisons with the best (Bonferroni: (1 - level) / (K - 1), a
     bound on Dunnett's exact value) and r Tukey's critical value over every pair
     (:func:`range_critical`):
@@ -148,13 +153,12 @@ def mcb(
     rank first. Without a noise estimate nothing is eliminated or selected.
     """
     sign = _sign(sense)
-    if noise is None:
-        noise = block_noise(trials, value, key=key)
+    if noise is None and not trials.empty:
+        noise = row_noise(trials, value, key=key, level=level)
     done = _complete_by_seed(trials, value, key)
     k = len(candidates)
     known = noise is not None and noise.df >= 1 and k >= 2
-    d = noise.one_sided(1.0 - (1.0 - level) / (k - 1)) if known else math.nan
-    r = range_critical(k, noise.df, level) if known else math.nan
+    one = noise.one_sided(1.0 - (1.0 - level) / (k - 1)) if known else math.nan
     rows = []
     for i in candidates:
         vi = done.get(i, {})
@@ -164,16 +168,19 @@ def mcb(
                 continue
             vj = done.get(j, {})
             common = sorted(set(vi) & set(vj))
-            if not common or not known:
+            pn = noise.pair(i, j) if known else None
+            if not common or pn is None or pn.df < 1:
                 best_all = False
                 continue
+            d = pn.one_sided(1.0 - (1.0 - level) / (k - 1))
+            r = range_critical(k, pn.df, level)
             diff = sign * float(np.mean([vi[x] - vj[x] for x in common]))
-            se = noise.sd / math.sqrt(len(common))
+            se = pn.sd / math.sqrt(len(common))
             if diff + d * se >= 0:
                 best_all = False
             z = (diff - r * se) / se if se > 0 else (math.inf if diff > 0 else -math.inf)
             if diff - r * se > 0 and z > worst:
                 worst, by = z, j
         mean = float(np.mean(list(vi.values()))) if vi else math.nan
-        rows.append((i, mean, by is not None, by, best_all, d))
+        rows.append((i, mean, by is not None, by, best_all, one))
     return pd.DataFrame(rows, columns=list(MCB_COLUMNS))
