@@ -116,7 +116,7 @@ import pandas as pd
 from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import Evidence
 from tlmsearch.racing import FINAL, SEPARATED, Lane, decision, race, race_settings
-from tlmsearch.stats import VARIANCES, decide, rows, t_quantile
+from tlmsearch.stats import VARIANCES, decide, t_quantile
 
 VALUE = "val_bpb"
 UNIFORM = "uniform"
@@ -204,10 +204,12 @@ def _claims_vs_uniform(eff: dict[str, float], claims: dict[str, int]) -> dict[st
     }
 
 
-RULES = {  # rule -> (family, variance model, interval printed for the best)
-    "holm": ("holm", "rows", "family"),  # what tlmsearch does (issue 31)
-    "holm-pooled": ("holm", "pooled", "each"),  # before issue 31: one noise, per comparison
-    "none": ("none", "rows", "family"),  # no correction: the contrast
+RULES = {  # rule -> (family, variance model, interval printed for the best, joint t)
+    "holm": ("holm", "rows", "family", True),  # what tlmsearch does (issue 31)
+    # the same rows, Holm's Bonferroni steps and intervals: what the joint t buys
+    "holm-rows-bonferroni": ("holm", "rows", "family", False),
+    "holm-pooled": ("holm", "pooled", "each", False),  # before issue 31: one noise, per comparison
+    "none": ("none", "rows", "family", True),  # no correction: the contrast
 }
 
 
@@ -243,9 +245,12 @@ def judge_conclusions(trials: pd.DataFrame, sc: Scenario) -> dict[str, dict[str,
     eff = truth(sc)
     built = {v: Evidence.build(trials, VALUE, "minimize", variance=v) for v in VARIANCES}
     out: dict[str, dict[str, Any]] = {}
-    for rule, (family, variance, interval) in RULES.items():
+    for rule, (family, variance, interval, joint) in RULES.items():
         ev = built[variance]
-        if family != ev.family:
+        if not joint:  # Holm's Bonferroni steps: no joint distribution
+            ev = replace(ev, effects=decide(ev.effects.assign(noise_shared=math.nan), family,
+                                            ev.level))  # fmt: skip
+        elif family != ev.family:
             ev = replace(ev, family=family, effects=decide(ev.effects, family, ev.level))
         e = ev.effects
         claims = {str(c): _sign(d) if bool(s) else 0
@@ -541,8 +546,10 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
         return f"{k}: {sc.title}, {sc.seeds} seeds"
 
     lines = ["### Conclusions vs uniform (no racing; Evidence.build, level 0.95)", "",
-             "holm: each comparison on its rows' own noise where their seeds show it (issue 31), "
-             "the best's interval simultaneous; holm-pooled: one block-design noise for every "
+             "holm: each comparison on its rows' own noise (uniform's always, a candidate's "
+             "where its seeds show it noisier; issue 31), Holm's step-down and the intervals at "
+             "the comparisons' joint t critical value; holm-rows-bonferroni: the same noise, "
+             "Holm's Bonferroni steps; holm-pooled: one block-design noise for every "
              "comparison, the best's interval per comparison (before issue 31); none: no "
              "correction (the contrast).", "",
              "| scenario | rule | false sep. / candidate | FWER | power | best's interval "
@@ -619,8 +626,8 @@ def run(*, reps: int = 300, seed: int = 0, which: Sequence[str] = DEFAULT,
     in :data:`RACED` only.
 
     >>> r = run(reps=2, which=["a"], races=False)
-    >>> sorted(r["a"])
-    ['conclusions/holm', 'conclusions/holm-pooled', 'conclusions/none']
+    >>> [k.split("/")[1] for k in sorted(r["a"])]
+    ['holm', 'holm-pooled', 'holm-rows-bonferroni', 'none']
     """
     specs = scenarios(m)
     unknown = [k for k in which if k not in specs]
@@ -644,25 +651,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--sd-u", type=float, default=0.005, help="sd of the shared seed level")
     p.add_argument("--sd-e", type=float, default=0.005, help="sd of a cell's own error")
     p.add_argument("--no-race", action="store_true", help="skip the races (the slow part)")
-    p.add_argument("--uniform-rule", metavar="RATIO,CONFIDENCE",
-                   help="what-if: uniform keeps the pooled variance only where its seeds rule "
-                        "out RATIO x the others' at CONFIDENCE (tlmsearch: "
-                        f"{rows.UNIFORM_RATIO:g},{rows.UNIFORM_CONFIDENCE:g}); 0,0.5: always "
-                        "pooled unless its own is larger")
     p.add_argument("--json", help="write the numbers here")
     a = p.parse_args(argv)
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
-    if a.uniform_rule:  # a what-if of this run only: the module's constants, read at each fit
-        rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE = map(float, a.uniform_rule.split(","))
     t0 = time.perf_counter()
     races = False if a.no_race else min(a.reps, a.race_reps)
     print(
         f"## Simulated studies: {a.reps} per scenario ({races or 'none'} of them raced, on "
         f"{', '.join(k for k in which if k in RACED) or 'none'}), seed {a.seed}, sd_u {a.sd_u}, "
         f"sd_e {a.sd_e} (a noise sd = sqrt(2) sd_e); {len(scenarios()['a'].effects)} "
-        f"candidates; scenarios {', '.join(which)}; uniform keeps the pooled variance where "
-        f"its seeds rule out {rows.UNIFORM_RATIO:g}x the others' at "
-        f"{rows.UNIFORM_CONFIDENCE:g}; rate ± one MC standard error\n",
+        f"candidates; scenarios {', '.join(which)}; rate ± one MC standard error\n",
         flush=True,
     )
     results = run(reps=a.reps, seed=a.seed, which=which, sd_u=a.sd_u, sd_e=a.sd_e,
@@ -678,7 +676,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             "sd_e": a.sd_e,
             "scenarios": which,
             "races": races,
-            "uniform_rule": [rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE],
             "seconds": wall,
         }
         with open(a.json, "w") as f:

@@ -36,6 +36,7 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     res = bench.run(reps=20, which=["a"], seed=1)
     rules = res["a"]
     assert set(rules) == {"conclusions/holm", "conclusions/holm-pooled", "conclusions/none",
+                          "conclusions/holm-rows-bonferroni",
                           "race/uniform", "race/best", "race/uniform-pooled",
                           "pruner/paired"}  # fmt: skip
     for r in rules.values():

@@ -43,6 +43,7 @@ from tlmsearch.racing import (
     Lane,
     planned_seeds,
     race,
+    race_family_size,
     race_settings,
     recorded_lanes,
 )
@@ -126,7 +127,8 @@ class Evidence:
         noise = model.pooled if isinstance(model, stats.RowNoise) else model
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         by_setting = stats.setting_noises(trials, value, key=key)
-        eff = _effects(trials, value, sense, key, level, model, family, variance)
+        planned = race_family_size(config) if config else 0  # fixed before the data
+        eff = _effects(trials, value, sense, key, level, model, family, variance, planned)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
@@ -152,10 +154,14 @@ class Evidence:
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
         level and family: every ordered pair's mean difference and whether it is separated.
-        ``trials``: the table this evidence was built from."""
+        ``trials``: the table this evidence was built from. The family is every pair of the
+        ranking's measured candidates, uniform included, whichever are shown: a matrix of the
+        top k shows the pairs the data make look most different."""
+        measured = self.ranking.loc[self.ranking["tier"] < 3, self.key].nunique()
+        k = max(int(measured), len(set(candidates)))
         return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
                               level=self.level, noise=self.pair_noise or self.noise,
-                              family=self.family)  # fmt: skip
+                              family=self.family, family_size=k * (k - 1) // 2)  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -195,7 +201,7 @@ def _model(trials: pd.DataFrame, value: str, key: str, level: float,
 
 def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
              model: stats.RowNoise | stats.Noise | None, family: str,
-             variance: str) -> pd.DataFrame:  # fmt: skip
+             variance: str, planned: int = 0) -> pd.DataFrame:  # fmt: skip
     """The effects vs uniform, one family. With setting dimensions each setting's comparisons
     use that setting's own fit (its own uniform and rows): at taper_lr a paired delta's sd was
     0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one pooled sd made
@@ -203,11 +209,11 @@ def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: floa
     settings = stats.setting_column(trials)
     if settings is None:
         return stats.effects(trials, value, sense, key=key, level=level, noise=model,
-                             family=family)  # fmt: skip
+                             family=family, planned=planned)  # fmt: skip
     parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=_model(sub, value, key, level, variance))
-             for s, sub in trials.groupby(settings, sort=True)]  # fmt: skip
-    eff = stats.decide(pd.concat(parts, ignore_index=True), family, level)
+                           noise=_model(sub, value, key, level, variance)).assign(noise_group=i)
+             for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))]  # fmt: skip
+    eff = stats.decide(pd.concat(parts, ignore_index=True), family, level, planned)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
 

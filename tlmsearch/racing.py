@@ -19,10 +19,12 @@ init), so a seed gives one *paired delta* d = value - uniform. After each finish
 
 The noise of each comparison is the one every other part of tlmsearch judges with
 (:func:`tlmsearch.stats.row_noise`: the block-design fit of candidates x seeds, every delta of
-a seed sharing its uniform, with a row's own variance where its seeds show it noisier; uniform's
-whenever its own is larger): a candidate's delta vs uniform on their two rows' variances, one
-against the incumbent on theirs. Before the fit has residual df, ``prior_sd`` (if given) stands
-in with a normal quantile; without it nothing separates.
+a seed sharing its uniform, uniform's own variance and a candidate's where its seeds show it
+noisier): a candidate's delta vs uniform on their two rows' variances, one against the
+incumbent on theirs. Before the fit has residual df, ``prior_sd`` (if given) only steers: a
+lane it would separate is held (no next seed while others measure the noise) and judged again
+on measured noise; nothing is recorded as separated on a prior, and when nothing else runs the
+held lanes get the seed that measures it. Without a prior nothing separates before that.
 
 The reference (``against``) is ``uniform`` (the delta itself, a two-sided test) or ``best``:
 the difference to the current incumbent on their common seeds (the candidate still racing with
@@ -35,7 +37,9 @@ every seed, as SMAC's does; a challenger separated as *better* races on, and tak
 once it has as many seeds. A seed whose uniform baseline failed for good leaves the pool
 (nothing can be paired on it).
 
-A decision, once taken, stands: the driver records it (search/race.py) and the trials table
+A final decision (separated, tied) is taken only when every cell of its seeds has landed
+(other candidates' and uniform's too: they change the noise it is judged with). Once taken it
+stands: the driver records it (search/race.py) and the trials table
 carries it (``race_decision``), and :func:`race` returns a recorded lane as it was decided,
 whatever later looks would say. Pure pandas (no ray, no optuna): a function of the trials table,
 so a resumed race continues where the stored trials left it.
@@ -46,7 +50,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -171,6 +175,10 @@ def race(
     recorded = recorded_lanes(cands, key)
     racing_ = {c for c, why in stopped.items() if not why and c not in recorded}
     incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
+    running = trials["state"].isin(["RUNNING", "WAITING"])
+    busy_seeds = set(trials.loc[running, "seed"].dropna().astype(int))  # any row's cells
+    busy_seeds |= {s for _, s in queued}
+    prior = noise is not None and noise.df < 1  # an assumption, no measurement yet
     lanes = []
     for cand, g in cands.groupby(key, sort=True):
         cand = str(cand)
@@ -192,8 +200,54 @@ def race(
             None if noise is None else noise.pair(cand, ref), incumbent, by_cand, sign,
             parallel_seeds,
         )  # fmt: skip
-        lanes.append(lane)
-    return lanes
+        lanes.append(_provisional(lane, prior, busy_seeds))
+    return _unpause(lanes, pool, trials, key) if prior else lanes
+
+
+PAUSED = "on the prior"  # a lane's reason starts so: separated on racing.prior_sd, held
+HELD = "held until the noise is measured (a prior only steers)"
+
+
+def _provisional(lane: Lane, prior: bool, busy_seeds: set[int]) -> Lane:
+    """A final decision only on measured noise, with every cell of its seeds landed.
+
+    On the prior (``racing.prior_sd``, no residual df yet) a separated lane is held: no next
+    seed for now (the prior steers where seeds go), and it is judged again once the fit
+    measures the noise; nothing is recorded or printed as separated on an assumption. A lane
+    whose seeds still have cells running or queued (any candidate's, uniform's) waits for
+    them: they change the noise it would be judged with (a decision taken with 1 residual df
+    while its seed's other cells ran printed an interval 30x the study's noise, issue 31).
+    """
+    if lane.status not in (SEPARATED, TIED):
+        return lane
+    if prior and lane.status == SEPARATED:
+        why = f"{PAUSED}: {lane.reason}; {HELD}"
+        return replace(lane, status=RACING, reason=why, next_seed=None)
+    waiting = sorted(set(lane.seeds) & busy_seeds)
+    if waiting:
+        why = f"decided when seed {waiting[0]}'s running cells land ({lane.status} so far)"
+        return replace(lane, status=RACING, reason=why, next_seed=None)
+    return lane
+
+
+def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: str) -> list[Lane]:
+    """When every lane is decided, held on the prior or waiting, and nothing is due, the held
+    lanes get their next seed: the race must measure the noise the prior stood in for."""
+    if any(ln.next_seed is not None for ln in lanes):
+        return lanes
+    if trials["state"].isin(["RUNNING", "WAITING"]).any():
+        return lanes  # cells in flight will measure it
+    out = []
+    for ln in lanes:
+        if ln.status == RACING and ln.reason.startswith(PAUSED):
+            ran = set(trials.loc[trials[key].astype(str) == ln.candidate, "seed"].dropna()
+                      .astype(int))  # fmt: skip
+            left = [s for s in pool if s not in ran]
+            if left:
+                why = ln.reason.replace(HELD, f"seed {left[0]} next, to measure the noise")
+                ln = replace(ln, reason=why, next_seed=left[0])
+        out.append(ln)
+    return out
 
 
 FINAL = (SEPARATED, TIED, STOPPED)  # what the driver records (DONE: the incumbent may change)
@@ -392,10 +446,13 @@ def _decide(
         or not left
     ):
         return waiting  # the verdict waits for the seeds in flight
+    said = "" if noise is None else (
+        f" (prior noise sd {noise.sd:.2g})" if noise.df < 1
+        else f" (noise sd {noise.sd:.2g}, {noise.df} df)")  # fmt: skip
     if separated and not (ref != "uniform" and side == "better"):
         return lane(
             SEPARATED,
-            f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}",
+            f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}{said}",
             mean, half, None,
         )  # fmt: skip
     if len(tried) >= max_seeds or not left:

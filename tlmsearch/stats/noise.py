@@ -46,6 +46,10 @@ class Noise:
         """Whose own variance the pair uses: none, the pooled one for every pair."""
         return "pooled"
 
+    def share(self, a: Any, b: Any) -> float:
+        """``b``'s share of a paired delta's variance: half, every row equally noisy."""
+        return 0.5
+
 
 def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]) -> tuple[
     float, int

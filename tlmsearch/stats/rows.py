@@ -16,18 +16,20 @@ here (``rows``):
 - a *candidate* row keeps the pooled variance unless a one-sided F test of its residual mean
   square against the other rows' rejects at ``1 - level`` (then its own, n_i - 1 df): its
   comparison is the only one that leans on it;
-- *uniform* keeps the pooled variance only where its seeds rule out, at
-  :data:`UNIFORM_CONFIDENCE`, a variance :data:`UNIFORM_RATIO` times the others' (sd 2x), and
-  otherwise takes its own (n_i - 1 df) when that is the larger. Every comparison leans on it,
-  and with 3 seeds its own variance has 2 df: a test of "noisier" at 5% misses a 2x noisier
-  uniform in most studies, so the burden of proof is on "as quiet as the rest";
+- *uniform* always takes its own (n_i - 1 df; floored at 0 where the unbiased estimate falls
+  below it): every comparison leans on it, and with 3 seeds no test can tell a 2x noisier
+  uniform from a quiet one (a pre-test at 5-20% kept the pool exactly when a noisy uniform's
+  seeds happened to agree: 7-11% family-wise error at 3x). Its own is also the more powerful
+  choice when it is small: a quiet uniform makes every comparison more precise;
 - a paired delta between rows a and b has variance v_a + v_b (the seed's level cancels), with
   Satterthwaite's df over the pooled part and each own part (rounded down); when both rows use
   their own, the exact paired test: the sample variance of a - b over their common seeds.
 
-With every row equally noisy uniform still takes its own variance in 38% of studies of 3 seeds
-(19% of 5) and a candidate in 4.5%: those comparisons pay with fewer df. What that costs in
-power and buys in error rate: docs/statistics.md.
+With every row equally noisy a candidate takes its own in 4.5% of studies, and uniform's 2 df
+(3 seeds) bring each comparison's Satterthwaite df down to ~7: the price in power, and what
+the joint critical value (:mod:`tlmsearch.stats.maxt`) wins back, is in docs/statistics.md.
+:meth:`RowNoise.share` is uniform's share of a comparison's variance: how the comparisons
+with uniform move together.
 """
 
 from __future__ import annotations
@@ -49,11 +51,6 @@ POOLED, OWN = "pooled", "own"  # where a row's variance comes from
 # fit's one noise for every comparison, :func:`tlmsearch.stats.block_noise`: before issue 31)
 ROWS = "rows"
 VARIANCES = (ROWS, POOLED)
-# uniform keeps the pooled variance only where its seeds rule out, with this confidence, a
-# residual variance this many times the other rows' (sd 2x: issue 31's example). The burden of
-# proof is on "as quiet as the rest": a test of "noisier" at 5% would miss a 2x noisier
-# uniform in most studies of 3 seeds, and every comparison rests on it (benchmarks/stats.py).
-UNIFORM_RATIO, UNIFORM_CONFIDENCE = 4.0, 0.8
 
 
 @dataclass(frozen=True)
@@ -98,6 +95,19 @@ class RowNoise:
         """Whose own variance the pair (a, b) uses: pooled | a | b | both (row keys)."""
         own = [r for r in (a, b) if r in self.rows and self.rows[r].source == OWN]
         return "pooled" if not own else "both" if len(own) == 2 else str(own[0])
+
+    def share(self, a: Any, b: Any) -> float:
+        """``b``'s share of the variance of the paired delta a - b (b: the control).
+
+        Two comparisons with the same control correlate by the product of the square roots of
+        their shares (:mod:`tlmsearch.stats.maxt`); with every row on the pooled variance each
+        share is 1/2.
+        """
+        ra, rb = self.rows.get(a), self.rows.get(b)
+        var_p = self.pooled.sd**2 / 2.0
+        va = ra.var if ra is not None and ra.source == OWN else var_p
+        vb = rb.var if rb is not None and rb.source == OWN else var_p
+        return vb / (va + vb) if va + vb > 0 else 0.5
 
     def pair(self, a: Any, b: Any) -> Noise | None:
         """The noise of one paired delta a - b on a seed: sd and df.
@@ -193,9 +203,7 @@ def row_noise(
     when the fit leaves no residual df.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
-    against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
-    estimate is larger than the pooled one, unless its seeds rule out (at
-    :data:`UNIFORM_CONFIDENCE`) a variance :data:`UNIFORM_RATIO` times the others'.
+    against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) always.
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
@@ -219,7 +227,7 @@ def row_noise(
     for row, (own, _, _, n) in fit.items():
         p = noisy.get(row, (False, math.nan))[1]
         if noisy.get(row, (False,))[0] and n >= 2 and math.isfinite(own):
-            out[row] = RowVariance(own, n - 1, OWN, own, p)
+            out[row] = RowVariance(max(own, 0.0), n - 1, OWN, own, p)
         else:
             out[row] = RowVariance(var_p, df, POOLED, own, p)
     cells: dict[Any, dict[Any, float]] = {}
@@ -237,9 +245,7 @@ def _noisier_rows(
     """row -> (noisier than the rest, one-sided p of the F test of its residual mean square
     against the other rows').
 
-    A candidate qualifies at ``1 - level``; uniform unless its seeds rule out (at
-    :data:`UNIFORM_CONFIDENCE`) a variance :data:`UNIFORM_RATIO` x the others', and only when
-    its own estimate exceeds the pooled one (never below the pool). Each row is tested against
+    A candidate qualifies at ``1 - level``; uniform always (the module docstring). Each row is tested against
     all the others once: testing again against the rows left quiet would read the loudest
     rows' absence as a quieter reference and, with every row equally noisy, flag more of them
     (2-3 points of power at 5 seeds in ``benchmarks/stats.py``).
@@ -257,8 +263,7 @@ def _noisier_rows(
         ratio = (ss / share) / (ss_rest / rest) if ss_rest > 0 else math.inf
         p = float(f_dist.sf(ratio, share, rest))
         if row in control:
-            close = UNIFORM_RATIO * float(f_dist.ppf(1.0 - UNIFORM_CONFIDENCE, share, rest))
-            out[row] = (not ratio < close and own > var_p * (1.0 + 1e-9), p)
+            out[row] = (True, p)
         else:
             out[row] = (p < 1.0 - level, p)
     return out
