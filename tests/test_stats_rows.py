@@ -152,3 +152,22 @@ def test_no_residual_df_no_model() -> None:
     y = np.array([[2.0, 2.1]])  # uniform alone
     assert stats.row_noise(table(y), "v") is None
     assert stats.row_noise(table(np.array([[2.0], [2.1]])), "v") is None  # one seed
+
+
+def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
+    # issue 31: a pruned row kept the seeds it did well on; its cells would shrink the noise.
+    # It is judged on the pool of the rows no pruner selected
+    rng = np.random.default_rng(7)
+    y = rng.normal(0, 0.01, size=(6, 4))
+    full = table(y)
+    pruned = full.copy()
+    c5 = pruned["candidate"] == "c5"
+    pruned.loc[c5 & (pruned["seed"] == 3), "state"] = "PRUNED"
+    pruned.loc[c5 & (pruned["seed"] < 3), "v"] = [0.5, -0.5, 0.4]  # wild, but left out
+    model = stats.row_noise(pruned, "v")
+    without = stats.row_noise(full[full["candidate"] != "c5"], "v")
+    assert model.pooled.sd == pytest.approx(without.pooled.sd)
+    assert model.pooled.df == without.pooled.df
+    c5row = model.rows["c5"]
+    assert c5row.source == POOLED and c5row.var == pytest.approx(model.pooled.sd**2 / 2)
+    assert model.pair("c5", "uniform").sd > 0  # its comparison still has a noise

@@ -200,19 +200,29 @@ def row_noise(
 ) -> RowNoise | None:
     """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
     (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
-    when the fit leaves no residual df.
+    when the fit leaves no residual df. Rows with a pruned (censored) seed are left out of the
+    fit where the others leave residual df, and use the pooled variance.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
     against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) always.
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
+    cells = _cells(trials, value, key)
     done = [(c, (cell.setting, s) if cell.setting else s, cell.value, cell.is_baseline)
-            for (c, s), cell in _cells(trials, value, key).items()
+            for (c, s), cell in cells.items()
             if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
     if not done:
         return None
-    rows, blocks, values, base = zip(*done, strict=True)
+    # a row the pruner stopped on some seed kept only the seeds it did well on: its complete
+    # cells are selected, and their residuals would shrink the noise (issue 31: the median
+    # pruner's null study measured it at 0.68x the truth). Those rows are left out of the fit
+    # and judged on the noise of the rows no pruner selected, while those leave residual df
+    censored = {c for (c, _), cell in cells.items()
+                if cell.outcome == "censored" and not cell.is_baseline}
+    kept = [d for d in done if d[0] not in censored]
+    fit_rows = kept if censored and _has_df(kept) else done
+    rows, blocks, values, base = zip(*fit_rows, strict=True)
     fit, rss, df = row_fit(rows, blocks, values)
     if df < 1:
         return None
@@ -230,10 +240,20 @@ def row_noise(
             out[row] = RowVariance(max(own, 0.0), n - 1, OWN, own, p)
         else:
             out[row] = RowVariance(var_p, df, POOLED, own, p)
-    cells: dict[Any, dict[Any, float]] = {}
-    for r, b, v in zip(rows, blocks, values, strict=True):
-        cells.setdefault(r, {})[b] = float(v)
-    return RowNoise(pooled, out, control, cells)
+    for row in {d[0] for d in done} - set(out):  # censored, left out of the fit: the pool
+        out[row] = RowVariance(var_p, df, POOLED, math.nan, math.nan)
+    by_row: dict[Any, dict[Any, float]] = {}
+    for r, b, v, _ in done:
+        by_row.setdefault(r, {})[b] = float(v)
+    return RowNoise(pooled, out, control, by_row)
+
+
+def _has_df(done: Sequence[tuple[Any, Any, float, bool]]) -> bool:
+    """Whether an additive fit of these (row, block, value, _) cells leaves residual df."""
+    if not done:
+        return False
+    rows, blocks = {d[0] for d in done}, {d[1] for d in done}
+    return len(done) - (len(rows) + len(blocks) - 1) >= 1
 
 
 def _noisier_rows(
