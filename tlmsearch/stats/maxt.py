@@ -73,14 +73,17 @@ def joint_below(c: float, shares: Sequence[float], df: int,
                                      df) for key in dict.fromkeys(g))  # fmt: skip
     from scipy.special import ndtr
 
-    lam = np.sqrt(np.clip(np.asarray(shares, dtype="float64"), 0.0, 1.0 - 1e-9))
+    # comparisons with the same share contribute the same factor: once each, to its power
+    share, count = np.unique(np.clip(np.round(np.asarray(shares, dtype="float64"), 9), 0.0,
+                                     1.0 - 1e-9), return_counts=True)  # fmt: skip
+    lam = np.sqrt(share)
     rest = np.sqrt(1.0 - lam**2)
     w, ww = _w_nodes()
     s = _s_nodes(int(df))
     cs = c * s[:, None, None]  # (S, 1, 1)
-    mid = lam[None, None, :] * w[None, :, None]  # (1, W, m)
-    inner = ndtr((cs - mid) / rest) - ndtr((-cs - mid) / rest)  # (S, W, m)
-    prob = np.prod(inner, axis=2) @ ww  # over the comparisons, then W
+    mid = lam[None, None, :] * w[None, :, None]  # (1, W, distinct shares)
+    inner = ndtr((cs - mid) / rest) - ndtr((-cs - mid) / rest)  # (S, W, distinct shares)
+    prob = np.prod(inner ** count, axis=2) @ ww  # over the comparisons, then W
     return float(np.clip(prob.mean(), 0.0, 1.0))
 
 
@@ -107,7 +110,7 @@ def joint_critical(shares: Sequence[float], df: int, level: float,
     while joint_below(hi, shares, df, groups) < level:
         hi *= 2.0
     return float(brentq(lambda c: joint_below(c, shares, df, groups) - level, 0.0, hi,
-                        xtol=1e-6))  # fmt: skip
+                        xtol=1e-5))  # fmt: skip
 
 
 def step_down(t: Sequence[float], shares: Sequence[float], dfs: Sequence[int],
