@@ -1,7 +1,9 @@
-"""A tiny study for the search tests: 2 layers, d_model 32, bytes on a small made-up text."""
+"""A tiny study for the search tests: 2 layers, d_model 32, bytes on a small made-up text; and
+what the trials of a run stopped mid-way trained (the curves, each attempt's evals)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,48 @@ def search_pair(cfg: StudyConfig, name: str = "unit") -> tuple[Any, Any]:
     study = optuna.create_study(storage=storage, study_name=name, directions=senses)
     write_initial_queue(study, cfg)
     return searcher_and_scheduler(cfg, name, storage)
+
+
+# -------------------------------------------------------------------------------------------------
+# Trials stopped mid-way (tests/test_search_killed.py, test_search_resume.py): where each attempt
+# trained, and the curve the trial ended with
+
+LOSSES = ("tokens", "train_loss", "val_loss", "val_ppl", "val_bpb", "lr")
+
+
+def straight_losses(study: dict[str, Any], candidate: dict[str, Any], seed: int) -> list[dict]:
+    """:func:`straight_curve`'s ``LOSSES`` only: what a run dir's curve of the trial holds."""
+    return [{k: row[k] for k in LOSSES} for row in straight_curve(study, candidate, seed)]
+
+
+def trial_row(df: Any, candidate: dict[str, Any], seed: int) -> Any:
+    """The one row of (candidate, seed) in a trials table."""
+    rows = df[(df["params_json"] == json.dumps(candidate, sort_keys=True)) & (df["seed"] == seed)]
+    assert len(rows) == 1, df[["candidate", "seed", "state"]]
+    return rows.iloc[0]
+
+
+def trial_losses(run: Path, candidate: dict[str, Any], seed: int) -> list[dict]:
+    """The curve of the completed trial of (candidate, seed) in run dir ``run``: ``LOSSES``."""
+    import pandas as pd
+
+    row = trial_row(pd.read_parquet(run / "trials.parquet"), candidate, seed)
+    assert row["state"] == "COMPLETE", row
+    curves = pd.read_parquet(run / "curves.parquet")
+    mine = curves[curves["trial_id"] == row["trial_id"]].sort_values("tokens")
+    return [
+        {k: (int(r[k]) if k == "tokens" else float(r[k])) for k in LOSSES}
+        for _, r in mine.iterrows()
+    ]
+
+
+def eval_attempts(faults: Path, candidate: dict[str, Any], seed: int) -> dict[int, list[int]]:
+    """pid -> the tokens of the evals that process trained for (candidate, seed) (not the ones
+    it reported again from a checkpoint), from the fault hook's ``evals.jsonl``."""
+    from tlmsearch.search.faults import read_jsonl
+
+    out: dict[int, list[int]] = {}
+    for e in read_jsonl(faults / "evals.jsonl"):
+        if e["candidate"] == candidate and e["seed"] == seed:
+            out.setdefault(e["pid"], []).append(e["tokens"])
+    return out

@@ -164,11 +164,10 @@ def test_perfect_agreement_on_two_seeds_is_too_few_to_judge() -> None:
     assert "can be trusted" not in doc["trust"]
     assert "only 3 distinct bootstrap resamples with 2 seeds" in doc["trust"]
     assert doc["trust"].endswith("too few to judge")
-    # the same agreement on MIN_SEEDS seeds is judged; on 3 candidates it is not
+    # on MIN_SEEDS seeds it is judged; on 3 candidates it is not
     five = [fid.Rung(_agreeing(fid.MIN_SEEDS), 1e9), fid.Rung(_agreeing(fid.MIN_SEEDS), 1e10)]
     doc = fid.fidelity(five, "val_bpb", resamples=200)
-    assert doc["trust"].endswith("can be trusted at this step")
-    assert "126 distinct resamples" in doc["trust"]
+    assert "126 distinct resamples" in doc["trust"] and "can be trusted" not in doc["trust"]
     three = [fid.Rung(_agreeing(5, ("1.25", "1.5")), 1e9)] * 2
     doc = fid.fidelity(three, "val_bpb", resamples=200)
     assert "only 3 candidates (tau is +1 by chance 1 time in 6" in doc["trust"]
@@ -258,3 +257,88 @@ def test_each_rung_reports_its_signal_to_noise_with_its_checkpoint_noise() -> No
     assert with_curves["dispersion"] == pytest.approx(0.1)  # 1.75 (+0.05) vs 1.25 (-0.05)
     assert without["checkpoint_noise"]["snr"] is None
     assert without["checkpoint_noise"]["why"] == "no learning curves given"
+
+
+# -------------------------------------------------------------------------------------------------
+# The verdict's null check (issue 31): both rungs train on the same seeds, so their noise is
+# correlated and rankings with no true agreement still agree
+
+
+def _shared_noise(c: int, s: int, rho: float, rng: np.random.Generator, signal: float = 0.0):
+    """(lower, upper) per-seed paired effects, (C, S), uniform's row at 0: true effects
+    ``signal`` * (0, 1, ..., C-1) at both rungs (0: none), noise N(0, 1) correlated ``rho``
+    between the rungs on the same candidate and seed."""
+    e_lo = rng.standard_normal((c, s))
+    e_hi = rho * e_lo + math.sqrt(1 - rho * rho) * rng.standard_normal((c, s))
+    truth = signal * np.arange(c)[:, None]
+    y_lo, y_hi = truth + e_lo, truth + e_hi
+    return y_lo - y_lo[:1], y_hi - y_hi[:1]
+
+
+def test_the_null_of_no_agreement_is_the_permutation_null_at_zero_correlation() -> None:
+    import itertools
+
+    perms = list(itertools.permutations(range(5)))
+    exact = np.array([fid.kendall_tau(range(5), p) for p in perms])
+    taus = fid.null_taus(5, 0.0)
+    for t in (0.6, 0.8, 1.0):  # 14, 5 and 1 of the 120 orders
+        assert fid._tail(taus, t) == pytest.approx(np.mean(exact >= t - 1e-9), abs=0.004)
+    assert fid.null_threshold(5, 0.0) == 0.8 and fid.null_threshold(4, 0.0) == 1.0
+    assert fid.null_threshold(3, 0.0) is None  # tau +1 by chance 1 time in 6
+    assert np.array_equal(fid.null_taus(6, 0.3), fid.null_taus.__wrapped__(6, 0.3))  # seeded
+
+
+def test_the_null_threshold_grows_with_the_noise_the_rungs_share() -> None:
+    thr = [fid.null_threshold(8, r) for r in (0.0, 0.3, 0.5, 0.7, 0.9)]
+    assert thr == sorted(thr) and thr[0] < thr[-1] == 1.0
+    assert fid.null_threshold(5, 0.9) is None  # shared noise alone gives +1 too often
+
+
+def test_seed_correlation_is_the_rungs_residual_correlation() -> None:
+    rng = np.random.default_rng(0)
+    lo, hi = _shared_noise(30, 30, 0.6, rng, signal=0.5)  # candidate effects do not enter
+    rho, df = fid.seed_correlation(lo, hi)
+    assert df == 29 * 29 and rho == pytest.approx(0.6, abs=0.05)
+    assert fid.seed_correlation(lo, lo)[0] == pytest.approx(1.0)
+    assert fid.seed_correlation(lo[:, :1], hi[:, :1]) == (None, 0)  # one seed: no residual
+    # the upper bound: above the estimate, tighter with more df, None below 3 df
+    assert fid.rho_upper(0.3, 16) > fid.rho_upper(0.3, 100) > 0.3
+    assert fid.rho_upper(0.3, 2) is None and fid.rho_upper(-0.9, 8) == 0.0
+
+
+def test_shared_seed_noise_alone_is_not_trusted() -> None:
+    """8 candidates with no true effect at either rung, 8 seeds whose noise correlates 0.95
+    between the rungs: tau is large by the shared noise alone. The bootstrap interval's lower
+    end passed 0.5 in over a quarter of them (the old "can be trusted"); the null check
+    trusts at most 5% + 2 Monte Carlo se (benchmarks/fidelity.py for more scenarios)."""
+    rng = np.random.default_rng(3)
+    n, old, new = 120, 0, 0
+    for _ in range(n):
+        a = fid.agreement(*_shared_noise(8, 8, 0.95, rng), resamples=100)
+        old += a.tau_ci95 is not None and a.tau_ci95[0] > 0.5
+        new += "can be trusted" in fid.trust_line({"lower": 0, "upper": 1, **a._asdict()}, 2)
+    assert old / n > 0.25
+    assert new / n <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / n)
+
+
+def test_agreement_beyond_the_shared_noise_is_trusted_and_says_why() -> None:
+    """True effects one noise sd apart at both rungs, independent noise: tau is far above what
+    the null reaches, and the sentence gives the null's numbers."""
+    rng = np.random.default_rng(1)
+    lo, hi = _shared_noise(6, 5, 0.0, rng, signal=1.0)
+    base = [2.0 + 0.01 * s for s in range(5)]
+    rows = [_rung({str(1 + c / 10): (0.01 * x[c]).tolist() for c in range(1, 6)}, base)
+            for x in (lo, hi)]  # fmt: skip
+    doc = fid.fidelity([fid.Rung(rows[0], 1e9), fid.Rung(rows[1], 1e10)], "val_bpb",
+                       resamples=200)  # fmt: skip
+    (pair,) = doc["pairs"]
+    assert pair["n_candidates"] == 6 and pair["rho_df"] == 5 * 4
+    assert pair["null_tau95"] is not None and pair["kendall_tau"] >= pair["null_tau95"]
+    assert pair["null_p"] <= 0.05 and pair["rho_upper"] >= max(pair["seed_rho"], 0)
+    assert doc["trust"].endswith("can be trusted at this step"), doc["trust"]
+    assert f"95% upper bound {pair['rho_upper']:+.2f}, 20 df" in doc["trust"]
+    assert f"reaches tau {pair['null_tau95']:+.2f} or more in at most 5%" in doc["trust"]
+    from tlmsearch.fidelity_tables import agreement
+
+    table = agreement(doc)
+    assert table.rows[0][5].startswith(f"p {pair['null_p']:.3f}, needs {pair['null_tau95']:+.2f}")

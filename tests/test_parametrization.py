@@ -338,3 +338,125 @@ def test_exact_budget_means_hide_the_confound(base_units: int, offsets: list[int
     assert mup.lr_param_mean == pytest.approx(1.0)
     assert mup.lr_layer_mean >= 1.0 - 1e-12
     assert (mup.lr_layer_mean > 1.0 + 1e-12) == any(deltas)
+
+
+# -------------------------------------------------------------------------------------------------
+# Gradient clipping in the MuReadout frame (issue 31)
+
+CLIPPED = HEADS.model_copy(update={"layer_heads": [2, 8]})  # w2 at m 0.5, 4; proj at 0.5, 2
+
+
+def _batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randint(0, VOCAB, (4, 16), generator=g) for _ in range(2))  # type: ignore
+
+
+def _ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+def _readout(model: nn.Module, opt: torch.optim.Optimizer, lr: float):
+    """The MuReadout formulation of ``model``, built by hand: each output weight W of
+    multiplier m (its group's lr_scale 1/m) becomes a leaf V = m W used as ``(1/m) V`` in the
+    forward; AdamW at the global LR with the base decay (MuAdamW leaves such a matrix alone).
+    Returns (leaves by name, the multiplier of each name, its AdamW)."""
+    factor = parametrization.readout_factors(opt.param_groups)
+    names = {id(p): n for n, p in model.named_parameters()}
+    mult = {n: 1.0 / factor.get(id(p), 1.0) for n, p in model.named_parameters()}
+    leaves = {n: (p.detach() * mult[n]).requires_grad_() for n, p in model.named_parameters()}
+    groups = [
+        {"params": [leaves[names[id(p)]] for p in g["params"]],
+         "weight_decay": g["weight_decay"] * g.get(LR_SCALE, 1.0)}
+        for g in opt.param_groups
+    ]  # fmt: skip
+    ref_opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-12)
+    return leaves, mult, ref_opt
+
+
+def _readout_loss(model, leaves, mult, x, y) -> torch.Tensor:
+    params = {n: v / mult[n] if mult[n] != 1 else v for n, v in leaves.items()}
+    return _ce(torch.func.functional_call(model, params, (x,)), y)
+
+
+def test_mup_clips_the_gradient_as_the_mureadout_formulation_does() -> None:
+    """The norm is taken in MuReadout's frame: our clipped gradients, mapped there (times 1/m),
+    are the reference's clipped ones, while clipping on our frame's norm is not."""
+    model, opt = _setup("mup", [32, 256], cfg=CLIPPED)
+    leaves, mult, _ = _readout(model, opt, 1e-2)
+    assert sorted({round(m, 6) for m in mult.values()}) == [0.5, 1.0, 2.0, 4.0]
+    x, y = _batch(0)
+    _readout_loss(model, leaves, mult, x, y).backward()
+    ref_norm = float(torch.nn.utils.get_total_norm([v.grad for v in leaves.values()]))
+    max_norm = 0.2 * ref_norm  # clipping is active
+    ref_total = torch.nn.utils.clip_grad_norm_(list(leaves.values()), max_norm)
+
+    _ce(model(x), y).backward()
+    ours_frame = {n: p.grad.clone() for n, p in model.named_parameters()}
+    total = parametrization.clip_grad_norm_(model, opt.param_groups, max_norm)
+    assert float(total) == pytest.approx(float(ref_total), rel=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad / mult[n], leaves[n].grad, rtol=1e-5, atol=1e-9)
+    # the old rule: torch's global norm over our frame clips by another coefficient
+    ours_norm = float(torch.nn.utils.get_total_norm(list(ours_frame.values())))
+    assert abs(ours_norm / ref_norm - 1) > 0.005  # 1% in this tiny model
+    torch.nn.utils.clip_grads_with_norm_(list(ours_frame.values()), max_norm, ours_norm)
+    w2 = "blocks.1.mlps.0.w2.weight"
+    assert not torch.allclose(ours_frame[w2] / mult[w2], leaves[w2].grad, rtol=1e-3)
+
+
+def _update_error(clip: str, steps: int = 4, max_norm: float = 0.05, lr: float = 1e-2) -> float:
+    """The largest relative error, over parameters, of our form's update after ``steps``
+    clipped AdamW steps against the MuReadout formulation's (|dW - dV / m| / |dV / m|).
+    ``clip``: "mureadout" (parametrization.clip_grad_norm_) or "ours" (torch's global norm in
+    our frame, the old rule)."""
+    model = build_model(CLIPPED, [32, 256], VOCAB, seed=0)
+    train_cfg = TrainConfig(parametrization="mup", lr=lr, weight_decay=0.1)
+    groups = parametrization.param_groups(model, CLIPPED, train_cfg, vocab_size=VOCAB)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-12)
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    leaves, mult, ref_opt = _readout(model, opt, lr)
+    for step in range(steps):
+        x, y = _batch(step)
+        _readout_loss(model, leaves, mult, x, y).backward()
+        assert torch.nn.utils.clip_grad_norm_(list(leaves.values()), max_norm) > max_norm
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
+        _ce(model(x), y).backward()
+        if clip == "mureadout":
+            parametrization.clip_grad_norm_(model, opt.param_groups, max_norm)
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        set_lr(opt, lr)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    errors = []
+    for n, p in model.named_parameters():
+        ours, ref = p.detach() - start[n], leaves[n].detach() / mult[n] - start[n]
+        errors.append(float((ours - ref).norm() / ref.norm()))
+    return max(errors)
+
+
+def test_mup_with_clipping_trains_as_the_mureadout_formulation() -> None:
+    """Four AdamW steps with clipping active in each (the coefficient changes step to step,
+    so Adam's moments see it): every weight moves as MuReadout's V / m does, to float rounding
+    (measured 4e-5, Adam's eps included); the old rule, a norm over our frame, is off by 6e-3."""
+    assert _update_error("mureadout") < 3e-4
+    assert _update_error("ours") > 2e-3
+
+
+@pytest.mark.parametrize(("par", "widths"), [("standard", [32, 256]), ("mup", [BASE, BASE])])
+def test_clipping_is_torchs_own_bit_for_bit_without_a_multiplier(par, widths) -> None:
+    """Standard, and the uniform model under mup (every m = 1): torch's clip_grad_norm_ over
+    model.parameters(), the same numbers bit for bit."""
+    cfg = TINY
+    model, opt = _setup(par, widths, cfg=cfg)
+    twin, _ = _setup(par, widths, cfg=cfg)
+    x, y = _batch(0)
+    for m in (model, twin):
+        _ce(m(x), y).backward()
+    assert parametrization.readout_factors(opt.param_groups) == {}
+    total = parametrization.clip_grad_norm_(model, opt.param_groups, 0.01)
+    want = torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.01)
+    assert torch.equal(total, want) and want > 0.01
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)

@@ -352,3 +352,27 @@ def test_a_plan_says_when_candidates_move_capacity_to_or_from_attention(hold, di
     d["search"]["candidates"] = [taper]
     assert "move capacity" not in " ".join(power.plan_lines(power.build_plan(
         study_from_mapping(d))))  # fmt: skip
+
+
+@pytest.mark.parametrize("over", [[], ["search.sampler=tpe", "search.n_trials=4"]])
+def test_a_plans_trainings_are_what_the_run_of_the_same_study_trains(over, tmp_path) -> None:
+    """studies/lr_sweep.yaml (issue 31): plan's "this study" row, and the hours it derives,
+    count what `run` trains: every (candidate, seed) the grid enqueues, each setting's uniform
+    included (12 at 2 seeds, where plan said 8), or a sampler's most (planned_trials)."""
+    from tlmsearch.config import load_study
+    from tlmsearch.search.samplers import initial_queue, planned_trials
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_study(root / "studies" / "lr_sweep.yaml", over)
+    pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
+    plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
+    now = plan.rows[2]
+    assert now.seeds == len(cfg.search.seeds) == 2
+    assert now.trainings == planned_trials(cfg)
+    if not over:  # a grid enqueues every training up front
+        assert now.trainings == len(initial_queue(cfg)) == 12
+    assert plan.hours(now.trainings) == pytest.approx(
+        planned_trials(cfg) * cfg.train.tokens / plan.tokens_per_s / 3600
+    )
+    per_seed = planned_trials(cfg) // 2
+    assert [r.trainings for r in plan.rows] == [per_seed * r.seeds for r in plan.rows]

@@ -1,5 +1,8 @@
 """The embedded Ray closed to the network, and a real two-node Ray cluster on loopback. Slow.
 
+Every socket of a real run on the embedded Ray, sampled while it runs, is checked by
+test_search_workers.py (a run of two workers per trial has every kind of process a run has).
+
 The cluster: head 127.0.0.2, worker 127.0.0.3 (``ray start`` rewrites 127.0.0.1 to the external
 address); every process uses the same ``RAY_AUTH_MODE`` (token) and the same secret, made here for
 this cluster alone (never the user's ``~/.ray/auth_token``, which a fresh machine does not have),
@@ -21,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from proc_sockets import cmdline, environ, is_loopback, listeners, process_tree
 from search_helpers import tiny_study
 
 from tlmsearch.config import RayConfig
@@ -57,9 +59,12 @@ def cluster_env(base) -> dict[str, str]:
     """
     env = {k: v for k, v in base.items() if not k.startswith("RAY_AUTH")}
     # Ray 2.60's `ray start --block` drains a node for up to 30 s on SIGTERM (for Serve
-    # replicas); a test cluster has none, and the wait was 30 s of every teardown
+    # replicas); a test cluster has none, and the wait was 30 s of every teardown. Ray Train's
+    # controller looks at its workers every 2 s: a two-worker trial ended up to 2 s after them
+    # (a look that goes unanswered is only repeated; Ray gives up on a worker after 10 minutes)
     return {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # fmt: skip
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -153,81 +158,6 @@ def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back
     )
     assert out.stdout.count("ran token") == 2, out.stdout + out.stderr[-2000:]
     assert out.stdout.count("after disabled None None") == 2 and "fresh True" in out.stdout
-
-
-def test_embedded_ray_listens_on_loopback_only_with_its_own_token(tmp_path: Path):
-    """Every socket a real run listens on is on loopback; its Ray needs a token of its own.
-
-    Ray executes code for whoever reaches its GCS. The sockets are those of the run's own
-    process tree (driver, GCS, raylet, agents, trial workers, with two workers per trial their
-    process group's rendezvous and gloo pairs), sampled while it runs. Two workers per trial
-    cover one: the trial's own process (where a one-worker trial trains) is there as well, as
-    the driver of its two workers. (This was a test per worker count, each a Ray of its own.)
-    """
-    data = tiny_study(
-        tmp_path,
-        train={"tokens": 4096},
-        search={"concurrency": 1, "baseline": False, "seeds": [0]},
-        ray={"num_cpus": 2, "workers_per_trial": 2, "cpus_per_worker": 1},
-    )
-    data["ray"].pop("cpus_per_trial")
-    data["space"]["dimensions"] = {
-        "shape": {"type": "categorical", "choices": ["cosine"]},
-        "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
-    }  # one candidate, one trial: every kind of process a run has
-    study = tmp_path / "closed.yaml"
-    study.write_text(yaml.safe_dump(data))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    log = tmp_path / "run.log"
-    proc = subprocess.Popen(
-        [str(BIN / "tlmsearch"), "run", str(study)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    seen: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, port) -> (name, host)
-    ray_env: dict[str, str] = {}
-    session_dir = ""
-    deadline = time.time() + 300
-    try:
-        while proc.poll() is None and time.time() < deadline:
-            tables: dict[str, list[str]] = {}  # one read of the socket tables a sample
-            for pid in process_tree(proc.pid):
-                for s in listeners(pid, tables):
-                    seen[(s.pid, s.port)] = (s.name, s.host)
-                    if s.name == "gcs_server" and not ray_env:
-                        ray_env = environ(pid)  # what the driver gave Ray's processes
-                for arg in cmdline(pid):
-                    if arg.startswith("--session-dir="):
-                        session_dir = arg.split("=", 1)[1]
-            time.sleep(0.2)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    out = log.read_text()
-    assert proc.returncode == 0, out[-3000:]
-    names = {name for name, _ in seen.values()}
-    assert {"gcs_server", "raylet"} <= names, seen  # the sampling saw Ray itself
-    assert any(name.startswith("ray::") for name in names), seen  # and a trial worker
-    # and its two Ray Train workers (a process's comm holds 15 characters)
-    assert "ray::RayTrainWo" in names, seen
-    open_ = {f"{name} (pid {pid}) on {host}:{port}" for (pid, port), (name, host) in seen.items()
-             if not is_loopback(host)}  # fmt: skip
-    assert not open_, f"listening beyond loopback: {sorted(open_)}"
-
-    # Token authentication with a secret of this run's alone: not the user's ~/.ray/auth_token,
-    # and nowhere in the log, the run dir or Ray's session dir.
-    assert ray_env.get("RAY_AUTH_MODE") == "token", sorted(ray_env)
-    token = ray_env.get("RAY_AUTH_TOKEN", "")
-    assert len(token) >= 32
-    home_token = Path.home() / ".ray" / "auth_token"
-    assert not home_token.exists() or home_token.read_text().strip() != token
-    assert token not in out
-    leaks = [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and token.encode()
-             in p.read_bytes()]  # fmt: skip
-    assert session_dir and Path(session_dir).is_dir()
-    leaks += [p for p in Path(session_dir).rglob("*") if p.is_file()
-              and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()]  # fmt: skip
-    assert not leaks, leaks
 
 
 # -------------------------------------------------------------------------------------------------

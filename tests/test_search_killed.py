@@ -13,6 +13,8 @@ the trainable's test hook (tlmsearch/search/faults.py, inert without ``TLMSEARCH
   at a time, so the only worker the monitor can pick is the hog. An RLIMIT_AS would be
   deterministic too, but it tests an allocation failure (a MemoryError in the trial), not a
   worker killed for memory, which is what a user meets.
+
+A killed driver (not a worker) and its trial's checkpoint: test_search_resume.py.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from search_helpers import straight_curve, tiny_study
+from search_helpers import eval_attempts, straight_losses, tiny_study, trial_losses, trial_row
 
 from tlmsearch.search.faults import ENV, read_jsonl
 
@@ -46,6 +48,20 @@ def _study(tmp: Path, name: str, **search) -> Path:
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def _ckpt_study(tmp: Path, name: str, **search) -> tuple[Path, dict]:
+    """A study with a checkpoint at every eval (2,048 tokens); one trial at a time unless
+    ``search`` says otherwise."""
+    data = tiny_study(
+        tmp,
+        train={"checkpoint_every_tokens": 2048},
+        search={"pruner": "none", "concurrency": 1, **search},
+    )
+    data["name"] = name
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, data
 
 
 def _env(faults: Path, **extra: str) -> dict[str, str]:
@@ -92,10 +108,15 @@ def _run(args: list[str], env: dict[str, str], log: Path, kill_waiting: Path | N
     return code, log.read_text()
 
 
-def _row(df: pd.DataFrame, cand: dict, seed: int) -> pd.Series:
-    rows = df[(df["params_json"] == json.dumps(cand, sort_keys=True)) & (df["seed"] == seed)]
-    assert len(rows) == 1, df[["candidate", "seed", "state"]]
-    return rows.iloc[0]
+def _in_process(args: list[str]) -> tuple[int, str]:
+    """The CLI in this process, for a command that starts no Ray (torch is imported already):
+    (exit code, output)."""
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    res = CliRunner().invoke(app, args)
+    return res.exit_code, res.output
 
 
 def _quiet(log: str) -> None:
@@ -141,12 +162,12 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert "5 complete, 0 pruned, 1 failed" in log
     _quiet(log)
     # the retried baseline went on from its checkpoint, with the very same curve
-    assert list(_attempts(faults, UNIFORM, 1).values()) == [[2048], [4096, 6144, 8192]]
-    assert _trial_curve(run, UNIFORM, 1) == _straight_curve(data, UNIFORM, 1)
+    assert list(eval_attempts(faults, UNIFORM, 1).values()) == [[2048], [4096, 6144, 8192]]
+    assert trial_losses(run, UNIFORM, 1) == straight_losses(data, UNIFORM, 1)
 
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 6 and (df["state"] == "COMPLETE").sum() == 5
-    base, lost = _row(df, UNIFORM, 1), _row(df, COSINE, 0)
+    base, lost = trial_row(df, UNIFORM, 1), trial_row(df, COSINE, 0)
     assert base["state"] == "COMPLETE" and base["retries"] == 1
     assert lost["state"] == "FAIL" and lost["reason"].startswith("worker died (pid")
     assert lost["retries"] == 0
@@ -155,7 +176,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert len(seed1) == 2 and seed1["delta_val_bpb"].notna().all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
-    code, log = _run(["resume", str(run)], env, tmp_path / "resume.log")
+    code, log = _in_process(["resume", str(run)])  # nothing to train: no Ray, no worker
     assert code == 0, log
     assert "1 failed trial(s) kept; --retry-failed runs them again" in log
     assert "nothing left to run" in log
@@ -167,10 +188,10 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert "6 complete" in log and "1 failed and re-run" in log
     again = pd.read_parquet(run / "trials.parquet")
     assert len(again) == 6 and (again["state"] == "COMPLETE").all()
-    assert _row(again, COSINE, 0)["number"] == 6  # a new trial stands in for the failed one
+    assert trial_row(again, COSINE, 0)["number"] == 6  # a new trial stands in for the failed one
     # it went on from the lost attempt's checkpoint at 2,048 tokens, not from zero
-    assert list(_attempts(faults, COSINE, 0).values()) == [[2048], [4096, 6144, 8192]]
-    assert _trial_curve(run, COSINE, 0) == _straight_curve(data, COSINE, 0)  # exactly
+    assert list(eval_attempts(faults, COSINE, 0).values()) == [[2048], [4096, 6144, 8192]]
+    assert trial_losses(run, COSINE, 0) == straight_losses(data, COSINE, 0)  # exactly
 
     # keep_weights final: one folder per trial, its final weights, named in the trials table
     from tlmsearch.checkpoints import kept_weights, load_model
@@ -179,12 +200,12 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert sorted(w["path"] for w in kept) == sorted(again["weights"])
     # the lost attempt's checkpoint went with its replacement's end: one folder per trial
     assert len(list(run.glob("ray/*/*/checkpoint_*"))) == len(again) == 6
-    model, meta = load_model(_row(again, COSINE, 0)["weights"])
-    assert sum(p.numel() for p in model.parameters()) == _row(again, COSINE, 0)["n_params"]
+    model, meta = load_model(trial_row(again, COSINE, 0)["weights"])
+    assert sum(p.numel() for p in model.parameters()) == trial_row(again, COSINE, 0)["n_params"]
     assert meta["tokens"] == 8192 and meta["candidate"] == COSINE and meta["seed"] == 0
     assert meta["number"] == 6
     # and `tlmsearch analyze` reads them: one row per (kept model, layer)
-    code, log = _run(["analyze", str(run), "--max-windows", "2"], env, tmp_path / "an.log")
+    code, log = _in_process(["analyze", str(run), "--max-windows", "2"])
     assert code == 0, log
     layers = pd.read_parquet(run / "analysis.parquet")
     assert sorted(layers["number"].unique()) == sorted(again["number"].astype(int))
@@ -228,7 +249,7 @@ def test_a_trial_over_the_memory_limit_is_killed_retried_then_fail(tmp_path):
     assert "Caught unexpected exception" not in log
 
     df = pd.read_parquet(tmp_path / "runs" / "oom" / "trials.parquet")
-    hog = _row(df, COSINE, 0)
+    hog = trial_row(df, COSINE, 0)
     assert hog["state"] == "FAIL" and hog["reason"].startswith("killed: out of memory")
     assert hog["retries"] == 1
     assert (df[df["params_json"] != hog["params_json"]]["state"] == "COMPLETE").all()
@@ -238,87 +259,3 @@ def test_a_trial_over_the_memory_limit_is_killed_retried_then_fail(tmp_path):
     # test worker) grows past it, Ray's monitor kills the retry before that eval (seen in a
     # clean-clone CI run). Either way the retry ran and was lost (the lines above say so).
     assert 1 <= len(attempts) <= 2
-
-
-# -------------------------------------------------------------------------------------------------
-# Checkpoints: a killed trial continues from its last checkpoint, with the very same curve
-
-LOSSES = ("tokens", "train_loss", "val_loss", "val_ppl", "val_bpb", "lr")
-
-
-def _ckpt_study(tmp: Path, name: str, **search) -> tuple[Path, dict]:
-    """One seed, one trial at a time, a checkpoint at every eval (2,048 tokens)."""
-    data = tiny_study(
-        tmp,
-        train={"checkpoint_every_tokens": 2048},
-        search={"pruner": "none", "concurrency": 1, **search},
-    )
-    data["name"] = name
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
-
-
-def _straight_curve(data: dict, cand: dict, seed: int) -> list[dict]:
-    """The curve of an uninterrupted run of (cand, seed), in this process, as a trial runs it."""
-    return [{k: row[k] for k in LOSSES} for row in straight_curve(data, cand, seed)]
-
-
-def _trial_curve(run: Path, cand: dict, seed: int) -> list[dict]:
-    df = pd.read_parquet(run / "trials.parquet")
-    row = _row(df, cand, seed)
-    assert row["state"] == "COMPLETE", row
-    curves = pd.read_parquet(run / "curves.parquet")
-    mine = curves[curves["trial_id"] == row["trial_id"]].sort_values("tokens")
-    return [
-        {k: (int(r[k]) if k == "tokens" else float(r[k])) for k in LOSSES}
-        for _, r in mine.iterrows()
-    ]
-
-
-def _attempts(faults: Path, cand: dict, seed: int) -> dict[int, list[int]]:
-    """pid -> the tokens of the evals that process trained (not the ones it reported again)."""
-    out: dict[int, list[int]] = {}
-    for e in read_jsonl(faults / "evals.jsonl"):
-        if e["candidate"] == cand and e["seed"] == seed:
-            out.setdefault(e["pid"], []).append(e["tokens"])
-    return out
-
-
-def test_a_killed_driver_resumes_its_trial_from_the_checkpoint_with_the_same_curve(tmp_path):
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    # the first attempt of the baseline waits at its first eval (2,048 tokens, checkpointed)
-    (faults / "faults.json").write_text(json.dumps({"kill": [[UNIFORM, 0, 1]]}))
-    study, data = _ckpt_study(tmp_path, "driver")
-    run, env = tmp_path / "runs" / "driver", _env(faults)
-    with (tmp_path / "run.log").open("w") as out:
-        driver = subprocess.Popen([EXE, "run", str(study)], stdout=out, stderr=out, env=env)
-    helpers: list[int] = []
-    try:
-        deadline = time.time() + 300
-        while not read_jsonl(faults / "waiting.jsonl"):
-            assert driver.poll() is None and time.time() < deadline, (
-                tmp_path / "run.log"
-            ).read_text()
-            time.sleep(0.1)
-        helpers = _descendants(driver.pid)
-        os.kill(driver.pid, signal.SIGKILL)  # mid-trial: the trial's worker is waiting
-        driver.wait(timeout=60)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-        for pid in helpers:  # Ray's processes outlive a SIGKILLed driver; only ours, by PID
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    assert list(run.glob("ray/session-0/trial_*/checkpoint_*/meta.json"))
-
-    code, log = _run(["resume", str(run)], env, tmp_path / "resume.log")
-    assert code == 0, log
-    assert "1 interrupted trial(s) queued again, 1 from a checkpoint at 2,048 tokens" in log
-    attempts = list(_attempts(faults, UNIFORM, 0).values())
-    assert len(attempts) == 2 and attempts[0] == [2048]
-    assert attempts[1] == [4096, 6144, 8192]  # went on from 2,048 tokens, not from zero
-    assert _trial_curve(run, UNIFORM, 0) == _straight_curve(data, UNIFORM, 0)  # exactly
-    # keep_weights none: no checkpoint is left, the interrupted trial's included
-    assert not list(run.glob("ray/*/*/checkpoint_*"))

@@ -1,8 +1,12 @@
-"""Resume after Ctrl-C or SIGKILL of the driver: no completed trial lost, none run twice. Slow.
+"""Resume after Ctrl-C or SIGKILL of the driver: no completed trial lost, none run twice, and a
+stopped trial goes on from its checkpoint with the very curve of a run never stopped. Slow.
 
 The driver is a real ``tlmsearch run`` (then ``resume``) process with its own embedded Ray; the
-test stops it with SIGKILL (then SIGINT) once a trial has completed and others are running, then
-stops the Ray helpers a dead driver leaves behind (only those it started, by PID), and resumes.
+test stops it with SIGKILL once a trial has completed and the next waits at its first eval
+(checkpointed), then SIGINT, then stops the Ray helpers a dead driver leaves behind (only those
+it started, by PID), and resumes. The wait is the trainable's test hook
+(tlmsearch/search/faults.py, inert without ``TLMSEARCH_TEST_FAULTS``): the worker waits there
+until it is killed, so the SIGKILL lands mid-trial, after a checkpoint, on any machine.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
-from search_helpers import tiny_study
+from search_helpers import eval_attempts, straight_losses, tiny_study, trial_losses
 
 from tlmsearch.search import records
+from tlmsearch.search.faults import ENV, read_jsonl
 
 pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("tlmsearch"))
+C125 = {"shape": "cosine", "r_start": 1.25}  # the candidate that waits to be stopped
 
 
 def _states(db: Path) -> list[str]:
@@ -67,15 +73,16 @@ def _kill(pids: list[int]) -> None:
 
 
 def _stop_mid_run(args: list[str], db: Path, env: dict, log: Path, sig: int, ready) -> int:
-    """Run ``tlmsearch ARGS``; once ``ready(states of the trials it added)``, send ``sig`` to
-    the driver, then stop the Ray helpers it leaves behind. -> its exit code."""
-    first = len(_states(db))  # trials before this driver: a resume adds its own after them
+    """Run ``tlmsearch ARGS``; once ``ready(states of the trials not left running before it)``,
+    send ``sig`` to the driver, then stop the Ray helpers it leaves behind. -> its exit code."""
+    # a resume marks the trials a dead driver left RUNNING as interrupted: not this driver's
+    stale = {n for n, state in enumerate(_states(db)) if state == "RUNNING"}
     with log.open("w") as out:
         driver = subprocess.Popen([EXE, *args], stdout=out, stderr=out, env=env)
     helpers: list[int] = []
     try:
         deadline = time.time() + 180
-        while not ready(_states(db)[first:]):
+        while not ready([s for n, s in enumerate(_states(db)) if n not in stale]):
             assert driver.poll() is None, log.read_text()
             assert time.time() < deadline, f"no trial got that far in time:\n{log.read_text()}"
             time.sleep(0.1)
@@ -97,22 +104,34 @@ def _complete(storage: str) -> dict[int, tuple]:
 
 
 def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
-    """One study stopped twice: SIGKILL of ``run`` once a trial has completed and others run,
-    then Ctrl-C of the ``resume`` that follows once a trial of its own runs, then a ``resume``
-    that finishes it. (This was a test per signal, each a study and two Rays of its own; the
-    resume of a resumed run is covered now too.)"""
-    # ~2-4 s a trial; 3 distinct widths x 2 seeds, so trials are still running after the first
-    data = tiny_study(tmp_path, train={"tokens": 32768}, search={"seeds": [0, 1]})
+    """One study, one trial at a time, stopped twice: SIGKILL of ``run`` once a trial has
+    completed and the next waits at its first eval (2,048 tokens, checkpointed), then Ctrl-C of
+    the ``resume`` that follows once a trial of its own runs, then a ``resume`` that finishes
+    it. The killed trial goes on from its checkpoint with the straight run's curve, and
+    ``keep_weights: none`` leaves no checkpoint behind, the interrupted trials' included. (This
+    was a test per signal and one of a killed driver's checkpoint, each with two Rays.)"""
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    # C125's first attempt waits at its first eval (2,048 tokens) till SIGKILL stops it
+    (faults / "faults.json").write_text(json.dumps({"kill": [[C125, 0, 1]]}))
+    # 3 distinct widths x 2 seeds, queued seed-major: uniform, C125, C150, uniform, ...
+    data = tiny_study(
+        tmp_path,
+        train={"checkpoint_every_tokens": 2048},
+        search={"seeds": [0, 1], "concurrency": 1},
+    )
     data["name"] = "killed"
     study = tmp_path / "killed.yaml"
     study.write_text(yaml.safe_dump(data))
     run = tmp_path / "runs" / "killed"
     db = run / "optuna.db"
     storage = f"sqlite:///{db}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV: str(faults)}
 
     def live(states: list[str]) -> bool:  # a trial done, one running: `status` says running
         if not ("COMPLETE" in states and "RUNNING" in states):
+            return False
+        if not read_jsonl(faults / "waiting.jsonl"):  # C125 waits at 2,048 tokens
             return False
         out = subprocess.run(
             [EXE, "status", str(run)], capture_output=True, text=True, timeout=120
@@ -125,16 +144,19 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     _stop_mid_run(["run", str(study)], db, env, tmp_path / "run.log", signal.SIGKILL, live)
     before = _complete(storage)
     interrupted = _states(db).count("RUNNING")
-    assert before and interrupted >= 1
+    assert before and interrupted == 1  # C125 (seed 0), waiting at 2,048 tokens
+    assert list(run.glob("ray/session-0/trial_*/checkpoint_*/meta.json"))
     status = subprocess.run([EXE, "status", str(run)], capture_output=True, text=True, env=env)
     assert status.returncode == 0 and f"{len(before)} complete" in status.stdout
 
-    # Ctrl-C of the resume: a clean stop that says so, and how to continue
+    # Ctrl-C of the resume once a trial of its own runs: a clean stop that says so, and how to
+    # continue (a trial waiting in the hook would hold Tune's clean-up 10 s: C150 trains)
     resume = ["resume", str(run)]
     log = tmp_path / "resume.log"
     code = _stop_mid_run(resume, db, env, log, signal.SIGINT, lambda new: "RUNNING" in new)
     assert code == 130 and "tlmsearch resume" in log.read_text(), log.read_text()
-    assert f"{interrupted} interrupted trial(s) queued again" in log.read_text()
+    from_ckpt = "1 interrupted trial(s) queued again, 1 from a checkpoint at 2,048 tokens"
+    assert from_ckpt in log.read_text(), log.read_text()  # C125, to go on from 2,048 tokens
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
     n_running = _states(db).count("RUNNING")
     assert n_running >= 1
@@ -163,3 +185,9 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     assert len(df) == 6 and (df["state"] == "COMPLETE").all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     assert len(list((run / "ray").glob("session-*"))) == 3
+    # C125 went on from its checkpoint at 2,048 tokens, not from zero, with the curve of a run
+    # never stopped, exactly
+    assert list(eval_attempts(faults, C125, 0).values()) == [[2048], [4096, 6144, 8192]]
+    assert trial_losses(run, C125, 0) == straight_losses(data, C125, 0)
+    # keep_weights none: no checkpoint is left, the interrupted trials' included
+    assert not list(run.glob("ray/*/*/checkpoint_*"))

@@ -1,13 +1,21 @@
 """Multi-worker trials end to end: Ray Train workers inside Tune trials on the embedded Ray. Slow.
 
 Two gloo workers of one trial train what one worker trains (the same curve to fp32 summation
-order) and keep rank 0's weights; a STOP of the scheduler (how pruning ends a trial) stops every
-worker at that eval, and two workers resume from its checkpoint.
+order) and keep rank 0's weights, through ``tlmsearch run`` on an embedded Ray that listens on
+loopback only; a STOP of the scheduler (how pruning ends a trial) stops every worker at that eval,
+and two workers resume from its checkpoint.
+
+Ray Train's controller looks at its workers every 2 s (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S): a
+trial's ``fit()`` returned up to 2 s after its workers were done. Here it looks every 0.25 s (a
+look that goes unanswered is only repeated: Ray gives up on a worker after 10 minutes).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,66 +23,49 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from proc_sockets import cmdline, environ, is_loopback, listeners, process_tree
 from search_helpers import straight_curve, tiny_study
-from typer.testing import CliRunner
-
-from tlmsearch.cli import app
 
 pytestmark = pytest.mark.slow
-runner = CliRunner()
+BIN = Path(sys.executable).parent
 CURVE = ("train_loss", "val_loss", "val_bpb", "lr")
+POLLS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}  # Ray's processes inherit it
+
+
+@pytest.fixture(scope="module")
+def train_polls_often():
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in POLLS.items():
+            mp.setenv(key, value)
+        yield
+
+
+@pytest.fixture(scope="module")
+def local_ray(train_polls_often, local_ray):
+    """conftest's embedded Ray, its Ray Train controllers looking at their workers often."""
+    yield
 
 
 def study(tmp: Path, name: str, workers: int) -> dict:
+    """One candidate (cosine 1.5 -> 0.5) on seed 0, on ``workers`` workers of a CPU each."""
     data = tiny_study(
         tmp,
         train={"checkpoint_every_tokens": 4096},
-        search={"pruner": "none", "concurrency": 1, "keep_weights": "final"},
+        search={
+            "pruner": "none",
+            "concurrency": 1,
+            "keep_weights": "final",
+            "baseline": False,
+            "seeds": [0],
+        },
         ray={"num_cpus": 2, "cpus_per_trial": workers, "workers_per_trial": workers},
     )
     data["name"] = name
-    data["space"]["dimensions"] = {  # the uniform baseline and one candidate
+    data["space"]["dimensions"] = {
         "shape": {"type": "categorical", "choices": ["cosine"]},
         "r_start": {"type": "float", "low": 1.5, "high": 1.5, "step": 0.25},
     }
     return data
-
-
-def _run(tmp: Path, name: str, workers: int) -> tuple[pd.DataFrame, pd.DataFrame, float]:
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(study(tmp, name, workers)))
-    t = time.time()
-    res = runner.invoke(app, ["run", str(path)])
-    wall = time.time() - t
-    assert res.exit_code == 0, res.output
-    run = tmp / "runs" / name
-    trials = pd.read_parquet(run / "trials.parquet")
-    curves = pd.read_parquet(run / "curves.parquet").merge(
-        trials[["trial_id", "params_json"]], on="trial_id"
-    )
-    return trials, curves.sort_values(["params_json", "tokens"]), wall
-
-
-def test_two_workers_give_the_one_worker_curves(local_ray, tmp_path: Path) -> None:
-    """Each trial's curve is the one ``train_proxy`` draws on one worker, in this process, as a
-    one-worker trial does (a one-worker trial's curve is exactly that: test_search_killed).
-    (This ran a one-worker study on Ray too; this process gives its curves for a Ray less.)"""
-    two_trials, two, wall = _run(tmp_path, "two", 2)
-    print(f"2 trials of 2 workers: {wall:.1f} s")
-    assert (two_trials["state"] == "COMPLETE").all() and len(two_trials) == 2
-    assert (two_trials["node"] == "127.0.0.1,127.0.0.1").all()  # rank by rank
-    assert len(two) == 8  # 4 evals x 2 trials
-    for params, rows in two.groupby("params_json"):
-        want = pd.DataFrame(straight_curve(study(tmp_path, "two", 2), json.loads(params), 0))
-        assert list(rows["tokens"]) == list(want["tokens"]) == [2048, 4096, 6144, 8192]
-        _same_curves(rows, want)
-    # rank 0's final weights, through the trial: the model each trial names
-    from tlmsearch.checkpoints import load_model
-
-    for _, row in two_trials.iterrows():
-        model, meta = load_model(row["weights"])
-        assert meta["tokens"] == 8192 and meta["seed"] == 0
-        assert sum(p.numel() for p in model.parameters()) == row["n_params"]
 
 
 def _same_curves(got_rows: pd.DataFrame, want_rows: pd.DataFrame) -> None:
@@ -82,6 +73,94 @@ def _same_curves(got_rows: pd.DataFrame, want_rows: pd.DataFrame) -> None:
         got = torch.tensor(got_rows[key].to_numpy(), dtype=torch.float64)
         want = torch.tensor(want_rows[key].to_numpy(), dtype=torch.float64)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (key, got, want)
+
+
+def test_a_two_worker_run_trains_the_one_worker_curve_and_listens_on_loopback_only(
+    tmp_path: Path,
+) -> None:
+    """``tlmsearch run`` of one trial on two workers, with its own embedded Ray, sampled while
+    it runs: every socket its process tree listens on is on loopback, and its Ray needs a token
+    of its own; then its curve is the one ``train_proxy`` draws on one worker, in this process,
+    as a one-worker trial does (a one-worker trial's curve is exactly that: test_search_killed),
+    and the trial keeps rank 0's final weights.
+
+    Ray executes code for whoever reaches its GCS. The sockets are those of the run's own
+    process tree (driver, GCS, raylet, agents, the trial, its two Ray Train workers, their
+    process group's rendezvous and gloo pairs). Two workers per trial cover one: the trial's own
+    process (where a one-worker trial trains) is there as well, as the driver of its two
+    workers. (These were three tests: a Ray per worker count for the sockets, and the curves of
+    a two-trial study on the file's Ray.)
+    """
+    data = study(tmp_path, "two", 2)
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(data))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen(
+        [str(BIN / "tlmsearch"), "run", str(path)],
+        stdout=log.open("w"), stderr=subprocess.STDOUT, env={**env, **POLLS},
+    )  # fmt: skip
+    seen: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, port) -> (name, host)
+    ray_env: dict[str, str] = {}
+    session_dir = ""
+    deadline = time.time() + 300
+    try:
+        while proc.poll() is None and time.time() < deadline:
+            tables: dict[str, list[str]] = {}  # one read of the socket tables a sample
+            for pid in process_tree(proc.pid):
+                for s in listeners(pid, tables):
+                    seen[(s.pid, s.port)] = (s.name, s.host)
+                    if s.name == "gcs_server" and not ray_env:
+                        ray_env = environ(pid)  # what the driver gave Ray's processes
+                for arg in cmdline(pid):
+                    if arg.startswith("--session-dir="):
+                        session_dir = arg.split("=", 1)[1]
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    out = log.read_text()
+    assert proc.returncode == 0, out[-3000:]
+    names = {name for name, _ in seen.values()}
+    assert {"gcs_server", "raylet"} <= names, seen  # the sampling saw Ray itself
+    assert any(name.startswith("ray::") for name in names), seen  # and a trial worker
+    # and its two Ray Train workers (a process's comm holds 15 characters)
+    assert "ray::RayTrainWo" in names, seen
+    open_ = {f"{name} (pid {pid}) on {host}:{port}" for (pid, port), (name, host) in seen.items()
+             if not is_loopback(host)}  # fmt: skip
+    assert not open_, f"listening beyond loopback: {sorted(open_)}"
+
+    # Token authentication with a secret of this run's alone: not the user's ~/.ray/auth_token,
+    # and nowhere in the log, the run dir (checkpoints and weights included) or Ray's session dir.
+    assert ray_env.get("RAY_AUTH_MODE") == "token", sorted(ray_env)
+    token = ray_env.get("RAY_AUTH_TOKEN", "")
+    assert len(token) >= 32
+    home_token = Path.home() / ".ray" / "auth_token"
+    assert not home_token.exists() or home_token.read_text().strip() != token
+    assert token not in out
+    leaks = [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and token.encode()
+             in p.read_bytes()]  # fmt: skip
+    assert session_dir and Path(session_dir).is_dir()
+    leaks += [p for p in Path(session_dir).rglob("*") if p.is_file()
+              and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()]  # fmt: skip
+    assert not leaks, leaks
+
+    # The one-worker curve, rank by rank on this node, and rank 0's final weights
+    run = tmp_path / "runs" / "two"
+    trials = pd.read_parquet(run / "trials.parquet")
+    assert len(trials) == 1 and trials["state"].iloc[0] == "COMPLETE", out[-3000:]
+    (row,) = trials.itertuples()
+    assert row.node == "127.0.0.1,127.0.0.1"  # rank by rank
+    curve = pd.read_parquet(run / "curves.parquet").sort_values("tokens")
+    want = pd.DataFrame(straight_curve(data, json.loads(row.params_json), 0))
+    assert list(curve["tokens"]) == list(want["tokens"]) == [2048, 4096, 6144, 8192]
+    _same_curves(curve, want)
+    from tlmsearch.checkpoints import load_model
+
+    model, meta = load_model(row.weights)
+    assert meta["tokens"] == 8192 and meta["seed"] == 0
+    assert sum(p.numel() for p in model.parameters()) == row.n_params
 
 
 def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -> None:
@@ -125,7 +204,7 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
     assert not stopped.metrics_dataframe["final"].any()
     deadline = time.time() + 60
     while ray.available_resources().get("CPU", 0) < 2 and time.time() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.1)
     assert ray.available_resources().get("CPU", 0) == 2  # no worker trains on
 
     # Its checkpoint at 4,096 tokens (rank 0's, through the trial): two workers go on from it

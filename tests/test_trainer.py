@@ -82,3 +82,28 @@ def test_a_state_holds_the_run_and_loads_into_a_fresh_trainer(data: PreparedData
         assert torch.equal(fresh.model.state_dict()["wte.weight"], after)
     finally:
         fresh.close()
+
+
+@pytest.mark.parametrize(("par", "factors"), [("standard", {}), ("mup", {2.0})])
+def test_a_step_clips_in_the_mureadout_frame_under_mup(
+    data: PreparedData, monkeypatch: pytest.MonkeyPatch, par: str, factors: object
+) -> None:
+    """Under mup the step's clipping norm is MuReadout's (w2 of widths 64, 32 over base 64:
+    m 1 and 0.5, its gradient counted x2); standard has no factor and keeps torch's own call
+    (tests/test_parametrization.py checks both against a reference)."""
+    from tlmsearch import parametrization
+
+    seen: list[dict[int, float]] = []
+    real = parametrization.clip_grad_norm_
+
+    def spy(model: torch.nn.Module, groups: list[dict], max_norm: float) -> torch.Tensor:
+        seen.append(parametrization.readout_factors(groups))
+        return real(model, groups, max_norm)
+
+    monkeypatch.setattr(parametrization, "clip_grad_norm_", spy)
+    t = _trainer(data, parametrization=par, grad_clip=0.5)
+    try:
+        t.step()
+    finally:
+        t.close()
+    assert len(seen) == 1 and set(seen[0].values()) == (factors or set())

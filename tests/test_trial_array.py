@@ -256,8 +256,9 @@ def test_a_wrong_clipping_breaks_the_equivalence(
     curves of members that clip."""
     import tlmsearch.trial_array as ta
 
-    def global_clip(grad: torch.Tensor, max_norm: torch.Tensor) -> torch.Tensor:
-        norm = torch.linalg.vector_norm(grad)
+    def global_clip(grad: torch.Tensor, max_norm: torch.Tensor,
+                    frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        norm = torch.linalg.vector_norm(grad if frame is None else grad * frame)
         grad.mul_((max_norm / (norm + 1e-6)).clamp(max=1.0)[:, None])
         return norm
 

@@ -55,7 +55,6 @@ from tlmsearch.space import (  # a candidate's parts: re-exported for the planni
     heads_params,
     heads_schedule,
     is_heads_key,
-    is_setting,
     mlp_schedule,
 )
 
@@ -144,7 +143,7 @@ def plan_candidate(model: ModelConfig, candidate: Mapping[str, Any]) -> WidthPla
 
     Without a heads schedule the heads are the model's own (``layer_heads`` or ``n_head``).
     """
-    mlp = {k: v for k, v in candidate.items() if not is_setting(k) and not is_heads_key(k)}
+    mlp = mlp_schedule(candidate)
     sched = heads_schedule(candidate)
     if sched is None:
         plan = plan_from_params(

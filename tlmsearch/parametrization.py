@@ -30,7 +30,9 @@ form because it leaves the modules untouched: the model is the same nn.Module un
 parametrizations, checkpoints and exports need no multiplier, and only the init of ``w2`` and
 the optimizer's groups change. AdamW decays ``p *= 1 - lr * wd``; with the multiplier the
 weight shrinks by ``lr * wd`` per step, so in the scaled form ``wd`` is multiplied by m to keep
-``lr * wd`` (MuAdamW does the same for the matrices it scales).
+``lr * wd`` (MuAdamW does the same for the matrices it scales). Gradient clipping takes its
+global norm in the MuReadout frame too (:func:`clip_grad_norm_`): the output weight's gradient
+there is ours / m.
 
 At the base width (m = 1) muP is standard: the uniform model trains identically under both, and
 under ``standard`` nothing here changes a number. Common random numbers still hold: ``w2``'s
@@ -212,6 +214,64 @@ def set_lr(optimizer: Any, lr: float) -> None:
     (a muP group); groups without one get ``lr`` itself, exactly."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group[LR_SCALE] if LR_SCALE in group else lr
+
+
+# -------------------------------------------------------------------------------------------------
+# Gradient clipping in the MuReadout frame (issue 31)
+
+
+def readout_factors(param_groups: Sequence[dict]) -> dict[int, float]:
+    """``id(param) -> f``: the factor that maps an output weight's gradient in our form to the
+    ``MuReadout`` frame, f = 1/m (the group's ``lr_scale``), for every parameter whose f is
+    not 1. Empty under ``standard`` and for the uniform model under ``mup`` (every m = 1).
+
+    Why 1/m. Our output weight W (init std / m, LR / m) computes ``y = W h``; MuReadout's
+    weight V computes ``y = (1/m) V h``: the same function at V = m W. By the chain rule
+    ``dL/dV = (1/m) dL/dy h^T = (1/m) dL/dW``, so the gradient MuReadout sees is ours times
+    1/m, which is exactly the group's LR multiplier.
+    """
+    return {
+        id(p): float(g[LR_SCALE])
+        for g in param_groups
+        if g.get(LR_SCALE, 1.0) != 1.0
+        for p in g["params"]
+    }
+
+
+def clip_grad_norm_(model: Any, param_groups: Sequence[dict], max_norm: float) -> Any:
+    """Clip ``model``'s gradients on their global norm as the ``MuReadout`` formulation would:
+    the norm is taken in that frame, the same coefficient scales every gradient. Returns the
+    total norm (in that frame; a 0-d tensor, never read back to the host).
+
+    ``torch.nn.utils.clip_grad_norm_`` multiplies every gradient by
+    ``c = min(1, max_norm / (N + 1e-6))``, N the global 2-norm. In the MuReadout frame the
+    gradient of an output weight of multiplier m is ours / m (:func:`readout_factors`), so
+
+        N^2 = sum over unscaled p of |g_p|^2  +  sum over output weights W of |g_W|^2 / m^2.
+
+    Clipping V's gradient by c is clipping W's by c (the map is linear), so applying that c
+    to our gradients, then our AdamW (LR / m, decay x m), moves V = m W as MuAdamW moves the
+    MuReadout weight (up to Adam's eps, which our form applies as eps / m in V's units). A
+    global norm taken in our frame instead counts a wide layer's down projection m times too
+    much, a narrow one's too little: candidates of different widths would clip differently
+    from the formulation the docs say we train (docs/parametrization.md).
+
+    Without a factor other than 1 (``standard``, or the uniform model under ``mup``) this is
+    torch's own call on ``model.parameters()``, bit for bit.
+    """
+    import torch
+
+    factors = readout_factors(param_groups)
+    if not factors:
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    by_factor: dict[float, list] = defaultdict(list)
+    for p in model.parameters():
+        if p.grad is not None:
+            by_factor[factors.get(id(p), 1.0)].append(p.grad)
+    parts = [f * torch.nn.utils.get_total_norm(grads) for f, grads in by_factor.items()]
+    total = torch.linalg.vector_norm(torch.stack(parts))
+    torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total)
+    return total
 
 
 # -------------------------------------------------------------------------------------------------

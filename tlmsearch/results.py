@@ -94,7 +94,8 @@ CURVE_COLUMNS: dict[str, str] = {
 }
 # analysis.parquet (``tlmsearch analyze``, :mod:`tlmsearch.analysis`): one row per (kept trial,
 # layer, level), level 0 except hope_attention's CMS levels.
-ANALYSIS_COLUMNS: dict[str, str] = {
+# Which kept trial a row of either analysis table reads.
+_ANALYZED_TRIAL: dict[str, str] = {
     "trial_id": "str",
     "number": "int",
     "seed": "int",
@@ -102,6 +103,9 @@ ANALYSIS_COLUMNS: dict[str, str] = {
     "shape": "str",
     "is_control": "bool",
     "arch": "str",
+}
+ANALYSIS_COLUMNS: dict[str, str] = {
+    **_ANALYZED_TRIAL,
     "layer": "int",
     "level": "int",
     "width": "int",
@@ -120,13 +124,7 @@ ANALYSIS_COLUMNS: dict[str, str] = {
 }
 # analysis_heads.parquet (``tlmsearch analyze``): one row per (kept trial, layer, query head).
 ANALYSIS_HEAD_COLUMNS: dict[str, str] = {
-    "trial_id": "str",
-    "number": "int",
-    "seed": "int",
-    "candidate": "str",
-    "shape": "str",
-    "is_control": "bool",
-    "arch": "str",
+    **_ANALYZED_TRIAL,
     "layer": "int",
     "head": "int",
     "kv_head": "int",

@@ -336,8 +336,10 @@ class Trainer:
                 (loss / self.local_accum).backward()
             losses.append(loss.detach())
         self._losses.append(torch.stack(losses).sum())  # fp32, read at the eval
-        if self.cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        if self.cfg.grad_clip > 0:  # under mup the norm is MuReadout's (parametrization.py)
+            parametrization.clip_grad_norm_(
+                self.model, self.optimizer.param_groups, self.cfg.grad_clip
+            )
         self.model.before_optimizer_step(self.steps)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

@@ -184,11 +184,14 @@ def _check_template(model: nn.Module) -> None:
 
 
 @torch.no_grad()
-def clip_rows_(grad: torch.Tensor, max_norm: torch.Tensor) -> torch.Tensor:
+def clip_rows_(grad: torch.Tensor, max_norm: torch.Tensor,
+               frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """Clip each member's gradient (a row of ``grad``, (K, P)) on its own global norm, as
-    ``torch.nn.utils.clip_grad_norm_`` does alone: ``coef = min(1, max / (norm + 1e-6))``;
-    ``max_norm`` (K,) with ``inf`` for a member that does not clip. Returns the norms (K,)."""
-    norms = torch.linalg.vector_norm(grad, dim=1)
+    the member's Trainer does alone (:func:`tlmsearch.parametrization.clip_grad_norm_`):
+    ``coef = min(1, max / (norm + 1e-6))``; ``max_norm`` (K,) with ``inf`` for a member that
+    does not clip; ``frame`` (K, P) or None: each element's factor to the MuReadout frame the
+    norm is taken in under muP (1/m on an output weight, 1 elsewhere). Returns the norms (K,)."""
+    norms = torch.linalg.vector_norm(grad if frame is None else grad * frame, dim=1)
     coef = (max_norm / (norms + CLIP_EPS)).clamp(max=1.0)
     grad.mul_(coef[:, None])
     return norms
@@ -246,6 +249,7 @@ class _Pack:
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
     clip: torch.Tensor  # (K,) max norm, inf: no clipping
+    frame: torch.Tensor | None  # (K, P) factors to the MuReadout frame (muP), None: all 1
     steps: list[int]  # AdamW's step count per member
     step_t: torch.Tensor  # (K,) the same, on the device, for the fused kernel
     # per member row: (index of the member's param group, [(start, end) of its segments])
@@ -478,6 +482,15 @@ class TrialArray:
             leaf = flat[:, o : o + math.prod(shape)].view(K, *shape).requires_grad_()
             leaf.grad = grad[:, o : o + math.prod(shape)].view(K, *shape)  # summed into in place
             stacked[name] = leaf
+        frame = None  # the norm's frame: each member's param groups' lr_scale (1/m under muP)
+        for row, i in enumerate(ids):
+            groups = self.trainers[i].optimizer.param_groups
+            for g, spans in segments[row]:
+                f = groups[g].get(parametrization.LR_SCALE, 1.0)
+                if f != 1.0:
+                    frame = torch.ones(K, off, device=dev) if frame is None else frame
+                    for a, b in spans:
+                        frame[row, a:b] = f
         cfgs = [self.members[i].train for i in ids]
         clip = [c.grad_clip if c.grad_clip > 0 else math.inf for c in cfgs]
         self._pack = _Pack(
@@ -489,6 +502,7 @@ class TrialArray:
             exp_avg=exp_avg,
             exp_avg_sq=exp_avg_sq,
             clip=torch.tensor(clip, dtype=torch.float32, device=dev),
+            frame=frame,
             steps=steps,
             step_t=torch.tensor(steps, dtype=torch.float32, device=dev),
             segments=segments,
@@ -592,7 +606,7 @@ class TrialArray:
     @torch.no_grad()
     def _optimizer_step(self, pk: _Pack) -> None:
         """Clip each member on its own norm, then each member's groups' AdamW step."""
-        clip_rows_(pk.grad, pk.clip)
+        clip_rows_(pk.grad, pk.clip, pk.frame)
         pk.steps = [s + 1 for s in pk.steps]
         pk.step_t.add_(1)
         for row, i in enumerate(pk.ids):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -74,6 +74,28 @@ class RacingConfig(Strict):
     parallel_seeds: int = Field(1, ge=1, le=1000)
 
 
+class ArrayConfig(Strict):
+    """Trial arrays (tlmsearch/search/arrays.py): due (candidate, seed) trainings of a fusable
+    arch packed K to a Ray trial and trained as one fused model (tlmsearch/trial_array.py),
+    each still its own Optuna trial."""
+
+    # members per array: a number >= 1 (1: one process per trial, as without arrays) or auto
+    # (what is due over the trial slots, at most 4 on CPUs and 16 on a GPU)
+    size: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = "auto"
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_WORKERS:
+            raise ValueError(
+                f"give auto or a whole number of members from 1 to {MAX_WORKERS} "
+                "(1 trains one process per trial)"
+            )
+        return v
+
+
 class SearchConfig(Strict):
     sampler: Literal[SAMPLERS] = "grid"  # grid, random, tpe, gp or nsga2 (Optuna)
     sampler_seed: int = Field(0, ge=0, le=MAX_SEED)  # the sampler's RNG seed
@@ -92,6 +114,9 @@ class SearchConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
     racing: RacingConfig | None = None  # race seeds instead of running every seed
+    # Train due (candidate, seed) pairs K to a process as one fused model ({size: auto} or
+    # {size: K}); unset: one process per trial. Archs that do not fuse fall back to that.
+    array: ArrayConfig | None = None
     # A trial lost to the system (worker killed, node lost, out of memory) is started again this
     # many times; the uniform baseline once more. An exception or a divergence is never retried.
     max_retries: int = Field(1, ge=0, le=10)

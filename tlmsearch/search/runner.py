@@ -382,11 +382,15 @@ def _execute(
         trial_slots=slots,
     )
     echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
+    from tlmsearch.search.arrays import array_line
+
+    if line := array_line(cfg):
+        echo(line)
     status = "failed"
     try:
         progress = _progress(run, cfg, study, before, slots)
         handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
-        tuner = _tuner(run, cfg, study, url, data, remaining, [progress])
+        tuner = _tuner(run, cfg, study, url, data, remaining, [progress], slots=slots)
         try:
             tuner.fit()
             status = "finished"
@@ -434,12 +438,25 @@ def _progress(
     )
 
 
-def searcher_and_scheduler(cfg: StudyConfig, study_name: str, storage: Any) -> tuple[Any, Any]:
+def searcher_and_scheduler(
+    cfg: StudyConfig,
+    study_name: str,
+    storage: Any,
+    *,
+    budget: int | None = None,
+    slots: int = 1,
+    trial_root: str | None = None,
+) -> tuple[Any, Any]:
     """Ray Tune's searcher over the run's Optuna study, loaded from ``storage`` (an object or
     a URL) with the study's sampler and pruner, and the scheduler that consults the pruner on
-    every eval."""
+    every eval.
+
+    With trial arrays (:func:`.arrays.arrays_on`) the array searcher and scheduler: ``budget``
+    Optuna trials at most this session (default: the study's planned trials), ``slots`` trials
+    at once, members' trial folders under ``trial_root``."""
     import optuna
 
+    from tlmsearch.search.arrays import ArrayScheduler, ArraySearcher, arrays_on
     from tlmsearch.search.pruning import OptunaPruningScheduler
     from tlmsearch.search.searcher import StudySearcher
 
@@ -449,15 +466,25 @@ def searcher_and_scheduler(cfg: StudyConfig, study_name: str, storage: Any) -> t
     study = optuna.load_study(
         study_name=study_name, storage=storage, sampler=make_sampler(cfg), pruner=make_pruner(cfg)
     )
-    searcher = StudySearcher(
-        study,
-        SpaceFn(cfg),
-        metric=metrics[0] if single else metrics,
-        mode=modes[0] if single else modes,
-        race=cfg if cfg.search.racing else None,
-        open_ended=cfg if open_ended(cfg) else None,
-    )
-    scheduler = OptunaPruningScheduler(
+    kw: dict[str, Any] = {
+        "metric": metrics[0] if single else metrics,
+        "mode": modes[0] if single else modes,
+        "race": cfg if cfg.search.racing else None,
+        "open_ended": cfg if open_ended(cfg) else None,
+    }
+    arrays = arrays_on(cfg)
+    if arrays:
+        assert cfg.search.array is not None
+        kw.update(
+            cfg=cfg,
+            size=cfg.search.array.size,
+            budget=planned_trials(cfg) if budget is None else budget,
+            slots=slots,
+            gpu=cfg.ray.gpus_per_trial > 0,
+            trial_root=trial_root,
+        )
+    searcher = (ArraySearcher if arrays else StudySearcher)(study, SpaceFn(cfg), **kw)
+    scheduler = (ArrayScheduler if arrays else OptunaPruningScheduler)(
         grace_tokens(cfg),
         metrics[0] if single else None,
         cfg.train.tokens,
@@ -475,22 +502,34 @@ def _tuner(
     data: Any,
     remaining: int,
     callbacks: list[Any],
+    slots: int = 1,
 ) -> Any:
     """One Ray Tune session over the study: ``remaining`` trials at most."""
     from ray import tune
 
+    from tlmsearch.search.arrays import MemberCallbacks, arrays_on
     from tlmsearch.search.progress import TableWriter
     from tlmsearch.search.trainable import run_trial
     from tlmsearch.search.workers import trial_resources
 
+    arrays = arrays_on(cfg)
+    if arrays:
+        from tlmsearch.search.array_trainable import run_array
     # Data through the object store unless every node reads a shared path.
     payload = data if cfg.ray.shared_path else data.in_memory()
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, study=cfg.to_dict(), data=payload),
+        tune.with_parameters(
+            run_array if arrays else run_trial, study=cfg.to_dict(), data=payload
+        ),
         trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
     )
-    searcher, scheduler = searcher_and_scheduler(cfg, study.study_name, open_storage(url))
     session = RunDir(run).sessions()
+    searcher, scheduler = searcher_and_scheduler(
+        cfg, study.study_name, open_storage(url), budget=remaining, slots=slots,
+        trial_root=str(RunDir(run).ray.resolve() / RunDir(run).session(session)),
+    )  # fmt: skip
+    if arrays:  # the live progress sees each member as a trial
+        callbacks = [MemberCallbacks(callbacks, searcher)]
     return tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tlmsearch.budget import trial_counts
@@ -77,16 +78,14 @@ def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
         tune.report({**_metrics({}, {}), **last, **failed})  # every metric, as Ray requires
 
 
-def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
-    from ray import tune
-
-    from tlmsearch.train import train_proxy
-    from tlmsearch.trainer import Trainer
-
-    candidate, seed = config["candidate"], int(config["seed"])
+def _setup(
+    base: StudyConfig, candidate: dict[str, Any], data: Any
+) -> tuple[StudyConfig, Any, Any, dict[str, Any]]:
+    """(the study as the candidate's trial trains it, its model, its width plan, the static
+    facts every report carries)."""
     # the candidate's settings (train.lr, model.init_std) applied and its heads schedule's
     # per-layer heads (model.layer_heads): what this trial trains with
-    cfg = StudyConfig.model_validate(study).for_candidate(candidate)
+    cfg = base.for_candidate(candidate)
     model = cfg.model
     if model.vocab_size is None:
         model = model.model_copy(update={"vocab_size": data.vocab_size})
@@ -99,33 +98,55 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
     }
     # counted up front, so pruned trials carry them too; of the headed model, as it is built
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
-    last.update(_metrics({}, static), **static)
-    replay = config.get(REPLAY)
-    if replay:  # a finished trial of this seed trained these exact widths: report its curve
-        for ev in replay["curve"]:
-            tune.report({**_metrics(ev, static), **static, "final": False})
-        tune.report(
-            {
-                **_metrics(dict(replay["curve"][-1]), static),
-                **static,
-                "final": True,
-                "status": "completed",
-                "reason": f"same model as trial {replay['number']}: its curve, not trained again",
-            }
-        )
-        return
-    threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
-    start = time.time()
-    meta = {
+    return cfg, model, plan, static
+
+
+def _meta(config: dict[str, Any], cfg: StudyConfig, model: Any, plan: Any) -> dict[str, Any]:
+    """What a checkpoint's meta.json says the weights are (checkpoints.py)."""
+    return {
         "number": config.get(NUMBER),
-        "candidate": candidate,
-        "seed": seed,
+        "candidate": config["candidate"],
+        "seed": int(config["seed"]),
         "widths": list(plan.widths),
         "heads": list(model.heads),
         "model": model.model_dump(mode="json"),
         "train": cfg.train.model_dump(mode="json"),
         "arch": model.arch,
     }
+
+
+def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
+            static: dict[str, Any]) -> None:  # fmt: skip
+    """A finished trial of this seed trained these exact widths: report its curve."""
+    for ev in replay["curve"]:
+        report({**_metrics(ev, static), **static, "final": False})
+    report(
+        {
+            **_metrics(dict(replay["curve"][-1]), static),
+            **static,
+            "final": True,
+            "status": "completed",
+            "reason": f"same model as trial {replay['number']}: its curve, not trained again",
+        }
+    )
+
+
+def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
+    from ray import tune
+
+    from tlmsearch.train import train_proxy
+    from tlmsearch.trainer import Trainer
+
+    candidate, seed = config["candidate"], int(config["seed"])
+    cfg, model, plan, static = _setup(StudyConfig.model_validate(study), candidate, data)
+    last.update(_metrics({}, static), **static)
+    replay = config.get(REPLAY)
+    if replay:  # a finished trial of this seed trained these exact widths: report its curve
+        _replay(tune.report, replay, static)
+        return
+    threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
+    start = time.time()
+    meta = _meta(config, cfg, model, plan)
     reporter = _Reporter(meta, cfg.train.tokens)
     resume = _resume_state(config, meta)
     if resume is not None:  # the evals before the checkpoint, so Optuna has the whole curve
@@ -223,6 +244,11 @@ def _resume_state(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
             loaded = load_checkpoint(folder)
     if loaded is None and config.get(RESUME_FROM):
         loaded = load_checkpoint(config[RESUME_FROM])
+    return _matching(loaded, meta)
+
+
+def _matching(loaded: tuple[dict, dict] | None, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The state of a loaded checkpoint when it is this very model's, else None."""
     if loaded is None:
         return None
     state, saved = loaded
