@@ -42,7 +42,7 @@ def test_every_sentence_uses_the_studys_noise_model_and_the_holm_family():
     assert (e["noise_from"] == "uniform").all() and (e["family_size"] == 3).all()
     c = conclusions(t, "val_bpb")
     a = next(x for x in c.supported if x.startswith("A beats uniform on 3/3 seeds"))
-    assert "(Holm over 3 comparisons with uniform)" in a
+    assert "(Holm over 3 comparisons with uniform, each step at their joint t)" in a
     p_adj = e.loc["A", "p_adj"]
     assert f"adjusted p {p_adj:.2g}" in a and p_adj < 0.05
     b = next(x for x in c.unsupported if x.startswith("B vs uniform: within noise on 2 seeds"))
