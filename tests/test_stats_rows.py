@@ -111,31 +111,44 @@ def test_a_noisy_candidate_is_flagged_and_welch_combines_it_with_the_pool() -> N
     model = stats.row_noise(table(y), "v")
     c5 = model.rows["c5"]
     assert c5.source == OWN and c5.df == 2 and c5.p < 0.05
-    # c5 and uniform (always its own) are the rows on their own variance
-    assert {r for r, v in model.rows.items() if v.source == OWN} == {"c5", "uniform"}
-    n = model.pair("c5", "c4")
+    assert sum(r.source == OWN for r in model.rows.values()) == 1
+    n = model.pair("c5", "uniform")
     var_p = model.pooled.sd**2 / 2
     assert n.sd**2 == pytest.approx(c5.var + var_p)
     satterthwaite = (c5.var + var_p) ** 2 / (c5.var**2 / 2 + var_p**2 / model.pooled.df)
     assert n.df == max(1, int(satterthwaite))
-    assert model.source("c5", "c4") == "c5" and model.source("c4", "c3") == "pooled"
-    assert model.source("c4", "uniform") == "uniform"
+    assert model.source("c5", "uniform") == "c5" and model.source("c4", "uniform") == "pooled"
 
 
-def test_uniform_always_takes_its_own_variance_floored_at_zero() -> None:
-    # every comparison leans on uniform, and with few seeds no test tells a noisy uniform from a
-    # quiet one (issue 31): its own variance, n - 1 df, whichever way it falls
+def test_uniform_keeps_the_pool_only_where_its_seeds_rule_out_twice_the_sd() -> None:
     base = np.random.default_rng(1).normal(0, 0.01, size=(16, 8))
-    for scale in (0.1, 1.0, 3.0):
-        y = base.copy()
-        y[0] *= scale
-        model = stats.row_noise(table(y), "v")
-        u = model.rows["uniform"]
-        assert u.source == OWN and u.df == 7 and u.var == max(u.own, 0.0)
-        for c in ("c3", "c7"):
-            row = model.rows[c]
-            v = row.var if row.source == OWN else model.pooled.sd**2 / 2
-            assert model.share(c, "uniform") == pytest.approx(u.var / (u.var + v))
+    quiet = stats.row_noise(table(base), "v")
+    assert quiet.rows["uniform"].source == POOLED  # 8 seeds: 7 df show it is not 2x noisier
+    loud = base.copy()
+    loud[0] *= 3.0
+    model = stats.row_noise(table(loud), "v")
+    assert model.rows["uniform"].source == OWN and model.rows["uniform"].df == 7
+    # and never below the pool: a uniform quieter than the rest keeps the pooled variance
+    calm = base.copy()
+    calm[0] *= 0.1
+    assert stats.row_noise(table(calm), "v").rows["uniform"].source == POOLED
+
+
+def test_uniforms_share_of_each_comparison_is_how_they_move_together() -> None:
+    base = np.random.default_rng(1).normal(0, 0.01, size=(16, 8))
+    loud = base.copy()
+    loud[0] *= 3.0
+    model = stats.row_noise(table(loud), "v")
+    u = model.rows["uniform"]
+    assert u.source == OWN
+    for c in ("c3", "c7"):
+        row = model.rows[c]
+        v = row.var if row.source == OWN else model.pooled.sd**2 / 2
+        assert model.share(c, "uniform") == pytest.approx(u.var / (u.var + v))
+    quiet = stats.row_noise(table(base), "v")
+    assert quiet.rows["uniform"].source == POOLED  # 8 seeds rule out 2x
+    pooled = [c for c, r in quiet.rows.items() if r.source == POOLED and c != "uniform"]
+    assert pooled and all(quiet.share(c, "uniform") == 0.5 for c in pooled)  # both pooled: half
     assert stats.Noise(0.1, 3).share("c3", "uniform") == 0.5  # the pooled model: half
 
 
