@@ -19,8 +19,8 @@ init), so a seed gives one *paired delta* d = value - uniform. After each finish
 
 The noise of each comparison is the one every other part of tlmsearch judges with
 (:func:`tlmsearch.stats.row_noise`: the block-design fit of candidates x seeds, every delta of
-a seed sharing its uniform, uniform's own variance and a candidate's where its seeds show it
-noisier): a candidate's delta vs uniform on their two rows' variances, one against the
+a seed sharing its uniform, a row's own variance where its seeds show it noisier; uniform's
+where they cannot rule out twice the others' sd): a candidate's delta vs uniform on their two rows' variances, one against the
 incumbent on theirs. Before the fit has residual df, ``prior_sd`` (if given) only steers: a
 lane it would separate is held (no next seed while others measure the noise) and judged again
 on measured noise; nothing is recorded as separated on a prior, and when nothing else runs the

@@ -23,9 +23,10 @@ from tlmsearch.stats.rows import RowNoise, row_noise
 # Effects in units of noise, and which candidates can be told apart
 #
 # Every interval and test uses the noise of its own comparison from the study's fit
-# (:func:`tlmsearch.stats.row_noise`, said as "model"): uniform's own variance (every
-# comparison rests on it), a candidate's own where its seeds show it noisier and the pooled
-# residual variance otherwise, a delta's variance the sum of its two rows'. A candidate's own
+# (:func:`tlmsearch.stats.row_noise`, said as "model"): the block design's pooled residual
+# variance for every row whose seeds do not show it noisier, a candidate's own where they do,
+# uniform's own unless its seeds rule out twice the others' sd (every comparison rests on it),
+# a delta's variance the sum of its two rows'. A candidate's own
 # seed-to-seed sd of deltas (``sd_delta``) is kept beside it as a description. Without residual
 # df the noise is "unknown" and nothing is separated. A racing prior (df 0) is an assumption,
 # not a measurement: it is never used here.
