@@ -171,7 +171,7 @@ class Evidence:
                 f"candidate(s) and every look: family-wise {1 - self.level:.0%})"
             )
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
-        joint = (self.family == "holm" and "noise_shared" in self.effects
+        joint = (self.family == "holm" and m > 1 and "noise_shared" in self.effects
                  and bool(self.effects["noise_shared"].notna().any()))  # fmt: skip
         return stats.family_words(self.family, m) + " with uniform" + (
             ", each step at their joint t" if joint else "") + (
