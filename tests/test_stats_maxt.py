@@ -63,3 +63,17 @@ def test_a_difference_with_zero_noise_is_decided() -> None:
     # an infinite t (deltas identical on every seed) has p 0; NaN is no member
     adj = maxt.step_down([float("inf"), float("-inf"), float("nan")], [0.5] * 3, [1, 1, 1])
     assert adj[:2] == [0.0, 0.0] and np.isnan(adj[2])
+
+
+def test_the_steps_go_by_each_comparisons_own_p_value() -> None:
+    # a t of 5.4 on 2 df (p 0.03) is weaker than 4.2 on 18 df (p 5e-4): ordering by |t| made
+    # the weak one's step carry its tail to every comparison after it (found in a grid table)
+    t = [40.0, 5.43] + [4.22] * 7
+    dfs = [18, 2] + [18] * 7
+    adj = maxt.step_down(t, [0.5] * 9, dfs)
+    assert all(a < 0.01 for a in adj[2:])
+    # the 2-df comparison is stepped last, alone: its own two-sided p
+    assert adj[1] == pytest.approx(2 * student_t.sf(5.43, 2), abs=2e-4)
+    holm = stats.adjust([2 * student_t.sf(abs(x), d) for x, d in zip(t, dfs, strict=True)],
+                        "holm")  # fmt: skip
+    assert all(a <= h + 2e-4 for a, h in zip(adj, holm, strict=True))

@@ -611,7 +611,8 @@ def plan_lines(plan: Plan) -> list[str]:
     uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
     out.append(f"seeds: per candidate, uniform on the same ones; trainings: "
                f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
-               f"of the t test on the study's residual df, {plan.m_df or plan.m} x (seeds - 1)"
+               f"of the t test on each comparison's df (uniform's own seeds - 1 beside the "
+               f"pool, {plan.m_df or plan.m} x (seeds - 1): power.comparison_df)"
                + ("" if not plan.m_df or plan.m_df == plan.m
                   else " (each setting is judged on its own fit: the fewest candidates in one)"))
     if cost:

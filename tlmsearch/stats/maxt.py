@@ -116,17 +116,24 @@ def joint_critical(shares: Sequence[float], df: int, level: float,
 def step_down(t: Sequence[float], shares: Sequence[float], dfs: Sequence[int],
               groups: Sequence[object] | None = None) -> list[float]:  # fmt: skip
     """Adjusted p-values of the step-down max-t test (Holm's scheme, each step at the joint
-    distribution of the comparisons not yet rejected): comparison i's is the largest over the
-    steps up to its own of P(max over those left |T| >= |t|), with its df (an infinite t, a
+    distribution of the comparisons not yet rejected, in the order of their own p-values):
+    comparison i's is the largest over the steps up to its own of P(max over those left
+    |T| >= |t|), with its df (an infinite t, a
     difference with zero noise, has p 0). NaN t stays NaN and is no member.
 
     >>> [round(p, 3) for p in step_down([5.0, 0.3], [0.5, 0.5], [30, 30])]
     [0.0, 0.766]
     """
+    from scipy.stats import t as student_t
+
     tt = np.asarray(t, dtype="float64")
     out = np.full(len(tt), math.nan)
     ok = np.flatnonzero(~np.isnan(tt))
-    order = ok[np.argsort(-np.abs(tt[ok]), kind="stable")]
+    # the steps go by each comparison's own p-value, not |t|: with unequal df a t on 2 df is
+    # weaker evidence than a smaller t on 18 (ordering by |t| let one noisy row's step carry
+    # its large tail probability to every comparison after it)
+    raw = np.array([student_t.sf(abs(tt[i]), max(int(dfs[i]), 1)) for i in ok])
+    order = ok[np.lexsort((-np.abs(tt[ok]), raw))]
     sh = np.asarray(shares, dtype="float64")
     gr = list(groups) if groups is not None else [0] * len(tt)
     running = 0.0
