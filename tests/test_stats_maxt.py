@@ -22,8 +22,8 @@ def test_the_joint_chance_matches_a_multivariate_t(shares, df, c) -> None:
     np.fill_diagonal(corr, 1.0)
     draws = multivariate_t(np.zeros(len(shares)), corr, df=df, seed=0).rvs(200_000)
     mc = float((np.abs(draws).max(axis=1) < c).mean())
-    assert maxt.joint_below(c, shares, df) == pytest.approx(mc, abs=4 * np.sqrt(mc * (1 - mc) / 2e5)
-                                                             + 2e-4)
+    tolerance = 4 * np.sqrt(mc * (1 - mc) / 2e5) + 2e-4
+    assert maxt.joint_below(c, shares, df) == pytest.approx(mc, abs=tolerance)
 
 
 def test_groups_with_different_controls_are_independent() -> None:

@@ -176,11 +176,36 @@ def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
     pruned = full.copy()
     c5 = pruned["candidate"] == "c5"
     pruned.loc[c5 & (pruned["seed"] == 3), "state"] = "PRUNED"
+    quiet = pruned.copy()
     pruned.loc[c5 & (pruned["seed"] < 3), "v"] = [0.5, -0.5, 0.4]  # wild, but left out
     model = stats.row_noise(pruned, "v")
     without = stats.row_noise(full[full["candidate"] != "c5"], "v")
     assert model.pooled.sd == pytest.approx(without.pooled.sd)
     assert model.pooled.df == without.pooled.df
+    # its own deltas scatter ~25x the pair's noise: its comparison takes their variance
     c5row = model.rows["c5"]
-    assert c5row.source == POOLED and c5row.var == pytest.approx(model.pooled.sd**2 / 2)
-    assert model.pair("c5", "uniform").sd > 0  # its comparison still has a noise
+    assert c5row.source == OWN and c5row.df == 2 and c5row.p < 0.05
+    assert model.pair("c5", "uniform").sd > 0.3
+    assert not bool(stats.effects(pruned, "v").set_index("candidate").loc["c5", "separated"])
+    # a pruned row as quiet as the rest keeps the pool
+    calm = stats.row_noise(quiet, "v").rows["c5"]
+    assert calm.source == POOLED and calm.var == pytest.approx(model.pooled.sd**2 / 2)
+
+
+def test_a_replayed_twin_is_its_originals_row() -> None:
+    # issue 31 review: a twin (same_as) and its original, identical data, get one noise
+    rng = np.random.default_rng(3)
+    y = rng.normal(0, 0.01, size=(16, 3))
+    y[5] = rng.normal(0, 0.3, size=3)  # c5: flagged noisier
+    t = table(y)
+    t["number"] = range(len(t))
+    t["same_as"] = pd.array([pd.NA] * len(t), dtype="Int64")
+    twin = t[t["candidate"] == "c5"].copy()
+    twin["candidate"] = "c5twin"
+    twin["same_as"] = twin["number"].astype("Int64")
+    twin["number"] = range(len(t), len(t) + len(twin))
+    both = pd.concat([t, twin], ignore_index=True)
+    model = stats.row_noise(both, "v")
+    assert model.rows["c5twin"] == model.rows["c5"] and model.rows["c5"].source == OWN
+    e = stats.effects(both, "v").set_index("candidate")
+    assert e.loc["c5twin", "noise_sd"] == pytest.approx(e.loc["c5", "noise_sd"])

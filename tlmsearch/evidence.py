@@ -47,6 +47,7 @@ from tlmsearch.racing import (
     race_settings,
     recorded_lanes,
 )
+from tlmsearch.stats.effects_vs_uniform import uses_joint
 from tlmsearch.tuned import Tuned, tuned
 
 RACE, FAMILY = "race", "family"
@@ -171,8 +172,7 @@ class Evidence:
                 f"candidate(s) and every look: family-wise {1 - self.level:.0%})"
             )
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
-        joint = (self.family == "holm" and m > 1 and "noise_shared" in self.effects
-                 and bool(self.effects["noise_shared"].notna().any()))  # fmt: skip
+        joint = uses_joint(self.effects, self.family, m)
         return stats.family_words(self.family, m) + " with uniform" + (
             ", each step at their joint t" if joint else "") + (
             f"; {self.note}" if self.note else "")

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.constants import FAMILIES
+from tlmsearch.constants import FAMILIES, SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def family_size(cfg: StudyConfig) -> int:
     if cfg.search.sampler == "grid":
         per = _trainings_per_setting(cfg)
         return sum(per.values()) - (len(per) if cfg.search.baseline else 0)
-    return cfg.search.n_trials or 20
+    return cfg.search.n_trials or SAMPLER_TRIALS
 
 
 def _trainings_per_setting(cfg: StudyConfig) -> Counter[str]:
@@ -281,7 +281,7 @@ def controls(cfg: StudyConfig) -> int:
         return 1
     if cfg.search.sampler == "grid":
         return len(_trainings_per_setting(cfg))
-    n = cfg.search.n_trials or 20
+    n = cfg.search.n_trials or SAMPLER_TRIALS
     combos = 1
     for name in cfg.space.settings:
         dim = cfg.space.dimensions[name]

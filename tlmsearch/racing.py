@@ -20,11 +20,12 @@ init), so a seed gives one *paired delta* d = value - uniform. After each finish
 The noise of each comparison is the one every other part of tlmsearch judges with
 (:func:`tlmsearch.stats.row_noise`: the block-design fit of candidates x seeds, every delta of
 a seed sharing its uniform, a row's own variance where its seeds show it noisier; uniform's
-where they cannot rule out twice the others' sd): a candidate's delta vs uniform on their two rows' variances, one against the
-incumbent on theirs. Before the fit has residual df, ``prior_sd`` (if given) only steers: a
-lane it would separate is held (no next seed while others measure the noise) and judged again
-on measured noise; nothing is recorded as separated on a prior, and when nothing else runs the
-held lanes get the seed that measures it. Without a prior nothing separates before that.
+where they cannot rule out twice the others' sd): a candidate's delta vs uniform on their two
+rows' variances, one against the incumbent on theirs. Before the fit has residual df,
+``prior_sd`` (if given) only steers: a lane it would separate is held (no next seed while others
+measure the noise) and judged again on measured noise; nothing is recorded as separated on a
+prior, and when nothing else runs the held lanes get the seed that measures it. Without a prior
+nothing separates before that.
 
 The reference (``against``) is ``uniform`` (the delta itself, a two-sided test) or ``best``:
 the difference to the current incumbent on their common seeds (the candidate still racing with
@@ -55,7 +56,7 @@ from typing import Any
 
 import pandas as pd
 
-from tlmsearch.constants import LEVEL
+from tlmsearch.constants import LEVEL, SAMPLER_TRIALS
 from tlmsearch.reasons import is_lost
 from tlmsearch.stats import POOLED, ROWS, Noise, RowNoise, block_noise, paired_deltas, row_noise
 
@@ -201,7 +202,7 @@ def race(
             parallel_seeds,
         )  # fmt: skip
         lanes.append(_provisional(lane, prior, busy_seeds))
-    return _unpause(lanes, pool, trials, key) if prior else lanes
+    return _unpause(lanes, pool, trials, key, max_seeds, bool(queued)) if prior else lanes
 
 
 PAUSED = "on the prior"  # a lane's reason starts so: separated on racing.prior_sd, held
@@ -230,12 +231,14 @@ def _provisional(lane: Lane, prior: bool, busy_seeds: set[int]) -> Lane:
     return lane
 
 
-def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: str) -> list[Lane]:
-    """When every lane is decided, held on the prior or waiting, and nothing is due, the held
-    lanes get their next seed: the race must measure the noise the prior stood in for."""
+def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: str,
+             max_seeds: int, queued: bool) -> list[Lane]:  # fmt: skip
+    """When every lane is decided, held on the prior or waiting, and nothing is due, running or
+    queued, the held lanes get their next seed (within ``max_seeds``): the race must measure
+    the noise the prior stood in for."""
     if any(ln.next_seed is not None for ln in lanes):
         return lanes
-    if trials["state"].isin(["RUNNING", "WAITING"]).any():
+    if queued or trials["state"].isin(["RUNNING", "WAITING"]).any():
         return lanes  # cells in flight will measure it
     out = []
     for ln in lanes:
@@ -243,7 +246,7 @@ def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: 
             ran = set(trials.loc[trials[key].astype(str) == ln.candidate, "seed"].dropna()
                       .astype(int))  # fmt: skip
             left = [s for s in pool if s not in ran]
-            if left:
+            if left and len(ran) < max_seeds:
                 why = ln.reason.replace(HELD, f"seed {left[0]} next, to measure the noise")
                 ln = replace(ln, reason=why, next_seed=left[0])
         out.append(ln)
@@ -285,9 +288,9 @@ def decision(lane: Lane) -> dict[str, Any]:
 
 
 def race_family_size(config: Mapping[str, Any]) -> int:
-    """How many candidates (uniform aside) a study's race may hold: the grid's, the explicit
-    list's, or ``search.n_trials`` of a sampler; 0 when the study does not say (then the race
-    counts the candidates in its table, which only grows).
+    """How many candidates (uniform aside) a study's race may hold, and its conclusions compare:
+    the grid's, the explicit list's, or ``search.n_trials`` of a sampler (its default,
+    :data:`tlmsearch.constants.SAMPLER_TRIALS`, when unset).
 
     Fixed before the first look, so every look tests at the same level: counting only the
     candidates started so far would test the early looks at a looser level than promised.
@@ -304,7 +307,7 @@ def race_family_size(config: Mapping[str, Any]) -> int:
         return len(named) or int(search.get("n_trials") or 0)
     if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
         return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())
-    return int(cfg.search.n_trials or 0)
+    return int(cfg.search.n_trials or SAMPLER_TRIALS)  # what the sampler will draw
 
 
 def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -233,7 +233,7 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     for line in rep["race"]:  # racing studies: seeds per candidate and why
         console.print(f"race: {line}", markup=False, highlight=False)
-    going = rep["status"] != "finished"  # running, or interrupted: more trials to come
+    going = rep["status"] in ("running", "interrupted")  # more trials to come
     for line in conclusion_lines(rep["conclusions"], provisional=going):  # in seed-noise units
         console.print(line, markup=False, highlight=False)
     if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md

@@ -40,6 +40,7 @@ from tlmsearch.stats.rows import RowNoise, row_noise
 # 5% (benchmarks/stats.py).
 
 MODEL, UNKNOWN = "model", "unknown"
+UNSEEN = "planned, not measured yet"  # the noise group of a planned comparison still to come
 
 EFFECT_COLUMNS = (
     "n",  # paired seeds: completed with a finished uniform of the same seed
@@ -199,6 +200,16 @@ def ci_level(family: str, level: float, m: int, separated: int = 0) -> float:
     return 1.0 - (1.0 - level) / m
 
 
+def uses_joint(out: pd.DataFrame, family: str, planned: int = 0) -> bool:
+    """Whether :func:`decide` takes this table's decision at the joint t: holm, more than one
+    comparison in the family, and every tested row saying how it shares uniform's noise."""
+    tested = out["p"].notna() if "p" in out else pd.Series([], dtype=bool)
+    m = int(tested.sum())
+    return (family == "holm" and "noise_shared" in out and m > 0
+            and max(m, int(planned)) > 1
+            and bool(out.loc[tested, "noise_shared"].notna().all()))  # fmt: skip
+
+
 def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd.DataFrame:
     """An effects table's family decision over all its rows: ``p_adj`` (``family``), ``separated``
     at ``1 - level``, ``family`` and ``family_size`` (the rows with a p-value, or ``planned``
@@ -218,8 +229,7 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
     tested = out["p"].notna()
     m = int(tested.sum())
     unseen = max(0, int(planned) - m)  # comparisons planned but without a p-value yet
-    joint = family == "holm" and "noise_shared" in out and bool(
-        out.loc[tested, "noise_shared"].notna().all()) and m + unseen > 1 and m > 0
+    joint = uses_joint(out, family, planned)
     se = out["noise_sd"].to_numpy(dtype="float64") / np.sqrt(
         np.maximum(out["n"].to_numpy(dtype="float64"), 1.0))
     mean = out["mean_delta"].to_numpy(dtype="float64")
@@ -230,13 +240,14 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(se > 0, mean / se, np.where(mean == 0, 0.0, np.inf))
         shared = out["noise_shared"].to_numpy(dtype="float64")[idx]
-        # a comparison still to come: t 0 (never rejected first), the typical share and df
-        fill = [float(np.median(shared))] * unseen
+        # a comparison still to come: t 0 (never rejected first), the smallest df, its own
+        # group, sharing no noise (independent comparisons are the conservative side: the
+        # max over them is the largest; a setting still to come has its own control anyway)
         p_adj = np.full(len(out), math.nan)
         p_adj[idx] = step_down(
-            t[idx].tolist() + [0.0] * unseen, shared.tolist() + fill,
+            t[idx].tolist() + [0.0] * unseen, shared.tolist() + [0.0] * unseen,
             [int(x) for x in df[idx]] + [int(np.min(df[idx]))] * unseen,
-            [groups[i] for i in idx] + [groups[idx[0]]] * unseen)[:m]  # fmt: skip
+            [groups[i] for i in idx] + [UNSEEN] * unseen)[:m]  # fmt: skip
         out["p_adj"] = p_adj
     else:
         p = out["p"].astype("float64").tolist()
@@ -252,7 +263,7 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
     if joint:
         shares = out.loc[tested, "noise_shared"].tolist()
         fam = [g for g, ok in zip(groups, tested, strict=True) if ok]
-        shares, fam = shares + [float(np.median(shares))] * unseen, fam + [fam[0]] * unseen
+        shares, fam = shares + [0.0] * unseen, fam + [UNSEEN] * unseen
         crit = {int(x): joint_critical(shares, int(x), level, fam) for x in set(df[known])}
         q = np.array([crit[int(x)] if ok else math.nan for x, ok in zip(df, known, strict=True)])
         out["ci_level"] = [_two_sided(c, int(x)) if ok else level

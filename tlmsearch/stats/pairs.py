@@ -69,8 +69,8 @@ def pairwise(
     is below ``1 - level``; ``family_size``: the pairs the family covers when ``candidates`` is
     a choice from more (the top k of a ranking picks the pairs most likely to differ: Holm over
     the shown pairs alone made 6% of null studies of 60 candidates claim one, issue 31), each
-    pair not shown counted as never rejected. One row per ordered pair (a, b), a != b, in the order of
-    ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
+    pair not shown counted as never rejected. One row per ordered pair (a, b), a != b, in the
+    order of ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
 
     >>> t = pd.DataFrame({"candidate": ["a"] * 3 + ["b"] * 3, "is_baseline": [0] * 6,
     ...                   "seed": [0, 1, 2] * 2, "state": ["COMPLETE"] * 6,

@@ -209,13 +209,15 @@ def row_noise(
     """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
     (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
     when the fit leaves no residual df. Rows with a pruned (censored) seed are left out of the
-    fit where the others leave residual df, and use the pooled variance.
+    fit where the others leave residual df, and use the pooled variance unless their own paired
+    deltas scatter more (:func:`_censored_row`); a replayed twin (``same_as``) its original's.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
     against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
     estimate is larger than the pooled one, unless its seeds rule out (at
     :data:`UNIFORM_CONFIDENCE`) a variance :data:`UNIFORM_RATIO` times the others'.
     """
+    twins = _twins(trials, key)
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
@@ -250,12 +252,52 @@ def row_noise(
             out[row] = RowVariance(max(own, 0.0), n - 1, OWN, own, p)
         else:
             out[row] = RowVariance(var_p, df, POOLED, own, p)
-    for row in {d[0] for d in done} - set(out):  # censored, left out of the fit: the pool
-        out[row] = RowVariance(var_p, df, POOLED, math.nan, math.nan)
     by_row: dict[Any, dict[Any, float]] = {}
     for r, b, v, _ in done:
         by_row.setdefault(r, {})[b] = float(v)
+    ref = out.get(control[0]) if control else None
+    for row in {d[0] for d in done} - set(out):  # censored, left out of the fit
+        out[row] = _censored_row(by_row[row], by_row.get(control[0], {}) if control else {},
+                                 ref, var_p, df, level)  # fmt: skip
+    for twin, original in twins.items():  # a replayed twin is its original's row
+        if original in out and twin not in out:
+            out[twin] = out[original]
+            by_row[twin] = by_row.get(original, {})
     return RowNoise(pooled, out, control, by_row)
+
+
+def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
+    """A replayed twin's row -> its original's (``same_as`` names the original's trial
+    number): the same model, so the same variance."""
+    if "same_as" not in trials or "number" not in trials:
+        return {}
+    first = trials.drop_duplicates("number").set_index("number")[key]
+    out = {}
+    for row, number in zip(trials[key], trials["same_as"], strict=True):
+        if pd.notna(number) and number in first.index and first[number] != row:
+            out[row] = first[number]
+    return out
+
+
+def _censored_row(cells: Mapping[Any, float], control: Mapping[Any, float],
+                  ref: RowVariance | None, var_p: float, df: int,
+                  level: float) -> RowVariance:  # fmt: skip
+    """A pruned row, left out of the fit: the pool, unless its own paired deltas with uniform
+    scatter more than the model's pair says (one-sided F test at ``1 - level``, as a
+    candidate row in the fit): then its own, the deltas' variance less uniform's."""
+    from scipy.stats import f as f_dist
+
+    common = sorted(set(cells) & set(control), key=str)
+    if len(common) < 2 or ref is None:
+        return RowVariance(var_p, df, POOLED, math.nan, math.nan)
+    d = np.array([cells[b] - control[b] for b in common])
+    s2, v_u = float(d.var(ddof=1)), ref.var
+    model = var_p + v_u
+    p = float(f_dist.sf(s2 / model, len(common) - 1, df)) if model > 0 else 0.0
+    own = s2 - v_u
+    if p < 1.0 - level:
+        return RowVariance(max(own, 0.0), len(common) - 1, OWN, own, p)
+    return RowVariance(var_p, df, POOLED, own, p)
 
 
 def _has_df(done: Sequence[tuple[Any, Any, float, bool]]) -> bool:
