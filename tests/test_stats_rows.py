@@ -209,3 +209,15 @@ def test_a_replayed_twin_is_its_originals_row() -> None:
     assert model.rows["c5twin"] == model.rows["c5"] and model.rows["c5"].source == OWN
     e = stats.effects(both, "v").set_index("candidate")
     assert e.loc["c5twin", "noise_sd"] == pytest.approx(e.loc["c5", "noise_sd"])
+
+
+def test_a_noise_only_the_pruners_survivors_could_measure_is_unknown() -> None:
+    # issue 31: every candidate pruned on some seed leaves only selected cells; their scatter
+    # is not the study's noise (0.66x the truth on median-pruned null studies)
+    y = np.random.default_rng(5).normal(0, 0.01, size=(4, 3))
+    t = table(y)
+    for c in ("c1", "c2", "c3"):
+        t.loc[(t["candidate"] == c) & (t["seed"] == 2), "state"] = "PRUNED"
+    assert stats.row_noise(t, "v") is None
+    e = stats.effects(t, "v")
+    assert (e["noise"] == "unknown").all() and not e["separated"].fillna(False).any()

@@ -209,8 +209,9 @@ def row_noise(
     """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
     (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
     when the fit leaves no residual df. Rows with a pruned (censored) seed are left out of the
-    fit where the others leave residual df, and use the pooled variance unless their own paired
-    deltas scatter more (:func:`_censored_row`); a replayed twin (``same_as``) its original's.
+    fit, and use the pooled variance unless their own paired deltas scatter more
+    (:func:`_censored_row`); when the rows no pruner selected leave no residual df the noise is
+    unknown (None). A replayed twin (``same_as``) takes its original's row.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
     against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
@@ -233,8 +234,12 @@ def row_noise(
     censored = {c for (c, _), cell in cells.items()
                 if cell.outcome == "censored" and not cell.is_baseline}
     kept = [d for d in done if d[0] not in censored]
-    fit_rows = kept if censored and _has_df(kept) else done
-    rows, blocks, values, base = zip(*fit_rows, strict=True)
+    if censored and not _has_df(kept):
+        # only the pruner's survivors could measure it: unknown, not biased (a median-pruned
+        # null study's noise came out at 0.66x the truth, at 0.01-0.06x in single studies,
+        # and false claims followed; benchmarks/stats.py)
+        return None
+    rows, blocks, values, base = zip(*kept, strict=True)
     fit, rss, df = row_fit(rows, blocks, values)
     if df < 1:
         return None
