@@ -52,8 +52,8 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     table = bench.tables(res, bench.scenarios())
     assert "### Conclusions vs uniform" in table and "### Racing, as it runs live" in table
     assert "### The paired pruner" in table
-    # conclusions (3 rules), the verdict (2 noise models), racing (3), the pruner
-    assert table.count("| a: 15 equal to uniform, 3 seeds |") == 3 + 2 + 3 + 1
+    # conclusions (4 rules), the verdict (2 noise models), racing (3), the pruner
+    assert table.count("| a: 15 equal to uniform, 3 seeds |") == 4 + 2 + 3 + 1
 
 
 def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None:
@@ -106,3 +106,73 @@ def test_the_scenarios_draw_the_noisy_row_they_name() -> None:
         t = bench.draw(specs[name], rng, sd_u=0.0, sd_e=0.01)
         sd = t.groupby("candidate")["val_bpb"].std()
         assert sd[row] > 1.5 * sd.drop(row).median()
+
+
+def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
+    # every extra row (a prior, arriving candidates, two pruners, the 60-candidate matrix) on 3
+    # studies per base: the rules each reports, rates in [0, 1], the tables that print them
+    bench = _bench()
+    which = list(bench.EXTRAS)
+    res = bench.run(reps=3, which=which, seed=2, extra_reps=3)
+    expect = {
+        "prior_half": {f"{b}/{r}" for b in ("a", "c3") for r in ("steers", "final")},
+        "arrive": {f"{b}/{r}" for b in ("a", "c3") for r in ("planned", "counted")},
+        "prune_median": {f"a/{r}" for r in ("rows", "rows-kept", "pooled", "unpruned")},
+        "matrix60": {f"a60/{r}" for r in ("every-pair", "shown-rows", "shown-pooled")},
+    }
+    expect["prior_equal"] = expect["prior_double"] = expect["prior_half"]
+    expect["prune_paired"] = expect["prune_median"]
+    assert set(res) == set(which)
+    for k, rules in expect.items():
+        assert set(res[k]) == rules, k
+        for r in res[k].values():
+            assert r["studies"] == 3
+    for r in (res["prior_half"]["a/final"], res["arrive"]["c3/counted"]):
+        assert {"fwer", "ever_false", "held", "trainings"} <= set(r)
+        assert 0 < r["trainings"] <= 1.0
+    assert res["arrive"]["c3/planned"]["power"]["n"] == 3  # c3's one winner, in each study
+    med = res["prune_median"]
+    for rule in ("rows", "pooled"):
+        assert med[f"a/{rule}"]["fwer"]["rate"] is not None
+        assert med[f"a/{rule}"]["said_false"]["rate"] is not None
+    assert med["a/rows-kept"]["fwer"]["rate"] is None  # an estimate only: nothing decided
+    assert med["a/unpruned"]["noise_var_ratio"]["n"] == 3  # the complete study: always one
+    assert 0.0 < med["a/rows"]["pruned"]["mean"] < 1.0
+    assert res["matrix60"]["a60/every-pair"]["false_per_candidate"]["n"] == 3 * 15  # 6 shown
+    rates = [x for v in res.values() for r in v.values() for x in _rates(r)
+             if x["rate"] is not None]  # fmt: skip
+    assert rates and all(0.0 <= x["rate"] <= 1.0 and x["se"] >= 0.0 for x in rates)
+    table = bench.tables(res, bench.scenarios())
+    for head in ("### Racing with a prior", "### Arriving candidates", "### Pruners on a null",
+                 "### The separation matrix"):  # fmt: skip
+        assert head in table
+    assert "### Conclusions vs uniform" not in table  # no drawn scenario asked for
+    assert table.count("| prior final (before issue 31) |") == 3 * 2
+
+
+def test_a_prior_held_lane_reads_as_the_separation_it_stands_for() -> None:
+    # the rule before issue 31, emulated: a lane held on the prior (racing.PAUSED) is recorded
+    # as the separation its reason names, and the claim parser reads it
+    bench = _bench()
+    from tlmsearch.racing import HELD, PAUSED, RACING, SEPARATED, Lane
+
+    why = "better than uniform after 1 seed(s): -0.012 ± 0.011 (prior noise sd 0.0035)"
+    held = Lane("c04", RACING, f"{PAUSED}: {why}; {HELD}", (0,), -0.012, 0.011, None)
+    sep = bench._prior_separation(held)
+    assert (sep.status, sep.reason, sep.next_seed) == (SEPARATED, why, None)
+    assert bench._claim(sep) == ("c04", "better", "uniform")
+
+
+def test_the_median_pruner_simulation_prunes_candidates_never_uniform_nor_the_last_eval() -> None:
+    import numpy as np
+
+    bench = _bench()
+    sc = bench.scenarios()["a"]
+    trials = bench.draw(sc, np.random.default_rng(0))
+    out = bench.prune_study(trials, sc, "median", np.random.default_rng(1))
+    assert (out["state"][out["is_baseline"]] == "COMPLETE").all()
+    cut = out["state"] == "PRUNED"
+    assert 0 < cut.sum() < len(out) - sc.seeds and set(out["state"]) == {"COMPLETE", "PRUNED"}
+    # a completed training ends on its drawn value; a pruned one stopped at an earlier eval
+    assert np.allclose(out.loc[~cut, "val_bpb"], trials.loc[~cut, "val_bpb"])
+    assert not np.isclose(out.loc[cut, "val_bpb"], trials.loc[cut, "val_bpb"]).any()
