@@ -156,7 +156,8 @@ def search_pair(cfg: StudyConfig, name: str = "unit") -> tuple[Any, Any]:
     study = optuna.create_study(storage=storage, study_name=name, directions=senses)
     write_initial_queue(study, cfg)
     # an array study's members need a folder of their own (the run's Ray session folder)
-    return searcher_and_scheduler(cfg, name, storage, trial_root=tempfile.mkdtemp(prefix="trials-"))
+    root = tempfile.mkdtemp(prefix="trials-")
+    return searcher_and_scheduler(cfg, name, storage, trial_root=root)
 
 
 # -------------------------------------------------------------------------------------------------
