@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,9 @@ def search_pair(cfg: StudyConfig, name: str = "unit") -> tuple[Any, Any]:
     senses = [o.sense for o in cfg.objectives]
     study = optuna.create_study(storage=storage, study_name=name, directions=senses)
     write_initial_queue(study, cfg)
-    return searcher_and_scheduler(cfg, name, storage)
+    # an array study's members need a folder of their own (the run's Ray session folder)
+    root = tempfile.mkdtemp(prefix="trials-")
+    return searcher_and_scheduler(cfg, name, storage, trial_root=root)
 
 
 # -------------------------------------------------------------------------------------------------

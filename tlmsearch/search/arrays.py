@@ -197,6 +197,9 @@ class ArraySearcher(StudySearcher):
         trial_root: str | None = None,
         **kw: Any,
     ) -> None:
+        if not trial_root:  # members write checkpoints and their ended marker there
+            raise ValueError("trial_root: an array needs the folder its members' trial "
+                             "folders go in (the run's Ray session folder)")  # fmt: skip
         super().__init__(study, space, **kw)
         self._cfg, self._size, self._budget, self._slots, self._gpu = cfg, size, budget, slots, gpu
         self._root = trial_root
