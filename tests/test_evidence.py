@@ -147,4 +147,34 @@ def test_pairs_are_the_evidences_pairwise_decisions():
     ev = Evidence.build(t, "val_bpb")
     p = ev.pairs(t, ["uniform", "a", "b"]).set_index(["a", "b"])
     assert bool(p.loc[("a", "uniform"), "separated"]) and not p.loc[("b", "uniform"), "separated"]
-    assert p.loc[("a", "uniform"), "noise_sd"] == ev.noise.sd
+    # each pair on the Evidence's model: here uniform's own seeds scatter more than the pool
+    assert p.loc[("a", "uniform"), "noise_sd"] == ev.model.pair("a", "uniform").sd
+    assert ev.model.rows["uniform"].source == "own"
+    assert p.loc[("a", "b"), "noise_sd"] == ev.noise.sd  # two quiet rows: the pooled noise
+
+
+def test_the_race_judges_each_candidate_on_the_same_model_as_the_effects():
+    # issue 31: one variance model for every decision; here uniform's seeds scatter more than
+    # the pool, so the race's interval (and the effects') rests on uniform's own noise
+    from tlmsearch.racing import critical
+
+    t = frame(ROWS)
+    ev = Evidence.build(t, "val_bpb", config=racing_config())
+    assert ev.model.rows["uniform"].source == "own"
+    lanes = {ln.candidate: ln for ln in ev.lanes}
+    for cand in ("a", "b"):
+        n = ev.model.pair(cand, "uniform")
+        ln = lanes[cand]
+        half = critical(n, 0.95, 3, 2, "uniform") * n.sd / math.sqrt(len(ln.seeds))
+        assert ln.half_width == pytest.approx(half)
+    old = Evidence.build(t, "val_bpb", config=racing_config(), variance="pooled")
+    assert old.model == old.noise and set(old.effects["noise_from"]) == {"pooled"}
+    with pytest.raises(ValueError, match="variance must be one of rows, pooled"):
+        Evidence.build(t, "val_bpb", variance="welch")
+
+
+def test_a_pooled_evidence_is_the_block_fit_for_every_comparison():
+    t = frame(ROWS)
+    ev = Evidence.build(t, "val_bpb", variance="pooled")
+    assert (ev.effects["noise_sd"] == ev.noise.sd).all()
+    assert (ev.effects["noise_df"] == ev.noise.df).all()

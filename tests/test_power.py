@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from fixtures_run import make_run, study_dict
@@ -47,10 +48,12 @@ def test_families() -> None:
     [(8, 0.02, 0.015, 0.01, 5), (2, 2.0, 1.0, 0.05, 1), (3, 0.01, 0.006, 0.05 / 15, 15),
      (40, 0.005, 0.007, 0.0125, 4)],
 )  # fmt: skip
-def test_t_power_equals_statsmodels_at_the_block_design_df(n, effect, sd, alpha, m) -> None:
+def test_t_power_equals_statsmodels_at_the_comparison_df(n, effect, sd, alpha, m) -> None:
     from statsmodels.stats.power import TTestPower
 
-    want = TTestPower().power(effect / sd, n, alpha, df=m * (n - 1), alternative="two-sided")
+    df = power.comparison_df(n, m)  # uniform's own n - 1 beside the pool (issue 31)
+    assert df == (m * (n - 1) if m < 2 else math.floor(4 / (1 / (m * (n - 1)) + 1 / (n - 1))))
+    want = TTestPower().power(effect / sd, n, alpha, df=df, alternative="two-sided")
     assert power.t_power(n, effect, sd, alpha, m) == pytest.approx(want, rel=1e-9)
 
 
@@ -60,9 +63,11 @@ def test_one_seed_has_no_power() -> None:
 
 def test_t_power_is_the_rejection_rate_of_the_block_design_test() -> None:
     # y(c, s) = tau_c + u_s + e_cs with C = m + 1 candidates (uniform first) on n seeds; the
-    # study's test of candidate 1: its mean paired delta over the block fit's noise,
-    # sd = sqrt(2) sigma_e with (C - 1)(n - 1) df (stats.block_noise), at alpha two-sided.
+    # study's test of candidate 1 before issue 31: its mean paired delta over the block fit's
+    # noise, sd = sqrt(2) sigma_e with (C - 1)(n - 1) df (stats.block_noise), at alpha
+    # two-sided; t_power at that df predicts its rate. (The rows model's test: below.)
     from scipy.stats import t as student_t
+    from statsmodels.stats.power import TTestPower
 
     m, n, sd, effect, alpha, reps = 4, 5, 0.01, 0.014, 0.05 / 4, 4000
     rng = np.random.default_rng(0)
@@ -80,14 +85,38 @@ def test_t_power_is_the_rejection_rate_of_the_block_design_test() -> None:
     noise = np.sqrt(2 * rss / df)
     t = (y[:, 1] - y[:, 0]).mean(1) / (noise / math.sqrt(n))
     rate = float((np.abs(t) > student_t.ppf(1 - alpha / 2, df)).mean())
-    want = power.t_power(n, effect, sd, alpha, m)
+    want = TTestPower().power(effect / sd, n, alpha, df=df, alternative="two-sided")
     assert abs(rate - want) < 4 * math.sqrt(want * (1 - want) / reps), (rate, want)
 
 
+def test_t_power_predicts_the_rows_models_rejection_rate() -> None:
+    # the test a study runs (issue 31): uniform on its own variance, candidate 1 on the pool,
+    # Satterthwaite's df (stats.row_noise); t_power at comparison_df predicts its rate
+    from scipy.stats import t as student_t
+
+    m, n, sd, effect, alpha, reps = 4, 5, 0.01, 0.014, 0.05 / 4, 600
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(reps):
+        y = rng.normal(0, sd / math.sqrt(2), (m + 1, n)) + rng.normal(0, 1, (1, n))
+        y[1] += effect
+        frame = pd.DataFrame({"candidate": np.repeat(["u"] + [f"c{i}" for i in range(1, m + 1)],
+                                                     n),
+                              "seed": np.tile(np.arange(n), m + 1), "state": "COMPLETE",
+                              "is_baseline": np.repeat([True] + [False] * m, n),
+                              "v": y.ravel()})  # fmt: skip
+        pair = stats.row_noise(frame, "v").pair("c1", "u")
+        t = (y[1] - y[0]).mean() / (pair.sd / math.sqrt(n))
+        hits += abs(t) > student_t.ppf(1 - alpha / 2, pair.df)
+    rate, want = hits / reps, power.t_power(n, effect, sd, alpha, m)
+    assert abs(rate - want) < 4 * math.sqrt(want * (1 - want) / reps) + 0.02, (rate, want)
+
+
 def test_a_larger_family_can_need_fewer_seeds_at_a_large_effect() -> None:
-    # The residual df are pooled over every candidate, (C - 1)(n - 1): at 2 seeds one candidate
-    # leaves 1 df (t_0.975 = 12.7), two leave 2 (t_0.9875 = 6.2), which outweighs the halved
-    # alpha. The normal formula cannot see it.
+    # The candidates' pool grows with the family: at 2 seeds one candidate leaves 1 df (the
+    # paired test, t_0.975 = 12.7), two leave Satterthwaite's 2 (uniform's own 1 df beside a
+    # pool of 2; t_0.9875 = 6.2), which outweighs the halved alpha. The normal formula cannot
+    # see it.
     one, two = (power.comparison_alpha(0.95, "holm", m) for m in (1, 2))
     assert power.t_seeds(2.0, 1.0, one, m=1) == 5
     assert power.t_seeds(2.0, 1.0, two, m=2) == 4
@@ -247,7 +276,7 @@ def test_no_baseline_or_no_noise_is_bad_input() -> None:
 
 @pytest.mark.parametrize(
     ("search", "warned"),
-    [({"racing": {"prior_sd": 0.006}}, True),  # 3 seeds: 8% power
+    [({"racing": {"prior_sd": 0.006}}, True),  # 3 seeds: 6% power
      ({"racing": {"prior_sd": 0.001}}, False),  # 3 seeds: enough
      ({}, False)],  # no prior, no pilot: nothing to say
 )  # fmt: skip
@@ -256,7 +285,7 @@ def test_validate_seed_notes(search: dict, warned: bool) -> None:
     assert bool(notes) == warned
     if warned:
         assert notes[0].startswith("warning: objectives[0].min_effect 0.005: 3 seed(s) per "
-                                   "candidate (search.seeds) give 8% power")  # fmt: skip
+                                   "candidate (search.seeds) give 6% power")  # fmt: skip
         assert "80% needs 18 seeds" in notes[0]
 
 

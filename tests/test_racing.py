@@ -63,7 +63,16 @@ def rows_for(cand: str, deltas: list[float]) -> list[tuple[str, int, str, float]
 def test_without_a_noise_estimate_one_seed_never_separates_but_a_prior_can() -> None:
     rows = [*BASE, ("bad", 0, "COMPLETE", 2.5)]
     assert _lanes(rows)["bad"].status == RACING  # nobody has two seeds: no noise yet
-    assert _lanes(rows, prior_sd=0.05)["bad"].status == SEPARATED  # 10 prior noise units
+    # 10 prior noise units: a prior only steers (issue 31). The lane is held, not separated,
+    # and with nothing else due or running it gets the seed that will measure the noise
+    held = _lanes(rows, prior_sd=0.05)["bad"]
+    assert held.status == RACING and held.next_seed == 1
+    assert held.reason.startswith("on the prior: worse than uniform after 1 seed(s)")
+    assert "(prior noise sd 0.05); seed 1 next, to measure the noise" in held.reason
+    # while another lane runs, the held one waits (no seed for it yet)
+    busy = _lanes([*rows, ("c", 0, "COMPLETE", 2.0), ("c", 1, "RUNNING", math.nan)],
+                  prior_sd=0.05)["bad"]  # fmt: skip
+    assert busy.status == RACING and busy.next_seed is None and "held until" in busy.reason
 
 
 def test_in_flight_seeds_wait_and_a_missing_control_waits_too() -> None:
@@ -198,9 +207,9 @@ def test_a_race_stops_the_bad_candidate_at_one_seed_and_races_the_tie_to_k(tmp_p
     write_initial_queue(study, cfg)
     assert len(study.get_trials()) == 3  # every candidate on the first seed only
     n = _drive(study, cfg, _value)
-    assert _seeds_run(study) == {
-        "uniform": [0, 1, 2], "cosine 1.25->0.75": [0, 1, 2], "cosine 1.5->0.5": [0]
-    }  # fmt: skip
+    # the prior holds the bad candidate after one seed while the tie's seeds run; measured
+    # noise then separates it on that one seed (issue 31: a prior only steers)
+    assert _seeds_run(study) == _seeds_run_complete()
     assert n == 7 < planned_trials(cfg) == 9  # the race saved two trainings
 
 
@@ -388,6 +397,8 @@ def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(t
     recorded = {k: v for k, v in study.user_attrs.items() if k.startswith("tlm_race:")}
     by_label = {json.loads(k.split(":", 1)[1])["r_start"]: v for k, v in recorded.items()}
     assert by_label[1.5]["status"] == SEPARATED and by_label[1.5]["seeds"] == [0]
+    # decided on measured noise, not the prior, and the sentence says which
+    assert "(noise sd" in by_label[1.5]["reason"] and "prior" not in by_label[1.5]["reason"]
     assert by_label[1.25]["status"] == TIED
     frame = trials_frame(trial_records(study)[0])
     bad = frame[frame["candidate"] == "cosine 1.5->0.5"]
@@ -442,3 +453,26 @@ def test_a_hand_edited_studys_family_counts_an_attention_only_taper():
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
     listed = [{"shape": "uniform"}, attention, {"shape": "cosine"}]
     assert race_family_size({"search": {"candidates": listed}}) == 2  # not a valid study
+
+
+def test_a_final_decision_waits_for_its_seeds_running_cells() -> None:
+    # issue 31: "tied" after the last seed, decided while another candidate's cell of the same
+    # seed still ran (1 residual df), printed an interval 30x the study's noise; the decision
+    # waits until every cell of its seeds has landed, then is taken on the fuller fit
+    tie = BASE + rows_for("c", [0.001, -0.002]) + rows_for("d", [0.002])
+    running = [*tie, ("d", 1, "RUNNING", math.nan)]
+    lane = _lanes(running, max_seeds=2)["c"]
+    assert lane.status == RACING and lane.next_seed is None
+    assert lane.reason == "decided when seed 1's running cells land (tied so far)"
+    landed = tie + rows_for("d", [0.002, 0.0])[1:]
+    assert _lanes(landed, max_seeds=2)["c"].status == TIED
+
+
+def test_a_held_lane_gets_no_seed_beyond_max_seeds_nor_while_cells_are_queued() -> None:
+    # issue 31 review: _unpause respected neither max_seeds nor the queue
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("a", 0, "COMPLETE", 1.5), ("b", 0, "COMPLETE", 1.5)]
+    lanes = _lanes(rows, max_seeds=1, prior_sd=0.01)
+    assert all(ln.next_seed is None for ln in lanes.values())
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("bad", 0, "COMPLETE", 2.5), ("c", 0, "COMPLETE", 2.0)]
+    held = _lanes(rows, prior_sd=0.05, queued={("c", 1), ("uniform", 1)})["bad"]
+    assert held.status == RACING and held.next_seed is None  # the queued cells will measure it

@@ -429,15 +429,15 @@ def test_paired_deltas_ci_and_noise_marks():
     s = d.summary.set_index("candidate")
     clear, noisy, one = "cosine 1.25->0.75", "cosine 1.5->0.5", "cosine 1.75->0.25"
     assert s.loc[clear, "mean"] == pytest.approx(-0.10)
-    noise = stats.block_noise(t, "val_bpb")  # one model for every candidate: 10 cells, 4 df
-    assert noise.df == 4
-    half = stats.t_quantile(4) * noise.sd / math.sqrt(3)
-    assert s.loc[clear, "half_width"] == pytest.approx(half)
+    # the engine's numbers (stats.effects: each comparison on its rows' variances, the interval
+    # over the family), not a second derivation
+    eff = stats.effects(t, "val_bpb").set_index("candidate")
+    for name in (clear, noisy, one):
+        assert s.loc[name, "half_width"] == pytest.approx(eff.loc[name, "half_width"])
+        assert s.loc[name, "noise_sd"] == pytest.approx(eff.loc[name, "noise_sd"])
     assert bool(s.loc[clear, "within_noise"]) is False
     assert bool(s.loc[noisy, "within_noise"]) is True
     assert s.loc[clear, "noise"] == s.loc[noisy, "noise"] == s.loc[one, "noise"] == "model"
-    assert s.loc[one, "noise_sd"] == pytest.approx(noise.sd)
-    assert s.loc[one, "half_width"] == pytest.approx(stats.t_quantile(4) * noise.sd)
     assert bool(s.loc[one, "within_noise"]) is False  # +0.3, separated after Holm
     assert math.isnan(s.loc[one, "sd"])  # its own sd: none
     assert d.summary["candidate"].iloc[0] == clear  # best (most negative) first

@@ -54,12 +54,17 @@ def test_effects_table_in_rank_order_with_the_noise_said():
     cos = t.loc["cosine 1.5->0.5"]
     assert cos["rank"] == 1 and cos["noise"] == "model" and bool(cos["separated"])
     assert cos["mean_delta"] == pytest.approx(-0.10) and cos["n_better"] == 3
-    half = stats.t_quantile(e.noise.df) * e.noise.sd / math.sqrt(3)
-    assert cos["half_width"] == pytest.approx(half) and cos["decided_by"] == "family"
+    # each comparison on its rows' noise (uniform's own variance, issue 31), the engine's
+    model = stats.row_noise(study(), "val_bpb")
+    engine = stats.effects(study(), "val_bpb").set_index("candidate")
+    assert cos["half_width"] == pytest.approx(engine.loc["cosine 1.5->0.5", "half_width"])
+    assert cos["noise_sd"] == pytest.approx(model.pair("cosine 1.5->0.5", "uniform").sd)
+    assert cos["decided_by"] == "family"
     assert not bool(t.loc["linear 1.5->0.5", "separated"])
-    sig = t.loc["sigmoid 1.5->0.5 k=10"]  # 10 cells, 4 + 3 - 1 parameters: 4 df
-    assert sig["noise"] == "model" and sig["noise_df"] == 4 and e.noise.df == 4
-    assert sig["noise_sd"] == pytest.approx(e.noise.sd)
+    sig = t.loc["sigmoid 1.5->0.5 k=10"]  # 10 cells, 4 + 3 - 1 parameters: 4 df pooled
+    assert sig["noise"] == "model" and e.noise.df == 4
+    pair = model.pair("sigmoid 1.5->0.5 k=10", "uniform")
+    assert (sig["noise_sd"], sig["noise_df"]) == (pytest.approx(pair.sd), pair.df)
     assert "2 running or not run yet" in sig["flag"]  # planned on seeds 0-2, ran on seed 0
     assert e.conclusions.supported[0].startswith("cosine 1.5->0.5 beats uniform on 3/3 seeds")
     assert any("linear 1.5->0.5 vs uniform: within noise" in x for x in e.conclusions.unsupported)

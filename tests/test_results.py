@@ -169,7 +169,7 @@ def test_every_trial_carries_its_candidates_effect_in_units_of_noise(tmp_path):
     write_results(tmp_path, trials, [])
     (tmp_path / "trials.parquet").unlink()  # the CSV keeps the kinds too
     t = load_run(tmp_path).trials.set_index("trial_id")
-    from tlmsearch.stats import block_noise, t_quantile
+    from tlmsearch.stats import block_noise, effects
 
     noise = block_noise(t, "val_bpb")  # the study's one noise model: 5 cells, 3 + 2 - 1 -> 1 df
     assert noise is not None and noise.df == 1
@@ -179,13 +179,16 @@ def test_every_trial_carries_its_candidates_effect_in_units_of_noise(tmp_path):
         assert c["effect_val_bpb"] == pytest.approx(-0.11)
         assert c["effect_noise_val_bpb"] == pytest.approx(-0.11 / sd)
         assert c["effect_seeds_val_bpb"] == 2 and c["effect_from_val_bpb"] == "model"
-        half = t_quantile(1) * sd / math.sqrt(2)
-        assert c["effect_lo_val_bpb"] == pytest.approx(-0.11 - half)
-        assert c["effect_hi_val_bpb"] == pytest.approx(-0.11 + half)
+        # the interval is the engine's (stats.effects: its rows' noise, over the family)
+        eff = effects(t, "val_bpb").set_index("candidate").loc[c["candidate"]]
+        assert c["effect_lo_val_bpb"] == pytest.approx(eff["lo"])
+        assert c["effect_hi_val_bpb"] == pytest.approx(eff["hi"])
+        assert eff["lo"] < -0.11 < eff["hi"]
     lin0 = t.loc["l1"]  # a pruned trial still names its candidate's effect (seed 0)
     assert lin0["effect_val_bpb"] == pytest.approx(0.05) and lin0["effect_seeds_val_bpb"] == 1
     assert lin0["effect_from_val_bpb"] == "model"
-    assert lin0["effect_hi_val_bpb"] == pytest.approx(0.05 + t_quantile(1) * sd)
+    lin = effects(t, "val_bpb").set_index("candidate").loc[lin0["candidate"]]
+    assert lin0["effect_hi_val_bpb"] == pytest.approx(lin["hi"]) and lin["hi"] > 0.05
     u = t.loc["u0"]
     assert math.isnan(u["effect_val_bpb"]) and u["effect_from_val_bpb"] == ""
     assert u["effect_seeds_val_bpb"] is pd.NA

@@ -356,7 +356,8 @@ def test_with_only_censored_candidates_the_best_is_flagged(cfg):
     assert best["flag"].startswith("censored: 1 of 2 seeds")
 
 
-def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
+@pytest.mark.parametrize("state", ["finished", "running"])
+def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     import json
 
     import optuna
@@ -369,14 +370,14 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     run.mkdir(parents=True)
     cfg = tiny_config(tmp_path)
     (run / "study.yaml").write_text(cfg.to_yaml())
-    (run / "run.json").write_text(json.dumps({"status": "finished", "n_trials_planned": 6}))
+    (run / "run.json").write_text(json.dumps({"status": state, "n_trials_planned": 6}))
     study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
-    for seed, params, state, value in CENSORED_ROWS:
+    for seed, params, trial_state, value in CENSORED_ROWS:
         attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value}}
         study.add_trial(
             optuna.trial.create_trial(
-                state=getattr(optuna.trial.TrialState, state),
-                value=value if state == "COMPLETE" else None,
+                state=getattr(optuna.trial.TrialState, trial_state),
+                value=value if trial_state == "COMPLETE" else None,
                 user_attrs=attrs,
             )
         )
@@ -386,8 +387,11 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path):
     assert "best: linear 1.5->0.5 (val_bpb 2.0000; mean of seed(s) 0, 1; 2 of 2 seeds)" in out
     assert "vs uniform val_bpb -0.1000" in out
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
-    assert "supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
-    assert "not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
+    # mid-run every conclusion is provisional (issue 31): it says so, line by line
+    tag = "provisionally " if state == "running" else ""
+    assert ("provisional (the run is still going)" in out) == (state == "running")
+    assert f"{tag}supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
+    assert f"{tag}not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
     assert ("signal-to-noise (arXiv 2508.13144): n/a over seeds (the seed noise is exactly 0); "
             "n/a over checkpoints (no complete trial has 4 evals with this metric); spread of "
             "2 candidates' means 0.1") in out  # fmt: skip

@@ -670,11 +670,16 @@ def test_each_settings_effects_use_that_settings_noise():
     t = _two_noise_levels(np.random.default_rng(5))
     eff = Evidence.build(t, "val_bpb").effects
     for _, sub in t.groupby("setting"):
-        own = stats.block_noise(sub, "val_bpb")
+        own = stats.row_noise(sub, "val_bpb")  # that setting's fit: its own uniform and rows
+        assert own.pooled.df == 9  # (4 - 1) x (4 - 1)
         rows = eff[eff["candidate"].isin(set(sub["candidate"]))]
-        assert len(rows) == 3 and np.allclose(rows["noise_sd"], own.sd)
-        assert set(rows["noise_df"]) == {own.df} == {9}  # (4 - 1) x (4 - 1)
+        assert len(rows) == 3
+        for row in rows.itertuples():
+            pair = own.pair(row.candidate, sub.loc[sub["is_baseline"], "candidate"].iloc[0])
+            assert (row.noise_sd, row.noise_df) == (pytest.approx(pair.sd), pair.df)
+        assert rows["noise_group"].nunique() == 1  # one control per setting
     assert set(eff["family_size"]) == {6}  # one Holm family over both settings
+    assert eff["noise_group"].nunique() == 2  # two independent controls in that family
 
 
 def test_a_noisy_setting_keeps_its_rate_under_the_null():

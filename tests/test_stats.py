@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch import stats
+from tlmsearch.stats import maxt
 
 T975_2DF = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2); tables round it to 4.303
 
@@ -359,24 +360,71 @@ _Noise = stats.Noise
 
 
 def test_effects_known_answers_on_the_block_design_noise():
+    # the pooled model (one block-design noise for every comparison) given explicitly: the
+    # default is each comparison's own (stats.row_noise, issue 31), tested below
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
-    e = by_cand(stats.effects(t, "v"))
+    noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
+    e = by_cand(stats.effects(t, "v", noise=noise))
     assert "uniform" not in e.index  # an effect vs uniform of uniform is nothing
     a = e.loc["A"]
     assert (a["n"], a["seeds"], a["n_better"]) == (3, (0, 1, 2), 3)
-    noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
     assert (a["noise"], a["noise_df"], noise.df) == ("model", 6, 6)
+    assert a["noise_from"] == "pooled"
     assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == pytest.approx(0.1)
     assert a["noise_sd"] == pytest.approx(noise.sd)
-    half = stats.t_quantile(6) * noise.sd / math.sqrt(3)
+    # the interval holds over the family of 3 at the comparisons' joint t critical value
+    # (every row pooled: each shares half its variance with uniform; issue 31), which lies
+    # between one comparison's and Bonferroni's
+    assert a["noise_shared"] == 0.5
+    crit = maxt.joint_critical([0.5] * 3, 6, 0.95)
+    assert stats.t_quantile(6, 0.95) < crit < stats.t_quantile(6, 1 - 0.05 / 3)
+    assert a["ci_level"] == pytest.approx(1 - 2 * stats.t_sf(crit, 6))
+    half = crit * noise.sd / math.sqrt(3)
     assert a["half_width"] == pytest.approx(half)
     assert (a["lo"], a["hi"]) == pytest.approx((-0.2 - half, -0.2 + half))
     assert (a["family"], a["family_size"]) == ("holm", 3)
     p = 2 * stats.t_sf(0.2 / (noise.sd / math.sqrt(3)), 6)
     assert a["p"] == pytest.approx(p)
-    assert list(e["p_adj"]) == pytest.approx(stats.adjust(list(e["p"]), "holm"))
+    # the step-down's first step is the joint tail of all 3; no adjusted p-value exceeds
+    # Holm's (Bonferroni's bound on each step)
+    first = e["p"].idxmin()
+    t_first = abs(e.loc[first, "mean_delta"]) / (noise.sd / math.sqrt(3))
+    assert e.loc[first, "p_adj"] == pytest.approx(maxt.joint_sf(t_first, [0.5] * 3, 6))
+    holm = pd.Series(stats.adjust(list(e["p"]), "holm"), index=e.index)
+    assert (e["p_adj"] <= holm + 1e-9).all() and (e["p_adj"] >= e["p"] - 1e-9).all()
     assert bool(a["separated"]) == bool(a["p_adj"] < 0.05)
     assert e.loc["C", "n_better"] == 1  # better than uniform on seed 1 only
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 8), st.sampled_from(["holm", "bh", "none"]))
+def test_the_interval_holds_over_the_family_the_decision_does(seed, m, family):
+    # issue 31: lo/hi are simultaneous under holm (the joint t critical value of the family:
+    # between one comparison's level and Bonferroni's; an interval that excludes 0 is always
+    # separated), Benjamini-Yekutieli's false-coverage interval under bh (every separated
+    # row's excludes 0), per comparison under none
+    rng = np.random.default_rng(seed)
+    effect = rng.choice([0.0, 0.0, 0.02, -0.05], size=m)
+    deltas = {f"c{i}": list(effect[i] + rng.normal(0, 0.01, 3)) for i in range(m)}
+    e = stats.effects(_deltas_frame(deltas), "v", family=family)
+    e = e[e["noise_df"] >= 1]
+    excludes = (e["lo"] > 0) | (e["hi"] < 0)
+    if family == "holm":
+        bonferroni = stats.ci_level(family, 0.95, len(e))
+        assert ((e["ci_level"] > 0.95) & (e["ci_level"] <= bonferroni + 1e-9)).all()
+        assert not (excludes & ~e["separated"].astype(bool)).any()
+        conf = e["ci_level"].tolist()
+    elif family == "bh":
+        conf = [stats.ci_level(family, 0.95, len(e), int(e["separated"].fillna(False).sum()))]
+        assert (e["ci_level"] == conf[0]).all()
+        assert not (e["separated"].astype(bool) & ~excludes).any()
+    else:
+        assert (excludes == (e["p"] < 0.05)).all() and (e["ci_level"] == 0.95).all()
+        conf = [0.95]
+    conf = conf * len(e) if len(conf) == 1 else conf
+    half = [stats.t_quantile(int(df), c) * sd / math.sqrt(n)
+            for df, sd, n, c in zip(e["noise_df"], e["noise_sd"], e["n"], conf, strict=True)]
+    assert list(e["half_width"]) == pytest.approx(half)
 
 
 def test_effects_on_one_seed_use_the_given_noise_or_none():
@@ -448,8 +496,8 @@ def test_pairwise_known_answers_mirror_and_common_seeds():
     firsts = [p.loc[x, "p"] for x in [("a", "b"), ("a", "uniform"), ("b", "uniform")]]
     assert sorted(p["p_adj"].unique()) == pytest.approx(sorted(stats.adjust(firsts, "holm")))
     # a vs uniform is a's paired effect vs uniform: deltas -0.5, -0.4, -0.6
-    au = p.loc[("a", "uniform")]
-    e = by_cand(stats.effects(t, "v", noise=noise)).loc["a"]
+    au = p.loc[("a", "uniform")]  # per comparison, as the effects' interval without a family
+    e = by_cand(stats.effects(t, "v", noise=noise, family="none")).loc["a"]
     assert au["mean"] == pytest.approx(-0.5) and au["n"] == 3
     assert (au["lo"], au["hi"]) == pytest.approx((e["lo"], e["hi"]))
 
@@ -491,7 +539,7 @@ def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
                 assert ab["mean"] == pytest.approx(-ba["mean"], abs=1e-9)
                 assert q.loc[(a, b), "mean"] == pytest.approx(ab["mean"], abs=1e-6)
             if ab["n"] >= 2:
-                assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9)
+                assert ab["half_width"] == pytest.approx(ba["half_width"], abs=1e-9, nan_ok=True)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -684,3 +732,28 @@ def test_setting_noise_without_an_interaction_is_the_within_setting_noise() -> N
     t["v"] = t["v"] - t.groupby(["setting", "seed"])["v"].transform("mean")  # no g at all
     within, across = stats.block_noise(t, "v"), stats.setting_noise(t, "v")
     assert (across.sd, across.df) == pytest.approx((within.sd, within.df))
+
+
+def test_a_matrix_of_the_top_pairs_is_adjusted_over_every_pair_it_could_have_shown():
+    # issue 31: Holm over the shown pairs only lets the data pick the family
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
+    shown = stats.pairwise(t, "v", ["A", "B"])
+    wider = stats.pairwise(t, "v", ["A", "B"], family_size=6)
+    first = shown.iloc[0]
+    assert first["p_adj"] == pytest.approx(first["p"])  # one pair: nothing to adjust
+    assert wider.iloc[0]["p_adj"] == pytest.approx(min(1.0, 6 * first["p"]))  # Holm's first step
+
+
+@pytest.mark.parametrize("family", ["holm", "bh", "none"])
+def test_a_planned_family_counts_the_comparisons_still_to_come(family):
+    # issue 31: mid-run the family is the one planned, not the candidates finished so far
+    t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09]})
+    now = by_cand(stats.effects(t, "v", family=family))
+    planned = by_cand(stats.effects(t, "v", family=family, planned=6))
+    assert set(now["family_size"]) == {2} and set(planned["family_size"]) == {6}
+    if family == "none":
+        assert list(planned["p_adj"]) == list(now["p_adj"])
+        return
+    assert (planned["p_adj"] >= now["p_adj"] - 1e-12).all()
+    assert (planned["p_adj"] > now["p_adj"]).any()
+    assert (planned["half_width"] >= now["half_width"] - 1e-12).all()

@@ -113,6 +113,7 @@ class _Diff(NamedTuple):
     decided_by: str  # race | family
     separated: Any  # True | False | <NA>
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
+    over: str = ""  # what the interval holds over: "" (per comparison), ", simultaneous over 15"
 
     @classmethod
     def of(cls, row: Any, censored_a: str = "") -> _Diff:
@@ -121,8 +122,19 @@ class _Diff(NamedTuple):
             int(row["n"]), int(row["n_better"]), float(row["mean_delta"]),
             float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
             float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
-            censored_a,
+            censored_a, _over(row),
         )  # fmt: skip
+
+
+def _over(row: Any) -> str:
+    """What an effects row's interval holds over, in words (stats.ci_level): nothing to say per
+    comparison; holm: simultaneous over the family; bh: false-coverage adjusted over it."""
+    m, family = int(row.get("family_size", 0) or 0), str(row.get("family", ""))
+    if m <= 1 or family not in ("holm", "bh"):
+        return ""
+    if family == "bh":
+        return f", false-coverage adjusted over {m} comparisons"
+    return f", simultaneous over {m} comparisons"
 
 
 def _censored(row: Any) -> str:
@@ -146,9 +158,10 @@ def decimals(half: float, mean: float) -> int:
 
 
 def _numbers(d: _Diff, label: str, level: float) -> str:
-    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units' (the race's interval said so)."""
+    """'-0.0123 ± 0.0038 val_bpb (95% CI), 8.1 noise units' (the race's interval said so; one
+    over a family says so: '(95% CI, simultaneous over 15 comparisons)')."""
     k = decimals(d.half, d.mean)
-    ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI"
+    ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI{d.over}"
     text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"

@@ -71,3 +71,7 @@ LEVEL = 0.95
 # discovery rate, Benjamini-Hochberg) or none (per comparison); FAMILY is the default.
 FAMILIES = ("holm", "bh", "none")
 FAMILY = "holm"
+
+# candidates a sampler draws when search.n_trials is not set: the race's, plan's and the
+# conclusions' planned family, and the samplers' own cap
+SAMPLER_TRIALS = 20

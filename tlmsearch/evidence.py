@@ -2,8 +2,9 @@
 
 One :class:`Evidence` per (study, metric) holds the design (candidate x seed cells: complete,
 censored, pending), the noise model that fits it (a randomized block design: seeds are blocks,
-uniform one level of candidate, every delta of a seed sharing its uniform;
-:func:`tlmsearch.stats.block_noise`), the effects vs uniform with the family-wise decision
+uniform one level of candidate, every delta of a seed sharing its uniform; each row, candidate
+or uniform, on its own residual variance where its seeds show it noisier than the pooled one:
+:func:`tlmsearch.stats.row_noise`), the effects vs uniform with the family-wise decision
 (Holm by default, ``stats.family``), the race and its decisions (racing studies), the ranking,
 and multiple comparisons with the best (Hsu's MCB, uniform included) for the verdict, and the
 signal-to-noise ratio of arXiv 2508.13144 (the candidates' spread over seed and checkpoint
@@ -42,9 +43,11 @@ from tlmsearch.racing import (
     Lane,
     planned_seeds,
     race,
+    race_family_size,
     race_settings,
     recorded_lanes,
 )
+from tlmsearch.stats.effects_vs_uniform import uses_joint
 from tlmsearch.tuned import Tuned, tuned
 
 RACE, FAMILY = "race", "family"
@@ -57,7 +60,7 @@ class Evidence:
     key: str  # the column naming a candidate
     level: float  # 1 - the stated error rate of every decision
     family: str  # holm | bh | none: the comparisons with uniform
-    noise: stats.Noise | None  # one paired delta's sd from the block-design fit
+    noise: stats.Noise | None  # one paired delta's sd from the block-design fit (pooled)
     ranking: pd.DataFrame  # stats.rank, on the seeds the race planned for each candidate
     effects: pd.DataFrame  # stats.effects + decided_by (race | family), keyed by ``key``
     best: pd.DataFrame  # stats.mcb over the ranked candidates, uniform included, rank order
@@ -73,6 +76,10 @@ class Evidence:
     # the seeds each candidate is ranked on: the study's, or in a race each candidate's own
     # (racing.planned_seeds); None: every seed any trial ran on
     plan: list[int] | dict[Any, tuple[int, ...]] | None = None
+    # the variance model every comparison uses (stats.row_noise; ``noise`` is its pooled part);
+    # with variance "pooled", the block fit's one noise for every comparison
+    model: stats.RowNoise | stats.Noise | None = None
+    variance: str = stats.ROWS
 
     @classmethod
     def build(
@@ -87,10 +94,16 @@ class Evidence:
         seeds: Sequence[int] | None = None,
         config: Mapping[str, Any] | None = None,
         curves: pd.DataFrame | None = None,
+        variance: str = stats.ROWS,
     ) -> Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
         for its racing settings and seeds; ``seeds``: the study's seeds without one;
-        ``curves``: the run's learning curves, for the checkpoint noise (None: n/a)."""
+        ``curves``: the run's learning curves, for the checkpoint noise (None: n/a);
+        ``variance``: rows (each comparison its own noise, :func:`tlmsearch.stats.row_noise`)
+        or pooled (the block fit's one noise for all: what tlmsearch did before issue 31)."""
+        if variance not in stats.VARIANCES:
+            raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
+                             f"{variance=}")  # fmt: skip
         search = (config or {}).get("search")
         search = search if isinstance(search, Mapping) else {}
         lanes, plan, m, note = None, seeds, 0, ""
@@ -102,7 +115,8 @@ class Evidence:
                 # the driver races the first objective only: its lanes plan every metric's
                 # seeds, and decide "separated from uniform" for that metric alone
                 first, first_sense = _first_objective(config)
-                raced = race(trials, first, sense=first_sense, key=key, **settings)
+                raced = race(trials, first, sense=first_sense, key=key, variance=variance,
+                             **settings)  # fmt: skip
                 plan = planned_seeds(trials, raced, key=key)
                 if first == value:
                     lanes = tuple(raced)
@@ -110,32 +124,45 @@ class Evidence:
                 m = max(int(cands.nunique()), int(settings["family_size"]))
         except ValueError as err:  # a hand-edited study.yaml or record: the family decides
             settings, lanes, note = None, None, f"race not computable ({err})"
-        noise = stats.block_noise(trials, value, key=key) if not trials.empty else None
+        model = _model(trials, value, key, level, variance)
+        noise = model.pooled if isinstance(model, stats.RowNoise) else model
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         by_setting = stats.setting_noises(trials, value, key=key)
-        eff = _effects(trials, value, sense, key, level, noise, family, by_setting)
+        planned = race_family_size(config) if config else 0  # fixed before the data
+        eff = _effects(trials, value, sense, key, level, model, family, variance, planned)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
             eff = _race_decides(eff, lanes, key, trials)
         measured = ranking[ranking["tier"] < 3]
-        pairs_noise = pair_noise(trials, value, key, noise, level, by_setting)
-        best = stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
-                         noise=pairs_noise)  # fmt: skip
+        # with setting dimensions the widest noise (docs/search_dimensions.md), never narrower
+        # than any comparison with uniform; else the model, each pair on its own rows' variances
+        pairs_noise = model
+        if by_setting:
+            used = [stats.Noise(float(sd), int(df)) for sd, df in
+                    zip(eff["noise_sd"], eff["noise_df"], strict=True) if df >= 1]  # fmt: skip
+            pairs_noise = pair_noise(trials, value, key, noise, level, by_setting, used)
+        best = _no_best_within_noise(
+            stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
+                      noise=pairs_noise), eff, key)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
         tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pairs_noise, plan)  # fmt: skip
+                   m, note, snr, tuned_, pairs_noise, plan, model, variance)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
         level and family: every ordered pair's mean difference and whether it is separated.
-        ``trials``: the table this evidence was built from."""
+        ``trials``: the table this evidence was built from. The family is every pair of the
+        ranking's measured candidates, uniform included, whichever are shown: a matrix of the
+        top k shows the pairs the data make look most different."""
+        measured = self.ranking.loc[self.ranking["tier"] < 3, self.key].nunique()
+        k = max(int(measured), len(set(candidates)))
         return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
                               level=self.level, noise=self.pair_noise or self.noise,
-                              family=self.family)  # fmt: skip
+                              family=self.family, family_size=k * (k - 1) // 2)  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -145,26 +172,51 @@ class Evidence:
                 f"candidate(s) and every look: family-wise {1 - self.level:.0%})"
             )
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
+        joint = uses_joint(self.effects, self.family, m)
         return stats.family_words(self.family, m) + " with uniform" + (
+            ", each step at their joint t" if joint else "") + (
             f"; {self.note}" if self.note else "")
 
 
+def _no_best_within_noise(best: pd.DataFrame, eff: pd.DataFrame, key: str) -> pd.DataFrame:
+    """MCB's selection, less a candidate the family's decision (or the race) calls within noise
+    of uniform: one answer per question. MCB's one-sided level over k - 1 comparisons is
+    looser than Holm's first step over the m comparisons with uniform, so near that border
+    the two could say "the best, jointly" and "within noise of uniform" in one breath."""
+    within = set(eff.loc[eff["separated"].eq(False).fillna(False), key])
+    if not within:
+        return best
+    best = best.copy()
+    best["selected"] = best["selected"] & ~best["candidate"].isin(within)
+    return best
+
+
+def _model(trials: pd.DataFrame, value: str, key: str, level: float,
+           variance: str) -> stats.RowNoise | stats.Noise | None:  # fmt: skip
+    """The variance model of one table: :func:`tlmsearch.stats.row_noise`, or the block fit's
+    pooled noise (``variance`` pooled)."""
+    if trials.empty:
+        return None
+    if variance == stats.POOLED:
+        return stats.block_noise(trials, value, key=key)
+    return stats.row_noise(trials, value, key=key, level=level)
+
+
 def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
-             noise: stats.Noise | None, family: str,
-             by_setting: dict[str, stats.Noise | None]) -> pd.DataFrame:  # fmt: skip
+             model: stats.RowNoise | stats.Noise | None, family: str,
+             variance: str, planned: int = 0) -> pd.DataFrame:  # fmt: skip
     """The effects vs uniform, one family. With setting dimensions each setting's comparisons
-    use that setting's own noise (``by_setting``, :func:`tlmsearch.stats.setting_noises`): at
-    taper_lr a paired delta's sd was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md
-    section 7), so one pooled sd made the quiet LR's intervals 4x too wide and the noisy LRs'
-    too narrow."""
+    use that setting's own fit (its own uniform and rows): at taper_lr a paired delta's sd was
+    0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one pooled sd made
+    the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
     settings = stats.setting_column(trials)
     if settings is None:
-        return stats.effects(trials, value, sense, key=key, level=level, noise=noise,
-                             family=family)  # fmt: skip
+        return stats.effects(trials, value, sense, key=key, level=level, noise=model,
+                             family=family, planned=planned)  # fmt: skip
     parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=by_setting.get(str(s)))
-             for s, sub in trials.groupby(settings, sort=True)]  # fmt: skip
-    eff = stats.decide(pd.concat(parts, ignore_index=True), family, level)
+                           noise=_model(sub, value, key, level, variance)).assign(noise_group=i)
+             for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))]  # fmt: skip
+    eff = stats.decide(pd.concat(parts, ignore_index=True), family, level, planned)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
 
@@ -172,23 +224,27 @@ def pair_noise(
     trials: pd.DataFrame,
     value: str,
     key: str = "candidate",
-    noise: stats.Noise | None = None,
+    noise: stats.Noise | stats.RowNoise | None = None,
     level: float = constants.LEVEL,
     by_setting: dict[str, stats.Noise | None] | None = None,
-) -> stats.Noise | None:
-    """The one noise MCB and the pairs matrix judge every pair on: ``noise`` (default the
-    study's block fit), or with setting dimensions the widest of each setting's own noise
+    comparisons: Sequence[stats.Noise] = (),
+) -> stats.Noise | stats.RowNoise | None:
+    """The noise MCB and the pairs matrix judge every pair on: ``noise`` (default the
+    study's block fit; a :class:`tlmsearch.stats.RowNoise` judges each pair on its own), or
+    with setting dimensions the widest of each setting's own noise
     (``by_setting``, default :func:`tlmsearch.stats.setting_noises`) and the noise of a delta
     across settings (:func:`tlmsearch.stats.setting_noise`), widest by its interval, sd x t
-    quantile at ``level``. A pair at a quiet LR is then judged as conservatively as one at a
-    noisy LR or across LRs, never the reverse (docs/search_dimensions.md, known limits)."""
+    quantile at ``level``, and of ``comparisons`` (the noises the effects vs uniform used: a
+    uniform on its own variance in one setting widens them). A pair at a quiet LR is then
+    judged as conservatively as one at a noisy LR or across LRs, never the reverse
+    (docs/search_dimensions.md, known limits)."""
     if noise is None and not trials.empty:
         noise = stats.block_noise(trials, value, key=key)
     if by_setting is None:
         by_setting = stats.setting_noises(trials, value, key=key)
     if not by_setting:
         return noise
-    found = [*by_setting.values(), stats.setting_noise(trials, value, key=key)]
+    found = [*by_setting.values(), stats.setting_noise(trials, value, key=key), *comparisons]
     found = [n for n in found if n is not None and n.df > 0]
     if not found:
         return noise

@@ -3,8 +3,9 @@
 A study compares m candidates with uniform, every one on the same n seeds: a randomized block
 design (docs/contributing.md). A candidate's mean paired delta over n seeds has the standard
 error sd / sqrt(n), sd the sd of *one* paired delta (:class:`tlmsearch.stats.Noise`), and
-:func:`tlmsearch.stats.effects` tests it two-sided with the block fit's residual df,
-(C - 1)(n - 1) for C = m + 1 candidates (uniform included), at the family's level:
+:func:`tlmsearch.stats.effects` tests it two-sided on the comparison's own df: uniform's own
+variance (n - 1 df) beside the candidates' pool ((C - 1)(n - 1) for C = m + 1), Satterthwaite's
+:func:`comparison_df` (7 for 15 candidates on 3 seeds, not the pool's 30), at the family's level:
 
 - ``holm``: sized by Bonferroni's per-comparison level (1 - level) / m, which Holm's first step
   uses and every later step loosens, so the seeds are an upper bound (conservative);
@@ -16,9 +17,9 @@ First the normal approximation, n ~ ((z_{1-a/2} + z_{power}) * sd / delta)^2 wit
 per-comparison level (:func:`normal_seeds`), then the smallest n at which the noncentral t power
 of that test reaches the target (:func:`t_seeds`, ``scipy.stats.nct``). At 80% or 90% power
 the t answer is never below the normal one (tests/test_power.py) and a seed or more above it
-where few seeds suffice. The residual df are pooled over every candidate, so a larger family
-can need *fewer* seeds at a large effect (m = 1 vs 2 at delta / sd = 2: 5 vs 4 seeds), although
-the normal formula only grows with m.
+where few seeds suffice. The candidates' pool grows with m, so a larger family can need
+*fewer* seeds at a large effect although the normal formula only grows with m; uniform's n - 1
+df cap what that buys.
 
 A pilot's sd is itself an estimate on few df: the plan also says what its one-sided 80% upper
 confidence bound, sd * sqrt(df / chi2_{0.2, df}), would need.
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.constants import FAMILIES
+from tlmsearch.constants import FAMILIES, SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -109,16 +110,35 @@ def block_df(n: int, m: int) -> int:
     return m * (n - 1)
 
 
+def comparison_df(n: int, m: int) -> int:
+    """The df of one comparison with uniform as the study judges it with every row equally
+    noisy: uniform on its own variance (n - 1 df) plus a candidate on the pool
+    (:func:`block_df`), Satterthwaite's 4 / (1 / pool + 1 / (n - 1)), rounded down
+    (:func:`tlmsearch.stats.row_noise`; 0 at one seed). With one candidate the block fit is
+    the paired test itself, n - 1 df.
+
+    >>> comparison_df(3, 15), comparison_df(5, 15), block_df(3, 15), comparison_df(3, 1)
+    (7, 15, 30, 2)
+    """
+    pool = block_df(n, m)
+    if n < 2 or pool < 1:
+        return 0
+    if m < 2:
+        return pool
+    return max(1, math.floor(4.0 / (1.0 / pool + 1.0 / (n - 1)) + 1e-9))
+
+
 def t_power(n: int, effect: float, sd: float, alpha: float, m: int) -> float:
     """Power of the two-sided t test of one candidate's mean paired delta over ``n`` seeds
-    at ``alpha``, df = :func:`block_df`, when its true effect is ``effect``: P(|T| > t_crit)
-    for T noncentral t with noncentrality effect / (sd / sqrt(n)). 0 at one seed (no df).
+    at ``alpha``, df = :func:`comparison_df`, when its true effect is ``effect``:
+    P(|T| > t_crit) for T noncentral t with noncentrality effect / (sd / sqrt(n)). 0 at one
+    seed (no df).
 
     >>> round(t_power(8, 0.02, 0.015, 0.01, 5), 3)
-    0.845
+    0.821
     """
     _check(effect, sd, alpha, 0.5, m)
-    df = block_df(n, m)
+    df = comparison_df(n, m)
     if df < 1:
         return 0.0
     # noncentrality; scipy's nct is NaN from ~1e12 on, and at 1e8 the power is 1.0 already
@@ -227,7 +247,7 @@ def family_size(cfg: StudyConfig) -> int:
     if cfg.search.sampler == "grid":
         per = _trainings_per_setting(cfg)
         return sum(per.values()) - (len(per) if cfg.search.baseline else 0)
-    return cfg.search.n_trials or 20
+    return cfg.search.n_trials or SAMPLER_TRIALS
 
 
 def _trainings_per_setting(cfg: StudyConfig) -> Counter[str]:
@@ -261,7 +281,7 @@ def controls(cfg: StudyConfig) -> int:
         return 1
     if cfg.search.sampler == "grid":
         return len(_trainings_per_setting(cfg))
-    n = cfg.search.n_trials or 20
+    n = cfg.search.n_trials or SAMPLER_TRIALS
     combos = 1
     for name in cfg.space.settings:
         dim = cfg.space.dimensions[name]
@@ -533,7 +553,7 @@ def build_plan(
 
     rows = (
         row("normal approximation", n_norm),
-        row(f"needed (t, df {block_df(n_t, m_df)})", n_t),
+        row(f"needed (t, df {comparison_df(n_t, m_df)})", n_t),
         row(f"this study ({now_from})", n_now),
     )
     notes: list[str] = []
@@ -591,7 +611,8 @@ def plan_lines(plan: Plan) -> list[str]:
     uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
     out.append(f"seeds: per candidate, uniform on the same ones; trainings: "
                f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
-               f"of the t test on the study's residual df, {plan.m_df or plan.m} x (seeds - 1)"
+               f"of the t test on each comparison's df (uniform's own seeds - 1 beside the "
+               f"pool, {plan.m_df or plan.m} x (seeds - 1): power.comparison_df)"
                + ("" if not plan.m_df or plan.m_df == plan.m
                   else " (each setting is judged on its own fit: the fewest candidates in one)"))
     if cost:

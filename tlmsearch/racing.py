@@ -17,10 +17,15 @@ init), so a seed gives one *paired delta* d = value - uniform. After each finish
 - ``done``: the incumbent (``against: best``) raced every seed;
 - ``racing``: not yet decided: its next seed is due (``next_seed``) or in flight.
 
-The noise is the study's noise of one paired delta from the block-design fit
-(:func:`tlmsearch.stats.block_noise`: candidates x seeds, every delta of a seed sharing its
-uniform), the estimate every other part of tlmsearch judges with. Before the fit has residual
-df, ``prior_sd`` (if given) stands in with a normal quantile; without it nothing separates.
+The noise of each comparison is the one every other part of tlmsearch judges with
+(:func:`tlmsearch.stats.row_noise`: the block-design fit of candidates x seeds, every delta of
+a seed sharing its uniform, a row's own variance where its seeds show it noisier; uniform's
+where they cannot rule out twice the others' sd): a candidate's delta vs uniform on their two
+rows' variances, one against the incumbent on theirs. Before the fit has residual df,
+``prior_sd`` (if given) only steers: a lane it would separate is held (no next seed while others
+measure the noise) and judged again on measured noise; nothing is recorded as separated on a
+prior, and when nothing else runs the held lanes get the seed that measures it. Without a prior
+nothing separates before that.
 
 The reference (``against``) is ``uniform`` (the delta itself, a two-sided test) or ``best``:
 the difference to the current incumbent on their common seeds (the candidate still racing with
@@ -33,7 +38,9 @@ every seed, as SMAC's does; a challenger separated as *better* races on, and tak
 once it has as many seeds. A seed whose uniform baseline failed for good leaves the pool
 (nothing can be paired on it).
 
-A decision, once taken, stands: the driver records it (search/race.py) and the trials table
+A final decision (separated, tied) is taken only when every cell of its seeds has landed
+(other candidates' and uniform's too: they change the noise it is judged with). Once taken it
+stands: the driver records it (search/race.py) and the trials table
 carries it (``race_decision``), and :func:`race` returns a recorded lane as it was decided,
 whatever later looks would say. Pure pandas (no ray, no optuna): a function of the trials table,
 so a resumed race continues where the stored trials left it.
@@ -44,14 +51,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
-from tlmsearch.constants import LEVEL
+from tlmsearch.constants import LEVEL, SAMPLER_TRIALS
 from tlmsearch.reasons import is_lost
-from tlmsearch.stats import Noise, block_noise, paired_deltas
+from tlmsearch.stats import POOLED, ROWS, Noise, RowNoise, block_noise, paired_deltas, row_noise
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
 
@@ -77,6 +84,25 @@ def race_noise(
     noise = block_noise(trials, value, key=key)
     if noise is not None:
         return noise
+    return Noise(float(prior_sd), 0) if prior_sd else None
+
+
+def race_model(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    prior_sd: float | None,
+    confidence: float = LEVEL,
+    variance: str = ROWS,
+) -> RowNoise | Noise | None:
+    """The noise every look judges with: the study's :func:`tlmsearch.stats.row_noise` (each
+    pair on its rows' variances; ``variance`` pooled: :func:`race_noise`'s one noise); before
+    the fit has residual df the prior (df 0), or None without one."""
+    if variance == POOLED:
+        return race_noise(trials, value, key, prior_sd)
+    model = row_noise(trials, value, key=key, level=confidence)
+    if model is not None:
+        return model
     return Noise(float(prior_sd), 0) if prior_sd else None
 
 
@@ -110,6 +136,7 @@ def race(
     key: str = "candidate",
     parallel_seeds: int = 1,
     family_size: int = 0,
+    variance: str = ROWS,
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
@@ -124,6 +151,7 @@ def race(
     ``trials``, at least ``family_size``: a sampler that adds candidates later should name
     how many it will), so each look tests at :func:`critical`'s value: ``confidence`` bounds
     the chance that any candidate no different from its reference is ever declared separated.
+    ``variance``: the noise model (:func:`race_model`), rows unless pooled is asked for.
     """
     if against not in ("uniform", "best"):
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
@@ -133,12 +161,13 @@ def race(
         raise ValueError(f"parallel_seeds must be >= 1, but got {parallel_seeds=}")
     sign = 1.0 if sense == "minimize" else -1.0  # a better candidate has sign * delta < 0
     deltas = paired_deltas(trials, value, key=key)
-    noise = race_noise(trials, value, key, prior_sd)
+    noise = race_model(trials, value, key, prior_sd, confidence, variance)
     by_cand = {c: g.set_index("seed")["delta"] for c, g in deltas.groupby(key, sort=True)}
     base = trials[trials["is_baseline"].astype(bool)]
     base_done = set(base.loc[base["state"] == "COMPLETE", "seed"].dropna().astype(int))
     # a seed whose control failed for good cannot pair anything: out of the pool
     base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int)) - base_done
+    control = base[key].iloc[0] if len(base) else None  # uniform's row in the noise model
     pool = [s for s in seeds if s not in base_failed]
     cands = trials[~trials["is_baseline"].astype(bool)]
     m = max(int(cands[key].nunique()), int(family_size))
@@ -147,6 +176,10 @@ def race(
     recorded = recorded_lanes(cands, key)
     racing_ = {c for c, why in stopped.items() if not why and c not in recorded}
     incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
+    running = trials["state"].isin(["RUNNING", "WAITING"])
+    busy_seeds = set(trials.loc[running, "seed"].dropna().astype(int))  # any row's cells
+    busy_seeds |= {s for _, s in queued}
+    prior = noise is not None and noise.df < 1  # an assumption, no measurement yet
     lanes = []
     for cand, g in cands.groupby(key, sort=True):
         cand = str(cand)
@@ -162,12 +195,62 @@ def race(
         # a finished seed whose control has not finished yet cannot be judged: wait for it
         in_flight |= (ran - base_done) - base_failed
         d = by_cand.get(cand, pd.Series(dtype="float64"))
+        ref = incumbent if incumbent is not None and incumbent != cand else control
         lane = _decide(
-            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look, noise,
-            incumbent, by_cand, sign, parallel_seeds,
+            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look,
+            None if noise is None else noise.pair(cand, ref), incumbent, by_cand, sign,
+            parallel_seeds,
         )  # fmt: skip
-        lanes.append(lane)
-    return lanes
+        lanes.append(_provisional(lane, prior, busy_seeds))
+    return _unpause(lanes, pool, trials, key, max_seeds, bool(queued)) if prior else lanes
+
+
+PAUSED = "on the prior"  # a lane's reason starts so: separated on racing.prior_sd, held
+HELD = "held until the noise is measured (a prior only steers)"
+
+
+def _provisional(lane: Lane, prior: bool, busy_seeds: set[int]) -> Lane:
+    """A final decision only on measured noise, with every cell of its seeds landed.
+
+    On the prior (``racing.prior_sd``, no residual df yet) a separated lane is held: no next
+    seed for now (the prior steers where seeds go), and it is judged again once the fit
+    measures the noise; nothing is recorded or printed as separated on an assumption. A lane
+    whose seeds still have cells running or queued (any candidate's, uniform's) waits for
+    them: they change the noise it would be judged with (a decision taken with 1 residual df
+    while its seed's other cells ran printed an interval 30x the study's noise, issue 31).
+    """
+    if lane.status not in (SEPARATED, TIED):
+        return lane
+    if prior and lane.status == SEPARATED:
+        why = f"{PAUSED}: {lane.reason}; {HELD}"
+        return replace(lane, status=RACING, reason=why, next_seed=None)
+    waiting = sorted(set(lane.seeds) & busy_seeds)
+    if waiting:
+        why = f"decided when seed {waiting[0]}'s running cells land ({lane.status} so far)"
+        return replace(lane, status=RACING, reason=why, next_seed=None)
+    return lane
+
+
+def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: str,
+             max_seeds: int, queued: bool) -> list[Lane]:  # fmt: skip
+    """When every lane is decided, held on the prior or waiting, and nothing is due, running or
+    queued, the held lanes get their next seed (within ``max_seeds``): the race must measure
+    the noise the prior stood in for."""
+    if any(ln.next_seed is not None for ln in lanes):
+        return lanes
+    if queued or trials["state"].isin(["RUNNING", "WAITING"]).any():
+        return lanes  # cells in flight will measure it
+    out = []
+    for ln in lanes:
+        if ln.status == RACING and ln.reason.startswith(PAUSED):
+            ran = set(trials.loc[trials[key].astype(str) == ln.candidate, "seed"].dropna()
+                      .astype(int))  # fmt: skip
+            left = [s for s in pool if s not in ran]
+            if left and len(ran) < max_seeds:
+                why = ln.reason.replace(HELD, f"seed {left[0]} next, to measure the noise")
+                ln = replace(ln, reason=why, next_seed=left[0])
+        out.append(ln)
+    return out
 
 
 FINAL = (SEPARATED, TIED, STOPPED)  # what the driver records (DONE: the incumbent may change)
@@ -205,9 +288,9 @@ def decision(lane: Lane) -> dict[str, Any]:
 
 
 def race_family_size(config: Mapping[str, Any]) -> int:
-    """How many candidates (uniform aside) a study's race may hold: the grid's, the explicit
-    list's, or ``search.n_trials`` of a sampler; 0 when the study does not say (then the race
-    counts the candidates in its table, which only grows).
+    """How many candidates (uniform aside) a study's race may hold, and its conclusions compare:
+    the grid's, the explicit list's, or ``search.n_trials`` of a sampler (its default,
+    :data:`tlmsearch.constants.SAMPLER_TRIALS`, when unset).
 
     Fixed before the first look, so every look tests at the same level: counting only the
     candidates started so far would test the early looks at a looser level than promised.
@@ -224,7 +307,7 @@ def race_family_size(config: Mapping[str, Any]) -> int:
         return len(named) or int(search.get("n_trials") or 0)
     if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
         return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())
-    return int(cfg.search.n_trials or 0)
+    return int(cfg.search.n_trials or SAMPLER_TRIALS)  # what the sampler will draw
 
 
 def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -366,10 +449,13 @@ def _decide(
         or not left
     ):
         return waiting  # the verdict waits for the seeds in flight
+    said = "" if noise is None else (
+        f" (prior noise sd {noise.sd:.2g})" if noise.df < 1
+        else f" (noise sd {noise.sd:.2g}, {noise.df} df)")  # fmt: skip
     if separated and not (ref != "uniform" and side == "better"):
         return lane(
             SEPARATED,
-            f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}",
+            f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}{said}",
             mean, half, None,
         )  # fmt: skip
     if len(tried) >= max_seeds or not left:

@@ -86,10 +86,17 @@ def censored_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def conclusion_lines(c: Any, limit: int = 12) -> list[str]:
-    """What the study supports and what it does not, each list cut at ``limit`` lines."""
+def conclusion_lines(c: Any, limit: int = 12, provisional: bool = False) -> list[str]:
+    """What the study supports and what it does not, each list cut at ``limit`` lines.
+    ``provisional``: the run is still going: every line is said to be so (the family is the
+    planned one, but a look mid-run is one of several the reader takes)."""
     out = []
-    for head, lines in (("supported", c.supported), ("not supported", c.unsupported)):
+    if provisional and (c.supported or c.unsupported):
+        out.append("provisional (the run is still going): the trials so far, judged over the "
+                   "planned family; a later look may change any line")  # fmt: skip
+    tag = "provisionally " if provisional else ""
+    for head, lines in ((f"{tag}supported", c.supported),
+                        (f"{tag}not supported", c.unsupported)):  # fmt: skip
         out += [f"{head}: {line}" for line in lines[:limit]]
         if len(lines) > limit:
             out.append(f"{head}: ... and {len(lines) - limit} more (see the report)")
@@ -226,7 +233,8 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     for line in rep["race"]:  # racing studies: seeds per candidate and why
         console.print(f"race: {line}", markup=False, highlight=False)
-    for line in conclusion_lines(rep["conclusions"]):  # effects in units of seed noise
+    going = rep["status"] in ("running", "interrupted")  # more trials to come
+    for line in conclusion_lines(rep["conclusions"], provisional=going):  # in seed-noise units
         console.print(line, markup=False, highlight=False)
     if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
         console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)

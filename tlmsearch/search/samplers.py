@@ -17,6 +17,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.search import PRUNER_SPECS
+from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import (
     CANDIDATE,
@@ -232,7 +233,7 @@ def planned_trials(cfg: StudyConfig) -> int:
         return len(cfg.trainings()) * n_seeds
     from tlmsearch.power import controls
 
-    return ((cfg.search.n_trials or 20) + controls(cfg)) * n_seeds
+    return ((cfg.search.n_trials or SAMPLER_TRIALS) + controls(cfg)) * n_seeds
 
 
 def open_ended(cfg: StudyConfig) -> bool:
@@ -247,7 +248,7 @@ def may_sample(cfg: StudyConfig, study: Any) -> bool:
     if cfg.search.sampler == "grid":
         return False
     drawn = sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get(SAMPLED))
-    return drawn < (cfg.search.n_trials or 20)
+    return drawn < (cfg.search.n_trials or SAMPLER_TRIALS)
 
 
 def enqueue(

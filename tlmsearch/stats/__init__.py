@@ -6,6 +6,8 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``deltas.py``: each candidate's outcome on each seed, paired deltas vs uniform
 - ``noise.py``: the noise of one paired delta from the block-design fit; with settings, each
   setting's own and the noise across settings
+- ``rows.py``: each row's (candidate's, uniform's) own variance where its seeds show it
+  noisier, and the noise of each pair: the model every comparison uses
 - ``multiplicity.py``: Holm / BH adjusted p-values and how a family is said
 - ``ranking.py``: the per-candidate summary and the ranking with censored seeds
 - ``effects_vs_uniform.py``: effects vs uniform in units of noise, the family's decision
@@ -29,7 +31,14 @@ from tlmsearch.stats.deltas import (
     paired_deltas,
     seed_outcomes,
 )
-from tlmsearch.stats.effects_vs_uniform import EFFECT_COLUMNS, MODEL, UNKNOWN, decide, effects
+from tlmsearch.stats.effects_vs_uniform import (
+    EFFECT_COLUMNS,
+    MODEL,
+    UNKNOWN,
+    ci_level,
+    decide,
+    effects,
+)
 from tlmsearch.stats.multiplicity import FAMILIES, adjust, family_words
 from tlmsearch.stats.noise import (
     Noise,
@@ -48,6 +57,15 @@ from tlmsearch.stats.ranking import (
     rank,
     summarise,
     tier_name,
+)
+from tlmsearch.stats.rows import (
+    POOLED,
+    ROWS,
+    VARIANCES,
+    RowNoise,
+    RowVariance,
+    row_fit,
+    row_noise,
 )
 from tlmsearch.stats.snr import (
     CHECKPOINT_EVALS,
@@ -69,14 +87,19 @@ __all__ = [
     "MODEL",
     "PAIR_COLUMNS",
     "PENDING_STATES",
+    "POOLED",
     "RANK_COLUMNS",
+    "ROWS",
     "SUMMARY_COLUMNS",
     "TIERS",
     "UNKNOWN",
     "UNKNOWN_SEED",
+    "VARIANCES",
     "CheckpointNoise",
     "Interval",
     "Noise",
+    "RowNoise",
+    "RowVariance",
     "Seeds",
     "SignalToNoise",
     "adjust",
@@ -85,6 +108,7 @@ __all__ = [
     "block_noise",
     "candidate_means",
     "checkpoint_noise",
+    "ci_level",
     "decide",
     "effects",
     "expected_range",
@@ -97,6 +121,8 @@ __all__ = [
     "range_critical",
     "rank",
     "relative_dispersion",
+    "row_fit",
+    "row_noise",
     "seed_outcomes",
     "setting_column",
     "setting_noise",

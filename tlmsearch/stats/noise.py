@@ -37,6 +37,19 @@ class Noise:
         """One-sided quantile at ``confidence``: the two-sided one at ``2 * confidence - 1``."""
         return self.quantile(2.0 * confidence - 1.0)
 
+    def pair(self, a: Any, b: Any) -> Noise:
+        """The noise of a paired delta between rows ``a`` and ``b``: this one for every pair
+        (the pooled model; :class:`tlmsearch.stats.RowNoise` gives each pair its own)."""
+        return self
+
+    def source(self, a: Any, b: Any) -> str:
+        """Whose own variance the pair uses: none, the pooled one for every pair."""
+        return "pooled"
+
+    def share(self, a: Any, b: Any) -> float:
+        """``b``'s share of a paired delta's variance: half, every row equally noisy."""
+        return 0.5
+
 
 def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]) -> tuple[
     float, int

@@ -1,0 +1,223 @@
+"""tlmsearch.stats.rows: each row's own variance, the flags, and the noise of each pair."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch import stats
+from tlmsearch.stats.rows import OWN, POOLED, RowNoise, RowVariance, row_fit
+
+
+def table(values: np.ndarray, missing: frozenset = frozenset()) -> pd.DataFrame:
+    """Row 0 is uniform; values[r, s] is row r on seed s; ``missing``: (r, s) not run."""
+    rows = [{"candidate": "uniform" if r == 0 else f"c{r}", "seed": s, "state": "COMPLETE",
+             "is_baseline": r == 0, "v": float(values[r, s])}
+            for r in range(values.shape[0]) for s in range(values.shape[1])
+            if (r, s) not in missing]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _long(values: np.ndarray, missing: frozenset = frozenset()):
+    cells = [(r, s, values[r, s]) for r in range(values.shape[0])
+             for s in range(values.shape[1]) if (r, s) not in missing]  # fmt: skip
+    return tuple(zip(*cells, strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 7), st.integers(2, 5), st.integers(0, 2**32 - 1))
+def test_row_variances_are_shuklas_in_a_complete_table(n_rows, n_seeds, seed) -> None:
+    # Shukla (1972): sigma_i^2 = (R SS_i / (S - 1) - pooled) / (R - 2); their mean is the pooled
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=(n_rows, n_seeds)) * rng.uniform(0.2, 3.0, size=(n_rows, 1))
+    r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+    ss = (r**2).sum(1)
+    pooled = ss.sum() / ((n_rows - 1) * (n_seeds - 1))
+    shukla = (n_rows * ss / (n_seeds - 1) - pooled) / (n_rows - 2)
+    own, rss, df = row_fit(*_long(y))
+    assert df == (n_rows - 1) * (n_seeds - 1) and rss / df == pytest.approx(pooled)
+    assert [own[i][0] for i in range(n_rows)] == pytest.approx(list(shukla), abs=1e-9)
+    assert np.mean([own[i][0] for i in range(n_rows)]) == pytest.approx(pooled)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(4, 6), st.integers(3, 5), st.integers(0, 2**32 - 1), st.data())
+def test_row_variances_are_unbiased_with_cells_missing(n_rows, n_seeds, seed, data) -> None:
+    # own_r is a quadratic form e'Q_r e of the cells' errors, so E[own_r] = sum_k sigma_k^2
+    # Q_r[k, k], and Q_r[k, k] is own_r of the unit vector at cell k: exact, no sampling
+    rng = np.random.default_rng(seed)
+    cells = [(r, s) for r in range(n_rows) for s in range(n_seeds)]
+    # drop a few cells off the first seed's column and uniform's row (the design stays connected)
+    droppable = [(r, s) for r, s in cells if r > 0 and s > 0]
+    missing = frozenset(data.draw(st.lists(st.sampled_from(droppable), max_size=3, unique=True)))
+    sigma2 = rng.uniform(0.1, 9.0, size=n_rows)
+    kept = [c for c in cells if c not in missing]
+    rows, blocks = [r for r, _ in kept], [s for _, s in kept]
+    expected = np.zeros(n_rows)
+    informative = None
+    for k, (r, _) in enumerate(kept):
+        unit = np.zeros(len(kept))
+        unit[k] = 1.0
+        own, _, _ = row_fit(rows, blocks, unit)
+        informative = [i for i in range(n_rows) if math.isfinite(own[i][0])]
+        expected += sigma2[r] * np.array([own[i][0] if i in informative else 0.0
+                                          for i in range(n_rows)])  # fmt: skip
+    assert informative
+    assert expected[informative] == pytest.approx(sigma2[informative], rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), min_size=2, max_size=6))
+def test_with_uniform_and_one_candidate_the_noise_is_the_paired_tests(cells) -> None:
+    # two rows: the block fit of value ~ candidate + seed is the paired t test exactly
+    y = np.array([[2.0 + a for a, _ in cells], [2.0 + b for _, b in cells]])
+    model = stats.row_noise(table(y), "v")
+    d = y[1] - y[0]
+    if model is None or not d.std(ddof=1) > 1e-9:
+        return
+    n = model.pair("c1", "uniform")
+    assert n.df == len(cells) - 1 and n.sd == pytest.approx(d.std(ddof=1), rel=1e-6)
+    assert all(r.source == POOLED for r in model.rows.values())  # nothing to tell apart
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(3, 6))
+def test_a_pair_of_two_noisy_rows_is_the_paired_sample_variance(seed, n_seeds) -> None:
+    # uniform and c1 scatter 10x more than the other 14 rows: both use their own, and their
+    # pair is the exact paired test, the sample variance of c1 - uniform over their seeds
+    rng = np.random.default_rng(seed)
+    y = np.zeros((16, n_seeds)) + rng.normal(0, 1, size=(1, n_seeds))
+    for row in range(16):  # errors of sample sd exactly 0.01, or 0.1 in rows 0 and 1
+        e = rng.normal(size=n_seeds)
+        y[row] += (0.1 if row < 2 else 0.01) * (e - e.mean()) / e.std(ddof=1)
+    model = stats.row_noise(table(y), "v")
+    assert model.rows["uniform"].source == model.rows["c1"].source == OWN
+    assert sum(model.rows[f"c{r}"].source == OWN for r in range(2, 16)) <= 2
+    n = model.pair("c1", "uniform")
+    d = y[1] - y[0]
+    assert n.df == n_seeds - 1 and n.sd == pytest.approx(d.std(ddof=1))
+    assert model.pair("c2", "c3") == model.pooled  # two quiet rows: the pooled noise
+
+
+def test_a_noisy_candidate_is_flagged_and_welch_combines_it_with_the_pool() -> None:
+    rng = np.random.default_rng(3)
+    y = rng.normal(0, 0.01, size=(16, 3))
+    y[5] = rng.normal(0, 0.3, size=3)  # c5: 30x the others' sd
+    model = stats.row_noise(table(y), "v")
+    c5 = model.rows["c5"]
+    assert c5.source == OWN and c5.df == 2 and c5.p < 0.05
+    assert sum(r.source == OWN for r in model.rows.values()) == 1
+    n = model.pair("c5", "uniform")
+    var_p = model.pooled.sd**2 / 2
+    assert n.sd**2 == pytest.approx(c5.var + var_p)
+    satterthwaite = (c5.var + var_p) ** 2 / (c5.var**2 / 2 + var_p**2 / model.pooled.df)
+    assert n.df == max(1, int(satterthwaite))
+    assert model.source("c5", "uniform") == "c5" and model.source("c4", "uniform") == "pooled"
+
+
+def test_uniform_keeps_the_pool_only_where_its_seeds_rule_out_twice_the_sd() -> None:
+    base = np.random.default_rng(1).normal(0, 0.01, size=(16, 8))
+    quiet = stats.row_noise(table(base), "v")
+    assert quiet.rows["uniform"].source == POOLED  # 8 seeds: 7 df show it is not 2x noisier
+    loud = base.copy()
+    loud[0] *= 3.0
+    model = stats.row_noise(table(loud), "v")
+    assert model.rows["uniform"].source == OWN and model.rows["uniform"].df == 7
+    # and never below the pool: a uniform quieter than the rest keeps the pooled variance
+    calm = base.copy()
+    calm[0] *= 0.1
+    assert stats.row_noise(table(calm), "v").rows["uniform"].source == POOLED
+
+
+def test_uniforms_share_of_each_comparison_is_how_they_move_together() -> None:
+    base = np.random.default_rng(1).normal(0, 0.01, size=(16, 8))
+    loud = base.copy()
+    loud[0] *= 3.0
+    model = stats.row_noise(table(loud), "v")
+    u = model.rows["uniform"]
+    assert u.source == OWN
+    for c in ("c3", "c7"):
+        row = model.rows[c]
+        v = row.var if row.source == OWN else model.pooled.sd**2 / 2
+        assert model.share(c, "uniform") == pytest.approx(u.var / (u.var + v))
+    quiet = stats.row_noise(table(base), "v")
+    assert quiet.rows["uniform"].source == POOLED  # 8 seeds rule out 2x
+    pooled = [c for c, r in quiet.rows.items() if r.source == POOLED and c != "uniform"]
+    assert pooled and all(quiet.share(c, "uniform") == 0.5 for c in pooled)  # both pooled: half
+    assert stats.Noise(0.1, 3).share("c3", "uniform") == 0.5  # the pooled model: half
+
+
+def test_a_row_variance_model_reads_like_a_noise() -> None:
+    model = RowNoise(stats.Noise(0.02, 10), {"u": RowVariance(0.0002, 10, POOLED, 0.0, 0.5)})
+    assert (model.sd, model.df) == (0.02, 10)
+    assert model.quantile(0.95) == stats.Noise(0.02, 10).quantile(0.95)
+    assert model.pair("u", "ghost") == model.pooled and model.source("u", "x") == "pooled"
+    noise = stats.Noise(0.1, 3)  # the pooled model: one noise for every pair
+    assert noise.pair("a", "b") is noise and noise.source("a", "b") == "pooled"
+
+
+def test_no_residual_df_no_model() -> None:
+    y = np.array([[2.0, 2.1]])  # uniform alone
+    assert stats.row_noise(table(y), "v") is None
+    assert stats.row_noise(table(np.array([[2.0], [2.1]])), "v") is None  # one seed
+
+
+def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
+    # issue 31: a pruned row kept the seeds it did well on; its cells would shrink the noise.
+    # It is judged on the pool of the rows no pruner selected
+    rng = np.random.default_rng(7)
+    y = rng.normal(0, 0.01, size=(6, 4))
+    full = table(y)
+    pruned = full.copy()
+    c5 = pruned["candidate"] == "c5"
+    pruned.loc[c5 & (pruned["seed"] == 3), "state"] = "PRUNED"
+    quiet = pruned.copy()
+    pruned.loc[c5 & (pruned["seed"] < 3), "v"] = [0.5, -0.5, 0.4]  # wild, but left out
+    model = stats.row_noise(pruned, "v")
+    without = stats.row_noise(full[full["candidate"] != "c5"], "v")
+    assert model.pooled.sd == pytest.approx(without.pooled.sd)
+    assert model.pooled.df == without.pooled.df
+    # its own deltas scatter ~25x the pair's noise: its comparison takes their variance
+    c5row = model.rows["c5"]
+    assert c5row.source == OWN and c5row.df == 2 and c5row.p < 0.05
+    assert model.pair("c5", "uniform").sd > 0.3
+    assert not bool(stats.effects(pruned, "v").set_index("candidate").loc["c5", "separated"])
+    # a pruned row as quiet as the rest keeps the pool
+    calm = stats.row_noise(quiet, "v").rows["c5"]
+    assert calm.source == POOLED and calm.var == pytest.approx(model.pooled.sd**2 / 2)
+
+
+def test_a_replayed_twin_is_its_originals_row() -> None:
+    # issue 31 review: a twin (same_as) and its original, identical data, get one noise
+    rng = np.random.default_rng(3)
+    y = rng.normal(0, 0.01, size=(16, 3))
+    y[5] = rng.normal(0, 0.3, size=3)  # c5: flagged noisier
+    t = table(y)
+    t["number"] = range(len(t))
+    t["same_as"] = pd.array([pd.NA] * len(t), dtype="Int64")
+    twin = t[t["candidate"] == "c5"].copy()
+    twin["candidate"] = "c5twin"
+    twin["same_as"] = twin["number"].astype("Int64")
+    twin["number"] = range(len(t), len(t) + len(twin))
+    both = pd.concat([t, twin], ignore_index=True)
+    model = stats.row_noise(both, "v")
+    assert model.rows["c5twin"] == model.rows["c5"] and model.rows["c5"].source == OWN
+    e = stats.effects(both, "v").set_index("candidate")
+    assert e.loc["c5twin", "noise_sd"] == pytest.approx(e.loc["c5", "noise_sd"])
+
+
+def test_a_noise_only_the_pruners_survivors_could_measure_is_unknown() -> None:
+    # issue 31: every candidate pruned on some seed leaves only selected cells; their scatter
+    # is not the study's noise (0.66x the truth on median-pruned null studies)
+    y = np.random.default_rng(5).normal(0, 0.01, size=(4, 3))
+    t = table(y)
+    for c in ("c1", "c2", "c3"):
+        t.loc[(t["candidate"] == c) & (t["seed"] == 2), "state"] = "PRUNED"
+    assert stats.row_noise(t, "v") is None
+    e = stats.effects(t, "v")
+    assert (e["noise"] == "unknown").all() and not e["separated"].fillna(False).any()

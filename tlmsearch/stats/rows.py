@@ -1,0 +1,349 @@
+"""The noise of each comparison when the rows are not equally noisy: every candidate and uniform
+(a *row* of the candidate x seed table) gets its own residual variance where its seeds show it
+noisier than the pooled one, and a paired delta's variance is the sum of its two rows' (issue 31).
+
+The block fit (:func:`tlmsearch.stats.block_noise`) assumes one residual variance for every
+row. When one row is noisier the pooled estimate understates that row's comparisons, and when
+that row is uniform it understates *every* comparison at once: with 15 candidates and 3 seeds,
+uniform's residual sd 2x (3x) the candidates' made 13% (25%) of null studies claim a false
+separation under Holm at 5%, one candidate's 3x made 13% (``benchmarks/stats.py``). The model
+here (``rows``):
+
+- every row's own variance from the same fit: E[SS_i] = sum_r A_ir sigma_r^2 with
+  A_ir = sum over row i's cells k and row r's cells j of M_kj^2, M = I - H the fit's residual
+  projection; solving it is Shukla's (1972) stability-variance estimator in a complete table
+  and the same unbiased estimate with cells missing (raced, pruned, lost);
+- a *candidate* row keeps the pooled variance unless a one-sided F test of its residual mean
+  square against the other rows' rejects at ``1 - level`` (then its own, n_i - 1 df): its
+  comparison is the only one that leans on it;
+- *uniform* keeps the pooled variance only where its seeds rule out, at
+  :data:`UNIFORM_CONFIDENCE`, a variance :data:`UNIFORM_RATIO` times the others' (sd 2x), and
+  otherwise takes its own (n_i - 1 df) when that is the larger. Every comparison leans on it,
+  and with 3 seeds its own variance has 2 df: a test of "noisier" at 5% misses a 2x noisier
+  uniform in most studies, so the burden of proof is on "as quiet as the rest". (Its own
+  variance whatever its size, below the pool too, was measured as well: 7-8% family-wise error
+  with every row equally noisy or one candidate 3x noisier, where a quiet uniform's 2 df make
+  every comparison look precise; benchmarks/stats.py.)
+- a paired delta between rows a and b has variance v_a + v_b (the seed's level cancels), with
+  Satterthwaite's df over the pooled part and each own part (rounded down); when both rows use
+  their own, the exact paired test: the sample variance of a - b over their common seeds.
+
+With every row equally noisy uniform still takes its own variance in 38% of studies of 3 seeds
+(19% of 5) and a candidate in 4.5%: those comparisons pay with fewer df. :meth:`RowNoise.share`
+is uniform's share of a comparison's variance: how the comparisons with uniform move together
+(:mod:`tlmsearch.stats.maxt` wins back part of that power). What it costs and buys:
+docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tlmsearch.constants import LEVEL
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.noise import Noise, _block_design
+
+POOLED, OWN = "pooled", "own"  # where a row's variance comes from
+# the variance models a study's comparisons can use: rows (this module) or pooled (the block
+# fit's one noise for every comparison, :func:`tlmsearch.stats.block_noise`: before issue 31)
+ROWS = "rows"
+VARIANCES = (ROWS, POOLED)
+# uniform keeps the pooled variance only where its seeds rule out, with this confidence, a
+# residual variance this many times the other rows' (sd 2x: issue 31's example). The burden of
+# proof is on "as quiet as the rest": a test of "noisier" at 5% would miss a 2x noisier
+# uniform in most studies of 3 seeds, and every comparison rests on it (benchmarks/stats.py).
+UNIFORM_RATIO, UNIFORM_CONFIDENCE = 4.0, 0.8
+
+
+@dataclass(frozen=True)
+class RowVariance:
+    """One row's residual variance (one cell's, not a delta's) and where it came from."""
+
+    var: float  # sigma_i^2 the comparisons use: the pooled or its own
+    df: int  # its degrees of freedom
+    source: str  # pooled | own
+    own: float  # its own estimate (unbiased; NaN when the row has one cell)
+    p: float  # one-sided p of "noisier than the other rows" (NaN when not testable)
+
+
+@dataclass(frozen=True)
+class RowNoise:
+    """Each row's noise and the pooled one: :meth:`pair` is the noise of one paired delta.
+
+    ``sd`` and ``df`` are the pooled noise of one paired delta (the block fit's,
+    :class:`Noise`), so a reader of "the study's noise" sees the same number as before.
+    """
+
+    pooled: Noise
+    rows: Mapping[Any, RowVariance]
+    control: tuple[Any, ...] = ()  # uniform's key(s): the rows that use their own when larger
+    cells: Mapping[Any, Mapping[Any, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def sd(self) -> float:
+        return self.pooled.sd
+
+    @property
+    def df(self) -> int:
+        return self.pooled.df
+
+    def quantile(self, confidence: float) -> float:
+        return self.pooled.quantile(confidence)
+
+    def one_sided(self, confidence: float) -> float:
+        return self.pooled.one_sided(confidence)
+
+    def source(self, a: Any, b: Any) -> str:
+        """Whose own variance the pair (a, b) uses: pooled | a | b | both (row keys)."""
+        own = [r for r in (a, b) if r in self.rows and self.rows[r].source == OWN]
+        return "pooled" if not own else "both" if len(own) == 2 else str(own[0])
+
+    def share(self, a: Any, b: Any) -> float:
+        """``b``'s share of the variance of the paired delta a - b (b: the control).
+
+        Two comparisons with the same control correlate by the product of the square roots of
+        their shares (:mod:`tlmsearch.stats.maxt`); with every row on the pooled variance each
+        share is 1/2.
+        """
+        ra, rb = self.rows.get(a), self.rows.get(b)
+        var_p = self.pooled.sd**2 / 2.0
+        va = ra.var if ra is not None and ra.source == OWN else var_p
+        vb = rb.var if rb is not None and rb.source == OWN else var_p
+        return vb / (va + vb) if va + vb > 0 else 0.5
+
+    def pair(self, a: Any, b: Any) -> Noise | None:
+        """The noise of one paired delta a - b on a seed: sd and df.
+
+        >>> rv = {"u": RowVariance(4.0, 2, OWN, 4.0, 0.01), "c": RowVariance(1.0, 30, POOLED,
+        ...       0.9, 0.5)}
+        >>> m = RowNoise(Noise(math.sqrt(2.0), 30), rv, ("u",))
+        >>> n = m.pair("c", "u")  # 1 + 4, Satterthwaite: 25 / (1/30 + 16/2)
+        >>> round(n.sd ** 2, 6), n.df
+        (5.0, 3)
+        >>> m.pair("c", "x") == m.pooled  # both on the pooled variance
+        True
+        """
+        ra, rb = self.rows.get(a), self.rows.get(b)
+        var_p = self.pooled.sd**2 / 2.0
+        own = [r for r in (ra, rb) if r is not None and r.source == OWN]
+        if not own:
+            return self.pooled
+        if len(own) == 2:
+            exact = _paired(self.cells.get(a, {}), self.cells.get(b, {}))
+            if exact is not None:
+                return exact
+        pooled_parts = 2 - len(own)
+        var = pooled_parts * var_p + sum(r.var for r in own)
+        denom = (pooled_parts * var_p) ** 2 / self.pooled.df + sum(r.var**2 / r.df for r in own)
+        if not var > 0 or not denom > 0:
+            return self.pooled
+        return Noise(math.sqrt(var), max(1, int(var * var / denom)))
+
+
+def _paired(va: Mapping[Any, float], vb: Mapping[Any, float]) -> Noise | None:
+    """The paired test's noise of a - b: the sample sd of a - b over the common blocks."""
+    common = sorted(set(va) & set(vb), key=str)
+    if len(common) < 2:
+        return None
+    d = np.array([va[k] - vb[k] for k in common])
+    sd = float(d.std(ddof=1))
+    return Noise(sd, len(common) - 1) if sd > 0 else None
+
+
+def row_fit(
+    rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float]
+) -> tuple[dict[Any, tuple[float, float, float, int]], float, int]:
+    """Each row's (own variance, residual sum of squares, residual df share, cells) from the
+    additive fit value ~ row + block, and the fit's (residual sum of squares, residual df).
+
+    The own variances solve E[SS_i] = sum_r A_ir sigma_r^2 (the module docstring); a row whose
+    residuals carry no information (one cell, fit exactly) gets NaN. In a complete table this
+    is Shukla's estimator, (R SS_i / (S - 1) - pooled) / (R - 2).
+
+    Unbiased, so a quiet row's can fall below zero; in a complete table their mean is the
+    pooled residual variance:
+
+    >>> own, rss, df = row_fit(list("uuuaaabbb"), [0, 1, 2] * 3,
+    ...                        [0.0, 1.0, 2.0, 0.2, 1.0, 2.0, 0.0, 1.3, 1.9])
+    >>> df, {r: round(v[0], 4) for r, v in own.items()}, round(rss / df, 4)
+    (4, {'u': -0.0067, 'a': 0.02, 'b': 0.05}, 0.0211)
+    """
+    y = np.asarray(values, dtype="float64")
+    x = _block_design(rows, blocks)
+    pinv = np.linalg.pinv(x)
+    m = np.eye(len(y)) - x @ pinv
+    m[np.abs(m) < 1e-12] = 0.0
+    resid = m @ y
+    rank = int(np.linalg.matrix_rank(x))
+    df = len(y) - rank
+    rss = float(resid @ resid)
+    tiny = len(y) * (1e-12 * float(np.abs(y).max())) ** 2 if len(y) else 0.0
+    if rss <= tiny:  # rounding, not noise: exactly 0 (as block_fit)
+        rss, resid = 0.0, np.zeros_like(resid)
+    codes, names = pd.factorize(pd.Series(list(rows), dtype="object"))
+    g = np.zeros((len(y), len(names)))
+    g[np.arange(len(y)), codes] = 1.0
+    a = g.T @ (m * m) @ g  # A_ir
+    ss = g.T @ (resid * resid)
+    share = g.T @ np.diag(m)  # each row's share of the residual df: E[SS_i] / sigma^2
+    informative = share > 1e-9
+    own = np.full(len(names), math.nan)
+    if informative.any() and df > 0:
+        sub = np.ix_(informative, informative)
+        own[informative] = np.linalg.lstsq(a[sub], ss[informative], rcond=None)[0]
+    n = g.sum(axis=0)
+    out = {name: (float(own[i]), float(ss[i]), float(share[i]), int(n[i]))
+           for i, name in enumerate(names)}  # fmt: skip
+    return out, rss, df
+
+
+def row_noise(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate", level: float = LEVEL
+) -> RowNoise | None:
+    """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
+    (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
+    when the fit leaves no residual df. Rows with a pruned (censored) seed are left out of the
+    fit, and use the pooled variance unless their own paired deltas scatter more
+    (:func:`_censored_row`); when the rows no pruner selected leave no residual df the noise is
+    unknown (None). A replayed twin (``same_as``) takes its original's row.
+
+    A candidate row uses its own variance when the one-sided F test of its residual mean square
+    against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
+    estimate is larger than the pooled one, unless its seeds rule out (at
+    :data:`UNIFORM_CONFIDENCE`) a variance :data:`UNIFORM_RATIO` times the others'.
+    """
+    twins = _twins(trials, key)
+    if "same_as" in trials:
+        trials = trials[trials["same_as"].isna()]
+    cells = _cells(trials, value, key)
+    done = [(c, (cell.setting, s) if cell.setting else s, cell.value, cell.is_baseline)
+            for (c, s), cell in cells.items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    if not done:
+        return None
+    # a row the pruner stopped on some seed kept only the seeds it did well on: its complete
+    # cells are selected, and their residuals would shrink the noise (issue 31: the median
+    # pruner's null study measured it at 0.68x the truth). Those rows are left out of the fit
+    # and judged on the noise of the rows no pruner selected, while those leave residual df
+    censored = {c for (c, _), cell in cells.items()
+                if cell.outcome == "censored" and not cell.is_baseline}
+    kept = [d for d in done if d[0] not in censored]
+    if censored and not _has_df(kept):
+        # only the pruner's survivors could measure it: unknown, not biased (a median-pruned
+        # null study's noise came out at 0.66x the truth, at 0.01-0.06x in single studies,
+        # and false claims followed; benchmarks/stats.py)
+        return None
+    rows, blocks, values, base = zip(*kept, strict=True)
+    fit, rss, df = row_fit(rows, blocks, values)
+    if df < 1:
+        return None
+    var_p = rss / df
+    pooled = Noise(math.sqrt(2.0 * var_p), df)
+    control = tuple(dict.fromkeys(r for r, b in zip(rows, base, strict=True) if b))
+    # with two rows (uniform and one candidate) their residuals mirror each other: the pooled
+    # fit is the paired test itself, and no row can be told noisier than the other
+    testable = sum(share > 1e-9 for _, _, share, _ in fit.values()) >= 3
+    noisy = _noisier_rows(fit, control, var_p, level) if testable and var_p > 0 else {}
+    out: dict[Any, RowVariance] = {}
+    for row, (own, _, _, n) in fit.items():
+        p = noisy.get(row, (False, math.nan))[1]
+        if noisy.get(row, (False,))[0] and n >= 2 and math.isfinite(own):
+            out[row] = RowVariance(max(own, 0.0), n - 1, OWN, own, p)
+        else:
+            out[row] = RowVariance(var_p, df, POOLED, own, p)
+    by_row: dict[Any, dict[Any, float]] = {}
+    for r, b, v, _ in done:
+        by_row.setdefault(r, {})[b] = float(v)
+    ref = out.get(control[0]) if control else None
+    for row in {d[0] for d in done} - set(out):  # censored, left out of the fit
+        out[row] = _censored_row(by_row[row], by_row.get(control[0], {}) if control else {},
+                                 ref, var_p, df, level)  # fmt: skip
+    for twin, original in twins.items():  # a replayed twin is its original's row
+        if original in out and twin not in out:
+            out[twin] = out[original]
+            by_row[twin] = by_row.get(original, {})
+    return RowNoise(pooled, out, control, by_row)
+
+
+def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
+    """A replayed twin's row -> its original's (``same_as`` names the original's trial
+    number): the same model, so the same variance."""
+    if "same_as" not in trials or "number" not in trials:
+        return {}
+    first = trials.drop_duplicates("number").set_index("number")[key]
+    out = {}
+    for row, number in zip(trials[key], trials["same_as"], strict=True):
+        if pd.notna(number) and number in first.index and first[number] != row:
+            out[row] = first[number]
+    return out
+
+
+def _censored_row(cells: Mapping[Any, float], control: Mapping[Any, float],
+                  ref: RowVariance | None, var_p: float, df: int,
+                  level: float) -> RowVariance:  # fmt: skip
+    """A pruned row, left out of the fit: the pool, unless its own paired deltas with uniform
+    scatter more than the model's pair says (one-sided F test at ``1 - level``, as a
+    candidate row in the fit): then its own, the deltas' variance less uniform's."""
+    from scipy.stats import f as f_dist
+
+    common = sorted(set(cells) & set(control), key=str)
+    if len(common) < 2 or ref is None:
+        return RowVariance(var_p, df, POOLED, math.nan, math.nan)
+    d = np.array([cells[b] - control[b] for b in common])
+    s2, v_u = float(d.var(ddof=1)), ref.var
+    model = var_p + v_u
+    p = float(f_dist.sf(s2 / model, len(common) - 1, df)) if model > 0 else 0.0
+    own = s2 - v_u
+    if p < 1.0 - level:
+        return RowVariance(max(own, 0.0), len(common) - 1, OWN, own, p)
+    return RowVariance(var_p, df, POOLED, own, p)
+
+
+def _has_df(done: Sequence[tuple[Any, Any, float, bool]]) -> bool:
+    """Whether an additive fit of these (row, block, value, _) cells leaves residual df."""
+    if not done:
+        return False
+    rows, blocks = {d[0] for d in done}, {d[1] for d in done}
+    return len(done) - (len(rows) + len(blocks) - 1) >= 1
+
+
+def _noisier_rows(
+    fit: Mapping[Any, tuple[float, float, float, int]],
+    control: Sequence[Any],
+    var_p: float,
+    level: float,
+) -> dict[Any, tuple[bool, float]]:
+    """row -> (noisier than the rest, one-sided p of the F test of its residual mean square
+    against the other rows').
+
+    A candidate qualifies at ``1 - level``; uniform unless its seeds rule out (at
+    :data:`UNIFORM_CONFIDENCE`) a variance :data:`UNIFORM_RATIO` x the others', and only when
+    its own estimate exceeds the pooled one (never below the pool). Each row is tested against
+    all the others once: testing again against the rows left quiet would read the loudest
+    rows' absence as a quieter reference and, with every row equally noisy, flag more of them
+    (2-3 points of power at 5 seeds in ``benchmarks/stats.py``).
+    """
+    from scipy.stats import f as f_dist
+
+    ss_all = sum(ss for _, ss, _, _ in fit.values())
+    df_all = sum(share for _, _, share, _ in fit.values())
+    out: dict[Any, tuple[bool, float]] = {}
+    for row, (own, ss, share, _) in fit.items():
+        rest, ss_rest = df_all - share, ss_all - ss
+        if not (share > 1e-9 and rest > 1e-9):
+            out[row] = (False, math.nan)
+            continue
+        ratio = (ss / share) / (ss_rest / rest) if ss_rest > 0 else math.inf
+        p = float(f_dist.sf(ratio, share, rest))
+        if row in control:
+            close = UNIFORM_RATIO * float(f_dist.ppf(1.0 - UNIFORM_CONFIDENCE, share, rest))
+            out[row] = (not ratio < close and own > var_p * (1.0 + 1e-9), p)
+        else:
+            out[row] = (p < 1.0 - level, p)
+    return out
