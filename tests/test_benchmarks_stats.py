@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_module import load
+
 
 
 def _bench():
-    name = "benchmarks_stats"  # benchmarks/ is no package: load the file under its own name
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "stats.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("stats")
 
 
 def _rates(node):

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
+from bench_module import load
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench():
-    name = "benchmarks_fidelity"  # benchmarks/ is no package: load the file under its own name
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "fidelity.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("fidelity")
 
 
 def test_a_ladder_shares_its_seeds_noise_between_the_rungs() -> None:

@@ -473,6 +473,7 @@ def test_a_held_lane_gets_no_seed_beyond_max_seeds_nor_while_cells_are_queued() 
     rows = [("uniform", 0, "COMPLETE", 2.0), ("a", 0, "COMPLETE", 1.5), ("b", 0, "COMPLETE", 1.5)]
     lanes = _lanes(rows, max_seeds=1, prior_sd=0.01)
     assert all(ln.next_seed is None for ln in lanes.values())
-    rows = [("uniform", 0, "COMPLETE", 2.0), ("bad", 0, "COMPLETE", 2.5), ("c", 0, "COMPLETE", 2.0)]
+    rows = [("uniform", 0, "COMPLETE", 2.0), ("bad", 0, "COMPLETE", 2.5),
+            ("c", 0, "COMPLETE", 2.0)]  # fmt: skip
     held = _lanes(rows, prior_sd=0.05, queued={("c", 1), ("uniform", 1)})["bad"]
     assert held.status == RACING and held.next_seed is None  # the queued cells will measure it
