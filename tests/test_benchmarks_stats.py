@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
 from bench_module import load
-
 
 
 def _bench():

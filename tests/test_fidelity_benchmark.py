@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 from bench_module import load
-
 
 
 def _bench():
