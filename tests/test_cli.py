@@ -45,6 +45,28 @@ def test_validate_warns_of_multi_worker_trials_on_cpus(sets: list[str], warned: 
     assert ("note: ray.workers_per_trial 2 on CPUs: Ray Train starts" in out) == warned
 
 
+@pytest.mark.parametrize(
+    ("sets", "line"),
+    [
+        ([], None),
+        (["search.array={size: 3}"], "trial arrays: up to 3 trainings a Ray trial, fused in one"),
+        (["search.array={size: auto}"], "trial arrays: size auto (the trainings due over the "
+                                         "trial slots, at most 4 a Ray trial on CPUs"),
+        (["search.array={size: 3}", "model.arch=hope_attention"],
+         "trial arrays: off, one process per trial: model.arch 'hope_attention' does not fuse"),
+        (["search.array={size: 3}", "ray.workers_per_trial=2"],
+         "trial arrays: off, one process per trial: ray.workers_per_trial > 1"),
+    ],
+)  # fmt: skip
+def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], line) -> None:
+    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
+    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert ("trial arrays:" in out) == (line is not None)
+    assert line is None or line in out, out
+
+
 def test_validate_says_which_candidates_share_proxy_widths() -> None:
     result = runner.invoke(
         app,

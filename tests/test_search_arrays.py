@@ -26,6 +26,7 @@ from search_helpers import search_pair, tiny_config, tiny_study
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
+from tlmsearch.config.planning import array_line, arrays_on
 from tlmsearch.search.arrays import (
     CHECKPOINT,
     ENDED,
@@ -34,8 +35,6 @@ from tlmsearch.search.arrays import (
     MEMBERS,
     ArrayScheduler,
     ArraySearcher,
-    array_line,
-    arrays_on,
     auto_size,
     fuse_key,
 )

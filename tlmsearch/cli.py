@@ -54,6 +54,7 @@ def validate(
 ) -> None:
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
+    from tlmsearch.config.planning import array_line
     from tlmsearch.search.samplers import planned_trials
     from tlmsearch.summary import (
         candidates_table,
@@ -104,6 +105,8 @@ def validate(
         for line in ladder_notes(cfg):
             console.print(line, markup=False)
     for line in worker_notes(cfg):
+        console.print(line, markup=False)
+    if line := array_line(cfg):  # which trainings fuse, or why none do
         console.print(line, markup=False)
     from tlmsearch.power import seed_notes
 

@@ -1,5 +1,6 @@
 """What a validated study plans: its candidates, the trainings they need, a candidate's own
-study and target, and a ladder rung's study mapping.
+study and target, a ladder rung's study mapping, and whether its trainings fuse into trial
+arrays.
 
 Pure functions of a :class:`~tlmsearch.config.StudyConfig` (``StudyConfig.candidates``,
 ``trainings``, ``for_candidate``, ``target_for`` and ``rung`` are thin methods over them), so
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.config.model import ModelConfig
+from tlmsearch.config.model import ARCH_SPECS, ModelConfig
 from tlmsearch.space import UNIFORM, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -133,3 +134,45 @@ def rung_mapping(study: Mapping[str, Any], rung: Mapping[str, Any]) -> dict[str,
     """A ladder study's mapping -> one rung's: the rung's overrides merged in, no ladder."""
     base = {k: v for k, v in study.items() if k not in ("ladder", "ladder_mode", "promote_top")}
     return _merge(base, rung)
+
+
+# Trial arrays (tlmsearch.search.arrays packs them; validate and the run log say which applies)
+
+AUTO_MAX_CPU, AUTO_MAX_GPU = 4, 16  # size: auto's most members per array
+
+
+def fallback(cfg: StudyConfig) -> str | None:
+    """Why this study trains one process per trial although ``search.array`` asks for
+    arrays; None when arrays apply (or were not asked for)."""
+    fusable = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
+    if cfg.search.array is None or cfg.search.array.size == 1:
+        return None
+    if cfg.model.arch not in fusable:
+        return f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: {', '.join(fusable)})"
+    if cfg.ray.workers_per_trial > 1:
+        return "ray.workers_per_trial > 1 (a trial is several processes already)"
+    if cfg.tracking.enabled():
+        return "experiment trackers log one run per Ray trial"
+    return None
+
+
+def arrays_on(cfg: StudyConfig) -> bool:
+    """Whether the search packs trials into arrays."""
+    array = cfg.search.array
+    return array is not None and array.size != 1 and fallback(cfg) is None
+
+
+def array_line(cfg: StudyConfig) -> str | None:
+    """The run log's and ``validate``'s one line about arrays (None without
+    ``search.array``)."""
+    array = cfg.search.array
+    if array is None or array.size == 1:
+        return None
+    why = fallback(cfg)
+    if why:
+        return f"trial arrays: off, one process per trial: {why}"
+    if array.size == "auto":
+        return (f"trial arrays: size auto (the trainings due over the trial slots, at most "
+                f"{AUTO_MAX_CPU} a Ray trial on CPUs, {AUTO_MAX_GPU} on a GPU), fused in one "
+                "process")  # fmt: skip
+    return f"trial arrays: up to {array.size} trainings a Ray trial, fused in one process"

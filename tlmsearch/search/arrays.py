@@ -36,9 +36,9 @@ member stays its own Optuna trial, recorded exactly as a solo trial is:
   continues them); members a dead driver left RUNNING are queued again by ``tlmsearch resume``
   and packed again like any due training.
 
-Where arrays do not apply (:func:`fallback`: an arch that does not fuse, several workers per
-trial, experiment trackers, whose callbacks log one run per Ray trial) the search runs one
-process per trial and says so once.
+Where arrays do not apply (:func:`tlmsearch.config.planning.fallback`: an arch that does not
+fuse, several workers per trial, experiment trackers, whose callbacks log one run per Ray
+trial) the search runs one process per trial and says so once (the run log, ``validate``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import Searcher
 
 from tlmsearch.config import StudyConfig
+from tlmsearch.config.planning import AUTO_MAX_CPU, AUTO_MAX_GPU
 from tlmsearch.reasons import is_lost
 from tlmsearch.search.failures import error_reason, max_failures
 from tlmsearch.search.pruning import OptunaPruningScheduler
@@ -67,47 +68,10 @@ MEMBER_ID = "id"  # member config key: its trial id (ray_trial_id of its Optuna 
 MEMBER_DIR = "dir"  # member config key: its trial folder (checkpoints, the ended marker)
 CHECKPOINT = "member_checkpoint"  # result key: the checkpoint written at that eval
 ENDED = "ended"  # file in a member's folder: Optuna has its end state (the state's name)
-AUTO_MAX_CPU, AUTO_MAX_GPU = 4, 16  # size: auto's most members per array
 
 
 # -------------------------------------------------------------------------------------------------
 # Pure helpers
-
-
-def fallback(cfg: StudyConfig) -> str | None:
-    """Why this study trains one process per trial although ``search.array`` asks for
-    arrays; None when arrays apply (or were not asked for)."""
-    from tlmsearch.trial_array import FUSABLE_ARCHS
-
-    if cfg.search.array is None or cfg.search.array.size == 1:
-        return None
-    if cfg.model.arch not in FUSABLE_ARCHS:
-        return (
-            f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: "
-            f"{', '.join(FUSABLE_ARCHS)})"
-        )
-    if cfg.ray.workers_per_trial > 1:
-        return "ray.workers_per_trial > 1 (a trial is several processes already)"
-    if cfg.tracking.enabled():
-        return "experiment trackers log one run per Ray trial"
-    return None
-
-
-def arrays_on(cfg: StudyConfig) -> bool:
-    """Whether the search packs trials into arrays."""
-    array = cfg.search.array
-    return array is not None and array.size != 1 and fallback(cfg) is None
-
-
-def array_line(cfg: StudyConfig) -> str | None:
-    """The run log's one line about arrays (None without ``search.array``)."""
-    array = cfg.search.array
-    if array is None or array.size == 1:
-        return None
-    why = fallback(cfg)
-    if why:
-        return f"trial arrays: off, one process per trial: {why}"
-    return f"trial arrays: up to {array.size} trainings a Ray trial, fused in one process"
 
 
 def auto_size(due: int, slots: int, gpu: bool) -> int:

@@ -382,7 +382,7 @@ def _execute(
         trial_slots=slots,
     )
     echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
-    from tlmsearch.search.arrays import array_line
+    from tlmsearch.config.planning import array_line
 
     if line := array_line(cfg):
         echo(line)
@@ -451,12 +451,13 @@ def searcher_and_scheduler(
     a URL) with the study's sampler and pruner, and the scheduler that consults the pruner on
     every eval.
 
-    With trial arrays (:func:`.arrays.arrays_on`) the array searcher and scheduler: ``budget``
-    Optuna trials at most this session (default: the study's planned trials), ``slots`` trials
-    at once, members' trial folders under ``trial_root``."""
+    With trial arrays (:func:`tlmsearch.config.planning.arrays_on`) the array searcher and
+    scheduler: ``budget`` Optuna trials at most this session (default: the study's planned
+    trials), ``slots`` trials at once, members' trial folders under ``trial_root``."""
     import optuna
 
-    from tlmsearch.search.arrays import ArrayScheduler, ArraySearcher, arrays_on
+    from tlmsearch.config.planning import arrays_on
+    from tlmsearch.search.arrays import ArrayScheduler, ArraySearcher
     from tlmsearch.search.pruning import OptunaPruningScheduler
     from tlmsearch.search.searcher import StudySearcher
 
@@ -507,7 +508,8 @@ def _tuner(
     """One Ray Tune session over the study: ``remaining`` trials at most."""
     from ray import tune
 
-    from tlmsearch.search.arrays import MemberCallbacks, arrays_on
+    from tlmsearch.config.planning import arrays_on
+    from tlmsearch.search.arrays import MemberCallbacks
     from tlmsearch.search.progress import TableWriter
     from tlmsearch.search.trainable import run_trial
     from tlmsearch.search.workers import trial_resources
