@@ -146,14 +146,18 @@ class RowNoise:
         return Noise(math.sqrt(var), max(1, int(var * var / denom)))
 
 
+def _deltas(va: Mapping[Any, float], vb: Mapping[Any, float]) -> np.ndarray:
+    """a - b on the blocks both rows completed."""
+    return np.array([va[k] - vb[k] for k in sorted(set(va) & set(vb), key=str)])
+
+
 def _paired(va: Mapping[Any, float], vb: Mapping[Any, float]) -> Noise | None:
     """The paired test's noise of a - b: the sample sd of a - b over the common blocks."""
-    common = sorted(set(va) & set(vb), key=str)
-    if len(common) < 2:
+    d = _deltas(va, vb)
+    if len(d) < 2:
         return None
-    d = np.array([va[k] - vb[k] for k in common])
     sd = float(d.std(ddof=1))
-    return Noise(sd, len(common) - 1) if sd > 0 else None
+    return Noise(sd, len(d) - 1) if sd > 0 else None
 
 
 def row_fit(
@@ -292,16 +296,15 @@ def _censored_row(cells: Mapping[Any, float], control: Mapping[Any, float],
     candidate row in the fit): then its own, the deltas' variance less uniform's."""
     from scipy.stats import f as f_dist
 
-    common = sorted(set(cells) & set(control), key=str)
-    if len(common) < 2 or ref is None:
+    d = _deltas(cells, control)
+    if len(d) < 2 or ref is None:
         return RowVariance(var_p, df, POOLED, math.nan, math.nan)
-    d = np.array([cells[b] - control[b] for b in common])
     s2, v_u = float(d.var(ddof=1)), ref.var
     model = var_p + v_u
-    p = float(f_dist.sf(s2 / model, len(common) - 1, df)) if model > 0 else 0.0
+    p = float(f_dist.sf(s2 / model, len(d) - 1, df)) if model > 0 else 0.0
     own = s2 - v_u
     if p < 1.0 - level:
-        return RowVariance(max(own, 0.0), len(common) - 1, OWN, own, p)
+        return RowVariance(max(own, 0.0), len(d) - 1, OWN, own, p)
     return RowVariance(var_p, df, POOLED, own, p)
 
 
