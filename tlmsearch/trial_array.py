@@ -74,7 +74,7 @@ from torch import nn
 
 from tlmsearch import parametrization
 from tlmsearch.config import ModelConfig, TrainConfig
-from tlmsearch.config.model import ARCH_SPECS
+from tlmsearch.config.model import FUSABLE_ARCHS
 from tlmsearch.data.batches import Prefetch, to_device
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.errors import ConfigError
@@ -86,8 +86,8 @@ from tlmsearch.trainer import Trainer
 # Architectures whose every module is vmappable and whose only width-dependent part is a
 # bias-free SwiGLU. titans (its memory recurrence runs under torch.compiler.disable) and
 # hope_attention (levels that skip optimizer steps: before_optimizer_step rewrites gradients)
-# train one process per trial, as do hf and plugin models (modules we do not know).
-FUSABLE_ARCHS = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
+# train one process per trial, as do hf and plugin models (modules we do not know): the
+# ``fusable`` flag of ARCH_SPECS, :data:`tlmsearch.config.model.FUSABLE_ARCHS`.
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s
 
 

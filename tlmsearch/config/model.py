@@ -59,6 +59,8 @@ ARCH_SPECS: dict[str, Arch] = {
         Arch("hope_attention", "attention + continuum memory levels (Hope, arXiv 2512.24695)"),
     )
 }  # fmt: skip
+# the archs trial arrays fuse (tlmsearch.trial_array says why the others cannot)
+FUSABLE_ARCHS = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
 ARCHS = tuple(ARCH_SPECS)
 # model.arch also takes "hf" (a transformers family, model.hf) or a plugin "package.module:build"
 PLUGIN_ARCH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

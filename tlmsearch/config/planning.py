@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.config.model import ARCH_SPECS, ModelConfig
+from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
 from tlmsearch.space import UNIFORM, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -144,11 +144,11 @@ AUTO_MAX_CPU, AUTO_MAX_GPU = 4, 16  # size: auto's most members per array
 def fallback(cfg: StudyConfig) -> str | None:
     """Why this study trains one process per trial although ``search.array`` asks for
     arrays; None when arrays apply (or were not asked for)."""
-    fusable = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
     if cfg.search.array is None or cfg.search.array.size == 1:
         return None
-    if cfg.model.arch not in fusable:
-        return f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: {', '.join(fusable)})"
+    if cfg.model.arch not in FUSABLE_ARCHS:
+        return (f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: "
+                f"{', '.join(FUSABLE_ARCHS)})")  # fmt: skip
     if cfg.ray.workers_per_trial > 1:
         return "ray.workers_per_trial > 1 (a trial is several processes already)"
     if cfg.tracking.enabled():

@@ -1,6 +1,6 @@
 """The search drives trial arrays: due (candidate, seed) trainings packed K to a Ray trial.
 
-With ``search.array`` on and a fusable arch (:data:`tlmsearch.trial_array.FUSABLE_ARCHS`), one
+With ``search.array`` on and a fusable arch (:data:`tlmsearch.config.model.FUSABLE_ARCHS`), one
 Ray trial (one trial's resources) trains up to K Optuna trials in one process as one fused model
 (:class:`tlmsearch.trial_array.TrialArray`; :func:`tlmsearch.search.trainable.run_array`). Every
 member stays its own Optuna trial, recorded exactly as a solo trial is:
