@@ -110,7 +110,7 @@ def init_scheme(name: str) -> Iterator[None]:
 def train_one(cfg, train, data, candidate: dict, seed: int, scheme: str) -> dict:
     import torch
 
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     torch._dynamo.reset()  # every training compiles afresh, as in a fresh trial process
     widths = cfg.model.plan(candidate).widths

@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from tlmsearch import fidelity as fid
+from tlmsearch.evidence import fidelity as fid
 
 # (name, truth, C, S, rho, snr): the nulls first (false trust), then power and coverage
 SCENARIOS: list[tuple[str, str, int, int, float, float]] = [

@@ -14,10 +14,10 @@ shorter still, for the test: 1 and 2 trials at once instead of 1 and 4).
    vocabulary padded to the size's, so the output layer costs what it would). The first step
    (the compile) is reported as compile_s; the processes of a row warm up, wait for each other,
    then are timed for ``--seconds`` of training steps each (evals excluded). tokens/s per trial
-   is their mean, "all" their sum; MFU is the sum x FLOPs per token (``tlmsearch.budget``)
+   is their mean, "all" their sum; MFU is the sum x FLOPs per token (``tlmsearch.widths.budget``)
    against the device's peak: the GPU's data-sheet peak for the precision that ran
-   (``tlmsearch.mfu``), or the CPU's matmul peak of all cores (``trainer.machine_peak``: the
-   cached calibration, the highest so far; ``python -m tlmsearch.mfu`` measures it again).
+   (``tlmsearch.train.mfu``), or the CPU's matmul peak of all cores (``trainer.machine_peak``: the
+   cached calibration, the highest so far; ``python -m tlmsearch.train.mfu`` measures it again).
    "vs uniform" is a taper row's tokens/s over the uniform row's.
 2. Search: a 2-trial study (uniform and the taper at the first size) through ``tlmsearch run``
    in a temporary directory, end to end: Ray's start, the data, both trials at once (on a GPU
@@ -117,7 +117,7 @@ def one(spec: dict[str, Any]) -> dict[str, Any]:
 
     from tlmsearch.config import DataConfig, ModelConfig, TrainConfig
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     model = ModelConfig(**spec["model"])
     data = prepare_data(DataConfig(**spec["data"]), progress=False)
@@ -460,7 +460,7 @@ def describe_device(gpu: bool) -> tuple[str, float | None]:
         return f"{name}, torch {torch.__version__}, CUDA {torch.version.cuda}", None
     from trainer import machine_peak  # benchmarks/trainer.py: the CPU peak of all cores
 
-    from tlmsearch.mfu import cpu_name
+    from tlmsearch.train.mfu import cpu_name
 
     return f"{cpu_name()}, {os.cpu_count()} CPUs, torch {torch.__version__}", machine_peak()
 

@@ -8,7 +8,7 @@ no Ray, Optuna or rich. Without pydantic it says which import failed and how to 
 
 Rows: the quickstart proxy (4 x 128, d_ff 512, seq 128, 2048-token steps, vocab 16384 untied,
 ``benchmarks/gpu.py``'s size) as K = 1, 4, 16 and 64 members of one
-:class:`tlmsearch.trial_array.TrialArray` (bf16 autocast, ``torch.compile`` of the fused
+:class:`tlmsearch.train.trial_array.TrialArray` (bf16 autocast, ``torch.compile`` of the fused
 step), with all members uniform or mixed (the quickstart's uniform, cosine 1.5 -> 0.5 and its
 mirror 0.5 -> 1.5, in turn; padded to the widest per layer), each member its own seed; and one
 solo :class:`Trainer` (compiled) for comparison. Data: this repository's README and docs as
@@ -16,8 +16,8 @@ bytes (the vocabulary padded to 16384, so the output layer costs what it would).
 
 Per row: ``compile_s`` (the first step, the compile included), then steps timed for
 ``--seconds`` after two warm-up steps (CUDA synchronised at both ends): tokens/s per member and
-of all members, MFU of all (each member's own FLOPs per token, ``tlmsearch.budget``, not the
-padding's, against the GPU's data-sheet bf16 peak, ``tlmsearch.mfu``), the padding's share of
+of all members, MFU of all (each member's own FLOPs per token, ``tlmsearch.widths.budget``, not the
+padding's, against the GPU's data-sheet bf16 peak, ``tlmsearch.train.mfu``), the padding's share of
 the FLOPs computed, and GPU seconds per 2M-token member: ``2e6 / tokens/s all`` (steady) and
 ``(compile_s + 2e6 / tokens/s per member) / K`` (a whole array of 2M-token members, its compile
 included, per member). Evals are not timed (the members' evals run eagerly, one by one).
@@ -62,7 +62,7 @@ def require_configs() -> None:
 
 def _members(size: dict[str, Any], mix: str, k: int, train: Any) -> list:
     from tlmsearch.config import ModelConfig
-    from tlmsearch.trial_array import Member
+    from tlmsearch.train.trial_array import Member
 
     model = ModelConfig(**size["model"])
     cands = MIXES[mix]
@@ -108,9 +108,9 @@ def _first_then_timed(step: Any, device: Any, seconds: float) -> tuple[float, in
 def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> dict[str, Any]:
     import torch
 
-    from tlmsearch import budget
     from tlmsearch.config import TrainConfig
-    from tlmsearch.trial_array import TrialArray, padded_widths
+    from tlmsearch.train.trial_array import TrialArray, padded_widths
+    from tlmsearch.widths import budget
 
     train = TrainConfig(tokens=10**12, warmup_tokens=2 * size["train"]["batch_tokens"],
                         eval_every_tokens=10**12, compile="off", **size["train"])  # fmt: skip
@@ -156,7 +156,7 @@ def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> d
 def solo_row(size: dict[str, Any], args: Any, data: Any) -> dict[str, Any]:
     """One compiled Trainer (train_proxy's step) of the uniform model, for comparison."""
     from tlmsearch.config import TrainConfig
-    from tlmsearch.trainer import Trainer
+    from tlmsearch.train.trainer import Trainer
 
     train = TrainConfig(tokens=10**12, warmup_tokens=2 * size["train"]["batch_tokens"],
                         eval_every_tokens=10**12, compile="off" if args.cpu else "on",

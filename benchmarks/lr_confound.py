@@ -102,7 +102,7 @@ def train_one(job: tuple) -> dict:
     """One training in a fresh process; its final val_bpb."""
     study, sets, tokens, name, par, factor, seed = job
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     cfg, train = _setup(study, sets, tokens)
     train = train.model_copy(update={"lr": train.lr * factor, "parametrization": par})

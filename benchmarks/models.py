@@ -6,7 +6,7 @@
 
 Runs in 1-5 minutes (rounds stop starting after ``--budget-s``). Tapered (cosine 1.5 -> 0.5)
 and uniform models have exactly the same parameters and FLOPs
-(tlmsearch.budget); this measures whether the kernels agree. The archs with per-layer heads
+(tlmsearch.widths.budget); this measures whether the kernels agree. The archs with per-layer heads
 (transformer, gated_attention) add ``heads cos`` (attention heads tapered 1.5 -> 0.5, MLP
 uniform) and ``both cos`` (both halves tapered): what unequal heads per layer cost.
 Configurations are interleaved over up to ``--rounds`` rounds and the median is reported,
@@ -23,11 +23,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from tlmsearch.budget import count_params, flops_per_token
 from tlmsearch.config import ModelConfig
 from tlmsearch.config.model import ARCH_SPECS
 from tlmsearch.models import ARCHITECTURES, build_model
-from tlmsearch.schedules import uniform_widths
+from tlmsearch.widths.budget import count_params, flops_per_token
+from tlmsearch.widths.schedules import uniform_widths
 
 COSINE = {"shape": "cosine", "r_start": 1.5, "r_end": 0.5}
 # Rows of the archs that take per-layer heads: attention tapered alone, then both halves.

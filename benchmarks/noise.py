@@ -88,7 +88,7 @@ def train_one(job: tuple) -> dict:
     """One training in a fresh process: (name, seed, val_bpb averaged, val_bpb raw, wall)."""
     study, sets, tokens, weights, name, seed = job
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     cfg, train = _setup(study, sets, tokens, weights)
     data = prepare_data(cfg.data, progress=False)

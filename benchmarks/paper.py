@@ -55,8 +55,8 @@ def _evidence(trials: pd.DataFrame, config: dict, value: str) -> Any:
 
 
 def effects_table(run: Path) -> str:
-    from tlmsearch.conclusions import conclusions
-    from tlmsearch.results import load_run
+    from tlmsearch.evidence.conclusions import conclusions
+    from tlmsearch.run_dir.tables import load_run
 
     data = load_run(run)
     t = data.trials
@@ -200,7 +200,7 @@ def grid_table(run: Path) -> str:
     shape): each a mean paired difference of val_bpb over the seeds both ran, with its 95% t
     interval (**sep**: the interval excludes 0), and the number of those seeds."""
     from tlmsearch import stats
-    from tlmsearch.results import load_run
+    from tlmsearch.run_dir.tables import load_run
 
     data = load_run(run)
     t = data.trials

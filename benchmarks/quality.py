@@ -69,7 +69,7 @@ def main() -> None:
 
     from tlmsearch.config import load_study
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_candidate
+    from tlmsearch.train.loop import train_candidate
 
     cfg = load_study(args.study, args.sets)
     data = prepare_data(cfg.data, progress=False)

@@ -85,7 +85,7 @@ from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
 from tlmsearch.search.control import is_control
 from tlmsearch.search.samplers import SpaceFn, make_sampler, planned_trials, write_initial_queue
-from tlmsearch.space import UNIFORM
+from tlmsearch.widths.space import UNIFORM
 
 
 def study(name: str, runs: Path, tokens: int, pruner: str, space: Any) -> dict[str, Any]:
@@ -343,10 +343,10 @@ def race_replay(
     """The trials table had a race (``search.racing``) with ``pruner`` run the study.
 
     Every candidate on the first seed in launch order (the baseline first), then, after each
-    trial, the seeds :func:`tlmsearch.racing.race` says are due (a seed's baseline before its
-    candidates), one trial at a time. Returns the replayed table and the race's planned seeds.
+    trial, the seeds :func:`tlmsearch.evidence.racing.race` says are due (a seed's baseline before
+    its candidates), one trial at a time. Returns the replayed table and the race's planned seeds.
     """
-    from tlmsearch.racing import planned_seeds, race
+    from tlmsearch.evidence.racing import planned_seeds, race
 
     seeds = list(cfg.search.seeds)
     rep = _Replayer(cfg, curves, pruner, options)

@@ -183,9 +183,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import Evidence
-from tlmsearch.racing import (
+from tlmsearch.evidence.conclusions import conclusions
+from tlmsearch.evidence.racing import (
     FINAL,
     PAUSED,
     SEPARATED,

@@ -9,7 +9,7 @@ Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] 
    this 2-core machine shared with 7 other processes: 1.068 (30 steps, load ~25), 1.047 (40
    steps, load ~7: 549 vs 575 ms a step), 1.029 (40 steps, load ~5: 794 vs 817 ms), 1.429
    (30 steps, beside main's overhead run) and 1.029 (40 steps, load ~3: 350 vs 360 ms). The
-   chunked loss (tlmsearch/loss.py) is most of the gain: the head's forward and backward at
+   chunked loss (tlmsearch/train/loss.py) is most of the gain: the head's forward and backward at
    2048 x 16384 took 1079 ms, the fp32-logits path 1242 ms (load ~7). Main has no Trainer
    object, so no step ratio before: its overhead ratio below is the before.
 1. Overhead: tokens/s of ``train_proxy`` and of a plain PyTorch loop over the same model, data,
@@ -30,10 +30,10 @@ Run: ``.venv/bin/python benchmarks/trainer.py [--study studies/quickstart.yaml] 
    seq_len <= 256 on a CPU) except the one that names ``attention: default`` (torch's flash
    kernel), measured for comparison; ``thp`` rows run with PyTorch's huge pages, as trials do.
 3. Checkpoints (``--checkpoint``): at the study's proxy size, the seconds to write one trial
-   checkpoint (``tlmsearch.checkpoints.write_checkpoint``: torch.save, fsync, sha256, renames) and
-   to load and verify it, its bytes and bytes per parameter (weights + AdamW moments + the rest);
-   at 440M (studies/paper_440m.yaml) the bytes estimated as bytes per parameter x its parameters
-   and the seconds from the write bandwidth measured here.
+   checkpoint (``tlmsearch.train.checkpoints.write_checkpoint``: torch.save, fsync, sha256,
+   renames) and to load and verify it, its bytes and bytes per parameter (weights + AdamW moments +
+   the rest); at 440M (studies/paper_440m.yaml) the bytes estimated as bytes per parameter x its
+   parameters and the seconds from the write bandwidth measured here.
 The machine may be shared: trust ratios measured side by side more than absolute numbers.
 """
 
@@ -71,7 +71,7 @@ def hand_loop(model_cfg, widths, data, train_cfg, seed: int, dtype) -> float:
 
     from tlmsearch.data.batches import Batches
     from tlmsearch.models import build_model
-    from tlmsearch.runtime import attention_context, attention_kernel, batch_shape
+    from tlmsearch.train.runtime import attention_context, attention_kernel, batch_shape
 
     torch.manual_seed(seed)
     model = build_model(model_cfg, widths, data.vocab_size, seed=seed)  # as train_proxy
@@ -112,9 +112,9 @@ def overhead(study: str, tokens: int, rounds: int, threads: int) -> dict:
     import torch
 
     from tlmsearch.data import prepare_data
-    from tlmsearch.mfu import cpu_peak
-    from tlmsearch.runtime import resolve_dtype
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.mfu import cpu_peak
+    from tlmsearch.train.runtime import resolve_dtype
 
     torch.set_num_threads(threads)
     cfg, train = _load(study, tokens)
@@ -155,8 +155,8 @@ def step_ratio(study: str, steps: int, threads: int) -> dict:
 
     from tlmsearch.data import prepare_data
     from tlmsearch.data.batches import Batches
-    from tlmsearch.runtime import attention_context, autocast_context
-    from tlmsearch.trainer import Trainer
+    from tlmsearch.train.runtime import attention_context, autocast_context
+    from tlmsearch.train.trainer import Trainer
 
     torch.set_num_threads(threads)
     cfg, train = _load(study, 10**9)
@@ -211,7 +211,7 @@ def step_ratio(study: str, steps: int, threads: int) -> dict:
 def one(study: str, tokens: int, setup: dict) -> dict:
     """One setup in this process: train_proxy's tokens/s and its FLOPs per token."""
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     cfg, train = _load(study, tokens)
     train = train.model_copy(
@@ -232,7 +232,7 @@ def one(study: str, tokens: int, setup: dict) -> dict:
 def machine_peak() -> float:
     """bf16 matmul peak of all cores: the all-thread calibration, or cores x the 1-thread one
     when that is higher (a calibration taken while another process used a core reads low)."""
-    from tlmsearch.mfu import cpu_peak
+    from tlmsearch.train.mfu import cpu_peak
 
     ncpu = os.cpu_count() or 1
     return max(cpu_peak(ncpu), ncpu * cpu_peak(1))
@@ -245,7 +245,7 @@ def _spawn(study: str, tokens: int, setup: dict, env: dict) -> subprocess.Popen:
 
 
 def setups(study: str, tokens: int, full: bool) -> list[dict]:
-    from tlmsearch.mfu import cpu_has_bf16
+    from tlmsearch.train.mfu import cpu_has_bf16
 
     ncpu = os.cpu_count() or 1
     peak = machine_peak()
@@ -294,11 +294,11 @@ def checkpoint_cost(study: str, tokens: int, big: str) -> dict:
     """Seconds and bytes per checkpoint at ``study``'s size, estimated at ``big``'s."""
     import tempfile
 
-    from tlmsearch import checkpoints
-    from tlmsearch.budget import trial_counts
     from tlmsearch.config import load_study
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train import checkpoints
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.widths.budget import trial_counts
 
     cfg, train = _load(study, tokens)
     every = tokens // 4
@@ -386,7 +386,7 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(args.study, args.tokens, json.loads(args.one))))
         return
-    from tlmsearch.mfu import cpu_name, cpu_peak
+    from tlmsearch.train.mfu import cpu_name, cpu_peak
 
     ncpu = os.cpu_count() or 1
     # Calibrate again in this run, beside the rows it divides: a cached peak taken on a busy

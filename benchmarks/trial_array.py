@@ -12,7 +12,7 @@ docs as data, the vocabulary padded to 16384 as in ``benchmarks/gpu.py``), train
 - as three processes at once, one thread each (what the quickstart does: ``ray.cpus_per_trial:
   0.5``), each through ``train_proxy`` (``benchmarks/gpu.py --one``: they wait for each other
   after a warm-up window, then time ``--seconds`` of steps each);
-- as one :class:`tlmsearch.trial_array.TrialArray` of the three in one process with every
+- as one :class:`tlmsearch.train.trial_array.TrialArray` of the three in one process with every
   core's thread, timed the same way (the first eval window is the warm-up).
 
 Both count only training steps (evals and the first step excluded: each member's eval rows'
@@ -62,7 +62,7 @@ def array_one(spec: dict[str, Any]) -> dict[str, Any]:
     warm-up eval window: each member's tokens/s from its eval rows."""
     from tlmsearch.config import DataConfig, ModelConfig, TrainConfig
     from tlmsearch.data import prepare_data
-    from tlmsearch.trial_array import Member, TrialArray
+    from tlmsearch.train.trial_array import Member, TrialArray
 
     model = ModelConfig(**spec["model"])
     data = prepare_data(DataConfig(**spec["data"]), progress=False)

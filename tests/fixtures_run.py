@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from tlmsearch.results import write_results, write_status
-from tlmsearch.schedules import plan_from_params
+from tlmsearch.run_dir.tables import write_results, write_status
+from tlmsearch.widths.schedules import plan_from_params
 
 N_LAYER, D_FF, MULT = 4, 64, 8
 

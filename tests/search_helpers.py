@@ -128,7 +128,7 @@ def straight_curve(study: dict[str, Any], candidate: dict[str, Any], seed: int) 
     """The eval rows of an uninterrupted run of (candidate, seed) of ``study`` (a mapping), in
     this process, as a one-worker trial trains it: ``train_proxy`` on one thread, on the CPU."""
     from tlmsearch.data import prepare_data
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
 
     cfg = study_from_mapping(study)
     summary = train_proxy(

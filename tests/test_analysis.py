@@ -32,14 +32,14 @@ from tlmsearch.analysis import (
     validation_windows,
     with_attention,
 )
+from tlmsearch.analysis.probes import attention_sites
 from tlmsearch.cli import app
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.data import prepare_data
 from tlmsearch.data.batches import val_windows
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import build_model
-from tlmsearch.probes import attention_sites
-from tlmsearch.results import ANALYSIS_COLUMNS, ANALYSIS_HEAD_COLUMNS, load_run
+from tlmsearch.run_dir.tables import ANALYSIS_COLUMNS, ANALYSIS_HEAD_COLUMNS, load_run
 
 VOCAB = 256
 TINY = dict(n_layer=2, d_model=32, n_head=2, d_ff=64, multiple_of=16, titans={"chunk_size": 4})
@@ -432,8 +432,8 @@ def test_validation_windows_are_the_runs(kept_run, tmp_path: Path) -> None:
 
 
 def fake_checkpoints(monkeypatch, kept: list[dict]) -> list[tuple]:
-    """``tlmsearch.checkpoints``' two readers, as its contract says, recording every call."""
-    from tlmsearch import checkpoints
+    """``tlmsearch.train.checkpoints``' two readers, as its contract says, recording every call."""
+    from tlmsearch.train import checkpoints
 
     calls: list[tuple] = []
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tlmsearch.averaging import EMA, LAWA, ema_decay, load_average, weight_average
 from tlmsearch.config import TrainConfig
 from tlmsearch.errors import ConfigError
+from tlmsearch.train.averaging import EMA, LAWA, ema_decay, load_average, weight_average
 
 
 def _net() -> torch.nn.Module:

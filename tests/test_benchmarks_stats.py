@@ -142,7 +142,7 @@ def test_a_prior_held_lane_reads_as_the_separation_it_stands_for() -> None:
     # the rule before issue 31, emulated: a lane held on the prior (racing.PAUSED) is recorded
     # as the separation its reason names, and the claim parser reads it
     bench = _bench()
-    from tlmsearch.racing import HELD, PAUSED, RACING, SEPARATED, Lane
+    from tlmsearch.evidence.racing import HELD, PAUSED, RACING, SEPARATED, Lane
 
     why = "better than uniform after 1 seed(s): -0.012 ± 0.011 (prior noise sd 0.0035)"
     held = Lane("c04", RACING, f"{PAUSED}: {why}; {HELD}", (0,), -0.012, 0.011, None)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embedding_params
 from tlmsearch.config import ARCHS, ModelConfig
-from tlmsearch.schedules import ScheduleError, plan_widths, uniform_widths
+from tlmsearch.widths.budget import count_params, flops_per_token, mlp_params, non_embedding_params
+from tlmsearch.widths.schedules import ScheduleError, plan_widths, uniform_widths
 
 VOCAB = 256
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ def tiny(arch: str, **kw) -> ModelConfig:
 
 
 def test_budget_imports_no_torch() -> None:
-    code = "import sys, tlmsearch.budget; print('torch' in sys.modules)"
+    code = "import sys, tlmsearch.widths.budget; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -145,7 +145,7 @@ def test_validate_table_shows_exact_totals_for_every_arch(arch: str) -> None:
     from rich.console import Console
 
     from tlmsearch.config import load_study
-    from tlmsearch.summary import candidates_table
+    from tlmsearch.config.summary import candidates_table
 
     cfg = load_study(ROOT / "studies/quickstart.yaml", [f"model.arch={arch}"])
     console = Console(width=200, record=True)
@@ -170,7 +170,7 @@ def test_validate_table_without_a_known_vocabulary_shows_non_embedding() -> None
     from rich.console import Console
 
     from tlmsearch.config import load_study
-    from tlmsearch.summary import candidates_table
+    from tlmsearch.config.summary import candidates_table
 
     cfg = load_study(
         ROOT / "studies/quickstart.yaml",

@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch import checkpoints as ck
 from tlmsearch.config import ModelConfig
 from tlmsearch.models import build_model
+from tlmsearch.train import checkpoints as ck
 
 MODEL = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64, vocab_size=64)
 WIDTHS = [64, 32]

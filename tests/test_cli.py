@@ -249,8 +249,9 @@ def test_widths_bad_request_exits_2() -> None:
 def test_fast_commands_import_neither_torch_nor_ray() -> None:
     code = (
         "import sys\n"
-        "import tlmsearch, tlmsearch.cli, tlmsearch.schedules, tlmsearch.space, tlmsearch.config\n"
-        "import tlmsearch.budget, tlmsearch.summary\n"
+        "import tlmsearch, tlmsearch.cli, tlmsearch.config\n"
+        "import tlmsearch.widths.schedules, tlmsearch.widths.space\n"
+        "import tlmsearch.widths.budget, tlmsearch.config.summary\n"
         "from typer.testing import CliRunner\n"
         f"study = {str(ROOT / 'studies/quickstart.yaml')!r}\n"
         "r = CliRunner().invoke(tlmsearch.cli.app, ['validate', study])\n"
@@ -362,7 +363,7 @@ def test_widths_out_of_range_exits_2(args: list[str], needle: str) -> None:
 
 
 # -------------------------------------------------------------------------------------------------
-# tlmsearch plan (tlmsearch/power.py)
+# tlmsearch plan (tlmsearch/evidence/power.py)
 
 
 def _plan_study(tmp_path: Path, min_effect: float | None = 0.005, **search: object) -> Path:

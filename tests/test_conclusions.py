@@ -1,4 +1,5 @@
-"""tlmsearch.conclusions: sentences from small trials tables with hand-computed numbers."""
+"""tlmsearch.evidence.conclusions: sentences from small trials tables with hand-computed
+numbers."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pandas as pd
 import pytest
 
 from tlmsearch import stats
-from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import Evidence
+from tlmsearch.evidence.conclusions import conclusions
 
 BASE = [2.0, 2.1, 1.9]  # uniform on seeds 0, 1, 2: a seed effect pairing cancels
 

@@ -76,9 +76,14 @@ def test_constants_is_a_leaf() -> None:
 def test_a_section_module_is_data_only(name: str) -> None:
     """No settings, models, data or search code, nor the config's own checks and planning."""
     ours = {m for m in imports_of(PACKAGE / f"{name}.py") if m.startswith("tlmsearch")}
-    allowed = {"tlmsearch.errors", "tlmsearch.schedules", "tlmsearch.space", "tlmsearch.constants"}
+    allowed = {
+        "tlmsearch.errors",
+        "tlmsearch.widths.schedules",
+        "tlmsearch.widths.space",
+        "tlmsearch.constants",
+    }
     # heads.py is the schedules' planning for attention heads (pure, no torch), inside plan()
-    allowed |= {"tlmsearch.config.limits", "tlmsearch.heads"}
+    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads"}
     assert ours <= allowed, ours - allowed
 
 

@@ -1,4 +1,5 @@
-"""Data-parallel proxies: N gloo workers train the one-worker model (tlmsearch/distributed.py).
+"""Data-parallel proxies: N gloo workers train the one-worker model
+(tlmsearch/train/distributed.py).
 
 The workers are processes of torch.multiprocessing on loopback, without Ray; the Ray Train launch
 is tested in test_search_workers.py.
@@ -21,9 +22,9 @@ from hypothesis import strategies as st
 from tlmsearch.config import HFOptions, ModelConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.data.batches import Batches
-from tlmsearch.distributed import DistInfo, close_group, init_group, listen
 from tlmsearch.errors import ConfigError
-from tlmsearch.train import train_proxy
+from tlmsearch.train.distributed import DistInfo, close_group, init_group, listen
+from tlmsearch.train.loop import train_proxy
 
 TINY = test_train.TINY
 tiny_text = test_train.data  # a fixture: test_train's tiny byte-level corpus

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.divergence import DivergenceMonitor
+from tlmsearch.train.divergence import DivergenceMonitor
 
 V = 16384  # the quickstart's vocabulary: ln V = 9.70 nats
 

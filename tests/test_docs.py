@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tlmsearch.config import load_study
-from tlmsearch.schema import DOC_FILES
+from tlmsearch.config.schema import DOC_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

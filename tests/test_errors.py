@@ -29,7 +29,7 @@ def test_short_is_bounded_for_any_value() -> None:
 
 def test_problems_from_merges_union_members_and_caps_lines() -> None:
     from tlmsearch.errors import MAX_PROBLEMS, problems_from
-    from tlmsearch.space import Dimension
+    from tlmsearch.widths.space import Dimension
 
     with pytest.raises(ValidationError) as info:
         Dimension.model_validate({"type": "categorical", "choices": [1.5, float("nan"), [1]]})

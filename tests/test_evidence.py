@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from tlmsearch.conclusions import conclusions
 from tlmsearch.evidence import FAMILY, RACE, Evidence
-from tlmsearch.racing import race_family_size
+from tlmsearch.evidence.conclusions import conclusions
+from tlmsearch.evidence.racing import race_family_size
 
 
 def frame(rows: list[tuple]) -> pd.DataFrame:
@@ -156,7 +156,7 @@ def test_pairs_are_the_evidences_pairwise_decisions():
 def test_the_race_judges_each_candidate_on_the_same_model_as_the_effects():
     # issue 31: one variance model for every decision; here uniform's seeds scatter more than
     # the pool, so the race's interval (and the effects') rests on uniform's own noise
-    from tlmsearch.racing import critical
+    from tlmsearch.evidence.racing import critical
 
     t = frame(ROWS)
     ev = Evidence.build(t, "val_bpb", config=racing_config())

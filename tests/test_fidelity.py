@@ -1,4 +1,5 @@
-"""tlmsearch.fidelity: rank agreement between rungs, lines in log compute, where they cross."""
+"""tlmsearch.evidence.fidelity: rank agreement between rungs, lines in log compute, where they
+cross."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch import fidelity as fid
-from tlmsearch.results import trials_frame
+from tlmsearch.evidence import fidelity as fid
+from tlmsearch.run_dir.tables import trials_frame
 
 
 def test_tau_and_rho_of_identical_reversed_and_one_swap_rankings() -> None:
@@ -338,7 +339,7 @@ def test_agreement_beyond_the_shared_noise_is_trusted_and_says_why() -> None:
     assert doc["trust"].endswith("can be trusted at this step"), doc["trust"]
     assert f"95% upper bound {pair['rho_upper']:+.2f}, 20 df" in doc["trust"]
     assert f"reaches tau {pair['null_tau95']:+.2f} or more in at most 5%" in doc["trust"]
-    from tlmsearch.fidelity_tables import agreement
+    from tlmsearch.evidence.fidelity_tables import agreement
 
     table = agreement(doc)
     assert table.rows[0][5].startswith(f"p {pair['null_p']:.3f}, needs {pair['null_tau95']:+.2f}")

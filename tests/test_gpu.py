@@ -14,16 +14,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from search_helpers import tiny_config, write_text
 
-from tlmsearch import mfu
 from tlmsearch.config import DataConfig, ModelConfig, TrainConfig
 from tlmsearch.data import PreparedData, prepare_data
 from tlmsearch.data.batches import Batches
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import ARCHITECTURES, build_model
-from tlmsearch.runtime import GPU_COMPILE_AFTER_S, GPU_EAGER_MFU, enable_tf32, resolve_compile
 from tlmsearch.search.runner import trial_slots
-from tlmsearch.space import UNIFORM
-from tlmsearch.train import train_proxy
+from tlmsearch.train import mfu
+from tlmsearch.train.loop import train_proxy
+from tlmsearch.train.runtime import (
+    GPU_COMPILE_AFTER_S,
+    GPU_EAGER_MFU,
+    enable_tf32,
+    resolve_compile,
+)
+from tlmsearch.widths.space import UNIFORM
 
 CUDA = torch.device("cuda")  # a device object needs no GPU; nothing here touches one
 
@@ -247,8 +252,8 @@ def test_a_trial_trains_on_the_gpu_ray_gave_it(
 ) -> None:
     import ray.tune
 
-    from tlmsearch import train
     from tlmsearch.search import trainable
+    from tlmsearch.train import loop as train
 
     cfg = tiny_config(tmp_path, ray={"gpus_per_trial": gpus})
     got: dict = {}

@@ -1,4 +1,5 @@
-"""Heads schedules (tlmsearch/heads.py): per-layer heads at an exact budget, and their errors."""
+"""Heads schedules (tlmsearch/widths/heads.py): per-layer heads at an exact budget, and their
+errors."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.budget import count_params, flops_per_token
 from tlmsearch.config import ModelConfig, load_study, study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.heads import costs, heads_schedule, mlp_schedule
-from tlmsearch.schedules import ScheduleError
-from tlmsearch.space import describe, is_flat
+from tlmsearch.widths.budget import count_params, flops_per_token
+from tlmsearch.widths.heads import costs, heads_schedule, mlp_schedule
+from tlmsearch.widths.schedules import ScheduleError
+from tlmsearch.widths.space import describe, is_flat
 
 RAMPS = ("linear", "cosine", "sigmoid")
 

@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from search_helpers import tiny_config
 
-from tlmsearch.budget import count_params
 from tlmsearch.config import ModelConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.hf_export import (
+from tlmsearch.models import build_model
+from tlmsearch.models.hf_export import (
     DECI_MULTIPLE,
     deci_blocks,
     deci_heads,
@@ -28,9 +28,9 @@ from tlmsearch.hf_export import (
     llama_weights,
     off_lattice,
 )
-from tlmsearch.models import build_model
-from tlmsearch.results import add_deltas, trials_frame
+from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search.export import best_document
+from tlmsearch.widths.budget import count_params
 
 VOCAB = 256
 
@@ -222,7 +222,7 @@ def test_archs_without_a_family_and_runs_without_a_best_are_config_errors(tmp_pa
     cfg = tiny_config(tmp_path, model={"arch": "gated_attention"})
     with pytest.raises(ConfigError, match=r"--format hf: model\.arch 'gated_attention'"):
         export_best(tmp_path, cfg, _best(cfg), None)
-    from tlmsearch.hf_export import family_of
+    from tlmsearch.models.hf_export import family_of
 
     with pytest.raises(ConfigError, match="use --format yaml"):
         family_of(ModelConfig(arch="plugin_model:build", n_layer=2, d_model=32, n_head=2))

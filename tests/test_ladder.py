@@ -211,7 +211,8 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     html = (run / "report.html").read_text()
     assert "id='fidelity-box'" in html and "fig-fidelity" in html
-    # the tables `tlmsearch fidelity` printed, the same cells (tlmsearch/fidelity_tables.py)
+    # the tables `tlmsearch fidelity` printed, the same cells
+    # (tlmsearch/evidence/fidelity_tables.py)
     assert "decision accuracy vs the top rung (rung 1) per compute" in html
     assert "signal-to-noise per rung" in html and "rank agreement of the candidates" in html
     best = L.finish_ladder(run)
@@ -222,7 +223,7 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
 
 
 def test_ladder_fidelity_passes_the_studys_stats_level_and_family(tmp_path, monkeypatch) -> None:
-    from tlmsearch import fidelity as fid
+    from tlmsearch.evidence import fidelity as fid
 
     run = tmp_path / "lad"
     cfg = make_ladder(run, {})

@@ -82,3 +82,85 @@ def test_no_function_is_over_the_limit() -> None:
             "tests/test_layout.py):\n  " + "\n  ".join(stale)
         )
     assert not problems, "\n".join(problems)
+
+
+def test_no_package_attribute_shadows_its_submodule() -> None:
+    """``from tlmsearch.evidence import tuned`` must give the module: a package that binds a
+    name like one of its submodules (a function ``tuned`` imported into ``evidence/__init__``)
+    makes that import return the function, depending on import order."""
+    import importlib
+    import pkgutil
+
+    shadowed = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        package = ".".join(init.parent.relative_to(ROOT).parts)
+        for info in pkgutil.iter_modules([str(init.parent)]):
+            module = importlib.import_module(f"{package}.{info.name}")
+            if getattr(importlib.import_module(package), info.name) is not module:
+                shadowed.append(f"{package}.{info.name}")
+    assert shadowed == [], f"package attributes that hide their submodule: {shadowed}"
+
+
+# The layers, bottom first: a module imports, at module level (outside functions and
+# ``if TYPE_CHECKING:``), only its own layer's modules and those of layers before it
+# (docs/contributing.md, "Package layout"). Units are packages, but ``run_dir/tables.py`` sits
+# far above ``run_dir/__init__.py`` (the layout leaf).
+LAYERS: list[set[str]] = [
+    {"constants", "errors", "reasons", "tables", "run_dir"},
+    {"metrics"},
+    {"widths"},
+    {"config"},
+    {"stats", "models", "data"},
+    {"train"},
+    {"analysis", "evidence"},
+    {"run_dir.tables"},
+    {"search"},
+    {"report"},
+    {"cli", "tlmsearch"},
+]
+RANK = {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    if parts[1:3] == ["run_dir", "tables"]:
+        return "run_dir.tables"
+    return parts[1] if len(parts) > 1 else "tlmsearch"
+
+
+def _module_level_imports(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """(tlmsearch module, line) of every import that runs when the module is imported."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue  # a class body runs at import, but no module here imports inside one
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tlmsearch"):
+                names = [f"tlmsearch.{a.name}" for a in n.names]
+                yield from (
+                    (m, n.lineno) for m in (names if n.module == "tlmsearch" else [n.module])
+                )
+            elif isinstance(n, ast.Import):
+                yield from ((a.name, n.lineno) for a in n.names if a.name.startswith("tlmsearch"))
+
+
+def test_every_package_is_in_a_layer() -> None:
+    units = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if p.suffix == ".py"}
+    units |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    units = (units - {"__init__"}) | {"tlmsearch", "run_dir.tables"}
+    assert units == set(RANK), "add the new package or module to LAYERS (and to contributing.md)"
+
+
+def test_layers_import_only_the_layers_before_them() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for target, line in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            a, b = _unit(module), _unit(target)
+            if a != b and RANK[b] >= RANK[a]:
+                upward.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert upward == [], "module-level imports of a layer not before this one:\n  " + "\n  ".join(
+        upward
+    )

@@ -1,4 +1,5 @@
-"""The chunked next-token loss (tlmsearch/loss.py): the unchunked loss and gradients, in pieces."""
+"""The chunked next-token loss (tlmsearch/train/loss.py): the unchunked loss and gradients, in
+pieces."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch.config import ModelConfig
-from tlmsearch.loss import linear_cross_entropy, next_token_nll, nll_sum
 from tlmsearch.models import build_model
+from tlmsearch.train.loss import linear_cross_entropy, next_token_nll, nll_sum
 
 TINY = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
 
@@ -56,7 +57,7 @@ def test_the_model_loss_is_the_loss_of_its_logits_with_tied_weights() -> None:
 
 def test_chunks_smaller_than_the_batch_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a chunk of 5 tokens, no logits tensor holds more than 5 rows."""
-    import tlmsearch.loss as loss_mod
+    import tlmsearch.train.loss as loss_mod
 
     monkeypatch.setattr(loss_mod, "CHUNK_TOKENS", 5)
     rows: list[int] = []

@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tlmsearch.budget import count_params
 from tlmsearch.config import ModelConfig
 from tlmsearch.models import ARCHITECTURES, build_model
 from tlmsearch.models.common import UNIT_CHUNK, RMSNorm, keyed_normal, keyed_normal_
 from tlmsearch.models.titans import NeuralMemory
-from tlmsearch.schedules import plan_widths, uniform_widths
+from tlmsearch.widths.budget import count_params
+from tlmsearch.widths.schedules import plan_widths, uniform_widths
 
 ARCHS = sorted(ARCHITECTURES)
 VOCAB = 256
@@ -35,11 +35,11 @@ def seeded(cfg: ModelConfig, widths, seed: int = 0, vocab: int = VOCAB) -> nn.Mo
 def test_registry_names_every_architecture_of_the_config() -> None:
     """One spec entry per architecture (config.model.ARCH_SPECS), one block builder
     (models.ARCHITECTURES) and one parameter count (budget.MIXERS): the same names."""
-    from tlmsearch.budget import MIXERS
     from tlmsearch.config import ARCHS as CONFIG_ARCHS
     from tlmsearch.config.model import ARCH_SPECS, WIDTH_SITES
-    from tlmsearch.hf_export import NO_FAMILY
-    from tlmsearch.trial_array import FUSABLE_ARCHS
+    from tlmsearch.models.hf_export import NO_FAMILY
+    from tlmsearch.train.trial_array import FUSABLE_ARCHS
+    from tlmsearch.widths.budget import MIXERS
 
     assert set(ARCHITECTURES) == set(CONFIG_ARCHS) == set(MIXERS) == set(ARCH_SPECS)
     assert set(WIDTH_SITES) == set(ARCH_SPECS)

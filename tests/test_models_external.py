@@ -13,15 +13,15 @@ from search_helpers import learnable_bytes
 from torch import nn
 from typer.testing import CliRunner
 
-from tlmsearch import budget
-from tlmsearch import checkpoints as ck
 from tlmsearch.analysis import attention_diagnostics, layer_diagnostics, mlp_sites
 from tlmsearch.cli import app
 from tlmsearch.config import ModelConfig, TrainConfig, load_study
 from tlmsearch.data.batches import val_windows
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import build_model
-from tlmsearch.train import train_proxy
+from tlmsearch.train import checkpoints as ck
+from tlmsearch.train.loop import train_proxy
+from tlmsearch.widths import budget
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 256

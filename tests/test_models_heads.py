@@ -187,7 +187,7 @@ def test_query_heads_do_not_depend_on_the_key_value_heads() -> None:
 
 def test_attention_matrices_are_not_tagged_as_mlp_units() -> None:
     """muP and trial arrays read ``unit_dim`` as "an MLP matrix": attention must not carry it."""
-    from tlmsearch.trial_array import unit_dims
+    from tlmsearch.train.trial_array import unit_dims
 
     model = build_model(tiny("gated_attention", layer_heads=[2, 6]), (96, 32), VOCAB)
     dims = unit_dims(model)

@@ -10,12 +10,12 @@ import yaml
 from search_helpers import tiny_study
 from typer.testing import CliRunner
 
-from tlmsearch import budget
 from tlmsearch.cli import app
 from tlmsearch.config import ModelConfig, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.models import build_model
 from tlmsearch.models.hf import family_config
+from tlmsearch.widths import budget
 
 VOCAB = 64
 LLAMA = dict(arch="hf", hf={"model_type": "llama"}, n_layer=2, d_model=32, n_head=4, d_ff=64)

@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from tlmsearch import parametrization
 from tlmsearch.config import ARCHS, ModelConfig, TrainConfig
 from tlmsearch.models import ARCHITECTURES, build_model
 from tlmsearch.models.common import Block, CausalSelfAttention, SwiGLU
-from tlmsearch.parametrization import LR_SCALE, mup_scales, set_lr, width_mult
+from tlmsearch.train import parametrization
+from tlmsearch.train.parametrization import LR_SCALE, mup_scales, set_lr, width_mult
 
 BASE = 64
 TINY = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=BASE)

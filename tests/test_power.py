@@ -1,5 +1,6 @@
-"""tlmsearch.power: seeds per candidate on known answers, against statsmodels and a simulation of
-the block design, plus invariants (hypothesis); a study's plan from a synthetic pilot."""
+"""tlmsearch.evidence.power: seeds per candidate on known answers, against statsmodels and a
+simulation of the block design, plus invariants (hypothesis); a study's plan from a synthetic
+pilot."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from fixtures_run import make_run, study_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch import power, stats
+from tlmsearch import stats
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.results import load_run
+from tlmsearch.evidence import power
+from tlmsearch.run_dir.tables import load_run
 
 
 def test_the_notes_example_needs_about_7_seeds_by_the_normal_formula() -> None:

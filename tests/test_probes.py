@@ -9,17 +9,17 @@ import math
 import pytest
 import torch
 
-from tlmsearch.config import ModelConfig
-from tlmsearch.models import build_model
-from tlmsearch.models.common import CausalSelfAttention, Rotary
-from tlmsearch.models.gated_attention import GatedSelfAttention
-from tlmsearch.probes import (
+from tlmsearch.analysis.probes import (
     ablated,
     ablated_head,
     attention_entropy,
     attention_probs,
     attention_sites,
 )
+from tlmsearch.config import ModelConfig
+from tlmsearch.models import build_model
+from tlmsearch.models.common import CausalSelfAttention, Rotary
+from tlmsearch.models.gated_attention import GatedSelfAttention
 
 D, T = 32, 12
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.racing import DONE, RACING, SEPARATED, STOPPED, TIED, race, race_noise
+from tlmsearch.evidence.racing import DONE, RACING, SEPARATED, STOPPED, TIED, race, race_noise
 from tlmsearch.stats import block_noise
 
 SEEDS = [0, 1, 2, 3]
@@ -176,7 +176,7 @@ def _drive(study, cfg, value, stop_after: int | None = None) -> int:
 def _seeds_run(study) -> dict[str, list[int]]:
     import json
 
-    from tlmsearch.space import describe
+    from tlmsearch.widths.space import describe
 
     out: dict[str, list[int]] = {}
     for t in study.get_trials():
@@ -309,7 +309,7 @@ def test_the_ranking_follows_the_race_not_the_seed_count() -> None:
     # separates and races to 4. Counting seeds, "flat" looked fully measured and "good"
     # two seeds short, so "flat" ranked first; by the race both are decided, and "good"'s
     # paired effect is the better one.
-    from tlmsearch.racing import planned_seeds
+    from tlmsearch.evidence.racing import planned_seeds
     from tlmsearch.stats import rank
 
     rows = BASE + rows_for("good", [-0.30, -0.31]) + rows_for("flat", [0.01, -0.01, 0.02, -0.02])
@@ -329,7 +329,7 @@ def test_the_ranking_follows_the_race_not_the_seed_count() -> None:
 
 
 def test_a_candidate_still_racing_is_pending_on_its_next_seed() -> None:
-    from tlmsearch.racing import planned_seeds
+    from tlmsearch.evidence.racing import planned_seeds
     from tlmsearch.stats import rank
 
     rows = BASE + rows_for("noisy", [0.01, -0.01, 0.0]) + rows_for("new", [0.002])
@@ -386,7 +386,7 @@ def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(t
 
     import optuna
 
-    from tlmsearch.results import trials_frame
+    from tlmsearch.run_dir.tables import trials_frame
     from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import write_initial_queue
 
@@ -423,7 +423,7 @@ def test_a_failure_of_its_own_stops_the_race_and_a_lost_seed_is_only_missing() -
 def test_a_decision_is_strict_json_and_a_broken_record_is_a_clear_error() -> None:
     import json
 
-    from tlmsearch.racing import Lane, decision, recorded_lanes
+    from tlmsearch.evidence.racing import Lane, decision, recorded_lanes
 
     d = decision(Lane("c", STOPPED, "pruned on a seed", (0,), math.nan, math.nan, None))
     assert json.loads(json.dumps(d, allow_nan=False))["mean_delta"] is None
@@ -438,7 +438,7 @@ def test_a_decision_is_strict_json_and_a_broken_record_is_a_clear_error() -> Non
 
 
 def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> None:
-    from tlmsearch.racing import planned_seeds
+    from tlmsearch.evidence.racing import planned_seeds
 
     rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "FAIL", math.nan)]
     rows += [("c", 0, "COMPLETE", 2.0), ("c", 1, "COMPLETE", 2.1)]
@@ -448,7 +448,7 @@ def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> Non
 
 
 def test_a_hand_edited_studys_family_counts_an_attention_only_taper():
-    from tlmsearch.racing import race_family_size
+    from tlmsearch.evidence.racing import race_family_size
 
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
     listed = [{"shape": "uniform"}, attention, {"shape": "cosine"}]

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.report import dashboard, images
 from tlmsearch.report.html import build, render, write_report
-from tlmsearch.results import load_run, write_results
+from tlmsearch.run_dir.tables import load_run, write_results
 
 PLOTLY_BANNER = "* plotly.js v"  # the licence header at the top of the bundle
 
@@ -373,7 +373,7 @@ def test_a_report_builds_the_evidence_once_per_objective(tmp_path, monkeypatch, 
     for name in ("rank", "pairwise", "effects", "mcb", "block_noise", "paired_deltas"):
         monkeypatch.setattr(stats, name, watched(name, getattr(stats, name)))
     report = build(data)
-    from tlmsearch.results import metric_column
+    from tlmsearch.run_dir.tables import metric_column
 
     assert sorted(builds) == sorted(metric_column(o["metric"]) for o in objectives)
     assert by_report == [("rank", "val_ppl"), ("paired_deltas", "val_bpb")]

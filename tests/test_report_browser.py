@@ -110,7 +110,7 @@ def test_live_dashboard_redraws_when_the_run_dir_changes(tmp_path, monkeypatch):
     from fixtures_run import make_trials
 
     from tlmsearch.report import dashboard
-    from tlmsearch.results import write_results
+    from tlmsearch.run_dir.tables import write_results
 
     run = make_run(tmp_path / "live", status="running", seeds=(0,))
     calls = []
@@ -155,7 +155,7 @@ def test_live_dashboard_redraws_when_the_run_dir_changes(tmp_path, monkeypatch):
 def test_png_export_with_chromium(copied_report, tmp_path):
     from tlmsearch.report.html import build
     from tlmsearch.report.images import write_pngs
-    from tlmsearch.results import load_run
+    from tlmsearch.run_dir.tables import load_run
 
     figures = build(load_run(copied_report.parent)).figures[:2]  # fronts and Pareto: enough
     paths = write_pngs(figures, tmp_path / "png")

@@ -17,8 +17,8 @@ from tlmsearch.report import collect as C
 from tlmsearch.report import figures as F
 from tlmsearch.report import params as P
 from tlmsearch.report import summary as S
-from tlmsearch.results import curves_frame, trials_frame
-from tlmsearch.schedules import plan_from_params
+from tlmsearch.run_dir.tables import curves_frame, trials_frame
+from tlmsearch.widths.schedules import plan_from_params
 
 
 def frames(**kw):
@@ -502,7 +502,7 @@ def test_hover_has_trial_params_and_widths():
 
 
 def test_blocks_use_the_realised_first_ratio():
-    from tlmsearch.schedules import plan_from_params
+    from tlmsearch.widths.schedules import plan_from_params
 
     recs = []
     for i, preset in enumerate(("wider_early", "wider_late")):

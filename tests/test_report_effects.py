@@ -12,7 +12,7 @@ from fixtures_run import make_trials
 from tlmsearch import stats
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
-from tlmsearch.results import trials_frame
+from tlmsearch.run_dir.tables import trials_frame
 
 BASE = [2.0, 2.1, 1.9]  # uniform on seeds 0, 1, 2
 COS = {"shape": "cosine", "r_start": 1.5}  # cosine 1.5->0.5

@@ -10,7 +10,7 @@ from fixtures_run import make_run
 
 from tlmsearch.report.html import build, render
 from tlmsearch.report.layers import ATTENTION, DIAGNOSTICS, layer_diagnostics
-from tlmsearch.results import analysis_frame, atomic_write, load_run
+from tlmsearch.run_dir.tables import analysis_frame, atomic_write, load_run
 
 CANDIDATES = [
     (0, "uniform", 0),

@@ -8,7 +8,7 @@ from test_settings import VALUES, _rows
 from tlmsearch.report import figures as F
 from tlmsearch.report.html import build, render, tuned_html
 from tlmsearch.report.tuned import setting_sweep
-from tlmsearch.results import load_run, trials_frame
+from tlmsearch.run_dir.tables import load_run, trials_frame
 
 
 def test_sweep_has_one_line_per_schedule_with_its_best_marked():

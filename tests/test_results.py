@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.results import (
+from tlmsearch.run_dir.tables import (
     CURVE_COLUMNS,
     TRIAL_COLUMNS,
     add_deltas,

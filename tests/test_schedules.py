@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.schedules import (
+from tlmsearch.widths.schedules import (
     BLOCK_PRESETS,
     SHAPES,
     ScheduleError,

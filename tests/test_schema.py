@@ -1,4 +1,4 @@
-"""The study YAML's JSON Schema and reference (tlmsearch/schema.py, `tlmsearch schema`)."""
+"""The study YAML's JSON Schema and reference (tlmsearch/config/schema.py, `tlmsearch schema`)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from typer.testing import CliRunner
 
 from tlmsearch.cli import app
 from tlmsearch.config import StudyConfig
-from tlmsearch.errors import ConfigError, Strict
-from tlmsearch.schema import (
+from tlmsearch.config.schema import (
     DOC_FILES,
     REFRESH,
     _number,
@@ -30,7 +29,8 @@ from tlmsearch.schema import (
     space_schema,
     study_schema,
 )
-from tlmsearch.space import find_space, load_space
+from tlmsearch.errors import ConfigError, Strict
+from tlmsearch.widths.space import find_space, load_space
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

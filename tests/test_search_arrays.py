@@ -210,9 +210,9 @@ def _members(tmp: Path, cfg, n: int) -> list[dict]:
 
 
 def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(tmp_path, reports):
-    from tlmsearch.checkpoints import latest_checkpoint, load_checkpoint
     from tlmsearch.data import prepare_data
     from tlmsearch.search.array_trainable import run_array
+    from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint
 
     cfg = _cfg(tmp_path, keep_weights="final")
     cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
@@ -242,8 +242,8 @@ def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(t
     Path(members[0][MEMBER_DIR], ENDED).write_text("COMPLETE")
     Path(members[2][MEMBER_DIR], ENDED).unlink()
     mid = tmp_path / "mid"
-    from tlmsearch.checkpoints import write_checkpoint
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.checkpoints import write_checkpoint
+    from tlmsearch.train.loop import train_proxy
 
     def at(state: dict) -> None:  # its tensors are live: written at once
         if state["tokens"] == 4096:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from search_helpers import tiny_config
 
-from tlmsearch.results import add_deltas, trials_frame
+from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search.export import best_candidates, best_document, pareto_front
 
 
@@ -564,8 +564,8 @@ def test_a_lower_ranked_candidate_better_on_common_seeds_means_no_best_yet(tmp_p
 def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path, monkeypatch):
     import pandas as pd
 
-    from tlmsearch import checkpoints
-    from tlmsearch.checkpoints import keep_best
+    from tlmsearch.train import checkpoints
+    from tlmsearch.train.checkpoints import keep_best
 
     kept: list[set] = []
     monkeypatch.setattr(
@@ -593,8 +593,8 @@ def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
     5 names that folder as its weights, whose meta says trial 2. It was removed as trial 2's."""
     import pandas as pd
 
-    from tlmsearch import checkpoints
-    from tlmsearch.checkpoints import keep_best
+    from tlmsearch.train import checkpoints
+    from tlmsearch.train.checkpoints import keep_best
 
     meta = {"candidate": {}, "seed": 0, "widths": [64, 64], "model": {}, "final": True}
     folders = {}
@@ -625,9 +625,9 @@ def test_a_finished_run_keeping_the_best_weights_thins_them_and_its_table(tmp_pa
     import optuna
     import pandas as pd
 
-    from tlmsearch import checkpoints
     from tlmsearch.search.attrs import CANDIDATE, SEED
     from tlmsearch.search.runner import _finish
+    from tlmsearch.train import checkpoints
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
@@ -701,7 +701,7 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
     import optuna
 
     from tlmsearch.config import EVAL_KEYS
-    from tlmsearch.results import load_run, write_results
+    from tlmsearch.run_dir.tables import load_run, write_results
     from tlmsearch.search.records import clean as _clean
     from tlmsearch.search.records import trial_records
     from tlmsearch.search.samplers import SpaceFn, write_initial_queue
@@ -736,7 +736,7 @@ def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
     from fixtures_run import make_run
 
     from tlmsearch.config import load_study
-    from tlmsearch.results import load_run
+    from tlmsearch.run_dir.tables import load_run
     from tlmsearch.search.export import write_best
 
     run = make_run(tmp_path / "r", seeds=(0, 1, 2), evals=8)

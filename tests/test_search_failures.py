@@ -175,7 +175,7 @@ def test_a_lost_candidate_out_of_retries_is_fail_with_the_reason(tmp_path):
 
 
 def _with_checkpoint(tmp: Path, trial: SimpleNamespace, tokens: int = 2048) -> Path:
-    from tlmsearch import checkpoints
+    from tlmsearch.train import checkpoints
 
     trial.path = str(tmp / f"trial_{trial.trial_id}")  # the folder requeue finds it by
     meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
@@ -188,8 +188,8 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
     """Ray resumes a retried trial from its checkpoint; after the last retry the checkpoint
     stays for `resume --retry-failed`, which continues the trial from it (it restarted a
     440M trial from zero before); one that failed on its own starts again from zero."""
-    from tlmsearch.checkpoints import checkpoint_dirs
     from tlmsearch.search.attrs import RESUME_FROM
+    from tlmsearch.train.checkpoints import checkpoint_dirs
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1, keep_weights=keep)
     _trial(searcher, sched, ctrl, "a")
@@ -211,7 +211,7 @@ def test_a_lost_trial_keeps_its_checkpoint_and_retry_failed_continues_from_it(tm
 def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, keep):
     """A Ray-level error that is not the system's (unreadable, or an unknown kind) is retried
     from zero by --retry-failed: nothing would ever remove its checkpoints."""
-    from tlmsearch.checkpoints import checkpoint_dirs
+    from tlmsearch.train.checkpoints import checkpoint_dirs
 
     _, searcher, sched, ctrl = _setup(tmp_path, max_retries=1, keep_weights=keep)
     _trial(searcher, sched, ctrl, "a")
@@ -349,8 +349,8 @@ def test_a_retried_seed_clears_the_race_decision_taken_without_it(tmp_path):
 def _interrupted_twice(tmp: Path, keep: str, b_saved: bool):
     """Trial A was interrupted at 2,048 tokens and requeued as B (resuming from A's checkpoint);
     the driver dies again with B running, after (``b_saved``) or before B's first checkpoint."""
-    from tlmsearch import checkpoints
     from tlmsearch.search.attrs import RESUME_FROM
+    from tlmsearch.train import checkpoints
 
     cfg = tiny_config(tmp, search={"keep_weights": keep})
     study = optuna.create_study()
@@ -384,8 +384,8 @@ def test_a_trial_interrupted_twice_keeps_only_the_checkpoint_it_continues_from(t
 
 
 def test_a_storage_error_while_thinning_loses_no_trial(tmp_path, monkeypatch):
-    from tlmsearch import checkpoints
     from tlmsearch.search.runner import requeue_interrupted
+    from tlmsearch.train import checkpoints
 
     study, cfg, run, a, _ = _interrupted_twice(tmp_path, "none", b_saved=True)
 

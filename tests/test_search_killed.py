@@ -194,7 +194,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert trial_losses(run, COSINE, 0) == straight_losses(data, COSINE, 0)  # exactly
 
     # keep_weights final: one folder per trial, its final weights, named in the trials table
-    from tlmsearch.checkpoints import kept_weights, load_model
+    from tlmsearch.train.checkpoints import kept_weights, load_model
 
     kept = kept_weights(run)
     assert sorted(w["path"] for w in kept) == sorted(again["weights"])

@@ -158,7 +158,7 @@ def test_the_pruner_and_the_race_judge_with_the_same_block_design_noise(groups) 
     # one noise model for both: the two-way fit of the values (uniform on every seed)
     import pandas as pd
 
-    from tlmsearch.racing import race_noise as noise_of
+    from tlmsearch.evidence.racing import race_noise as noise_of
     from tlmsearch.search.paired_pruner import _pooled_sd
 
     rows = [(f"c{i}", s, 0, d) for i, g in enumerate(groups) for s, d in enumerate(g)]

@@ -365,7 +365,7 @@ def test_without_tokens_per_trial_there_is_no_eta(capsys):
 
 def _checkpointed(tmp: Path, name: str, final: bool = False) -> Path:
     """A trial folder with one intermediate checkpoint (and a final one)."""
-    from tlmsearch import checkpoints
+    from tlmsearch.train import checkpoints
 
     trial = tmp / name
     meta = {"number": 0, "candidate": {}, "seed": 0, "widths": [64, 64], "model": {}}
@@ -380,7 +380,7 @@ def _checkpointed(tmp: Path, name: str, final: bool = False) -> Path:
 
 
 def test_checkpoints_are_thinned_when_a_trial_ends_not_when_the_run_is_interrupted(tmp_path):
-    from tlmsearch.checkpoints import checkpoint_dirs
+    from tlmsearch.train.checkpoints import checkpoint_dirs
 
     _, searcher, sched, ctrl = _setup(tmp_path, keep_weights="final")
     # interrupted: Ray stops it with its last eval (no final report); resume needs its checkpoint
@@ -411,8 +411,8 @@ def test_checkpoints_are_thinned_when_a_trial_ends_not_when_the_run_is_interrupt
 def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path):
     # the driver died between the last eval's report (with the final checkpoint) and the final
     # report: the resumed trial trains 0 steps and writes nothing; the weights must survive
-    from tlmsearch.checkpoints import checkpoint_dirs
     from tlmsearch.search.attrs import RESUME_FROM
+    from tlmsearch.train.checkpoints import checkpoint_dirs
 
     _, searcher, sched, ctrl = _setup(tmp_path, keep_weights="final")
     old = _checkpointed(tmp_path, "old", final=True)

@@ -288,8 +288,8 @@ def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_load
     widths transformers builds."""
     from test_hf_export import load_in_fresh_process
 
-    from tlmsearch.budget import count_params
     from tlmsearch.config import load_study
+    from tlmsearch.widths.budget import count_params
 
     target = {"arch": "hf", "hf": {"model_type": "llama"}, "n_layer": 4, "d_model": 64,
               "n_head": 2, "d_ff": 256, "multiple_of": 16}  # fmt: skip

@@ -28,7 +28,7 @@ from tlmsearch.search.samplers import (
     write_initial_queue,
 )
 from tlmsearch.search.storage import dashboard_command, redact, storage_url
-from tlmsearch.space import UNIFORM
+from tlmsearch.widths.space import UNIFORM
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

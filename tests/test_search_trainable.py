@@ -13,11 +13,11 @@ import optuna
 import pytest
 from search_helpers import tiny_config
 
-from tlmsearch.budget import trial_counts
-from tlmsearch.results import trials_frame
+from tlmsearch.run_dir.tables import trials_frame
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import enqueue
+from tlmsearch.widths.budget import trial_counts
 
 ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
 

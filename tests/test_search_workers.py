@@ -156,7 +156,7 @@ def test_a_two_worker_run_trains_the_one_worker_curve_and_listens_on_loopback_on
     want = pd.DataFrame(straight_curve(data, json.loads(row.params_json), 0))
     assert list(curve["tokens"]) == list(want["tokens"]) == [2048, 4096, 6144, 8192]
     _same_curves(curve, want)
-    from tlmsearch.checkpoints import load_model
+    from tlmsearch.train.checkpoints import load_model
 
     model, meta = load_model(row.weights)
     assert meta["tokens"] == 8192 and meta["seed"] == 0
@@ -175,8 +175,8 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
     from tlmsearch.search.attrs import RESUME_FROM
     from tlmsearch.search.trainable import run_trial
     from tlmsearch.search.workers import trial_resources
-    from tlmsearch.space import UNIFORM
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.widths.space import UNIFORM
 
     class StopAt4096(FIFOScheduler):
         def on_trial_result(self, tune_controller, trial, result):

@@ -17,11 +17,11 @@ from tlmsearch import stats
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
 from tlmsearch.evidence import Evidence
-from tlmsearch.results import add_deltas, trials_frame
+from tlmsearch.evidence.tuned import HELD_OUT, OPTIMISTIC, SAME_SEEDS, tuned
+from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search.export import best_document
 from tlmsearch.search.samplers import initial_queue
-from tlmsearch.space import describe
-from tlmsearch.tuned import HELD_OUT, OPTIMISTIC, SAME_SEEDS, tuned
+from tlmsearch.widths.space import describe
 
 LR2 = {"type": "categorical", "choices": [0.001, 0.003]}
 COSINE = {"type": "fixed", "value": "cosine"}
@@ -519,7 +519,7 @@ def test_each_parametrization_tunes_its_own_lr_against_its_own_uniform():
 
 
 def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
-    from tlmsearch.parametrization import AT_ONE_LR
+    from tlmsearch.train.parametrization import AT_ONE_LR
 
     cfg = tiny_config(tmp_path)
     rows = [{"trial_id": f"{n}{s}", "seed": s, "params": p, "state": "COMPLETE",
@@ -606,7 +606,7 @@ def test_tuned_keeps_its_rate_when_the_optima_differ_and_each_lr_treats_a_seed_i
      ({"type": "float", "low": 1e-3, "high": 1e-2, "log": True}, False, "")],
 )  # fmt: skip
 def test_lr_comparison_reads_every_spelling_of_one_lr(tmp_path, dim, one_lr, shown):
-    from tlmsearch.parametrization import AT_ONE_LR, lr_comparison
+    from tlmsearch.train.parametrization import AT_ONE_LR, lr_comparison
 
     extra = {} if dim is None else {"train.lr": dim}
     search = {} if dim is None or dim["type"] != "float" else {"sampler": "random"}
@@ -620,7 +620,7 @@ def test_lr_comparison_reads_every_spelling_of_one_lr(tmp_path, dim, one_lr, sho
 
 def test_learning_rate_skips_trial_params_that_plan_no_model(tmp_path):
     """A hand-edited record or an odd sampled draw must not cost best.yaml or status."""
-    from tlmsearch.summary import learning_rate
+    from tlmsearch.config.summary import learning_rate
 
     cfg = _cfg(tmp_path)
     t = trials_frame(_rows({("uniform", 0.001): [2.0, 2.1], ("cosine", 0.001): [1.9, 2.0]}))
@@ -631,7 +631,7 @@ def test_learning_rate_skips_trial_params_that_plan_no_model(tmp_path):
 
 
 def test_a_sampled_settings_plan_counts_the_uniforms_the_driver_may_add(tmp_path):
-    from tlmsearch import power
+    from tlmsearch.evidence import power
     from tlmsearch.search.samplers import planned_trials
 
     lr3 = {"type": "categorical", "choices": [0.001, 0.002, 0.003]}

@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.schedules import ScheduleError, plan_from_params
-from tlmsearch.space import (
+from tlmsearch.widths.schedules import ScheduleError, plan_from_params
+from tlmsearch.widths.space import (
     SPACES_DIR,
     describe,
     find_space,
@@ -216,7 +216,7 @@ def test_grids_are_counted_before_they_are_built() -> None:
 
 
 def test_count_is_the_length_of_values() -> None:
-    from tlmsearch.space import Dimension
+    from tlmsearch.widths.space import Dimension
 
     for dim in [
         Dimension(type="float", low=1.25, high=1.75, step=0.125),

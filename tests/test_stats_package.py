@@ -13,7 +13,8 @@ import pytest
 from module_imports import imports_of
 
 import tlmsearch.stats as stats
-from tlmsearch import conclusions, constants, evidence, fidelity, racing, tuned
+from tlmsearch import constants, evidence
+from tlmsearch.evidence import conclusions, fidelity, racing, tuned
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tlmsearch" / "stats"

@@ -1,4 +1,4 @@
-"""``tlmsearch validate``'s tables (tlmsearch/summary.py) with a heads schedule (issue 35).
+"""``tlmsearch validate``'s tables (tlmsearch/config/summary.py) with a heads schedule (issue 35).
 
 The candidates table without heads is checked against the budget in tests/test_budget.py."""
 
@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 from search_helpers import tiny_config
 
-from tlmsearch.budget import count_params, flops_per_token
 from tlmsearch.config import StudyConfig
-from tlmsearch.summary import candidates_table, same_widths_notes
+from tlmsearch.config.summary import candidates_table, same_widths_notes
+from tlmsearch.widths.budget import count_params, flops_per_token
 
 MODEL = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128, "multiple_of": 16}
 TAPER = {"shape": "uniform", "heads.shape": "linear", "heads.r_start": 0.5}  # heads 2 3 5 6
@@ -76,6 +76,6 @@ def test_widths_shared_with_other_heads_are_two_models(tmp_path: Path) -> None:
 
 
 def _label(cand: dict) -> str:
-    from tlmsearch.space import describe
+    from tlmsearch.widths.space import describe
 
     return describe(cand)

@@ -18,8 +18,9 @@ from tlmsearch.cli import app
 from tlmsearch.config import EVAL_KEYS, RAW_EVAL_KEYS, ModelConfig, TrainConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.errors import ConfigError
-from tlmsearch.runtime import attention_kernel, batch_shape, lr_at
-from tlmsearch.train import parse_candidate, train_proxy
+from tlmsearch.train import mfu
+from tlmsearch.train.loop import parse_candidate, train_proxy
+from tlmsearch.train.runtime import attention_kernel, batch_shape, lr_at
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -270,7 +271,7 @@ def test_both_attention_kernels_train_the_same_model(data: PreparedData) -> None
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
 
 
-@pytest.mark.skipif(not __import__("tlmsearch.mfu").mfu.cpu_has_bf16(), reason="no native bf16")
+@pytest.mark.skipif(not mfu.cpu_has_bf16(), reason="no native bf16")
 def test_bf16_autocast_trains(data: PreparedData) -> None:
     s = train_proxy(TINY, [64, 64], data, tcfg(tokens=4096, dtype="bf16"), seed=0)
     assert s.status == "completed" and s.setup["dtype"] == "bfloat16"
@@ -375,7 +376,7 @@ def test_train_module_imports_no_ray_or_optuna() -> None:
     import sys
 
     code = (
-        "import sys, tlmsearch.train, tlmsearch.data; "
+        "import sys, tlmsearch.train.loop, tlmsearch.data; "
         "print('ray' in sys.modules, 'optuna' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -389,7 +390,7 @@ def test_train_module_imports_no_ray_or_optuna() -> None:
 def test_cpu_peak_is_calibrated_once_and_recalibration_keeps_the_max(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tlmsearch import mfu
+    from tlmsearch.train import mfu
 
     readings = iter([5e11, 3e11, 9e11])
     calls: list[int] = []
@@ -407,7 +408,7 @@ def test_cpu_peak_is_calibrated_once_and_recalibration_keeps_the_max(
 
 
 def test_measure_matmul_is_plausible() -> None:
-    from tlmsearch.mfu import measure_matmul
+    from tlmsearch.train.mfu import measure_matmul
 
     flops = measure_matmul(torch.float32, n=256, seconds=0.05)
     assert 1e8 < flops < 1e14
@@ -416,7 +417,7 @@ def test_measure_matmul_is_plausible() -> None:
 def test_mfu_is_against_the_peak_of_the_dtype_that_ran(
     data: PreparedData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tlmsearch import mfu
+    from tlmsearch.train import mfu
 
     monkeypatch.setenv("TLMSEARCH_CACHE", str(tmp_path))
     peaks = {torch.float32: 2e11, torch.bfloat16: 9e11}
@@ -541,7 +542,7 @@ def _val_loss_of(model: torch.nn.Module, weights: dict, data: PreparedData) -> f
     import copy
 
     from tlmsearch.data.batches import val_windows
-    from tlmsearch.runtime import evaluate
+    from tlmsearch.train.runtime import evaluate
 
     m = copy.deepcopy(model)
     m.load_state_dict(weights)
@@ -647,9 +648,9 @@ def test_a_resumed_run_averages_exactly_as_an_uninterrupted_one(
 def test_evaluate_of_no_windows_is_zero_and_the_ranks_slices_sum_to_the_whole() -> None:
     # A rank whose slice of the validation windows is empty (fewer windows than workers) adds
     # nothing; before, torch.stack([]) raised. The slices of every rank sum to the whole.
-    from tlmsearch.distributed import DistInfo
     from tlmsearch.models import build_model
-    from tlmsearch.runtime import evaluate
+    from tlmsearch.train.distributed import DistInfo
+    from tlmsearch.train.runtime import evaluate
 
     cfg = ModelConfig(n_layer=1, d_model=16, n_head=2, d_ff=32)
     model = build_model(cfg, [32], 32)

@@ -1,5 +1,6 @@
-"""The Trainer object (tlmsearch/trainer.py): a hot loop without host reads, its eval batch, its
-state. The behaviour of whole runs (resume, divergence, averaging) is tested in test_train.py."""
+"""The Trainer object (tlmsearch/train/trainer.py): a hot loop without host reads, its eval batch,
+its state. The behaviour of whole runs (resume, divergence, averaging) is tested in
+test_train.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import test_train
 import torch
 
 from tlmsearch.data import PreparedData
-from tlmsearch.trainer import Trainer
+from tlmsearch.train.trainer import Trainer
 
 TINY = test_train.TINY
 data = test_train.data  # a fixture: test_train's tiny byte-level corpus
@@ -91,7 +92,7 @@ def test_a_step_clips_in_the_mureadout_frame_under_mup(
     """Under mup the step's clipping norm is MuReadout's (w2 of widths 64, 32 over base 64:
     m 1 and 0.5, its gradient counted x2); standard has no factor and keeps torch's own call
     (tests/test_parametrization.py checks both against a reference)."""
-    from tlmsearch import parametrization
+    from tlmsearch.train import parametrization
 
     seen: list[dict[int, float]] = []
     real = parametrization.clip_grad_norm_

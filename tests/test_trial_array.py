@@ -1,4 +1,4 @@
-"""Trial arrays (tlmsearch/trial_array.py): K members as one fused model train as each alone.
+"""Trial arrays (tlmsearch/train/trial_array.py): K members as one fused model train as each alone.
 
 Tolerance: on a CPU in fp32 every curve value of a member (train and val loss, val bpb, the
 EMA's and the raw weights') agrees with its solo Trainer's to rtol 1e-6 (measured: 4.3e-8 at
@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from tlmsearch.config import ModelConfig
 from tlmsearch.data import PreparedData
 from tlmsearch.errors import ConfigError
-from tlmsearch.runtime import TrainSummary
-from tlmsearch.train import train_proxy
-from tlmsearch.trainer import Trainer
-from tlmsearch.trial_array import (
+from tlmsearch.train.loop import train_proxy
+from tlmsearch.train.runtime import TrainSummary
+from tlmsearch.train.trainer import Trainer
+from tlmsearch.train.trial_array import (
     Member,
     TrialArray,
     clip_rows_,
@@ -254,7 +254,7 @@ def test_a_wrong_clipping_breaks_the_equivalence(
 ) -> None:
     """The equivalence test can fail: one norm over all members (HFTA done wrong) changes the
     curves of members that clip."""
-    import tlmsearch.trial_array as ta
+    import tlmsearch.train.trial_array as ta
 
     def global_clip(grad: torch.Tensor, max_norm: torch.Tensor,
                     frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
@@ -373,7 +373,7 @@ def test_members_of_another_model_or_batch_shape_are_refused(data: PreparedData)
 
 def test_an_mlp_whose_padding_would_not_stay_zero_is_refused() -> None:
     from tlmsearch.models import build_model
-    from tlmsearch.trial_array import _check_template
+    from tlmsearch.train.trial_array import _check_template
 
     model = build_model(TINY, (64, 64), 256)
     _check_template(model)  # the built-in SwiGLU passes
@@ -386,7 +386,7 @@ def test_an_mlp_whose_padding_would_not_stay_zero_is_refused() -> None:
 
 def test_the_array_imports_neither_ray_nor_optuna() -> None:
     code = (
-        "import sys, tlmsearch.trial_array\n"
+        "import sys, tlmsearch.train.trial_array\n"
         "bad = sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'optuna'})\n"
         "assert not bad, bad"
     )

@@ -9,8 +9,8 @@ The public API is small and import-light (no torch, no ray):
 
 from tlmsearch.config import StudyConfig, load_study
 from tlmsearch.errors import ConfigError
-from tlmsearch.schedules import ScheduleError, WidthPlan, plan_from_params, plan_widths
-from tlmsearch.space import SearchSpace, load_space
+from tlmsearch.widths.schedules import ScheduleError, WidthPlan, plan_from_params, plan_widths
+from tlmsearch.widths.space import SearchSpace, load_space
 
 __all__ = [
     "ConfigError",

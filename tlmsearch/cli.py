@@ -15,7 +15,7 @@ import typer
 
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
-from tlmsearch.schedules import SHAPES, searchable_shapes
+from tlmsearch.widths.schedules import SHAPES, searchable_shapes
 
 app = typer.Typer(
     name="tlmsearch",
@@ -55,14 +55,14 @@ def validate(
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
     from tlmsearch.config.planning import array_line
-    from tlmsearch.search.samplers import planned_trials
-    from tlmsearch.summary import (
+    from tlmsearch.config.summary import (
         candidates_table,
         effective_lr_lines,
         same_widths_notes,
         share_notes,
         worker_notes,
     )
+    from tlmsearch.search.samplers import planned_trials
 
     try:
         cfg = load_study(study, set_ or [])
@@ -108,7 +108,7 @@ def validate(
         console.print(line, markup=False)
     if line := array_line(cfg):  # which trainings fuse, or why none do
         console.print(line, markup=False)
-    from tlmsearch.power import seed_notes
+    from tlmsearch.evidence.power import seed_notes
 
     for line in seed_notes(cfg):
         console.print(line, markup=False)
@@ -126,7 +126,7 @@ def schema(
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write it to this file")] = None,
 ) -> None:
     """Print the study YAML's JSON Schema (for editor completion) or its Markdown reference."""
-    from tlmsearch.schema import reference_markdown, schema_text, space_schema, study_schema
+    from tlmsearch.config.schema import reference_markdown, schema_text, space_schema, study_schema
 
     if space and markdown:
         _bad_input(ConfigError("--space and --markdown: give one of them (the reference "
@@ -166,13 +166,13 @@ def plan(
     """Seeds per candidate to separate min_effect from uniform at the study's family-wise
     level, and what they cost in trainings and hours (from a pilot's noise and tokens/s)."""
     from tlmsearch.config import load_study
-    from tlmsearch.power import build_plan, plan_lines
+    from tlmsearch.evidence.power import build_plan, plan_lines
 
     try:
         cfg = load_study(study, set_ or [])
         trials = None
         if pilot is not None:
-            from tlmsearch.results import load_run
+            from tlmsearch.run_dir.tables import load_run
 
             trials = load_run(pilot).trials
         result = build_plan(cfg, pilot=trials, pilot_name=str(pilot or ""), metric=metric,
@@ -190,7 +190,7 @@ _PREVIEWED = searchable_shapes()
 def _preview_params(shape: str, options: dict[str, Any]) -> dict[str, Any]:
     """The parameters ``tlmsearch widths`` gives ``shape``: the options it reads (its registry
     entry) over its example's values; a shape the options cannot describe is an error."""
-    from tlmsearch.schedules import ScheduleError
+    from tlmsearch.widths.schedules import ScheduleError
 
     spec = SHAPES.get(shape)
     if spec is None:
@@ -208,7 +208,7 @@ def _preview_params(shape: str, options: dict[str, Any]) -> dict[str, Any]:
 def _preview_heads(shape: str, options: dict[str, Any], layers: int, n_head: int) -> list[int]:
     """Heads per layer of a heads schedule at share 1 (``layers * n_head`` in all, in groups of
     one head: the preview knows no n_kv_head); errors name the ``heads.`` field."""
-    from tlmsearch.schedules import ScheduleError, plan_units
+    from tlmsearch.widths.schedules import ScheduleError, plan_units
 
     def too_few(layer: int, ratio: float) -> str:
         return (
@@ -254,7 +254,7 @@ def widths(
 ) -> None:
     """Preview one schedule's integer width vector (sums to exactly layers * d_ff), and with
     --heads-shape its heads per layer (sum to exactly layers * n_head, heads.share 1)."""
-    from tlmsearch.schedules import ScheduleError, plan_widths
+    from tlmsearch.widths.schedules import ScheduleError, plan_widths
 
     heads: list[int] | None = None
     try:
@@ -358,13 +358,13 @@ def train(
         cfg = load_study(study, set_ or [])
         for key, value in cfg.train.process_env().items():  # before torch's first tensor
             os.environ.setdefault(key, value)
-        from tlmsearch.train import parse_candidate, train_candidate
+        from tlmsearch.train.loop import parse_candidate, train_candidate
 
         cand = parse_candidate(candidate)
         widths_, s = train_candidate(cfg, cand, seed=seed, device=device, progress=True)
     except ConfigError as err:
         _bad_input(err)
-    from tlmsearch.heads import heads_schedule
+    from tlmsearch.widths.heads import heads_schedule
 
     m = s.metrics
     heads = cfg.model.plan(cand).heads if heads_schedule(cand) is not None else None
@@ -539,13 +539,13 @@ def analyze(
     attention layer, its heads' attention entropy and its ablation (per head:
     RUN/analysis_heads.parquet)."""
     from tlmsearch.config import load_study
-    from tlmsearch.results import load_run
+    from tlmsearch.run_dir.tables import load_run
 
     try:
         run_data = load_run(run_dir)
         from tlmsearch.analysis import NO_ATTENTION, analyze_run, select_kept, validation_windows
-        from tlmsearch.checkpoints import kept_weights, load_model
-        from tlmsearch.runtime import batch_shape, resolve_device
+        from tlmsearch.train.checkpoints import kept_weights, load_model
+        from tlmsearch.train.runtime import batch_shape, resolve_device
 
         kept = select_kept(kept_weights(run_dir), trials)
         cfg = load_study(RunDir(run_dir).study)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tlmsearch.config import METRICS
+from tlmsearch.constants import METRICS
 
 # Objective metric names (METRICS) whose trials column is named differently.
 _METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}

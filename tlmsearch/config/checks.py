@@ -20,9 +20,9 @@ from tlmsearch.config.model import ARCHS
 from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
 from tlmsearch.constants import TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
-from tlmsearch.heads import check_heads, mlp_schedule
-from tlmsearch.schedules import ScheduleError, check_params
-from tlmsearch.space import describe
+from tlmsearch.widths.heads import check_heads, mlp_schedule
+from tlmsearch.widths.schedules import ScheduleError, check_params
+from tlmsearch.widths.space import describe
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
     from tlmsearch.config.study import StudyConfig

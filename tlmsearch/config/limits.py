@@ -10,8 +10,8 @@ tokens of context is the longest trained today; 10**15 tokens is 25x the largest
 
 from __future__ import annotations
 
-from tlmsearch.schedules import MAX_D_FF, MAX_LAYERS
-from tlmsearch.space import MAX_CANDIDATES
+from tlmsearch.widths.schedules import MAX_D_FF, MAX_LAYERS
+from tlmsearch.widths.space import MAX_CANDIDATES
 
 __all__ = [
     "MAX_CANDIDATES",

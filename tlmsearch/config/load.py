@@ -15,7 +15,7 @@ import yaml
 
 from tlmsearch.config.study import StudyConfig, validated
 from tlmsearch.errors import ConfigError, read_yaml, short, unreadable
-from tlmsearch.space import find_space, load_space
+from tlmsearch.widths.space import find_space, load_space
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

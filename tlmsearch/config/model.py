@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from tlmsearch.config.limits import MAX_D_FF, MAX_D_MODEL, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB
 from tlmsearch.constants import HF_SET_BY
 from tlmsearch.errors import Strict, short
-from tlmsearch.schedules import WidthPlan
+from tlmsearch.widths.schedules import WidthPlan
 
 
 @dataclass(frozen=True)
@@ -30,20 +30,22 @@ class Arch:
     """A built-in architecture: what the config, the trial arrays and the HF export know of it.
 
     Its blocks are built by ``tlmsearch.models.ARCHITECTURES[name]`` and its parameters counted
-    by ``tlmsearch.budget.MIXERS[name]``; tests/test_models.py checks the three tables name the
-    same architectures, so a new one is an entry here, its blocks and its count (and its
+    by ``tlmsearch.widths.budget.MIXERS[name]``; tests/test_models.py checks the three tables name
+    the same architectures, so a new one is an entry here, its blocks and its count (and its
     options class, if it has options).
     """
 
     name: str
     doc: str
     # Where the per-layer width goes: "mlp" when only SwiGLU MLPs receive it (titans' memory MLP
-    # and hope's CMS levels are checked in tlmsearch/parametrization.py); train.parametrization:
-    # mup scales MLP widths only, so it refuses an architecture whose width reaches anything else
+    # and hope's CMS levels are checked in tlmsearch/train/parametrization.py);
+    # train.parametrization: mup scales MLP widths only, so it refuses an architecture whose width
+    # reaches anything else
     width_site: str = "mlp"
-    fusable: bool = False  # trial arrays fuse its trainings (tlmsearch.trial_array, vmap-safe)
+    # trial arrays fuse its trainings (tlmsearch.train.trial_array, vmap-safe)
+    fusable: bool = False
     # its attention takes per-layer heads and key/value heads (model.layer_heads, n_kv_head,
-    # a heads schedule: tlmsearch/heads.py)
+    # a heads schedule: tlmsearch/widths/heads.py)
     heads: bool = False
     hf_family: str = ""  # the transformers family it exports as exactly (--format hf)
 
@@ -59,7 +61,7 @@ ARCH_SPECS: dict[str, Arch] = {
         Arch("hope_attention", "attention + continuum memory levels (Hope, arXiv 2512.24695)"),
     )
 }  # fmt: skip
-# the archs trial arrays fuse (tlmsearch.trial_array says why the others cannot)
+# the archs trial arrays fuse (tlmsearch.train.trial_array says why the others cannot)
 FUSABLE_ARCHS = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
 ARCHS = tuple(ARCH_SPECS)
 # model.arch also takes "hf" (a transformers family, model.hf) or a plugin "package.module:build"
@@ -79,8 +81,8 @@ class GatedAttentionOptions(Strict):
 
 class AttentionOptions(Strict):
     """What a heads schedule's ``heads.share`` keeps equal to uniform's when it moves capacity
-    between attention and the MLPs (tlmsearch/heads.py): the parameters of the blocks, or their
-    training FLOPs per token at ``seq_len`` (attention's score FLOPs grow with heads and
+    between attention and the MLPs (tlmsearch/widths/heads.py): the parameters of the blocks, or
+    their training FLOPs per token at ``seq_len`` (attention's score FLOPs grow with heads and
     sequence length, so equal parameters are no longer equal FLOPs)."""
 
     # params: the blocks' parameters stay uniform's; flops: their training FLOPs per token
@@ -405,15 +407,15 @@ class ModelConfig(Strict):
 
     def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
         """This model's exact-budget widths (and heads, with a heads schedule) for a
-        candidate's schedule parameters (tlmsearch/heads.py)."""
-        from tlmsearch.heads import plan_candidate
+        candidate's schedule parameters (tlmsearch/widths/heads.py)."""
+        from tlmsearch.widths.heads import plan_candidate
 
         return plan_candidate(self, candidate)
 
     def headed(self, candidate: Mapping[str, Any]) -> ModelConfig:
         """This model as ``candidate`` builds it: with its heads schedule's ``layer_heads``
         (itself when the candidate has no heads schedule)."""
-        from tlmsearch.heads import heads_schedule
+        from tlmsearch.widths.heads import heads_schedule
 
         if heads_schedule(candidate) is None:
             return self

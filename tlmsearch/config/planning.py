@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
-from tlmsearch.space import UNIFORM, is_flat, settings_of
+from tlmsearch.widths.space import UNIFORM, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
     from tlmsearch.config.study import StudyConfig

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from tlmsearch.config.limits import MAX_CANDIDATES, MAX_SEED, MAX_TOKENS, MAX_WORKERS
 from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS
 from tlmsearch.errors import Strict, short
-from tlmsearch.space import Scalar
+from tlmsearch.widths.space import Scalar
 
 SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
 
@@ -59,8 +59,8 @@ PRUNERS = tuple(PRUNER_SPECS)
 
 
 class RacingConfig(Strict):
-    """Racing seeds (tlmsearch/racing.py): a candidate gets its next seed only while its paired
-    delta is not yet separated from the reference at ``confidence``."""
+    """Racing seeds (tlmsearch/evidence/racing.py): a candidate gets its next seed only while its
+    paired delta is not yet separated from the reference at ``confidence``."""
 
     max_seeds: int | None = Field(None, ge=1, le=1000)  # None: every seed of search.seeds
     confidence: float = Field(LEVEL, gt=0.5, lt=1)  # separated at this level, over every look
@@ -76,7 +76,7 @@ class RacingConfig(Strict):
 
 class ArrayConfig(Strict):
     """Trial arrays (tlmsearch/search/arrays.py): due (candidate, seed) trainings of a fusable
-    arch packed K to a Ray trial and trained as one fused model (tlmsearch/trial_array.py),
+    arch packed K to a Ray trial and trained as one fused model (tlmsearch/train/trial_array.py),
     each still its own Optuna trial."""
 
     # members per array: a number >= 1 (1: one process per trial, as without arrays) or auto
@@ -125,9 +125,9 @@ class SearchConfig(Strict):
     candidates: list[dict[str, Scalar]] | None = Field(
         None, min_length=1, max_length=MAX_CANDIDATES
     )
-    # Trained weights kept in the run dir (tlmsearch/checkpoints.py): none; final (every completed
-    # trial's final weights); best (at the end of the run only those of the uniform baseline and
-    # the best candidates); all (final weights and every intermediate checkpoint).
+    # Trained weights kept in the run dir (tlmsearch/train/checkpoints.py): none; final (every
+    # completed trial's final weights); best (at the end of the run only those of the uniform
+    # baseline and the best candidates); all (final weights and every intermediate checkpoint).
     keep_weights: Literal["none", "final", "best", "all"] = "none"
 
     @model_validator(mode="after")
@@ -168,7 +168,7 @@ class Objective(Strict):
     direction: Literal["minimize", "maximize"] | None = None  # None: the metric's natural one
     # The smallest difference from uniform worth finding, in the metric's units (e.g. 0.01 for
     # val_bpb): `tlmsearch plan` sizes the seeds to separate it, `validate` warns when the
-    # study's seeds cannot (tlmsearch/power.py).
+    # study's seeds cannot (tlmsearch/evidence/power.py).
     min_effect: float | None = None
 
     @field_validator("min_effect")
@@ -187,7 +187,7 @@ class Objective(Strict):
 
 
 class StatsConfig(Strict):
-    """How the study's decisions are made (tlmsearch/evidence.py): every "separated" and
+    """How the study's decisions are made (tlmsearch/evidence/__init__.py): every "separated" and
     "supported" and the verdict hold their error rate over a stated family."""
 
     # the comparisons of every candidate with uniform: holm (family-wise error), bh (false

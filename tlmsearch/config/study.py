@@ -27,9 +27,9 @@ from tlmsearch.config.search import Objective, SearchConfig, StatsConfig
 from tlmsearch.config.tracking import TrackingConfig
 from tlmsearch.config.train import TrainConfig
 from tlmsearch.errors import ConfigError, Strict, problems_from
-from tlmsearch.heads import is_heads_key
-from tlmsearch.settings import combination_problem, settings_problem
-from tlmsearch.space import SearchSpace, settings_of
+from tlmsearch.widths.heads import is_heads_key
+from tlmsearch.widths.settings import combination_problem, settings_problem
+from tlmsearch.widths.space import SearchSpace, settings_of
 
 
 def name_problem(name: str) -> str | None:
@@ -53,8 +53,8 @@ class StudyConfig(Strict):
     ray: RayConfig = RayConfig()
     stats: StatsConfig = StatsConfig()
     tracking: TrackingConfig = TrackingConfig()  # MLflow, W&B, TensorBoard: off by default
-    # Fidelity across scales (search/ladder.py, tlmsearch/fidelity.py): proxy sizes, each a
-    # mapping of model / train / data overrides applied to this study, smallest compute first.
+    # Fidelity across scales (search/ladder.py, tlmsearch/evidence/fidelity.py): proxy sizes, each
+    # a mapping of model / train / data overrides applied to this study, smallest compute first.
     ladder: list[dict[str, Any]] | None = Field(None, min_length=2, max_length=MAX_RUNGS)
     # all: every candidate at every rung; promote: a rung's promote_top best (and uniform) go up
     ladder_mode: Literal["all", "promote"] = "all"

@@ -1,8 +1,8 @@
 """``train``: how each proxy run trains: its token budget, batch, optimizer, LR schedule,
 precision, evaluation, checkpoints, weight averaging and parametrization.
 
-Pure data and its own cross-field checks; ``tlmsearch/runtime.py`` and ``trainer.py`` act on it.
-No torch, no ray.
+Pure data and its own cross-field checks; ``tlmsearch/train/runtime.py`` and ``trainer.py`` act on
+it. No torch, no ray.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ class TrainConfig(Strict):
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW's
     grad_clip: float = Field(1.0, ge=0)  # 0 disables clipping
     eval_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)  # None: 8 evals per run
-    # A resumable checkpoint (tlmsearch/checkpoints.py) at the first eval at or after every this
-    # many tokens; None: none (a resumed trial then trains again from zero).
+    # A resumable checkpoint (tlmsearch/train/checkpoints.py) at the first eval at or after every
+    # this many tokens; None: none (a resumed trial then trains again from zero).
     checkpoint_every_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     # auto: bf16 autocast where the hardware has it, else fp32
     dtype: Literal["auto", "bf16", "fp32"] = "auto"
@@ -46,13 +46,14 @@ class TrainConfig(Strict):
     # its backward is faster (a whole step 1.1-1.45x at seq_len 128), else default.
     attention: Literal["auto", "default", "math"] = "auto"
     # The run ends as diverged when its smoothed training loss rises this many nats above its
-    # running minimum, or a val loss after the warm-up is still ln V (tlmsearch/divergence.py).
+    # running minimum, or a val loss after the warm-up is still ln V
+    # (tlmsearch/train/divergence.py).
     divergence_nats: float = Field(1.5, gt=0)
     # PyTorch's transparent huge pages for CPU tensors (THP_MEM_ALLOC_ENABLE, read once per
     # process): +10-20% tokens/s at the quickstart size on this CPU (benchmarks/trainer.py).
     thp: bool = True
-    # The weights the val metrics come from (tlmsearch/averaging.py): raw (the last step's), ema
-    # (an exponential moving average) or lawa (the mean of the last lawa_k checkpoints, arXiv
+    # The weights the val metrics come from (tlmsearch/train/averaging.py): raw (the last step's),
+    # ema (an exponential moving average) or lawa (the mean of the last lawa_k checkpoints, arXiv
     # 2306.03241). With ema or lawa the raw weights' val_loss_raw and val_bpb_raw are kept beside.
     eval_weights: Literal["raw", "ema", "lawa"] = "raw"
     # ema: tokens over which an old step's weight halves; None: a tenth of tokens.
@@ -63,7 +64,8 @@ class TrainConfig(Strict):
     lawa_every_tokens: int | None = Field(None, le=MAX_TOKENS)  # see lawa_k
     # standard: one Adam LR and init for every MLP width; mup: each MLP's down projection gets
     # LR, init std / m and weight decay x m, m = its width / the uniform d_ff (muP, arXiv
-    # 2203.03466; tlmsearch/parametrization.py), so widths are compared free of the LR confound.
+    # 2203.03466; tlmsearch/train/parametrization.py), so widths are compared free of the LR
+    # confound.
     parametrization: Literal["standard", "mup"] = "standard"
 
     @field_validator("ema_half_life_tokens")

@@ -11,7 +11,8 @@ torch.Size([1, 8, 256])
 
 Every model also has ``before_optimizer_step(step)`` (the trainer calls it after backward and
 gradient clipping, right before ``optimizer.step()``) and ``param_groups(weight_decay)`` (AdamW
-groups). Parameter and FLOP counts come from :mod:`tlmsearch.budget` without building a model.
+groups). Parameter and FLOP counts come from :mod:`tlmsearch.widths.budget` without building a
+model.
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ def build_model(
 ) -> nn.Module:
     """A causal LM of architecture ``model_cfg.arch`` with MLP width ``widths[l]`` in layer l.
 
-    The widths are final (rounded by :mod:`tlmsearch.schedules`) and are never rescaled here.
-    The initial weights depend on the config, the widths and ``seed`` only (never on torch's global
-    generator): each parameter is drawn from a generator keyed by (seed, its name), and MLP hidden
-    unit j of a layer by (seed, name, j), so two candidates of one seed share every parameter they
-    have in common, MLP units included (``CausalLM.init_weights``).
+    The widths are final (rounded by :mod:`tlmsearch.widths.schedules`) and are never rescaled
+    here. The initial weights depend on the config, the widths and ``seed`` only (never on torch's
+    global generator): each parameter is drawn from a generator keyed by (seed, its name), and MLP
+    hidden unit j of a layer by (seed, name, j), so two candidates of one seed share every
+    parameter they have in common, MLP units included (``CausalLM.init_weights``).
     """
     arch = model_cfg.arch
     if arch not in ARCHITECTURES and not is_external(arch):

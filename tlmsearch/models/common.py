@@ -3,8 +3,9 @@
 A block is ``x = x + mixer(norm(x))`` for each of its mixers, then ``x = x + mlp(norm(x))``
 for each of its MLPs (Llama-style pre-norm residual blocks). The MLP hidden width changes with
 depth (Tapered Language Models, arXiv 2606.23670), and so may an attention layer's heads (a
-heads schedule, tlmsearch/heads.py; the head size stays the model's): a block receives its final
-widths and never rescales them. Mixers take ``(x, rope)`` and return a tensor shaped like ``x``.
+heads schedule, tlmsearch/widths/heads.py; the head size stays the model's): a block receives its
+final widths and never rescales them. Mixers take ``(x, rope)`` and return a tensor shaped like
+``x``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from torch import nn
 # n_kv_head. Draws are made on the CPU in fp32, so the model is the same on every device.
 #
 # The two tags are separate on purpose: ``unit_dim`` marks MLP matrices, which muP scales by
-# their width and trial arrays pad with zeros (tlmsearch/parametrization.py, trial_array.py);
+# their width and trial arrays pad with zeros (tlmsearch/train/parametrization.py, trial_array.py);
 # ``head_units`` marks attention matrices, which neither may take for an MLP.
 
 UNIT_CHUNK = 64  # units drawn per keyed chunk; changing it changes every seed's MLP/attention init
@@ -179,7 +180,7 @@ class CausalSelfAttention(nn.Module):
     keeps the model's head size whatever a layer's heads) and ``n_kv_head`` key/value heads
     (grouped-query attention, Ainslie et al. 2023, arXiv 2305.13245; default ``n_head``).
 
-    Weight layout (tlmsearch/hf_export.py writes Llama's q/k/v/o_proj from it): ``qkv`` rows
+    Weight layout (tlmsearch/models/hf_export.py writes Llama's q/k/v/o_proj from it): ``qkv`` rows
     are [q heads 0..h-1 | k heads 0..kv-1 | v heads 0..kv-1], head_dim contiguous rows per
     head; ``proj`` columns are the query heads' outputs in order. Query head i reads key/value
     head i // (h / kv), as Llama's ``repeat_kv``.
@@ -304,7 +305,8 @@ class CausalLM(nn.Module):
 
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:
         """The final-normed states (B, T, d) that ``lm_head`` maps to logits: the trainer takes
-        the loss from them in chunks (:mod:`tlmsearch.loss`), never holding all the logits."""
+        the loss from them in chunks (:mod:`tlmsearch.train.loss`), never holding all the
+        logits."""
         x = self.wte(idx)  # (B, T, d)
         rope = self.rotary(idx.size(1))
         for block in self.blocks:

@@ -1,6 +1,6 @@
 """Parameters and FLOPs of hf and plugin models, counted on the model built on the meta device
-(no memory, no weights drawn): their code is not ours, so :mod:`tlmsearch.budget` cannot count
-them analytically. Also the check that validation runs on them (:func:`check_external`).
+(no memory, no weights drawn): their code is not ours, so :mod:`tlmsearch.widths.budget` cannot
+count them analytically. Also the check that validation runs on them (:func:`check_external`).
 
 >>> from tlmsearch.config import ModelConfig
 >>> cfg = ModelConfig(arch="hf", hf={"model_type": "llama"}, n_layer=2, d_model=32, n_head=2,

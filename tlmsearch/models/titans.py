@@ -48,9 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tlmsearch.budget import memory_dims
 from tlmsearch.config import ModelConfig
 from tlmsearch.models.common import Block, CausalSelfAttention, Normal, SwiGLU
+from tlmsearch.widths.budget import memory_dims
 
 # Initial gate values: momentum ~0.9 and forgetting ~0.01 per token (logits of the sigmoids).
 _ETA_LOGIT = math.log(0.9 / 0.1)

@@ -6,7 +6,7 @@ plotting, unit-tested on DataFrames) and a thin plotly function in :mod:`.figure
 shown, faded or listed, but never win.
 
 >>> import pandas as pd
->>> from tlmsearch.results import trials_frame
+>>> from tlmsearch.run_dir.tables import trials_frame
 >>> t = trials_frame([
 ...     {"trial_id": "u", "params": {"shape": "uniform"}, "val_ppl": 30.0, "seed": 0},
 ...     {"trial_id": "c", "params": {"shape": "cosine", "r_start": 0.5, "r_end": 0.25},
@@ -34,7 +34,7 @@ import pandas as pd
 from tlmsearch import stats
 from tlmsearch.config import METRICS
 from tlmsearch.evidence import Evidence
-from tlmsearch.results import metric_column
+from tlmsearch.run_dir.tables import metric_column
 
 LABELS = {
     "val_ppl": "val perplexity",
@@ -418,7 +418,7 @@ def curve_groups(
     candidates with no finished trial yet by name while slots remain, everyone else
     :data:`OTHERS`. Short, as the paired deltas' labels: the hover says what trained.
 
-    >>> from tlmsearch.results import trials_frame
+    >>> from tlmsearch.run_dir.tables import trials_frame
     >>> t = trials_frame([
     ...     {"trial_id": "u", "params": {"shape": "uniform"}, "val_bpb": 2.0, "seed": 0},
     ...     {"trial_id": "a", "params": {"shape": "cosine", "r_start": 1.5}, "val_bpb": 1.9,

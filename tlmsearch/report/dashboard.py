@@ -27,8 +27,8 @@ from tlmsearch.report.html import (
     render,
     summary_html,
 )
-from tlmsearch.results import load_run
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir.tables import load_run
 
 # what a running study rewrites (tlmsearch.run_dir): the page reloads when one changes
 WATCHED = tuple(

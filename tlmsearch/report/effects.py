@@ -6,7 +6,7 @@ DataFrames; every number and decision comes from the study's one
 :class:`tlmsearch.evidence.Evidence` (the block-design noise, the family's decisions, the race
 as the driver derives it from the trials table, multiple comparisons with the best).
 
->>> from tlmsearch.results import trials_frame
+>>> from tlmsearch.run_dir.tables import trials_frame
 >>> t = trials_frame([
 ...     {"trial_id": f"{s}{seed}", "seed": seed, "params": p, "val_bpb": v + 0.1 * seed + d}
 ...     for seed, d in enumerate([0.0, 0.002, -0.001])
@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.conclusions import Conclusions, conclusions
 from tlmsearch.constants import LEVEL
 from tlmsearch.evidence import Evidence
+from tlmsearch.evidence.conclusions import Conclusions, conclusions
 from tlmsearch.report.collect import evidence_of, ranked_candidates, sense_of
 
 
@@ -46,8 +46,9 @@ class Effects(NamedTuple):
     conclusions: Conclusions
     how: str = ""  # how "separated" was decided, in words (Evidence.decision_words)
     snr: stats.SignalToNoise | None = None  # the study's signal-to-noise (Evidence.snr)
-    # best.yaml's learning_rate (tlmsearch.summary.learning_rate): compared at one LR or tuned,
-    # and what the parametrization does to each schedule's layers; None: study.yaml unreadable
+    # best.yaml's learning_rate (tlmsearch.config.summary.learning_rate): compared at one LR or
+    # tuned, and what the parametrization does to each schedule's layers; None: study.yaml
+    # unreadable
     learning_rate: dict[str, Any] | None = None
     per_setting: bool = False  # setting dimensions: each setting's effects on its own noise
 
@@ -62,7 +63,7 @@ def effects(
     evidence: Evidence | None = None,
 ) -> Effects:
     """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, the one
-    decision), best first, and the sentences of :func:`tlmsearch.conclusions.conclusions`;
+    decision), best first, and the sentences of :func:`tlmsearch.evidence.conclusions.conclusions`;
     ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide;
     ``curves``: the learning curves, for the signal-to-noise's checkpoint noise;
     ``evidence``: the study's, when the caller built it (else built here from the above).
@@ -95,10 +96,10 @@ def _per_setting(trials: pd.DataFrame) -> bool:
 
 
 def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:
-    """:func:`tlmsearch.summary.learning_rate` of a run's study.yaml (as a dict); None when it
-    is not a study tlmsearch can read (a hand-edited one)."""
+    """:func:`tlmsearch.config.summary.learning_rate` of a run's study.yaml (as a dict); None when
+    it is not a study tlmsearch can read (a hand-edited one)."""
     from tlmsearch.config import StudyConfig
-    from tlmsearch.summary import learning_rate
+    from tlmsearch.config.summary import learning_rate
 
     if not config:
         return None
@@ -212,8 +213,8 @@ def race(
     on the stored trials, as the driver made them (without the queue, which lives in the
     Optuna storage: a seed "next" may already be queued).
     """
-    from tlmsearch.racing import race_settings
-    from tlmsearch.results import objectives_of
+    from tlmsearch.evidence.racing import race_settings
+    from tlmsearch.run_dir.tables import objectives_of
 
     racing = race_settings(config)
     if racing is None:

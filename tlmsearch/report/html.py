@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import yaml
 
 from tlmsearch import stats
-from tlmsearch.conclusions import decimals
+from tlmsearch.evidence.conclusions import decimals
 from tlmsearch.report import collect as C
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
@@ -29,8 +29,8 @@ from tlmsearch.report import layers as L
 from tlmsearch.report import params as P
 from tlmsearch.report import summary as S
 from tlmsearch.report import tuned as T
-from tlmsearch.results import RunData, atomic_write, load_run
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir.tables import RunData, atomic_write, load_run
 
 FRONT_METRICS = ("val_ppl", "val_bpb")
 TUNED = "Tuned comparison"
@@ -52,7 +52,7 @@ class Report:
     failed: Any  # DataFrame: trial_id, candidate, reason
     effects: E.Effects | None = None  # every candidate's effect vs uniform, and in words
     race: E.Race | None = None  # racing studies: seeds per candidate and why racing stopped
-    fidelity: dict[str, Any] | None = None  # a ladder run: tlmsearch.fidelity's document
+    fidelity: dict[str, Any] | None = None  # a ladder run: tlmsearch.evidence.fidelity's document
     sweep: T.SettingSweep | None = None  # a study with setting dimensions (train.lr)
 
 
@@ -503,9 +503,9 @@ def _tuned_delta(baseline: bool, mean: Any, lo: Any, hi: Any, separated: Any, ce
 
 def fidelity_html(doc: dict[str, Any]) -> str:
     """A ladder's fidelity: how far to trust it, then the tables ``tlmsearch fidelity`` prints
-    (:mod:`tlmsearch.fidelity_tables`): rungs, rank agreement, lines, crossings,
+    (:mod:`tlmsearch.evidence.fidelity_tables`): rungs, rank agreement, lines, crossings,
     signal-to-noise, decision accuracy."""
-    from tlmsearch.fidelity_tables import crossings, fidelity_tables, lines
+    from tlmsearch.evidence.fidelity_tables import crossings, fidelity_tables, lines
 
     parts = []
     for t in fidelity_tables(doc):

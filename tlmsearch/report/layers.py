@@ -8,7 +8,7 @@ A layer's attention measures (:data:`ATTENTION`) sit on its level-0 row, at dept
 ``attention`` is False when no row has them (hf and plugin models, an analysis written before
 they were measured), and the figure then draws the MLP panels alone.
 
->>> from tlmsearch.results import analysis_frame
+>>> from tlmsearch.run_dir.tables import analysis_frame
 >>> a = analysis_frame([
 ...     {"number": n, "seed": 0, "candidate": c, "is_control": c == "uniform", "layer": l,
 ...      "level": 0, "width": 64, "cosine": 0.1 * l, "rel_norm": 0.5, "ablation_nats": 0.2}

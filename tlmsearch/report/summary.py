@@ -23,7 +23,7 @@ def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[
 def target_heads(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
     """The candidate's attention heads per layer at the study's target scale (empty without a
     valid target or without a heads schedule: then every layer has the target's own)."""
-    from tlmsearch.heads import heads_schedule
+    from tlmsearch.widths.heads import heads_schedule
 
     plan = _target_plan(config, params) if heads_schedule(params) is not None else None
     return [] if plan is None else list(plan.heads or ())
@@ -52,7 +52,7 @@ def _candidate_summary(
     def num(x: Any) -> float | None:
         return None if pd.isna(x) else float(x)
 
-    from tlmsearch.heads import heads_schedule
+    from tlmsearch.widths.heads import heads_schedule
 
     params = json.loads(row["params_json"] or "{}")
     e = effect if effect is not None else row
@@ -92,7 +92,7 @@ def run_summary(
 ) -> dict[str, Any]:
     """What the study was, how far it got, what won, and with which versions; ``evidence``:
     the study's of its first objective (else built here)."""
-    from tlmsearch.results import objectives_of
+    from tlmsearch.run_dir.tables import objectives_of
 
     objectives = objectives_of(config)
     metric, sense = objectives[0]

@@ -1,7 +1,7 @@
 """The tuned comparison's figure and table data: the metric against a setting (train.lr), one
 line per schedule, each schedule's best value marked, and its effect vs uniform at their own best
 settings. Every number is the study's :class:`tlmsearch.evidence.Evidence` ``tuned``
-(:mod:`tlmsearch.tuned`); this module only arranges it. Pure pandas (no plotting)."""
+(:mod:`tlmsearch.evidence.tuned`); this module only arranges it. Pure pandas (no plotting)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _axis(params: pd.Series) -> str:
     """The field name of the first numeric setting (the x axis), e.g. ``lr``."""
     import json
 
-    from tlmsearch.space import settings_of
+    from tlmsearch.widths.space import settings_of
 
     for text in params:
         for name, value in sorted(settings_of(json.loads(text or "{}")).items()):

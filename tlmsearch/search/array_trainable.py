@@ -7,7 +7,7 @@ facts, every eval, a final report with the trainer's status), tagged with its in
 each eval's reports the array drops the members the driver has recorded as ended (pruned: the
 ``ended`` marker, :mod:`.arrays`); a member that diverges, finishes or fails leaves on its own.
 One member left to train runs the solo path (``train_proxy``), two or more one
-:class:`tlmsearch.trial_array.TrialArray`. An exception fails every member still training
+:class:`tlmsearch.train.trial_array.TrialArray`. An exception fails every member still training
 (their final reports carry it, as a solo trial's does); an allocation failure is raised, for Ray
 to retry the array, which then skips the members already recorded and continues the others from
 their checkpoints.
@@ -77,7 +77,7 @@ class _Member:
     def checkpoint(self, state: dict[str, Any]) -> None:
         """Write a checkpoint into the member's folder; the older ones go (as Ray keeps a solo
         trial's newest only) unless ``keep_weights: all``."""
-        from tlmsearch.checkpoints import PREFIX, checkpoint_dirs, remove, write_checkpoint
+        from tlmsearch.train.checkpoints import PREFIX, checkpoint_dirs, remove, write_checkpoint
 
         before = checkpoint_dirs(self.folder)
         index = 1 + max((int(p.name.removeprefix(PREFIX)) for p in before
@@ -93,8 +93,8 @@ class _Member:
     def resume(self) -> dict[str, Any] | None:
         """The state to continue from: this member's newest checkpoint (a retry of the array),
         else the interrupted trial's that ``tlmsearch resume`` named; its evals reported."""
-        from tlmsearch.checkpoints import latest_checkpoint, load_checkpoint
-        from tlmsearch.trainer import Trainer
+        from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint
+        from tlmsearch.train.trainer import Trainer
 
         latest = latest_checkpoint(self.folder)
         loaded = load_checkpoint(latest) if latest is not None else None
@@ -156,8 +156,8 @@ def run_array(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
 def _train(base: StudyConfig, members: list[_Member], data: Any) -> None:
     from ray import tune
 
-    from tlmsearch.train import train_proxy
-    from tlmsearch.trial_array import Member, TrialArray
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.trial_array import Member, TrialArray
 
     start = time.time()
     trainees = []

@@ -2,8 +2,8 @@
 
 With ``search.array`` on and a fusable arch (:data:`tlmsearch.config.model.FUSABLE_ARCHS`), one
 Ray trial (one trial's resources) trains up to K Optuna trials in one process as one fused model
-(:class:`tlmsearch.trial_array.TrialArray`; :func:`tlmsearch.search.trainable.run_array`). Every
-member stays its own Optuna trial, recorded exactly as a solo trial is:
+(:class:`tlmsearch.train.trial_array.TrialArray`; :func:`tlmsearch.search.trainable.run_array`).
+Every member stays its own Optuna trial, recorded exactly as a solo trial is:
 
 - **Asking.** :meth:`ArraySearcher.suggest` asks Optuna for up to K trials (``Study.ask``, each
   filled by the define-by-run space: its own params, seed, number, queue attributes) and returns
@@ -59,7 +59,7 @@ from tlmsearch.reasons import is_lost
 from tlmsearch.search.failures import error_reason, max_failures
 from tlmsearch.search.pruning import OptunaPruningScheduler
 from tlmsearch.search.searcher import StudySearcher
-from tlmsearch.space import is_control
+from tlmsearch.widths.space import is_control
 
 TrialState = optuna.trial.TrialState
 MEMBERS = "members"  # Ray trial config key: the array's member configs
@@ -87,7 +87,7 @@ def auto_size(due: int, slots: int, gpu: bool) -> int:
 
 
 def fuse_key(cfg: StudyConfig, candidate: dict[str, Any]) -> str:
-    """What members of one array must share (:func:`tlmsearch.trial_array.check_fusable` and
+    """What members of one array must share (:func:`tlmsearch.train.trial_array.check_fusable` and
     the array's batch shape and precision): the model after the candidate's settings and heads
     schedule, the batch tokens, micro batch and dtype. A candidate that cannot be planned gets
     a key of its own: it fails alone."""

@@ -28,5 +28,5 @@ INTERRUPTED = "interrupted"
 # it had a candidate, so nothing was queued in its place (tlmsearch resume)
 INTERRUPTED_TRIAL = "tlm_interrupted:"
 # Study attribute prefix: a race's decision about a candidate (its CANDIDATE JSON follows), set
-# once by the driver when the race decides it and never changed (tlmsearch/racing.py)
+# once by the driver when the race decides it and never changed (tlmsearch/evidence/racing.py)
 RACE_DECISION = "tlm_race:"

@@ -260,7 +260,7 @@ def export_command(run_dir: Path, fmt: str, out: Path | None, *, console: Any) -
         for path in paths:
             console.print(str(path))
         if fmt == "hf":  # DeciLM's lattice: which layers block_configs.json had to move
-            from tlmsearch.hf_export import off_lattice
+            from tlmsearch.models.hf_export import off_lattice
 
             for line in off_lattice(paths[0].parent):
                 console.print(f"block_configs.json: {line}", markup=False)
@@ -300,10 +300,10 @@ def _ladder_outcome(console: Any, climb: Any) -> int:
 
 
 def print_fidelity(console: Any, doc: dict[str, Any]) -> None:
-    """``tlmsearch fidelity``'s tables (:mod:`tlmsearch.fidelity_tables`, the report shows the
-    same): rungs, agreement per pair of rungs, lines, crossings, signal-to-noise, decision
+    """``tlmsearch fidelity``'s tables (:mod:`tlmsearch.evidence.fidelity_tables`, the report shows
+    the same): rungs, agreement per pair of rungs, lines, crossings, signal-to-noise, decision
     accuracy; then how far to trust them."""
-    from tlmsearch.fidelity_tables import fidelity_tables
+    from tlmsearch.evidence.fidelity_tables import fidelity_tables
 
     if not doc:
         return

@@ -17,16 +17,16 @@ import pandas as pd
 import yaml
 
 from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.errors import ConfigError
-from tlmsearch.heads import heads_schedule, is_heads_key
-from tlmsearch.results import metric_column as _metric_col
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir.tables import metric_column as _metric_col
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
 from tlmsearch.search.race import lanes
 from tlmsearch.search.records import interrupted, requeued, trial_records
 from tlmsearch.search.storage import open_storage, storage_url
-from tlmsearch.space import describe, settings_of
-from tlmsearch.summary import effective_lr_of, learning_rate
+from tlmsearch.widths.heads import heads_schedule, is_heads_key
+from tlmsearch.widths.space import describe, settings_of
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
@@ -62,7 +62,7 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
 
 def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
     """Write trials/curves parquet + CSV (results.write_results); return the trials frame."""
-    from tlmsearch.results import write_results
+    from tlmsearch.run_dir.tables import write_results
 
     trials, curves = trial_records(study)
     tdf, _ = write_results(run_dir, trials, curves, metrics=[o.metric for o in cfg.objectives])
@@ -273,7 +273,7 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
     ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
     if cfg.space.settings and ev is not None and ev.tuned is not None:
-        # each schedule at its own best setting (train.lr): tlmsearch/tuned.py
+        # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
     said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
@@ -323,9 +323,9 @@ def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
-    """:func:`tlmsearch.conclusions.conclusions` of the run's evidence (first objective;
+    """:func:`tlmsearch.evidence.conclusions.conclusions` of the run's evidence (first objective;
     ``evidence``: that :func:`study_evidence`, when the caller has it already)."""
-    from tlmsearch.conclusions import Conclusions, conclusions
+    from tlmsearch.evidence.conclusions import Conclusions, conclusions
 
     if trials.empty:
         return Conclusions([], [])
@@ -365,7 +365,7 @@ def _shows_heads(cfg: StudyConfig, params: Mapping[str, Any]) -> bool:
 
 
 def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
-    from tlmsearch.results import atomic_write
+    from tlmsearch.run_dir.tables import atomic_write
 
     run = RunDir(run_dir)
     path = run.table("curves")  # written beside trials by write_tables
@@ -487,12 +487,12 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     ETA (``now``: epoch seconds, default the clock; safe while running, from any process)."""
     import time
 
-    from tlmsearch.results import curves_frame, trials_frame
+    from tlmsearch.run_dir.tables import curves_frame, trials_frame
 
     cfg, study = open_run(run_dir)
     info = run_info(run_dir)
     trials, curves = trial_records(study)
-    from tlmsearch.results import add_deltas
+    from tlmsearch.run_dir.tables import add_deltas
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
     evs = evidences(frame, cfg) if not frame.empty else {}
@@ -520,14 +520,14 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
     """Refresh the tables from storage and write them as csv, parquet, yaml (best.yaml) or hf
-    (a Hugging Face folder of the best target, RUN/hf or OUT: tlmsearch/hf_export.py)."""
+    (a Hugging Face folder of the best target, RUN/hf or OUT: tlmsearch/models/hf_export.py)."""
     if fmt not in ("csv", "parquet", "yaml", "hf"):
         raise ConfigError(f"--format: {fmt!r} is not one of csv, parquet, yaml, hf")
     cfg, study = open_run(run_dir)
     run = Path(run_dir)
     tdf = write_tables(run, study, cfg)
     if fmt == "hf":
-        from tlmsearch.hf_export import export_best
+        from tlmsearch.models.hf_export import export_best
 
         return export_best(run, cfg, write_best(run, tdf, cfg), out)["files"]
     if fmt == "yaml":

@@ -175,7 +175,7 @@ def max_failures(max_retries: int, control: bool) -> int:
 
 def retry_line(trial: Any, reason: str) -> str:
     """The log line of a trial Ray starts again: what happened, and which attempt comes next."""
-    from tlmsearch.space import describe
+    from tlmsearch.widths.space import describe
 
     label = describe(trial.config.get("candidate", {}))
     tokens = int((trial.last_result or {}).get("tokens") or 0)

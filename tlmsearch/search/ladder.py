@@ -7,7 +7,8 @@ on the rung's study (its own study.yaml, Optuna storage, trials, best.yaml and r
 run in order. ``ladder_mode: all`` trains every candidate at every rung; ``promote`` trains the
 next rung on a grid of the ``promote_top`` candidates the rung below ranked best
 (:func:`tlmsearch.stats.rank`, so a censored candidate never goes up ahead of a fully measured
-one) and uniform. When the last rung is done, ``fidelity.json`` (:mod:`tlmsearch.fidelity`),
+one) and uniform. When the last rung is done, ``fidelity.json``
+(:mod:`tlmsearch.evidence.fidelity`),
 ``best.yaml`` (the top rung's, with a ``fidelity:`` block) and ``report.html`` are written.
 ``resume_ladder`` continues the first unfinished rung and the rest.
 """
@@ -76,7 +77,7 @@ def rung_compute(cfg: StudyConfig, trials: Any = None) -> float:
     From the uniform trials' recorded ``flops_per_token`` when given (every candidate has the
     uniform budget; a ``heads.share`` other than 1 under ``model.attention.hold: params`` moves
     a candidate's FLOPs off it a little, and this counts the control's), else from
-    :mod:`tlmsearch.budget` when the vocabulary is known (the control's model: no heads
+    :mod:`tlmsearch.widths.budget` when the vocabulary is known (the control's model: no heads
     schedule, so ``cfg.model`` as it is).
     """
     fpt = math.nan
@@ -85,8 +86,8 @@ def rung_compute(cfg: StudyConfig, trials: Any = None) -> float:
         if len(recorded):
             fpt = float(recorded.median())
     if math.isnan(fpt):
-        from tlmsearch.budget import flops_per_token
-        from tlmsearch.schedules import uniform_widths
+        from tlmsearch.widths.budget import flops_per_token
+        from tlmsearch.widths.schedules import uniform_widths
 
         vocab = cfg.vocab_size
         if vocab is None:
@@ -117,7 +118,7 @@ def ladder_notes(cfg: StudyConfig) -> list[str]:
                 f"({c:.3g} <= {prev:.3g}); fidelity reads the rungs as growing proxies"
             )
         prev = c
-        from tlmsearch.space import describe
+        from tlmsearch.widths.space import describe
 
         for t in sub.trainings():
             if t.stands_for:
@@ -146,7 +147,7 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
     objective (best.yaml's ranking): fully measured candidates first, on their common seeds or,
     with racing, the seeds the race gave them, then censored ones (never ahead of them).
     """
-    from tlmsearch.results import load_run
+    from tlmsearch.run_dir.tables import load_run
     from tlmsearch.search.export import evidences
 
     trials = load_run(rung_run).trials
@@ -156,7 +157,7 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
 
 
 def _write_ladder(run: Path, cfg: StudyConfig, promoted_to: dict[int, Any]) -> None:
-    from tlmsearch.results import atomic_write
+    from tlmsearch.run_dir.tables import atomic_write
 
     doc = {
         "mode": cfg.ladder_mode,
@@ -184,7 +185,7 @@ def run_ladder(
     cfg: StudyConfig, *, address: str | None = None, name: str | None = None, echo: Any = print
 ) -> LadderResult:
     """Start a ladder run in ``runs_dir/<name>`` and climb every rung."""
-    from tlmsearch.results import write_status
+    from tlmsearch.run_dir.tables import write_status
 
     if name is not None and name_problem(name):
         raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
@@ -224,7 +225,7 @@ def resume_ladder(
 def _climb(
     run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, echo: Any
 ) -> LadderResult:
-    from tlmsearch.results import write_status
+    from tlmsearch.run_dir.tables import write_status
     from tlmsearch.search.runner import RunFailed
 
     try:
@@ -237,7 +238,7 @@ def _climb(
 def _rungs(
     run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, echo: Any
 ) -> LadderResult:
-    from tlmsearch.results import write_status
+    from tlmsearch.run_dir.tables import write_status
     from tlmsearch.search.runner import resume_run, run_study
 
     state = _read_ladder(run)
@@ -283,9 +284,10 @@ def rung_dirs(run: Path) -> list[Path]:
 
 
 def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
-    """:func:`tlmsearch.fidelity.fidelity` of a ladder run's rungs, from their trials tables."""
-    from tlmsearch import fidelity as fid
-    from tlmsearch.results import load_run, metric_column
+    """:func:`tlmsearch.evidence.fidelity.fidelity` of a ladder run's rungs, from their trials
+    tables."""
+    from tlmsearch.evidence import fidelity as fid
+    from tlmsearch.run_dir.tables import load_run, metric_column
 
     run = Path(run_dir)
     if not is_ladder_run(run):
@@ -312,7 +314,7 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
 
 
 def write_fidelity(run_dir: str | Path) -> dict[str, Any]:
-    from tlmsearch.results import atomic_write
+    from tlmsearch.run_dir.tables import atomic_write
 
     doc = ladder_fidelity(run_dir)
     text = json.dumps(doc, indent=2) + "\n"
@@ -322,7 +324,7 @@ def write_fidelity(run_dir: str | Path) -> dict[str, Any]:
 
 def fidelity_block(doc: dict[str, Any]) -> dict[str, Any]:
     """best.yaml's ``fidelity:``: the measured rank agreement between the top two rungs."""
-    from tlmsearch.fidelity import top_pair
+    from tlmsearch.evidence.fidelity import top_pair
 
     p = top_pair(doc) or {}
     return {
@@ -342,7 +344,7 @@ def fidelity_block(doc: dict[str, Any]) -> dict[str, Any]:
 
 def finish_ladder(run_dir: str | Path) -> dict[str, Any]:
     """fidelity.json and best.yaml (the top rung's best, with a fidelity: block)."""
-    from tlmsearch.results import atomic_write
+    from tlmsearch.run_dir.tables import atomic_write
 
     run = Path(run_dir)
     doc = write_fidelity(run)

@@ -27,7 +27,7 @@ from tlmsearch.search.eta import (
 )
 from tlmsearch.search.failures import error_reason, retry_line
 from tlmsearch.search.records import finite
-from tlmsearch.space import describe
+from tlmsearch.widths.space import describe
 
 __all__ = ["LiveProgress", "TableWriter", "format_eta", "outcome"]
 

@@ -4,9 +4,9 @@ Ray calls the *scheduler* before the searcher on every result, so :class:`Optuna
 writes the result to the trial's ledger (:mod:`.ledger`), reports each eval to the Optuna trial at
 step = tokens seen, asks the study's pruner (``Trial.should_prune``), and on a prune has the
 searcher (:mod:`.searcher`) tell Optuna PRUNED and returns STOP. When a trial ends it applies
-``search.keep_weights`` to its checkpoints (:func:`tlmsearch.checkpoints.retain_trial`). A trial
-Ray starts again after a system error (:mod:`.failures`) keeps its Optuna trial; the scheduler
-sets how often (Ray's per-trial ``max_failures``) and the ledger records each retry.
+``search.keep_weights`` to its checkpoints (:func:`tlmsearch.train.checkpoints.retain_trial`). A
+trial Ray starts again after a system error (:mod:`.failures`) keeps its Optuna trial; the
+scheduler sets how often (Ray's per-trial ``max_failures``) and the ledger records each retry.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tlmsearch.search.failures import error_reason, max_failures
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import finite
 from tlmsearch.search.searcher import searcher_of
-from tlmsearch.space import is_control
+from tlmsearch.widths.space import is_control
 
 
 def _is_baseline(trial: Any) -> bool:
@@ -136,7 +136,7 @@ class OptunaPruningScheduler(FIFOScheduler):
         """``search.keep_weights`` for an ended trial; the kept final weights as ``weights``."""
         from pathlib import Path
 
-        from tlmsearch import checkpoints
+        from tlmsearch.train import checkpoints
 
         if not getattr(trial, "path", None):
             return  # never started: no folder

@@ -1,12 +1,12 @@
-"""Racing seeds inside a run: the driver's side of :mod:`tlmsearch.racing`.
+"""Racing seeds inside a run: the driver's side of :mod:`tlmsearch.evidence.racing`.
 
 After every trial that ends (COMPLETE, PRUNED, FAIL) the driver calls :func:`advance`: it reads
-the Optuna study, asks :func:`tlmsearch.racing.race` where each candidate stands, and enqueues
-the seeds that are due, with the uniform baseline of any seed that has none yet (the control
-runs on every seed a candidate uses). A candidate the race decides (separated, tied, stopped) is
-recorded in the study (``tlm_race:<candidate>``) the first time, and that decision stands: a
-later look, with more data for the noise, never revisits it (the error spent over the looks
-is counted once, racing.py). Everything else is a function of the stored trials, so a resumed
+the Optuna study, asks :func:`tlmsearch.evidence.racing.race` where each candidate stands, and
+enqueues the seeds that are due, with the uniform baseline of any seed that has none yet (the
+control runs on every seed a candidate uses). A candidate the race decides (separated, tied,
+stopped) is recorded in the study (``tlm_race:<candidate>``) the first time, and that decision
+stands: a later look, with more data for the noise, never revisits it (the error spent over the
+looks is counted once, racing.py). Everything else is a function of the stored trials, so a resumed
 run calls :func:`advance` once and the race continues where it stopped; nothing is run twice
 because pairs already queued, running or finished are never enqueued again.
 """
@@ -17,12 +17,12 @@ import json
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.racing import FINAL, Lane, decision, race, race_family_size
-from tlmsearch.results import metric_column
+from tlmsearch.evidence.racing import FINAL, Lane, decision, race, race_family_size
+from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
-from tlmsearch.space import UNIFORM, describe
+from tlmsearch.widths.space import UNIFORM, describe
 
 
 def lanes(study: Any, cfg: StudyConfig) -> list[Lane]:
@@ -40,7 +40,7 @@ def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
 
 
 def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str, Any]]]:
-    from tlmsearch.results import trials_frame
+    from tlmsearch.run_dir.tables import trials_frame
 
     racing = cfg.search.racing
     if racing is None:

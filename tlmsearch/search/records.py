@@ -27,7 +27,7 @@ from tlmsearch.search.attrs import (
     WEIGHTS,
 )
 from tlmsearch.search.failures import RETRIES
-from tlmsearch.space import describe
+from tlmsearch.widths.space import describe
 
 # A trial's final metrics: its last eval, less the bookkeeping keys.
 METRIC_KEYS = tuple(k for k in EVAL_KEYS if k not in ("tokens", "lr", "wall_s"))

@@ -278,7 +278,7 @@ def _drop_superseded_safely(
 ) -> None:
     """:func:`checkpoints.drop_superseded` once the trial is queued again, unless
     ``keep_weights: all``; a storage error here loses nothing (the checkpoints stay)."""
-    from tlmsearch import checkpoints
+    from tlmsearch.train import checkpoints
 
     if run is None or found is None or cfg.search.keep_weights == "all":
         return
@@ -290,7 +290,7 @@ def _drop_superseded_safely(
 
 def _resume_point(run: Path, attrs: dict[str, Any]) -> tuple[Path, int] | None:
     """:func:`checkpoints.resume_point` of a trial from its Optuna attributes."""
-    from tlmsearch import checkpoints
+    from tlmsearch.train import checkpoints
 
     return checkpoints.resume_point(run, attrs.get("ray_trial_id"), attrs.get(RESUME_FROM))
 
@@ -412,9 +412,9 @@ def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
         return
     import torch
 
-    from tlmsearch.mfu import cpu_peak
-    from tlmsearch.runtime import resolve_dtype
     from tlmsearch.search.trainable import trial_threads
+    from tlmsearch.train.mfu import cpu_peak
+    from tlmsearch.train.runtime import resolve_dtype
 
     cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
 
@@ -577,7 +577,7 @@ def _finish(
     trials = export.write_tables(run, study, cfg)
     doc = export.write_best(run, trials, cfg)
     if status == "finished" and cfg.search.keep_weights == "best":
-        from tlmsearch import checkpoints
+        from tlmsearch.train import checkpoints
 
         removed = checkpoints.keep_best(run, trials, [b["params"] for b in doc["best"]])
         if removed:
@@ -688,7 +688,7 @@ def _prepare(cfg: StudyConfig, echo: Any) -> Any:
 
 
 def _best_value(run: Path, cfg: StudyConfig, study: Any) -> float | None:
-    from tlmsearch.results import add_deltas, trials_frame
+    from tlmsearch.run_dir.tables import add_deltas, trials_frame
 
     rows, _ = records.trial_records(study)
     best = export.best_candidates(
@@ -698,7 +698,7 @@ def _best_value(run: Path, cfg: StudyConfig, study: Any) -> float | None:
 
 
 def _write_status(run: Path, status: str, **fields: Any) -> None:
-    from tlmsearch.results import write_status
+    from tlmsearch.run_dir.tables import write_status
 
     write_status(run, status, **fields)
 

@@ -33,7 +33,7 @@ from tlmsearch.search.attrs import (
     SEED,
     STANDS_FOR,
 )
-from tlmsearch.space import UNIFORM, SearchSpace, is_control, settings_of
+from tlmsearch.widths.space import UNIFORM, SearchSpace, is_control, settings_of
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -231,7 +231,7 @@ def planned_trials(cfg: StudyConfig) -> int:
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
-    from tlmsearch.power import controls
+    from tlmsearch.evidence.power import controls
 
     return ((cfg.search.n_trials or SAMPLER_TRIALS) + controls(cfg)) * n_seeds
 
@@ -362,7 +362,7 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
     """
     import optuna
 
-    from tlmsearch.schedules import ScheduleError
+    from tlmsearch.widths.schedules import ScheduleError
 
     try:
         plan = cfg.model.plan(cand)

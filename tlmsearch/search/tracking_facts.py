@@ -17,7 +17,7 @@ from tlmsearch.config import EVAL_KEYS, StudyConfig
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.records import finite
-from tlmsearch.space import describe, is_control
+from tlmsearch.widths.space import describe, is_control
 
 # What a curve point carries besides the eval keys: the trial's size (the same at every eval).
 COUNT_KEYS = ("params", "non_embedding_params", "flops_per_token")

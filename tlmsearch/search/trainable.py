@@ -20,11 +20,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tlmsearch.budget import trial_counts
 from tlmsearch.config import METRICS, StudyConfig
 from tlmsearch.search import faults
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.failures import exception_line, is_out_of_memory
+from tlmsearch.widths.budget import trial_counts
 
 NAN = float("nan")
 TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial
@@ -134,8 +134,8 @@ def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
 def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
     from ray import tune
 
-    from tlmsearch.train import train_proxy
-    from tlmsearch.trainer import Trainer
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.trainer import Trainer
 
     candidate, seed = config["candidate"], int(config["seed"])
     cfg, model, plan, static = _setup(StudyConfig.model_validate(study), candidate, data)
@@ -205,7 +205,7 @@ class _Reporter:
         self.pending: str | None = None
 
     def checkpoint(self, state: dict[str, Any]) -> None:
-        from tlmsearch.checkpoints import write_checkpoint
+        from tlmsearch.train.checkpoints import write_checkpoint
 
         if self.pending:  # never reported (cannot happen: one checkpoint per eval at most)
             shutil.rmtree(self.pending, ignore_errors=True)
@@ -235,7 +235,7 @@ def _resume_state(config: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
     seed)."""
     from ray import tune
 
-    from tlmsearch.checkpoints import load_checkpoint
+    from tlmsearch.train.checkpoints import load_checkpoint
 
     loaded = None
     ckpt = tune.get_checkpoint()

@@ -17,7 +17,7 @@ placement group: they end at once and give their resources back. (Tune ends the 
 right after, and Ray Train's cleaner of an orphaned placement group asks the State API, which a
 Ray without a dashboard, like the embedded one, does not serve: nothing else would free them.)
 
-The workers meet in a process group of their own (:mod:`tlmsearch.distributed`; gloo on CPU,
+The workers meet in a process group of their own (:mod:`tlmsearch.train.distributed`; gloo on CPU,
 NCCL on GPU) whose rendezvous listens on rank 0's node address only: on the embedded Ray, loopback.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from tlmsearch.config import ModelConfig, RayConfig, StudyConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.runtime import TrainSummary
+from tlmsearch.train.runtime import TrainSummary
 
 DRIVER = {"cpu": 0, "gpu": 0, "memory": 256 * 2**20}  # the trial of a multi-worker run: a driver
 POLL_S = 0.5  # how often the driver looks whether fit() ended while it waits for an eval
@@ -96,7 +96,7 @@ def _ray_trainer(
             "evals": evals,
             "answers": answers,
         },
-        backend_config=BackendConfig(),  # the process group is ours (tlmsearch.distributed)
+        backend_config=BackendConfig(),  # the process group is ours (tlmsearch.train.distributed)
         scaling_config=ScalingConfig(
             num_workers=rc.workers_per_trial,
             use_gpu=bool(per_worker["GPU"]),
@@ -223,9 +223,9 @@ def _worker(loop: dict[str, Any]) -> None:
     import torch
     from ray.train.collective import broadcast_from_rank_zero
 
-    from tlmsearch.distributed import close_group, init_group, listen
-    from tlmsearch.runtime import resolve_device
-    from tlmsearch.train import train_proxy
+    from tlmsearch.train.distributed import close_group, init_group, listen
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.runtime import resolve_device
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()

@@ -45,7 +45,7 @@ class _Cell(NamedTuple):
     value: float  # mean of the complete trials' values; NaN otherwise
     states: str  # its trials' states, sorted and joined: "COMPLETE" or "FAIL,PRUNED"
     # the candidate's setting (``lr=0.003``; ``""`` without setting dimensions): it is paired
-    # with the uniform of its own setting and seed (tlmsearch/settings.py)
+    # with the uniform of its own setting and seed (tlmsearch/widths/settings.py)
     setting: str = ""
 
 

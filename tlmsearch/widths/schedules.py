@@ -440,7 +440,8 @@ class WidthPlan:
     widths: tuple[int, ...]
     d_ff: int
     multiple_of: int
-    # attention query heads per layer (tlmsearch/heads.py fills it in; None: not planned here)
+    # attention query heads per layer (tlmsearch/widths/heads.py fills it in; None: not planned
+    # here)
     heads: tuple[int, ...] | None = None
     # the heads total over uniform's, as realised (heads.share, rounded to an exact budget)
     heads_share: float = 1.0
@@ -545,7 +546,7 @@ def plan_units(
     """``n_layer`` positive integers in ``shape``'s profile that sum to ``total_units`` exactly.
 
     The rounding behind every exact budget: MLP widths (in units of ``multiple_of``) and
-    attention heads per layer (in groups of query heads, :mod:`tlmsearch.heads`) alike.
+    attention heads per layer (in groups of query heads, :mod:`tlmsearch.widths.heads`) alike.
     ``too_narrow(layer, normalised ratio)`` words the error for a layer left with no unit.
 
     >>> plan_units("linear", 3, 7, lambda layer, ratio: "too narrow", r_start=1.5)

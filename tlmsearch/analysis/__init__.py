@@ -35,11 +35,11 @@ projection's input zeroed, the other heads intact) when the model has at most
 The numbers are read through forward hooks on the models' own modules (a pre-hook on the MLP's
 norm sees x, a hook on the MLP sees its output; a hook on an attention sees its input and RoPE
 tables, from which q and k are recomputed with its own weights; a hook that returns zeros ablates
-a module: :mod:`tlmsearch.probes`), so the models carry no code for this. The passes run in fp32,
-whatever dtype the trial trained in. hf and plugin models get the MLP measures only: their
+a module: :mod:`tlmsearch.analysis.probes`), so the models carry no code for this. The passes run
+in fp32, whatever dtype the trial trained in. hf and plugin models get the MLP measures only: their
 attention is the family's own code (:data:`NO_ATTENTION`). torch is imported at module level:
-the report reads ``analysis.parquet`` through :mod:`tlmsearch.results` and never imports this
-module.
+the report reads ``analysis.parquet`` through :mod:`tlmsearch.run_dir.tables` and never imports
+this module.
 """
 
 from __future__ import annotations
@@ -53,9 +53,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tlmsearch.config import StudyConfig
-from tlmsearch.errors import ConfigError
-from tlmsearch.probes import (
+from tlmsearch.analysis.probes import (
     ablated,
     ablated_head,
     attention_entropy,
@@ -63,6 +61,8 @@ from tlmsearch.probes import (
     check_windows,
     mean_nll,
 )
+from tlmsearch.config import StudyConfig
+from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 
 NO_WEIGHTS = "run with search.keep_weights: best (or final) to analyze"
@@ -308,7 +308,7 @@ def select_kept(kept: Sequence[Mapping[str, Any]], trials: str | None) -> list[d
 
 def _trial_info(meta: Mapping[str, Any], trials: pd.DataFrame) -> dict[str, Any]:
     """The analysis columns that say which trial a model is, from its meta and the trials table."""
-    from tlmsearch.space import describe, is_control
+    from tlmsearch.widths.space import describe, is_control
 
     number = int(meta["number"])
     params = dict(meta.get("candidate") or {})
@@ -345,12 +345,17 @@ def analyze_run(
 
     ``kept``: kept-weights entries (meta dicts with ``"path"``); ``load(path) -> (model, meta)``
     puts the model on ``device``; ``val``: (vx, vy) from :func:`validation_windows`. Returns the
-    analysis table (:data:`tlmsearch.results.ANALYSIS_COLUMNS`), one row per (trial, layer,
-    level), and the heads table (:data:`tlmsearch.results.ANALYSIS_HEAD_COLUMNS`), one row per
-    (trial, layer, head), each also written atomically into the run dir (replacing an earlier
+    analysis table (:data:`tlmsearch.run_dir.tables.ANALYSIS_COLUMNS`), one row per (trial, layer,
+    level), and the heads table (:data:`tlmsearch.run_dir.tables.ANALYSIS_HEAD_COLUMNS`), one row
+    per (trial, layer, head), each also written atomically into the run dir (replacing an earlier
     one).
     """
-    from tlmsearch.results import analysis_frame, analysis_heads_frame, atomic_write, load_run
+    from tlmsearch.run_dir.tables import (
+        analysis_frame,
+        analysis_heads_frame,
+        atomic_write,
+        load_run,
+    )
 
     run = load_run(run_dir)
     if not kept:

@@ -296,7 +296,7 @@ def race_family_size(config: Mapping[str, Any]) -> int:
     candidates started so far would test the early looks at a looser level than promised.
     """
     from tlmsearch.config import StudyConfig
-    from tlmsearch.space import is_control, is_flat
+    from tlmsearch.widths.space import is_control, is_flat
 
     try:
         cfg = StudyConfig.model_validate(dict(config))

@@ -101,8 +101,9 @@ def nll_sum(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
 
 
 class _BatchedLinearCrossEntropy(torch.autograd.Function):
-    """:class:`_LinearCrossEntropy` for K models at once (a trial array, tlmsearch/trial_array.py):
-    the same chunks and formula, with batched matmuls; each model's mean NLL, (K,)."""
+    """:class:`_LinearCrossEntropy` for K models at once (a trial array,
+    tlmsearch/train/trial_array.py): the same chunks and formula, with batched matmuls; each
+    model's mean NLL, (K,)."""
 
     @staticmethod
     def forward(  # type: ignore[override]

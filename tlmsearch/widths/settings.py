@@ -5,9 +5,9 @@ A space dimension named ``train.lr`` (any scalar field of
 trial train at its candidate's value
 (:meth:`StudyConfig.for_candidate`). The uniform control runs at every value
 (:meth:`StudyConfig.candidates`), statistics pair a candidate with the uniform of its own setting
-and seed (``setting`` column, :mod:`tlmsearch.stats`), and :mod:`tlmsearch.tuned` compares each
-shape at its own best value. This module checks that a dimension names such a field and that the
-field accepts each of its values. No torch, no ray.
+and seed (``setting`` column, :mod:`tlmsearch.stats`), and :mod:`tlmsearch.evidence.tuned` compares
+each shape at its own best value. This module checks that a dimension names such a field and that
+the field accepts each of its values. No torch, no ray.
 """
 
 from __future__ import annotations

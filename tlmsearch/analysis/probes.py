@@ -31,7 +31,7 @@ from tlmsearch.models.common import CausalSelfAttention, apply_rope
 
 def mean_nll(model: nn.Module, vx: torch.Tensor, vy: torch.Tensor, batch: int, dev: Any) -> float:
     """The mean next-token NLL (nats/token) over the windows, in fp32, ``batch`` at a time."""
-    from tlmsearch.runtime import evaluate
+    from tlmsearch.train.runtime import evaluate
 
     return evaluate(model, vx, vy, batch, dev, torch.float32) / vy.numel()
 

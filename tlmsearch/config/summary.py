@@ -7,18 +7,18 @@ from typing import Any
 
 from rich.table import Table
 
-from tlmsearch.budget import count_params, flops_per_token, mlp_params, non_embedding_params
 from tlmsearch.config import ModelConfig, StudyConfig
-from tlmsearch.heads import heads_schedule
-from tlmsearch.schedules import uniform_widths
-from tlmsearch.space import SHARE, describe
+from tlmsearch.widths.budget import count_params, flops_per_token, mlp_params, non_embedding_params
+from tlmsearch.widths.heads import heads_schedule
+from tlmsearch.widths.schedules import uniform_widths
+from tlmsearch.widths.space import SHARE, describe
 
 _NAMES = ("MLP", "total", "non-emb", "FLOPs")
 
 
 def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: int = 40) -> Table:
     """One row per candidate: its widths, its exact parameter counts (total, non-embedding, MLP)
-    and training FLOPs per token (:mod:`tlmsearch.budget`), against the uniform baseline.
+    and training FLOPs per token (:mod:`tlmsearch.widths.budget`), against the uniform baseline.
 
     Each candidate is counted as it is built (``model.headed(candidate)``: its heads schedule's
     per-layer heads); a study with a heads schedule shows each candidate's heads per layer and
@@ -155,9 +155,9 @@ def same_widths_notes(cfg: StudyConfig) -> list[str]:
 
 def share_notes(cfg: StudyConfig) -> list[str]:
     """A note per candidate whose ``heads.share`` is realised far from the request: heads move
-    in exactly payable steps (tlmsearch/heads.py), so a small model may round a share to 1
+    in exactly payable steps (tlmsearch/widths/heads.py), so a small model may round a share to 1
     (the same model as uniform heads) or far off it."""
-    from tlmsearch.schedules import ScheduleError
+    from tlmsearch.widths.schedules import ScheduleError
 
     lines = []
     for section, model in [("proxy", cfg.model), ("target", cfg.target)]:
@@ -200,10 +200,10 @@ def worker_notes(cfg: StudyConfig) -> list[str]:
 def effective_lrs(
     cfg: StudyConfig, candidates: Iterable[Mapping[str, Any]] | None = None
 ) -> list[tuple[str, Any]]:
-    """(schedule label, :class:`tlmsearch.parametrization.EffectiveLR`) for every non-uniform
+    """(schedule label, :class:`tlmsearch.train.parametrization.EffectiveLR`) for every non-uniform
     schedule of ``candidates`` (default: every one the study's grid trains), once per
     parametrization it trains under."""
-    from tlmsearch.space import schedule_label
+    from tlmsearch.widths.space import schedule_label
 
     if candidates is None:
         candidates = [t.candidate for t in cfg.trainings()]
@@ -223,10 +223,10 @@ def effective_lrs(
 
 
 def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
-    """The :class:`tlmsearch.parametrization.EffectiveLR` of one candidate: its proxy widths
+    """The :class:`tlmsearch.train.parametrization.EffectiveLR` of one candidate: its proxy widths
     under the parametrization it trains with (its own ``train.parametrization`` setting, else
     the study's)."""
-    from tlmsearch.parametrization import effective_lr
+    from tlmsearch.train.parametrization import effective_lr
 
     parametrization = cfg.for_candidate(candidate).train.parametrization
     return effective_lr(cfg.model.plan(candidate).widths, cfg.model.d_ff_uniform,
@@ -237,7 +237,7 @@ def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]
     """``tlmsearch validate``'s lines: what the parametrization does to each schedule's layers
     against uniform (:func:`effective_lrs`; not with ``per_schedule`` False), then how the study
     compares schedules: at one learning rate, or each at its own best too."""
-    from tlmsearch.parametrization import lr_comparison
+    from tlmsearch.train.parametrization import lr_comparison
 
     pairs = effective_lrs(cfg) if per_schedule else []
     lines = [f"  {label}: {e.line()}" for label, e in pairs]
@@ -253,7 +253,7 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     parametrization), what the parametrization does to its layers against uniform."""
     import json
 
-    from tlmsearch.parametrization import lr_comparison
+    from tlmsearch.train.parametrization import lr_comparison
 
     note = lr_comparison(cfg.space, cfg.train.lr)
     params = []

@@ -1,7 +1,7 @@
 """Search spaces over width schedules: YAML in, candidates and width vectors out.
 
 A space is an ordered mapping of *dimensions*, each named after a schedule parameter
-(:func:`tlmsearch.schedules.schedule_params`, read from the registry of shapes)::
+(:func:`tlmsearch.widths.schedules.schedule_params`, read from the registry of shapes)::
 
     name: paper
     dimensions:
@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
-from tlmsearch.schedules import (
+from tlmsearch.widths.schedules import (
     MAX_PARAM,
     SHAPES,
     ScheduleError,
@@ -45,7 +45,7 @@ from tlmsearch.schedules import (
 Scalar = str | int | float | bool
 # The config sections a setting dimension (``train.lr``) may name a scalar field of.
 SETTING_SECTIONS = ("train", "model")
-SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"  # beside the package
 # Candidates a space may enumerate (its grid, or a continuous space's corners), counted before
 # any list of them is built: each is checked for the proxy and the target model and, on a grid,
 # trained once per seed. The paper's grid has 15.
@@ -359,7 +359,7 @@ UNIFORM: dict[str, Any] = {"shape": "uniform"}
 
 # -------------------------------------------------------------------------------------------------
 # A candidate's parts: the MLP schedule, the heads schedule (``heads.``-prefixed keys, planned by
-# tlmsearch/heads.py) and the settings (``train.lr``)
+# tlmsearch/widths/heads.py) and the settings (``train.lr``)
 
 PREFIX = "heads."
 SHARE = "heads.share"

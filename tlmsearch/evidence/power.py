@@ -252,7 +252,7 @@ def family_size(cfg: StudyConfig) -> int:
 
 def _trainings_per_setting(cfg: StudyConfig) -> Counter[str]:
     """A grid's trainings per seed, by setting value (one key "" without settings)."""
-    from tlmsearch.space import setting_label
+    from tlmsearch.widths.space import setting_label
 
     return Counter(setting_label(t.candidate, exact=True) for t in cfg.trainings())
 
@@ -390,7 +390,7 @@ def _plan_noise(
     cfg: StudyConfig, i: int, obj: Any, pilot: pd.DataFrame | None, pilot_name: str
 ) -> _Noise:
     """The pilot's measured noise, or ``search.racing.prior_sd`` (first objective only)."""
-    from tlmsearch.results import metric_column
+    from tlmsearch.run_dir.tables import metric_column
 
     if pilot is not None:
         sd, df, noise_from = pilot_noise(pilot, metric_column(obj.metric), pilot_name)
@@ -447,7 +447,7 @@ def _settings_note(
 
 def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
     """The notes on the study's design: one seed, a race, a tuned comparison, shared widths."""
-    from tlmsearch.tuned import STRATA
+    from tlmsearch.evidence.tuned import STRATA
 
     notes: list[str] = []
     racing = cfg.search.racing
@@ -461,7 +461,7 @@ def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
         )
     tunes = any(name not in STRATA for name in cfg.space.settings)  # a tuned comparison
     if tunes and n_t > 0:
-        from tlmsearch.tuned import HOLDOUT_MIN_SEEDS
+        from tlmsearch.evidence.tuned import HOLDOUT_MIN_SEEDS
 
         twice = max(2 * n_t, HOLDOUT_MIN_SEEDS)
         notes.append(
@@ -489,9 +489,9 @@ def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
 
 def _heads_moved(cfg: StudyConfig) -> int:
     """How many candidates realise a ``heads.share`` other than 1 (their FLOPs or parameters
-    then differ from uniform's: tlmsearch/heads.py)."""
-    from tlmsearch.heads import heads_schedule
-    from tlmsearch.schedules import ScheduleError
+    then differ from uniform's: tlmsearch/widths/heads.py)."""
+    from tlmsearch.widths.heads import heads_schedule
+    from tlmsearch.widths.schedules import ScheduleError
 
     n = 0
     for cand in cfg.candidates():

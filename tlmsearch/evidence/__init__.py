@@ -22,7 +22,8 @@ One decision per question:
   best only when it is better than every other one, uniform included, jointly at ``level``.
 - *Does it still win at its own best setting?* A study with setting dimensions (``train.lr``)
   compares within a setting (each candidate with the uniform of its own setting and seed) and,
-  in :attr:`Evidence.tuned`, each schedule at its own best setting (:mod:`tlmsearch.tuned`).
+  in :attr:`Evidence.tuned`, each schedule at its own best setting
+  (:mod:`tlmsearch.evidence.tuned`).
 
 Pure pandas / numpy / scipy (no torch, ray or plotting).
 """
@@ -37,7 +38,8 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import constants, stats
-from tlmsearch.racing import (
+from tlmsearch.evidence import tuned as tuning  # the module: `tuned` is Evidence's field
+from tlmsearch.evidence.racing import (
     SEPARATED,
     TIED,
     Lane,
@@ -47,8 +49,8 @@ from tlmsearch.racing import (
     race_settings,
     recorded_lanes,
 )
+from tlmsearch.evidence.tuned import Tuned
 from tlmsearch.stats.effects_vs_uniform import uses_joint
-from tlmsearch.tuned import Tuned, tuned
 
 RACE, FAMILY = "race", "family"
 
@@ -147,7 +149,7 @@ class Evidence:
                       noise=pairs_noise), eff, key)  # fmt: skip
         snr = _signal_to_noise(trials, value, key, noise, curves)
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
-        tuned_ = (tuned(trials, value, sense, level=level, family=family, seeds=order)
+        tuned_ = (tuning.tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
                    m, note, snr, tuned_, pairs_noise, plan, model, variance)  # fmt: skip

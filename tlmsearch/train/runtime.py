@@ -1,8 +1,8 @@
 """What a training run needs around its model: the LR schedule, device, dtype, compile and
 attention choices, batch shape, autocast, the evaluation and the run's summary.
 
-A leaf of :mod:`tlmsearch.train` (the loop) and :mod:`tlmsearch.trainer` (its state object):
-both import these, neither is imported here (docs/contributing.md, rule 19).
+A leaf of :mod:`tlmsearch.train.loop` (the loop) and :mod:`tlmsearch.train.trainer` (its state
+object): both import these, neither is imported here (docs/contributing.md, rule 19).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 
 from tlmsearch.config import TrainConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.loss import nll_sum
+from tlmsearch.train.loss import nll_sum
 
 
 @dataclass
@@ -91,7 +91,7 @@ def resolve_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype:
     if device.type == "cuda":
         ok = torch.cuda.is_bf16_supported()
     else:
-        from tlmsearch.mfu import cpu_has_bf16
+        from tlmsearch.train.mfu import cpu_has_bf16
 
         ok = cpu_has_bf16()
     if cfg.dtype == "bf16" and not ok:

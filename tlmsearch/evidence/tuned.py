@@ -32,7 +32,7 @@ import pandas as pd
 
 from tlmsearch import stats
 from tlmsearch.constants import FAMILY, LEVEL
-from tlmsearch.space import settings_of
+from tlmsearch.widths.space import settings_of
 
 # Seeds from which the best setting is chosen on half and measured on the other half.
 HOLDOUT_MIN_SEEDS = 4

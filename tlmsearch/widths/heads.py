@@ -3,7 +3,7 @@
 The MLP schedule moves hidden width between layers; a *heads schedule* moves attention heads
 (the head size ``d_model // model.n_head`` stays fixed, as in OpenELM's layer-wise scaling,
 arXiv 2404.14619). A candidate gives it with ``heads.``-prefixed keys: the same shapes and
-parameters as its MLP schedule (the registry :data:`tlmsearch.schedules.SHAPES`)::
+parameters as its MLP schedule (the registry :data:`tlmsearch.widths.schedules.SHAPES`)::
 
     {"shape": "cosine", "r_start": 1.5, "heads.shape": "linear", "heads.r_start": 0.5}
 
@@ -12,8 +12,8 @@ is a cosine MLP taper with heads growing linearly over depth (0.5x -> 1.5x of ``
 Heads come in groups of ``kv_group = n_head // n_kv_head`` query heads sharing one key/value
 head (grouped-query attention; a group is one head without ``n_kv_head``), so layer l has h_l
 query heads and h_l / kv_group key/value heads, and the rounding of
-:func:`tlmsearch.schedules.plan_units` runs over groups: the heads sum to ``n_layer * n_head``
-exactly and keep the profile's order, as MLP widths do.
+:func:`tlmsearch.widths.schedules.plan_units` runs over groups: the heads sum to ``n_layer *
+n_head`` exactly and keep the profile's order, as MLP widths do.
 
 **Moving capacity between attention and the MLPs.** ``heads.share`` (default 1) sets the
 candidate's heads total to ``share * n_layer * n_head``, and its MLP widths absorb the
@@ -41,14 +41,14 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.schedules import (
+from tlmsearch.widths.schedules import (
     ScheduleError,
     WidthPlan,
     check_params,
     plan_from_params,
     plan_units,
 )
-from tlmsearch.space import (  # a candidate's parts: re-exported for the planning's callers
+from tlmsearch.widths.space import (  # a candidate's parts: re-exported for the planning's callers
     PREFIX,
     SHARE,
     heads_label,
@@ -103,7 +103,7 @@ def costs(model: ModelConfig) -> tuple[int, int]:
     >>> costs(ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64))  # 4 d hd, 3 d m
     (2048, 1536)
     """
-    from tlmsearch.budget import MIXERS, mlp_params
+    from tlmsearch.widths.budget import MIXERS, mlp_params
 
     mixer = MIXERS[model.arch]
     h, g = model.n_head, model.kv_group

@@ -1,11 +1,12 @@
 """A ladder's fidelity document (fidelity.json) as tables: ``tlmsearch fidelity`` prints them,
-the report shows them. Pure text from :func:`tlmsearch.fidelity.ladder_fidelity`'s document."""
+the report shows them. Pure text from :func:`tlmsearch.evidence.fidelity.ladder_fidelity`'s
+document."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tlmsearch.fidelity import compute_text, snr_cells, with_ci
+from tlmsearch.evidence.fidelity import compute_text, snr_cells, with_ci
 from tlmsearch.tables import Table
 
 
@@ -14,8 +15,8 @@ def _num(v: Any, fmt: str) -> str:
 
 
 def _null_cell(p: dict[str, Any]) -> str:
-    """The null check's numbers (tlmsearch.fidelity.null_check): P(null tau >= tau), the tau
-    the null passes in <= 5%, and the seed noise's correlation (its upper bound, used)."""
+    """The null check's numbers (tlmsearch.evidence.fidelity.null_check): P(null tau >= tau), the
+    tau the null passes in <= 5%, and the seed noise's correlation (its upper bound, used)."""
     rho, up = p.get("seed_rho"), p.get("rho_upper")
     if rho is None or up is None:
         return "-"

@@ -28,7 +28,8 @@ unusually fusable:
 - **Attention.** The fused kernels (flash, memory-efficient) have no vmap batching rule (vmap
   would run them member by member), so the fused step uses the math kernel, batched matmuls
   and a softmax; evals use the member's kernel.
-- **Reuse.** Each member is a :class:`tlmsearch.trainer.Trainer` (compile off) whose parameters
+- **Reuse.** Each member is a :class:`tlmsearch.train.trainer.Trainer` (compile off) whose
+parameters
   are views into the flat buffer: its batches (its seed's windows), divergence monitor,
   averaged weights, evals, curve, summary and ``state_dict`` are the Trainer's own, reading
   live weights with no copy per step. Only the optimizer moments are copied, into the member's
@@ -72,16 +73,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tlmsearch import parametrization
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.config.model import FUSABLE_ARCHS
 from tlmsearch.data.batches import Prefetch, to_device
 from tlmsearch.data.prepare import PreparedData
 from tlmsearch.errors import ConfigError
-from tlmsearch.loss import CHUNK_TOKENS, batched_linear_cross_entropy
 from tlmsearch.models.common import SwiGLU
-from tlmsearch.runtime import TrainSummary, attention_context, autocast_context, lr_at
-from tlmsearch.trainer import Trainer
+from tlmsearch.train import parametrization
+from tlmsearch.train.loss import CHUNK_TOKENS, batched_linear_cross_entropy
+from tlmsearch.train.runtime import TrainSummary, attention_context, autocast_context, lr_at
+from tlmsearch.train.trainer import Trainer
 
 # Architectures whose every module is vmappable and whose only width-dependent part is a
 # bias-free SwiGLU. titans (its memory recurrence runs under torch.compiler.disable) and
@@ -187,7 +188,7 @@ def _check_template(model: nn.Module) -> None:
 def clip_rows_(grad: torch.Tensor, max_norm: torch.Tensor,
                frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """Clip each member's gradient (a row of ``grad``, (K, P)) on its own global norm, as
-    the member's Trainer does alone (:func:`tlmsearch.parametrization.clip_grad_norm_`):
+    the member's Trainer does alone (:func:`tlmsearch.train.parametrization.clip_grad_norm_`):
     ``coef = min(1, max / (norm + 1e-6))``; ``max_norm`` (K,) with ``inf`` for a member that
     does not clip; ``frame`` (K, P) or None: each element's factor to the MuReadout frame the
     norm is taken in under muP (1/m on an output weight, 1 elsewhere). Returns the norms (K,)."""

@@ -9,10 +9,11 @@ keeps the best candidates' weights (:func:`keep_best`); analysis reads :func:`ke
 
 A checkpoint folder holds
 
-- ``state.pt``: ``torch.save`` of the run's state (:meth:`tlmsearch.trainer.Trainer.state_dict`):
+- ``state.pt``: ``torch.save`` of the run's state
+(:meth:`tlmsearch.train.trainer.Trainer.state_dict`):
   key ``"model"`` is the model's state_dict (the raw weights); the optimizer, data position, RNGs,
   curve and counters are the other keys, and ``"average"`` the averaged weights' state with
-  ``train.eval_weights`` ema or lawa (:mod:`tlmsearch.averaging`);
+  ``train.eval_weights`` ema or lawa (:mod:`tlmsearch.train.averaging`);
 - ``meta.json``: what the weights are, written last (its presence marks a complete checkpoint):
   ``number`` (the Optuna trial, or null), ``candidate``, ``seed``, ``widths``, ``tokens``,
   ``model`` (the ModelConfig as a dict, ``vocab_size`` filled in), ``arch``, ``final`` (the

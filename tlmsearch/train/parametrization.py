@@ -39,9 +39,9 @@ under ``standard`` nothing here changes a number. Common random numbers still ho
 keyed draw is only rescaled, so two candidates of a seed share their common units up to the
 factor m_a / m_b (exactly where their widths are equal).
 
-Attention heads (a heads schedule, tlmsearch/heads.py) are the other width that varies: layer
-i has h_i query heads of the model's fixed head size, against ``n_head`` in the base model (the
-uniform one, built without ``layer_heads``). The same reasoning applies with
+Attention heads (a heads schedule, tlmsearch/widths/heads.py) are the other width that varies:
+layer i has h_i query heads of the model's fixed head size, against ``n_head`` in the base model
+(the uniform one, built without ``layer_heads``). The same reasoning applies with
 m_i = h_i / n_head: q/k/v and the gate (weight (heads * head_dim, d_model)) are input weights,
 **unchanged**; the output projection (weight (d_model, h_i * head_dim)) is an output weight,
 **init std / m_i, Adam LR / m_i, weight decay x m_i**. An output projection at m = 1 stays in
@@ -385,7 +385,7 @@ def lr_comparison(space: Any, train_lr: float) -> str:
     of two or more distinct values (each schedule also at its own best LR: the tuned
     comparison), else :data:`AT_ONE_LR` with the LR and what to do.
 
-    ``space``: a :class:`tlmsearch.space.Space`; ``train_lr``: the study's ``train.lr``.
+    ``space``: a :class:`tlmsearch.widths.space.Space`; ``train_lr``: the study's ``train.lr``.
     """
     dim = space.dimensions.get("train.lr")
     if dim is not None and not dim.finite:

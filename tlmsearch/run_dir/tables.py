@@ -170,9 +170,15 @@ def _is_missing(value: Any) -> bool:
 def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Fill columns that follow from ``params`` / ``widths`` / ``heads`` when the record lacks
     them."""
-    from tlmsearch.heads import heads_schedule
-    from tlmsearch.schedules import SHAPES
-    from tlmsearch.space import describe, is_control, schedule_of, setting_label, taper_strength
+    from tlmsearch.widths.heads import heads_schedule
+    from tlmsearch.widths.schedules import SHAPES
+    from tlmsearch.widths.space import (
+        describe,
+        is_control,
+        schedule_of,
+        setting_label,
+        taper_strength,
+    )
 
     row = dict(rec)
     params = row.pop("params", None)

@@ -5,8 +5,8 @@ optimizer step's window starts from the generator one worker uses (same seed, sa
 keeps its contiguous 1/N of the step's sequences; each rank's loss is the mean over its equal
 share, so the mean of the ranks' gradients is the one-worker gradient: torch's
 DistributedDataParallel takes it, all-reducing buckets of gradients while the last micro-batch's
-backward still runs (``Trainer`` in :mod:`tlmsearch.trainer`); the learning rate and step count
-do not change; the train losses (once per eval window) and the validation NLL (each rank
+backward still runs (``Trainer`` in :mod:`tlmsearch.train.trainer`); the learning rate and step
+count do not change; the train losses (once per eval window) and the validation NLL (each rank
 evaluates a slice of the validation windows) are reduced here; rank 0 alone reports, and its stop
 is every rank's. The initial weights are keyed by seed (models.build_model): every rank builds
 them.

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.space import SearchSpace
+from tlmsearch.widths.space import SearchSpace
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # The files `make docs` writes: (what `tlmsearch schema` prints, the committed path).
@@ -286,7 +286,7 @@ def reference_markdown() -> str:
         "",
         f"<!-- Generated from the pydantic models by `tlmsearch schema --markdown` ({REFRESH}); "
         "do not edit by hand: edit the comments beside the fields in tlmsearch/config/ and "
-        "tlmsearch/space.py. -->",
+        "tlmsearch/widths/space.py. -->",
         "",
         "Every key a study YAML (`studies/*.yaml`) may hold. Unknown keys are errors; "
         "`tlmsearch validate STUDY` checks a file (exit 2 names the YAML path, the bad value "

@@ -140,7 +140,7 @@ def cpu_peak(
     ``dtype`` is the one the run computes in (fp32 is ~4.5x below bf16 on the CPU of
     docs/platform.md, so an fp32 run against the bf16 peak would read 4.5x too low); default: bf16
     where the CPU has it natively, else fp32. A calibration taken while other work shares the
-    cores reads low; ``recalibrate=True`` (or ``python -m tlmsearch.mfu``) measures again and
+    cores reads low; ``recalibrate=True`` (or ``python -m tlmsearch.train.mfu``) measures again and
     keeps the higher value.
     """
     threads = threads or torch.get_num_threads()
@@ -210,7 +210,7 @@ def peak_flops(
     return None
 
 
-if __name__ == "__main__":  # python -m tlmsearch.mfu: (re)calibrate this machine's CPU peaks
+if __name__ == "__main__":  # python -m tlmsearch.train.mfu: (re)calibrate this machine's CPU peaks
     import os as _os
 
     for n in sorted({1, _os.cpu_count() or 1}):

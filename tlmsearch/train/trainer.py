@@ -2,7 +2,7 @@
 
 ``train.train_proxy`` is the short loop around it; checkpoints hold its :meth:`Trainer.state_dict`
 and a resumed run loads it (:meth:`Trainer.load_state_dict`), on one worker or N
-(:mod:`tlmsearch.distributed`).
+(:mod:`tlmsearch.train.distributed`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tlmsearch import budget, parametrization
-from tlmsearch.averaging import load_average, weight_average
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.batches import Batches, Prefetch, pinned, val_windows
 from tlmsearch.data.prepare import PreparedData
-from tlmsearch.distributed import DistInfo
-from tlmsearch.divergence import DivergenceMonitor
 from tlmsearch.errors import ConfigError
-from tlmsearch.loss import next_token_nll
-from tlmsearch.runtime import (
+from tlmsearch.train import parametrization
+from tlmsearch.train.averaging import load_average, weight_average
+from tlmsearch.train.distributed import DistInfo
+from tlmsearch.train.divergence import DivergenceMonitor
+from tlmsearch.train.loss import next_token_nll
+from tlmsearch.train.runtime import (
     TrainSummary,
     attention_context,
     attention_kernel,
@@ -37,6 +37,7 @@ from tlmsearch.runtime import (
     resolve_device,
     resolve_dtype,
 )
+from tlmsearch.widths import budget
 
 if TYPE_CHECKING:
     from torch.nn.parallel import DistributedDataParallel
@@ -120,7 +121,7 @@ def _optimizer(
 ) -> torch.optim.AdamW:
     """AdamW over the parametrization's groups."""
     # The fused AdamW kernel exists for CPU and CUDA; on this CPU it was 3-9% faster per step.
-    # train.parametrization (tlmsearch/parametrization.py): under mup each MLP down
+    # train.parametrization (tlmsearch/train/parametrization.py): under mup each MLP down
     # projection's init is rescaled here and its group carries an lr_scale that set_lr applies.
     return torch.optim.AdamW(
         parametrization.param_groups(model, model_cfg, cfg, vocab_size=vocab),
@@ -157,7 +158,7 @@ class Trainer:
     and step times come from CUDA events read at the eval. On N ranks (``dist``) the model is
     wrapped in torch's DistributedDataParallel: the gradient all-reduce overlaps the last
     micro-batch's backward (``no_sync`` on the others), and each rank trains its share of
-    the global step (:mod:`tlmsearch.distributed`).
+    the global step (:mod:`tlmsearch.train.distributed`).
 
     Example::
 
@@ -228,7 +229,7 @@ class Trainer:
 
     def _compile_plan(self, n_threads: int | None) -> tuple[float, bool]:
         """(this worker's peak FLOP/s at the precision that runs, whether to torch.compile)."""
-        from tlmsearch.mfu import peak_flops
+        from tlmsearch.train.mfu import peak_flops
 
         peak = peak_flops(self.device, n_threads, dtype=self.dtype)  # the precision that runs
         fpt = float(self.counts["flops_per_token"])

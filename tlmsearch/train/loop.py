@@ -7,11 +7,11 @@ clipping and accumulation, bf16 autocast where the hardware has it and optional 
 On CUDA: the fused AdamW kernel, batches through pinned memory (:func:`batches.to_device`), the
 flash attention kernel (the models call ``scaled_dot_product_attention(..., is_causal=True)``
 with no mask, bf16 under autocast), TF32 matmuls where the run is fp32 (:func:`enable_tf32`), and
-MFU against the GPU's data-sheet peak for the precision that runs (:mod:`tlmsearch.mfu`).
+MFU against the GPU's data-sheet peak for the precision that runs (:mod:`tlmsearch.train.mfu`).
 At fixed token checkpoints it evaluates on the same validation tokens and hands the metrics to
 ``on_eval``; with ``train.eval_weights`` ema or lawa the metrics are those of averaged weights
-(:mod:`tlmsearch.averaging`) and the raw weights' are kept beside. Divergence ends the run with
-status ``diverged``, never an exception.
+(:mod:`tlmsearch.train.averaging`) and the raw weights' are kept beside. Divergence ends the run
+with status ``diverged``, never an exception.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 from tlmsearch.config import ModelConfig, TrainConfig
 from tlmsearch.data.prepare import PreparedData
-from tlmsearch.distributed import DistInfo
 from tlmsearch.errors import ConfigError
-from tlmsearch.runtime import TrainSummary
+from tlmsearch.train.distributed import DistInfo
+from tlmsearch.train.runtime import TrainSummary
 
 __all__ = ["parse_candidate", "train_candidate", "train_proxy"]
 
@@ -91,8 +91,9 @@ def train_proxy(
     at the end of a completed run with ``final_checkpoint``. ``resume``: such a state to continue
     from; on a CPU the run then goes on exactly as if it had never stopped (same losses).
 
-    ``dist``: this process is one rank of a data-parallel group (:mod:`tlmsearch.distributed`);
-    the run is the one-worker run, and only rank 0 calls ``on_eval``.
+    ``dist``: this process is one rank of a data-parallel group
+    (:mod:`tlmsearch.train.distributed`); the run is the one-worker run, and only rank 0 calls
+    ``on_eval``.
 
     Example::
 
@@ -100,7 +101,7 @@ def train_proxy(
         s = train_proxy(cfg.model, widths, data, cfg.train, seed=0)
         s.status, s.metrics["val_bpb"]
     """
-    from tlmsearch.trainer import Trainer
+    from tlmsearch.train.trainer import Trainer
 
     t = Trainer(model_cfg, widths, data, train_cfg, seed=seed, threads=threads, device=device,
                 dist=dist)  # fmt: skip
@@ -145,7 +146,7 @@ def parse_candidate(text: str) -> dict[str, Any]:
     """``uniform`` or a JSON object of schedule parameters, e.g. ``{"shape": "cosine"}``."""
     import json
 
-    from tlmsearch.space import UNIFORM
+    from tlmsearch.widths.space import UNIFORM
 
     if text.strip() == "uniform":
         return dict(UNIFORM)
@@ -174,7 +175,7 @@ def train_candidate(
     the model and training its trial in a search would have (its settings, e.g. ``train.lr``,
     applied; its heads schedule's per-layer heads: ``StudyConfig.for_candidate``)."""
     from tlmsearch.data import prepare_data
-    from tlmsearch.schedules import ScheduleError
+    from tlmsearch.widths.schedules import ScheduleError
 
     try:
         cfg = cfg.for_candidate(candidate)
