@@ -7,8 +7,9 @@ from typing import Any
 import optuna
 import pytest
 
+from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CONTROL
-from tlmsearch.search.control import ControlBlindSampler, is_control
+from tlmsearch.search.control import ControlBlindSampler, check, is_control
 from tlmsearch.search.nsga2 import PicklableNSGAIISampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -137,3 +138,40 @@ def test_nsga2_populations_hold_candidates_only():
 def test_inner_must_be_a_sampler():
     with pytest.raises(TypeError, match=r"inner must be an Optuna sampler, but got inner='tpe'"):
         ControlBlindSampler("tpe")  # type: ignore[arg-type]
+
+
+def test_the_private_optuna_method_is_checked_when_the_wrapper_is_built(monkeypatch) -> None:
+    check()  # the installed Optuna has Study._get_trials as the view answers it
+
+    def changed(self, deepcopy=True, states=None):  # an Optuna that dropped use_cache
+        return []
+
+    monkeypatch.setattr(optuna.study.Study, "_get_trials", changed)
+    with pytest.raises(ConfigError) as err:
+        ControlBlindSampler(optuna.samplers.RandomSampler(seed=0))
+    text = str(err.value)
+    assert text.startswith(f"optuna {optuna.__version__}: optuna.study.Study._get_trials takes")
+    assert "pip install 'optuna==" in text and "tlmsearch/search/control.py" in text
+    monkeypatch.delattr(optuna.study.Study, "_get_trials")
+    with pytest.raises(ConfigError, match="_get_trials is gone"):
+        check()
+
+
+def test_every_sampler_reads_the_study_through_the_checked_method(monkeypatch) -> None:
+    """What the view leans on: each sampler tlmsearch builds reads trials via _get_trials."""
+    calls = []
+    original = optuna.study.Study._get_trials
+
+    def counting(self, deepcopy=True, states=None, use_cache=False):  # the checked parameters
+        calls.append(1)
+        return original(self, deepcopy=deepcopy, states=states, use_cache=use_cache)
+
+    monkeypatch.setattr(optuna.study.Study, "_get_trials", counting)
+    for inner in (
+        optuna.samplers.TPESampler(seed=0, multivariate=True, n_startup_trials=2),
+        optuna.samplers.GPSampler(seed=0, n_startup_trials=2),
+        PicklableNSGAIISampler(seed=0, population_size=2),
+    ):
+        calls.clear()
+        _study(ControlBlindSampler(inner), 4)
+        assert calls, f"{type(inner).__name__} no longer reads trials through _get_trials"

@@ -14,11 +14,21 @@ sampler learns from a FAIL trial. They are shown as failed rather than left out 
 genetic samplers index the full trial list by trial number
 (``BaseGASampler._sync_generation_cache``). Pruners, reports and deltas read the study itself,
 so they still see the control.
+
+The one private Optuna name tlmsearch uses is here: ``Study._get_trials(deepcopy, states,
+use_cache)``, which every Optuna sampler calls to read the study (TPE, GP, NSGA-II, random) and
+which the view answers. No public way: a sampler receives the study object and nothing else,
+Optuna has no hook that hides trials from a sampler, and the public alternative (the controls
+in a study of their own) would split every reader of a run's trials in two. :func:`check` runs
+when the wrapper is built and raises a :class:`~tlmsearch.errors.ConfigError` naming the Optuna
+version when the method is gone or takes other parameters; tests/test_search_control.py pins
+it and the behaviour (a control trial empties Optuna's own search space, not the wrapped one).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Container, Sequence
 from typing import Any
 
@@ -27,7 +37,32 @@ from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
+from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CONTROL
+
+CHECKED_AGAINST = "5.1.0"  # the Optuna version the view was read and tested with
+_GET_TRIALS = ("self", "deepcopy", "states", "use_cache")  # Study._get_trials's parameters
+
+
+def check() -> None:
+    """Raise :class:`ConfigError` if Optuna's ``Study._get_trials`` is gone or changed.
+
+    >>> check()  # with Optuna 5.1: nothing to say
+    """
+    method = getattr(Study, "_get_trials", None)
+    found = tuple(inspect.signature(method).parameters) if callable(method) else None
+    if found != _GET_TRIALS:
+        import optuna
+
+        what = "is gone" if found is None else f"takes {found}, not {_GET_TRIALS}"
+        raise ConfigError(
+            [
+                f"optuna.study.Study._get_trials {what}: samplers would learn from the uniform "
+                f"control; tlmsearch was checked against Optuna {CHECKED_AGAINST} (pip install "
+                f"'optuna=={CHECKED_AGAINST}'; tlmsearch/search/control.py says why)"
+            ],
+            source=f"optuna {optuna.__version__}",
+        )
 
 
 def is_control(trial: FrozenTrial) -> bool:
@@ -89,6 +124,7 @@ class ControlBlindSampler(BaseSampler):
     def __init__(self, inner: BaseSampler) -> None:
         if not isinstance(inner, BaseSampler):
             raise TypeError(f"inner must be an Optuna sampler, but got {inner=}")
+        check()
         self.inner = inner
 
     def __repr__(self) -> str:
