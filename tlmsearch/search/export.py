@@ -65,7 +65,7 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
     from tlmsearch.results import write_results
 
     trials, curves = trial_records(study)
-    tdf, _ = write_results(run_dir, trials, curves, metrics=[o.metric for o in cfg.objectives])
+    tdf, _ = write_results(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg)
     return tdf
 
 
@@ -78,7 +78,7 @@ def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     (one candidate, one key): its ranking (on the seeds the race planned) and its effects."""
     from tlmsearch.evidence import study_evidence as build
 
-    return {o.metric: build(trials, cfg.to_dict(), o.metric, o.sense, key="params_json")
+    return {o.metric: build(trials, cfg, o.metric, o.sense, key="params_json")
             for o in cfg.objectives}  # fmt: skip
 
 
@@ -319,7 +319,7 @@ def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves
     learning curves, for its checkpoint noise)."""
     from tlmsearch.evidence import study_evidence as build
 
-    return build(trials, cfg.to_dict(), key=key, curves=curves)
+    return build(trials, cfg, key=key, curves=curves)
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
