@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.config import StudyConfig, load_frozen_study, load_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.heads import heads_schedule, is_heads_key
 from tlmsearch.results import metric_column as _metric_col
@@ -38,8 +38,13 @@ def run_info(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
-    """The run's frozen config and its Optuna study (loaded, not created)."""
+def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig, Any]:
+    """The run's frozen config and its Optuna study (loaded, not created).
+
+    The config as every reader of a run dir takes it (:func:`tlmsearch.config.frozen_study`:
+    an older version's study.yaml stays readable); ``strict``: with every check of a study
+    about to train (``resume``: :func:`tlmsearch.config.load_study`).
+    """
     import optuna
 
     run = RunDir(run_dir)
@@ -48,7 +53,7 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
             f"{str(run.path)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
             "e.g. runs/quickstart"
         )
-    cfg = load_study(run.study)
+    cfg = load_study(run.study) if strict else load_frozen_study(run.study, whole=True)
     name = run_info(run.path).get("optuna_study") or cfg.name
     storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:
