@@ -520,6 +520,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},
+        "storage": cfg.storage,  # the study's storage section (the dashboard line)
     }
 
 
