@@ -43,15 +43,14 @@ def _paper(candidate: str) -> str:
     return ""
 
 
-def _evidence(trials: pd.DataFrame, config: dict, value: str) -> Any:
-    """The run's :class:`tlmsearch.evidence.Evidence` for ``value`` (its stats settings, its
-    race where it raced that metric): every decision below is the tool's own, re-derived from
-    nothing here."""
+def _evidence(trials: pd.DataFrame, study: Any, value: str) -> Any:
+    """The run's :class:`tlmsearch.evidence.Evidence` for ``value`` (its study's stats settings,
+    its race where it raced that metric): every decision below is the tool's own, re-derived
+    from nothing here."""
     from tlmsearch.evidence import Evidence
 
-    st = config.get("stats") or {}
-    return Evidence.build(trials, value, level=float(st.get("level", 0.95)),
-                          family=str(st.get("family", "holm")), config=config)  # fmt: skip
+    return Evidence.build(trials, value, level=study.stats.level, family=study.stats.family,
+                          config=study)  # fmt: skip
 
 
 def effects_table(run: Path) -> str:
@@ -60,13 +59,13 @@ def effects_table(run: Path) -> str:
 
     data = load_run(run)
     t = data.trials
-    ev = _evidence(t, data.config, "val_bpb")
+    ev = _evidence(t, data.study, "val_bpb")
     eff = ev.effects.set_index("candidate")
-    loss = _evidence(t, data.config, "val_loss").effects.set_index("candidate")
+    loss = _evidence(t, data.study, "val_loss").effects.set_index("candidate")
     race = {}
     from tlmsearch.report.effects import race as race_table
 
-    r = race_table(t, data.config)
+    r = race_table(t, data.study)
     if r is not None:
         race = {row.candidate: f"{row.status}: {row.reason}" for row in r.lanes.itertuples()}
     base = t[t["is_baseline"].astype(bool) & (t["state"] == "COMPLETE")]
@@ -210,7 +209,7 @@ def grid_table(run: Path) -> str:
     ratios = sorted({r for _, r in cells})
     if len(ratios) < 2 or len({s for s, _ in cells}) < 2:
         return ""
-    ev = _evidence(t, data.config, "val_bpb")
+    ev = _evidence(t, data.study, "val_bpb")
     key_of = dict(zip(t["candidate"], t["params_json"], strict=True))
     eff = ev.effects.assign(params_json=ev.effects["candidate"].map(key_of))
     eff = eff.set_index("params_json")

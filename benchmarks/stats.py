@@ -183,6 +183,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from tlmsearch.config import PartialStudy
 from tlmsearch.evidence import Evidence
 from tlmsearch.evidence.conclusions import conclusions
 from tlmsearch.evidence.racing import (
@@ -422,7 +423,8 @@ def drive_race(
     }  # fmt: skip
     if n_trials is not None:
         search["n_trials"] = n_trials
-    settings = race_settings({"search": search, "objectives": [{"metric": VALUE}]})
+    study = PartialStudy.model_validate({"search": search, "objectives": [{"metric": VALUE}]})
+    settings = race_settings(study)
     assert settings is not None
     if family_size is not None:
         settings["family_size"] = family_size

@@ -553,3 +553,17 @@ def test_validate_a_study_with_a_heads_schedule_shows_the_heads(tmp_path: Path) 
     assert "0.438" in out  # share 0.5 realised at an exactly payable total
     assert "so FLOPs/tok differ between candidates" in out
     assert out.endswith("is valid")
+
+
+def test_a_study_yaml_warning_prints_as_the_clis_warnings(monkeypatch) -> None:
+    import warnings
+
+    from tlmsearch.cli import plain_warnings
+    from tlmsearch.config import StudyYamlWarning
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # put back after
+    plain_warnings()
+    line = warnings.formatwarning("runs/x/study.yaml: read without a", StudyYamlWarning, "f", 1)
+    assert line == "warning: runs/x/study.yaml: read without a\n"
+    other = warnings.formatwarning("m", UserWarning, "f.py", 3)
+    assert other.startswith("f.py:3: UserWarning: m")

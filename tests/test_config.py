@@ -417,3 +417,61 @@ def test_mup_refuses_hf_and_plugins_saying_which_archs_it_supports(tmp_path: Pat
         "'mup' supports only the built-in architectures (transformer, gated_attention, "
         "titans, hope_attention) today, not model.arch hf"
     ) in " ".join(problem.split())
+
+
+# A run dir's frozen study.yaml (config/load.py: frozen_study): what every reader of a run takes
+
+
+def _frozen_dict(tmp_path: Path) -> dict:
+    """A run's study.yaml as this version writes it (every section, defaults filled in)."""
+    return yaml.safe_load(load_study(_write(tmp_path, TINY)).to_yaml())
+
+
+def test_a_frozen_study_is_the_study_it_froze(tmp_path: Path) -> None:
+    frozen = _frozen_dict(tmp_path)
+    cfg = config.frozen_study(frozen)
+    assert type(cfg) is config.StudyConfig and cfg == load_study(_write(tmp_path, TINY))
+
+
+def test_an_older_versions_study_yaml_is_read_without_what_it_no_longer_knows(
+    tmp_path: Path,
+) -> None:
+    # a field since removed, a section since dropped, an option since renamed: each is named,
+    # the rest of the study is read as it was, and the dropped keys take their defaults
+    frozen = _frozen_dict(tmp_path)
+    frozen["search"]["grace_fraction"] = 0.25
+    frozen["legacy_report"] = {"theme": "dark"}
+    frozen["search"]["pruner"] = "asha"
+    frozen["search"]["seeds"] = [3, 4]
+    with pytest.warns(config.StudyYamlWarning) as caught:
+        cfg = config.frozen_study(frozen, "runs/old/study.yaml")
+    assert type(cfg) is config.StudyConfig  # a whole study: status and export can use it
+    assert cfg.search.seeds == [3, 4] and cfg.model.n_layer == 2
+    assert cfg.search.pruner == config.SearchConfig().pruner  # the model's default, not asha
+    (warning,) = caught
+    text = str(warning.message)
+    assert text.startswith("runs/old/study.yaml: read without ")
+    for key in ("search.grace_fraction (not a key of this version)",
+                "legacy_report (not a key of this version)", "search.pruner ('asha': "):
+        assert key in text  # fmt: skip
+
+
+def test_a_partial_study_yaml_is_read_section_by_section_with_the_models_defaults() -> None:
+    cfg = config.frozen_study({"name": "s", "objectives": [{"metric": "tokens_per_s"}]})
+    assert isinstance(cfg, config.PartialStudy) and (cfg.name, cfg.space, cfg.model) == (
+        "s", None, None)  # fmt: skip
+    assert cfg.objectives[0].sense == "maximize"
+    assert cfg.stats == config.StatsConfig() and cfg.search == config.SearchConfig()
+    assert "seeds" not in cfg.search.model_fields_set  # the readers tell "none named" apart
+    empty = config.PartialStudy()  # a run dir without study.yaml
+    assert [(o.metric, o.sense) for o in empty.objectives] == [("val_bpb", "minimize")]
+
+
+def test_what_needs_the_whole_study_says_why_a_study_yaml_is_not_one(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"name": "s", "objectives": [{"metric": "val_bpb"}]})
+    assert isinstance(config.load_frozen_study(path), config.PartialStudy)
+    with pytest.raises(ConfigError, match=r"not a study this version can read: space: "):
+        config.load_frozen_study(path, whole=True)
+    with pytest.raises(ConfigError, match="study file not found"):
+        config.load_frozen_study(tmp_path / "nope.yaml", whole=True)
+    assert config.load_frozen_study(tmp_path / "nope.yaml") == config.PartialStudy()

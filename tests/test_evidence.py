@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from tlmsearch.config import PartialStudy
 from tlmsearch.evidence import FAMILY, RACE, Evidence
 from tlmsearch.evidence.conclusions import conclusions
 from tlmsearch.evidence.racing import race_family_size
@@ -20,10 +21,11 @@ def frame(rows: list[tuple]) -> pd.DataFrame:
     return df
 
 
-def racing_config(against: str = "uniform", **racing) -> dict:
-    return {"search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": against,
-                                                      **racing}},
-            "objectives": [{"metric": "val_bpb"}, {"metric": "val_loss"}]}  # fmt: skip
+def racing_config(against: str = "uniform", **racing) -> PartialStudy:
+    return PartialStudy.model_validate(
+        {"search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": against,
+                                                   **racing}},
+         "objectives": [{"metric": "val_bpb"}, {"metric": "val_loss"}]})  # fmt: skip
 
 
 ROWS = [("uniform", s, 2.0 + 0.1 * s, 3.0 + 0.1 * s) for s in range(3)]
@@ -66,11 +68,10 @@ def test_the_race_corrects_over_the_planned_candidates_from_the_first_look(tmp_p
             "r_start": {"type": "categorical", "choices": [1.25, 1.5, 1.75]}}  # fmt: skip
     study = tiny_config(tmp_path, space={"dimensions": dims},
                         search={"seeds": [0, 1, 2], "racing": {"max_seeds": 3}})  # fmt: skip
-    cfg = study.to_dict()
-    assert race_family_size(cfg) == len(study.candidates()) - 1 >= 6
+    assert race_family_size(study) == len(study.candidates()) - 1 >= 6
     t = frame(ROWS)  # two candidates have started
-    ev = Evidence.build(t, "val_bpb", config={**racing_config(), **cfg})
-    m = race_family_size(cfg)
+    ev = Evidence.build(t, "val_bpb", config=study)
+    m = race_family_size(study)
     assert ev.race_size == m and f"Bonferroni over {m} candidate(s)" in ev.decision_words()
 
 

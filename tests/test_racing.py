@@ -448,11 +448,13 @@ def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> Non
 
 
 def test_a_hand_edited_studys_family_counts_an_attention_only_taper():
+    from tlmsearch.config import frozen_study
     from tlmsearch.evidence.racing import race_family_size
 
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
     listed = [{"shape": "uniform"}, attention, {"shape": "cosine"}]
-    assert race_family_size({"search": {"candidates": listed}}) == 2  # not a valid study
+    partial = frozen_study({"search": {"candidates": listed}})  # not a whole study
+    assert race_family_size(partial) == 2
 
 
 def test_a_final_decision_waits_for_its_seeds_running_cells() -> None:

@@ -19,6 +19,7 @@ from proc_sockets import is_loopback, tree_listeners
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
+from tlmsearch.config import PartialStudy
 from tlmsearch.report import dashboard, images
 from tlmsearch.report.html import build, render, write_report
 from tlmsearch.run_dir.tables import load_run, write_results
@@ -189,7 +190,8 @@ except SystemExit as e:
     assert not e.code, e.code
 from pathlib import Path
 from tlmsearch.report.dashboard import make_server, optuna_dashboard_hint
-print(optuna_dashboard_hint(Path(sys.argv[1]), {}))
+from tlmsearch.run_dir.tables import load_run
+print(optuna_dashboard_hint(Path(sys.argv[1]), load_run(sys.argv[1]).study))
 make_server(sys.argv[1], port=0).server_close()
 assert not {'torch', 'ray'} & set(sys.modules), sorted(sys.modules)
 print('ok without torch and ray')
@@ -328,15 +330,16 @@ def test_dashboard_bad_host_is_exit_2(tmp_path, host):
 
 
 def test_optuna_dashboard_hint(tmp_path):
-    hint = dashboard.optuna_dashboard_hint(tmp_path, {})
+    def study(**storage: str) -> PartialStudy:
+        return PartialStudy.model_validate({"storage": storage})
+
+    hint = dashboard.optuna_dashboard_hint(tmp_path, study())
     assert hint.startswith(f"optuna-dashboard sqlite:///{tmp_path}/optuna.db --host 127.0.0.1")
-    assert "optuna.journal" in dashboard.optuna_dashboard_hint(
-        tmp_path, {"storage": {"optuna": "journal"}}
-    )
+    assert "optuna.journal" in dashboard.optuna_dashboard_hint(tmp_path, study(optuna="journal"))
     url = "postgresql://u@127.0.0.1/db"
-    assert url in dashboard.optuna_dashboard_hint(tmp_path, {"storage": {"optuna": url}})
+    assert url in dashboard.optuna_dashboard_hint(tmp_path, study(optuna=url))
     used = "sqlite:////elsewhere/optuna.db"
-    assert used in dashboard.optuna_dashboard_hint(tmp_path, {}, {"storage": used})
+    assert used in dashboard.optuna_dashboard_hint(tmp_path, study(), {"storage": used})
 
 
 @pytest.mark.parametrize("n_objectives", [1, 2])

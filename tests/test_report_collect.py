@@ -13,12 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch import stats
+from tlmsearch.config import PartialStudy, frozen_study
 from tlmsearch.report import collect as C
 from tlmsearch.report import figures as F
 from tlmsearch.report import params as P
 from tlmsearch.report import summary as S
 from tlmsearch.run_dir.tables import curves_frame, trials_frame
 from tlmsearch.widths.schedules import plan_from_params
+from tlmsearch.widths.space import SearchSpace
 
 
 def frames(**kw):
@@ -125,7 +127,7 @@ def test_a_censored_candidate_is_not_the_best_and_says_n_of_k():
             _rec("b1", b, 2.1, seed=1),
         ]
     )
-    s = S.run_summary({"objectives": [{"metric": "val_bpb"}]}, t, {})
+    s = S.run_summary(frozen_study({"objectives": [{"metric": "val_bpb"}]}), t, {})
     assert s["best"]["candidate"] == "linear 1.333->1" and not s["best"]["censored"]
     assert s["best"]["value"] == pytest.approx(2.0) and s["best"]["n_of_k"] == "2 of 2 seeds"
     (cens,) = s["censored_better"]
@@ -376,12 +378,13 @@ def test_importances_with_numeric_categorical_choices():
         )
     ]
     space = {
-        "dimensions": {
+        "dimensions": {  # a study's space: its shape dimension too
+            "shape": {"type": "fixed", "value": "blocks"},
             "preset": {"type": "categorical", "choices": ["wider_early", "wider_late"]},
             "b1": {"type": "categorical", "choices": [0.25, 1 / 3]},
         }
     }
-    imp = P.param_importances(trials_frame(recs), "val_bpb", space=space)
+    imp = P.param_importances(trials_frame(recs), "val_bpb", space=SearchSpace(**space))
     assert not imp.values.empty, imp.note
     assert set(imp.values["param"]) == {"preset", "b1"}
 
@@ -471,7 +474,7 @@ def test_paired_deltas_need_a_same_seed_baseline():
 def test_run_summary():
     t, _ = frames(pruned=(1,), failed=(2,))
     cfg = {"name": "s", "objectives": [{"metric": "val_bpb"}]}
-    s = S.run_summary(cfg, t, {"status": "running", "versions": {"torch": "2.13"}})
+    s = S.run_summary(frozen_study(cfg), t, {"status": "running", "versions": {"torch": "2.13"}})
     assert s["counts"] == {"COMPLETE": 12, "PRUNED": 1, "FAIL": 1}
     best = s["best"]
     # The law's optimum is cosine near r_start 1.4, but cosine 1.25 was pruned and cosine 1.5
@@ -489,10 +492,10 @@ def test_run_summary():
     assert better["cosine 1.5->0.5"]["delta_best"] == pytest.approx(-0.01)
     assert best["target_widths"] == []  # no target in this study
     cfg["target"] = {"n_layer": 6, "d_model": 64, "n_head": 2, "d_ff": 128, "multiple_of": 16}
-    tw = S.run_summary(cfg, t, {})["best"]["target_widths"]
+    tw = S.run_summary(frozen_study(cfg), t, {})["best"]["target_widths"]
     assert len(tw) == 6 and sum(tw) == 6 * 128 and tw[0] > tw[-1]
     assert s["tokens_total"] == int(t["tokens"].sum()) and s["versions"] == {"torch": "2.13"}
-    empty = S.run_summary({}, t.iloc[:0], {})
+    empty = S.run_summary(PartialStudy(), t.iloc[:0], {})
     assert empty["best"] is None and empty["status"] == "unknown" and empty["counts"] == {}
 
 
@@ -572,7 +575,7 @@ def test_every_collect_function_on_edge_cases(case, objectives):
     assert imp.values.empty or imp.values["importance"].sum() == pytest.approx(1.0)
     d = C.paired_deltas(t, metric, sense)
     assert d.summary["n"].sum() == len(d.per_seed) if len(d.summary) else d.per_seed.empty
-    s = S.run_summary({"objectives": [{"metric": m} for m, _ in objectives]}, t, {})
+    s = S.run_summary(frozen_study({"objectives": [{"metric": m} for m, _ in objectives]}), t, {})
     assert sum(s["counts"].values()) == len(t)
     assert (s["best"] is None) == done.empty
 
@@ -587,8 +590,8 @@ def test_the_best_attention_only_taper_shows_its_heads():
         for seed in (0, 1)
     ]  # fmt: skip
     t = trials_frame(rows)
-    cfg = {"name": "s", "objectives": [{"metric": "val_bpb"}],
-           "target": {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128}}  # fmt: skip
+    target = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128}
+    cfg = frozen_study({"name": "s", "objectives": [{"metric": "val_bpb"}], "target": target})
     best = S.run_summary(cfg, t, {})["best"]
     assert best["candidate"] == "uniform | heads cosine 1.5->0.5" and best["delta_vs_uniform"] < 0
     assert (best["heads"], best["heads_share"]) == ([3, 1], 1.0)

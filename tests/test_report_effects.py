@@ -10,6 +10,7 @@ import pytest
 from fixtures_run import make_trials
 
 from tlmsearch import stats
+from tlmsearch.config import PartialStudy, RacingConfig, frozen_study
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
 from tlmsearch.run_dir.tables import trials_frame
@@ -121,10 +122,10 @@ def test_separation_without_noise_or_common_seeds():
 # the race
 
 
-def racing(max_seeds: int | None = 3, **kw) -> dict:
+def racing(max_seeds: int | None = 3, **kw) -> PartialStudy:
     race = {"max_seeds": max_seeds, "confidence": 0.95, "against": "uniform", **kw}
-    return {"search": {"seeds": [0, 1, 2], "racing": race},
-            "objectives": [{"metric": "val_bpb"}]}  # fmt: skip
+    return PartialStudy.model_validate({"search": {"seeds": [0, 1, 2], "racing": race},
+                                        "objectives": [{"metric": "val_bpb"}]})  # fmt: skip
 
 
 def test_race_shows_seeds_per_candidate_and_why_it_stopped():
@@ -156,11 +157,23 @@ def test_race_still_going_none_without_racing_and_a_bad_setting():
     r = E.race(t, racing())
     assert not r.decided and set(r.lanes["status"]) == {"racing"}
     assert "no noise estimate yet: seed 1 next" in r.lanes["reason"].iloc[0]
-    assert E.race(t, {"search": {"seeds": [0]}}) is None
+    assert E.race(t, PartialStudy.model_validate({"search": {"seeds": [0]}})) is None
     bad = E.race(t, racing(max_seeds=9))
     assert bad.lanes.empty and bad.note.startswith("race not computable (max_seeds")
     assert E.race(trials_frame([]), racing()).note == "no trial yet"
     assert "prior sd 0.01" in E.race(t, racing(prior_sd=0.01)).settings
+
+
+def test_a_racing_section_of_defaults_races_with_the_models_defaults():
+    # issue 32: the race's settings are the study's RacingConfig, defaults and all, as the
+    # driver reads them: `racing: {}` races (the report used to read the empty dict as no race)
+    t = table([(COS, [-0.1]), (LIN, [0.01])])
+    study = frozen_study({"search": {"seeds": [0, 1, 2], "racing": {}}})
+    r = E.race(t, study)
+    assert r is not None and r.settings == (
+        f"up to 3 of seeds [0, 1, 2], {RacingConfig().confidence:.0%} confidence, against "
+        f"{RacingConfig().against}")  # fmt: skip
+    assert r.lanes.equals(E.race(t, racing()).lanes)
 
 
 def test_on_the_synthetic_fixture_run():

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tlmsearch.config import PartialStudy, frozen_study
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir.tables import (
     CURVE_COLUMNS,
@@ -277,9 +278,9 @@ def test_load_run_bad_paths(tmp_path):
 
 
 def test_objectives_and_metric_columns():
-    assert objectives_of({}) == [("val_bpb", "minimize")]
+    assert objectives_of(PartialStudy()) == [("val_bpb", "minimize")]  # the model's default
     cfg = {"objectives": [{"metric": "val_ppl"}, {"metric": "params", "direction": "maximize"}]}
-    assert objectives_of(cfg) == [("val_ppl", "minimize"), ("params", "maximize")]
+    assert objectives_of(frozen_study(cfg)) == [("val_ppl", "minimize"), ("params", "maximize")]
     assert metric_column("params") == "n_params" and metric_column("val_bpb") == "val_bpb"
 
 

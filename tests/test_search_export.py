@@ -763,3 +763,65 @@ def test_status_prints_the_best_ones_effective_lr_and_the_one_lr_caveat(tmp_path
     assert ("effective LR vs uniform: standard: x1 in every layer (the uniform model is the "
             "base)") in out  # fmt: skip
     assert "note: effects are at one learning rate: may be an LR effect; see tuned" in out
+
+
+def _stored_run(run: Path, study_yaml: str) -> Path:
+    """A finished run dir with ``study_yaml`` as its study.yaml and CENSORED_ROWS in its Optuna
+    storage, as the driver writes them (no Ray)."""
+    import optuna
+
+    from tlmsearch.search.attrs import CANDIDATE, SEED
+
+    run.mkdir(parents=True)
+    (run / "study.yaml").write_text(study_yaml)
+    (run / "run.json").write_text(json.dumps({"status": "finished", "n_trials_planned": 6}))
+    study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
+    for seed, params, state, value in CENSORED_ROWS:
+        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value}}
+        study.add_trial(optuna.trial.create_trial(
+            state=getattr(optuna.trial.TrialState, state),
+            value=value if state == "COMPLETE" else None, user_attrs=attrs))  # fmt: skip
+    return run
+
+
+def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path):
+    """issue 32: a study.yaml holding keys this version does not know (a field since removed,
+    a section since dropped) keeps status, export and the report working, each as without
+    those keys, with a warning naming them; before, status and export refused the run dir."""
+    import re
+    import warnings
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+    from tlmsearch.config import StudyYamlWarning
+    from tlmsearch.report.html import build_run, render
+
+    cfg = tiny_config(tmp_path)
+    older = yaml.safe_load(cfg.to_yaml())
+    older["search"]["grace_fraction"] = 0.25
+    older["legacy_report"] = {"theme": "dark"}
+    shown = re.compile(r"<h2 id='study-config'>.*?</details>|\d{4}-\d\d-\d\dT[\d:+]+", re.S)
+    seen = {}
+    for name, text in (("clean", cfg.to_yaml()), ("older", yaml.safe_dump(older))):
+        run = _stored_run(tmp_path / name / "tiny", text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            status = CliRunner().invoke(app, ["status", str(run)], terminal_width=400)
+            export = CliRunner().invoke(app, ["export", str(run), "--format", "yaml"])
+            report, data = build_run(run)
+        assert status.exit_code == 0 and export.exit_code == 0, status.output + export.output
+        page = shown.sub("", render(report, data.name))  # study.yaml is shown as written
+        seen[name] = (status.output.replace(str(run), "RUN"), (run / "best.yaml").read_text(),
+                      page)  # fmt: skip
+        warned = {str(w.message) for w in caught if issubclass(w.category, StudyYamlWarning)}
+        assert bool(warned) == (name == "older")
+        for line in warned:
+            assert "search.grace_fraction (not a key of this version)" in line
+            assert "legacy_report (not a key of this version)" in line
+    assert seen["older"] == seen["clean"]
+    assert "best: linear 1.5->0.5" in seen["older"][0]
+    # resume trains it again: there a key it cannot read is still refused, naming it
+    resume = CliRunner().invoke(app, ["resume", str(tmp_path / "older" / "tiny")])
+    assert resume.exit_code == 2 and "search.grace_fraction: unknown key" in resume.output

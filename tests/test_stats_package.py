@@ -14,6 +14,7 @@ from module_imports import imports_of
 
 import tlmsearch.stats as stats
 from tlmsearch import constants, evidence
+from tlmsearch.config import PartialStudy
 from tlmsearch.evidence import conclusions, fidelity, racing, tuned
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +97,8 @@ def test_the_callers_defaults_read_the_constants(func) -> None:
 
 def test_the_race_and_its_settings_default_to_the_level() -> None:
     assert inspect.signature(racing.race).parameters["confidence"].default == constants.LEVEL
-    settings = racing.race_settings({"search": {"seeds": [0, 1], "racing": {"max_seeds": 2}}})
+    study = PartialStudy.model_validate({"search": {"seeds": [0, 1], "racing": {"max_seeds": 2}}})
+    settings = racing.race_settings(study)
     assert settings["confidence"] == constants.LEVEL
 
 

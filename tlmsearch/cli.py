@@ -621,4 +621,21 @@ def dashboard(
 
 
 def main() -> None:  # pragma: no cover - console entry point
+    plain_warnings()
     sys.exit(app())
+
+
+def plain_warnings() -> None:
+    """Print a run dir's study.yaml warning (``tlmsearch.config.StudyYamlWarning``: the keys an
+    older version wrote that this one drops) as the CLI's other warnings, ``warning: ...``,
+    not as Python's file, line and source line; every other warning as before."""
+    import warnings
+
+    python = warnings.formatwarning
+
+    def formatwarning(message: Any, category: type, *args: Any, **kw: Any) -> str:
+        if category.__name__ == "StudyYamlWarning":  # by name: no config import at start
+            return f"warning: {message}\n"
+        return python(message, category, *args, **kw)
+
+    warnings.formatwarning = formatwarning

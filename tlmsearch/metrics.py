@@ -1,4 +1,4 @@
-"""Objective metrics: which trials column holds each, and the objectives a study dict names.
+"""Objective metrics: which trials column holds each, and the objectives a study names.
 
 A leaf (docs/contributing.md, rule 19): the results tables, the evidence and the report all need
 these names, and none of them should import another to reach them.
@@ -6,10 +6,10 @@ these names, and none of them should import another to reach them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tlmsearch.constants import METRICS
+if TYPE_CHECKING:
+    from tlmsearch.config import StudyConfig
 
 # Objective metric names (METRICS) whose trials column is named differently.
 _METRIC_COLUMN = {"params": "n_params", "non_embedding_params": "n_params_nonemb"}
@@ -24,10 +24,12 @@ def metric_column(metric: str) -> str:
     return _METRIC_COLUMN.get(metric, metric)
 
 
-def objectives_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``[(metric, 'minimize'|'maximize'), ...]`` from a study dict (default: val_bpb, min)."""
-    out = []
-    for obj in config.get("objectives") or [{"metric": "val_bpb"}]:
-        metric = obj.get("metric", "val_bpb")
-        out.append((metric, obj.get("direction") or METRICS.get(metric, "minimize")))
-    return out
+def objectives_of(study: StudyConfig) -> list[tuple[str, str]]:
+    """``[(metric, 'minimize'|'maximize'), ...]`` of a study's objectives (a run dir's study:
+    :func:`tlmsearch.config.frozen_study`; its model's default when it names none).
+
+    >>> from tlmsearch.config import PartialStudy
+    >>> objectives_of(PartialStudy())
+    [('val_bpb', 'minimize')]
+    """
+    return [(o.metric, o.sense) for o in study.objectives]

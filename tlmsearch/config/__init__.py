@@ -17,7 +17,9 @@ The package is data, one module per section, and the code that reads and plans i
 - ``checks.py``: the checks after the sections validate (widths, data, trackers, hf and plugin
   models, ladder rungs)
 - ``planning.py``: candidates, trainings, a candidate's study and target, a rung's mapping
-- ``load.py``: YAML, ``--set``, :func:`study_from_mapping`, :func:`load_study`
+- ``load.py``: YAML, ``--set``, :func:`study_from_mapping`, :func:`load_study`; a run dir's
+  frozen study.yaml (:func:`frozen_study`, :func:`load_frozen_study`: every reader of a run dir
+  takes the typed study they give, a :class:`PartialStudy` where it is no whole one)
 
 Names several layers share (``EVAL_KEYS``, ``METRICS``, ``TRACKER_PACKAGES``, ``HF_SET_BY``,
 the statistics' ``LEVEL`` and ``FAMILY``) live in :mod:`tlmsearch.constants` and are
@@ -45,7 +47,15 @@ from tlmsearch.config.limits import (
     MAX_VOCAB,
     MAX_WORKERS,
 )
-from tlmsearch.config.load import apply_overrides, load_study, parse_override, study_from_mapping
+from tlmsearch.config.load import (
+    StudyYamlWarning,
+    apply_overrides,
+    frozen_study,
+    load_frozen_study,
+    load_study,
+    parse_override,
+    study_from_mapping,
+)
 from tlmsearch.config.model import (
     ARCHS,
     HF_FILE_ONLY,
@@ -67,7 +77,7 @@ from tlmsearch.config.search import (
     SearchConfig,
     StatsConfig,
 )
-from tlmsearch.config.study import StudyConfig, name_problem
+from tlmsearch.config.study import PartialStudy, StudyConfig, name_problem
 from tlmsearch.config.tracking import MlflowTracking, TrackingConfig, WandbTracking
 from tlmsearch.config.train import TrainConfig
 from tlmsearch.constants import (
@@ -117,6 +127,7 @@ __all__ = [
     "MlflowTracking",
     "ModelConfig",
     "Objective",
+    "PartialStudy",
     "RacingConfig",
     "RayConfig",
     "SearchConfig",
@@ -124,6 +135,7 @@ __all__ = [
     "StatsConfig",
     "StorageConfig",
     "StudyConfig",
+    "StudyYamlWarning",
     "TitansOptions",
     "TokenizerConfig",
     "TrackingConfig",
@@ -133,7 +145,9 @@ __all__ = [
     "apply_overrides",
     "check_widths",
     "external_problems",
+    "frozen_study",
     "ladder_problems",
+    "load_frozen_study",
     "load_study",
     "name_problem",
     "parse_override",

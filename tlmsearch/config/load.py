@@ -2,19 +2,27 @@
 the file), a search space named by file, then :func:`~tlmsearch.config.study.validated`. Every
 problem becomes one line naming the YAML path, the bad value and what is valid
 (:class:`tlmsearch.errors.ConfigError`). No torch, no ray.
+
+A run dir's frozen study.yaml is read once by :func:`frozen_study` (every reader of a run dir
+then takes the typed study): validated by the same models, and readable when an older version
+wrote it (its unknown keys dropped, with a warning naming each).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from tlmsearch.config.study import StudyConfig, validated
-from tlmsearch.errors import ConfigError, read_yaml, short, unreadable
+from tlmsearch.config.study import PartialStudy, StudyConfig, validated
+from tlmsearch.errors import ConfigError, dotted, problems_from, read_yaml, short, unreadable
 from tlmsearch.widths.space import find_space, load_space
 
 
@@ -96,3 +104,117 @@ def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
     except ConfigError as err:
         raise ConfigError(err.problems, str(path)) from None
     return study_from_mapping(data, base=path.parent, source=str(path))
+
+
+# -------------------------------------------------------------------------------------------------
+# A run dir's frozen study.yaml
+
+
+class StudyYamlWarning(UserWarning):
+    """A run dir's study.yaml was read without keys this version cannot read (each named)."""
+
+
+def frozen_study(
+    data: Mapping[str, Any], source: str | None = None, base: Path | None = None
+) -> StudyConfig:
+    """A run dir's study.yaml (as a mapping) as the typed study every reader of the run takes.
+
+    Validated by the same models as a study file, without the checks of the machine it runs
+    on (``config/checks.py``: trackers installed, hf models built): a run dir is read where it
+    was not run. One that an older version wrote stays readable: a key this version does not
+    know (a field since removed or renamed) or a value it no longer takes is dropped, so its
+    model's default applies, with a :class:`StudyYamlWarning` naming each (``source``: the
+    file, in the warning). A mapping that is still no whole study (a hand-written one without
+    ``space``, a check across sections that fails) is a :class:`PartialStudy`: its sections
+    read one by one. ``base``: where a ``space`` named by file is looked up.
+
+    >>> frozen_study({"objectives": [{"metric": "tokens_per_s"}]}).objectives[0].sense
+    'maximize'
+    """
+    return _read(data, source, base)[0]
+
+
+def load_frozen_study(path: str | Path, *, whole: bool = False) -> StudyConfig:
+    """A run dir's study.yaml file read by :func:`frozen_study` (no file: an empty
+    :class:`PartialStudy`). ``whole``: what needs the whole study (status, export: its storage,
+    model and space) gets a :class:`ConfigError` naming why it is not one, instead."""
+    path = Path(path)
+    if not path.is_file():
+        if whole:
+            raise ConfigError(f"study file not found: {path}")
+        return PartialStudy()
+    data = read_yaml(path)
+    cfg, problems = _read(data if isinstance(data, Mapping) else {}, str(path), path.parent)
+    if whole and isinstance(cfg, PartialStudy):
+        raise ConfigError([f"not a study this version can read: {p}" for p in problems],
+                          str(path))  # fmt: skip
+    return cfg
+
+
+def _read(
+    data: Mapping[str, Any], source: str | None, base: Path | None
+) -> tuple[StudyConfig, list[str]]:
+    """:func:`frozen_study`, and why the study is no whole one ([] when it is)."""
+    data = copy.deepcopy(dict(data))
+    space = data.get("space")
+    if isinstance(space, str) and base is not None:  # as load_study reads it
+        with contextlib.suppress(ConfigError):  # else dropped below, saying why
+            data["space"] = load_space(find_space(space, base)).model_dump(mode="json")
+    dropped: list[str] = []
+    problems: list[str] = []
+    cfg: StudyConfig | None = None
+    # a whole study first (dropping keys, never whole sections), then section by section
+    for model, sections in ((StudyConfig, False), (PartialStudy, True)):
+        while cfg is None:
+            try:
+                cfg = model.model_validate(data)
+            except ValidationError as err:
+                gone = _drop_failing(data, err, sections)
+                dropped += gone
+                if not gone:
+                    problems = problems or problems_from(err, model=StudyConfig)
+                    break
+        if cfg is not None:
+            break
+    if cfg is None:  # not expected: PartialStudy takes any mapping once failing keys are gone
+        cfg, dropped = PartialStudy(), [*dropped, "every section"]
+    if dropped:
+        where = f"{source}: " if source else ""
+        warnings.warn(
+            f"{where}read without {'; '.join(dropped)}: this version does not read them (an "
+            "older version's field or option?), so their defaults apply",
+            StudyYamlWarning,
+            stacklevel=3,
+        )
+    return cfg, problems
+
+
+def _drop_failing(data: dict[str, Any], err: ValidationError, sections: bool) -> list[str]:
+    """Remove from ``data`` the key each error of ``err`` points at (its deepest key present):
+    a section (a mapping) only when it is an unknown key or ``sections``. One line per key
+    removed: its YAML path and why."""
+    targets: dict[tuple[int, str], tuple[dict[str, Any], str, str]] = {}
+    for e in err.errors():
+        parent, key, loc, node, path = None, "", (), data, ()
+        for part in e["loc"]:
+            if isinstance(node, dict) and part in node:
+                path += (part,)
+                parent, key, loc, node = node, str(part), path, node[part]
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                path += (part,)
+                node = node[part]
+            else:
+                break
+        unknown = e["type"] == "extra_forbidden" and loc == path
+        if parent is None or (isinstance(parent[key], dict) and not (unknown or sections)):
+            continue
+        at = tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p))  # no tags
+        why = (
+            "not a key of this version" if unknown
+            else f"{short(parent[key])}: {e['msg']}" if at == loc
+            else f"{dotted(at)}: {e['msg']}"
+        )  # fmt: skip
+        targets.setdefault((id(parent), key), (parent, key, f"{dotted(loc)} ({why})"))
+    for parent, key, _ in targets.values():
+        parent.pop(key, None)
+    return [line for _, _, line in targets.values()]

@@ -287,6 +287,34 @@ class StudyConfig(Strict):
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
+class PartialStudy(StudyConfig):
+    """A study.yaml that is no whole study (a hand-written one, a test's, or one whose name,
+    space or model this version cannot read), read section by section: each section given is
+    validated by its own model, every other field keeps its model's default, and ``name``,
+    ``space`` and ``model`` are None when missing. No check across sections: some are missing.
+
+    What :func:`tlmsearch.config.load.frozen_study` gives where a run dir's study.yaml does not
+    validate as a :class:`StudyConfig`; a reader that needs the whole study (its candidates,
+    its learning rates) tells the two apart with ``isinstance(cfg, PartialStudy)``.
+
+    >>> PartialStudy.model_validate({"objectives": [{"metric": "tokens_per_s"}]}).stats.level
+    0.95
+    """
+
+    name: str | None = None  # type: ignore[assignment]
+    space: SearchSpace | None = None  # type: ignore[assignment]
+    model: ModelConfig | None = None  # type: ignore[assignment]
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str | None) -> str | None:
+        return None if v is None else StudyConfig._slug(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PartialStudy:  # replaces StudyConfig's: sections may be missing
+        return self
+
+
 def validated(data: Mapping[str, Any], source: str | None = None) -> StudyConfig:
     """``data`` (its ``space`` a mapping) as a study, with every check of ``config/checks.py``.
     Raises :class:`ConfigError` with one line per problem, naming ``source`` when given."""

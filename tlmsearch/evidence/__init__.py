@@ -31,13 +31,14 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from tlmsearch import constants, stats
+from tlmsearch.config import PartialStudy, StudyConfig
 from tlmsearch.evidence import tuned as tuning  # the module: `tuned` is Evidence's field
 from tlmsearch.evidence.racing import (
     SEPARATED,
@@ -94,25 +95,24 @@ class Evidence:
         level: float = constants.LEVEL,
         family: str = constants.FAMILY,
         seeds: Sequence[int] | None = None,
-        config: Mapping[str, Any] | None = None,
+        config: StudyConfig | None = None,
         curves: pd.DataFrame | None = None,
         variance: str = stats.ROWS,
     ) -> Evidence:
-        """From a trials table (docs/run_dir.md); ``config``: the study as a dict (study.yaml),
-        for its racing settings and seeds; ``seeds``: the study's seeds without one;
+        """From a trials table (docs/run_dir.md); ``config``: the study (a run dir's:
+        :func:`tlmsearch.config.frozen_study`), for its racing settings and seeds; ``seeds``:
+        the study's seeds without one;
         ``curves``: the run's learning curves, for the checkpoint noise (None: n/a);
         ``variance``: rows (each comparison its own noise, :func:`tlmsearch.stats.row_noise`)
         or pooled (the block fit's one noise for all: what tlmsearch did before issue 31)."""
         if variance not in stats.VARIANCES:
             raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
                              f"{variance=}")  # fmt: skip
-        search = (config or {}).get("search")
-        search = search if isinstance(search, Mapping) else {}
         lanes, plan, m, note = None, seeds, 0, ""
-        if config and seeds is None:
-            plan = list(search.get("seeds") or []) or None
+        if config is not None and seeds is None:
+            plan = _study_seeds(config)
         try:
-            settings = race_settings(config) if config else None
+            settings = race_settings(config) if config is not None else None
             if settings is not None and not trials.empty:
                 # the driver races the first objective only: its lanes plan every metric's
                 # seeds, and decide "separated from uniform" for that metric alone
@@ -130,7 +130,7 @@ class Evidence:
         noise = model.pooled if isinstance(model, stats.RowNoise) else model
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         by_setting = stats.setting_noises(trials, value, key=key)
-        planned = race_family_size(config) if config else 0  # fixed before the data
+        planned = race_family_size(config) if config is not None else 0  # before the data
         eff = _effects(trials, value, sense, key, level, model, family, variance, planned)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
@@ -278,12 +278,19 @@ def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.No
                                  why_checkpoint=why)  # fmt: skip
 
 
-def _first_objective(config: Mapping[str, Any]) -> tuple[str, str]:
-    """(trials column, sense) of a study's first objective: the metric its race runs on."""
-    from tlmsearch.metrics import metric_column, objectives_of
+def _study_seeds(config: StudyConfig) -> list[int] | None:
+    """The seeds a study plans for every candidate; None where a partial study names none
+    (then every seed any trial ran on)."""
+    given = not isinstance(config, PartialStudy) or "seeds" in config.search.model_fields_set
+    return list(config.search.seeds) if given else None
 
-    metric, sense = objectives_of(config)[0]
-    return metric_column(metric), sense
+
+def _first_objective(config: StudyConfig) -> tuple[str, str]:
+    """(trials column, sense) of a study's first objective: the metric its race runs on."""
+    from tlmsearch.metrics import metric_column
+
+    first = config.objectives[0]
+    return metric_column(first.metric), first.sense
 
 
 def _race_decides(
@@ -319,17 +326,16 @@ def _race_decides(
     return out
 
 
-def study_evidence(trials: pd.DataFrame, config: Mapping[str, Any], metric: str | None = None,
+def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None = None,
                    sense: str | None = None, *, key: str = "candidate",
                    curves: pd.DataFrame | None = None) -> Evidence:  # fmt: skip
-    """The :class:`Evidence` of a run: its study.yaml (as a dict) and trials table (and its
-    curves, for the checkpoint noise); the first objective unless ``metric`` / ``sense`` are
-    given."""
+    """The :class:`Evidence` of a run: its study (its ``stats`` level and family, its race) and
+    trials table (and its curves, for the checkpoint noise); the first objective unless
+    ``metric`` / ``sense`` are given."""
     from tlmsearch.metrics import metric_column, objectives_of
 
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]
-    family = str((config.get("stats") or {}).get("family", constants.FAMILY))
-    level = float((config.get("stats") or {}).get("level", constants.LEVEL))
-    return Evidence.build(trials, metric_column(metric), sense, key=key, level=level,
-                          family=family, config=config, curves=curves)  # fmt: skip
+    return Evidence.build(trials, metric_column(metric), sense, key=key,
+                          level=config.stats.level, family=config.stats.family, config=config,
+                          curves=curves)  # fmt: skip

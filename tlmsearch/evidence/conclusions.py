@@ -25,12 +25,13 @@ cosine 1.5->0.5 is the best: better than the other candidate, uniform, jointly a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.config import StudyConfig
 from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import RACE, Evidence
 
@@ -59,14 +60,14 @@ def conclusions(
     seeds: Sequence[int] | None = None,
     level: float = LEVEL,
     family: str = FAMILY,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     evidence: Evidence | None = None,
 ) -> Conclusions:
     """Every candidate's effect vs uniform, then the best, in words.
 
     ``value``: the trials column; ``label``: its name in the sentences (default ``value``);
-    ``seeds``: the study's seeds; ``config``: the study as a dict (its race decides, where it
-    races against uniform); ``evidence``: one already built (then the rest is ignored).
+    ``seeds``: the study's seeds; ``config``: the study (its race decides, where it races
+    against uniform); ``evidence``: one already built (then the rest is ignored).
     Candidates come in rank order. A candidate separated from uniform is a conclusion, unless
     it looks better but was pruned or failed on some seed (a pruned seed looked worse).
     """

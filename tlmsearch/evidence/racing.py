@@ -50,15 +50,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from tlmsearch.constants import LEVEL, SAMPLER_TRIALS
 from tlmsearch.reasons import is_lost
 from tlmsearch.stats import POOLED, ROWS, Noise, RowNoise, block_noise, paired_deltas, row_noise
+
+if TYPE_CHECKING:
+    from tlmsearch.config import StudyConfig
 
 RACING, SEPARATED, TIED, STOPPED, DONE = "racing", "separated", "tied", "stopped", "done"
 
@@ -287,7 +290,7 @@ def decision(lane: Lane) -> dict[str, Any]:
             "mean_delta": num(lane.mean_delta), "half_width": num(lane.half_width)}  # fmt: skip
 
 
-def race_family_size(config: Mapping[str, Any]) -> int:
+def race_family_size(config: StudyConfig) -> int:
     """How many candidates (uniform aside) a study's race may hold, and its conclusions compare:
     the grid's, the explicit list's, or ``search.n_trials`` of a sampler (its default,
     :data:`tlmsearch.constants.SAMPLER_TRIALS`, when unset).
@@ -295,42 +298,37 @@ def race_family_size(config: Mapping[str, Any]) -> int:
     Fixed before the first look, so every look tests at the same level: counting only the
     candidates started so far would test the early looks at a looser level than promised.
     """
-    from tlmsearch.config import StudyConfig
+    from tlmsearch.config import PartialStudy
     from tlmsearch.widths.space import is_control, is_flat
 
-    try:
-        cfg = StudyConfig.model_validate(dict(config))
-    except Exception:  # a hand-edited study.yaml: what its search section says plainly
-        search = config.get("search") if isinstance(config.get("search"), Mapping) else {}
-        listed = search.get("candidates") or []
-        named = [c for c in listed if isinstance(c, Mapping) and not is_control(c)]
-        return len(named) or int(search.get("n_trials") or 0)
-    if cfg.search.sampler == "grid" or cfg.search.candidates is not None:
-        return sum(not is_flat(c, [cfg.model.n_layer]) for c in cfg.candidates())
-    return int(cfg.search.n_trials or SAMPLER_TRIALS)  # what the sampler will draw
+    search = config.search
+    if isinstance(config, PartialStudy):  # no whole study: what its search section says plainly
+        named = [c for c in search.candidates or [] if not is_control(c)]
+        return len(named) or int(search.n_trials or 0)
+    if search.sampler == "grid" or search.candidates is not None:
+        return sum(not is_flat(c, [config.model.n_layer]) for c in config.candidates())
+    return int(search.n_trials or SAMPLER_TRIALS)  # what the sampler will draw
 
 
-def race_settings(config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """:func:`race`'s settings from a study's config as a dict (study.yaml); None: no racing."""
-    search = config.get("search") or {}
-    racing = search.get("racing") if isinstance(search, Mapping) else None
-    if not racing:
+def race_settings(config: StudyConfig) -> dict[str, Any] | None:
+    """:func:`race`'s settings from a study's ``search`` (its ``racing``); None: no racing."""
+    racing = config.search.racing
+    if racing is None:
         return None
-    seeds = [int(s) for s in search.get("seeds") or [0]]
     return {
         "family_size": race_family_size(config),
-        "seeds": seeds,
-        "max_seeds": int(racing.get("max_seeds") or len(seeds)),
-        "confidence": float(racing.get("confidence", LEVEL)),
-        "against": str(racing.get("against", "uniform")),
-        "prior_sd": racing.get("prior_sd"),
-        "parallel_seeds": int(racing.get("parallel_seeds") or 1),
+        "seeds": list(config.search.seeds),
+        "max_seeds": config.race_seeds,
+        "confidence": racing.confidence,
+        "against": racing.against,
+        "prior_sd": racing.prior_sd,
+        "parallel_seeds": racing.parallel_seeds,
     }
 
 
 def race_plan(
     trials: pd.DataFrame,
-    config: Mapping[str, Any],
+    config: StudyConfig,
     value: str,
     sense: str = "minimize",
     *,
@@ -338,7 +336,7 @@ def race_plan(
 ) -> dict[Any, tuple[int, ...]] | None:
     """:func:`planned_seeds` of a racing study's trials (None without racing or trials).
 
-    A config the race cannot read (a hand-edited study.yaml) raises ValueError.
+    Settings the race cannot run with (more max_seeds than seeds) raise ValueError.
     """
     settings = race_settings(config)
     if settings is None or trials.empty:

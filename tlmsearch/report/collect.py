@@ -24,7 +24,7 @@ fully measured one.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import combinations
 from typing import Any, NamedTuple
 
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.config import METRICS
+from tlmsearch.config import METRICS, PartialStudy, StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.run_dir.tables import metric_column
 
@@ -521,16 +521,17 @@ def evidence_of(
     trials: pd.DataFrame,
     metric: str,
     sense: str,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     curves: pd.DataFrame | None = None,
 ) -> Evidence:
     """The study's :class:`tlmsearch.evidence.Evidence` of ``metric``: its race and ``stats``
-    settings from ``config`` (study.yaml as a dict), else the Holm family at 95%. A report
+    settings from ``config`` (the run's study), else its models' defaults. A report
     builds it once per objective (:func:`tlmsearch.report.html.build`) and hands it to every
     collect function that takes ``evidence``; called alone, each builds its own."""
     from tlmsearch.evidence import study_evidence
 
-    return study_evidence(trials, dict(config or {}), metric, sense, curves=curves)
+    study = config if config is not None else PartialStudy()
+    return study_evidence(trials, study, metric, sense, curves=curves)
 
 
 def paired_deltas(
@@ -538,7 +539,7 @@ def paired_deltas(
     metric: str = "val_bpb",
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     evidence: Evidence | None = None,
 ) -> Deltas:
     """Each candidate's value minus uniform's on the same seed, with a 95% CI across seeds.

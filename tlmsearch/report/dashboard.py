@@ -14,7 +14,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from tlmsearch.report.html import (
@@ -29,6 +29,9 @@ from tlmsearch.report.html import (
 )
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import load_run
+
+if TYPE_CHECKING:
+    from tlmsearch.config import StudyConfig
 
 # what a running study rewrites (tlmsearch.run_dir): the page reloads when one changes
 WATCHED = tuple(
@@ -79,20 +82,19 @@ def run_stamp(run_dir: Path) -> str:
 
 
 def optuna_dashboard_hint(
-    run_dir: Path, config: dict[str, Any], status: dict[str, Any] | None = None
+    run_dir: Path, config: StudyConfig, status: dict[str, Any] | None = None
 ) -> str:
     """The optuna-dashboard command for this run's Optuna storage.
 
-    run.json's ``storage`` (what the run really used) wins over study.yaml's setting.
+    run.json's ``storage`` (what the run really used) wins over the study's ``storage``.
     """
-    from tlmsearch.config import StorageConfig
     from tlmsearch.errors import ConfigError
     from tlmsearch.search.storage import dashboard_command, storage_url
 
     url = (status or {}).get("storage")
     if not url:
         try:
-            url = storage_url(StorageConfig(**(config.get("storage") or {})), run_dir)
+            url = storage_url(config.storage, run_dir)
         except (ConfigError, TypeError, ValueError) as err:
             return f"optuna-dashboard <storage URL> (study.yaml's storage is unusable: {err})"
     return dashboard_command(url)
@@ -250,7 +252,7 @@ def serve(
     if not is_loopback(server):
         echo(f"warning: listening on {host}, reachable from other machines; no authentication")
     data = load_run(run)
-    hint = optuna_dashboard_hint(run, data.config, data.status)
+    hint = optuna_dashboard_hint(run, data.study, data.status)
     echo(f"Optuna's own dashboard of this run: {hint}")
     try:
         server.serve_forever(poll_interval=0.5)

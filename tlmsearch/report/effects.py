@@ -23,12 +23,13 @@ as the driver derives it from the trials table, multiple comparisons with the be
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.config import PartialStudy, StudyConfig
 from tlmsearch.constants import LEVEL
 from tlmsearch.evidence import Evidence
 from tlmsearch.evidence.conclusions import Conclusions, conclusions
@@ -58,13 +59,13 @@ def effects(
     metric: str = "val_bpb",
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     curves: pd.DataFrame | None = None,
     evidence: Evidence | None = None,
 ) -> Effects:
     """Every candidate's paired effect vs uniform (mean, 95% interval, effect / noise, the one
     decision), best first, and the sentences of :func:`tlmsearch.evidence.conclusions.conclusions`;
-    ``config``: the study (study.yaml as a dict) whose race and ``stats`` settings decide;
+    ``config``: the study (the run's) whose race and ``stats`` settings decide;
     ``curves``: the learning curves, for the signal-to-noise's checkpoint noise;
     ``evidence``: the study's, when the caller built it (else built here from the above).
     """
@@ -95,18 +96,16 @@ def _per_setting(trials: pd.DataFrame) -> bool:
     return stats.setting_column(trials) is not None
 
 
-def learning_rate_of(trials: pd.DataFrame, config: Mapping[str, Any] | None) -> dict | None:
-    """:func:`tlmsearch.config.summary.learning_rate` of a run's study.yaml (as a dict); None when
-    it is not a study tlmsearch can read (a hand-edited one)."""
-    from tlmsearch.config import StudyConfig
+def learning_rate_of(trials: pd.DataFrame, config: StudyConfig | None) -> dict | None:
+    """:func:`tlmsearch.config.summary.learning_rate` of a run's study; None without a whole one (a
+    hand-edited study.yaml: :class:`~tlmsearch.config.PartialStudy`)."""
     from tlmsearch.config.summary import learning_rate
 
-    if not config:
+    if config is None or isinstance(config, PartialStudy):
         return None
     try:
-        cfg = StudyConfig.model_validate(dict(config))
-        return learning_rate(trials, cfg)
-    except (TypeError, ValueError, KeyError):  # pydantic's ValidationError is a ValueError
+        return learning_rate(trials, config)
+    except (TypeError, ValueError, KeyError):  # a trial's params this study cannot plan
         return None
 
 
@@ -126,7 +125,7 @@ def separation(
     sense: str | None = None,
     seeds: Sequence[int] | None = None,
     k: int = 5,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     evidence: Evidence | None = None,
 ) -> Separation:
     """Can these be told apart? The top ``k`` candidates of the study's ranking, and uniform,
@@ -201,7 +200,7 @@ class Race(NamedTuple):
 
 def race(
     trials: pd.DataFrame,
-    config: Mapping[str, Any],
+    config: StudyConfig,
     metric: str | None = None,
     sense: str | None = None,
     evidence: Evidence | None = None,
@@ -214,7 +213,7 @@ def race(
     Optuna storage: a seed "next" may already be queued).
     """
     from tlmsearch.evidence.racing import race_settings
-    from tlmsearch.run_dir.tables import objectives_of
+    from tlmsearch.metrics import objectives_of
 
     racing = race_settings(config)
     if racing is None:
@@ -236,7 +235,7 @@ def race(
     uniform_seeds = sorted({int(s) for s in base["seed"].dropna()})
     ev = evidence or evidence_of(trials, metric, sense, config)
     lanes = ev.lanes
-    if lanes is None:  # a hand-edited study.yaml: say why, keep the rest of the report
+    if lanes is None:  # another metric, or a race a hand-edited study cannot run: say why
         note = ev.note or f"the race runs on the first objective, not {metric}"
         return Race(settings, empty, {}, uniform_seeds, False, note)
     rows = [

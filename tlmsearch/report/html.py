@@ -60,12 +60,12 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     """Every figure of the report, in page order (fronts and Pareto first)."""
     t, objectives = run.trials, run.objectives
     metric, sense = objectives[0]
-    space = run.config.get("space") if isinstance(run.config.get("space"), dict) else None
-    dims = list((space or {}).get("dimensions") or {}) or None
+    space = run.study.space  # None: study.yaml has none this version reads
+    dims = list(space.dimensions) if space is not None else None
     figs: list[Figure] = []
 
     # the study's one Evidence per objective: every ranking, effect and race below reads it
-    evidence = {m: C.evidence_of(t, m, s, run.config, run.curves) for m, s in objectives}
+    evidence = {m: C.evidence_of(t, m, s, run.study, run.curves) for m, s in objectives}
     ev = evidence[metric]
     seeds = ev.plan  # the seeds each candidate is planned on (a metric it does not judge)
     fronts = {
@@ -126,10 +126,10 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
     return Report(
         figs,
-        S.run_summary(run.config, t, run.status, evidence=ev),
+        S.run_summary(run.study, t, run.status, evidence=ev, written=run.config),
         curves.failed,
-        E.effects(t, metric, sense, config=run.config, evidence=ev),
-        E.race(t, run.config, metric, sense, evidence=ev),
+        E.effects(t, metric, sense, config=run.study, evidence=ev),
+        E.race(t, run.study, metric, sense, evidence=ev),
         sweep=sweep,
     )
 
@@ -228,21 +228,9 @@ def summary_html(s: dict[str, Any]) -> str:
         ("tokens trained (all trials)", f"{s['tokens_total']:,}"),
         ("trial wall time (sum)", _fmt_s(s["wall_s_total"])),
     ]
-    cfg = s.get("config") or {}
-    model = cfg.get("model") or {}
+    model = s.get("proxy_model") or {}
     if model:
-        rows.append(
-            (
-                "proxy model",
-                _e(
-                    ", ".join(
-                        f"{k} {model[k]}"
-                        for k in ("arch", "n_layer", "d_model", "n_head", "d_ff")
-                        if k in model
-                    )
-                ),
-            )
-        )
+        rows.append(("proxy model", _e(", ".join(f"{k} {v}" for k, v in model.items()))))
     vers = ", ".join(f"{k} {v}" for k, v in sorted(s["versions"].items()))
     rows.append(
         (
@@ -659,7 +647,7 @@ def build_run(
     fig = Figure("fig-fidelity", "Fidelity across scales", F.fidelity(doc))
     rep = replace(rep, figures=[*rep.figures, fig], fidelity=doc)
     name = f"{Path(run_dir).name} (ladder; figures of its top rung, {top.path.name})"
-    return rep, replace(top, path=Path(run_dir), config={**top.config, "name": name})
+    return rep, replace(top, path=Path(run_dir), study=top.study.model_copy(update={"name": name}))
 
 
 def figures_dict(report: Report) -> dict[str, Any]:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
 from tlmsearch.report.collect import finished, sense_of
+
+if TYPE_CHECKING:
+    from tlmsearch.widths.space import SearchSpace
 
 
 def _params_table(trials: pd.DataFrame) -> pd.DataFrame:
@@ -64,39 +67,36 @@ class Importances(NamedTuple):
     note: str  # why there are none, or which evaluator
 
 
-def _distributions(params: pd.DataFrame, space: Mapping[str, Any] | None) -> dict[str, Any]:
+def _distributions(params: pd.DataFrame, space: SearchSpace | None) -> dict[str, Any]:
     from optuna.distributions import (
         CategoricalDistribution,
         FloatDistribution,
         IntDistribution,
     )
 
-    dims = (space or {}).get("dimensions") or {}
+    dims = space.dimensions if space is not None else {}
     out: dict[str, Any] = {}
     for name in params.columns:
         seen = [v for v in params[name] if not _missing(v)]
-        dim = dims.get(name) or {}
-        kind = dim.get("type")
+        dim = dims.get(name)
+        kind = dim.type if dim is not None else None
         if kind == "fixed" or len({json.dumps(v) for v in seen}) < 2:
             continue  # a constant explains nothing
         if kind == "categorical" or any(isinstance(v, (str, bool)) for v in seen):
             # Values are passed as strings below, so the choices must be strings too
             # (blocks.yaml's boundaries are numeric categorical choices).
-            choices = list(
-                dict.fromkeys(
-                    str(c) for c in (dim.get("choices") or sorted({str(v) for v in seen}))
-                )
-            )
+            given = dim.choices if dim is not None else None
+            choices = list(dict.fromkeys(str(c) for c in given or sorted({str(v) for v in seen})))
             out[name] = CategoricalDistribution(choices)
-        elif kind == "int":
-            out[name] = IntDistribution(
-                int(dim["low"]), int(dim["high"]), step=dim.get("step") or 1
-            )
+        elif dim is not None and dim.type == "int":
+            assert dim.low is not None and dim.high is not None  # Dimension checks an int's range
+            out[name] = IntDistribution(int(dim.low), int(dim.high), step=int(dim.step or 1))
         else:
             lo, hi = float(min(seen)), float(max(seen))
-            if kind == "float":
-                lo, hi = min(lo, float(dim["low"])), max(hi, float(dim["high"]))
-            out[name] = FloatDistribution(lo, hi, log=bool(dim.get("log")) and lo > 0)
+            if dim is not None and dim.type == "float":
+                assert dim.low is not None and dim.high is not None
+                lo, hi = min(lo, dim.low), max(hi, dim.high)
+            out[name] = FloatDistribution(lo, hi, log=bool(dim is not None and dim.log) and lo > 0)
     return out
 
 
@@ -104,7 +104,7 @@ def param_importances(
     trials: pd.DataFrame,
     metric: str = "val_bpb",
     sense: str | None = None,
-    space: Mapping[str, Any] | None = None,
+    space: SearchSpace | None = None,
 ) -> Importances:
     """Optuna's fANOVA importances, from an in-memory study rebuilt from the trials table.
 

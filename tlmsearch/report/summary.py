@@ -10,17 +10,18 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
+from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidates
 
 
-def target_widths(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+def target_widths(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
     """The candidate's widths at the study's target scale (empty without a valid target)."""
     plan = _target_plan(config, params)
     return [] if plan is None else list(plan.widths)
 
 
-def target_heads(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[int]:
+def target_heads(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
     """The candidate's attention heads per layer at the study's target scale (empty without a
     valid target or without a heads schedule: then every layer has the target's own)."""
     from tlmsearch.widths.heads import heads_schedule
@@ -29,19 +30,17 @@ def target_heads(config: Mapping[str, Any], params: Mapping[str, Any]) -> list[i
     return [] if plan is None else list(plan.heads or ())
 
 
-def _target_plan(config: Mapping[str, Any], params: Mapping[str, Any]) -> Any:
-    from tlmsearch.config import ModelConfig
-
-    if not config.get("target") or not params:
+def _target_plan(config: StudyConfig, params: Mapping[str, Any]) -> Any:
+    if config.target is None or not params:
         return None
     try:
-        return ModelConfig(**config["target"]).plan(params)
-    except Exception:  # a bad target only loses this line of the summary
+        return config.target.plan(params)
+    except Exception:  # a candidate without widths at the target only loses this line
         return None
 
 
 def _candidate_summary(
-    row: pd.Series, metric: str, config: Mapping[str, Any], effect: pd.Series | None = None
+    row: pd.Series, metric: str, config: StudyConfig, effect: pd.Series | None = None
 ) -> dict[str, Any]:
     """A ranked candidate as plain data: value on its ranked seeds, n of k, delta with CI.
 
@@ -85,14 +84,16 @@ def _candidate_summary(
 
 
 def run_summary(
-    config: Mapping[str, Any],
+    config: StudyConfig,
     trials: pd.DataFrame,
     status: Mapping[str, Any],
     evidence: Evidence | None = None,
+    written: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What the study was, how far it got, what won, and with which versions; ``evidence``:
-    the study's of its first objective (else built here)."""
-    from tlmsearch.run_dir.tables import objectives_of
+    """What the study was, how far it got, what won, and with which versions; ``config``: the
+    run's study (:attr:`tlmsearch.run_dir.tables.RunData.study`); ``evidence``: the study's of its
+    first objective (else built here); ``written``: study.yaml as the run wrote it, shown."""
+    from tlmsearch.metrics import objectives_of
 
     objectives = objectives_of(config)
     metric, sense = objectives[0]
@@ -121,8 +122,8 @@ def run_summary(
     tokens = pd.to_numeric(trials["tokens"], errors="coerce")
     wall = pd.to_numeric(trials["wall_s"], errors="coerce")
     return {
-        "name": config.get("name", ""),
-        "description": config.get("description", ""),
+        "name": config.name or "",
+        "description": config.description,
         "status": status.get("status", "unknown"),
         "started": status.get("started", ""),
         "updated": status.get("updated", ""),
@@ -138,5 +139,14 @@ def run_summary(
         "wall_s_total": float(wall.sum()) if len(wall) else 0.0,
         "versions": dict(status.get("versions") or {}),
         "git_sha": status.get("git_sha"),
-        "config": dict(config),
+        "proxy_model": _model_line(config),
+        "config": dict(written or {}),
     }
+
+
+def _model_line(config: StudyConfig) -> dict[str, Any]:
+    """The proxy model's size, as the summary shows it ({} without a model)."""
+    model = config.model
+    keys = ("arch", "n_layer", "d_model", "n_head", "d_ff")
+    return {} if model is None else {k: getattr(model, k) for k in keys
+                                     if getattr(model, k) is not None}  # fmt: skip

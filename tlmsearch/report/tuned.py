@@ -6,11 +6,11 @@ settings. Every number is the study's :class:`tlmsearch.evidence.Evidence` ``tun
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pandas as pd
 
+from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
 
 
@@ -33,7 +33,7 @@ def setting_sweep(
     trials: pd.DataFrame,
     metric: str,
     sense: str,
-    config: Mapping[str, Any] | None = None,
+    config: StudyConfig | None = None,
     evidence: Evidence | None = None,
 ) -> SettingSweep | None:
     """The sweep of a study with setting dimensions; None for a study without them.

@@ -36,7 +36,14 @@ import pandas as pd
 import yaml
 
 from tlmsearch import stats
-from tlmsearch.config import EVAL_KEYS, METRICS, ModelConfig
+from tlmsearch.config import (
+    EVAL_KEYS,
+    METRICS,
+    ModelConfig,
+    PartialStudy,
+    StudyConfig,
+    frozen_study,
+)
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
@@ -139,7 +146,8 @@ class RunData:
     """Everything a report needs, read from one run dir."""
 
     path: Path
-    config: dict[str, Any] = field(default_factory=dict)  # study.yaml
+    # study.yaml as the run wrote it, shown in the report; every setting is read from ``study``
+    config: dict[str, Any] = field(default_factory=dict)
     trials: pd.DataFrame = field(default_factory=lambda: trials_frame([]))
     curves: pd.DataFrame = field(default_factory=lambda: curves_frame([]))
     status: dict[str, Any] = field(default_factory=dict)  # run.json
@@ -147,14 +155,16 @@ class RunData:
     analysis: pd.DataFrame = field(default_factory=lambda: analysis_frame([]))
     # analysis_heads.parquet: per attention head (``tlmsearch analyze``); empty likewise
     analysis_heads: pd.DataFrame = field(default_factory=lambda: analysis_heads_frame([]))
+    # study.yaml validated once (tlmsearch.config.frozen_study): what every reader takes
+    study: StudyConfig = field(default_factory=PartialStudy)
 
     @property
     def name(self) -> str:
-        return str(self.config.get("name") or self.path.name)
+        return str(self.study.name or self.path.name)
 
     @property
     def objectives(self) -> list[tuple[str, str]]:
-        return objectives_of(self.config)
+        return objectives_of(self.study)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -416,7 +426,7 @@ EFFECT_PREFIXES = {
 
 
 def add_effects(
-    trials: pd.DataFrame, metrics: Sequence[str], study: Mapping[str, Any] | None = None
+    trials: pd.DataFrame, metrics: Sequence[str], study: StudyConfig | None = None
 ) -> pd.DataFrame:
     """Add each trial's *candidate's* paired effect vs uniform, for each objective metric.
 
@@ -427,13 +437,14 @@ def add_effects(
     ``effect_noise_m`` (mean / seed noise), ``effect_seeds_m`` (paired seeds) and
     ``effect_from_m``: ``model`` (the block-design noise of a paired delta,
     :func:`tlmsearch.stats.block_noise`) or ``unknown`` (no residual df yet). The same on every
-    trial of a candidate; NaN / ``""`` on the uniform baseline's rows. ``study``: study.yaml as
-    a dict (its objectives give each metric's sense).
+    trial of a candidate; NaN / ``""`` on the uniform baseline's rows. ``study``: the run's
+    (its objectives give each metric's sense; None: the models' defaults).
     """
     from tlmsearch.evidence import study_evidence
 
     out = trials.copy()
-    senses = dict(objectives_of(study or {}))
+    study = study if study is not None else PartialStudy()
+    senses = dict(objectives_of(study))
     for metric in metrics:
         col = metric_column(metric)
         if col not in out:
@@ -442,7 +453,7 @@ def add_effects(
         if out.empty:
             eff = pd.DataFrame(columns=["params_json", *EFFECT_PREFIXES.values()])
         else:
-            ev = study_evidence(out, dict(study or {}), metric, sense, key="params_json")
+            ev = study_evidence(out, study, metric, sense, key="params_json")
             eff = ev.effects
         eff = eff.set_index("params_json")
         for prefix, src in EFFECT_PREFIXES.items():
@@ -492,17 +503,20 @@ def write_results(
     trials: Iterable[Mapping[str, Any]],
     curves: Iterable[Mapping[str, Any]],
     metrics: Sequence[str] | None = None,
+    study: StudyConfig | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Normalise and write trials/curves (parquet + CSV, atomically); return both frames.
 
-    ``metrics`` get a ``delta_<metric>`` column; by default the objectives in ``study.yaml``.
+    ``metrics`` get a ``delta_<metric>`` column; by default the study's objectives. ``study``:
+    the run's, when the caller has it (else read from its study.yaml).
     """
     run = RunDir(run_dir)
     run.path.mkdir(parents=True, exist_ok=True)
-    study = _read_yaml(run.study)
+    if study is None:
+        study = frozen_study(_read_yaml(run.study), str(run.study), run.path)
     if metrics is None:
         metrics = [m for m, _ in objectives_of(study)]
-    tdf = add_deltas(trials_frame(trials, study.get("model")), metrics)
+    tdf = add_deltas(trials_frame(trials, study.model), metrics)
     tdf = add_effects(tdf, metrics, study)
     cdf = curves_frame(curves)
     for name, df in (("trials", tdf), ("curves", cdf)):
@@ -557,9 +571,10 @@ def load_run(run_dir: str | Path) -> RunData:
     except json.JSONDecodeError as err:
         raise ConfigError(f"{status_path}: not valid JSON ({err})") from None
     config = _read_yaml(run.study)
+    study = frozen_study(config, str(run.study), run.path)  # once: every reader takes it
     # fill_realised: run dirs written before realised_taper, or trials that recorded no widths
     trials = fill_realised(
-        _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS)), config.get("model")
+        _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS)), study.model
     )
     curves = _read_table(run, "curves", CURVE_COLUMNS)
     return RunData(
@@ -570,4 +585,5 @@ def load_run(run_dir: str | Path) -> RunData:
         status=status,
         analysis=_read_table(run, "analysis", ANALYSIS_COLUMNS),
         analysis_heads=_read_table(run, "analysis_heads", ANALYSIS_HEAD_COLUMNS),
+        study=study,
     )

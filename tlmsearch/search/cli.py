@@ -241,10 +241,7 @@ def _status(run_dir: Path, *, console: Any) -> int:
     lr = rep.get("learning_rate") or {}
     if lr.get("at_one_lr") and rep["best"]:  # beside the effects: they may be an LR effect
         console.print(f"note: effects are {lr['compared']}", markup=False, highlight=False)
-    from tlmsearch.search.export import open_run
-
-    cfg, _ = open_run(run_dir)
-    console.print(dashboard_command(storage_url(cfg.storage, Path(run_dir).resolve())))
+    console.print(dashboard_command(storage_url(rep["storage"], Path(run_dir).resolve())))
     return 0
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.config import StudyConfig, load_frozen_study, load_study
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
@@ -38,8 +38,13 @@ def run_info(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
-    """The run's frozen config and its Optuna study (loaded, not created)."""
+def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig, Any]:
+    """The run's frozen config and its Optuna study (loaded, not created).
+
+    The config as every reader of a run dir takes it (:func:`tlmsearch.config.frozen_study`:
+    an older version's study.yaml stays readable); ``strict``: with every check of a study
+    about to train (``resume``: :func:`tlmsearch.config.load_study`).
+    """
     import optuna
 
     run = RunDir(run_dir)
@@ -48,7 +53,7 @@ def open_run(run_dir: str | Path) -> tuple[StudyConfig, Any]:
             f"{str(run.path)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
             "e.g. runs/quickstart"
         )
-    cfg = load_study(run.study)
+    cfg = load_study(run.study) if strict else load_frozen_study(run.study, whole=True)
     name = run_info(run.path).get("optuna_study") or cfg.name
     storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:
@@ -65,7 +70,7 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
     from tlmsearch.run_dir.tables import write_results
 
     trials, curves = trial_records(study)
-    tdf, _ = write_results(run_dir, trials, curves, metrics=[o.metric for o in cfg.objectives])
+    tdf, _ = write_results(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg)
     return tdf
 
 
@@ -78,7 +83,7 @@ def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     (one candidate, one key): its ranking (on the seeds the race planned) and its effects."""
     from tlmsearch.evidence import study_evidence as build
 
-    return {o.metric: build(trials, cfg.to_dict(), o.metric, o.sense, key="params_json")
+    return {o.metric: build(trials, cfg, o.metric, o.sense, key="params_json")
             for o in cfg.objectives}  # fmt: skip
 
 
@@ -319,7 +324,7 @@ def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves
     learning curves, for its checkpoint noise)."""
     from tlmsearch.evidence import study_evidence as build
 
-    return build(trials, cfg.to_dict(), key=key, curves=curves)
+    return build(trials, cfg, key=key, curves=curves)
 
 
 def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
@@ -515,6 +520,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},
+        "storage": cfg.storage,  # the study's storage section (the dashboard line)
     }
 
 

@@ -23,7 +23,14 @@ from typing import Any
 
 import yaml
 
-from tlmsearch.config import StudyConfig, load_study, name_problem, study_from_mapping
+from tlmsearch.config import (
+    PartialStudy,
+    StudyConfig,
+    load_frozen_study,
+    load_study,
+    name_problem,
+    study_from_mapping,
+)
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.storage import check_names_free, storage_url
@@ -295,12 +302,14 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
             f"{str(run)!r} is not a ladder run (no {LADDER_FILE}); give the run dir of a study "
             "with a ladder: (tlmsearch run makes one)"
         )
-    cfg = load_study(RunDir(run).study)
+    cfg = load_frozen_study(RunDir(run).study, whole=True)
     promoted_to = [r.get("candidates") for r in _read_ladder(run)["rungs"]]
     rungs = []
     for i, d in enumerate(rung_dirs(run)):
         data = load_run(d)
-        sub = load_study(RunDir(d).study)
+        sub = data.study
+        if isinstance(sub, PartialStudy):  # no whole study: its compute is unknown
+            sub = load_frozen_study(RunDir(d).study, whole=True)  # raises, saying why
         by = i - 1 if promoted_to[i] else None  # its candidates: the rung below's best by rank
         rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by,
                               data.curves))

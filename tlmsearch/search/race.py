@@ -65,7 +65,7 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
         prior_sd=racing.prior_sd,
         queued=queued,
         parallel_seeds=racing.parallel_seeds,
-        family_size=race_family_size(cfg.to_dict()),
+        family_size=race_family_size(cfg),
     )
     return result, params
 

@@ -171,7 +171,7 @@ def resume_run(
     ``retry_failed``: failed trials are queued again too (e.g. after more memory was freed).
     """
     run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
-    cfg, study = export.open_run(run)
+    cfg, study = export.open_run(run, strict=True)  # it trains again: every check
     info = export.run_info(run)
     pid, host = info.get("driver_pid"), info.get("driver_host")
     if info.get("status") == "running" and host == socket.gethostname() and _alive(pid):
