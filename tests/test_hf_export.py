@@ -29,7 +29,7 @@ from tlmsearch.models.hf_export import (
     off_lattice,
 )
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
-from tlmsearch.search.export import best_document
+from tlmsearch.search.best import best_document
 from tlmsearch.widths.budget import count_params
 
 VOCAB = 256

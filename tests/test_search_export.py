@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from search_helpers import tiny_config
 
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
-from tlmsearch.search.export import best_candidates, best_document, pareto_front
+from tlmsearch.search.best import best_candidates, best_document, pareto_front
 
 
 def _dominates(a, b, objs):
@@ -438,7 +438,7 @@ def _running_run(tmp_path, reported_at: float):
 
 
 def test_status_report_gives_running_trials_progress_and_the_run_eta(tmp_path):
-    from tlmsearch.search.export import status_report
+    from tlmsearch.search.status import status_report
 
     now = 1_000_000.0
     rep = status_report(_running_run(tmp_path, reported_at=now - 10), now=now)
@@ -737,7 +737,7 @@ def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
 
     from tlmsearch.config import load_study
     from tlmsearch.run_dir.tables import load_run
-    from tlmsearch.search.export import write_best
+    from tlmsearch.search.best import write_best
 
     run = make_run(tmp_path / "r", seeds=(0, 1, 2), evals=8)
     doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))

@@ -17,7 +17,7 @@ from ray import exceptions as rex
 from search_helpers import search_pair, tiny_config
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import export, records, trainable
+from tlmsearch.search import records, status, trainable
 from tlmsearch.search.attrs import INTERRUPTED
 from tlmsearch.search.failures import (
     NODE_LOST,
@@ -311,7 +311,7 @@ def test_requeue_failed_queues_each_failed_trial_once(tmp_path):
             trial.set_user_attr(INTERRUPTED, True)  # already queued again by resume
         study.tell(trial, 1.0 if state == S.COMPLETE else None, state=state)
     assert requeue_failed(study, cfg) == [None] and requeue_failed(study, cfg) == []
-    c = export.counts(study)
+    c = status.counts(study)
     assert (c["FAIL"], c["requeued"], c["interrupted"], c["WAITING"]) == (0, 1, 1, 1)
     failed, queued = study.trials[1], study.trials[-1]
     assert queued.state == S.WAITING and queued.user_attrs["seed"] == failed.user_attrs["seed"]
@@ -511,7 +511,7 @@ def test_an_interrupted_trial_is_queued_once_even_if_resume_dies_half_way(tmp_pa
     assert study.trials[running].state == S.FAIL
     again = [t for t in study.trials if t.user_attrs.get(RESTART_OF) == running]
     assert len(again) == 1 and again[0].state == S.WAITING
-    c = export.counts(study)
+    c = status.counts(study)
     assert (c["interrupted"], c["FAIL"]) == (1, 0)
     assert running not in [r["number"] for r in records.trial_records(study)[0]]
 
@@ -537,6 +537,6 @@ def test_a_trial_interrupted_before_it_had_a_candidate_counts_as_interrupted(tmp
     study = optuna.create_study()
     study.ask()  # RUNNING, no candidate: the space never ran
     assert requeue_interrupted(study, cfg, tmp_path / "run") == []
-    c = export.counts(study)
+    c = status.counts(study)
     assert (c["interrupted"], c["FAIL"], c["WAITING"]) == (1, 0, 0)
     assert requeue_failed(study, cfg) == []

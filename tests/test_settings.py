@@ -19,7 +19,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.evidence import Evidence
 from tlmsearch.evidence.tuned import HELD_OUT, OPTIMISTIC, SAME_SEEDS, tuned
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
-from tlmsearch.search.export import best_document
+from tlmsearch.search.best import best_document
 from tlmsearch.search.samplers import initial_queue
 from tlmsearch.widths.space import describe
 

@@ -212,7 +212,7 @@ def status_command(run_dir: Path, *, console: Any) -> int:
 
 
 def _status(run_dir: Path, *, console: Any) -> int:
-    from tlmsearch.search.export import status_report
+    from tlmsearch.search.status import status_report
     from tlmsearch.search.storage import dashboard_command, storage_url
 
     rep = status_report(run_dir)

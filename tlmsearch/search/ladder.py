@@ -155,7 +155,7 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
     with racing, the seeds the race gave them, then censored ones (never ahead of them).
     """
     from tlmsearch.run_dir.tables import load_run
-    from tlmsearch.search.export import evidences
+    from tlmsearch.search.best import evidences
 
     trials = load_run(rung_run).trials
     r = evidences(trials, cfg_rung)[cfg_rung.objectives[0].metric].ranking

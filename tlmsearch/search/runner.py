@@ -27,7 +27,9 @@ from typing import Any
 from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.search import best as best_yaml
 from tlmsearch.search import export, records
+from tlmsearch.search import status as run_status
 from tlmsearch.search.attrs import (
     CANDIDATE,
     INTERRUPTED_TRIAL,
@@ -185,7 +187,7 @@ def resume_run(
     if retry_failed:
         again = requeue_failed(study, cfg, run)
         echo(f"resume: {len(again)} failed trial(s) queued again{_mid_way(again)}")
-    elif failed := export.counts(study)["FAIL"]:
+    elif failed := run_status.counts(study)["FAIL"]:
         echo(f"resume: {failed} failed trial(s) kept; --retry-failed runs them again")
     if cfg.search.racing:
         from tlmsearch.search.race import advance
@@ -205,7 +207,7 @@ def resume_run(
 
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
-    c = export.counts(study)
+    c = run_status.counts(study)
     left = planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
     if open_ended(cfg) and not c["WAITING"] and not may_sample(cfg, study):
         return 0  # the race decided every candidate, or all is sampled: no more is owed
@@ -370,7 +372,7 @@ def _execute(
 
     _calibrate_peak(cfg, facts)
     t0 = time.time()
-    before = export.counts(study)
+    before = run_status.counts(study)
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     remaining = planned_trials(cfg) - finished
     slots = trial_slots(cfg, facts)
@@ -575,7 +577,7 @@ def _finish(
     run: Path, cfg: StudyConfig, study: Any, url: str, status: str, t0: float, echo: Any
 ) -> RunResult:
     trials = export.write_tables(run, study, cfg)
-    doc = export.write_best(run, trials, cfg)
+    doc = best_yaml.write_best(run, trials, cfg)
     if status == "finished" and cfg.search.keep_weights == "best":
         from tlmsearch.train import checkpoints
 
@@ -583,7 +585,7 @@ def _finish(
         if removed:
             echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
             trials = export.write_tables(run, study, cfg)
-    counts = export.counts(study)
+    counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
     _write_status(run, status, counts=counts)
@@ -691,7 +693,7 @@ def _best_value(run: Path, cfg: StudyConfig, study: Any) -> float | None:
     from tlmsearch.run_dir.tables import add_deltas, trials_frame
 
     rows, _ = records.trial_records(study)
-    best = export.best_candidates(
+    best = best_yaml.best_candidates(
         add_deltas(trials_frame(rows), [o.metric for o in cfg.objectives]), cfg
     )
     return best[0]["values"][cfg.objectives[0].metric] if best else None

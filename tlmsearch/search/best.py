@@ -1,0 +1,328 @@
+"""best.yaml: the best candidate (or the Pareto front), its widths at proxy and target scale,
+its evidence against uniform, the verdict and the conclusions, from a run's trials table.
+
+Every number comes from the study's :class:`tlmsearch.evidence.Evidence`; nothing here
+re-derives a statistic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from tlmsearch.config import StudyConfig
+from tlmsearch.config.summary import effective_lr_of, learning_rate
+from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir.tables import metric_column as _metric_col
+from tlmsearch.widths.heads import heads_schedule, is_heads_key
+from tlmsearch.widths.space import settings_of
+
+
+def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """metric -> the study's :class:`tlmsearch.evidence.Evidence` for it, keyed by params_json
+    (one candidate, one key): its ranking (on the seeds the race planned) and its effects."""
+    from tlmsearch.evidence import study_evidence as build
+
+    return {o.metric: build(trials, cfg, o.metric, o.sense, key="params_json")
+            for o in cfg.objectives}  # fmt: skip
+
+
+def best_candidates(
+    trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The best candidate (or, with several objectives, the Pareto front), never on missing seeds.
+
+    Ranked by :func:`tlmsearch.stats.rank`: fully measured candidates (every seed of
+    ``search.seeds`` complete) first, compared on the same seeds; a candidate pruned or failed
+    on some seed is censored (one with a seed running or not run yet, pending) and wins only
+    where no fully measured candidate exists, flagged. Each entry: candidate, params, n_seeds
+    (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
+    over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
+    {metric: [lo, hi], or None when the noise is unknown}, delta_n_seeds, and from
+    the study's :class:`tlmsearch.evidence.Evidence`: noise {metric: model (the block-design
+    fit) | unknown}, delta_sd {metric: one paired delta's sd}, effect_noise {metric: delta /
+    sd}, separated_from_uniform {metric: the one decision, over the study's family or by its
+    race}, decided_by {metric: family | race}. ``evs``: :func:`evidences`, when the caller
+    has them.
+    """
+    if trials.empty:
+        return []
+    evs = evs if evs is not None else evidences(trials, cfg)
+    ranks = {m: ev.ranking.set_index("params_json", drop=False) for m, ev in evs.items()}
+    first = ranks[cfg.objectives[0].metric]
+    # a candidate counts at its worst tier over the objectives (unmeasured in one: unranked)
+    tier = first["tier"].copy()
+    for r in ranks.values():
+        tier = np.maximum(tier, r["tier"].reindex(tier.index).fillna(3).astype(int))
+    tier = tier[tier < 3]
+    if tier.empty:
+        return []
+    pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
+    effects = {m: ev.effects.set_index("params_json") for m, ev in evs.items()}
+    if len(cfg.objectives) == 1:
+        return [_entry(pool[0], ranks, effects, trials)]  # `first` is sorted best first
+    entries = [_entry(key, ranks, effects, trials) for key in pool]
+    objs = [(o.metric, 1.0 if o.sense == "minimize" else -1.0) for o in cfg.objectives]
+    return pareto_front(entries, objs)
+
+
+def _entry(
+    key: str, ranks: Mapping[str, Any], effects: Mapping[str, Any], trials: Any
+) -> dict[str, Any]:
+    first = next(iter(ranks.values())).loc[key]
+    label = trials.loc[trials["params_json"] == key, "candidate"]
+    entry: dict[str, Any] = {
+        "candidate": str(label.iloc[0]) if len(label) else "",
+        "params": json.loads(key) if key else {},
+        "n_seeds": int(first["n"]),
+        "n_seeds_planned": int(first["k"]),
+        "n_of_k": first["n_of_k"],
+        "censored": any(bool(r.loc[key, "censored"]) for r in ranks.values()),
+        "flag": first["flag"],
+        "ranked_seeds": [int(x) for x in first["ranked_seeds"]],
+        "values": {},
+        "per_seed": {},
+        "delta_vs_uniform": {},
+        "delta_ci95": {},
+        "delta_n_seeds": {},
+        "noise": {},
+        "delta_sd": {},
+        "separated_from_uniform": {},
+        "decided_by": {},
+        "effect_noise": {},
+    }
+    from tlmsearch import stats
+
+    for metric, r in ranks.items():
+        row = r.loc[key]
+        entry["values"][metric] = float(row["score"])
+        cells = stats.seed_outcomes(trials[trials["params_json"] == key], _metric_col(metric))
+        done = cells[cells["outcome"] == "complete"]
+        entry["per_seed"][metric] = {
+            int(s): float(v) for s, v in zip(done["seed"], done["value"], strict=True)
+        }
+        if row["n_paired"] > 0 and key in effects[metric].index:
+            e = effects[metric].loc[key]  # its own seeds' noise, or the pooled one with 1 seed
+            entry["delta_vs_uniform"][metric] = float(e["mean_delta"])
+            entry["delta_n_seeds"][metric] = int(e["n"])
+            ci = None if math.isnan(e["lo"]) else [float(e["lo"]), float(e["hi"])]
+            entry["delta_ci95"][metric] = ci
+            entry["noise"][metric] = str(e["noise"])
+            sep = e["separated"]
+            entry["separated_from_uniform"][metric] = None if pd.isna(sep) else bool(sep)
+            entry["decided_by"][metric] = str(e["decided_by"])
+            entry["delta_sd"][metric] = None if math.isnan(e["noise_sd"]) else float(e["noise_sd"])
+            en = float(e["effect_noise"])
+            entry["effect_noise"][metric] = None if math.isnan(en) else en
+    return entry
+
+
+def censored_better(
+    trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Censored (or still running) candidates better than the best on the seeds both completed.
+
+    They are not ranked above it (their missing seeds were pruned or failed, i.e. looked bad,
+    or are still running), but a reader should see them: candidate, n_of_k, flag,
+    delta_vs_best {first objective: mean paired difference}, n_seeds_shared. ``evs``:
+    :func:`evidences`, when the caller has them.
+    """
+    if trials.empty:
+        return []
+    metric = cfg.objectives[0].metric
+    r = (evs if evs is not None else evidences(trials, cfg))[metric].ranking
+    out = []
+    for row in r[r["better_than_best"]].itertuples():
+        label = trials.loc[trials["params_json"] == row.params_json, "candidate"]
+        out.append(
+            {
+                "candidate": str(label.iloc[0]) if len(label) else "",
+                "n_of_k": row.n_of_k,
+                "flag": row.flag,
+                "delta_vs_best": {metric: float(row.delta_best)},
+                "n_seeds_shared": int(row.n_best),
+            }
+        )
+    return out
+
+
+def pareto_front(
+    groups: list[dict[str, Any]], objs: list[tuple[str, float]]
+) -> list[dict[str, Any]]:
+    """Entries no other entry dominates (sign 1 minimises, -1 maximises)."""
+
+    def vec(g: Mapping[str, Any]) -> list[float]:
+        return [s * g["values"][m] for m, s in objs]
+
+    front = []
+    for g in groups:
+        a = vec(g)
+        dominated = any(
+            all(x <= y for x, y in zip(vec(h), a, strict=True))
+            and any(x < y for x, y in zip(vec(h), a, strict=True))
+            for h in groups
+            if h is not g
+        )
+        if not dominated:
+            front.append(g)
+    return front
+
+
+def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
+    """best.yaml: the best candidate's params, proxy widths, and its widths at target scale
+    (with its attention heads per layer, and key/value heads with grouped-query attention, when
+    the study schedules, fixes or groups heads).
+
+    Each entry also says what trained (``realised``: first and last width over the mean width,
+    and their difference), how many seeds it completed of those planned, and its mean
+    paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
+    better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
+    :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
+    checkpoint noise).
+    """
+    evs = evidences(trials, cfg) if not trials.empty else {}
+    best = best_candidates(trials, cfg, evs)
+    doc: dict[str, Any] = {
+        "study": cfg.name,
+        "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
+        "best": [],
+    }
+    base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
+    if not base.empty and cfg.space.settings:  # a uniform per setting (train.lr): each its own
+        doc["uniform_baseline"] = {
+            o.metric: {str(s): float(g[_metric_col(o.metric)].mean())
+                       for s, g in base.groupby("setting", sort=False)}
+            for o in cfg.objectives
+        }  # fmt: skip
+    elif not base.empty:
+        doc["uniform_baseline"] = {
+            o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
+        }
+    for entry in best:
+        params = entry["params"]
+        item = dict(entry)
+        item["proxy"] = _model_widths(cfg, cfg.model, params)
+        start, end = item["proxy"]["realised"]
+        item["realised"] = {"start": start, "end": end, "taper": round(start - end, 4)}
+        if settings_of(params):  # the train section it trained with (train.lr, ...)
+            trained = cfg.for_candidate(params)
+            item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
+        # what the parametrization does to its layers against uniform (the LR confound)
+        item["effective_lr"] = effective_lr_of(cfg, params).as_dict()
+        target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
+        if target is not None:
+            item["target"] = _model_widths(cfg, target, params)
+            item["target"]["config"] = target.model_dump(mode="json", exclude_none=True)
+        doc["best"].append(item)
+    doc["censored_better"] = censored_better(trials, cfg, evs)
+    doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
+    ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
+    if cfg.space.settings and ev is not None and ev.tuned is not None:
+        # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
+        doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
+    said = study_conclusions(trials, cfg, evidence=ev)
+    if len(cfg.objectives) == 1 and said.top_group:
+        doc["verdict"] = verdict(said.top_group)
+    doc["conclusions"] = said._asdict()
+    if ev is not None and ev.snr is not None:
+        doc["signal_to_noise"] = ev.snr.as_dict()
+    return doc
+
+
+def verdict(group: Mapping[str, Any]) -> str:
+    """The best in one line, from multiple comparisons with the best (uniform included).
+
+    >>> verdict({"best": "a", "selected": False, "tied_with": ["b", "uniform"],
+    ...          "separated_from": ["c"], "beaten_by": [], "level": 0.95})
+    'no single best at 95%: a ranks first, but a, b, uniform could each be the best; c is not'
+    >>> verdict({"best": "a", "selected": True, "tied_with": [], "beaten_by": [],
+    ...          "separated_from": ["b", "uniform"], "level": 0.95, "n_candidates": 3})
+    'a is the best: better than each of the other 2 candidates (uniform included) at 95% jointly'
+    """
+    best, tied, level = group["best"], list(group["tied_with"]), float(group["level"])
+    if group.get("beaten_by"):
+        names = ", ".join(group["beaten_by"])
+        return (
+            f"no best yet: {best} ranks first on its seeds but is worse than {names} on their "
+            f"common seeds at {level:.0%}; their other seeds decide"
+        )
+    out = list(group["separated_from"])
+    if group.get("selected"):
+        n = int(group.get("n_candidates") or len(out) + 1) - 1
+        return (
+            f"{best} is the best: better than each of the other {n} candidates "
+            f"(uniform included) at {level:.0%} jointly"
+        )
+    text = f"no single best at {level:.0%}: {best} ranks first, but {', '.join([best, *tied])} "
+    text += "could each be the best"
+    return text + (f"; {', '.join(out)} {'is' if len(out) == 1 else 'are'} not" if out else "")
+
+
+def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves: Any = None
+                   ) -> Any:  # fmt: skip
+    """The run's :class:`tlmsearch.evidence.Evidence` for the first objective (``curves``: the
+    learning curves, for its checkpoint noise)."""
+    from tlmsearch.evidence import study_evidence as build
+
+    return build(trials, cfg, key=key, curves=curves)
+
+
+def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
+    """:func:`tlmsearch.evidence.conclusions.conclusions` of the run's evidence (first objective;
+    ``evidence``: that :func:`study_evidence`, when the caller has it already)."""
+    from tlmsearch.evidence.conclusions import Conclusions, conclusions
+
+    if trials.empty:
+        return Conclusions([], [])
+    o = cfg.objectives[0]
+    ev = evidence if evidence is not None else study_evidence(trials, cfg)
+    return conclusions(trials, label=o.metric, evidence=ev)
+
+
+def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+    plan = model.plan(params)
+    out = {
+        "n_layer": model.n_layer,
+        "d_ff_uniform": model.d_ff_uniform,
+        "multiple_of": model.multiple_of,
+        "widths": list(plan.widths),
+        "realised": [round(plan.realised_start, 4), round(plan.realised_end, 4)],
+    }
+    if _shows_heads(cfg, params):  # the attention beside the widths: query (and kv) heads
+        out["heads"] = list(plan.heads)
+        if model.n_kv_head is not None:
+            out["kv_heads"] = [h // model.kv_group for h in plan.heads]
+        if heads_schedule(params) is not None:
+            out["heads_share"] = round(plan.heads_share, 4)
+    return out
+
+
+def _shows_heads(cfg: StudyConfig, params: Mapping[str, Any]) -> bool:
+    """Whether best.yaml shows heads: the study schedules them (heads.* dimensions, or this
+    candidate), fixes them per layer (layer_heads) or groups them (n_kv_head); a study
+    without any of these keeps its best.yaml as it was."""
+    models = [m for m in (cfg.model, cfg.target) if m is not None]
+    return (
+        heads_schedule(params) is not None
+        or any(is_heads_key(name) for name in cfg.space.dimensions)
+        or any(m.layer_heads is not None or m.n_kv_head is not None for m in models)
+    )
+
+
+def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    from tlmsearch.run_dir.tables import atomic_write
+
+    run = RunDir(run_dir)
+    path = run.table("curves")  # written beside trials by write_tables
+    curves = pd.read_parquet(path) if path.is_file() else None
+    doc = best_document(trials, cfg, curves)
+    text = yaml.safe_dump(doc, sort_keys=False)
+    atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
+    return doc
