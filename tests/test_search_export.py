@@ -825,3 +825,32 @@ def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path
     # resume trains it again: there a key it cannot read is still refused, naming it
     resume = CliRunner().invoke(app, ["resume", str(tmp_path / "older" / "tiny")])
     assert resume.exit_code == 2 and "search.grace_fraction: unknown key" in resume.output
+
+
+def test_resume_refuses_an_optuna_without_the_checked_method_before_touching_the_run(
+    tmp_path, monkeypatch
+):
+    """The sampler (and its check of Optuna's Study._get_trials, search/control.py) is built
+    before resume queues interrupted trials again, prepares data or starts Ray, as in run."""
+    import optuna
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+    from tlmsearch.search import runner
+
+    run = _running_run(tmp_path, reported_at=0.0)
+    (run / "run.json").write_text(json.dumps({"status": "interrupted", "n_trials_planned": 4}))
+    before = (run / "run.json").read_text()
+
+    def changed(self, deepcopy=True, states=None, use_cache=False, *, extra=None):
+        return []
+
+    monkeypatch.setattr(runner, "_prepare", lambda *a, **k: pytest.fail("data prepared"))
+    monkeypatch.setattr(optuna.study.Study, "_get_trials", changed)
+    result = CliRunner().invoke(app, ["resume", str(run)])
+    monkeypatch.undo()
+    assert result.exit_code == 2, result.output
+    assert "optuna.study.Study._get_trials takes" in result.output
+    assert (run / "run.json").read_text() == before
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "RUNNING", "RUNNING"]

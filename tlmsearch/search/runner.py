@@ -180,7 +180,9 @@ def resume_run(
         raise ConfigError(
             f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
         )
-    _check_trackers(cfg)  # before the storage is touched
+    make_pruner(cfg)  # as run_study: input errors before the storage is touched
+    make_sampler(cfg)  # (and the Optuna method the sampler's wrapper needs, search/control.py)
+    _check_trackers(cfg)
     requeued = requeue_interrupted(study, cfg, run)
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
