@@ -1,4 +1,5 @@
-"""The package's layout: no function or method over MAX_LINES lines.
+"""The package's layout: no function or method over MAX_LINES lines; the layers import only
+the layers before them (``LAYERS``); no package attribute hides one of its modules.
 
 Length as ``ast`` gives it, ``end_lineno - lineno + 1``, from the first decorator when there is
 one (``lineno`` is the ``def`` line): decorators, signature, docstring and body; a nested
@@ -128,6 +129,11 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else "tlmsearch"
 
 
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _module_level_imports(tree: ast.Module) -> Iterator[tuple[str, int]]:
     """(tlmsearch module, line) of every import that runs when the module is imported."""
     for node in tree.body:
@@ -137,10 +143,11 @@ def _module_level_imports(tree: ast.Module) -> Iterator[tuple[str, int]]:
             continue
         for n in ast.walk(node):
             if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tlmsearch"):
-                names = [f"tlmsearch.{a.name}" for a in n.names]
-                yield from (
-                    (m, n.lineno) for m in (names if n.module == "tlmsearch" else [n.module])
-                )
+                # `from P import x`: the module P.x where x is one (`from tlmsearch.run_dir
+                # import tables` imports the tables, not the layout leaf), else P itself
+                for a in n.names:
+                    sub = f"{n.module}.{a.name}"
+                    yield (sub if _is_module(sub) else n.module), n.lineno
             elif isinstance(n, ast.Import):
                 yield from ((a.name, n.lineno) for a in n.names if a.name.startswith("tlmsearch"))
 

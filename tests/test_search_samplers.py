@@ -294,7 +294,7 @@ def test_the_baseline_is_a_marked_control_that_stays_in_the_study(tmp_mod):
     )
     trials = _run_toy_study(cfg).get_trials()
     controls = [t for t in trials if is_control(t)]
-    # One control per seed, finished with its value: results.add_deltas pairs against it.
+    # One control per seed, finished with its value: run_dir.tables.add_deltas pairs against it.
     assert [t.user_attrs[SEED] for t in controls] == [0, 1]
     assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value == 1.0 for t in controls)
     assert all(json.loads(t.user_attrs[CANDIDATE]) == UNIFORM for t in controls)

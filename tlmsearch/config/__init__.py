@@ -20,6 +20,8 @@ The package is data, one module per section, and the code that reads and plans i
 - ``load.py``: YAML, ``--set``, :func:`study_from_mapping`, :func:`load_study`; a run dir's
   frozen study.yaml (:func:`frozen_study`, :func:`load_frozen_study`: every reader of a run dir
   takes the typed study they give, a :class:`PartialStudy` where it is no whole one)
+- ``schema.py``: the study's JSON Schema and docs/reference.md, generated from these models
+- ``summary.py``: ``tlmsearch validate``'s tables (imports rich; not re-exported here)
 
 Names several layers share (``EVAL_KEYS``, ``METRICS``, ``TRACKER_PACKAGES``, ``HF_SET_BY``,
 the statistics' ``LEVEL`` and ``FAMILY``) live in :mod:`tlmsearch.constants` and are

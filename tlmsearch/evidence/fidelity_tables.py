@@ -1,5 +1,5 @@
 """A ladder's fidelity document (fidelity.json) as tables: ``tlmsearch fidelity`` prints them,
-the report shows them. Pure text from :func:`tlmsearch.evidence.fidelity.ladder_fidelity`'s
+the report shows them. Pure text from :func:`tlmsearch.search.ladder.ladder_fidelity`'s
 document."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
     RUN/
       study.yaml        the frozen study (what was run)
-      run.json          status, driver, versions, counts (results.write_status)
+      run.json          status, driver, versions, counts (run_dir.tables.write_status)
       trials.parquet    one row per trial  (+ trials.csv)
       curves.parquet    one row per eval   (+ curves.csv)
       best.yaml         the verdict: best candidate(s), effects, conclusions

@@ -2,8 +2,9 @@
 
 With ``search.array`` on and a fusable arch (:data:`tlmsearch.config.model.FUSABLE_ARCHS`), one
 Ray trial (one trial's resources) trains up to K Optuna trials in one process as one fused model
-(:class:`tlmsearch.train.trial_array.TrialArray`; :func:`tlmsearch.search.trainable.run_array`).
-Every member stays its own Optuna trial, recorded exactly as a solo trial is:
+(:class:`tlmsearch.train.trial_array.TrialArray`;
+:func:`tlmsearch.search.array_trainable.run_array`). Every member stays its own Optuna trial,
+recorded exactly as a solo trial is:
 
 - **Asking.** :meth:`ArraySearcher.suggest` asks Optuna for up to K trials (``Study.ask``, each
   filled by the define-by-run space: its own params, seed, number, queue attributes) and returns

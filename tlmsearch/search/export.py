@@ -54,7 +54,8 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
 
 
 def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
-    """Write trials/curves parquet + CSV (results.write_results); return the trials frame."""
+    """Write trials/curves parquet + CSV (run_dir.tables.write_results); return the trials
+    frame."""
     from tlmsearch.run_dir.tables import write_results
 
     trials, curves = trial_records(study)

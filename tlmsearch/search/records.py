@@ -36,7 +36,8 @@ STATIC_KEYS = ("n_params", "n_params_nonemb", "flops_per_token", "heads_share", 
 
 
 def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(trial rows, curve rows) in the columns of docs/run_dir.md (results.py fills the rest)."""
+    """(trial rows, curve rows) in the columns of docs/run_dir.md (run_dir/tables.py fills the
+    rest)."""
     trials, curves = [], []
     again = requeued(study) | interrupted(study)
     decided = {k[len(RACE_DECISION):]: v for k, v in study.user_attrs.items()

@@ -272,8 +272,8 @@ def keep_best(run_dir: str | Path, trials: Any, best_params: list[dict[str, Any]
     is neither a uniform baseline nor a seed of a best candidate (``best_params``: best.yaml's
     params); returns how many were removed.
 
-    ``trials``: the trials table (results.trials_frame). The trials' ``weights`` attribute is
-    left as it is (Optuna refuses to change a finished trial): the trials table names a folder
+    ``trials``: the trials table (run_dir.tables.trials_frame). The trials' ``weights`` attribute
+    is left as it is (Optuna refuses to change a finished trial): the trials table names a folder
     only while it exists.
     """
     if trials.empty:

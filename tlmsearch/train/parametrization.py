@@ -385,7 +385,8 @@ def lr_comparison(space: Any, train_lr: float) -> str:
     of two or more distinct values (each schedule also at its own best LR: the tuned
     comparison), else :data:`AT_ONE_LR` with the LR and what to do.
 
-    ``space``: a :class:`tlmsearch.widths.space.Space`; ``train_lr``: the study's ``train.lr``.
+    ``space``: a :class:`tlmsearch.widths.space.SearchSpace`; ``train_lr``: the study's
+    ``train.lr``.
     """
     dim = space.dimensions.get("train.lr")
     if dim is not None and not dim.finite:

@@ -1,6 +1,6 @@
 """The trainer: one proxy run's whole state as an object (:class:`Trainer`).
 
-``train.train_proxy`` is the short loop around it; checkpoints hold its :meth:`Trainer.state_dict`
+``loop.train_proxy`` is the short loop around it; checkpoints hold its :meth:`Trainer.state_dict`
 and a resumed run loads it (:meth:`Trainer.load_state_dict`), on one worker or N
 (:mod:`tlmsearch.train.distributed`).
 """
