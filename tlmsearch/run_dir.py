@@ -79,7 +79,7 @@ class RunDir:
     def compile_cache(self) -> Path:
         """torch.compile's caches (TORCHINDUCTOR_CACHE_DIR): every trial of the run, on any
         node that mounts it, and every resume compiles into it and reads what the others
-        compiled (docs/running.md#compile-once-per-shape)."""
+        compiled (docs/running.md#the-compile-cache)."""
         return self.path / "compile-cache"
 
     @property

@@ -144,7 +144,7 @@ def use_compile_cache(folder: str | None) -> None:
     run's ``compile-cache`` (:attr:`tlmsearch.run_dir.RunDir.compile_cache`), so a trial whose
     compiled graph another trial of the run, a node that mounts the run dir or an earlier
     session of a resumed run compiled already loads it instead of compiling: at the quickstart
-    size ~4-5 s instead of ~22 s on this CPU (docs/benchmarks.md, "Compile cache"; a graph is
+    size ~5.5 s instead of ~22 s on this CPU (docs/benchmarks.md, "Compile cache"; a graph is
     per width vector, so the seeds of a candidate share it, other candidates compile their own).
 
     Example::
