@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from tlmsearch.cli import app
 from tlmsearch.config.planning import array_line, arrays_on
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search.arrays import (
     CHECKPOINT,
     ENDED,
@@ -327,6 +328,7 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
     BAD report 1 bit/byte worse and GOOD 1 better, so at seed 1's first eval after the grace the
     median pruner (three finished trials) stops BAD and only BAD."""
     (faults / "faults.json").write_text(json.dumps({"shift": [[BAD, 1.0], [GOOD, -1.0]]}))
+    seen = len(read_jsonl(faults / "evals.jsonl"))  # the module's earlier runs'
     try:
         search = {"pruner": "median", "concurrency": 1, "seeds": [0, 1], "array": {"size": 3}}
         res, trials, _, _ = _run(tmp_path, "pruned", space=SPACE, search=search)
@@ -342,6 +344,9 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
              if e["candidate"] == BAD and e["seed"] == 1]  # fmt: skip
     assert evals == [2048]
     assert res.status == "finished"
+    # both arrays (processes of a Ray this run did not start) compiled into the run's cache
+    caches = {e["compile_cache"] for e in read_jsonl(faults / "evals.jsonl")[seen:]}
+    assert caches == {str(RunDir(res.run_dir).compile_cache.resolve())}
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ import pytest
 import yaml
 from search_helpers import eval_attempts, straight_losses, tiny_study, trial_losses
 
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search import records
 from tlmsearch.search.faults import ENV, read_jsonl
 
@@ -127,6 +128,7 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     db = run / "optuna.db"
     storage = f"sqlite:///{db}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV: str(faults)}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # the run's own compile cache, not a user's
 
     def live(states: list[str]) -> bool:  # a trial done, one running: `status` says running
         if not ("COMPLETE" in states and "RUNNING" in states):
@@ -189,5 +191,8 @@ def test_resume_after_kill_9_and_after_ctrl_c_of_the_driver(tmp_path: Path):
     # never stopped, exactly
     assert list(eval_attempts(faults, C125, 0).values()) == [[2048], [4096, 6144, 8192]]
     assert trial_losses(run, C125, 0) == straight_losses(data, C125, 0)
+    # every trial of the run and of both resumes compiled into one cache: the run dir's
+    caches = {e["compile_cache"] for e in read_jsonl(faults / "evals.jsonl")}
+    assert caches == {str(RunDir(run).compile_cache.resolve())}
     # keep_weights none: no checkpoint is left, the interrupted trials' included
     assert not list(run.glob("ray/*/*/checkpoint_*"))

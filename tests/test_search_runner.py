@@ -29,3 +29,23 @@ def test_a_user_storage_problem_is_exit_2_before_ray_starts(tmp_path: Path, case
     assert res.exit_code == 2, res.output
     assert said in res.output and "ray: started" not in res.output  # it used to start Ray first
     assert not (tmp_path / "runs" / "tiny").exists()
+
+
+def test_the_run_compiles_into_its_own_cache_unless_the_user_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every trial of a run, and every resume of it, is handed one torch.compile cache: the
+    run dir's (absolute: a trial's working directory is not the driver's), or the user's
+    ``TORCHINDUCTOR_CACHE_DIR`` when the driver's environment sets one."""
+    from tlmsearch.run_dir import RunDir
+    from tlmsearch.search.runner import compile_cache
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    run = Path("runs") / "tiny"  # relative, as runs_dir usually is
+    assert compile_cache(run) == str(tmp_path / "runs" / "tiny" / "compile-cache")
+    assert compile_cache(run) == compile_cache(run.resolve()) == str(
+        RunDir(run.resolve()).compile_cache
+    )  # a resume (which resolves the run dir) gets the run's cache back
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert compile_cache(run) == str(tmp_path / "mine")

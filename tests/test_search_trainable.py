@@ -6,6 +6,7 @@ its row of the trials table carry its heads per layer, and its parameters are un
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,3 +71,36 @@ def test_an_attention_only_trial_trains_its_heads_and_records_them(
     assert row["heads_share"] == 1.0 and not row["is_baseline"]
     assert row["n_params"] == uniform["n_params"]
     assert row["candidate"] == "uniform | heads cosine 1.5->0.5"
+
+
+def test_a_trial_compiles_into_the_cache_the_run_hands_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's compile cache is this process's before the trial builds its model (before
+    anything can compile), and a trial given none leaves the process's setting alone."""
+    from ray import tune
+
+    from tlmsearch import models
+    from tlmsearch.data import prepare_data
+    from tlmsearch.models import build_model
+    from tlmsearch.search.trainable import run_trial
+
+    cfg = tiny_config(tmp_path, train={"tokens": 2048, "eval_every_tokens": 2048})
+    data = prepare_data(cfg.data, progress=False)
+    reports: list[dict] = []
+    monkeypatch.setattr(tune, "report", lambda metrics, **kw: reports.append(metrics))
+    monkeypatch.setattr(tune, "get_checkpoint", lambda: None)
+    seen: list[str | None] = []
+
+    def spy(*args, **kw):
+        seen.append(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+        return build_model(*args, **kw)
+
+    monkeypatch.setattr(models, "build_model", spy)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))
+    cache = str(tmp_path / "runs" / "tiny" / "compile-cache")
+    for given in (cache, None):
+        run_trial({"candidate": {"shape": "uniform"}, "seed": 0}, study=cfg.to_dict(), data=data,
+                  compile_cache=given)  # fmt: skip
+        assert reports[-1]["status"] == "completed", reports[-1].get("reason")
+    assert seen == [cache, cache]  # None: the process keeps the cache it has

@@ -215,3 +215,46 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
     one = train_proxy(cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
                       (64, 64), data, cfg.train, seed=0, threads=1, device="cpu")  # fmt: skip
     _same_curves(curve[~curve["final"]], pd.DataFrame(one.curve))
+
+
+def test_each_worker_is_handed_the_runs_compile_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray Train worker is a process of its own (the trial's environment does not reach it):
+    the trial's compile cache travels in the workers' loop config, and a worker applies it
+    before anything else. (Ray's queues, trainer and context faked: nothing starts.)"""
+    import ray
+    import ray.util.queue
+    from ray.train.v2.api import data_parallel_trainer
+
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search import workers
+
+    made: list[dict] = []
+
+    class Trainer:
+        def __init__(self, loop, train_loop_config, **kw) -> None:
+            assert loop is workers._worker
+            made.append(train_loop_config)
+
+    monkeypatch.setattr(data_parallel_trainer, "DataParallelTrainer", Trainer)
+    monkeypatch.setattr(ray.util.queue, "Queue", lambda **kw: object())
+    monkeypatch.setattr(ray, "put", lambda value: value)
+    cfg = study_from_mapping(study(tmp_path, "two", 2))
+    cache = str(tmp_path / "runs" / "two" / "compile-cache")
+    workers._ray_trainer(cfg, cfg.model, [64, 64], None, seed=0, threads=1, resume=None,
+                         checkpoints=False, final_checkpoint=False,
+                         compile_cache=cache)  # fmt: skip
+    assert made[0]["compile_cache"] == cache
+
+    class Started(Exception):  # the worker got as far as asking Ray Train for its rank
+        pass
+
+    def context():
+        assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == cache
+        raise Started
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setattr(ray.train, "get_context", context)
+    with pytest.raises(Started):
+        workers._worker(made[0])

@@ -25,6 +25,11 @@ METRICS: dict[str, str] = {
     "wall_s": "minimize",
 }
 
+# torch's own variable for where torch.compile keeps its caches (inductor's FX graphs and
+# kernels, Triton's under it): the search sets it in every trial process to the run's
+# compile-cache (run_dir.RunDir.compile_cache) unless the user set it (docs/running.md).
+COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
 # The keys of every eval the trainer reports (the search's results and curves.parquet follow it).
 EVAL_KEYS = (
     "tokens",

@@ -14,6 +14,7 @@
       optuna.db         the Optuna storage (SQLite; optuna.journal with storage.optuna: journal)
       mlflow.db         MLflow's store when tracking.mlflow names no server
       ray/session-N/trial_X/checkpoint_K/   Ray Tune's folders, one session per run/resume
+      compile-cache/    torch.compile's caches, shared by the run's trials and its resumes
       ladder.json, fidelity.json, rung-K/   a ladder: its rungs, each a run dir of its own
 
 What each column and key means: docs/run_dir.md. A leaf (docs/contributing.md, rule 19):
@@ -73,6 +74,13 @@ class RunDir:
     def ray(self) -> Path:
         """Ray Tune's storage: one ``session-N`` folder per run or resume."""
         return self.path / "ray"
+
+    @property
+    def compile_cache(self) -> Path:
+        """torch.compile's caches (TORCHINDUCTOR_CACHE_DIR): every trial of the run, on any
+        node that mounts it, and every resume compiles into it and reads what the others
+        compiled (docs/running.md#the-compile-cache)."""
+        return self.path / "compile-cache"
 
     @property
     def ladder(self) -> Path:

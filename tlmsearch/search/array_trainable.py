@@ -126,11 +126,17 @@ class _Member:
         tune.report({**_metrics({}, {}), **self.last, **failed})
 
 
-def run_array(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
+def run_array(
+    config: dict[str, Any], study: dict[str, Any], data: Any, compile_cache: str | None = None
+) -> None:
     """Train the members of ``config["members"]`` (each a solo trial's config plus its id and
-    folder); report each one's evals and end."""
+    folder); report each one's evals and end. ``compile_cache``: as :func:`.trainable.run_trial`'s.
+    """
     from ray import tune
 
+    from tlmsearch.train.runtime import use_compile_cache
+
+    use_compile_cache(compile_cache)  # before the array (or its last member alone) compiles
     base = StudyConfig.model_validate(study)
     members: list[_Member] = []
     for k, conf in enumerate(config[MEMBERS]):

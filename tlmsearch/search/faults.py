@@ -1,7 +1,8 @@
 """Fault injection for the tests of lost trials; inert unless ``TLMSEARCH_TEST_FAULTS`` is set.
 
 The variable names a folder; Ray's workers inherit it from the driver that starts Ray. At each
-eval the trainable appends ``{"pid", "seed", "candidate", "tokens"}`` to ``FOLDER/evals.jsonl``.
+eval the trainable appends ``{"pid", "seed", "candidate", "tokens", "compile_cache"}`` (the
+process's torch.compile cache) to ``FOLDER/evals.jsonl``.
 ``FOLDER/faults.json`` may ask for faults at the first eval of a trial's first ``n`` attempts
 (an attempt is a worker process: a retry runs in a new one)::
 
@@ -28,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tlmsearch.constants import COMPILE_CACHE_ENV
+
 ENV = "TLMSEARCH_TEST_FAULTS"
 
 
@@ -48,7 +51,8 @@ def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
     if not folder:
         return
     root = Path(folder)
-    me = {"pid": os.getpid(), "seed": seed, "candidate": dict(candidate), "tokens": tokens}
+    me = {"pid": os.getpid(), "seed": seed, "candidate": dict(candidate), "tokens": tokens,
+          "compile_cache": os.environ.get(COMPILE_CACHE_ENV)}  # fmt: skip
     pids = {e["pid"] for e in read_jsonl(root / "evals.jsonl") if _same(e, me)}
     with (root / "evals.jsonl").open("a") as f:
         f.write(json.dumps(me, sort_keys=True) + "\n")

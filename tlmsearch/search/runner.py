@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import StudyConfig, name_problem
+from tlmsearch.constants import COMPILE_CACHE_ENV
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search import best as best_yaml
@@ -525,7 +526,10 @@ def _tuner(
     payload = data if cfg.ray.shared_path else data.in_memory()
     trainable = tune.with_resources(
         tune.with_parameters(
-            run_array if arrays else run_trial, study=cfg.to_dict(), data=payload
+            run_array if arrays else run_trial,
+            study=cfg.to_dict(),
+            data=payload,
+            compile_cache=compile_cache(run),
         ),
         trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
     )
@@ -634,6 +638,14 @@ def _track_study(
         echo(f"warning: the trackers did not take the verdict ({type(err).__name__}: {err})")
         return
     echo(f"tracking: the verdict and best.yaml logged to {', '.join(names)}")
+
+
+def compile_cache(run: Path) -> str:
+    """Where every trial process of the run compiles into (torch.compile's caches): the run's
+    ``compile-cache`` (:attr:`RunDir.compile_cache`), so the run's trials, on every node that
+    mounts the run dir, and its resumes share one cache; or ``TORCHINDUCTOR_CACHE_DIR`` when the
+    driver's environment sets it (one cache across runs, the user's choice)."""
+    return os.environ.get(COMPILE_CACHE_ENV) or str(RunDir(run).compile_cache.resolve())
 
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:

@@ -54,18 +54,25 @@ def _metrics(values: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_trial(config: dict[str, Any], study: dict[str, Any], data: Any) -> None:
+def run_trial(
+    config: dict[str, Any], study: dict[str, Any], data: Any, compile_cache: str | None = None
+) -> None:
     """Train the proxy for ``config["candidate"]`` at ``config["seed"]``; report each eval.
 
+    ``compile_cache``: the run's torch.compile cache
+    (:func:`tlmsearch.train.runtime.use_compile_cache`), this process's and its Ray Train workers'.
     An exception ends the trial with a ``failed`` final report (its last eval's metrics, the
     exception line as the reason, the traceback); an allocation failure is raised, for Ray to
     retry.
     """
     from ray import tune
 
+    from tlmsearch.train.runtime import use_compile_cache
+
+    use_compile_cache(compile_cache)  # before anything compiles in this process
     last: dict[str, Any] = {}  # the last eval's report: a failure keeps its metrics
     try:
-        _train(config, study, data, last)
+        _train(config, study, data, last, compile_cache)
     except Exception as err:
         if is_out_of_memory(err):
             raise  # the system's doing: Ray retries it (search.max_retries)
@@ -131,7 +138,9 @@ def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
     )
 
 
-def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict) -> None:
+def _train(
+    config: dict[str, Any], study: dict[str, Any], data: Any, last: dict, compile_cache: str | None
+) -> None:
     from ray import tune
 
     from tlmsearch.train.loop import train_proxy
@@ -175,7 +184,8 @@ def _train(config: dict[str, Any], study: dict[str, Any], data: Any, last: dict)
         def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
             static["node"] = ",".join(nodes)
 
-        summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes, **run)
+        summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes,
+                                   compile_cache=compile_cache, **run)  # fmt: skip
     else:
         summary = train_proxy(model, plan.widths, data, cfg.train, device=trial_device(cfg), **run)
     metrics = faults.shifted(candidate, dict(summary.metrics or {}))

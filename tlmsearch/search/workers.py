@@ -67,6 +67,7 @@ def _ray_trainer(
     resume: dict[str, Any] | None,
     checkpoints: bool,
     final_checkpoint: bool,
+    compile_cache: str | None = None,
 ) -> tuple[Any, Any, Any]:
     """(Ray Train's trainer of :func:`_worker` on ``ray.workers_per_trial`` workers, the queue
     rank 0 sends on, the queue it hears the answers on); nothing started yet."""
@@ -93,6 +94,7 @@ def _ray_trainer(
             "resume": ray.put(resume),
             "checkpoints": checkpoints,
             "final_checkpoint": final_checkpoint,
+            "compile_cache": compile_cache,  # the run's, set in each worker before it compiles
             "evals": evals,
             "answers": answers,
         },
@@ -183,17 +185,20 @@ def train_on_workers(
     resume: dict[str, Any] | None = None,
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
     final_checkpoint: bool = False,
+    compile_cache: str | None = None,
 ) -> TrainSummary:
     """``train_proxy`` on ``cfg.ray.workers_per_trial`` Ray Train workers; rank 0's summary.
 
     ``on_eval`` gets every eval (and its answer stops every rank); ``on_nodes`` the address of
     each rank's node, by rank, before the first eval; ``on_checkpoint`` rank 0's state (every
-    rank holds the same), here, before the eval it belongs to. Every rank starts from ``resume``.
-    A worker's exception is raised here.
+    rank holds the same), here, before the eval it belongs to. Every rank starts from ``resume``
+    and compiles into ``compile_cache`` (:func:`tlmsearch.train.runtime.use_compile_cache`). A
+    worker's exception is raised here.
     """
     trainer, evals, answers = _ray_trainer(
         cfg, model, widths, data, seed=seed, threads=threads, resume=resume,
         checkpoints=on_checkpoint is not None, final_checkpoint=final_checkpoint,
+        compile_cache=compile_cache,
     )  # fmt: skip
     runner, ended = _fit_in_background(trainer)
     summary = _serve(
@@ -225,8 +230,9 @@ def _worker(loop: dict[str, Any]) -> None:
 
     from tlmsearch.train.distributed import close_group, init_group, listen
     from tlmsearch.train.loop import train_proxy
-    from tlmsearch.train.runtime import resolve_device
+    from tlmsearch.train.runtime import resolve_device, use_compile_cache
 
+    use_compile_cache(loop.get("compile_cache"))  # a worker is a process of its own
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     node = ray.util.get_node_ip_address()

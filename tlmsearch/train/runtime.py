@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from tlmsearch.config import TrainConfig
+from tlmsearch.constants import COMPILE_CACHE_ENV
 from tlmsearch.errors import ConfigError
 from tlmsearch.train.loss import nll_sum
 
@@ -132,6 +134,25 @@ def resolve_compile(
         eager_s = cfg.tokens * flops_per_token / (GPU_EAGER_MFU * (peak or GPU_UNKNOWN_PEAK))
         return eager_s >= GPU_COMPILE_AFTER_S
     return cfg.tokens >= 2_000_000
+
+
+def use_compile_cache(folder: str | None) -> None:
+    """Make ``folder`` this process's torch.compile cache (``TORCHINDUCTOR_CACHE_DIR``); call
+    it before the process compiles. Nothing when None.
+
+    The search hands every trial process (a solo trial, an array, each Ray Train worker) the
+    run's ``compile-cache`` (:attr:`tlmsearch.run_dir.RunDir.compile_cache`), so a trial whose
+    compiled graph another trial of the run, a node that mounts the run dir or an earlier
+    session of a resumed run compiled already loads it instead of compiling: at the quickstart
+    size ~5.5 s instead of ~22 s on this CPU (docs/benchmarks.md, "Compile cache"; a graph is
+    per width vector, so the seeds of a candidate share it, other candidates compile their own).
+
+    Example::
+
+        use_compile_cache("runs/quickstart/compile-cache")
+    """
+    if folder:
+        os.environ[COMPILE_CACHE_ENV] = str(folder)
 
 
 def enable_tf32(device: torch.device, dtype: torch.dtype) -> bool:
