@@ -3,6 +3,7 @@ they name) that cannot open or already holds the study's name is exit 2 before R
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import optuna
@@ -49,3 +50,20 @@ def test_the_run_compiles_into_its_own_cache_unless_the_user_names_one(
     )  # a resume (which resolves the run dir) gets the run's cache back
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     assert compile_cache(run) == str(tmp_path / "mine")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "mine")  # relative: each trial has its folder
+    assert compile_cache(run) == str(tmp_path / "mine")
+
+
+def test_torchs_own_default_in_the_environment_is_not_the_users_choice(tmp_path, monkeypatch):
+    """Importing torch._dynamo (the driver does, with the models, to check an hf study) sets
+    TORCHINDUCTOR_CACHE_DIR to torch's per-user default: the run still gets its own cache."""
+    import torch._dynamo  # noqa: F401  (what sets it)
+    from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
+
+    from tlmsearch.search.runner import compile_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "unset-marker")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    cache_dir()  # torch writes its default into the environment
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default_cache_dir()
+    assert compile_cache(tmp_path / "run") == str((tmp_path / "run" / "compile-cache").resolve())

@@ -254,7 +254,10 @@ def test_each_worker_is_handed_the_runs_compile_cache(
         assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == cache
         raise Started
 
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # set, then removed: monkeypatch then restores the variable the worker sets (it records
+    # nothing for a variable that was never there)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "before")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     monkeypatch.setattr(ray.train, "get_context", context)
     with pytest.raises(Started):
         workers._worker(made[0])

@@ -644,8 +644,25 @@ def compile_cache(run: Path) -> str:
     """Where every trial process of the run compiles into (torch.compile's caches): the run's
     ``compile-cache`` (:attr:`RunDir.compile_cache`), so the run's trials, on every node that
     mounts the run dir, and its resumes share one cache; or ``TORCHINDUCTOR_CACHE_DIR`` when the
-    driver's environment sets it (one cache across runs, the user's choice)."""
-    return os.environ.get(COMPILE_CACHE_ENV) or str(RunDir(run).compile_cache.resolve())
+    user set it (one cache across runs), made absolute (each trial runs in its own folder).
+
+    Torch sets that variable itself, to its per-user default, once ``torch._dynamo`` is imported
+    (the driver imports it with the models, e.g. to check an ``hf`` study): that value is
+    torch's, not the user's, and does not count.
+    """
+    user = os.environ.get(COMPILE_CACHE_ENV)
+    if user and not _torch_default_cache(user):
+        return os.path.abspath(user)
+    return str(RunDir(run).compile_cache.resolve())
+
+
+def _torch_default_cache(path: str) -> bool:
+    """Whether ``path`` is torch's own default cache dir (the temp dir's torchinductor_<user>)."""
+    try:  # torch has no public name for it; without this one, take the path as the user's
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return False
+    return os.path.abspath(path) == os.path.abspath(default_cache_dir())
 
 
 def trial_slots(cfg: StudyConfig, facts: dict[str, Any]) -> int:
