@@ -265,7 +265,7 @@ def test_a_trial_trains_on_the_gpu_ray_gave_it(
     monkeypatch.setattr(train, "train_proxy", fake_train)
     monkeypatch.setattr(ray.tune, "report", lambda metrics: None)
     data = N(vocab_size=256)
-    trainable._train({"candidate": UNIFORM, "seed": 0}, cfg.to_dict(), data, {})
+    trainable._train({"candidate": UNIFORM, "seed": 0}, cfg.to_dict(), data, {}, None)
     assert got["device"] == device == trainable.trial_device(cfg)
 
 

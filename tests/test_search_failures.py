@@ -277,7 +277,7 @@ def test_max_retries_is_bounded(tmp_path):
 def test_the_trainable_reports_its_own_errors(monkeypatch, error, retried):
     reports: list[dict] = []
 
-    def train(config, study, data, last):
+    def train(config, study, data, last, compile_cache):
         last.update(tokens=2048, val_bpb=3.5)  # one eval went through
         raise error
 
