@@ -339,3 +339,29 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
     return Evidence.build(trials, metric_column(metric), sense, key=key,
                           level=config.stats.level, family=config.stats.family, config=config,
                           curves=curves)  # fmt: skip
+
+
+def study_evidences(trials: pd.DataFrame, config: StudyConfig,
+                    metrics: Sequence[str] | None = None, *,
+                    curves: pd.DataFrame | None = None) -> dict[str, Evidence]:  # fmt: skip
+    """metric -> the run's :class:`Evidence` of it, keyed by params_json (one candidate, one
+    key), for each of ``metrics`` (default the study's objectives) the trials table has: the
+    one set a run's tables and best.yaml build, once, and pass on. The first objective's is
+    built with ``curves`` (its checkpoint noise, for its snr); a metric that is no objective
+    is judged in its default sense. Empty for an empty table."""
+    from tlmsearch.config import METRICS
+    from tlmsearch.metrics import metric_column, objectives_of
+
+    if trials.empty:
+        return {}
+    objectives = objectives_of(config)
+    senses = dict(objectives)
+    first = objectives[0][0] if objectives else None
+    out = {}
+    for metric in metrics if metrics is not None else [m for m, _ in objectives]:
+        if metric_column(metric) not in trials:
+            continue
+        sense = senses.get(metric) or METRICS.get(metric, "minimize")
+        out[metric] = study_evidence(trials, config, metric, sense, key="params_json",
+                                     curves=curves if metric == first else None)  # fmt: skip
+    return out
