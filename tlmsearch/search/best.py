@@ -35,6 +35,15 @@ def evidences(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, An
     return study_evidences(trials, cfg, curves=curves)
 
 
+def first_evidence(trials: Any, cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
+    """The first objective's of ``evs`` (:func:`evidences`) with its candidates named by label,
+    for the conclusions, the verdict, tuned and the snr; None for an empty table."""
+    from tlmsearch.evidence import by_label
+
+    ev = evs.get(cfg.objectives[0].metric)
+    return by_label(trials, ev) if ev is not None else None
+
+
 def best_candidates(
     trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
@@ -188,8 +197,8 @@ def best_document(
     paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
     better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
     :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
-    checkpoint noise). ``evs``: :func:`evidences`, when the caller has them (the best entries
-    and censored_better read them).
+    checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
+    them: every number here is theirs.
     """
     evs = evs if evs is not None else evidences(trials, cfg, curves)
     best = best_candidates(trials, cfg, evs)
@@ -227,7 +236,7 @@ def best_document(
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
-    ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
+    ev = first_evidence(trials, cfg, evs)
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
@@ -328,8 +337,10 @@ def write_best(
     from tlmsearch.run_dir.tables import atomic_write
 
     run = RunDir(run_dir)
-    path = run.table("curves")  # written beside trials by write_tables
-    curves = pd.read_parquet(path) if path.is_file() else None
+    curves = None
+    if evs is None:  # else the evidences carry the curves' checkpoint noise already
+        path = run.table("curves")  # written beside trials by write_tables
+        curves = pd.read_parquet(path) if path.is_file() else None
     doc = best_document(trials, cfg, curves, evs)
     text = yaml.safe_dump(doc, sort_keys=False)
     atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
