@@ -31,7 +31,7 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -165,6 +165,32 @@ class Evidence:
         return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
                               level=self.level, noise=self.pair_noise or self.noise,
                               family=self.family, family_size=k * (k - 1) // 2)  # fmt: skip
+
+    def relabel(self, names: Mapping[Any, Any], key: str = "candidate") -> Evidence:
+        """This evidence with its candidates named by ``names`` (this key -> the new one, one to
+        one: params_json -> the trials table's candidate label) in a column ``key``: the same
+        numbers and decisions, the same object for a reader that names candidates otherwise
+        (the conclusions' sentences, the verdict). Its :meth:`pairs` then take a table keyed
+        by ``key``."""
+        if key == self.key:
+            return self
+        name = lambda k: names.get(k, k)  # noqa: E731
+        frame = lambda df: df.assign(**{self.key: df[self.key].map(name)}).rename(  # noqa: E731
+            columns={self.key: key})
+        best = self.best.assign(candidate=self.best["candidate"].map(name))
+        if "by" in best:
+            best["by"] = best["by"].map(lambda k: k if pd.isna(k) else name(k))
+        lanes = None if self.lanes is None else tuple(
+            replace(ln, candidate=name(ln.candidate)) for ln in self.lanes)  # fmt: skip
+        plan = ({name(k): v for k, v in self.plan.items()} if isinstance(self.plan, dict)
+                else self.plan)  # fmt: skip
+        rows = lambda m: m if not isinstance(m, stats.RowNoise) else replace(  # noqa: E731
+            m, rows={name(k): v for k, v in m.rows.items()},
+            control=tuple(name(k) for k in m.control),
+            cells={name(k): v for k, v in m.cells.items()})
+        return replace(self, key=key, ranking=frame(self.ranking), effects=frame(self.effects),
+                       best=best, lanes=lanes, plan=plan, model=rows(self.model),
+                       pair_noise=rows(self.pair_noise))  # fmt: skip
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -339,3 +365,38 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
     return Evidence.build(trials, metric_column(metric), sense, key=key,
                           level=config.stats.level, family=config.stats.family, config=config,
                           curves=curves)  # fmt: skip
+
+
+def study_evidences(trials: pd.DataFrame, config: StudyConfig,
+                    metrics: Sequence[str] | None = None, *,
+                    curves: pd.DataFrame | None = None) -> dict[str, Evidence]:  # fmt: skip
+    """metric -> the run's :class:`Evidence` of it, keyed by params_json (one candidate, one
+    key), for each of ``metrics`` (default the study's objectives) the trials table has: the
+    one set a run's tables, best.yaml and ``tlmsearch status`` build, once, and pass to every
+    reader (one that names candidates by label takes :func:`by_label`). The first
+    objective's is built with ``curves`` (its checkpoint noise, for its snr); a metric that is
+    no objective is judged in its default sense. Empty for an empty table."""
+    from tlmsearch.config import METRICS
+    from tlmsearch.metrics import metric_column, objectives_of
+
+    if trials.empty:
+        return {}
+    objectives = objectives_of(config)
+    senses = dict(objectives)
+    first = objectives[0][0] if objectives else None
+    out = {}
+    for metric in metrics if metrics is not None else [m for m, _ in objectives]:
+        if metric_column(metric) not in trials:
+            continue
+        sense = senses.get(metric) or METRICS.get(metric, "minimize")
+        out[metric] = study_evidence(trials, config, metric, sense, key="params_json",
+                                     curves=curves if metric == first else None)  # fmt: skip
+    return out
+
+
+def by_label(trials: pd.DataFrame, evidence: Evidence) -> Evidence:
+    """``evidence`` (keyed by params_json) with its candidates named as the trials table
+    names them (``candidate``: one label per params_json, :func:`tlmsearch.run_dir.tables.
+    unique_labels`), for the readers that say names: the conclusions, the verdict."""
+    names = dict(zip(trials["params_json"], trials["candidate"], strict=True))
+    return evidence.relabel(names, "candidate")

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,6 @@ import yaml
 from tlmsearch import stats
 from tlmsearch.config import (
     EVAL_KEYS,
-    METRICS,
     ModelConfig,
     PartialStudy,
     StudyConfig,
@@ -426,7 +425,10 @@ EFFECT_PREFIXES = {
 
 
 def add_effects(
-    trials: pd.DataFrame, metrics: Sequence[str], study: StudyConfig | None = None
+    trials: pd.DataFrame,
+    metrics: Sequence[str],
+    study: StudyConfig | None = None,
+    evidences: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Add each trial's *candidate's* paired effect vs uniform, for each objective metric.
 
@@ -438,23 +440,23 @@ def add_effects(
     ``effect_from_m``: ``model`` (the block-design noise of a paired delta,
     :func:`tlmsearch.stats.block_noise`) or ``unknown`` (no residual df yet). The same on every
     trial of a candidate; NaN / ``""`` on the uniform baseline's rows. ``study``: the run's
-    (its objectives give each metric's sense; None: the models' defaults).
+    (its objectives give each metric's sense; None: the models' defaults). ``evidences``:
+    :func:`tlmsearch.evidence.study_evidences` of ``trials``, when the caller built them.
     """
-    from tlmsearch.evidence import study_evidence
+    from tlmsearch.evidence import study_evidences
 
     out = trials.copy()
     study = study if study is not None else PartialStudy()
-    senses = dict(objectives_of(study))
+    if evidences is None:
+        evidences = study_evidences(out, study, metrics)
     for metric in metrics:
         col = metric_column(metric)
         if col not in out:
             continue
-        sense = senses.get(metric) or METRICS.get(metric, "minimize")
         if out.empty:
             eff = pd.DataFrame(columns=["params_json", *EFFECT_PREFIXES.values()])
         else:
-            ev = study_evidence(out, study, metric, sense, key="params_json")
-            eff = ev.effects
+            eff = evidences[metric].effects
         eff = eff.set_index("params_json")
         for prefix, src in EFFECT_PREFIXES.items():
             values = out["params_json"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
@@ -498,18 +500,32 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def write_results(
+class RunTables(NamedTuple):
+    """What :func:`write_run_tables` wrote, and the evidence it built on the way."""
+
+    trials: pd.DataFrame
+    curves: pd.DataFrame
+    # metric -> the study's Evidence (tlmsearch.evidence.study_evidences: keyed by params_json,
+    # the first objective's with the curves): best.yaml and the run's end read these
+    evidences: dict[str, Any]
+
+
+def write_run_tables(
     run_dir: str | Path,
     trials: Iterable[Mapping[str, Any]],
     curves: Iterable[Mapping[str, Any]],
     metrics: Sequence[str] | None = None,
     study: StudyConfig | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Normalise and write trials/curves (parquet + CSV, atomically); return both frames.
+) -> RunTables:
+    """Normalise and write trials/curves (parquet + CSV, atomically); return both frames and
+    each metric's :class:`tlmsearch.evidence.Evidence`, built once here (the effect columns
+    are its numbers) for the caller to pass on (:func:`tlmsearch.search.best.write_best`).
 
     ``metrics`` get a ``delta_<metric>`` column; by default the study's objectives. ``study``:
     the run's, when the caller has it (else read from its study.yaml).
     """
+    from tlmsearch.evidence import study_evidences
+
     run = RunDir(run_dir)
     run.path.mkdir(parents=True, exist_ok=True)
     if study is None:
@@ -517,12 +533,25 @@ def write_results(
     if metrics is None:
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.model), metrics)
-    tdf = add_effects(tdf, metrics, study)
     cdf = curves_frame(curves)
+    evs = study_evidences(tdf, study, metrics, curves=cdf)
+    tdf = add_effects(tdf, metrics, study, evs)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run.table(name), lambda p, df=df: df.to_parquet(p, index=False))
         atomic_write(run.table(name, "csv"), lambda p, df=df: df.to_csv(p, index=False))
-    return tdf, cdf
+    return RunTables(tdf, cdf, evs)
+
+
+def write_results(
+    run_dir: str | Path,
+    trials: Iterable[Mapping[str, Any]],
+    curves: Iterable[Mapping[str, Any]],
+    metrics: Sequence[str] | None = None,
+    study: StudyConfig | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`write_run_tables`, the two frames only."""
+    out = write_run_tables(run_dir, trials, curves, metrics, study)
+    return out.trials, out.curves
 
 
 def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, Any]:

@@ -25,13 +25,23 @@ from tlmsearch.widths.heads import heads_schedule, is_heads_key
 from tlmsearch.widths.space import settings_of
 
 
-def evidences(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+def evidences(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
     """metric -> the study's :class:`tlmsearch.evidence.Evidence` for it, keyed by params_json
-    (one candidate, one key): its ranking (on the seeds the race planned) and its effects."""
-    from tlmsearch.evidence import study_evidence as build
+    (one candidate, one key): its ranking (on the seeds the race planned) and its effects
+    (:func:`tlmsearch.evidence.study_evidences`; ``curves``: the learning curves, for the first
+    objective's checkpoint noise). Built once per report and passed to every reader here."""
+    from tlmsearch.evidence import study_evidences
 
-    return {o.metric: build(trials, cfg, o.metric, o.sense, key="params_json")
-            for o in cfg.objectives}  # fmt: skip
+    return study_evidences(trials, cfg, curves=curves)
+
+
+def first_evidence(trials: Any, cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
+    """The first objective's of ``evs`` (:func:`evidences`) with its candidates named by label,
+    for the conclusions, the verdict, tuned and the snr; None for an empty table."""
+    from tlmsearch.evidence import by_label
+
+    ev = evs.get(cfg.objectives[0].metric)
+    return by_label(trials, ev) if ev is not None else None
 
 
 def best_candidates(
@@ -175,7 +185,9 @@ def pareto_front(
     return front
 
 
-def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
+def best_document(
+    trials: Any, cfg: StudyConfig, curves: Any = None, evs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """best.yaml: the best candidate's params, proxy widths, and its widths at target scale
     (with its attention heads per layer, and key/value heads with grouped-query attention, when
     the study schedules, fixes or groups heads).
@@ -185,9 +197,10 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
     paired delta vs uniform with a 95% interval; ``censored_better`` lists candidates that look
     better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
     :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
-    checkpoint noise).
+    checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
+    them: every number here is theirs.
     """
-    evs = evidences(trials, cfg) if not trials.empty else {}
+    evs = evs if evs is not None else evidences(trials, cfg, curves)
     best = best_candidates(trials, cfg, evs)
     doc: dict[str, Any] = {
         "study": cfg.name,
@@ -223,7 +236,7 @@ def best_document(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
-    ev = study_evidence(trials, cfg, curves=curves) if not trials.empty else None
+    ev = first_evidence(trials, cfg, evs)
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
@@ -316,13 +329,19 @@ def _shows_heads(cfg: StudyConfig, params: Mapping[str, Any]) -> bool:
     )
 
 
-def write_best(run_dir: str | Path, trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+def write_best(
+    run_dir: str | Path, trials: Any, cfg: StudyConfig, evs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Write best.yaml (:func:`best_document`); ``evs``: the run tables' evidences
+    (:func:`tlmsearch.run_dir.tables.write_run_tables`), when the caller has them."""
     from tlmsearch.run_dir.tables import atomic_write
 
     run = RunDir(run_dir)
-    path = run.table("curves")  # written beside trials by write_tables
-    curves = pd.read_parquet(path) if path.is_file() else None
-    doc = best_document(trials, cfg, curves)
+    curves = None
+    if evs is None:  # else the evidences carry the curves' checkpoint noise already
+        path = run.table("curves")  # written beside trials by write_tables
+        curves = pd.read_parquet(path) if path.is_file() else None
+    doc = best_document(trials, cfg, curves, evs)
     text = yaml.safe_dump(doc, sort_keys=False)
     atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
     return doc

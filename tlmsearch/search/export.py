@@ -53,14 +53,19 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
     return cfg, study
 
 
-def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
-    """Write trials/curves parquet + CSV (run_dir.tables.write_results); return the trials
-    frame."""
-    from tlmsearch.run_dir.tables import write_results
+def write_run_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
+    """Write trials/curves parquet + CSV; return them with the evidences built on the way
+    (:func:`tlmsearch.run_dir.tables.write_run_tables`: pass them to ``write_best``)."""
+    from tlmsearch.run_dir.tables import write_run_tables as write
 
     trials, curves = trial_records(study)
-    tdf, _ = write_results(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg)
-    return tdf
+    return write(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg)
+
+
+def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
+    """Write trials/curves parquet + CSV (:func:`write_run_tables`); return the trials
+    frame."""
+    return write_run_tables(run_dir, study, cfg).trials
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
@@ -70,13 +75,14 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> 
         raise ConfigError(f"--format: {fmt!r} is not one of csv, parquet, yaml, hf")
     cfg, study = open_run(run_dir)
     run = Path(run_dir)
-    tdf = write_tables(run, study, cfg)
+    written = write_run_tables(run, study, cfg)
+    tdf, evs = written.trials, written.evidences
     if fmt == "hf":
         from tlmsearch.models.hf_export import export_best
 
-        return export_best(run, cfg, write_best(run, tdf, cfg), out)["files"]
+        return export_best(run, cfg, write_best(run, tdf, cfg, evs), out)["files"]
     if fmt == "yaml":
-        write_best(run, tdf, cfg)
+        write_best(run, tdf, cfg, evs)
         files = [RunDir(run).best]
     else:
         files = [RunDir(run).table("trials", fmt), RunDir(run).table("curves", fmt)]

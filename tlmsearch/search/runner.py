@@ -582,8 +582,9 @@ def _interrupted_now(study: Any) -> bool:
 def _finish(
     run: Path, cfg: StudyConfig, study: Any, url: str, status: str, t0: float, echo: Any
 ) -> RunResult:
-    trials = export.write_tables(run, study, cfg)
-    doc = best_yaml.write_best(run, trials, cfg)
+    written = export.write_run_tables(run, study, cfg)  # each objective's Evidence, built once
+    trials = written.trials
+    doc = best_yaml.write_best(run, trials, cfg, written.evidences)
     if status == "finished" and cfg.search.keep_weights == "best":
         from tlmsearch.train import checkpoints
 

@@ -16,8 +16,8 @@ from tlmsearch.search.best import (
     best_candidates,
     censored_better,
     evidences,
+    first_evidence,
     study_conclusions,
-    study_evidence,
 )
 from tlmsearch.search.export import open_run, run_info
 from tlmsearch.search.race import lanes
@@ -142,11 +142,11 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     from tlmsearch.run_dir.tables import add_deltas
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
-    evs = evidences(frame, cfg) if not frame.empty else {}
+    evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     for entry in best:  # what the parametrization does to its layers against uniform
         entry["effective_lr"] = effective_lr_of(cfg, entry["params"]).as_dict()
-    ev = study_evidence(frame, cfg, curves=curves_frame(curves)) if not frame.empty else None
+    ev = first_evidence(frame, cfg, evs)
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
