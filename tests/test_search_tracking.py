@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -253,12 +254,12 @@ def test_every_tracker_gets_each_trial_and_the_study(tracked):
     assert (run / "mlflow-artifacts").is_dir()
     # W&B offline: a run folder per trial and the study's, each with its group
     folders = sorted((run / "wandb").glob("offline-run-*"))
-    trial_records = [_record(f) for f in folders if not f.name.endswith(_study_id(run))]
+    trial_records = [_record(f) for f in folders if not _is_study_folder(f, run)]
     assert len(trial_records) == 4
     assert sum(b"linear 1.5->0.5" in r for r in trial_records) == 2
     assert sum(b"uniform" in r and b"linear 1.5" not in r for r in trial_records) == 2
     assert all(b"val_bpb" in r and b"tokens" in r for r in trial_records)
-    study_records = [_record(f) for f in folders if f.name.endswith(_study_id(run))]
+    study_records = [_record(f) for f in folders if _is_study_folder(f, run)]
     assert study_records and all(b"verdict" in r for r in study_records)
     # TensorBoard: event files in each trial's folder, and the study's text
     events = list((run / "ray").glob("session-0/trial_*/events.out.tfevents.*"))
@@ -282,7 +283,7 @@ def test_a_resume_adds_no_tracker_run_for_finished_trials(tracked):
     # W&B: the resume's summary is a second offline folder of the same study run (one id)
     folders = list((run / "wandb").glob("offline-run-*"))
     assert len(folders) == 6
-    assert sum(f.name.endswith(_study_id(run)) for f in folders) == 2
+    assert sum(_is_study_folder(f, run) for f in folders) == 2
 
 
 def _scalars(path: Path) -> dict[str, list[int]]:
@@ -310,6 +311,12 @@ def _record(folder: Path) -> bytes:
 
 def _study_id(run: Path) -> str:
     return "study-" + tracking_mlflow.run_key(str(run.resolve()))
+
+
+def _is_study_folder(folder: Path, run: Path) -> bool:
+    """An offline folder of the study's W&B run: offline-run-<time>-<id>, and W&B appends -1,
+    -2, ... when a resume's summary starts in the same second as the first one's."""
+    return re.search(rf"-{re.escape(_study_id(run))}(-\d+)?$", folder.name) is not None
 
 
 # -------------------------------------------------------------------------------------------------
