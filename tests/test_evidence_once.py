@@ -150,3 +150,29 @@ def test_the_relabelled_evidence_names_candidates_by_label_with_the_same_decisio
     assert eff_n["mean_delta"].tolist() == pytest.approx(eff_f["mean_delta"].tolist())
     assert eff_n["lo"].tolist() == pytest.approx(eff_f["lo"].tolist(), rel=1e-12)
     assert set(named.model.rows) == set(fresh.model.rows)
+
+
+def test_relabel_names_candidates_inside_a_races_reasons_and_note():
+    """A race's reasons name the incumbent or the control by its key; relabel renames them."""
+    import dataclasses
+
+    import pandas as pd
+
+    from tlmsearch.evidence import Evidence
+    from tlmsearch.evidence.racing import Lane
+
+    a, b = '{"shape": "cosine"}', '{"shape": "linear"}'
+    ev = Evidence.build(
+        pd.DataFrame(columns=["params_json", "seed", "val_bpb", "is_baseline", "state"]),
+        "val_bpb", "minimize", key="params_json",
+    )  # fmt: skip
+    ev = dataclasses.replace(
+        ev,
+        lanes=(Lane(a, "tied", f"not separated from {b} after 3 seed(s)", (0,), 0.0, 0.1, None),),
+        note=f"race not computable (race_decision of {a})",
+    )
+    named = ev.relabel({a: "cosine 1.5->0.5", b: "linear 1.5->0.5"})
+    (lane,) = named.lanes
+    assert lane.candidate == "cosine 1.5->0.5"
+    assert lane.reason == "not separated from linear 1.5->0.5 after 3 seed(s)"
+    assert named.note == "race not computable (race_decision of cosine 1.5->0.5)"

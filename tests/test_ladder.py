@@ -266,6 +266,18 @@ def test_promote_takes_the_best_of_the_rung_below(tmp_path: Path) -> None:
     assert isinstance(up, StudyConfig) and up.model.d_model == 64
 
 
+def test_a_rung_without_trials_promotes_nothing(tmp_path: Path) -> None:
+    """An empty rung (every trial lost, or none run): no candidate, not a KeyError."""
+    from tlmsearch.run_dir.tables import write_results
+
+    run = tmp_path / "lad"
+    cfg = make_ladder(run, {}, mode="promote")
+    below = L.rung_study(cfg, 0, run)
+    empty = tmp_path / "empty"
+    write_results(empty, [], [], study=below)
+    assert L.promoted(below, empty, 2) == []
+
+
 def test_fidelity_leaves_out_what_a_rung_did_not_measure(tmp_path: Path) -> None:
     run = tmp_path / "lad"
     make_ladder(run, {}, drop_upper=(1.75,))

@@ -180,8 +180,10 @@ class Evidence:
         best = self.best.assign(candidate=self.best["candidate"].map(name))
         if "by" in best:
             best["by"] = best["by"].map(lambda k: k if pd.isna(k) else name(k))
+        said = lambda text: _renamed(text, names)  # noqa: E731  (keys named inside reasons)
         lanes = None if self.lanes is None else tuple(
-            replace(ln, candidate=name(ln.candidate)) for ln in self.lanes)  # fmt: skip
+            replace(ln, candidate=name(ln.candidate), reason=said(ln.reason))
+            for ln in self.lanes)  # fmt: skip
         plan = ({name(k): v for k, v in self.plan.items()} if isinstance(self.plan, dict)
                 else self.plan)  # fmt: skip
         rows = lambda m: m if not isinstance(m, stats.RowNoise) else replace(  # noqa: E731
@@ -189,6 +191,7 @@ class Evidence:
             control=tuple(name(k) for k in m.control),
             cells={name(k): v for k, v in m.cells.items()})
         return replace(self, key=key, ranking=frame(self.ranking), effects=frame(self.effects),
+                       note=said(self.note),
                        best=best, lanes=lanes, plan=plan, model=rows(self.model),
                        pair_noise=rows(self.pair_noise))  # fmt: skip
 
@@ -365,6 +368,15 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
     return Evidence.build(trials, metric_column(metric), sense, key=key,
                           level=config.stats.level, family=config.stats.family, config=config,
                           curves=curves)  # fmt: skip
+
+
+def _renamed(text: str, names: Mapping[Any, Any]) -> str:
+    """``text`` with every key of ``names`` that it spells (a race's reason names the incumbent
+    or the control by its key) replaced by its name."""
+    for old, new in names.items():
+        if isinstance(old, str) and old and old in text:
+            text = text.replace(old, str(new))
+    return text
 
 
 def study_evidences(trials: pd.DataFrame, config: StudyConfig,

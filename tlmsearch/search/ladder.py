@@ -158,7 +158,10 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
     from tlmsearch.search.best import evidences
 
     trials = load_run(rung_run).trials
-    r = evidences(trials, cfg_rung)[cfg_rung.objectives[0].metric].ranking
+    ev = evidences(trials, cfg_rung).get(cfg_rung.objectives[0].metric)
+    if ev is None:  # a rung with no trials (or none with the metric): nothing to promote
+        return []
+    r = ev.ranking
     r = r[(~r["is_baseline"].astype(bool)) & r["rank"].notna()]
     return [json.loads(k) for k in r["params_json"].head(top)]
 
