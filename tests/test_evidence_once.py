@@ -119,6 +119,23 @@ def test_a_runs_end_builds_each_objectives_evidence_once(tmp_path, builds, n):
     assert "signal_to_noise" in doc and "no learning curves given" not in doc
 
 
+def test_a_runs_end_that_thins_the_weights_rewrites_the_tables_from_the_same_build(
+    tmp_path, builds, monkeypatch
+):
+    """keep_weights: best removes weight folders, then the tables are written again: same
+    trials, same evidence, no second build."""
+    from tlmsearch.search import runner
+    from tlmsearch.train import checkpoints
+
+    run, cfg, study = _run(tmp_path, 1)
+    cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"keep_weights": "best"})})
+    thinned = []
+    monkeypatch.setattr(checkpoints, "keep_best", lambda *a: thinned.append(1) or 2)
+    runner._finish(run, cfg, study, "", "finished", time.time(), lambda _: None)
+    assert thinned == [1] and builds == [cfg.objectives[0].metric]
+    assert "effect_val_bpb" in (run / "trials.csv").read_text().splitlines()[0]
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_export_yaml_builds_each_objectives_evidence_once(tmp_path, builds, n):
     from tlmsearch.search.export import export_run

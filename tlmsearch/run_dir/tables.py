@@ -516,13 +516,16 @@ def write_run_tables(
     curves: Iterable[Mapping[str, Any]],
     metrics: Sequence[str] | None = None,
     study: StudyConfig | None = None,
+    evidences: Mapping[str, Any] | None = None,
 ) -> RunTables:
     """Normalise and write trials/curves (parquet + CSV, atomically); return both frames and
     each metric's :class:`tlmsearch.evidence.Evidence`, built once here (the effect columns
     are its numbers) for the caller to pass on (:func:`tlmsearch.search.best.write_best`).
 
     ``metrics`` get a ``delta_<metric>`` column; by default the study's objectives. ``study``:
-    the run's, when the caller has it (else read from its study.yaml).
+    the run's, when the caller has it (else read from its study.yaml). ``evidences``: the ones
+    an earlier write of the same trials built (a refresh that changed no metric, state or
+    seed), else built here.
     """
     from tlmsearch.evidence import study_evidences
 
@@ -534,7 +537,8 @@ def write_run_tables(
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.model), metrics)
     cdf = curves_frame(curves)
-    evs = study_evidences(tdf, study, metrics, curves=cdf)
+    evs = dict(evidences) if evidences is not None else study_evidences(tdf, study, metrics,
+                                                                         curves=cdf)
     tdf = add_effects(tdf, metrics, study, evs)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run.table(name), lambda p, df=df: df.to_parquet(p, index=False))

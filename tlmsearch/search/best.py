@@ -278,18 +278,10 @@ def verdict(group: Mapping[str, Any]) -> str:
     return text + (f"; {', '.join(out)} {'is' if len(out) == 1 else 'are'} not" if out else "")
 
 
-def study_evidence(trials: Any, cfg: StudyConfig, key: str = "candidate", curves: Any = None
-                   ) -> Any:  # fmt: skip
-    """The run's :class:`tlmsearch.evidence.Evidence` for the first objective (``curves``: the
-    learning curves, for its checkpoint noise)."""
-    from tlmsearch.evidence import study_evidence as build
-
-    return build(trials, cfg, key=key, curves=curves)
-
-
 def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> Any:
     """:func:`tlmsearch.evidence.conclusions.conclusions` of the run's evidence (first objective;
-    ``evidence``: that :func:`study_evidence`, when the caller has it already)."""
+    ``evidence``: :func:`first_evidence`, when the caller has it already)."""
+    from tlmsearch.evidence import study_evidence
     from tlmsearch.evidence.conclusions import Conclusions, conclusions
 
     if trials.empty:

@@ -53,13 +53,16 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
     return cfg, study
 
 
-def write_run_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
+def write_run_tables(
+    run_dir: str | Path, study: Any, cfg: StudyConfig, evidences: Any = None
+) -> Any:
     """Write trials/curves parquet + CSV; return them with the evidences built on the way
-    (:func:`tlmsearch.run_dir.tables.write_run_tables`: pass them to ``write_best``)."""
+    (:func:`tlmsearch.run_dir.tables.write_run_tables`: pass them to ``write_best``), or
+    reused from ``evidences`` (an earlier write of the same trials)."""
     from tlmsearch.run_dir.tables import write_run_tables as write
 
     trials, curves = trial_records(study)
-    return write(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg)
+    return write(run_dir, trials, curves, [o.metric for o in cfg.objectives], cfg, evidences)
 
 
 def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:

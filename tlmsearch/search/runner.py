@@ -591,7 +591,8 @@ def _finish(
         removed = checkpoints.keep_best(run, trials, [b["params"] for b in doc["best"]])
         if removed:
             echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
-            trials = export.write_tables(run, study, cfg)
+            # the same trials, fewer weight folders: the evidence is the one built above
+            trials = export.write_run_tables(run, study, cfg, written.evidences).trials
     counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
