@@ -611,21 +611,25 @@ def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
 # -- issue 31's other rows: a prior, arriving candidates, pruned studies, the matrix ----------
 
 GRACE = 1  # the first eval prunable: a quarter of the run (search/samplers.grace_tokens)
+# search.unpruned_candidates' default: the first 2 candidates of the queue run on every seed
+SPARED = 2
 
 
-def prune_study(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.Generator,
-                sd_e: float = 0.005) -> pd.DataFrame:  # fmt: skip
+def prune_study(trials: pd.DataFrame, pruner: str, blur: np.ndarray,
+                spared: int = SPARED) -> pd.DataFrame:  # fmt: skip
     """The trials table a run with ``search.pruner`` (``median``: Optuna's MedianPruner with
-    tlmsearch's defaults; ``paired``: search/paired_pruner.py) leaves of a complete study.
+    tlmsearch's defaults; ``paired``: search/paired_pruner.py) and ``search.unpruned_candidates:
+    spared`` leaves of a complete study.
 
     One training at a time, seed-major with uniform first on each seed (a grid's queue,
     search/samplers.initial_queue), each reporting EVALS evals; the pruner (built by
     search/samplers.PRUNER_BUILDERS) judges each candidate eval from GRACE on but the last
-    (search/pruning.py: not in the grace period, not at the last eval, never the control).
-    Eval t's value: the final value, plus a learning curve shared by all, plus noise of sd
-    sd_e (1 - t / EVALS) that is gone at the last eval: an early value is the final one
-    blurred, so a prune selects on the final value. A pruned trial's row: PRUNED, its value the
-    last eval it reported. ``rng`` draws a fixed amount, whatever the pruner does.
+    (search/pruning.py: not in the grace period, not at the last eval, never the control, never
+    one of the first ``spared`` candidates of the queue, marked ``spared``). Eval t's value:
+    the final value, plus a learning curve shared by all, plus ``blur[i, t - 1]`` (noise of sd
+    sd_e (1 - t / EVALS), gone at the last eval: an early value is the final one blurred, so a
+    prune selects on the final value). A pruned trial's row: PRUNED, its value the last eval it
+    reported.
     """
     from optuna.trial import TrialState
 
@@ -634,25 +638,28 @@ def prune_study(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.
 
     judge = PRUNER_BUILDERS[pruner](None, GRACE, dict(PRUNER_SPECS[pruner].defaults))
     steps = np.arange(1, EVALS + 1)
-    blur = rng.normal(0.0, sd_e, size=(len(trials), EVALS)) * (1.0 - steps / EVALS)
     curve = 0.5 * (EVALS - steps) / EVALS  # shared by every training: cancels at a step
     final = trials[VALUE].to_numpy(dtype="float64")
     objs = [_Trial(i, str(c), int(s)) for i, (c, s) in
             enumerate(zip(trials["candidate"], trials["seed"], strict=True))]  # fmt: skip
+    order = sorted(range(len(objs)), key=lambda j: (objs[j].user_attrs["seed"], j))
+    queue = [objs[i].user_attrs["candidate"] for i in order]
+    first = list(dict.fromkeys(c for c in queue if c != UNIFORM))[:spared]
     study = _Study([])
     values = final.copy()
-    for i in sorted(range(len(objs)), key=lambda j: (objs[j].user_attrs["seed"], j)):
+    for i in order:
         tr = objs[i]
         study._trials.append(tr)
+        exempt = tr.user_attrs["candidate"] in (UNIFORM, *first)
         for t in steps:
             tr.intermediate_values[int(t)] = values[i] = final[i] + curve[t - 1] + blur[i, t - 1]
-            control = tr.user_attrs["candidate"] == UNIFORM
-            if GRACE <= t < EVALS and not control and judge.prune(study, tr):
+            if GRACE <= t < EVALS and not exempt and judge.prune(study, tr):
                 tr.state = TrialState.PRUNED
                 break
         else:
             tr.state, values[i] = TrialState.COMPLETE, final[i]
-    return trials.assign(state=[tr.state.name for tr in objs], **{VALUE: values})
+    return trials.assign(state=[tr.state.name for tr in objs], **{VALUE: values},
+                         spared=trials["candidate"].isin(first).to_numpy())  # fmt: skip
 
 
 def _noise_ratios(model: Any, trials: pd.DataFrame, truth_sd: float) -> dict[str, float]:
@@ -676,46 +683,59 @@ def _noise_ratios(model: Any, trials: pd.DataFrame, truth_sd: float) -> dict[str
     }
 
 
-PRUNE_RULES = {  # rule -> (what it is, the conclusions rule whose decisions it shows)
-    "rows": ("rows, censored rows out of the fit (issue 31): Evidence.build", "holm"),
-    "rows-kept": ("rows, censored rows' complete cells in the fit: stats.row_noise", None),
-    "pooled": ("pooled block fit of the complete cells (before issue 31): "
-               "stats.block_noise", "holm-pooled"),
-    "unpruned": ("no pruner: the same studies complete (stats.row_noise)", None),
+PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule it shows)
+    "rows": (f"rows, the pruner's selected rows out of the fit, {SPARED} spared "
+             f"(search.unpruned_candidates: {SPARED}): tlmsearch", SPARED, "holm"),
+    "rows-0": ("the same, unpruned_candidates: 0 (unknown once anything is pruned)", 0, "holm"),
+    "survivors": ("rows, survivors in the fit (issue 31's first step): stats.row_noise of the "
+                  "rows never pruned", 0, None),
+    "pooled": ("pooled block fit of the complete cells (before issue 31): stats.block_noise",
+               0, "holm-pooled"),
+    "unpruned": ("no pruner: the same studies complete (stats.row_noise)", 0, None),
 }  # fmt: skip
 
 
 def judge_prune(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.Generator,
                 sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """A null study pruned as a run would (:func:`prune_study`), read with each noise model of
-    :data:`PRUNE_RULES`: its estimates over the truth (sqrt(2) sd_e for one paired delta), and
-    the conclusions' decisions (:func:`judge_conclusions`) where the model is one Evidence
-    uses. ``pruned``: the share of candidate cells pruned; ``never_pruned``: a candidate kept
-    on every seed (the rows no pruner selected leave residual df: the exclusion can apply)."""
+    """A null study pruned as a run would (:func:`prune_study`), with and without spared
+    candidates (the same curves), read with each noise model of :data:`PRUNE_RULES`: its
+    estimates over the truth (sqrt(2) sd_e for one paired delta), and the conclusions'
+    decisions (:func:`judge_conclusions`) where the model is one Evidence uses. ``pruned``: the
+    share of candidate cells pruned; ``never_pruned``: a candidate the pruner could stop kept
+    on every seed. ``rng`` draws a fixed amount, whatever the pruner does."""
     from tlmsearch import stats
 
-    pruned = prune_study(trials, sc, pruner, rng, sd_e)
-    built = {v: Evidence.build(pruned, VALUE, "minimize", variance=v) for v in VARIANCES}
-    concl = judge_conclusions(pruned, sc, built)
-    models = {
-        "rows": built["rows"].model,
-        "rows-kept": stats.row_noise(pruned[pruned["state"] != "PRUNED"], VALUE),
-        "pooled": built["pooled"].model,
-        "unpruned": stats.row_noise(trials, VALUE),
-    }
-    cands = pruned[~pruned["is_baseline"]]
-    cut = cands["state"].eq("PRUNED")
-    share = {
-        "pruned": float(cut.mean()),
-        "never_pruned": int((~cut.groupby(cands["candidate"]).any()).any()),
-    }
+    blur = rng.normal(0.0, sd_e, size=(len(trials), EVALS))
+    blur *= 1.0 - np.arange(1, EVALS + 1) / EVALS
+    spares = {spared for _, spared, _ in PRUNE_RULES.values()}
+    studies = {n: prune_study(trials, pruner, blur, n) for n in spares}
+    built: dict[int, dict[str, Evidence]] = {}
+    concl: dict[int, dict[str, dict[str, Any]]] = {}
     out: dict[str, dict[str, Any]] = {}
-    for rule, (_, decided) in PRUNE_RULES.items():
-        table = trials if rule == "unpruned" else pruned
-        counts = {**share, **_noise_ratios(models[rule], table, math.sqrt(2.0) * sd_e)}
+    for rule, (_, spared, decided) in PRUNE_RULES.items():
+        pruned = studies[spared]
+        if rule == "unpruned":
+            model, table = stats.row_noise(trials, VALUE), trials
+        elif rule == "survivors":
+            cut = pruned.groupby("candidate")["state"].transform(lambda s: (s == "PRUNED").any())
+            table = pruned[~cut].drop(columns="spared")
+            model = stats.row_noise(table, VALUE)
+        else:
+            if spared not in built:
+                built[spared] = {v: Evidence.build(pruned, VALUE, "minimize", variance=v)
+                                 for v in VARIANCES}  # fmt: skip
+                concl[spared] = judge_conclusions(pruned, sc, built[spared])
+            model, table = built[spared]["pooled" if rule == "pooled" else "rows"].model, pruned
+        cands = pruned[~pruned["is_baseline"] & ~pruned["spared"]]
+        cut = cands["state"].eq("PRUNED")
+        counts = {
+            "pruned": float(cut.mean()),
+            "never_pruned": int((~cut.groupby(cands["candidate"]).any()).any()),
+            **_noise_ratios(model, table, math.sqrt(2.0) * sd_e),
+        }
         if decided:
-            counts.update({k: concl[decided][k] for k in ("null", "null_sep", "any_false", "real",
-                                                          "power", "said_false")})  # fmt: skip
+            counts.update({k: concl[spared][decided][k] for k in (
+                "null", "null_sep", "any_false", "real", "power", "said_false")})  # fmt: skip
         out[rule] = counts
     return out
 
@@ -1036,7 +1056,7 @@ def extra_tables(results: dict[str, dict[str, Any]]) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for k in of["prune"]:
             for base in ex[k].bases:
-                for rule, (words, _) in PRUNE_RULES.items():
+                for rule, (words, _, _) in PRUNE_RULES.items():
                     r = results[k][f"{base}/{rule}"]
                     fair = _ok(unbiased(r["noise_var_ratio"]), unbiased(r["pair_var_ratio"]))
                     measured = r["noise_sd_ratio"]["n"] / max(1, r["studies"])

@@ -105,7 +105,7 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
     expect = {
         "prior_half": {f"{b}/{r}" for b in ("a", "c3") for r in ("steers", "final")},
         "arrive": {f"{b}/{r}" for b in ("a", "c3") for r in ("planned", "counted")},
-        "prune_median": {f"a/{r}" for r in ("rows", "rows-kept", "pooled", "unpruned")},
+        "prune_median": {f"a/{r}" for r in ("rows", "rows-0", "survivors", "pooled", "unpruned")},
         "matrix60": {f"a60/{r}" for r in ("every-pair", "shown-rows", "shown-pooled")},
     }
     expect["prior_equal"] = expect["prior_double"] = expect["prior_half"]
@@ -120,11 +120,15 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
         assert 0 < r["trainings"] <= 1.0
     assert res["arrive"]["c3/planned"]["power"]["n"] == 3  # c3's one winner, in each study
     med = res["prune_median"]
-    for rule in ("rows", "pooled"):
+    for rule in ("rows", "rows-0", "pooled"):
         assert med[f"a/{rule}"]["fwer"]["rate"] is not None
         assert med[f"a/{rule}"]["said_false"]["rate"] is not None
-    assert med["a/rows-kept"]["fwer"]["rate"] is None  # an estimate only: nothing decided
+    assert med["a/survivors"]["fwer"]["rate"] is None  # an estimate only: nothing decided
     assert med["a/unpruned"]["noise_var_ratio"]["n"] == 3  # the complete study: always one
+    # with 2 spared candidates a pruned study always has a noise; with none, never once
+    # anything was pruned
+    assert med["a/rows"]["noise_var_ratio"]["n"] == 3
+    assert med["a/rows-0"]["noise_var_ratio"]["n"] == 0
     assert 0.0 < med["a/rows"]["pruned"]["mean"] < 1.0
     assert res["matrix60"]["a60/every-pair"]["false_per_candidate"]["n"] == 3 * 15  # 6 shown
     rates = [x for v in res.values() for r in v.values() for x in _rates(r)
@@ -157,8 +161,13 @@ def test_the_median_pruner_simulation_prunes_candidates_never_uniform_nor_the_la
     bench = _bench()
     sc = bench.scenarios()["a"]
     trials = bench.draw(sc, np.random.default_rng(0))
-    out = bench.prune_study(trials, sc, "median", np.random.default_rng(1))
+    blur = np.random.default_rng(1).normal(0.0, 0.005, size=(len(trials), bench.EVALS))
+    out = bench.prune_study(trials, "median", blur)
     assert (out["state"][out["is_baseline"]] == "COMPLETE").all()
+    # the first two candidates of the queue (search.unpruned_candidates) run on every seed
+    assert sorted(out.loc[out["spared"], "candidate"].unique()) == ["c00", "c01"]
+    assert (out["state"][out["spared"]] == "COMPLETE").all()
+    assert not (out["state"][out["is_baseline"] | out["spared"]] == "PRUNED").any()
     cut = out["state"] == "PRUNED"
     assert 0 < cut.sum() < len(out) - sc.seeds and set(out["state"]) == {"COMPLETE", "PRUNED"}
     # a completed training ends on its drawn value; a pruned one stopped at an earlier eval

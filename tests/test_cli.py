@@ -67,6 +67,31 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
     assert line is None or line in out, out
 
 
+@pytest.mark.parametrize(
+    ("sets", "line"),
+    [
+        (["search.pruner=none"], None),
+        # the quickstart's 2 candidates, both spared (its median pruner is idle anyway)
+        ([], "pruning: median stops nothing: search.unpruned_candidates (2) spares every "
+             "candidate of the grid"),
+        (["space=paper"], "pruning: median; the grid's first 2 candidates of each setting are "
+                          "never pruned (search.unpruned_candidates)"),
+        (["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
+         "pruning: paired; the queue's (the sampler's first draws) first 1 candidate of each"),
+        (["search.pruner=median", "search.unpruned_candidates=0"],
+         "no candidate spared (search.unpruned_candidates: 0): once anything is pruned the "
+         "study's noise is unknown and nothing is separated"),
+    ],
+)  # fmt: skip
+def test_validate_says_which_candidates_the_pruner_spares(sets: list[str], line) -> None:
+    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
+    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert ("pruning:" in out) == (line is not None)
+    assert line is None or line in out, out
+
+
 def test_validate_says_which_candidates_share_proxy_widths() -> None:
     result = runner.invoke(
         app,

@@ -117,6 +117,7 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
     t = frame(ROWS)
     t["trial_id"] = [f"t{i}" for i in range(len(t))]
     t.loc[len(t)] = ["c", 0, 1.0, 1.0, "PRUNED", False, "t9"]  # pruned: its curve stops early
+    t["spared"] = t["candidate"] != "c"  # search.unpruned_candidates: a and b measure the noise
     curves = pd.DataFrame(
         [{"trial_id": tid, "tokens": 100 * k, "val_bpb": v + 0.1 * (5 - k) + 0.002 * (k % 2)}
          for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True) for k in range(1, 6)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,9 +14,12 @@ from hypothesis import strategies as st
 from ray.tune.schedulers import TrialScheduler
 from search_helpers import search_pair, tiny_config
 
+from tlmsearch.search.attrs import CANDIDATE, CONTROL, SPARED
 from tlmsearch.search.failures import error_reason
 from tlmsearch.search.progress import LiveProgress, format_eta, outcome
 from tlmsearch.search.pruning import OptunaPruningScheduler
+from tlmsearch.search.records import trial_records
+from tlmsearch.search.samplers import spared
 from tlmsearch.search.searcher import searcher_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -24,7 +28,10 @@ STEPS = (2048, 4096, 6144, 8192)
 
 
 def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
+    """A pruning scheduler and searcher over the tiny grid; no candidate spared unless
+    ``unpruned_candidates`` says (these tests judge the pruner on the grid's first ones)."""
     extra = {"objectives": objectives} if objectives else {}
+    search = {"unpruned_candidates": 0, **search}
     cfg = tiny_config(tmp, search={"pruner": pruner, **search}, **extra)
     searcher, sched = search_pair(cfg)
     # Ray wraps the searcher (SearchGenerator, ConcurrencyLimiter): the scheduler unwraps it.
@@ -121,6 +128,58 @@ def test_the_uniform_baseline_is_never_pruned(tmp_path):
     _complete(searcher, sched, ctrl, "c", [3.0, 2.5, 2.2, 2.0])
     for step in STEPS:
         assert sched.on_trial_result(ctrl, base1, _result(step, 9.0)) == TrialScheduler.CONTINUE
+
+
+def test_the_first_unpruned_candidates_are_never_pruned_and_say_so(tmp_path):
+    # issue 31: the pruner's survivors are selected; the first search.unpruned_candidates
+    # distinct candidates (queue order: chosen before any data) run on, whatever they report,
+    # and measure a pruned study's noise. The tiny grid queue, per seed: uniform, then its two
+    # distinct models
+    _, searcher, sched, ctrl = _setup(tmp_path, unpruned_candidates=1, seeds=[0, 1])
+    _complete(searcher, sched, ctrl, "u", [3.0, 2.5, 2.2, 2.0])
+    first = _trial(searcher, sched, ctrl, "c1")
+    assert first.config[SPARED] is True
+    for step in STEPS:  # far worse than uniform at every eval: a median pruner would stop it
+        assert sched.on_trial_result(ctrl, first, _result(step, 9.0)) == TrialScheduler.CONTINUE
+    final = _result(STEPS[-1], 9.0, final=True, status="completed")
+    sched.on_trial_result(ctrl, first, final)
+    searcher.on_trial_complete("c1", result=final)
+    second = _trial(searcher, sched, ctrl, "c2")
+    assert SPARED not in second.config
+    assert sched.on_trial_result(ctrl, second, _result(2048, 9.5)) == TrialScheduler.STOP
+    # on the next seed the spared candidate is spared again (the same row), the other not
+    again = [_trial(searcher, sched, ctrl, t).config for t in ("u1", "c1s1", "c2s1")]
+    assert [c["seed"] for c in again] == [1, 1, 1]
+    assert [bool(c.get(SPARED)) for c in again] == [False, True, False]
+    assert again[1]["candidate"] == first.config["candidate"]
+    attrs = [t.user_attrs for t in searcher.study.get_trials()]
+    assert [bool(a.get(SPARED)) for a in attrs] == [False, True, False, False, True, False]
+    rows = trial_records(searcher.study)[0]
+    assert [r.get("spared", False) for r in rows] == [False, True, False, False, True, False]
+
+
+def test_spared_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_path):
+    cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 1})
+    study = optuna.create_study()
+    for cand in (
+        {"shape": "uniform"},
+        {"shape": "linear", "train.lr": 0.1},
+        {"shape": "cosine", "train.lr": 0.1},
+        {"shape": "cosine", "train.lr": 0.2},
+    ):
+        study.enqueue_trial(
+            {},
+            user_attrs={
+                CANDIDATE: json.dumps(cand, sort_keys=True),
+                **({CONTROL: True} if len(cand) == 1 else {}),
+            },
+        )
+    assert not spared(study, cfg, {"shape": "uniform"})
+    assert spared(study, cfg, {"shape": "linear", "train.lr": 0.1})
+    assert not spared(study, cfg, {"shape": "cosine", "train.lr": 0.1})  # lr 0.1's one is linear
+    assert spared(study, cfg, {"shape": "cosine", "train.lr": 0.2})  # the first at lr 0.2
+    off = cfg.model_copy(update={"search": cfg.search.model_copy(update={"pruner": "none"})})
+    assert not spared(study, off, {"shape": "linear", "train.lr": 0.1})
 
 
 def test_never_pruned_at_the_last_eval(tmp_path):
@@ -461,7 +520,10 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     faults = tmp_path / "faults"
     faults.mkdir()
     (faults / "faults.json").write_text(json.dumps({"shift": [[bad, 1.0]]}))
-    data = tiny_study(tmp_path, search={"pruner": "median", "seeds": [0, 1], "concurrency": 1})
+    # the grid's first model (cosine 1.25) is spared (search.unpruned_candidates), the bad one
+    # (the second) is not
+    search = {"pruner": "median", "seeds": [0, 1], "concurrency": 1, "unpruned_candidates": 1}
+    data = tiny_study(tmp_path, search=search)
     data["name"] = "pruned"
     (tmp_path / "pruned.yaml").write_text(yaml.safe_dump(data))
     exe = str(Path(sys.executable).with_name("tlmsearch"))
@@ -483,6 +545,9 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     assert pruned["reason"].str.contains("pruned by Median at").all()
     assert (pruned["tokens"] >= 2048).all() and (pruned["tokens"] < 8192).all()
     assert (df.loc[df["state"] != "PRUNED", "state"] == "COMPLETE").all()
+    first = df["params_json"] == json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)
+    assert df["spared"].tolist() == first.tolist()  # on both seeds, and nothing else
+    assert (df.loc[first, "state"] == "COMPLETE").all()
 
 
 def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_left(tmp_path):

@@ -630,7 +630,7 @@ def test_signal_to_noise_by_hand_and_na_with_the_reason() -> None:
     lone = stats.signal_to_noise([2.0], [2], stats.Noise(0.05, 2), ck)
     assert lone.signal is None and lone.seed_snr is None and lone.checkpoint_snr is None
     assert lone.line() == ("signal-to-noise: n/a (fewer than 2 candidates measured: uniform and "
-                           "those with a seed paired with it, never pruned or failed)")
+                           "those with a seed paired with it that no pruner selected)")
     blind = stats.signal_to_noise([2.0, 2.1], [1, 1], None, None)
     assert blind.seed_snr is None and "no seed noise yet" in blind.why_seed
     assert blind.checkpoint_snr is None and "4 evals" in blind.why_checkpoint
@@ -661,10 +661,15 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
     t = frame([("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "COMPLETE", 2.4),
                ("a", 0, "COMPLETE", 1.9), ("a", 1, "RUNNING", math.nan),
                ("b", 0, "COMPLETE", 1.5), ("b", 1, "PRUNED", 3.0)])  # fmt: skip
+    t["spared"] = t["candidate"] == "a"  # search.unpruned_candidates: the pruner could not stop a
     m = stats.candidate_means(t, "v").set_index("candidate")
     assert list(m.index) == ["a", "uniform"]  # b: pruned on seed 1, its seed 0 flatters it
     assert m.loc["a", "mean"] == pytest.approx(2.1)  # uniform's 2.2, then a's -0.1 on seed 0
     assert (m.loc["a", "n"], m.loc["uniform", "n"]) == (1, 2)
+    # a candidate the pruner could have stopped and did not survived by looking good: once
+    # anything is pruned it is left out of the spread too (issue 31)
+    survivor = stats.candidate_means(t.assign(spared=False), "v")
+    assert survivor["candidate"].tolist() == ["uniform"]
 
 
 def test_candidate_means_use_each_settings_own_uniform() -> None:

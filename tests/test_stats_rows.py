@@ -169,10 +169,11 @@ def test_no_residual_df_no_model() -> None:
 
 def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
     # issue 31: a pruned row kept the seeds it did well on; its cells would shrink the noise.
-    # It is judged on the pool of the rows no pruner selected
+    # It is judged on the pool of the rows no pruner could stop (uniform, the spared ones)
     rng = np.random.default_rng(7)
     y = rng.normal(0, 0.01, size=(6, 4))
     full = table(y)
+    full["spared"] = full["candidate"] != "c5"
     pruned = full.copy()
     c5 = pruned["candidate"] == "c5"
     pruned.loc[c5 & (pruned["seed"] == 3), "state"] = "PRUNED"
@@ -190,6 +191,62 @@ def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
     # a pruned row as quiet as the rest keeps the pool
     calm = stats.row_noise(quiet, "v").rows["c5"]
     assert calm.source == POOLED and calm.var == pytest.approx(model.pooled.sd**2 / 2)
+
+
+def pruned_null(seed: int, spared: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A null study of 12 candidates on 3 seeds (sd 0.01, a per-seed level) and the same study
+    after a pruner that keeps a candidate's seed only where it looks better than uniform there
+    (its survivors are selected on the value itself); the first ``spared`` candidates spared."""
+    rng = np.random.default_rng(seed)
+    y = rng.normal(0, 0.01, size=(13, 3)) + rng.normal(0, 0.05, size=(1, 3))
+    full = table(y)
+    full["spared"] = full["candidate"].isin([f"c{r}" for r in range(1, spared + 1)])
+    pruned = full.copy()
+    worse = (y[1:] > y[0]).ravel()
+    cand = ~pruned["is_baseline"] & ~pruned["spared"]
+    pruned.loc[cand & np.r_[np.zeros(3, bool), worse], "state"] = "PRUNED"
+    return full, pruned
+
+
+def test_once_anything_is_pruned_the_survivors_are_left_out_of_the_fit() -> None:
+    # issue 31: a candidate the pruner let run on every seed survived by looking good; with
+    # the survivors in the fit a median-pruned null study read its noise at 0.65x the truth.
+    # Only the rows it could not stop measure it: uniform and the spared ones
+    for seed in range(20):
+        full, pruned = pruned_null(seed, spared=3)
+        if (pruned["state"] == "PRUNED").any():
+            break
+    model = stats.row_noise(pruned, "v")
+    fit = full[full["is_baseline"] | full["spared"]]
+    alone = stats.row_noise(fit, "v")
+    assert model.pooled.sd == pytest.approx(alone.pooled.sd)
+    assert model.pooled.df == alone.pooled.df == 6  # (4 - 1) x (3 - 1)
+    # nothing pruned: nothing selected, every row measures it
+    assert stats.row_noise(full, "v").pooled.df == 24
+    # no spared rows: only uniform is left, so the noise is unknown, not the survivors'
+    assert stats.row_noise(pruned.assign(spared=False), "v") is None
+
+
+def test_the_spared_rows_noise_is_unbiased_where_the_survivors_read_low() -> None:
+    # the simulation behind the rule: over many pruned null studies the spared rows' variance
+    # averages the truth, the survivors' (the rows the pruner let finish: what the fit read
+    # before, with no spared rows) far below it
+    mine, survivors = [], []
+    for seed in range(300):
+        _, pruned = pruned_null(seed, spared=3)
+        model = stats.row_noise(pruned, "v")
+        if model is None or not (pruned["state"] == "PRUNED").any():
+            continue
+        mine.append(model.pooled.sd**2 / 2)
+        done = pruned[(pruned["state"] == "COMPLETE") & ~pruned["spared"]]
+        kept = done.groupby("candidate")["seed"].transform("size") == 3
+        old = stats.row_noise(done[kept].drop(columns="spared"), "v")
+        if old is not None and old.pooled.df >= 1:
+            survivors.append(old.pooled.sd**2 / 2)
+    assert len(mine) > 250
+    se = np.std(mine) / math.sqrt(len(mine))
+    assert abs(np.mean(mine) / 1e-4 - 1.0) < 3 * se / 1e-4
+    assert len(survivors) > 150 and np.mean(survivors) / 1e-4 < 0.5  # measured: 0.36
 
 
 def test_a_replayed_twin_is_its_originals_row() -> None:

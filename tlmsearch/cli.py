@@ -54,7 +54,7 @@ def validate(
 ) -> None:
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
-    from tlmsearch.config.planning import array_line
+    from tlmsearch.config.planning import array_line, pruner_line
     from tlmsearch.config.summary import (
         candidates_table,
         effective_lr_lines,
@@ -107,6 +107,8 @@ def validate(
     for line in worker_notes(cfg):
         console.print(line, markup=False)
     if line := array_line(cfg):  # which trainings fuse, or why none do
+        console.print(line, markup=False)
+    if line := pruner_line(cfg):  # the candidates it spares, which measure a pruned noise
         console.print(line, markup=False)
     from tlmsearch.evidence.power import seed_notes
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
-from tlmsearch.widths.space import UNIFORM, is_flat, settings_of
+from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
     from tlmsearch.config.study import StudyConfig
@@ -176,3 +176,28 @@ def array_line(cfg: StudyConfig) -> str | None:
                 f"{AUTO_MAX_CPU} a Ray trial on CPUs, {AUTO_MAX_GPU} on a GPU), fused in one "
                 "process")  # fmt: skip
     return f"trial arrays: up to {array.size} trainings a Ray trial, fused in one process"
+
+
+def pruner_line(cfg: StudyConfig) -> str | None:
+    """``validate``'s line about the candidates the pruner may never stop
+    (``search.unpruned_candidates``); None without a pruner."""
+    search = cfg.search
+    if search.pruner == "none":
+        return None
+    n = search.unpruned_candidates
+    if n == 0:
+        return (f"pruning: {search.pruner}, no candidate spared (search.unpruned_candidates: 0): "
+                "once anything is pruned the study's noise is unknown and nothing is separated")
+    grid = search.sampler == "grid" and not search.racing
+    firsts = "the grid's" if grid else "the queue's (the sampler's first draws)"
+    per_setting: dict[str, int] = {}
+    for t in cfg.trainings() if grid else ():
+        if not is_control(t.candidate):
+            key = json.dumps(settings_of(t.candidate), sort_keys=True)
+            per_setting[key] = per_setting.get(key, 0) + 1
+    if grid and max(per_setting.values(), default=0) <= n:
+        return (f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
+                "spares every candidate of the grid")
+    return (f"pruning: {search.pruner}; {firsts} first {n} candidate{'s' * (n > 1)} of each "
+            "setting are never pruned (search.unpruned_candidates): with uniform they measure "
+            "the noise once anything is pruned")

@@ -73,6 +73,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
+    "spared": "bool",
     "state": "str",
     "reason": "str",
     "retries": "int",

@@ -11,6 +11,9 @@ CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
 STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
 CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
 SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not a repeat)
+# user attribute and trial config key: True on a trial the pruner may not stop, its candidate one
+# of the first search.unpruned_candidates of its setting (they measure a pruned study's noise)
+SPARED = "tlm_spared"
 SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written

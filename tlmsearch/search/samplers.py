@@ -31,6 +31,7 @@ from tlmsearch.search.attrs import (
     SAME_AS,
     SAMPLED,
     SEED,
+    SPARED,
     STANDS_FOR,
 )
 from tlmsearch.widths.space import UNIFORM, SearchSpace, is_control, settings_of
@@ -346,7 +347,37 @@ class SpaceFn:
         if twin is not None:
             trial.set_user_attr(SAME_AS, twin.number)
             conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
+        if not control and spared(trial.study, self.cfg, cand):
+            trial.set_user_attr(SPARED, True)
+            conf[SPARED] = True
         return conf
+
+
+def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any]) -> bool:
+    """Whether the pruner may never stop ``cand``: it is one of the first
+    ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
+    order (queued or drawn, so chosen before any of their data; a retry or a seed repeat of one
+    is one too).
+
+    Once a pruner stops some candidate, the candidates it left running were selected by it (a
+    median-pruned null study's survivors measured the noise at 0.65x the truth): these rows,
+    complete on every seed, are what measures a pruned study's noise
+    (:func:`tlmsearch.stats.row_noise`).
+    """
+    n = cfg.search.unpruned_candidates
+    if n < 1 or cfg.search.pruner == "none" or is_control(cand):
+        return False
+    setting, mine = settings_of(cand), _key(cand)
+    first: list[str] = []
+    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+        key = t.user_attrs.get(CANDIDATE)
+        if key is None or t.user_attrs.get(CONTROL) or key in first:
+            continue
+        if settings_of(json.loads(key)) == setting:
+            first.append(key)
+            if key == mine or len(first) == n:
+                break
+    return mine in first[:n]
 
 
 def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) -> Any:

@@ -47,6 +47,8 @@ class _Cell(NamedTuple):
     # the candidate's setting (``lr=0.003``; ``""`` without setting dimensions): it is paired
     # with the uniform of its own setting and seed (tlmsearch/widths/settings.py)
     setting: str = ""
+    # the pruner could not stop this candidate (``spared``: search.unpruned_candidates)
+    spared: bool = False
 
 
 Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
@@ -72,6 +74,8 @@ def _cells(
                else np.full(len(trials), ""))  # fmt: skip
     setting_of = (dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str),
                            strict=True)) if "setting" in trials else {})  # fmt: skip
+    spared = (set(trials.loc[trials["spared"].fillna(False).astype(bool), key])
+              if "spared" in trials else set())  # fmt: skip
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
         trials[key].to_numpy(),
@@ -115,8 +119,36 @@ def _cells(
             outcome = "censored"
         mean = float(np.mean(done)) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
-        out[k] = _Cell(base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""))
+        out[k] = _Cell(
+            base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""), k[0] in spared
+        )
     return out
+
+
+def pruner_selected(cells: Mapping[tuple[Any, int], _Cell]) -> set[Any]:
+    """The candidates whose complete cells a pruner selected, so that their scatter and their
+    means flatter them: those censored on some seed (pruned, or failed of their own: they kept
+    only the seeds they did well on) and, once the pruner stopped any candidate cell, every
+    candidate it could have stopped. A pruner keeps a trial because it looks good; its
+    survivors' seeds measured a median-pruned null study's noise at 0.65x the truth
+    (benchmarks/stats.py). Never uniform, nor a ``spared`` candidate (the pruner could not
+    stop it: ``search.unpruned_candidates``).
+
+    >>> c = {("u", 0): _Cell(True, "complete", 2.0, "COMPLETE"),
+    ...      ("a", 0): _Cell(False, "complete", 2.1, "COMPLETE", spared=True),
+    ...      ("b", 0): _Cell(False, "complete", 1.9, "COMPLETE"),
+    ...      ("d", 0): _Cell(False, "censored", math.nan, "PRUNED")}
+    >>> sorted(pruner_selected(c))  # d was pruned, so b's survival was selected too
+    ['b', 'd']
+    """
+    censored = {c for (c, _), cell in cells.items()
+                if cell.outcome == "censored" and not cell.is_baseline}  # fmt: skip
+    pruned = any("PRUNED" in cell.states.split(",") for cell in cells.values()
+                 if not cell.is_baseline)  # fmt: skip
+    if not pruned:
+        return censored
+    return censored | {c for (c, _), cell in cells.items()
+                       if not (cell.is_baseline or cell.spared)}  # fmt: skip
 
 
 def _seeds_all(cells: Any) -> set[int]:

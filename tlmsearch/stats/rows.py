@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruner_selected
 from tlmsearch.stats.noise import Noise, _block_design
 
 POOLED, OWN = "pooled", "own"  # where a row's variance comes from
@@ -212,10 +212,12 @@ def row_noise(
 ) -> RowNoise | None:
     """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
     (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
-    when the fit leaves no residual df. Rows with a pruned (censored) seed are left out of the
-    fit, and use the pooled variance unless their own paired deltas scatter more
-    (:func:`_censored_row`); when the rows no pruner selected leave no residual df the noise is
-    unknown (None). A replayed twin (``same_as``) takes its original's row.
+    when the fit leaves no residual df. Rows a pruner selected (:func:`pruner_selected`: a
+    pruned or failed seed, or, once anything was pruned, every row it could have stopped) are
+    left out of the fit, and use the pooled variance unless their own paired deltas scatter
+    more (:func:`_censored_row`); when the rows the pruner could not stop (uniform, ``spared``)
+    leave no residual df the noise is unknown (None). A replayed twin (``same_as``) takes its
+    original's row.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
     against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
@@ -231,12 +233,13 @@ def row_noise(
             if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
     if not done:
         return None
-    # a row the pruner stopped on some seed kept only the seeds it did well on: its complete
-    # cells are selected, and their residuals would shrink the noise (issue 31: the median
-    # pruner's null study measured it at 0.68x the truth). Those rows are left out of the fit
-    # and judged on the noise of the rows no pruner selected, while those leave residual df
-    censored = {c for (c, _), cell in cells.items()
-                if cell.outcome == "censored" and not cell.is_baseline}
+    # a row the pruner stopped on some seed kept only the seeds it did well on, and once it
+    # stopped anything, the rows it let run survived by looking good: their complete cells are
+    # selected, and their residuals would shrink the noise (issue 31: the median pruner's null
+    # study measured it at 0.68x the truth; its survivors alone at 0.65x). Those rows are left
+    # out of the fit and judged on the noise of the rows the pruner could not stop (uniform and
+    # search.unpruned_candidates), while those leave residual df
+    censored = pruner_selected(cells)
     kept = [d for d in done if d[0] not in censored]
     if censored and not _has_df(kept):
         # only the pruner's survivors could measure it: unknown, not biased (a median-pruned

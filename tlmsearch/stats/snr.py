@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import _baseline, _cells
+from tlmsearch.stats.deltas import _baseline, _cells, pruner_selected
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.ranking import _summary
 
@@ -187,7 +187,9 @@ class SignalToNoise:
 
 
 def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
-    """Each uncensored candidate's mean on the study's seeds: uniform's mean plus its mean paired
+    """Each candidate's mean on the study's seeds, where no pruner selected it
+    (:func:`~tlmsearch.stats.deltas.pruner_selected`: neither censored nor, once anything was
+    pruned, a survivor the pruner could have stopped): uniform's mean plus its mean paired
     delta (the block design's adjusted mean: on common seeds, its plain mean; on fewer, no
     seed's level leaks in). Uniform is at its own mean. With setting dimensions, "uniform" is
     the uniform of the candidate's own setting (each setting's uniform at its own mean, n its
@@ -211,10 +213,11 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
     for (setting, _), v in base.items():
         per_setting.setdefault(setting, []).append(v)
     setting_of = {cand: cell.setting for (cand, _), cell in cells.items()}
+    selected = pruner_selected(cells)
     rows = []
     for r in s.itertuples(index=False):
         u = per_setting.get(setting_of[r[0]])
-        if u is None or not (r.is_baseline or (not r.censored and r.n_paired > 0)):
+        if u is None or not (r.is_baseline or (r[0] not in selected and r.n_paired > 0)):
             continue
         u_s = float(np.mean(u))
         rows.append((r[0], u_s if r.is_baseline else u_s + r.mean_delta,
@@ -261,7 +264,7 @@ def signal_to_noise(
         why_signal = "no uniform baseline (search.baseline: false): the means pair with uniform"
     elif k < 2:
         why_signal = ("fewer than 2 candidates measured: uniform and those with a seed paired "
-                      "with it, never pruned or failed")
+                      "with it that no pruner selected")
     elif not math.isfinite(signal):
         why_signal = "the candidates' mean is 0: no relative dispersion"
     if noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
