@@ -6,6 +6,7 @@ better than linear) plus seed noise, so fronts, deltas and importances have some
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,13 +68,21 @@ def make_trials(
     failed: Sequence[int] = (),
     tokens: int = 4000,
     evals: int = 4,
+    spared: int = 2,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Trial and curve records as a search would hand them to ``write_results``.
 
     ``pruned`` / ``failed``: indices (in creation order) of trials to mark PRUNED / FAIL.
+    ``spared``: how many candidates the pruner could not stop (``search.unpruned_candidates``:
+    a search spares its queue's first ones; here the first ones with no trial in ``pruned``),
+    marked ``spared`` on every trial.
     """
     cands: list[dict[str, Any]] = [{"shape": "uniform"}] if baseline else []
     cands += [{"shape": s, "r_start": r} for s in shapes for r in ratios]
+    n_cands = len(cands)
+    cut = {json.dumps(cands[i % n_cands], sort_keys=True) for i in pruned}
+    spare = [c for c in cands if c["shape"] != "uniform"
+             and json.dumps(c, sort_keys=True) not in cut][:spared]  # fmt: skip
     trials, curves = [], []
     i = 0
     for seed in seeds:
@@ -124,6 +133,7 @@ def make_trials(
                     "flops_per_token": 600_000,
                     "wall_s": 2.0 + 0.1 * i,
                     "node": "127.0.0.1",
+                    **({"spared": True} if params in spare else {}),
                 }
             )
             i += 1

@@ -22,8 +22,10 @@ SIG = {"shape": "sigmoid", "r_start": 1.5}  # sigmoid 1.5->0.5 k=10
 UNI = {"shape": "uniform"}
 
 
-def table(deltas: list[tuple[dict, list[float | None]]], states: dict | None = None):
-    """uniform on three seeds, each candidate ``BASE[seed] + delta`` (None: no trial)."""
+def table(deltas: list[tuple[dict, list[float | None]]], states: dict | None = None,
+          spared: int = 2):  # fmt: skip
+    """uniform on three seeds, each candidate ``BASE[seed] + delta`` (None: no trial); the
+    first ``spared`` candidates the pruner could not stop (``search.unpruned_candidates``)."""
     recs = [{"trial_id": f"u{s}", "seed": s, "params": UNI, "val_bpb": v} for s, v in
             enumerate(BASE)]  # fmt: skip
     for i, (params, ds) in enumerate(deltas):
@@ -33,7 +35,7 @@ def table(deltas: list[tuple[dict, list[float | None]]], states: dict | None = N
             tid = f"c{i}-{s}"
             state = (states or {}).get(tid, "COMPLETE")
             recs.append({"trial_id": tid, "seed": s, "params": params, "state": state,
-                         "val_bpb": BASE[s] + d})  # fmt: skip
+                         "val_bpb": BASE[s] + d, "spared": i < spared})  # fmt: skip
     return trials_frame(recs)
 
 

@@ -39,6 +39,7 @@ from tlmsearch.search.arrays import (
     auto_size,
     fuse_key,
 )
+from tlmsearch.search.attrs import SPARED
 from tlmsearch.search.faults import ENV, read_jsonl
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -151,14 +152,16 @@ def _finish(sched, ctrl, trial, k: int, values) -> None:
 
 
 def test_a_pruned_member_is_told_pruned_and_marked_and_the_array_goes_on(tmp_path):
+    # GOOD (the queue's first candidate) is spared, BAD (the second) is not
     _, searcher, sched, ctrl = _array_pair(tmp_path, 3, budget=6, pruner="median",
-                                          seeds=[0, 1])  # fmt: skip
+                                          seeds=[0, 1], unpruned_candidates=1)  # fmt: skip
     first = _array_trial(searcher, sched, ctrl, "a")  # seed 0's three: finished to compare with
     for k in range(3):
         _finish(sched, ctrl, first, k, [3.0, 2.5, 2.2, 2.0])
     sched.on_trial_complete(ctrl, first, {})
     second = _array_trial(searcher, sched, ctrl, "b")  # seed 1's three
     assert [m["seed"] for m in second.config[MEMBERS]] == [1, 1, 1]
+    assert [bool(m.get(SPARED)) for m in second.config[MEMBERS]] == [False, True, False]
     for k in range(3):
         value = 9.0 if k == 2 else 3.0  # member 2 clearly worse
         decision = sched.on_trial_result(ctrl, second, _result(k, 2048, value))
@@ -330,7 +333,8 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
     (faults / "faults.json").write_text(json.dumps({"shift": [[BAD, 1.0], [GOOD, -1.0]]}))
     seen = len(read_jsonl(faults / "evals.jsonl"))  # the module's earlier runs'
     try:
-        search = {"pruner": "median", "concurrency": 1, "seeds": [0, 1], "array": {"size": 3}}
+        search = {"pruner": "median", "concurrency": 1, "seeds": [0, 1], "array": {"size": 3},
+                  "unpruned_candidates": 1}  # GOOD, the queue's first, is spared; BAD is not
         res, trials, _, _ = _run(tmp_path, "pruned", space=SPACE, search=search)
     finally:
         (faults / "faults.json").unlink()

@@ -257,7 +257,8 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
 
 
 A = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}  # pruned (bad) on seed 1, good on seed 0
-B = {"shape": "linear", "r_start": 1.5}  # middling on both seeds
+# middling on both seeds; spared (search.unpruned_candidates): with uniform it measures the noise
+B = {"shape": "linear", "r_start": 1.5}
 CENSORED_ROWS = [
     (0, {"shape": "uniform"}, "COMPLETE", 2.00),
     (1, {"shape": "uniform"}, "COMPLETE", 2.20),
@@ -270,7 +271,8 @@ CENSORED_ROWS = [
 
 def _censored_frame():
     rows = [
-        {"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v}
+        {"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v,
+         **({"spared": True} if p is B else {})}
         for i, (s, p, st, v) in enumerate(CENSORED_ROWS)
     ]
     return add_deltas(trials_frame(rows), ["val_bpb"])
@@ -364,7 +366,7 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     from typer.testing import CliRunner
 
     from tlmsearch.cli import app
-    from tlmsearch.search.attrs import CANDIDATE, SEED
+    from tlmsearch.search.attrs import CANDIDATE, SEED, SPARED
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
@@ -373,7 +375,8 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     (run / "run.json").write_text(json.dumps({"status": state, "n_trials_planned": 6}))
     study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
     for seed, params, trial_state, value in CENSORED_ROWS:
-        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value}}
+        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value},
+                 **({SPARED: True} if params is B else {})}
         study.add_trial(
             optuna.trial.create_trial(
                 state=getattr(optuna.trial.TrialState, trial_state),

@@ -223,6 +223,11 @@ def test_once_anything_is_pruned_the_survivors_are_left_out_of_the_fit() -> None
     assert model.pooled.df == alone.pooled.df == 6  # (4 - 1) x (3 - 1)
     # nothing pruned: nothing selected, every row measures it
     assert stats.row_noise(full, "v").pooled.df == 24
+    # a row the pruner could stop on one of its seeds (a resume under another setting) is at
+    # risk: left out too, (3 - 1) x (3 - 1) df left
+    mixed = pruned.copy()
+    mixed.loc[(mixed["candidate"] == "c1") & (mixed["seed"] == 0), "spared"] = False
+    assert stats.row_noise(mixed, "v").pooled.df == 4
     # no spared rows: only uniform is left, so the noise is unknown, not the survivors'
     assert stats.row_noise(pruned.assign(spared=False), "v") is None
 

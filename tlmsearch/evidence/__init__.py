@@ -83,6 +83,8 @@ class Evidence:
     # with variance "pooled", the block fit's one noise for every comparison
     model: stats.RowNoise | stats.Noise | None = None
     variance: str = stats.ROWS
+    # why ``noise`` is None, in words (stats.unknown_why); "" when it is known
+    noise_why: str = ""
 
     @classmethod
     def build(
@@ -151,8 +153,9 @@ class Evidence:
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
         tuned_ = (tuning.tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
+        why = stats.unknown_why(trials, value, key=key) if noise is None else ""
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pairs_noise, plan, model, variance)  # fmt: skip
+                   m, note, snr, tuned_, pairs_noise, plan, model, variance, why)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,

@@ -34,6 +34,7 @@ from tlmsearch import stats
 from tlmsearch.config import StudyConfig
 from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import RACE, Evidence
+from tlmsearch.stats.rows import NO_DF
 
 
 class Conclusions(NamedTuple):
@@ -87,7 +88,8 @@ def conclusions(
         row = eff.loc[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
-            ok, text = _versus(str(cand), "uniform", d, label, ev.sense, ev.level, how=how)
+            ok, text = _versus(str(cand), "uniform", d, label, ev.sense, ev.level, how=how,
+                               unknown=ev.noise_why or NO_DF)
             (yes if ok else no).append(text)
     if unpaired:
         if not ranked["is_baseline"].astype(bool).any():
@@ -182,9 +184,11 @@ def _how(d: _Diff, how: str) -> str:
 
 
 def _versus(
-    a: str, b: str, d: _Diff, label: str, sense: str, level: float, *, how: str
+    a: str, b: str, d: _Diff, label: str, sense: str, level: float, *, how: str,
+    unknown: str = NO_DF,
 ) -> tuple[bool, str]:
-    """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart.
+    """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart;
+    ``unknown``: why the noise is unknown, where it is (:func:`tlmsearch.stats.unknown_why`).
 
     The numbers are always a - b. A win of a candidate pruned or failed on some seed is no
     conclusion: it won on the seeds it finished. A row the race decides says the race's words;
@@ -197,8 +201,8 @@ def _versus(
     if d.noise == stats.UNKNOWN and not (raced and bool(d.separated)):
         k = decimals(d.half, d.mean)
         return False, (
-            f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n)}, noise unknown (the "
-            "design has no residual degrees of freedom yet): not separated"
+            f"{a} vs {b}: {d.mean:+.{k}f} {label} on {_seeds(d.n)}, noise unknown ({unknown}): "
+            "not separated"
         )
     nums = _numbers(d, label, level)
     if pd.isna(d.separated) or not bool(d.separated):
@@ -247,7 +251,8 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     yes: list[str] = []
     no: list[str] = []
     if ev.noise is None:
-        no.append(f"no best: {first} ranks first, but the noise is unknown ({method})")
+        no.append(f"no best: {first} ranks first, but the noise is unknown ({method}; "
+                  f"{ev.noise_why or NO_DF})")
     elif selected:
         others = (
             f"the other candidate, {next(c for c in names if c != first)}," if k == 2

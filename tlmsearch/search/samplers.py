@@ -360,9 +360,9 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any]) -> bool:
     is one too).
 
     Once a pruner stops some candidate, the candidates it left running were selected by it (a
-    median-pruned null study's survivors measured the noise at 0.65x the truth): these rows,
-    complete on every seed, are what measures a pruned study's noise
-    (:func:`tlmsearch.stats.row_noise`).
+    median-pruned null study's complete cells read its noise's variance at 0.77x the truth):
+    these rows, complete on every seed, are what measures a pruned study's noise
+    (:func:`tlmsearch.stats.row_noise`; 1.00x the truth in benchmarks/stats.py).
     """
     n = cfg.search.unpruned_candidates
     if n < 1 or cfg.search.pruner == "none" or is_control(cand):

@@ -59,6 +59,7 @@ from tlmsearch.stats.ranking import (
     tier_name,
 )
 from tlmsearch.stats.rows import (
+    NO_DF,
     POOLED,
     ROWS,
     VARIANCES,
@@ -66,6 +67,7 @@ from tlmsearch.stats.rows import (
     RowVariance,
     row_fit,
     row_noise,
+    unknown_why,
 )
 from tlmsearch.stats.snr import (
     CHECKPOINT_EVALS,
@@ -85,6 +87,7 @@ __all__ = [
     "FAMILIES",
     "MCB_COLUMNS",
     "MODEL",
+    "NO_DF",
     "PAIR_COLUMNS",
     "PENDING_STATES",
     "POOLED",
@@ -132,4 +135,5 @@ __all__ = [
     "t_quantile",
     "t_sf",
     "tier_name",
+    "unknown_why",
 ]

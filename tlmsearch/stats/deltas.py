@@ -74,8 +74,11 @@ def _cells(
                else np.full(len(trials), ""))  # fmt: skip
     setting_of = (dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str),
                            strict=True)) if "setting" in trials else {})  # fmt: skip
-    spared = (set(trials.loc[trials["spared"].fillna(False).astype(bool), key])
-              if "spared" in trials else set())  # fmt: skip
+    # a candidate the pruner could stop on none of its trials (a run resumed under another
+    # search.unpruned_candidates may have left it at risk on some)
+    at_risk = ~trials["spared"].fillna(False).astype(bool) if "spared" in trials else None
+    spared = (set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
+              if at_risk is not None else set())  # fmt: skip
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
         trials[key].to_numpy(),
@@ -129,8 +132,8 @@ def pruner_selected(cells: Mapping[tuple[Any, int], _Cell]) -> set[Any]:
     """The candidates whose complete cells a pruner selected, so that their scatter and their
     means flatter them: those censored on some seed (pruned, or failed of their own: they kept
     only the seeds they did well on) and, once the pruner stopped any candidate cell, every
-    candidate it could have stopped. A pruner keeps a trial because it looks good; its
-    survivors' seeds measured a median-pruned null study's noise at 0.65x the truth
+    candidate it could have stopped. A pruner keeps a trial because it looks good: the complete
+    cells of a median-pruned null study read its noise's variance at 0.77x the truth
     (benchmarks/stats.py). Never uniform, nor a ``spared`` candidate (the pruner could not
     stop it: ``search.unpruned_candidates``).
 

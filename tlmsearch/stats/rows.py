@@ -235,16 +235,16 @@ def row_noise(
         return None
     # a row the pruner stopped on some seed kept only the seeds it did well on, and once it
     # stopped anything, the rows it let run survived by looking good: their complete cells are
-    # selected, and their residuals would shrink the noise (issue 31: the median pruner's null
-    # study measured it at 0.68x the truth; its survivors alone at 0.65x). Those rows are left
+    # selected, and their residuals would shrink the noise (issue 31: a median-pruned null
+    # study's complete cells read its variance at 0.77x the truth). Those rows are left
     # out of the fit and judged on the noise of the rows the pruner could not stop (uniform and
     # search.unpruned_candidates), while those leave residual df
     censored = pruner_selected(cells)
     kept = [d for d in done if d[0] not in censored]
     if censored and not _has_df(kept):
         # only the pruner's survivors could measure it: unknown, not biased (a median-pruned
-        # null study's noise came out at 0.66x the truth, at 0.01-0.06x in single studies,
-        # and false claims followed; benchmarks/stats.py)
+        # null study's complete cells read its variance at 0.77x the truth, 0.01-0.06x in
+        # single studies, and false claims followed; benchmarks/stats.py)
         return None
     rows, blocks, values, base = zip(*kept, strict=True)
     fit, rss, df = row_fit(rows, blocks, values)
@@ -276,6 +276,33 @@ def row_noise(
             out[twin] = out[original]
             by_row[twin] = by_row.get(original, {})
     return RowNoise(pooled, out, control, by_row)
+
+
+NO_DF = "the design has no residual degrees of freedom yet"
+
+
+def unknown_why(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> str:
+    """Why :func:`row_noise` is None for this table, in words: no residual df yet, or a pruner
+    stopped some candidate and the rows it could not stop (uniform and the ``spared``
+    candidates) leave none.
+
+    >>> t = pd.DataFrame({"candidate": ["u", "u", "a", "a", "b", "b"], "seed": [0, 1] * 3,
+    ...                   "state": ["COMPLETE"] * 5 + ["PRUNED"], "v": [1.0] * 6,
+    ...                   "is_baseline": [True, True, False, False, False, False]})
+    >>> unknown_why(t, "v")[:60]
+    'a pruner stopped a candidate, and only uniform and the candi'
+    >>> unknown_why(t.iloc[:2], "v")
+    'the design has no residual degrees of freedom yet'
+    """
+    cells = _cells(trials, value, key) if not trials.empty else {}
+    pruned = any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
+    if not pruned:
+        return NO_DF
+    spared = sorted({str(c) for (c, _), cell in cells.items() if cell.spared})
+    which = f"{len(spared)} spared" if spared else "none spared"
+    return ("a pruner stopped a candidate, and only uniform and the candidates it could not "
+            f"stop ({which}: search.unpruned_candidates) measure the noise; they leave no "
+            "residual degrees of freedom yet")  # fmt: skip
 
 
 def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
