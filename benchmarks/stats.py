@@ -51,8 +51,8 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   stop left out of the fit once it stopped anything, 2 spared (``Evidence.build``:
   tlmsearch); the same with none spared (``unpruned_candidates: 0``: unknown once anything is
   pruned); the rows model on the rows never pruned, survivors included (issue 31's first
-  step); the pooled block fit of the complete cells (``stats.block_noise``: before issue 31);
-  and the same studies unpruned. Each estimate
+  step); the pooled block fit of the complete cells (``stats.block_noise(unselected=False)``:
+  before issue 31); and the same studies unpruned. Each estimate
   over the truth (sqrt(2) sd_e): the study's noise (``Evidence.noise``) and a typical
   candidate's noise vs uniform (the median over the candidates of ``model.pair(c, uniform)``),
   as sd and variance ratios (an unbiased variance averages 1); and the FWER of the conclusions
@@ -719,8 +719,8 @@ PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule 
     "rows-0": ("the same, unpruned_candidates: 0 (unknown once anything is pruned)", 0, "holm"),
     "survivors": ("rows, survivors in the fit (issue 31's first step): stats.row_noise of the "
                   "rows never pruned", 0, None),
-    "pooled": ("pooled block fit of the complete cells (before issue 31): stats.block_noise",
-               0, "holm-pooled"),
+    "pooled": ("pooled block fit of the complete cells (before issue 31): "
+               "stats.block_noise(unselected=False)", 0, "holm-pooled"),
     "unpruned": ("no pruner: the same studies complete (stats.row_noise)", 0, None),
 }  # fmt: skip
 

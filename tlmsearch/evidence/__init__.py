@@ -231,8 +231,8 @@ def _model(trials: pd.DataFrame, value: str, key: str, level: float,
     pooled noise (``variance`` pooled)."""
     if trials.empty:
         return None
-    if variance == stats.POOLED:
-        return stats.block_noise(trials, value, key=key)
+    if variance == stats.POOLED:  # the model before issue 31, every completed cell in the fit
+        return stats.block_noise(trials, value, key=key, unselected=False)
     return stats.row_noise(trials, value, key=key, level=level)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruner_selected
 from tlmsearch.stats.quantiles import t_quantile
 
 
@@ -92,21 +92,25 @@ def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarra
 
 
 def block_noise(
-    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+    trials: pd.DataFrame, value: str, *, key: str = "candidate", unselected: bool = True
 ) -> Noise | None:
     """The study's noise of a paired delta from the block-design fit (:func:`block_fit`).
 
-    On the completed (candidate, seed) cells of known seeds; a replayed twin (``same_as``)
-    repeats another trial's numbers and is left out. None when the fit leaves no residual df
-    (e.g. one seed): then nothing can be separated.
+    On the completed (candidate, seed) cells of known seeds that no pruner selected
+    (:func:`~tlmsearch.stats.deltas.pruner_selected`; ``unselected=False``: every completed
+    cell, as the pooled model before issue 31); a replayed twin (``same_as``) repeats another
+    trial's numbers and is left out. None when the fit leaves no residual df (e.g. one seed):
+    then nothing can be separated.
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
+    cells = _cells(trials, value, key)
+    out = pruner_selected(cells) if unselected else set()
     # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
     # control of its own candidates on a seed
     done = [(c, (cell.setting, s) if cell.setting else s, cell.value)
-            for (c, s), cell in _cells(trials, value, key).items()
-            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+            for (c, s), cell in cells.items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out]  # fmt: skip
     if not done:
         return None
     rss, df = block_fit(*zip(*done, strict=True))
@@ -170,9 +174,11 @@ def setting_noise(
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
+    cells = _cells(trials, value, key)
+    out = pruner_selected(cells)  # a pruner's selected rows flatter the noise: left out
     done = [(c, cell.setting, s, cell.value)
-            for (c, s), cell in _cells(trials, value, key).items()
-            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+            for (c, s), cell in cells.items()
+            if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out]  # fmt: skip
     if not done:
         return None
     cands, settings, seeds, values = zip(*done, strict=True)
