@@ -94,6 +94,7 @@ GRID = (
     Setting("R 4, C 0.5", 4.0, 0.5),
     Setting("R 9, C 0.8", 9.0, 0.8),
     Setting("R 4, C 0.6", 4.0, 0.6),
+    Setting("R 4, C 0.65", 4.0, 0.65),
     Setting("R 4, C 0.7", 4.0, 0.7),
     Setting("R 2.25, C 0.6", 2.25, 0.6),
     Setting("R 4, C 0.8 (shipped)", SHIPPED_RATIO, SHIPPED_CONFIDENCE),
