@@ -77,7 +77,13 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
         (["space=paper"], "pruning: median; the grid's first 2 candidates of each setting are "
                           "never pruned (search.unpruned_candidates)"),
         (["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
-         "pruning: paired; the queue's (the sampler's first draws) first 1 candidate of each"),
+         "pruning: paired; the sampler's first 1 candidate of each"),
+        # review: a continuous setting makes every draw its own setting: all of them spared
+        (["search.pruner=median", "search.sampler=tpe",
+          "space.dimensions={train.lr: {type: float, low: 0.001, high: 0.01, log: true}, "
+          "shape: {type: categorical, choices: [cosine, linear]}}"],
+         "pruning: median stops nothing: train.lr is continuous, so every draw is a setting of "
+         "its own"),
         (["search.pruner=median", "search.unpruned_candidates=0"],
          "no candidate spared (search.unpruned_candidates: 0): once anything is pruned the "
          "study's noise is unknown and nothing is separated"),

@@ -64,7 +64,8 @@ def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown(
     c = conclusions(t, "val_bpb")
     assert c.supported == []
     why = ("noise unknown (a pruner stopped a candidate, and only uniform and the candidates it "
-           "could not stop (none spared: search.unpruned_candidates) measure the noise")
+           "could not stop (none spared: search.unpruned_candidates was 0, or the run predates "
+           "it) measure the noise")
     assert why in c.unsupported[0], c.unsupported
     assert "search.unpruned_candidates" in c.unsupported[-1]  # "no best: ..."
     # A spared (the search's default first candidates): it measures the noise again

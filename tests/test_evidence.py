@@ -180,3 +180,29 @@ def test_a_pooled_evidence_is_the_block_fit_for_every_comparison():
     ev = Evidence.build(t, "val_bpb", variance="pooled")
     assert (ev.effects["noise_sd"] == ev.noise.sd).all()
     assert (ev.effects["noise_df"] == ev.noise.df).all()
+
+
+def test_a_prune_in_one_setting_leaves_every_settings_survivors_out():
+    # issue 31 review: the study's pruner judges trials across settings (Optuna's median
+    # compares every trial at a step), so once it stopped a candidate at lr 1, the candidates
+    # it let run at lr 2 survived it too: each setting's own fit keeps uniform and its spared
+    # candidate only, whichever setting the prune was in
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for lr in (1, 2):
+        for c in ("uniform", "c1", "c2", "c3"):
+            for s in range(3):
+                rows.append({"candidate": f"{c} @ lr={lr}", "setting": f"lr={lr}", "seed": s,
+                             "is_baseline": c == "uniform", "spared": c == "c1",
+                             "state": "COMPLETE", "val_bpb": 2.0 + rng.normal(0, 0.01)})
+    t = pd.DataFrame(rows)
+    cut = (t["candidate"] == "c3 @ lr=1") & (t["seed"] == 2)
+    t.loc[cut, "state"] = "PRUNED"
+    eff = Evidence.build(t, "val_bpb").effects.set_index("candidate")
+    # lr 2: uniform and c1 on 3 seeds, (2 - 1)(3 - 1) df; with its survivors in, 6
+    assert eff.loc["c2 @ lr=2", "noise_df"] <= 2
+    assert eff.loc["c1 @ lr=2", "noise_df"] <= 2
+    whole = Evidence.build(t.assign(state="COMPLETE"), "val_bpb").effects.set_index("candidate")
+    assert whole.loc["c2 @ lr=2", "noise_df"] >= 6  # nothing pruned: every row measures it

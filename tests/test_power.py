@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from fixtures_run import make_run, study_dict
+from fixtures_run import make_run, make_trials, study_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ from tlmsearch import stats
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
 from tlmsearch.evidence import power
-from tlmsearch.run_dir.tables import load_run
+from tlmsearch.run_dir.tables import load_run, write_results
 
 
 def test_the_notes_example_needs_about_7_seeds_by_the_normal_formula() -> None:
@@ -267,6 +267,21 @@ def test_a_pilot_needs_two_seeds(tmp_path: Path, seeds, needle) -> None:
     with pytest.raises(ConfigError, match=r"run 2\+ seeds of 2\+ candidates") as err:
         power.build_plan(cfg, pilot=pilot, pilot_name="p")
     assert needle in str(err.value)
+
+
+def test_a_pruned_pilot_without_spared_candidates_says_why_it_cannot_size(tmp_path) -> None:
+    # issue 31 review: a pilot whose pruner stopped a candidate measures its noise on uniform
+    # and the spared candidates only; with none spared the message names the pruning
+    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,), spared=0)
+    write_results(tmp_path, trials, curves)
+    pilot = load_run(tmp_path).trials
+    with pytest.raises(ConfigError, match=r"the pilot's noise is unknown: a pruner stopped a "
+                                          r"candidate.*search\.unpruned_candidates"):
+        power.build_plan(study_from_mapping(_study()), pilot=pilot, pilot_name="p")
+    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,))  # 2 spared: (3 - 1)(3 - 1) df
+    write_results(tmp_path / "b", trials, curves)
+    plan = power.build_plan(study_from_mapping(_study()), pilot=load_run(tmp_path / "b").trials)
+    assert plan.df == 4
 
 
 def test_no_baseline_or_no_noise_is_bad_input() -> None:

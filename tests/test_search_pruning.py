@@ -182,6 +182,25 @@ def test_spared_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_pat
     assert not spared(study, off, {"shape": "linear", "train.lr": 0.1})
 
 
+def test_a_sampled_uniform_takes_no_spared_slot_and_the_cache_answers_alike(tmp_path):
+    # review: a sampler that draws shape uniform records no CONTROL attribute; it is still the
+    # control, never a spared row
+    cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 2})
+    study = optuna.create_study()
+    cands = [{"shape": "uniform"}, {"shape": "linear", "r_start": 1.5},
+             {"shape": "cosine", "r_start": 1.5}, {"shape": "cosine", "r_start": 1.25}]
+    for cand in cands:  # fmt: skip
+        study.enqueue_trial({}, user_attrs={CANDIDATE: json.dumps(cand, sort_keys=True)})
+    plain = [spared(study, cfg, c) for c in cands]
+    assert plain == [False, True, True, False]
+    cache: dict = {}
+    reads = []
+    real = study.get_trials
+    study.get_trials = lambda **kw: reads.append(1) or real(**kw)
+    assert [spared(study, cfg, c, cache) for c in cands * 3] == plain * 3
+    assert len(reads) == 1  # the setting's two firsts found once, then read from the cache
+
+
 def test_never_pruned_at_the_last_eval(tmp_path):
     _, searcher, sched, ctrl = _setup(tmp_path)
     _complete(searcher, sched, ctrl, "a", [1.0, 1.0, 1.0, 1.0])

@@ -188,8 +188,14 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     if n == 0:
         return (f"pruning: {search.pruner}, no candidate spared (search.unpruned_candidates: 0): "
                 "once anything is pruned the study's noise is unknown and nothing is separated")
-    grid = search.sampler == "grid" and not search.racing
-    firsts = "the grid's" if grid else "the queue's (the sampler's first draws)"
+    grid = search.sampler == "grid"
+    continuous = [d for d in cfg.space.settings if not cfg.space.dimensions[d].finite]
+    if not grid and continuous:
+        return (f"pruning: {search.pruner} stops nothing: {', '.join(continuous)} is continuous, "
+                "so every draw is a setting of its own, with its own uniform, and the first "
+                f"{n} candidate{'s' * (n > 1)} of each setting are never pruned "
+                "(search.unpruned_candidates); set search.pruner: none, or "
+                "search.unpruned_candidates: 0 to prune (a pruned study's noise is then unknown)")
     per_setting: dict[str, int] = {}
     for t in cfg.trainings() if grid else ():
         if not is_control(t.candidate):
@@ -198,6 +204,7 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     if grid and max(per_setting.values(), default=0) <= n:
         return (f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
                 "spares every candidate of the grid")
+    firsts = "the grid's" if grid else "the sampler's"
     return (f"pruning: {search.pruner}; {firsts} first {n} candidate{'s' * (n > 1)} of each "
             "setting are never pruned (search.unpruned_candidates): with uniform they measure "
             "the noise once anything is pruned")

@@ -225,15 +225,16 @@ def _no_best_within_noise(best: pd.DataFrame, eff: pd.DataFrame, key: str) -> pd
     return best
 
 
-def _model(trials: pd.DataFrame, value: str, key: str, level: float,
-           variance: str) -> stats.RowNoise | stats.Noise | None:  # fmt: skip
+def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: str,
+           pruned: bool | None = None) -> stats.RowNoise | stats.Noise | None:  # fmt: skip
     """The variance model of one table: :func:`tlmsearch.stats.row_noise`, or the block fit's
-    pooled noise (``variance`` pooled)."""
+    pooled noise (``variance`` pooled); ``pruned``: whether the whole study pruned anything
+    (for a table of one setting)."""
     if trials.empty:
         return None
     if variance == stats.POOLED:  # the model before issue 31, every completed cell in the fit
         return stats.block_noise(trials, value, key=key, unselected=False)
-    return stats.row_noise(trials, value, key=key, level=level)
+    return stats.row_noise(trials, value, key=key, level=level, pruned=pruned)
 
 
 def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
@@ -247,8 +248,10 @@ def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: floa
     if settings is None:
         return stats.effects(trials, value, sense, key=key, level=level, noise=model,
                              family=family, planned=planned)  # fmt: skip
+    pruned = stats.any_pruned(trials)  # the study's pruner judged every setting's trials
     parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=_model(sub, value, key, level, variance)).assign(noise_group=i)
+                           noise=_model(sub, value, key, level, variance, pruned))
+             .assign(noise_group=i)
              for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))]  # fmt: skip
     eff = stats.decide(pd.concat(parts, ignore_index=True), family, level, planned)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)

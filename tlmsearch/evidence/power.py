@@ -303,7 +303,7 @@ def _objective(cfg: StudyConfig, metric: str | None) -> tuple[int, Any]:
 def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int, str]:
     """(sd of one paired delta, its df, words) from a pilot's trials table; ConfigError when
     the table cannot give it."""
-    from tlmsearch.stats import block_noise
+    from tlmsearch.stats import NO_DF, block_noise, unknown_why
 
     if trials.empty:
         raise ConfigError(
@@ -319,6 +319,12 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
         done = done[done["same_as"].isna()]
     n_seeds, n_cands = int(done["seed"].nunique()), int(done["candidate"].nunique())
     noise = block_noise(trials, column)
+    if noise is None and (why := unknown_why(trials, column)) != NO_DF:
+        raise ConfigError(
+            f"the pilot's noise is unknown: {why}; size with a pilot that spares candidates "
+            "(search.unpruned_candidates) or prunes nothing (search.pruner: none)",
+            source=run,
+        )
     if noise is None:
         what = ("one seed" if n_seeds < 2 else "one candidate" if n_cands < 2
                 else "no residual df")  # fmt: skip

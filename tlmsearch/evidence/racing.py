@@ -82,9 +82,9 @@ class Lane:
 def race_noise(
     trials: pd.DataFrame, value: str, key: str, prior_sd: float | None
 ) -> Noise | None:
-    """The study's :func:`tlmsearch.stats.block_noise`; before it has residual df the prior
-    (df 0), or None without one."""
-    noise = block_noise(trials, value, key=key)
+    """The study's :func:`tlmsearch.stats.block_noise` of every completed cell (the pooled model
+    of before issue 31); before it has residual df the prior (df 0), or None without one."""
+    noise = block_noise(trials, value, key=key, unselected=False)
     if noise is not None:
         return noise
     return Noise(float(prior_sd), 0) if prior_sd else None

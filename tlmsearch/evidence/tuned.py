@@ -294,12 +294,13 @@ def _within(
     # decides over all rows.
     measured = named[named["seed"].isin(measure)]
     setting_of = measured["setting"].astype(str)
+    pruned = stats.any_pruned(named)  # the study's pruner judged every setting's trials
 
     def noise_at(*settings: str) -> stats.Noise | None:
         cells = measured[setting_of.isin(settings)]
         if len(set(settings)) == 1:
-            return stats.block_noise(cells, value, key="candidate")
-        return stats.setting_noise(cells, value, key="candidate")
+            return stats.block_noise(cells, value, key="candidate", pruned=pruned)
+        return stats.setting_noise(cells, value, key="candidate", pruned=pruned)
 
     at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's

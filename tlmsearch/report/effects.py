@@ -52,6 +52,7 @@ class Effects(NamedTuple):
     # unreadable
     learning_rate: dict[str, Any] | None = None
     per_setting: bool = False  # setting dimensions: each setting's effects on its own noise
+    noise_why: str = ""  # why ``noise`` is None, in words (Evidence.noise_why)
 
 
 def effects(
@@ -88,7 +89,7 @@ def effects(
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
     return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
-                   learning_rate_of(trials, config), _per_setting(trials))
+                   learning_rate_of(trials, config), _per_setting(trials), ev.noise_why)
 
 
 def _per_setting(trials: pd.DataFrame) -> bool:
@@ -173,7 +174,7 @@ def _cell_hover(r: Any, metric: str, sense: str, level: float = LEVEL) -> str:
     seeds = ", ".join(str(s) for s in r.seeds)
     lines = [head, f"{metric} difference {r.mean:+.4g} on seed(s) {seeds}"]
     if r.noise == stats.UNKNOWN:
-        lines.append("the design has no residual df yet: noise unknown")
+        lines.append("noise unknown: no residual df from the rows that measure it yet")
     else:
         lines.append(
             f"{level:.0%} CI {r.lo:+.4g} .. {r.hi:+.4g} (per pair; the block-design noise, "

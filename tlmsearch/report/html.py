@@ -261,7 +261,7 @@ def best_html(b: dict[str, Any]) -> str:
             if units is not None and math.isfinite(units):
                 noise += f"; {abs(units):.1f} noise units"
         else:
-            noise = "1 seed: noise unknown"
+            noise = "1 seed: noise unknown" if b.get("delta_n_seeds") == 1 else "noise unknown"
         text += f"; {delta:+.4g} vs uniform ({noise})"
     if b.get("flag"):
         text = f"<b>{_e(b['flag'])}</b>: " + text
@@ -276,7 +276,7 @@ def conclusions_html(report: Report) -> str:
     noise = (
         f"sd {e.noise.sd:.2g} over {e.noise.df} df"
         if e.noise is not None
-        else "not estimable yet (no residual df), so nothing is judged"
+        else f"unknown ({e.noise_why or stats.NO_DF}), so nothing is judged"
     )
     source = (
         "one fit per setting value (train.lr, ...) as a block design (value ~ candidate + "

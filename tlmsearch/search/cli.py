@@ -63,7 +63,8 @@ def best_line(best: dict[str, Any]) -> str:
             if sep is not None:
                 noise += ", separated" if sep else ", not separated"
         else:
-            noise = " [1 seed: noise unknown]"
+            one = (best.get("delta_n_seeds") or {}).get(m) == 1
+            noise = " [1 seed: noise unknown]" if one else " [noise unknown]"
         deltas.append(f"{m} {d:+.4f}{noise}")
     if deltas:
         text += "; vs uniform " + ", ".join(deltas)

@@ -307,6 +307,7 @@ class SpaceFn:
         self.space = cfg.space
         self.seeds = list(cfg.search.seeds)
         self.cfg = cfg
+        self._firsts: dict[str, list[str]] = {}  # :func:`spared`'s, per setting, once found
 
     def __call__(self, trial: Any) -> dict[str, Any]:
         attrs = trial.user_attrs
@@ -347,37 +348,47 @@ class SpaceFn:
         if twin is not None:
             trial.set_user_attr(SAME_AS, twin.number)
             conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
-        if not control and spared(trial.study, self.cfg, cand):
+        if not control and spared(trial.study, self.cfg, cand, self._firsts):
             trial.set_user_attr(SPARED, True)
             conf[SPARED] = True
         return conf
 
 
-def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any]) -> bool:
+def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
+           firsts: dict[str, list[str]] | None = None) -> bool:  # fmt: skip
     """Whether the pruner may never stop ``cand``: it is one of the first
     ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
-    order (queued or drawn, so chosen before any of their data; a retry or a seed repeat of one
-    is one too).
+    order (queued or drawn, so chosen before any of their own data; a retry or a seed repeat of
+    one is one too). A race may still stop giving one seeds.
 
     Once a pruner stops some candidate, the candidates it left running were selected by it (a
     median-pruned null study's complete cells read its noise's variance at 0.77x the truth):
-    these rows, complete on every seed, are what measures a pruned study's noise
-    (:func:`tlmsearch.stats.row_noise`; 1.00x the truth in benchmarks/stats.py).
+    these rows are what measures a pruned study's noise (:func:`tlmsearch.stats.row_noise`;
+    1.00x the truth on average in benchmarks/stats.py). ``firsts``: a cache of each setting's
+    first candidates, kept once all of them are known (a trial's number only grows), so a
+    study reads its trials once per setting, not on every ask.
     """
     n = cfg.search.unpruned_candidates
     if n < 1 or cfg.search.pruner == "none" or is_control(cand):
         return False
-    setting, mine = settings_of(cand), _key(cand)
+    setting, mine = json.dumps(settings_of(cand), sort_keys=True), _key(cand)
+    known = (firsts or {}).get(setting)
+    if known is not None and len(known) >= n:
+        return mine in known
     first: list[str] = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         key = t.user_attrs.get(CANDIDATE)
-        if key is None or t.user_attrs.get(CONTROL) or key in first:
+        if key is None or key in first:
             continue
-        if settings_of(json.loads(key)) == setting:
-            first.append(key)
-            if key == mine or len(first) == n:
-                break
-    return mine in first[:n]
+        other = json.loads(key)
+        if is_control(other) or settings_of(other) != settings_of(cand):
+            continue  # uniform (queued or sampled) is the control, never a spared row
+        first.append(key)
+        if len(first) == n:
+            break
+    if firsts is not None:
+        firsts[setting] = first
+    return mine in first
 
 
 def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) -> Any:

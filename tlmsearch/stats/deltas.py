@@ -128,11 +128,27 @@ def _cells(
     return out
 
 
-def pruner_selected(cells: Mapping[tuple[Any, int], _Cell]) -> set[Any]:
+def any_pruned(trials: pd.DataFrame) -> bool:
+    """Whether a pruner stopped any candidate trial of ``trials`` (uniform is never pruned).
+
+    A study's pruner judges every trial against the whole study (Optuna's median compares
+    across settings too), so a table judged one setting at a time passes this, taken on the
+    whole study, as ``pruned`` to :func:`pruner_selected` and the noise fits.
+    """
+    if trials.empty or "state" not in trials:
+        return False
+    cut = trials["state"].astype(str).str.upper().eq("PRUNED")
+    return bool((cut & ~trials["is_baseline"].astype(bool)).any())
+
+
+def pruner_selected(
+    cells: Mapping[tuple[Any, int], _Cell], pruned: bool | None = None
+) -> set[Any]:
     """The candidates whose complete cells a pruner selected, so that their scatter and their
     means flatter them: those censored on some seed (pruned, or failed of their own: they kept
-    only the seeds they did well on) and, once the pruner stopped any candidate cell, every
-    candidate it could have stopped. A pruner keeps a trial because it looks good: the complete
+    only the seeds they did well on) and, once the pruner stopped any candidate cell (in these
+    cells, or ``pruned``: in the whole study, :func:`any_pruned`), every candidate it could
+    have stopped. A pruner keeps a trial because it looks good: the complete
     cells of a median-pruned null study read its noise's variance at 0.77x the truth
     (benchmarks/stats.py). Never uniform, nor a ``spared`` candidate (the pruner could not
     stop it: ``search.unpruned_candidates``).
@@ -146,8 +162,9 @@ def pruner_selected(cells: Mapping[tuple[Any, int], _Cell]) -> set[Any]:
     """
     censored = {c for (c, _), cell in cells.items()
                 if cell.outcome == "censored" and not cell.is_baseline}  # fmt: skip
-    pruned = any("PRUNED" in cell.states.split(",") for cell in cells.values()
-                 if not cell.is_baseline)  # fmt: skip
+    if pruned is None:
+        pruned = any("PRUNED" in cell.states.split(",") for cell in cells.values()
+                     if not cell.is_baseline)  # fmt: skip
     if not pruned:
         return censored
     return censored | {c for (c, _), cell in cells.items()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruner_selected
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, any_pruned, pruner_selected
 from tlmsearch.stats.quantiles import t_quantile
 
 
@@ -92,20 +92,26 @@ def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarra
 
 
 def block_noise(
-    trials: pd.DataFrame, value: str, *, key: str = "candidate", unselected: bool = True
+    trials: pd.DataFrame,
+    value: str,
+    *,
+    key: str = "candidate",
+    unselected: bool = True,
+    pruned: bool | None = None,
 ) -> Noise | None:
     """The study's noise of a paired delta from the block-design fit (:func:`block_fit`).
 
     On the completed (candidate, seed) cells of known seeds that no pruner selected
     (:func:`~tlmsearch.stats.deltas.pruner_selected`; ``unselected=False``: every completed
-    cell, as the pooled model before issue 31); a replayed twin (``same_as``) repeats another
+    cell, as the pooled model before issue 31; ``pruned``: whether the whole study pruned
+    anything, for a table of one setting); a replayed twin (``same_as``) repeats another
     trial's numbers and is left out. None when the fit leaves no residual df (e.g. one seed):
     then nothing can be separated.
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
-    out = pruner_selected(cells) if unselected else set()
+    out = pruner_selected(cells, pruned) if unselected else set()
     # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
     # control of its own candidates on a seed
     done = [(c, (cell.setting, s) if cell.setting else s, cell.value)
@@ -137,12 +143,13 @@ def setting_noises(
     settings = setting_column(trials)
     if settings is None:
         return {}
-    return {str(s): block_noise(sub, value, key=key)
+    pruned = any_pruned(trials)  # the study's pruner judged every setting's trials
+    return {str(s): block_noise(sub, value, key=key, pruned=pruned)
             for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
 
 
 def setting_noise(
-    trials: pd.DataFrame, value: str, *, key: str = "candidate"
+    trials: pd.DataFrame, value: str, *, key: str = "candidate", pruned: bool | None = None
 ) -> Noise | None:
     """The noise of a delta between two cells of one seed at *different* settings (a schedule at
     its best LR minus uniform at its own): None when it cannot be estimated.
@@ -175,7 +182,7 @@ def setting_noise(
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
-    out = pruner_selected(cells)  # a pruner's selected rows flatter the noise: left out
+    out = pruner_selected(cells, pruned)  # a pruner's selected rows flatter the noise: left out
     done = [(c, cell.setting, s, cell.value)
             for (c, s), cell in cells.items()
             if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out]  # fmt: skip

@@ -208,7 +208,12 @@ def row_fit(
 
 
 def row_noise(
-    trials: pd.DataFrame, value: str, *, key: str = "candidate", level: float = LEVEL
+    trials: pd.DataFrame,
+    value: str,
+    *,
+    key: str = "candidate",
+    level: float = LEVEL,
+    pruned: bool | None = None,
 ) -> RowNoise | None:
     """The study's :class:`RowNoise` from its completed cells of known seeds (blocks: seeds, or
     (setting, seed) with setting dimensions, as :func:`tlmsearch.stats.block_noise`); None
@@ -217,7 +222,8 @@ def row_noise(
     left out of the fit, and use the pooled variance unless their own paired deltas scatter
     more (:func:`_censored_row`); when the rows the pruner could not stop (uniform, ``spared``)
     leave no residual df the noise is unknown (None). A replayed twin (``same_as``) takes its
-    original's row.
+    original's row. ``pruned``: whether the whole study pruned anything
+    (:func:`~tlmsearch.stats.deltas.any_pruned`), for a table of one setting; None: this table's.
 
     A candidate row uses its own variance when the one-sided F test of its residual mean square
     against the other rows' rejects at ``1 - level``; uniform (``is_baseline``) whenever its own
@@ -239,7 +245,7 @@ def row_noise(
     # study's complete cells read its variance at 0.77x the truth). Those rows are left
     # out of the fit and judged on the noise of the rows the pruner could not stop (uniform and
     # search.unpruned_candidates), while those leave residual df
-    censored = pruner_selected(cells)
+    censored = pruner_selected(cells, pruned)
     kept = [d for d in done if d[0] not in censored]
     if censored and not _has_df(kept):
         # only the pruner's survivors could measure it: unknown, not biased (a median-pruned
@@ -281,7 +287,9 @@ def row_noise(
 NO_DF = "the design has no residual degrees of freedom yet"
 
 
-def unknown_why(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> str:
+def unknown_why(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate", pruned: bool | None = None
+) -> str:
     """Why :func:`row_noise` is None for this table, in words: no residual df yet, or a pruner
     stopped some candidate and the rows it could not stop (uniform and the ``spared``
     candidates) leave none.
@@ -295,14 +303,16 @@ def unknown_why(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> 
     'the design has no residual degrees of freedom yet'
     """
     cells = _cells(trials, value, key) if not trials.empty else {}
-    pruned = any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
+    if pruned is None:
+        pruned = any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
     if not pruned:
         return NO_DF
     spared = sorted({str(c) for (c, _), cell in cells.items() if cell.spared})
-    which = f"{len(spared)} spared" if spared else "none spared"
+    which = (f"{len(spared)} spared" if spared else
+             "none spared: search.unpruned_candidates was 0, or the run predates it")
     return ("a pruner stopped a candidate, and only uniform and the candidates it could not "
-            f"stop ({which}: search.unpruned_candidates) measure the noise; they leave no "
-            "residual degrees of freedom yet")  # fmt: skip
+            f"stop ({which}) measure the noise; they leave no residual degrees of freedom "
+            "yet")  # fmt: skip
 
 
 def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
