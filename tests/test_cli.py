@@ -45,6 +45,14 @@ def test_validate_warns_of_multi_worker_trials_on_cpus(sets: list[str], warned: 
     assert ("note: ray.workers_per_trial 2 on CPUs: Ray Train starts" in out) == warned
 
 
+def _validated(sets: list[str]) -> str:
+    """``tlmsearch validate`` of the quickstart with ``--set``s: its output on one line."""
+    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
+    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(
     ("sets", "line"),
     [
@@ -59,10 +67,7 @@ def test_validate_warns_of_multi_worker_trials_on_cpus(sets: list[str], warned: 
     ],
 )  # fmt: skip
 def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], line) -> None:
-    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
-    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
-    assert result.exit_code == 0, result.output
-    out = " ".join(result.output.split())
+    out = _validated(sets)
     assert ("trial arrays:" in out) == (line is not None)
     assert line is None or line in out, out
 
@@ -90,10 +95,7 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
     ],
 )  # fmt: skip
 def test_validate_says_which_candidates_the_pruner_spares(sets: list[str], line) -> None:
-    args = ["validate", str(ROOT / "studies/quickstart.yaml"), "--no-config"]
-    result = runner.invoke(app, args + [a for s in sets for a in ("--set", s)])
-    assert result.exit_code == 0, result.output
-    out = " ".join(result.output.split())
+    out = _validated(sets)
     assert ("pruning:" in out) == (line is not None)
     assert line is None or line in out, out
 
