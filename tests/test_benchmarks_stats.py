@@ -105,11 +105,12 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
     expect = {
         "prior_half": {f"{b}/{r}" for b in ("a", "c3") for r in ("steers", "final")},
         "arrive": {f"{b}/{r}" for b in ("a", "c3") for r in ("planned", "counted")},
-        "prune_median": {f"a/{r}" for r in ("rows", "rows-0", "survivors", "pooled", "unpruned")},
+        "prune_median": {f"{b}/{r}" for b in ("a", "c3z")
+                         for r in ("rows", "rows-0", "survivors", "pooled", "unpruned")},
         "matrix60": {f"a60/{r}" for r in ("every-pair", "shown-rows", "shown-pooled")},
     }
     expect["prior_equal"] = expect["prior_double"] = expect["prior_half"]
-    expect["prune_paired"] = expect["prune_median"]
+    expect["prune_paired"] = {r for r in expect["prune_median"] if r.startswith("a/")}
     assert set(res) == set(which)
     for k, rules in expect.items():
         assert set(res[k]) == rules, k
@@ -129,6 +130,8 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
     # anything was pruned
     assert med["a/rows"]["noise_var_ratio"]["n"] == 3
     assert med["a/rows-0"]["noise_var_ratio"]["n"] == 0
+    # c3z: the winner, queued last, is not spared; its power is counted pruned and unpruned
+    assert med["c3z/rows"]["power"]["n"] == med["c3z/unpruned"]["power"]["n"] == 3
     assert 0.0 < med["a/rows"]["pruned"]["mean"] < 1.0
     assert res["matrix60"]["a60/every-pair"]["false_per_candidate"]["n"] == 3 * 15  # 6 shown
     rates = [x for v in res.values() for r in v.values() for x in _rates(r)
