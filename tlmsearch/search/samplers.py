@@ -371,7 +371,8 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
     n = cfg.search.unpruned_candidates
     if n < 1 or cfg.search.pruner == "none" or is_control(cand):
         return False
-    setting, mine = json.dumps(settings_of(cand), sort_keys=True), _key(cand)
+    mine, settings = _key(cand), settings_of(cand)
+    setting = json.dumps(settings, sort_keys=True)
     known = (firsts or {}).get(setting)
     if known is not None and len(known) >= n:
         return mine in known
@@ -381,7 +382,7 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
         if key is None or key in first:
             continue
         other = json.loads(key)
-        if is_control(other) or settings_of(other) != settings_of(cand):
+        if is_control(other) or settings_of(other) != settings:
             continue  # uniform (queued or sampled) is the control, never a spared row
         first.append(key)
         if len(first) == n:

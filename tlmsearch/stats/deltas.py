@@ -141,6 +141,11 @@ def any_pruned(trials: pd.DataFrame) -> bool:
     return bool((cut & ~trials["is_baseline"].astype(bool)).any())
 
 
+def pruned_in(cells: Mapping[tuple[Any, int], _Cell]) -> bool:
+    """Whether a pruner stopped any candidate cell of ``cells`` (:func:`any_pruned` of cells)."""
+    return any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
+
+
 def pruner_selected(
     cells: Mapping[tuple[Any, int], _Cell], pruned: bool | None = None
 ) -> set[Any]:
@@ -162,10 +167,7 @@ def pruner_selected(
     """
     censored = {c for (c, _), cell in cells.items()
                 if cell.outcome == "censored" and not cell.is_baseline}  # fmt: skip
-    if pruned is None:
-        pruned = any("PRUNED" in cell.states.split(",") for cell in cells.values()
-                     if not cell.is_baseline)  # fmt: skip
-    if not pruned:
+    if not (pruned_in(cells) if pruned is None else pruned):
         return censored
     return censored | {c for (c, _), cell in cells.items()
                        if not (cell.is_baseline or cell.spared)}  # fmt: skip

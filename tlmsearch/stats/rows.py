@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruner_selected
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruned_in, pruner_selected
 from tlmsearch.stats.noise import Noise, _block_design
 
 POOLED, OWN = "pooled", "own"  # where a row's variance comes from
@@ -303,11 +303,9 @@ def unknown_why(
     'the design has no residual degrees of freedom yet'
     """
     cells = _cells(trials, value, key) if not trials.empty else {}
-    if pruned is None:
-        pruned = any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
-    if not pruned:
+    if not (pruned_in(cells) if pruned is None else pruned):
         return NO_DF
-    spared = sorted({str(c) for (c, _), cell in cells.items() if cell.spared})
+    spared = {c for (c, _), cell in cells.items() if cell.spared}
     which = (f"{len(spared)} spared" if spared else
              "none spared: search.unpruned_candidates was 0, or the run predates it")
     return ("a pruner stopped a candidate, and only uniform and the candidates it could not "
