@@ -21,6 +21,7 @@ from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
 from tlmsearch.constants import TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
 from tlmsearch.widths.heads import check_heads, mlp_schedule
+from tlmsearch.widths.profiles import QUANTITIES, check_profile, profiles_of
 from tlmsearch.widths.schedules import ScheduleError, check_params
 from tlmsearch.widths.space import describe
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:  # study.py imports this module: no import back
 def study_problems(cfg: StudyConfig) -> list[str]:
     """Every problem of a study whose sections validated; the slow checks only when the quick
     ones pass (an hf or plugin model is built, each rung validated)."""
-    problems = check_widths(cfg) + data_problems(cfg) + tracking_problems(cfg)
+    problems = check_widths(cfg) + profile_problems(cfg) + data_problems(cfg)
+    problems += tracking_problems(cfg)
     if not problems:
         problems = external_problems(cfg)
     if not problems and cfg.ladder:
@@ -46,10 +48,13 @@ def check_widths(cfg: StudyConfig) -> list[str]:
         try:
             check_params(cand.get("shape"), mlp_schedule(cand))
             check_heads(cfg.model, cand)
+            for q in QUANTITIES.values():
+                check_profile(cand, q)
         except ScheduleError as err:
             hint = ""
             if "is not a parameter of shape" in err.message:
-                shape = "heads.shape" if err.field.startswith("heads.") else "shape"
+                prefix = err.field.partition(".")[0] + "." if "." in err.field else ""
+                shape = f"{prefix}shape"
                 hint = (
                     f"; give {err.field} a `when: {{{shape}: [...]}}` naming the shapes that "
                     "read it"
@@ -60,6 +65,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
         for cand in cfg.candidates():
             try:
                 model.plan(cand)
+                profiles_of(cand, model.n_layer)
             except ScheduleError as err:
                 problems.append(
                     f"space: candidate {_label(cand)} cannot be met for {section} "
@@ -67,6 +73,39 @@ def check_widths(cfg: StudyConfig) -> list[str]:
                     f"multiple_of={model.multiple_of}, n_head={model.n_head}): {err}"
                 )
                 break
+    return problems
+
+
+def profile_problems(cfg: StudyConfig) -> list[str]:
+    """Depth profiles (``lr.*``, ``init.*``, ``train.lr_profile``) need the built-in models'
+    blocks, one multiplier per proxy layer, and one source: the study's or its candidates'."""
+    problems = []
+    for q in QUANTITIES.values():
+        given = getattr(cfg.train, q.profile_field)
+        field = f"train.{q.profile_field}"
+        named = any(k.startswith(q.prefix) for c in cfg.candidates() for k in c)
+        if given is not None and named:
+            problems.append(
+                f"{field} fixes every candidate's {q.name} profile, but the study schedules one "
+                f"({q.prefix}* in the space or search.candidates); remove one of them"
+            )
+        if given is not None and len(given) != cfg.model.n_layer:
+            problems.append(
+                f"{field} has {len(given)} multipliers but model.n_layer is "
+                f"{cfg.model.n_layer}; give one per layer, or a {q.prefix}shape in the space "
+                "(planned at any depth)"
+            )
+        if (given is not None or named) and cfg.model.arch not in ARCHS:
+            problems.append(
+                f"{field if given is not None else q.prefix + 'shape'}: depth profiles scale "
+                f"the built-in models' blocks ({', '.join(ARCHS)}), not model.arch "
+                f"{cfg.model.arch}; remove it"
+            )
+    if cfg.train.embedding_lr_mult != 1.0 and cfg.model.arch not in ARCHS:
+        problems.append(
+            f"train.embedding_lr_mult: scales the built-in models' token embedding "
+            f"({', '.join(ARCHS)}), not model.arch {cfg.model.arch}; remove it"
+        )
     return problems
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
+from tlmsearch.widths.profiles import train_update
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -60,7 +61,13 @@ def candidates(cfg: StudyConfig) -> list[dict[str, Any]]:
 
 
 def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
-    """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied."""
+    """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied, its
+    heads schedule's per-layer heads and its depth profiles' per-layer multipliers
+    (``train.lr_profile``)."""
+    return _profiled(_with_settings(cfg, candidate), candidate)
+
+
+def _with_settings(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
     settings = settings_of(candidate)
     if not settings:
         return _headed(cfg, candidate)
@@ -78,6 +85,16 @@ def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig
     out = cfg.model_copy(update=update)
     out._check_study()
     return _headed(out, candidate)
+
+
+def _profiled(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+    """``cfg`` with ``candidate``'s depth profiles planned over the proxy's layers into
+    ``train`` (``lr_profile``, ``lr_profile_part``, ...); ``cfg`` itself without one."""
+    update = train_update(candidate, cfg.model.n_layer)
+    if not update:
+        return cfg
+    data = {**cfg.train.model_dump(mode="json", exclude_none=True), **update}
+    return cfg.model_copy(update={"train": type(cfg.train).model_validate(data)})
 
 
 def _headed(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
@@ -110,13 +127,22 @@ def trainings(cfg: StudyConfig) -> list[Training]:
     linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
     trains once per seed, and its trial records every candidate it stands for.
     """
-    groups: dict[tuple[tuple[int, ...], Any, str], list[dict[str, Any]]] = {}
-    for cand in cfg.candidates():  # the same widths at another setting is another model
-        setting = json.dumps(settings_of(cand), sort_keys=True)
-        plan = cfg.model.plan(cand)  # the same widths with other heads is another model too
-        groups.setdefault((plan.widths, plan.heads, setting), []).append(cand)
-    return [Training(cands[0], tuple(cands[1:]), widths)
-            for (widths, _, _), cands in groups.items()]  # fmt: skip
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for cand in cfg.candidates():
+        plan = cfg.model.plan(cand)
+        groups.setdefault(training_key(cfg, cand, plan), []).append(cand)
+    return [Training(cands[0], tuple(cands[1:]), key[0]) for key, cands in groups.items()]
+
+
+def training_key(cfg: StudyConfig, candidate: Mapping[str, Any], plan: Any = None) -> tuple:
+    """What makes ``candidate``'s proxy training on a seed the one it is: its widths, heads,
+    settings and depth profiles. Two candidates with one key train the same model the same way
+    (:func:`trainings` trains it once a seed; a sampler's second draw replays the first's curve).
+    ``plan``: ``cfg.model.plan(candidate)`` when the caller has it."""
+    plan = cfg.model.plan(candidate) if plan is None else plan
+    setting = json.dumps(settings_of(candidate), sort_keys=True)
+    profiles = json.dumps(train_update(candidate, cfg.model.n_layer), sort_keys=True)
+    return (plan.widths, plan.heads, setting, profiles)
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

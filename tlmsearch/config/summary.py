@@ -228,9 +228,10 @@ def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
     the study's)."""
     from tlmsearch.train.parametrization import effective_lr
 
-    parametrization = cfg.for_candidate(candidate).train.parametrization
+    train = cfg.for_candidate(candidate).train
     return effective_lr(cfg.model.plan(candidate).widths, cfg.model.d_ff_uniform,
-                        parametrization)  # fmt: skip
+                        train.parametrization, lr_profile=train.lr_profile,
+                        init_profile=train.init_profile)  # fmt: skip
 
 
 def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]:

@@ -14,6 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from tlmsearch.config.limits import MAX_TOKENS, MAX_WORKERS
 from tlmsearch.errors import Strict
+from tlmsearch.widths.profiles import MULT_RANGE
+from tlmsearch.widths.schedules import MAX_LAYERS
 
 
 class TrainConfig(Strict):
@@ -67,6 +69,30 @@ class TrainConfig(Strict):
     # 2203.03466; tlmsearch/train/parametrization.py), so widths are compared free of the LR
     # confound.
     parametrization: Literal["standard", "mup"] = "standard"
+    # Depth profiles (tlmsearch/widths/profiles.py): layer i's LR is lr x lr_profile[i] (its
+    # init std x init_profile[i]) on lr_profile_part of its block: block, mlp or down (the MLP's
+    # down projection), composed with muP's own multipliers. A candidate's lr.* / init.* keys
+    # set them for its trial; given here, every candidate (uniform too) trains with it. None: x1.
+    lr_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)
+    lr_profile_part: Literal["block", "mlp", "down"] = "mlp"
+    init_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)
+    init_profile_part: Literal["block", "mlp", "down"] = "mlp"
+    # The token embedding's LR over train.lr (the built-in models tie it to the output layer,
+    # so this is the output layer's too); muP's advantage under AdamW is reported to come
+    # mostly from it (Everett et al., arXiv 2407.05872).
+    embedding_lr_mult: float = Field(1.0, ge=MULT_RANGE[0], le=MULT_RANGE[1])
+
+    @field_validator("lr_profile", "init_profile")
+    @classmethod
+    def _multipliers(cls, v: list[float] | None) -> list[float] | None:
+        lo, hi = MULT_RANGE
+        for i, x in enumerate(v or []):
+            if not (math.isfinite(x) and lo <= x <= hi):
+                raise ValueError(
+                    f"[{i}] is {x!r}: each layer's multiplier must lie in [{lo:g}, {hi:g}]; "
+                    "e.g. [1.5, 1.0, 0.5] for three layers"
+                )
+        return v
 
     @field_validator("ema_half_life_tokens")
     @classmethod

@@ -46,6 +46,7 @@ from tlmsearch.config import (
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
+from tlmsearch.widths.profiles import QUANTITIES
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
@@ -70,6 +71,8 @@ TRIAL_COLUMNS: dict[str, str] = {
     "heads_json": "str",
     "heads_shape": "str",
     "heads_share": "float",
+    "lr_profile_json": "str",  # the depth profiles' per-layer multipliers (widths/profiles.py)
+    "init_profile_json": "str",
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
@@ -224,6 +227,10 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     heads = row.pop("heads", None)
     if heads is not None:
         row.setdefault("heads_json", json.dumps([int(h) for h in heads]))
+    for q in QUANTITIES.values():
+        mults = row.pop(q.profile_field, None)
+        if mults is not None:
+            row.setdefault(q.column, json.dumps([float(m) for m in mults]))
     if "is_baseline" not in row and row.get("shape"):  # a record without params
         row["is_baseline"] = row["shape"] == "uniform"
     return row

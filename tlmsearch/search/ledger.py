@@ -17,8 +17,11 @@ from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import records
 from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
 from tlmsearch.search.records import clean, finite
+from tlmsearch.widths.profiles import QUANTITIES
 
-STATIC_KEYS = ("widths", "heads", *records.STATIC_KEYS)  # widths, heads: per-layer lists
+# per-layer lists: widths, heads and the depth profiles (lr_profile, init_profile)
+LAYER_KEYS = ("widths", "heads", *(q.profile_field for q in QUANTITIES.values()))
+STATIC_KEYS = (*LAYER_KEYS, *records.STATIC_KEYS)
 
 
 class TrialLedger:
@@ -57,7 +60,7 @@ class TrialLedger:
             for k in STATIC_KEYS:
                 if k in result:
                     value = result[k]
-                    ot.set_user_attr(k, value if k in ("widths", "heads") else clean(value))
+                    ot.set_user_attr(k, value if k in LAYER_KEYS else clean(value))
         if result.get("final") and result.get("traceback"):  # the trial raised
             ot.set_user_attr("traceback", str(result["traceback"]))
         ot.set_user_attr("metrics", {k: clean(result.get(k)) for k in EVAL_KEYS})

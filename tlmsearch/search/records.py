@@ -28,6 +28,7 @@ from tlmsearch.search.attrs import (
     WEIGHTS,
 )
 from tlmsearch.search.failures import RETRIES
+from tlmsearch.widths.profiles import QUANTITIES
 from tlmsearch.widths.space import describe
 
 # A trial's final metrics: its last eval, less the bookkeeping keys.
@@ -68,6 +69,9 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             row["widths"] = attrs["widths"]
         if attrs.get("heads"):  # attention heads per layer (a heads schedule's, or n_head each)
             row["heads"] = attrs["heads"]
+        for q in QUANTITIES.values():  # a depth profile's per-layer multipliers (lr_profile)
+            if attrs.get(q.profile_field):
+                row[q.profile_field] = attrs[q.profile_field]
         if attrs[CANDIDATE] in decided:  # the race decided its candidate: recorded, for good
             row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
         if attrs.get(SPARED):  # the pruner could not stop it (search.unpruned_candidates)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tlmsearch.config import StudyConfig
+from tlmsearch.config.planning import training_key
 from tlmsearch.config.search import PRUNER_SPECS
 from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
@@ -412,12 +413,20 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
     widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
-    settings = settings_of(cand)  # the same widths at another train.lr is another model
+    # the same widths at another train.lr, or with another LR or init profile, is another
+    # training: the key holds both (config.planning.training_key)
+    key = training_key(cfg, cand, plan)[2:]
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
         # a trial recorded before trials reported heads trained the model's own
         same_heads = a.get("heads", list(cfg.model.heads)) == heads
         same = a.get(SEED) == seed and a.get("widths") == widths and same_heads and a.get("curve")
-        if same and settings_of(json.loads(a.get(CANDIDATE) or "{}")) == settings:
-            return ft
+        if not same:
+            continue
+        other = json.loads(a.get(CANDIDATE) or "{}")
+        try:
+            if training_key(cfg, other, plan)[2:] == key:
+                return ft
+        except (ScheduleError, TypeError, ValueError):
+            continue  # a record this version cannot plan is no twin
     return None

@@ -25,6 +25,7 @@ from tlmsearch.search import faults
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.failures import exception_line, is_out_of_memory
 from tlmsearch.widths.budget import trial_counts
+from tlmsearch.widths.profiles import QUANTITIES
 
 NAN = float("nan")
 TRACEBACK_CHARS = 4000  # the end of a failed trial's traceback, kept in its Optuna trial
@@ -101,6 +102,9 @@ def _setup(
         "widths": list(plan.widths),
         "heads": list(model.heads),  # the model built: its heads schedule's, or n_head each
         "heads_share": plan.heads_share,  # realised heads total over uniform's
+        # each depth profile's per-layer multipliers (lr_profile: [...]); absent: flat
+        **{q.profile_field: getattr(cfg.train, q.profile_field) for q in QUANTITIES.values()
+           if getattr(cfg.train, q.profile_field) is not None},  # fmt: skip
         "node": _node_ip(),
     }
     # counted up front, so pruned trials carry them too; of the headed model, as it is built
@@ -267,7 +271,15 @@ def _matching(loaded: tuple[dict, dict] | None, meta: dict[str, Any]) -> dict[st
     heads = saved.get("heads", meta["heads"])
     if (saved["widths"], heads, saved["seed"]) != (meta["widths"], meta["heads"], meta["seed"]):
         return None  # another model's: training from zero is right
+    if _profiles(saved) != _profiles(meta):
+        return None  # the same model trained with other per-layer LRs or init: another run
     return state
+
+
+def _profiles(meta: dict[str, Any]) -> tuple:
+    """The depth profiles a checkpoint's training used (none recorded: none used)."""
+    train = meta.get("train") or {}
+    return tuple(train.get(q.profile_field) for q in QUANTITIES.values())
 
 
 def _node_ip() -> str:

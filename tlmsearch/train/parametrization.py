@@ -62,14 +62,22 @@ d_ff under ``standard``.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 PARAMETRIZATIONS = ("standard", "mup")
-# A param group's multiplier of the scheduled learning rate (absent: 1).
+# A param group's muP multiplier of the scheduled learning rate (absent: 1). It is also the
+# factor to muP's MuReadout frame that gradient clipping reads (readout_factors).
 LR_SCALE = "lr_scale"
+# A param group's depth-profile multiplier of the learning rate (train.lr_profile, or the
+# embedding's train.embedding_lr_mult; absent: 1). A training recipe, not a parametrization:
+# clipping's frame does not read it.
+LR_MULT = "lr_mult"
+# The block of layer i owns every parameter named blocks.{i}.* (the built-in models).
+_BLOCK = re.compile(r"^blocks\.(\d+)\.")
 
 
 def width_mult(width: int, base: int) -> float:
@@ -185,12 +193,20 @@ def mup_groups(model: Any, weight_decay: float, base_width: int, base_model: Any
 
 
 def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int) -> list[dict]:
-    """The AdamW param groups of ``train_cfg.parametrization`` (and, under ``mup``, the muP init).
+    """The AdamW param groups of ``train_cfg.parametrization`` (and, under ``mup``, the muP init),
+    split by layer where ``train_cfg`` has depth profiles (:func:`profile_groups`).
 
     ``standard``: ``model.param_groups(train_cfg.weight_decay)`` as is. ``mup``: see
     :func:`mup_groups`, with the uniform model of ``model_cfg`` as the base shape (uniform MLP
     widths and ``n_head`` heads in every layer; ``n_kv_head`` kept).
     """
+    groups = _parametrized_groups(model, model_cfg, train_cfg, vocab_size=vocab_size)
+    scale_init(model, train_cfg)
+    return profile_groups(model, groups, train_cfg)
+
+
+def _parametrized_groups(model: Any, model_cfg: Any, train_cfg: Any, *,
+                         vocab_size: int) -> list[dict]:  # fmt: skip
     if train_cfg.parametrization == "standard":
         return model.param_groups(train_cfg.weight_decay)
     if train_cfg.parametrization != "mup":
@@ -210,10 +226,104 @@ def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int)
 
 
 def set_lr(optimizer: Any, lr: float) -> None:
-    """Set the scheduled ``lr`` on every group, times the group's ``lr_scale`` where it has one
-    (a muP group); groups without one get ``lr`` itself, exactly."""
+    """Set the scheduled ``lr`` on every group, times the group's ``lr_scale`` (a muP group) and
+    ``lr_mult`` (a depth profile's layer) where it has them; groups without either get ``lr``
+    itself, exactly."""
     for group in optimizer.param_groups:
-        group["lr"] = lr * group[LR_SCALE] if LR_SCALE in group else lr
+        x = lr * group[LR_SCALE] if LR_SCALE in group else lr
+        group["lr"] = x * group[LR_MULT] if LR_MULT in group else x
+
+
+# -------------------------------------------------------------------------------------------------
+# Depth profiles (tlmsearch/widths/profiles.py): per-layer LR and init multipliers
+
+
+def layer_parts(model: Any, part: str) -> dict[int, int]:
+    """``id(param) -> layer`` for the parameters of ``part`` in each block: ``block`` (all of
+    blocks.{i}), ``mlp`` (its MLP matrices: tagged ``unit_dim``) or ``down`` (the MLP output
+    weights: ``unit_dim == 1``). A model without ``blocks.{i}`` parameters has none.
+
+    >>> import torch
+    >>> from tlmsearch.config import ModelConfig
+    >>> from tlmsearch.models import build_model
+    >>> m = build_model(ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64), [64, 64], 256)
+    >>> names = {id(p): n for n, p in m.named_parameters()}
+    >>> sorted(names[i] for i, layer in layer_parts(m, "down").items() if layer == 1)
+    ['blocks.1.mlps.0.w2.weight']
+    """
+    wanted = {"mlp": (0, 1), "down": (1,)}.get(part)
+    if part != "block" and wanted is None:
+        raise ValueError(f"part: {part!r} is not one of block, mlp, down")
+    tagged = None
+    if wanted is not None:
+        tagged = {f"{name}.weight" for name, module in model.named_modules()
+                  if getattr(module, "unit_dim", None) in wanted}  # fmt: skip
+    out: dict[int, int] = {}
+    for name, p in model.named_parameters():
+        match = _BLOCK.match(name)
+        if match and (tagged is None or name in tagged):
+            out[id(p)] = int(match.group(1))
+    return out
+
+
+def _check_layers(mults: Sequence[float], layers: dict[int, int], field: str) -> None:
+    found = 1 + max(layers.values(), default=-1)
+    if found != len(mults):
+        raise ValueError(
+            f"train.{field} has {len(mults)} multipliers but the model has {found} layers "
+            f"with parameters to scale; give one per layer (model.n_layer)"
+        )
+
+
+def profile_groups(model: Any, groups: list[dict], train_cfg: Any) -> list[dict]:
+    """``groups`` split so that layer i's parameters of ``train_cfg.lr_profile_part`` carry
+    ``lr_mult`` = ``lr_profile[i]`` (and the token embedding ``embedding_lr_mult``); each
+    group keeps its own decay and muP ``lr_scale``, so set_lr composes muP x profile. Without
+    a profile or an embedding multiplier, ``groups`` itself (the same groups as ever)."""
+    profile = getattr(train_cfg, "lr_profile", None)
+    emb = float(getattr(train_cfg, "embedding_lr_mult", 1.0))
+    if profile is None and emb == 1.0:
+        return groups
+    mult: dict[int, float] = {}
+    if profile is not None:
+        layers = layer_parts(model, train_cfg.lr_profile_part)
+        _check_layers(profile, layers, "lr_profile")
+        mult.update({pid: float(profile[i]) for pid, i in layers.items()})
+    if emb != 1.0:
+        embedding = getattr(getattr(model, "wte", None), "weight", None)
+        if embedding is None:
+            raise ValueError("train.embedding_lr_mult: this model has no token embedding "
+                             "(wte) to scale; remove it")  # fmt: skip
+        mult[id(embedding)] = emb
+    out = []
+    for g in groups:
+        split: dict[float, list] = {}
+        for p in g["params"]:
+            split.setdefault(mult.get(id(p), 1.0), []).append(p)
+        for m, ps in split.items():
+            group = {**g, "params": ps}
+            if m != 1.0:
+                group[LR_MULT] = m
+            out.append(group)
+    return out
+
+
+def scale_init(model: Any, train_cfg: Any) -> None:
+    """Multiply layer i's matrices of ``train_cfg.init_profile_part`` by ``init_profile[i]``
+    in place (their init std x p_i; vectors such as norm gains keep theirs). Composes with
+    muP's own rescaling of the down projections. Nothing without an init profile."""
+    profile = getattr(train_cfg, "init_profile", None)
+    if profile is None:
+        return
+    import torch
+
+    layers = layer_parts(model, train_cfg.init_profile_part)
+    _check_layers(profile, layers, "init_profile")
+    with torch.no_grad():
+        for p in model.parameters():
+            i = layers.get(id(p))
+            if i is not None and p.ndim >= 2 and profile[i] != 1.0:
+                p.mul_(float(profile[i]))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -283,11 +393,14 @@ class EffectiveLR:
     """Per layer, what ``parametrization`` does to a candidate of MLP widths ``widths`` against
     the uniform model (every width ``base``): the learning-rate confound, said out loud.
 
-    - ``lr``: the MLP down projection's Adam LR over uniform's (standard: 1; mup: 1 / m).
-    - ``init``: its init std over uniform's (standard: 1; mup: 1 / m).
+    - ``lr``: the MLP down projection's Adam LR over uniform's (standard: 1; mup: 1 / m), times
+      a depth profile's p_i where the study gives one (``train.lr_profile``: every part it
+      applies to holds the down projection).
+    - ``init``: its init std over uniform's (standard: 1; mup: 1 / m; times an init profile's).
     - ``step``: how far one Adam step moves the MLP's output over uniform's. Adam's update has a
       fixed size per weight, so the output moves in proportion to the d_ff weights summed:
-      m x lr (standard: m, the wide layers pushed harder; mup: 1, flat).
+      m x lr (standard: m, the wide layers pushed harder; mup: 1, flat; uniform widths with an
+      LR profile: p_i, the taper's steps without its capacity).
 
     Each has a range and two means. The layer mean of m is 1 for any exact-budget schedule, and
     so is the mean of mup's ``lr`` weighted by the layers' MLP parameters (proportional to m):
@@ -296,6 +409,8 @@ class EffectiveLR:
     >>> e = effective_lr([96, 80, 48, 32], 64, "mup")
     >>> [round(x, 3) for x in e.lr], round(e.lr_layer_mean, 3), round(e.lr_param_mean, 3)
     ([0.667, 0.8, 1.333, 2.0], 1.2, 1.0)
+    >>> effective_lr([64, 64], 64, "standard", lr_profile=[1.5, 0.5]).step
+    (1.5, 0.5)
     """
 
     parametrization: str
@@ -320,7 +435,16 @@ class EffectiveLR:
 
     @property
     def uniform(self) -> bool:
-        return all(w == self.base for w in self.widths)
+        """Every layer x1 of uniform's: uniform widths and no profile."""
+        return all(w == self.base for w in self.widths) and not self.profiled
+
+    @property
+    def profiled(self) -> bool:
+        """Whether a depth profile (LR or init) multiplies muP's own factors."""
+        mup = self.parametrization == "mup"
+        own = [1 / width_mult(w, self.base) if mup else 1.0 for w in self.widths]
+        return any(abs(x - o) > 1e-12 for x, o in zip(self.lr, own, strict=True)) or any(
+            abs(x - o) > 1e-12 for x, o in zip(self.init, own, strict=True))  # fmt: skip
 
     def line(self) -> str:
         """The candidate's multipliers in one line (``validate``, ``status``, the report)."""
@@ -330,6 +454,11 @@ class EffectiveLR:
         step = (f"a step moves the MLP output x{lo:.2f}..x{hi:.2f} of uniform's (layer mean "
                 f"{self.step_layer_mean:.2f})" if hi - lo > 1e-9
                 else f"a step moves every MLP output x{lo:.2f} of uniform's")  # fmt: skip
+        if self.profiled:
+            lr = f"x{min(self.lr):.2f}..x{max(self.lr):.2f}"
+            init = f"x{min(self.init):.2f}..x{max(self.init):.2f}"
+            what = f"{self.parametrization} x depth profile: down-projection"
+            return f"{what} LR {lr}, init {init} of uniform's; {step}"
         if self.parametrization == "standard":
             return (f"standard: LR and init x1 everywhere; {step}: at one LR the wide layers are "
                     "pushed harder")  # fmt: skip
@@ -359,8 +488,11 @@ class EffectiveLR:
         }
 
 
-def effective_lr(widths: Sequence[int], base: int, parametrization: str) -> EffectiveLR:
-    """The :class:`EffectiveLR` of MLP ``widths`` against uniform width ``base``.
+def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
+                 lr_profile: Sequence[float] | None = None,
+                 init_profile: Sequence[float] | None = None) -> EffectiveLR:  # fmt: skip
+    """The :class:`EffectiveLR` of MLP ``widths`` against uniform width ``base``, with the
+    study's depth profiles (``train.lr_profile``, ``train.init_profile``) where it has them.
 
     >>> effective_lr([96, 32], 64, "standard").step
     (1.5, 0.5)
@@ -372,9 +504,14 @@ def effective_lr(widths: Sequence[int], base: int, parametrization: str) -> Effe
     if not ms:
         raise ValueError("widths: give at least one layer's width")
     scale = [1.0] * len(ms) if parametrization == "standard" else [1 / m for m in ms]
-    step = [m * s for m, s in zip(ms, scale, strict=True)]
-    return EffectiveLR(parametrization, tuple(int(w) for w in widths), int(base), tuple(scale),
-                       tuple(scale), tuple(step))  # fmt: skip
+    for name, prof in (("lr_profile", lr_profile), ("init_profile", init_profile)):
+        if prof is not None and len(prof) != len(ms):
+            raise ValueError(f"train.{name} has {len(prof)} multipliers for {len(ms)} layers")
+    lr = [s * p for s, p in zip(scale, lr_profile or [1.0] * len(ms), strict=True)]
+    init = [s * p for s, p in zip(scale, init_profile or [1.0] * len(ms), strict=True)]
+    step = [m * x for m, x in zip(ms, lr, strict=True)]
+    return EffectiveLR(parametrization, tuple(int(w) for w in widths), int(base), tuple(lr),
+                       tuple(init), tuple(step))  # fmt: skip
 
 
 AT_ONE_LR = "at one learning rate: may be an LR effect; see tuned"

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tlmsearch.errors import ConfigError, Strict, problems_from, read_yaml, short
+from tlmsearch.widths import profiles
 from tlmsearch.widths.schedules import (
     MAX_PARAM,
     SHAPES,
@@ -180,12 +181,15 @@ class SearchSpace(Strict):
         for name, dim in dims.items():
             setting = is_setting(name)
             searchable = schedule_params(searchable=True)
-            if not setting and name not in searchable and name not in heads_params(True):
+            known = (*searchable, *heads_params(True), *profiles.profile_params(True))
+            if not setting and name not in known:
                 valid = ", ".join(searchable)
                 raise ValueError(
                     f"{name!r} is not a schedule parameter; valid: {valid}, the same with "
                     "heads. for the attention heads (heads.shape, heads.r_start, ..., "
-                    "heads.share), or a setting train.FIELD / model.FIELD (e.g. train.lr)"
+                    "heads.share), with lr. or init. for a depth profile of the learning rate "
+                    "or init (lr.shape, lr.r_start, ..., lr.part), or a setting train.FIELD / "
+                    "model.FIELD (e.g. train.lr)"
                 )
             if setting and dim.when:
                 raise ValueError(
@@ -208,7 +212,8 @@ class SearchSpace(Strict):
             if problem:
                 raise ValueError(problem)
             seen.append(name)
-        if "shape" not in dims and any(is_heads_key(n) for n in dims):
+        if "shape" not in dims and any(is_heads_key(n) or profiles.is_profile_key(n)
+                                       for n in dims):  # fmt: skip
             dims = {"shape": Dimension(type="fixed", value="uniform"), **dims}
         if "shape" not in dims:
             raise ValueError(
@@ -329,7 +334,9 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
     """
     field = {"categorical": "choices", "fixed": "value"}.get(dim.type)
     names = value_names()
-    names.update({PREFIX + k: v for k, v in names.items()})
+    names.update({q.prefix + k: v for q in profiles.QUANTITIES.values() for k, v in names.items()})
+    names.update({PREFIX + k: v for k, v in value_names().items()})
+    names.update(profiles.value_names())
     if name in names:
         valid = ", ".join(names[name])
         if field is None:
@@ -341,8 +348,8 @@ def _type_problem(name: str, dim: Dimension) -> str | None:
         return None
     if field is None:
         return None  # float and int ranges hold numbers
-    example = {"k": 10.0, "midpoint": 0.5, "b1": 0.25, "b2": 0.75}.get(name.removeprefix(PREFIX),
-                                                                       1.5)  # fmt: skip
+    bare = name.partition(".")[2] if "." in name else name
+    example = {"k": 10.0, "midpoint": 0.5, "b1": 0.25, "b2": 0.75}.get(bare, 1.5)
     for i, v in enumerate(dim.values()):
         where = f"{name}.choices[{i}]" if field == "choices" else f"{name}.value"
         if isinstance(v, bool) or not isinstance(v, int | float):
@@ -401,12 +408,17 @@ def heads_schedule(candidate: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def mlp_schedule(candidate: Mapping[str, Any]) -> dict[str, Any]:
-    """The MLP schedule of ``candidate``: its keys without settings (``train.lr``) or heads.
+    """The MLP schedule of ``candidate``: its keys without settings (``train.lr``), heads or
+    depth profiles (``lr.shape``).
 
-    >>> mlp_schedule({"shape": "cosine", "heads.shape": "linear", "train.lr": 0.01})
+    >>> mlp_schedule({"shape": "cosine", "heads.shape": "linear", "lr.shape": "linear"})
     {'shape': 'cosine'}
     """
-    return {k: v for k, v in candidate.items() if not is_setting(k) and not is_heads_key(k)}
+    return {
+        k: v
+        for k, v in candidate.items()
+        if not is_setting(k) and not is_heads_key(k) and not profiles.is_profile_key(k)
+    }
 
 
 def heads_label(candidate: Mapping[str, Any]) -> str:
@@ -492,7 +504,17 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     True
     >>> is_flat({"shape": "cosine"}, [4]), is_flat({"shape": "uniform", "r_start": 1.5}, [4])
     (False, False)
+
+    A depth profile that is not flat makes another training of the same widths:
+
+    >>> is_flat({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5}, [4])
+    False
     """
+    try:
+        if any(profiles.profiles_of(candidate, n) for n in n_layers):
+            return False  # the uniform widths trained with other steps or init: a candidate
+    except ScheduleError:
+        return False
     heads = heads_schedule(candidate)
     if heads is not None and (candidate.get(SHARE, 1) != 1 or not is_flat(heads, n_layers)):
         return False  # attention capacity moves: not the baseline
@@ -500,10 +522,10 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     rest = {k: v for k, v in mlp_schedule(candidate).items() if k != "shape"}
     try:
         check_params(shape, rest)
-        profiles = [profile(shape, n, **rest) for n in n_layers]
+        ratios = [profile(shape, n, **rest) for n in n_layers]
     except ScheduleError:  # not a valid candidate, so not the baseline: the width check says why
         return False
-    return all(max(prof) == min(prof) for prof in profiles)
+    return all(max(prof) == min(prof) for prof in ratios)
 
 
 def is_control(candidate: Mapping[str, Any]) -> bool:
@@ -522,8 +544,17 @@ def is_control(candidate: Mapping[str, Any]) -> bool:
     False
     >>> is_control({"shape": "uniform", "heads.share": 1.25})
     False
+
+    Nor is a depth profile on uniform widths (the taper's steps without its capacity):
+
+    >>> is_control({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5})
+    False
     """
-    return candidate.get("shape", "uniform") == "uniform" and heads_schedule(candidate) is None
+    return (
+        candidate.get("shape", "uniform") == "uniform"
+        and heads_schedule(candidate) is None
+        and not profiles.has_profile(candidate)
+    )
 
 
 def describe(candidate: Mapping[str, Any]) -> str:
@@ -551,13 +582,13 @@ def schedule_label(candidate: Mapping[str, Any]) -> str:
     'zigzag r_start=1.5'
     """
     shape = candidate.get("shape", "uniform")
-    heads = heads_label(candidate)
+    extra = [x for x in (heads_label(candidate), profiles.profile_label(candidate)) if x]
     if isinstance(shape, str) and shape in SHAPES:
-        label = SHAPES[shape].label_of(candidate)
+        label = SHAPES[shape].label_of(mlp_schedule(candidate))
     else:
         rest = {k: v for k, v in mlp_schedule(candidate).items() if k != "shape"}
         label = f"{shape} {given_label(rest, sorted(rest))}".rstrip()
-    return f"{label} | {heads}" if heads else label
+    return " | ".join([label, *extra])
 
 
 def taper_strength(candidate: Mapping[str, Any]) -> float:

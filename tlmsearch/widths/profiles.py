@@ -1,0 +1,255 @@
+"""Depth profiles: a per-layer multiplier of a training quantity, planned from a schedule shape.
+
+MLP widths and attention heads move *capacity* over depth at an exact budget
+(:mod:`tlmsearch.widths.schedules`, :mod:`tlmsearch.widths.heads`). A depth profile moves a
+*training* quantity instead: layer i's learning rate (``lr.``) or init scale (``init.``) is the
+study's times a multiplier p_i. A candidate gives one with prefixed keys, the same shapes and
+parameters as its MLP schedule (the registry :data:`~tlmsearch.widths.schedules.SHAPES`)::
+
+    {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5, "lr.part": "mlp"}
+
+is the uniform model whose early MLPs step 1.5x harder and late ones 0.5x: the taper's larger
+effective steps without its capacity (the step-or-capacity experiment).
+
+The profile is the shape's ratio profile renormalised to a layer mean of exactly 1, as widths
+are: it moves steps (or init) between layers and keeps their mean. ``lr.part`` / ``init.part``
+says where it applies in layer i: ``block`` (every parameter of the block), ``mlp`` (the MLP's
+matrices, the default) or ``down`` (the MLP's down projection, the matrix muP scales). A
+candidate's profile reaches its trial as ``train.lr_profile`` / ``train.init_profile`` (one
+number per layer) and ``train.lr_profile_part`` / ``train.init_profile_part``
+(:func:`train_update`, :meth:`tlmsearch.config.StudyConfig.for_candidate`);
+:mod:`tlmsearch.train.parametrization` applies them (an AdamW group per layer, composed with
+muP's own multipliers; gradient clipping's frame is muP's alone).
+
+Each quantity is one entry of :data:`QUANTITIES`: the space, validation, planning, labels,
+twins and the trials table read it, so a new per-layer multiplier is one entry, the site that
+applies it and its tests. Pure Python: no torch, no ray.
+
+>>> plan_profile({"lr.shape": "linear", "lr.r_start": 1.5}, QUANTITIES["lr"], 3)
+(1.5, 1.0, 0.5)
+>>> profile_label({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5})
+'lr cosine 1.5->0.5'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tlmsearch.widths.schedules import (
+    SHAPES,
+    ScheduleError,
+    check_params,
+    given_label,
+    profile,
+    schedule_params,
+)
+
+# Where a profile applies within layer i's block, in the order messages list them.
+PARTS: dict[str, str] = {
+    "block": "every parameter of the layer's block (attention, MLP, norms)",
+    "mlp": "the MLP's matrices (gate, up and down projections)",
+    "down": "the MLP's down projection only (the output weight muP scales)",
+}
+DEFAULT_PART = "mlp"
+# A layer's multiplier past these is a typo, not a profile (an LR 100x the study's diverges).
+MULT_RANGE = (1e-3, 100.0)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One per-layer multiplier: its candidate prefix and the ``train`` fields it lands in."""
+
+    name: str  # the prefix without its dot: lr, init
+    doc: str  # one line: what p_i multiplies
+    profile_field: str  # TrainConfig's per-layer list: lr_profile
+    part_field: str  # TrainConfig's part: lr_profile_part
+    column: str  # the trials table's column: the realised profile as JSON
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}."
+
+    @property
+    def part_key(self) -> str:
+        return f"{self.name}.part"
+
+
+QUANTITIES: dict[str, Quantity] = {
+    q.name: q
+    for q in (
+        Quantity("lr", "layer i's parameters step at train.lr x p_i (AdamW group LR)",
+                 "lr_profile", "lr_profile_part", "lr_profile_json"),
+        Quantity("init", "layer i's matrices start at their init std x p_i",
+                 "init_profile", "init_profile_part", "init_profile_json"),
+    )
+}  # fmt: skip
+
+
+def quantity_of(key: str) -> Quantity | None:
+    """The quantity a candidate / dimension key belongs to (``lr.r_start`` -> lr), or None.
+
+    >>> quantity_of("lr.shape").name, quantity_of("r_start"), quantity_of("train.lr")
+    ('lr', None, None)
+    """
+    head, dot, rest = key.partition(".")
+    return QUANTITIES.get(head) if dot and rest else None
+
+
+def is_profile_key(key: str) -> bool:
+    """Whether ``key`` belongs to a depth profile (``lr.shape``, ``init.part``)."""
+    return quantity_of(key) is not None
+
+
+def profile_params(searchable: bool = False) -> tuple[str, ...]:
+    """Every key a depth profile takes: each quantity's prefix + each schedule parameter, and
+    its ``part``.
+
+    >>> profile_params(searchable=True)[:3]
+    ('lr.shape', 'lr.r_start', 'lr.r_end')
+    """
+    keys: list[str] = []
+    for q in QUANTITIES.values():
+        keys += [q.prefix + p for p in schedule_params(searchable)] + [q.part_key]
+    return tuple(keys)
+
+
+def value_names() -> dict[str, tuple[str, ...]]:
+    """The names each name-valued profile key takes (``lr.part``: block, mlp, down)."""
+    return {q.part_key: tuple(PARTS) for q in QUANTITIES.values()}
+
+
+def profile_schedule(candidate: Mapping[str, Any], q: Quantity) -> dict[str, Any] | None:
+    """``candidate``'s schedule of ``q`` without its prefix or part, or None without one.
+
+    >>> profile_schedule({"shape": "cosine", "lr.shape": "linear", "lr.part": "down"},
+    ...                  QUANTITIES["lr"])
+    {'shape': 'linear'}
+    """
+    keys = {k[len(q.prefix) :]: v for k, v in candidate.items()
+            if k.startswith(q.prefix) and k != q.part_key}  # fmt: skip
+    if not keys and q.part_key not in candidate:
+        return None
+    return {"shape": "uniform", **keys} if "shape" not in keys else keys
+
+
+def part_of(candidate: Mapping[str, Any], q: Quantity) -> str:
+    """Where ``q``'s profile applies (``lr.part``, default ``mlp``), checked."""
+    part = candidate.get(q.part_key, DEFAULT_PART)
+    if not isinstance(part, str) or part not in PARTS:
+        raise ScheduleError(q.part_key, f"{part!r} is not one of {', '.join(PARTS)}")
+    return part
+
+
+def check_profile(candidate: Mapping[str, Any], q: Quantity) -> None:
+    """Raise :class:`ScheduleError` (field ``lr.*``) for a profile its shape cannot plan."""
+    sched = profile_schedule(candidate, q)
+    if sched is None:
+        return
+    part_of(candidate, q)
+    try:
+        check_params(sched["shape"], {k: v for k, v in sched.items() if k != "shape"})
+    except ScheduleError as err:
+        raise ScheduleError(q.prefix + err.field, err.message) from None
+
+
+def plan_profile(
+    candidate: Mapping[str, Any], q: Quantity, n_layer: int
+) -> tuple[float, ...] | None:
+    """``candidate``'s multipliers of ``q`` over ``n_layer`` layers (layer mean exactly 1), or
+    None when it has none or a flat one (every layer x1: the study's own quantity).
+
+    >>> plan_profile({"init.shape": "blocks", "init.preset": "wider_late"}, QUANTITIES["init"], 3)
+    (0.5, 1.0, 1.5)
+    >>> plan_profile({"lr.shape": "uniform"}, QUANTITIES["lr"], 4) is None
+    True
+    """
+    sched = profile_schedule(candidate, q)
+    if sched is None:
+        return None
+    check_profile(candidate, q)
+    rest = {k: v for k, v in sched.items() if k != "shape"}
+    try:
+        raw = profile(sched["shape"], n_layer, **rest)
+    except ScheduleError as err:
+        raise ScheduleError(q.prefix + err.field, err.message) from None
+    mean = sum(raw) / len(raw)
+    if not mean > 0:
+        raise ScheduleError(
+            q.prefix + "shape", f"its profile has mean {mean:g}; ratios must be > 0"
+        )
+    mults = tuple(r / mean for r in raw)
+    lo, hi = MULT_RANGE
+    for i, m in enumerate(mults):
+        if not lo <= m <= hi:
+            raise ScheduleError(
+                q.prefix + "shape",
+                f"layer {i} would get a multiplier of {m:.3g}, outside [{lo:g}, {hi:g}]; use "
+                "ratios nearer 1",
+            )
+    if max(mults) - min(mults) < 1e-12:
+        return None
+    return mults
+
+
+def profiles_of(candidate: Mapping[str, Any], n_layer: int) -> dict[str, tuple[float, ...]]:
+    """Every non-flat profile of ``candidate`` by quantity name: ``{"lr": (1.5, ..., 0.5)}``."""
+    out = {}
+    for q in QUANTITIES.values():
+        mults = plan_profile(candidate, q, n_layer)
+        if mults is not None:
+            out[q.name] = mults
+    return out
+
+
+def train_update(candidate: Mapping[str, Any], n_layer: int) -> dict[str, Any]:
+    """The ``train`` fields ``candidate``'s profiles set for a model of ``n_layer`` layers:
+    ``{"lr_profile": [...], "lr_profile_part": "mlp"}``; ``{}`` without a profile.
+
+    >>> train_update({"shape": "uniform", "lr.shape": "linear", "lr.r_start": 1.5}, 2)
+    {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
+    """
+    out: dict[str, Any] = {}
+    for q in QUANTITIES.values():
+        mults = plan_profile(candidate, q, n_layer)
+        if mults is not None:
+            out[q.profile_field] = list(mults)
+            out[q.part_field] = part_of(candidate, q)
+    return out
+
+
+def has_profile(candidate: Mapping[str, Any]) -> bool:
+    """Whether ``candidate`` names any depth profile (flat or not): then it is no control."""
+    return any(is_profile_key(k) for k in candidate)
+
+
+def profile_label(candidate: Mapping[str, Any]) -> str:
+    """The profiles part of a candidate's label (``lr cosine 1.5->0.5 down``), ``""`` without.
+
+    >>> profile_label({"lr.shape": "linear", "lr.r_start": 1.25, "lr.part": "block"})
+    'lr linear 1.25->0.75 block'
+    """
+    parts = []
+    for q in QUANTITIES.values():
+        sched = profile_schedule(candidate, q)
+        if sched is None:
+            continue
+        shape = sched.get("shape")
+        if isinstance(shape, str) and shape in SHAPES:
+            text = SHAPES[shape].label_of(sched)
+        else:
+            text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}"
+        part = candidate.get(q.part_key)
+        if part is not None and part != DEFAULT_PART:
+            text = f"{text.rstrip()} {part}"
+        parts.append(f"{q.name} {text.rstrip()}")
+    return " | ".join(parts)
+
+
+__all__ = [
+    "DEFAULT_PART", "MULT_RANGE", "PARTS", "QUANTITIES", "Quantity", "check_profile",
+    "has_profile", "is_profile_key", "part_of", "plan_profile", "profile_label",
+    "profile_params", "profile_schedule", "profiles_of", "quantity_of", "train_update",
+    "value_names",
+]  # fmt: skip
