@@ -73,10 +73,10 @@ class TrainConfig(Strict):
     # init std x init_profile[i]) on lr_profile_part of its block: block, mlp or down (the MLP's
     # down projection), composed with muP's own multipliers. A candidate's lr.* / init.* keys
     # set them for its trial; given here, every candidate (uniform too) trains with it. None: x1.
-    lr_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)
-    lr_profile_part: Literal["block", "mlp", "down"] = "mlp"
-    init_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)
-    init_profile_part: Literal["block", "mlp", "down"] = "mlp"
+    lr_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)  # x lr
+    lr_profile_part: Literal["block", "mlp", "down"] = "mlp"  # where lr_profile applies
+    init_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)  # x std
+    init_profile_part: Literal["block", "mlp", "down"] = "mlp"  # where init_profile applies
     # The token embedding's LR over train.lr (the built-in models tie it to the output layer,
     # so this is the output layer's too); muP's advantage under AdamW is reported to come
     # mostly from it (Everett et al., arXiv 2407.05872).
