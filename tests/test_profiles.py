@@ -3,6 +3,7 @@ a schedule shape, through the space, the study's planning, twins, the optimizer 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import optuna
@@ -45,7 +46,7 @@ def test_a_profile_has_layer_mean_one_and_keeps_its_shapes_order(
         assert n_layer == 1 or abs(r_start - 1) < 1e-6
         return
     assert sum(mults) / n_layer == pytest.approx(1.0)
-    pairs = list(zip(mults, mults[1:], strict=False))
+    pairs = list(itertools.pairwise(mults))
     assert (
         all(a >= b - 1e-12 for a, b in pairs)
         if r_start > 1

@@ -103,8 +103,11 @@ def _setup(
         "heads": list(model.heads),  # the model built: its heads schedule's, or n_head each
         "heads_share": plan.heads_share,  # realised heads total over uniform's
         # each depth profile's per-layer multipliers (lr_profile: [...]); absent: flat
-        **{q.profile_field: getattr(cfg.train, q.profile_field) for q in QUANTITIES.values()
-           if getattr(cfg.train, q.profile_field) is not None},  # fmt: skip
+        **{
+            q.profile_field: getattr(cfg.train, q.profile_field)
+            for q in QUANTITIES.values()
+            if getattr(cfg.train, q.profile_field) is not None
+        },
         "node": _node_ip(),
     }
     # counted up front, so pruned trials carry them too; of the headed model, as it is built
