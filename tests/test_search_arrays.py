@@ -333,8 +333,13 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
     (faults / "faults.json").write_text(json.dumps({"shift": [[BAD, 1.0], [GOOD, -1.0]]}))
     seen = len(read_jsonl(faults / "evals.jsonl"))  # the module's earlier runs'
     try:
-        search = {"pruner": "median", "concurrency": 1, "seeds": [0, 1], "array": {"size": 3},
-                  "unpruned_candidates": 1}  # GOOD, the queue's first, is spared; BAD is not
+        search = {
+            "pruner": "median",
+            "concurrency": 1,
+            "seeds": [0, 1],
+            "array": {"size": 3},
+            "unpruned_candidates": 1,
+        }  # GOOD, the queue's first, is spared; BAD is not
         res, trials, _, _ = _run(tmp_path, "pruned", space=SPACE, search=search)
     finally:
         (faults / "faults.json").unlink()
@@ -365,3 +370,37 @@ def test_an_arch_that_does_not_fuse_runs_one_process_per_trial(ray_up, tmp_path)
     assert [ft.state for ft in trials] == [S.COMPLETE] * 2
     ids = [ft.user_attrs["ray_trial_id"] for ft in trials]
     assert len(set(ids)) == 2 and not any("-" in i for i in ids)  # Ray trials of their own
+
+
+@pytest.mark.slow
+def test_an_lr_profile_study_records_the_same_values_solo_and_as_an_array(ray_up, tmp_path):
+    """uniform, uniform widths stepped as the taper (lr.shape cosine 1.5 -> 0.5) and the taper
+    itself: a study and the same study as one trial array give equal numbers, and the profile
+    reaches the trials table."""
+    steps = {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5, "lr.r_end": 0.5}
+    taper = {"shape": "cosine", "r_start": 1.5, "r_end": 0.5}
+    search = {"pruner": "none", "concurrency": 2, "candidates": [steps, taper], "seeds": [0]}
+    solo = _run(tmp_path, "solo", search=search)
+    fused = _run(tmp_path, "fused", search={**search, "array": {"size": 3}})
+    for _, trials, _, _ in (solo, fused):
+        assert [ft.state for ft in trials] == [S.COMPLETE] * 3
+    by_candidate = {}
+    for a, b in zip(solo[1], fused[1], strict=True):
+        assert a.user_attrs["candidate"] == b.user_attrs["candidate"]
+        assert b.value == pytest.approx(a.value, rel=1e-4)
+        assert b.user_attrs.get("lr_profile") == a.user_attrs.get("lr_profile")
+        by_candidate[a.user_attrs["candidate"]] = a
+    ran = by_candidate[json.dumps(steps, sort_keys=True)]
+    assert ran.user_attrs["lr_profile"] == pytest.approx([1.5, 0.5])
+    assert (
+        ran.user_attrs["widths"]
+        == by_candidate[json.dumps({"shape": "uniform"})].user_attrs["widths"]
+    )
+    assert (
+        ran.value != by_candidate[json.dumps({"shape": "uniform"})].value
+    )  # trained, not replayed
+    trials = pd.read_parquet(fused[0].run_dir / "trials.parquet").set_index("candidate")
+    assert json.loads(trials.at["uniform | lr cosine 1.5->0.5", "lr_profile_json"]) == (
+        pytest.approx([1.5, 0.5])
+    )
+    assert trials.at["uniform", "lr_profile_json"] == ""
