@@ -376,6 +376,14 @@ def export_best(run: Path, cfg: Any, best: Mapping[str, Any], out: str | Path | 
     widths = entry[scale]["widths"]
     folder = Path(out) if out is not None else run / "hf"
     summary = write_hf_folder(folder, model, widths, vocab, max_positions=cfg.data.seq_len)
+    recipe = entry.get("training_recipe")
+    if recipe:  # per-layer LR / init multipliers: how it trained, which no config.json holds
+        import yaml
+
+        path = folder / "training_recipe.yaml"
+        path.write_text(yaml.safe_dump({"note": recipe["note"], "train": recipe.get(scale)},
+                                       sort_keys=False))  # fmt: skip
+        summary = {**summary, "files": [*summary["files"], path]}
     return {**summary, "scale": scale, "widths": widths, "heads": list(model.heads)}
 
 

@@ -22,6 +22,7 @@ from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import metric_column as _metric_col
 from tlmsearch.widths.heads import heads_schedule, is_heads_key
+from tlmsearch.widths.profiles import train_update
 from tlmsearch.widths.space import settings_of
 
 
@@ -233,6 +234,9 @@ def best_document(
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)
             item["target"]["config"] = target.model_dump(mode="json", exclude_none=True)
+        recipe = training_recipe(params, cfg.model, target)
+        if recipe:
+            item["training_recipe"] = recipe
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
@@ -289,6 +293,33 @@ def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> An
     o = cfg.objectives[0]
     ev = evidence if evidence is not None else study_evidence(trials, cfg)
     return conclusions(trials, label=o.metric, evidence=ev)
+
+
+def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[str, Any]:
+    """best.yaml's ``training_recipe``: a candidate's depth profiles (``lr.*``, ``init.*``)
+    planned over the proxy's and the target's layers, as the ``train`` fields that train them;
+    ``{}`` without one. A profile is how the model trains, not what it is: the target config
+    (and ``export --format hf``) holds the architecture only.
+
+    >>> from tlmsearch.config import ModelConfig
+    >>> m = ModelConfig(n_layer=2, d_model=32, n_head=2)
+    >>> training_recipe({"shape": "uniform", "lr.shape": "linear"}, m, None)["proxy"]
+    {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
+    """
+    proxy_train = train_update(params, proxy.n_layer)
+    if not proxy_train:
+        return {}
+    out: dict[str, Any] = {
+        "note": "a training recipe, not an architecture: train the model with these train "
+        "fields (per-layer multipliers of train.lr / the init std); the exported model "
+        "holds none of them",
+        "proxy": {k: [round(x, 6) for x in v] if isinstance(v, list) else v
+                  for k, v in proxy_train.items()},
+    }  # fmt: skip
+    if target is not None:
+        out["target"] = {k: [round(x, 6) for x in v] if isinstance(v, list) else v
+                         for k, v in train_update(params, target.n_layer).items()}  # fmt: skip
+    return out
 
 
 def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
