@@ -159,7 +159,9 @@ def test_mup_and_a_down_profile_compose(tmp_path) -> None:
     cand = {**TAPER, "lr.shape": "linear", "lr.r_start": 1.25, "lr.part": "down"}
     model, opt = _optimizer(cfg, cand, "mup")
     lr_of = {id(p): g["lr"] for g in opt.param_groups for p in g["params"]}
-    widths, prof = MODEL4.plan(cand).widths, plan_profile(cand, LR, 4)
+    widths = MODEL4.plan(cand).widths
+    prof = plan_profile(cand, LR, 4, widths)  # mean 1 weighted by the down projections' widths
+    assert sum(p * w for p, w in zip(prof, widths, strict=True)) == pytest.approx(sum(widths))
     for name, p in model.named_parameters():
         if name.endswith("w2.weight"):
             i = int(name.split(".")[1])
@@ -212,7 +214,7 @@ def test_a_fixed_profile_of_the_wrong_length_is_an_error_naming_the_field(tmp_pa
 
 def test_a_fixed_profile_and_a_scheduled_one_are_refused_together(tmp_path) -> None:
     data = _study(tmp_path, train={"lr_profile": [1.5, 0.5]}, search={"candidates": [STEPS]})
-    with pytest.raises(ConfigError, match=r"train\.lr_profile fixes every candidate"):
+    with pytest.raises(ConfigError, match=r"train\.lr_profile fixes it for every candidate"):
         study_from_mapping(data)
 
 
@@ -237,3 +239,33 @@ def test_a_space_searches_lr_dimensions(tmp_path) -> None:
                           "lr.part": {"type": "fixed", "value": "attention"}}}  # fmt: skip
     with pytest.raises(ConfigError, match=r"lr\.part.*block, mlp, down"):
         tiny_config(tmp_path, space=bad)
+
+
+def test_muPs_lr_rule_without_its_init_is_a_width_power_profile(tmp_path) -> None:
+    """Arm D of the step-or-capacity experiment: the taper under standard with its down
+    projections at lr / m_i (lr.width_power -1, part down) steps every MLP output x1, as muP
+    does, while the init stays standard's."""
+    from tlmsearch.config.summary import effective_lr_of
+
+    cfg = tiny_config(tmp_path, model={"n_layer": 4, "multiple_of": 8})
+    capacity = {**TAPER, "lr.width_power": -1, "lr.part": "down"}
+    widths = cfg.model.plan(capacity).widths
+    train = cfg.for_candidate(capacity).train
+    assert train.lr_profile == pytest.approx([64 / w for w in widths])
+    e = effective_lr_of(cfg, capacity)
+    assert e.step == pytest.approx((1.0,) * 4) and e.init == (1.0,) * 4
+    mup = parametrization.effective_lr(widths, 64, "mup")
+    assert e.lr == pytest.approx(mup.lr)
+    assert "x width^-1" in describe(capacity)
+
+
+def test_an_embedding_multiplier_is_a_candidate_not_the_control(tmp_path) -> None:
+    emb = {"shape": "uniform", "lr.embedding": 4.0}
+    assert not is_control(emb) and not is_flat(emb, [2])
+    cfg = tiny_config(tmp_path, search={"candidates": [emb]})
+    assert [t.candidate for t in cfg.trainings()] == [UNIFORM, emb]
+    assert cfg.for_candidate(emb).train.embedding_lr_mult == 4.0
+    data = {**_study(tmp_path, search={"candidates": [emb]}), "train": {
+        **_study(tmp_path)["train"], "embedding_lr_mult": 2.0}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"train\.embedding_lr_mult fixes it"):
+        study_from_mapping(data)

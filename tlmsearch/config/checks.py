@@ -21,7 +21,7 @@ from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
 from tlmsearch.constants import TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
 from tlmsearch.widths.heads import check_heads, mlp_schedule
-from tlmsearch.widths.profiles import QUANTITIES, check_profile, profiles_of
+from tlmsearch.widths.profiles import QUANTITIES, check_profile, profiles_of, train_update
 from tlmsearch.widths.schedules import ScheduleError, check_params
 from tlmsearch.widths.space import describe
 
@@ -64,8 +64,7 @@ def check_widths(cfg: StudyConfig) -> list[str]:
     for section, model in models:
         for cand in cfg.candidates():
             try:
-                model.plan(cand)
-                profiles_of(cand, model.n_layer)
+                profiles_of(cand, model.n_layer, model.plan(cand).widths)
             except ScheduleError as err:
                 problems.append(
                     f"space: candidate {_label(cand)} cannot be met for {section} "
@@ -80,32 +79,36 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     """Depth profiles (``lr.*``, ``init.*``, ``train.lr_profile``) need the built-in models'
     blocks, one multiplier per proxy layer, and one source: the study's or its candidates'."""
     problems = []
-    for q in QUANTITIES.values():
-        given = getattr(cfg.train, q.profile_field)
-        field = f"train.{q.profile_field}"
-        named = any(k.startswith(q.prefix) for c in cfg.candidates() for k in c)
-        if given is not None and named:
+    sets: dict[str, str] = {}  # train field -> the first candidate key that sets it
+    for cand in cfg.candidates():
+        for field in train_update(cand, cfg.model.n_layer, cfg.model.plan(cand).widths):
+            q = next(q for q in QUANTITIES.values() if field.startswith(q.name) or
+                     field in {f for f, _ in q.extras.values()})  # fmt: skip
+            sets.setdefault(field, f"{q.prefix}*")
+    scalar = {f: d for q in QUANTITIES.values() for f, d in q.extras.values() if f is not None}
+    fixed = [f"train.{q.profile_field}" for q in QUANTITIES.values()
+             if getattr(cfg.train, q.profile_field) is not None]  # fixed per-layer lists
+    fixed += [f"train.{f}" for f, d in scalar.items() if getattr(cfg.train, f) != d]
+    for name in fixed:
+        field = name.removeprefix("train.")
+        if field in sets:
             problems.append(
-                f"{field} fixes every candidate's {q.name} profile, but the study schedules one "
-                f"({q.prefix}* in the space or search.candidates); remove one of them"
+                f"{name} fixes it for every candidate, but the study's candidates set it too "
+                f"({sets[field]} in the space or search.candidates); remove one of them"
             )
-        if given is not None and len(given) != cfg.model.n_layer:
+        given = getattr(cfg.train, field)
+        if isinstance(given, list) and len(given) != cfg.model.n_layer:
             problems.append(
-                f"{field} has {len(given)} multipliers but model.n_layer is "
-                f"{cfg.model.n_layer}; give one per layer, or a {q.prefix}shape in the space "
-                "(planned at any depth)"
+                f"{name} has {len(given)} multipliers but model.n_layer is "
+                f"{cfg.model.n_layer}; give one per layer, or a shape in the space (lr.shape, "
+                "planned at any depth)"
             )
-        if (given is not None or named) and cfg.model.arch not in ARCHS:
+    if cfg.model.arch not in ARCHS:
+        for name in [*fixed, *(f"{v} (train.{k})" for k, v in sets.items())][:1]:
             problems.append(
-                f"{field if given is not None else q.prefix + 'shape'}: depth profiles scale "
-                f"the built-in models' blocks ({', '.join(ARCHS)}), not model.arch "
-                f"{cfg.model.arch}; remove it"
+                f"{name}: depth profiles and LR multipliers scale the built-in models' blocks "
+                f"and embedding ({', '.join(ARCHS)}), not model.arch {cfg.model.arch}; remove it"
             )
-    if cfg.train.embedding_lr_mult != 1.0 and cfg.model.arch not in ARCHS:
-        problems.append(
-            f"train.embedding_lr_mult: scales the built-in models' token embedding "
-            f"({', '.join(ARCHS)}), not model.arch {cfg.model.arch}; remove it"
-        )
     return problems
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
-from tlmsearch.widths.profiles import train_update
+from tlmsearch.widths.profiles import has_profile, train_update
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -90,7 +90,9 @@ def _with_settings(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfi
 def _profiled(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
     """``cfg`` with ``candidate``'s depth profiles planned over the proxy's layers into
     ``train`` (``lr_profile``, ``lr_profile_part``, ...); ``cfg`` itself without one."""
-    update = train_update(candidate, cfg.model.n_layer)
+    if not has_profile(candidate):
+        return cfg
+    update = train_update(candidate, cfg.model.n_layer, cfg.model.plan(candidate).widths)
     if not update:
         return cfg
     data = {**cfg.train.model_dump(mode="json", exclude_none=True), **update}
@@ -141,7 +143,7 @@ def training_key(cfg: StudyConfig, candidate: Mapping[str, Any], plan: Any = Non
     ``plan``: ``cfg.model.plan(candidate)`` when the caller has it."""
     plan = cfg.model.plan(candidate) if plan is None else plan
     setting = json.dumps(settings_of(candidate), sort_keys=True)
-    profiles = json.dumps(train_update(candidate, cfg.model.n_layer), sort_keys=True)
+    profiles = json.dumps(train_update(candidate, cfg.model.n_layer, plan.widths), sort_keys=True)
     return (plan.widths, plan.heads, setting, profiles)
 
 

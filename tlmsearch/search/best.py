@@ -306,7 +306,7 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
     >>> training_recipe({"shape": "uniform", "lr.shape": "linear"}, m, None)["proxy"]
     {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
     """
-    proxy_train = train_update(params, proxy.n_layer)
+    proxy_train = train_update(params, proxy.n_layer, proxy.plan(params).widths)
     if not proxy_train:
         return {}
     out: dict[str, Any] = {
@@ -318,7 +318,8 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
     }  # fmt: skip
     if target is not None:
         out["target"] = {k: [round(x, 6) for x in v] if isinstance(v, list) else v
-                         for k, v in train_update(params, target.n_layer).items()}  # fmt: skip
+                         for k, v in train_update(params, target.n_layer,
+                                                  target.plan(params).widths).items()}  # fmt: skip
     return out
 
 

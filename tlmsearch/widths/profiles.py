@@ -9,17 +9,29 @@ parameters as its MLP schedule (the registry :data:`~tlmsearch.widths.schedules.
     {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5, "lr.part": "mlp"}
 
 is the uniform model whose early MLPs step 1.5x harder and late ones 0.5x: the taper's larger
-effective steps without its capacity (the step-or-capacity experiment).
+effective steps without its capacity (the step-or-capacity experiment). Besides the shape's
+parameters a profile takes:
 
-The profile is the shape's ratio profile renormalised to a layer mean of exactly 1, as widths
-are: it moves steps (or init) between layers and keeps their mean. ``lr.part`` / ``init.part``
-says where it applies in layer i: ``block`` (every parameter of the block), ``mlp`` (the MLP's
-matrices, the default) or ``down`` (the MLP's down projection, the matrix muP scales). A
-candidate's profile reaches its trial as ``train.lr_profile`` / ``train.init_profile`` (one
-number per layer) and ``train.lr_profile_part`` / ``train.init_profile_part``
-(:func:`train_update`, :meth:`tlmsearch.config.StudyConfig.for_candidate`);
-:mod:`tlmsearch.train.parametrization` applies them (an AdamW group per layer, composed with
-muP's own multipliers; gradient clipping's frame is muP's alone).
+- ``part``: where in layer i it applies: ``block`` (every parameter of the block), ``mlp``
+  (the MLP's matrices, the default) or ``down`` (the MLP's down projection, the matrix muP
+  scales).
+- ``width_power`` (default 0): a factor m_i ** power, m_i the layer's MLP width over uniform's.
+  ``lr.width_power: -1`` with ``lr.part: down`` is muP's learning-rate rule without its init
+  (the taper's capacity without its larger steps); ``init.width_power: -1`` muP's init alone.
+- ``lr.embedding`` (default 1): the token embedding's LR multiplier, as a candidate (compared
+  with uniform) rather than a setting (which gives every schedule, uniform too, the value).
+
+**The mean.** A profile is renormalised to mean exactly 1, weighted by each layer's MLP width
+for parts ``mlp`` and ``down`` (their parameters: the budget's sense, so m_i ** -1 stays
+exactly 1 / m_i, muP's factors) and unweighted for ``block``. On uniform widths both are the
+layer mean: a profile moves steps between layers, it does not raise them all.
+
+A candidate's profile reaches its trial as ``train.lr_profile`` / ``train.init_profile`` (one
+number per layer), ``train.lr_profile_part`` / ``train.init_profile_part`` and
+``train.embedding_lr_mult`` (:func:`train_update`,
+:meth:`tlmsearch.config.StudyConfig.for_candidate`); :mod:`tlmsearch.train.parametrization`
+applies them (an AdamW group per layer, composed with muP's own multipliers; gradient
+clipping's frame is muP's alone).
 
 Each quantity is one entry of :data:`QUANTITIES`: the space, validation, planning, labels,
 twins and the trials table read it, so a new per-layer multiplier is one entry, the site that
@@ -27,17 +39,21 @@ applies it and its tests. Pure Python: no torch, no ray.
 
 >>> plan_profile({"lr.shape": "linear", "lr.r_start": 1.5}, QUANTITIES["lr"], 3)
 (1.5, 1.0, 0.5)
+>>> plan_profile({"lr.width_power": -1, "lr.part": "down"}, QUANTITIES["lr"], 2, (96, 32))
+(0.6666666666666666, 2.0)
 >>> profile_label({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5})
 'lr cosine 1.5->0.5'
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tlmsearch.widths.schedules import (
+    MAX_PARAM,
     SHAPES,
     ScheduleError,
     check_params,
@@ -53,8 +69,9 @@ PARTS: dict[str, str] = {
     "down": "the MLP's down projection only (the output weight muP scales)",
 }
 DEFAULT_PART = "mlp"
-# A layer's multiplier past these is a typo, not a profile (an LR 100x the study's diverges).
+# A multiplier past these is a typo, not a profile (an LR 100x the study's diverges).
 MULT_RANGE = (1e-3, 100.0)
+POWER_RANGE = (-4.0, 4.0)  # width_power: muP's rules are -1 and -1/2
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,9 @@ class Quantity:
     profile_field: str  # TrainConfig's per-layer list: lr_profile
     part_field: str  # TrainConfig's part: lr_profile_part
     column: str  # the trials table's column: the realised profile as JSON
+    # scalar keys of this quantity beside the shape's parameters -> their TrainConfig field
+    # (None: read by the planning itself) and default
+    extras: Mapping[str, tuple[str | None, Any]]
 
     @property
     def prefix(self) -> str:
@@ -75,14 +95,19 @@ class Quantity:
     def part_key(self) -> str:
         return f"{self.name}.part"
 
+    def key(self, extra: str) -> str:
+        return f"{self.prefix}{extra}"
 
+
+_COMMON = {"part": (None, DEFAULT_PART), "width_power": (None, 0.0)}
 QUANTITIES: dict[str, Quantity] = {
     q.name: q
     for q in (
         Quantity("lr", "layer i's parameters step at train.lr x p_i (AdamW group LR)",
-                 "lr_profile", "lr_profile_part", "lr_profile_json"),
+                 "lr_profile", "lr_profile_part", "lr_profile_json",
+                 {**_COMMON, "embedding": ("embedding_lr_mult", 1.0)}),
         Quantity("init", "layer i's matrices start at their init std x p_i",
-                 "init_profile", "init_profile_part", "init_profile_json"),
+                 "init_profile", "init_profile_part", "init_profile_json", _COMMON),
     )
 }  # fmt: skip
 
@@ -104,14 +129,15 @@ def is_profile_key(key: str) -> bool:
 
 def profile_params(searchable: bool = False) -> tuple[str, ...]:
     """Every key a depth profile takes: each quantity's prefix + each schedule parameter, and
-    its ``part``.
+    its extras (``part``, ``width_power``, ``lr.embedding``).
 
     >>> profile_params(searchable=True)[:3]
     ('lr.shape', 'lr.r_start', 'lr.r_end')
     """
     keys: list[str] = []
     for q in QUANTITIES.values():
-        keys += [q.prefix + p for p in schedule_params(searchable)] + [q.part_key]
+        keys += [q.prefix + p for p in schedule_params(searchable)]
+        keys += [q.key(e) for e in q.extras]
     return tuple(keys)
 
 
@@ -121,16 +147,17 @@ def value_names() -> dict[str, tuple[str, ...]]:
 
 
 def profile_schedule(candidate: Mapping[str, Any], q: Quantity) -> dict[str, Any] | None:
-    """``candidate``'s schedule of ``q`` without its prefix or part, or None without one.
+    """``candidate``'s shape of ``q`` without its prefix or extras, or None when it names no
+    key of ``q`` (a part or a power alone shapes a uniform profile).
 
     >>> profile_schedule({"shape": "cosine", "lr.shape": "linear", "lr.part": "down"},
     ...                  QUANTITIES["lr"])
     {'shape': 'linear'}
     """
-    keys = {k[len(q.prefix) :]: v for k, v in candidate.items()
-            if k.startswith(q.prefix) and k != q.part_key}  # fmt: skip
-    if not keys and q.part_key not in candidate:
+    named = {k[len(q.prefix) :]: v for k, v in candidate.items() if k.startswith(q.prefix)}
+    if not named:
         return None
+    keys = {k: v for k, v in named.items() if k not in q.extras}
     return {"shape": "uniform", **keys} if "shape" not in keys else keys
 
 
@@ -142,12 +169,25 @@ def part_of(candidate: Mapping[str, Any], q: Quantity) -> str:
     return part
 
 
+def _number(candidate: Mapping[str, Any], key: str, default: float,
+            bounds: tuple[float, float]) -> float:  # fmt: skip
+    value = candidate.get(key, default)
+    lo, hi = bounds
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(value) and lo <= value <= hi):
+        raise ScheduleError(key, f"must be a number in [{lo:g}, {hi:g}], but got {value!r}")
+    return float(value)
+
+
 def check_profile(candidate: Mapping[str, Any], q: Quantity) -> None:
     """Raise :class:`ScheduleError` (field ``lr.*``) for a profile its shape cannot plan."""
     sched = profile_schedule(candidate, q)
     if sched is None:
         return
     part_of(candidate, q)
+    _number(candidate, q.key("width_power"), 0.0, POWER_RANGE)
+    if "embedding" in q.extras:
+        _number(candidate, q.key("embedding"), 1.0, MULT_RANGE)
     try:
         check_params(sched["shape"], {k: v for k, v in sched.items() if k != "shape"})
     except ScheduleError as err:
@@ -155,10 +195,14 @@ def check_profile(candidate: Mapping[str, Any], q: Quantity) -> None:
 
 
 def plan_profile(
-    candidate: Mapping[str, Any], q: Quantity, n_layer: int
+    candidate: Mapping[str, Any],
+    q: Quantity,
+    n_layer: int,
+    widths: Sequence[int] | None = None,
 ) -> tuple[float, ...] | None:
-    """``candidate``'s multipliers of ``q`` over ``n_layer`` layers (layer mean exactly 1), or
-    None when it has none or a flat one (every layer x1: the study's own quantity).
+    """``candidate``'s multipliers of ``q`` over ``n_layer`` layers of MLP ``widths`` (None:
+    uniform widths), renormalised to mean 1 (see the module docstring), or None when it has
+    none or a flat one (every layer x1: the study's own quantity).
 
     >>> plan_profile({"init.shape": "blocks", "init.preset": "wider_late"}, QUANTITIES["init"], 3)
     (0.5, 1.0, 1.5)
@@ -169,16 +213,22 @@ def plan_profile(
     if sched is None:
         return None
     check_profile(candidate, q)
+    if widths is not None and len(widths) != n_layer:
+        raise ValueError(f"widths has {len(widths)} layers, not {n_layer}")
     rest = {k: v for k, v in sched.items() if k != "shape"}
     try:
         raw = profile(sched["shape"], n_layer, **rest)
     except ScheduleError as err:
         raise ScheduleError(q.prefix + err.field, err.message) from None
-    mean = sum(raw) / len(raw)
-    if not mean > 0:
-        raise ScheduleError(
-            q.prefix + "shape", f"its profile has mean {mean:g}; ratios must be > 0"
-        )
+    ws = [float(w) for w in widths] if widths is not None else [1.0] * n_layer
+    base = sum(ws) / n_layer
+    power = _number(candidate, q.key("width_power"), 0.0, POWER_RANGE)
+    if power:
+        raw = [r * (w / base) ** power for r, w in zip(raw, ws, strict=True)]
+    weights = ws if part_of(candidate, q) in ("mlp", "down") else [1.0] * n_layer
+    mean = sum(r * w for r, w in zip(raw, weights, strict=True)) / sum(weights)
+    if not (mean > 0 and math.isfinite(mean)) or min(raw) <= 0:
+        raise ScheduleError(q.prefix + "shape", "its ratios must all be > 0")
     mults = tuple(r / mean for r in raw)
     lo, hi = MULT_RANGE
     for i, m in enumerate(mults):
@@ -188,39 +238,50 @@ def plan_profile(
                 f"layer {i} would get a multiplier of {m:.3g}, outside [{lo:g}, {hi:g}]; use "
                 "ratios nearer 1",
             )
-    if max(mults) - min(mults) < 1e-12:
+    if max(mults) - min(mults) < 1e-12 and abs(mults[0] - 1) < 1e-12:
         return None
     return mults
 
 
-def profiles_of(candidate: Mapping[str, Any], n_layer: int) -> dict[str, tuple[float, ...]]:
+def profiles_of(
+    candidate: Mapping[str, Any], n_layer: int, widths: Sequence[int] | None = None
+) -> dict[str, tuple[float, ...]]:
     """Every non-flat profile of ``candidate`` by quantity name: ``{"lr": (1.5, ..., 0.5)}``."""
     out = {}
     for q in QUANTITIES.values():
-        mults = plan_profile(candidate, q, n_layer)
+        mults = plan_profile(candidate, q, n_layer, widths)
         if mults is not None:
             out[q.name] = mults
     return out
 
 
-def train_update(candidate: Mapping[str, Any], n_layer: int) -> dict[str, Any]:
-    """The ``train`` fields ``candidate``'s profiles set for a model of ``n_layer`` layers:
-    ``{"lr_profile": [...], "lr_profile_part": "mlp"}``; ``{}`` without a profile.
+def train_update(
+    candidate: Mapping[str, Any], n_layer: int, widths: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """The ``train`` fields ``candidate``'s profiles set for a model of ``n_layer`` layers of
+    MLP ``widths``: ``{"lr_profile": [...], "lr_profile_part": "mlp"}``; ``{}`` without one.
 
     >>> train_update({"shape": "uniform", "lr.shape": "linear", "lr.r_start": 1.5}, 2)
     {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
+    >>> train_update({"shape": "uniform", "lr.embedding": 4}, 2)
+    {'embedding_lr_mult': 4.0}
     """
     out: dict[str, Any] = {}
     for q in QUANTITIES.values():
-        mults = plan_profile(candidate, q, n_layer)
+        mults = plan_profile(candidate, q, n_layer, widths)
         if mults is not None:
             out[q.profile_field] = list(mults)
             out[q.part_field] = part_of(candidate, q)
+        for extra, (field, default) in q.extras.items():
+            if field is not None and q.key(extra) in candidate:
+                value = _number(candidate, q.key(extra), default, MULT_RANGE)
+                if value != default:
+                    out[field] = value
     return out
 
 
 def has_profile(candidate: Mapping[str, Any]) -> bool:
-    """Whether ``candidate`` names any depth profile (flat or not): then it is no control."""
+    """Whether ``candidate`` names any depth-profile key (flat or not): then it is no control."""
     return any(is_profile_key(k) for k in candidate)
 
 
@@ -229,6 +290,8 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
 
     >>> profile_label({"lr.shape": "linear", "lr.r_start": 1.25, "lr.part": "block"})
     'lr linear 1.25->0.75 block'
+    >>> profile_label({"lr.width_power": -1, "lr.part": "down", "lr.embedding": 2})
+    'lr uniform down x width^-1 emb x2'
     """
     parts = []
     for q in QUANTITIES.values():
@@ -240,16 +303,27 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
             text = SHAPES[shape].label_of(sched)
         else:
             text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}"
+        words = [f"{q.name} {text.rstrip()}"]
         part = candidate.get(q.part_key)
         if part is not None and part != DEFAULT_PART:
-            text = f"{text.rstrip()} {part}"
-        parts.append(f"{q.name} {text.rstrip()}")
+            words.append(str(part))
+        power = candidate.get(q.key("width_power"))
+        if power not in (None, 0):
+            words.append(f"x width^{_shown(power)}")
+        emb = candidate.get(q.key("embedding"))
+        if "embedding" in q.extras and emb not in (None, 1):
+            words.append(f"emb x{_shown(emb)}")
+        parts.append(" ".join(words))
     return " | ".join(parts)
 
 
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, int | float) and abs(value) <= MAX_PARAM else repr(value)
+
+
 __all__ = [
-    "DEFAULT_PART", "MULT_RANGE", "PARTS", "QUANTITIES", "Quantity", "check_profile",
-    "has_profile", "is_profile_key", "part_of", "plan_profile", "profile_label",
-    "profile_params", "profile_schedule", "profiles_of", "quantity_of", "train_update",
-    "value_names",
+    "DEFAULT_PART", "MULT_RANGE", "PARTS", "POWER_RANGE", "QUANTITIES", "Quantity",
+    "check_profile", "has_profile", "is_profile_key", "part_of", "plan_profile",
+    "profile_label", "profile_params", "profile_schedule", "profiles_of", "quantity_of",
+    "train_update", "value_names",
 ]  # fmt: skip

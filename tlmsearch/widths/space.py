@@ -511,7 +511,7 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     False
     """
     try:
-        if any(profiles.profiles_of(candidate, n) for n in n_layers):
+        if any(profiles.train_update(candidate, n) for n in n_layers):
             return False  # the uniform widths trained with other steps or init: a candidate
     except ScheduleError:
         return False
