@@ -318,7 +318,8 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
 
 
 def _shown(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, int | float) and abs(value) <= MAX_PARAM else repr(value)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return f"{value:g}" if number and abs(value) <= MAX_PARAM else repr(value)
 
 
 __all__ = [
