@@ -75,7 +75,9 @@ DATA_EDITS: list[dict[str, Any]] = [
 ]
 NASTY += SOURCES
 KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when",
-        "train.lr", "model.d_model", "train.nope", "model.init_std", "train.compile"]
+        "train.lr", "model.d_model", "train.nope", "model.init_std", "train.compile",
+        "lr.shape", "lr.r_start", "lr.part", "lr.width_power", "lr.embedding", "init.shape",
+        "init.part", "lr.ratios", "lr.", "lr.nope"]
 WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
 WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
 

@@ -269,3 +269,11 @@ def test_an_embedding_multiplier_is_a_candidate_not_the_control(tmp_path) -> Non
         **_study(tmp_path)["train"], "embedding_lr_mult": 2.0}}  # fmt: skip
     with pytest.raises(ConfigError, match=r"train\.embedding_lr_mult fixes it"):
         study_from_mapping(data)
+
+
+def test_a_candidate_without_widths_is_reported_not_raised_by_the_profile_check(tmp_path) -> None:
+    """Found by the fuzzer: the profile check planned widths a candidate could not meet."""
+    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
+                            "r_start": {"type": "fixed", "value": 1.99}}}  # fmt: skip
+    with pytest.raises(ConfigError, match="cannot be met"):
+        tiny_config(tmp_path, space=space, model={"n_layer": 4, "multiple_of": 16})

@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # study.py imports this module: no import back
 def study_problems(cfg: StudyConfig) -> list[str]:
     """Every problem of a study whose sections validated; the slow checks only when the quick
     ones pass (an hf or plugin model is built, each rung validated)."""
-    problems = check_widths(cfg) + profile_problems(cfg) + data_problems(cfg)
-    problems += tracking_problems(cfg)
+    problems = check_widths(cfg)
+    problems = (problems or profile_problems(cfg)) + data_problems(cfg) + tracking_problems(cfg)
     if not problems:
         problems = external_problems(cfg)
     if not problems and cfg.ladder:
