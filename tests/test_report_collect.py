@@ -255,6 +255,24 @@ def test_width_profiles_top_k_in_order_and_uniform():
         assert g["layer"].tolist() == [0, 1, 2, 3]
 
 
+def test_width_profiles_carry_an_lr_profile_and_the_figure_draws_it_on_its_own_axis():
+    t, _ = frames()
+    best = t.loc[~t["is_baseline"]].sort_values("val_bpb")["candidate"].iloc[0]
+    t["lr_profile_json"] = ""
+    t.loc[t["candidate"] == best, "lr_profile_json"] = json.dumps([1.5, 1.2, 0.8, 0.5])
+    pr = C.width_profiles(t, "val_bpb", k=3)
+    first = pr.profiles[pr.profiles["rank"] == 1]
+    assert first["lr"].tolist() == [1.5, 1.2, 0.8, 0.5] and "LR x1.5" in first["hover"].iloc[0]
+    assert pr.profiles[pr.profiles["rank"] > 1]["lr"].isna().all()
+    fig = F.width_profiles(pr)
+    dotted = [tr for tr in fig.data if tr.yaxis == "y2"]
+    assert len(dotted) == 1 and list(dotted[0].y) == [1.5, 1.2, 0.8, 0.5]
+    assert fig.layout.yaxis2.title.text == "LR multiplier (x train.lr)"
+    t["lr_profile_json"] = ""
+    assert not [tr for tr in F.width_profiles(C.width_profiles(t, "val_bpb")).data
+                if tr.yaxis == "y2"]  # fmt: skip
+
+
 def test_width_profiles_without_baseline_uses_the_budget():
     pr = C.width_profiles(one_trial(), "val_bpb")
     assert pr.uniform == [64] * 4 and len(pr.profiles) == 4

@@ -24,6 +24,7 @@ fully measured one.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from itertools import combinations
 from typing import Any, NamedTuple
@@ -81,6 +82,14 @@ def _values(trials: pd.DataFrame, metric: str) -> pd.Series:
 def parse_widths(text: Any) -> list[int]:
     try:
         return [int(w) for w in json.loads(text)] if text else []
+    except (TypeError, ValueError):
+        return []
+
+
+def parse_multipliers(text: Any) -> list[float]:
+    """A depth profile's JSON (``lr_profile_json``) as floats; [] for none or unreadable."""
+    try:
+        return [float(x) for x in json.loads(text)] if isinstance(text, str) and text else []
     except (TypeError, ValueError):
         return []
 
@@ -153,13 +162,13 @@ def ranked_candidates(
     r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
                                                        seeds=seeds)  # fmt: skip
     extra = [*_INFO, "trial_ids", "params_json", "widths_json", "heads_json", "heads_share",
-             "label"]  # fmt: skip
+             "lr_profile_json", "label"]  # fmt: skip
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
     g = trials.groupby("candidate", sort=False)
     info = g[list(_INFO)].first()  # first non-missing: a candidate's trials share their widths
-    for col in ("params_json", "widths_json", "heads_json"):
-        if col in trials:  # heads_json: not in a table built before trials recorded heads
+    for col in ("params_json", "widths_json", "heads_json", "lr_profile_json"):
+        if col in trials:  # heads_json, lr_profile_json: not in tables built before them
             info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
     if "heads_share" in trials:
         info["heads_share"] = g["heads_share"].first()
@@ -342,7 +351,9 @@ def pareto(trials: pd.DataFrame, objectives: Sequence[tuple[str, str]]) -> Paret
 
 class Profiles(NamedTuple):
     metric: str
-    profiles: pd.DataFrame  # candidate, rank (1 = best), value, layer, width, legend, hover
+    # candidate, rank (1 = best), value, layer, width, lr (its LR profile's multiplier; NaN
+    # without one), legend, hover
+    profiles: pd.DataFrame
     uniform: list[int]  # the uniform baseline's widths (empty if unknown)
 
 
@@ -365,11 +376,12 @@ def width_profiles(
         legend = f"#{rank} {c.label}"
         hover = f"{legend}<br>{label(metric)} {c.score:.4g} ({_seeds_text(c)})"
         hover += f"<br>trials {c.trial_ids}"
+        lrs = parse_multipliers(getattr(c, "lr_profile_json", ""))
         for layer, w in enumerate(parse_widths(c.widths_json)):
-            rows.append(
-                (c.candidate, rank, c.score, layer, w, legend, hover + f"<br>layer {layer}: {w}")
-            )
-    cols = ["candidate", "rank", "value", "layer", "width", "legend", "hover"]
+            lr = lrs[layer] if layer < len(lrs) else math.nan
+            text = f"<br>layer {layer}: {w}" + ("" if math.isnan(lr) else f", LR x{lr:.3g}")
+            rows.append((c.candidate, rank, c.score, layer, w, lr, legend, hover + text))
+    cols = ["candidate", "rank", "value", "layer", "width", "lr", "legend", "hover"]
     profiles = pd.DataFrame(rows, columns=cols)
     uniform: list[int] = []
     base = trials[trials["is_baseline"]]["widths_json"].map(parse_widths)

@@ -282,7 +282,9 @@ def width_profiles(pr: Profiles) -> go.Figure:
                 hovertemplate=HOVER,
             )
         )
+    profiled = False  # an LR profile: its multipliers on a second axis, dotted
     for cand, sub in pr.profiles.groupby("rank", sort=True):
+        color = PALETTE[(int(cand) - 1) % len(PALETTE)]
         fig.add_trace(
             go.Scatter(
                 x=sub["layer"],
@@ -291,15 +293,33 @@ def width_profiles(pr: Profiles) -> go.Figure:
                 name=sub["legend"].iloc[0],
                 text=sub["hover"],
                 hovertemplate=HOVER,
-                line={"color": PALETTE[(int(cand) - 1) % len(PALETTE)]},
+                line={"color": color},
             )
         )
+        if "lr" in sub and sub["lr"].notna().any():
+            profiled = True
+            fig.add_trace(
+                go.Scatter(
+                    x=sub["layer"],
+                    y=sub["lr"],
+                    mode="lines",
+                    name=f"{sub['legend'].iloc[0]}: LR x",
+                    yaxis="y2",
+                    text=sub["hover"],
+                    hovertemplate=HOVER,
+                    line={"color": color, "dash": "dot"},
+                )
+            )
     _layout(
         fig,
-        f"Width profiles: d_ff per layer of the best candidates by {label(pr.metric)}",
+        f"Width profiles: d_ff per layer of the best candidates by {label(pr.metric)}"
+        + (" (dotted: their LR profiles)" if profiled else ""),
         xaxis={"title": {"text": "layer"}, "dtick": 1},
         yaxis_title="d_ff (MLP hidden width)",
     )
+    if profiled:
+        axis = {"overlaying": "y", "side": "right", "rangemode": "tozero"}
+        fig.update_layout(yaxis2={"title": {"text": "LR multiplier (x train.lr)"}, **axis})
     if pr.profiles.empty:
         _note(fig, "no finished candidate yet")
     return fig
