@@ -17,6 +17,7 @@ from tlmsearch.config import EVAL_KEYS, StudyConfig
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.records import finite
+from tlmsearch.widths.profiles import QUANTITIES
 from tlmsearch.widths.space import describe, is_control
 
 # What a curve point carries besides the eval keys: the trial's size (the same at every eval).
@@ -116,10 +117,13 @@ class TokenSteps:
 
 def widths_param(result: dict[str, Any]) -> dict[str, Any]:
     """The per-layer widths a trial reports, as params: ``widths`` (JSON list) and ``n_layer``,
-    and its attention ``heads`` per layer (JSON list) when it reports them.
+    its attention ``heads`` per layer and its depth profiles (``lr_profile``, JSON lists) when
+    it reports them.
 
     >>> widths_param({"widths": [96, 32], "heads": [3, 1]})
     {'widths': '[96, 32]', 'n_layer': 2, 'heads': '[3, 1]'}
+    >>> widths_param({"widths": [64, 64], "lr_profile": [1.5, 0.5]})["lr_profile"]
+    '[1.5, 0.5]'
     """
     widths = result.get("widths")
     if not isinstance(widths, (list, tuple)) or not widths:
@@ -128,6 +132,10 @@ def widths_param(result: dict[str, Any]) -> dict[str, Any]:
     heads = result.get("heads")
     if isinstance(heads, (list, tuple)) and heads:
         out["heads"] = json.dumps([int(h) for h in heads])
+    for q in QUANTITIES.values():
+        mults = result.get(q.profile_field)
+        if isinstance(mults, (list, tuple)) and mults:
+            out[q.profile_field] = json.dumps([round(float(m), 6) for m in mults])
     return out
 
 
