@@ -277,3 +277,25 @@ def test_a_candidate_without_widths_is_reported_not_raised_by_the_profile_check(
                             "r_start": {"type": "fixed", "value": 1.99}}}  # fmt: skip
     with pytest.raises(ConfigError, match="cannot be met"):
         tiny_config(tmp_path, space=space, model={"n_layer": 4, "multiple_of": 16})
+
+
+def test_the_output_layers_multiplier_reaches_its_own_group_when_untied() -> None:
+    model_cfg = MODEL4.model_copy(update={"tie_embeddings": False})
+    model = build_model(model_cfg, [64] * 4, 64)
+    train = TrainConfig(embedding_lr_mult=2.0, head_lr_mult=0.5)
+    groups = parametrization.param_groups(model, model_cfg, train, vocab_size=64)
+    by_mult = {g.get(LR_MULT): g["params"] for g in groups if LR_MULT in g}
+    assert by_mult == {2.0: [model.wte.weight], 0.5: [model.lm_head.weight]}
+    tied = build_model(MODEL4, [64] * 4, 64)
+    with pytest.raises(ValueError, match=r"train\.head_lr_mult \(0\.5\) differs"):
+        parametrization.param_groups(tied, MODEL4, train, vocab_size=64)
+
+
+def test_a_tied_model_with_two_end_multipliers_is_refused_at_validate(tmp_path) -> None:
+    cand = {"shape": "uniform", "lr.embedding": 2.0, "lr.head": 0.5}
+    with pytest.raises(ConfigError, match=r"tie_embeddings makes them one matrix"):
+        tiny_config(tmp_path, search={"candidates": [cand]})
+    untied = tiny_config(tmp_path, search={"candidates": [cand]},
+                         model={"tie_embeddings": False})  # fmt: skip
+    train = untied.for_candidate(cand).train
+    assert (train.embedding_lr_mult, train.head_lr_mult) == (2.0, 0.5)

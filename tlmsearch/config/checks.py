@@ -81,7 +81,16 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     problems = []
     sets: dict[str, str] = {}  # train field -> the first candidate key that sets it
     for cand in cfg.candidates():
-        for field in train_update(cand, cfg.model.n_layer, cfg.model.plan(cand).widths):
+        update = train_update(cand, cfg.model.n_layer, cfg.model.plan(cand).widths)
+        ends = [update.get(f, getattr(cfg.train, f)) for f in ("embedding_lr_mult",
+                                                                "head_lr_mult")]  # fmt: skip
+        if cfg.model.tie_embeddings and 1.0 not in ends and ends[0] != ends[1]:
+            problems.append(
+                f"candidate {_label(cand)}: the embedding's LR x{ends[0]:g} and the output "
+                f"layer's x{ends[1]:g} differ, but model.tie_embeddings makes them one matrix; "
+                "give one value (lr.embedding / train.embedding_lr_mult) or untie them"
+            )
+        for field in update:
             q = next(q for q in QUANTITIES.values() if field.startswith(q.name) or
                      field in {f for f, _ in q.extras.values()})  # fmt: skip
             sets.setdefault(field, f"{q.prefix}*")

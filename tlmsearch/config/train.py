@@ -77,10 +77,11 @@ class TrainConfig(Strict):
     lr_profile_part: Literal["block", "mlp", "down"] = "mlp"  # where lr_profile applies
     init_profile: list[float] | None = Field(None, min_length=1, max_length=MAX_LAYERS)  # x std
     init_profile_part: Literal["block", "mlp", "down"] = "mlp"  # where init_profile applies
-    # The token embedding's LR over train.lr (the built-in models tie it to the output layer,
-    # so this is the output layer's too); muP's advantage under AdamW is reported to come
-    # mostly from it (Everett et al., arXiv 2407.05872).
-    embedding_lr_mult: float = Field(1.0, ge=MULT_RANGE[0], le=MULT_RANGE[1])
+    # The token embedding's and the output layer's LR over train.lr (one matrix when
+    # model.tie_embeddings: then give embedding_lr_mult only, or equal values); muP's advantage
+    # under AdamW is reported to come mostly from them (Everett et al., arXiv 2407.05872).
+    embedding_lr_mult: float = Field(1.0, ge=MULT_RANGE[0], le=MULT_RANGE[1])  # x lr, embedding
+    head_lr_mult: float = Field(1.0, ge=MULT_RANGE[0], le=MULT_RANGE[1])  # x lr, output layer
 
     @field_validator("lr_profile", "init_profile")
     @classmethod

@@ -282,19 +282,27 @@ def profile_groups(model: Any, groups: list[dict], train_cfg: Any) -> list[dict]
     a profile or an embedding multiplier, ``groups`` itself (the same groups as ever)."""
     profile = getattr(train_cfg, "lr_profile", None)
     emb = float(getattr(train_cfg, "embedding_lr_mult", 1.0))
-    if profile is None and emb == 1.0:
+    head = float(getattr(train_cfg, "head_lr_mult", 1.0))
+    if profile is None and emb == 1.0 and head == 1.0:
         return groups
     mult: dict[int, float] = {}
     if profile is not None:
         layers = layer_parts(model, train_cfg.lr_profile_part)
         _check_layers(profile, layers, "lr_profile")
         mult.update({pid: float(profile[i]) for pid, i in layers.items()})
-    if emb != 1.0:
-        embedding = getattr(getattr(model, "wte", None), "weight", None)
-        if embedding is None:
-            raise ValueError("train.embedding_lr_mult: this model has no token embedding "
-                             "(wte) to scale; remove it")  # fmt: skip
-        mult[id(embedding)] = emb
+    ends = [("embedding_lr_mult", "wte", emb), ("head_lr_mult", "lm_head", head)]
+    for field, module, m in ends:
+        if m == 1.0:
+            continue
+        weight = getattr(getattr(model, module, None), "weight", None)
+        if weight is None:
+            raise ValueError(f"train.{field}: this model has no {module} to scale; remove it")
+        if mult.get(id(weight), m) != m:  # tied: one matrix, two multipliers
+            raise ValueError(
+                f"train.{field} ({m:g}) differs from train.embedding_lr_mult ({emb:g}), but "
+                "model.tie_embeddings makes them one matrix; give one value"
+            )
+        mult[id(weight)] = m
     out = []
     for g in groups:
         split: dict[float, list] = {}

@@ -18,8 +18,10 @@ parameters a profile takes:
 - ``width_power`` (default 0): a factor m_i ** power, m_i the layer's MLP width over uniform's.
   ``lr.width_power: -1`` with ``lr.part: down`` is muP's learning-rate rule without its init
   (the taper's capacity without its larger steps); ``init.width_power: -1`` muP's init alone.
-- ``lr.embedding`` (default 1): the token embedding's LR multiplier, as a candidate (compared
-  with uniform) rather than a setting (which gives every schedule, uniform too, the value).
+- ``lr.embedding`` / ``lr.head`` (default 1): the token embedding's / output layer's LR
+  multiplier, as a candidate (compared with uniform) rather than a setting (which gives every
+  schedule, uniform too, the value). A tied model (``model.tie_embeddings``) has one matrix
+  for both: give the same value or only ``lr.embedding``.
 
 **The mean.** A profile is renormalised to mean exactly 1, weighted by each layer's MLP width
 for parts ``mlp`` and ``down`` (their parameters: the budget's sense, so m_i ** -1 stays
@@ -105,7 +107,8 @@ QUANTITIES: dict[str, Quantity] = {
     for q in (
         Quantity("lr", "layer i's parameters step at train.lr x p_i (AdamW group LR)",
                  "lr_profile", "lr_profile_part", "lr_profile_json",
-                 {**_COMMON, "embedding": ("embedding_lr_mult", 1.0)}),
+                 {**_COMMON, "embedding": ("embedding_lr_mult", 1.0),
+                  "head": ("head_lr_mult", 1.0)}),
         Quantity("init", "layer i's matrices start at their init std x p_i",
                  "init_profile", "init_profile_part", "init_profile_json", _COMMON),
     )
@@ -186,8 +189,9 @@ def check_profile(candidate: Mapping[str, Any], q: Quantity) -> None:
         return
     part_of(candidate, q)
     _number(candidate, q.key("width_power"), 0.0, POWER_RANGE)
-    if "embedding" in q.extras:
-        _number(candidate, q.key("embedding"), 1.0, MULT_RANGE)
+    for extra, (field, default) in q.extras.items():
+        if field is not None:
+            _number(candidate, q.key(extra), default, MULT_RANGE)
     try:
         check_params(sched["shape"], {k: v for k, v in sched.items() if k != "shape"})
     except ScheduleError as err:
@@ -291,7 +295,7 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
     >>> profile_label({"lr.shape": "linear", "lr.r_start": 1.25, "lr.part": "block"})
     'lr linear 1.25->0.75 block'
     >>> profile_label({"lr.width_power": -1, "lr.part": "down", "lr.embedding": 2})
-    'lr uniform down x width^-1 emb x2'
+    'lr uniform down x width^-1 embedding x2'
     """
     parts = []
     for q in QUANTITIES.values():
@@ -310,9 +314,10 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
         power = candidate.get(q.key("width_power"))
         if power not in (None, 0):
             words.append(f"x width^{_shown(power)}")
-        emb = candidate.get(q.key("embedding"))
-        if "embedding" in q.extras and emb not in (None, 1):
-            words.append(f"emb x{_shown(emb)}")
+        for extra, (field, default) in q.extras.items():
+            value = candidate.get(q.key(extra))
+            if field is not None and value not in (None, default):
+                words.append(f"{extra} x{_shown(value)}")
         parts.append(" ".join(words))
     return " | ".join(parts)
 
