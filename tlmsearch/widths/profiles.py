@@ -295,7 +295,7 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
     >>> profile_label({"lr.shape": "linear", "lr.r_start": 1.25, "lr.part": "block"})
     'lr linear 1.25->0.75 block'
     >>> profile_label({"lr.width_power": -1, "lr.part": "down", "lr.embedding": 2})
-    'lr uniform down x width^-1 embedding x2'
+    'lr down x width^-1 embedding x2'
     """
     parts = []
     for q in QUANTITIES.values():
@@ -307,7 +307,7 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
             text = SHAPES[shape].label_of(sched)
         else:
             text = f"{shape} {given_label(sched, sorted(k for k in sched if k != 'shape'))}"
-        words = [f"{q.name} {text.rstrip()}"]
+        words = [q.name, text.rstrip()]
         part = candidate.get(q.part_key)
         if part is not None and part != DEFAULT_PART:
             words.append(str(part))
@@ -318,6 +318,8 @@ def profile_label(candidate: Mapping[str, Any]) -> str:
             value = candidate.get(q.key(extra))
             if field is not None and value not in (None, default):
                 words.append(f"{extra} x{_shown(value)}")
+        if len(words) > 2 and words[1] == "uniform":
+            del words[1]  # a flat shape says nothing beside a part, a power or a multiplier
         parts.append(" ".join(words))
     return " | ".join(parts)
 
