@@ -404,3 +404,19 @@ def test_an_lr_profile_study_records_the_same_values_solo_and_as_an_array(ray_up
         pytest.approx([1.5, 0.5])
     )
     assert trials.at["uniform", "lr_profile_json"] == ""
+
+
+def test_the_eta_schedules_an_arrays_members_not_its_ray_trials(tmp_path):
+    """Old runner: the ETA had 2 slots for 8 trainings running as 2 arrays of 4, so it said
+    2h20m for a study that took 39 min (the step_vs_capacity run)."""
+    from tlmsearch.search.arrays import training_slots
+    from tlmsearch.search.eta import Running, study_eta
+
+    cfg = _cfg(tmp_path, array={"size": "auto"})
+    slots = training_slots(cfg, 2, due=72)
+    assert slots == 8
+    running = [Running(128_000, 512_000, 2_100.0)] * 8
+    eta = study_eta(running, 72 - 8 - 16, 512_000, slots)
+    assert eta == pytest.approx(384_000 / 2_100 + 6 * 512_000 / 2_100, rel=1e-9)  # ~33 min
+    assert study_eta(running, 48, 512_000, 2) > 3 * eta  # what the progress line said
+    assert training_slots(_cfg(tmp_path), 2, due=72) == 2  # no arrays: one a slot

@@ -87,6 +87,26 @@ def auto_size(due: int, slots: int, gpu: bool) -> int:
     return max(1, min(cap, math.ceil(max(1, due) / max(1, slots))))
 
 
+def training_slots(cfg: StudyConfig, slots: int, due: int) -> int:
+    """Trainings that run at once on ``slots`` trial slots: one a slot, or with trial arrays
+    an array's members a slot (``search.array.size``; auto: :func:`auto_size` of the ``due``
+    trainings). The progress's ETA schedules trainings, not Ray trials.
+
+    >>> from tlmsearch.config import study_from_mapping
+    >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 2, "d_model": 32,
+    ...     "n_head": 2}, "space": "paper", "search": {"array": {"size": "auto"}}})
+    >>> training_slots(cfg, 2, due=72), training_slots(cfg, 2, due=3)
+    (8, 4)
+    """
+    from tlmsearch.config.planning import arrays_on
+
+    if not arrays_on(cfg):
+        return slots
+    size = cfg.search.array.size  # type: ignore[union-attr]
+    k = auto_size(due, slots, gpu=bool(cfg.ray.gpus_per_trial)) if size == "auto" else int(size)
+    return slots * k
+
+
 def fuse_key(cfg: StudyConfig, candidate: dict[str, Any]) -> str:
     """What members of one array must share (:func:`tlmsearch.train.trial_array.check_fusable` and
     the array's batch shape and precision): the model after the candidate's settings and heads

@@ -393,7 +393,10 @@ def _execute(
         echo(line)
     status = "failed"
     try:
-        progress = _progress(run, cfg, study, before, slots)
+        from tlmsearch.search.arrays import training_slots
+
+        trainings = training_slots(cfg, slots, remaining)  # an array's members run at once
+        progress = _progress(run, cfg, study, before, trainings)
         handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
         tuner = _tuner(run, cfg, study, url, data, remaining, [progress], slots=slots)
         try:
