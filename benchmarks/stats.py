@@ -959,8 +959,14 @@ def _rate(hits: float, total: float, studies: int) -> dict[str, Any]:
     return {"rate": p, "se": math.sqrt(p * (1.0 - p) / studies), "n": int(total)}
 
 
-MEANS = ("noise_sd_ratio", "noise_var_ratio", "pair_sd_ratio", "pair_var_ratio", "pruned",
-         "spread_ratio")
+MEANS = (
+    "noise_sd_ratio",
+    "noise_var_ratio",
+    "pair_sd_ratio",
+    "pair_var_ratio",
+    "pruned",
+    "spread_ratio",
+)
 
 
 def _mean(values: list[float]) -> dict[str, Any]:
@@ -1298,7 +1304,7 @@ def gate_grid(reps: int = 100, seed: int = 0, seeds: Sequence[int] = GATE_SEEDS,
         for k in ratios:
             sc = Scenario(f"gate{s}x{k:g}", f"{m} equal, uniform's sd {k:g}x", s, (0.0,) * m,
                           sd_uniform=k)  # fmt: skip
-            rng = np.random.default_rng([seed, s, int(round(k * 100))])
+            rng = np.random.default_rng([seed, s, round(k * 100)])
             hits = sum(judge_gate(draw(sc, rng, sd_u, sd_e)) for _ in range(reps))
             out[f"{s}/{k:g}"] = {"studies": reps, "fwer": _rate(hits, reps, reps)}
     return out

@@ -12,6 +12,9 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``ranking.py``: the per-candidate summary and the ranking with censored seeds
 - ``effects_vs_uniform.py``: effects vs uniform in units of noise, the family's decision
 - ``pairs.py``: which candidates can be told apart, multiple comparisons with the best (Hsu)
+- ``contrasts.py``: questions as contrasts (a schedule or a family vs uniform over settings,
+  interactions) from one fit of every cell
+- ``words.py``: better / worse / equivalent within +-d / inconclusive over one family
 - ``snr.py``: signal-to-noise (arXiv 2508.13144)
 - ``variances.py``: equal variances of paired samples (Pitman-Morgan)
 
@@ -23,6 +26,13 @@ says what every number means.
 
 from __future__ import annotations
 
+from tlmsearch.stats.contrasts import (
+    CONTRAST_COLUMNS,
+    FAMILY_NAMES,
+    Question,
+    contrast_table,
+    contrasts_rule,
+)
 from tlmsearch.stats.deltas import (
     PENDING_STATES,
     UNKNOWN_SEED,
@@ -81,11 +91,14 @@ from tlmsearch.stats.snr import (
     signal_to_noise,
 )
 from tlmsearch.stats.variances import pitman_morgan
+from tlmsearch.stats.words import WORDS
 
 __all__ = [
     "CHECKPOINT_EVALS",
+    "CONTRAST_COLUMNS",
     "EFFECT_COLUMNS",
     "FAMILIES",
+    "FAMILY_NAMES",
     "MCB_COLUMNS",
     "MODEL",
     "NO_DF",
@@ -99,9 +112,11 @@ __all__ = [
     "UNKNOWN",
     "UNKNOWN_SEED",
     "VARIANCES",
+    "WORDS",
     "CheckpointNoise",
     "Interval",
     "Noise",
+    "Question",
     "RowNoise",
     "RowVariance",
     "Seeds",
@@ -114,6 +129,8 @@ __all__ = [
     "candidate_means",
     "checkpoint_noise",
     "ci_level",
+    "contrast_table",
+    "contrasts_rule",
     "decide",
     "effects",
     "expected_range",
