@@ -385,7 +385,8 @@ def contrast_table(
     (:func:`tlmsearch.stats.row_noise`); ``settings``: each candidate's settings by key
     ({"train.lr": 0.003}; default: parsed from its setting label); ``margin``: the
     equivalence margin d in the metric's units (None: no equivalence question);
-    ``questions``: the study's own contrasts (default: :func:`default_questions`). Columns: :data:`CONTRAST_COLUMNS`, one row per contrast.
+    ``questions``: the study's own contrasts (default: :func:`default_questions`). Columns:
+    :data:`CONTRAST_COLUMNS`, one row per contrast.
 
     >>> t = pd.DataFrame({"candidate": ["u"] * 3 + ["c"] * 3, "is_baseline": [1] * 3 + [0] * 3,
     ...                   "seed": [0, 1, 2] * 2, "state": "COMPLETE",
