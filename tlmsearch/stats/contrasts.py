@@ -297,26 +297,54 @@ def _at(q: Question, rows: Sequence[_Row], setting: str) -> Question:
     return Question(q.name, q.schedules, q.vs, {d: (v,) for d, v in values.items()})
 
 
-def _fit_setting(keys: Sequence[Any], seeds: Sequence[Any], values: np.ndarray,
-                 weights: Mapping[Any, float]) -> np.ndarray | None:  # fmt: skip
-    """a with a'y the OLS estimate of sum_r w_r tau_r in value ~ row + seed (one setting);
-    None when the contrast is not estimable there (its rows share no seed)."""
-    k_codes, k_names = pd.factorize(pd.Series(list(keys), dtype="object"))
-    s_codes = pd.factorize(pd.Series([str(s) for s in seeds], dtype="object"))[0]
-    cols = [np.ones(len(values))]
-    cols += [(k_codes == j).astype(float) for j in range(1, len(k_names))]
-    cols += [(s_codes == j).astype(float) for j in range(1, s_codes.max() + 1)]
-    x = np.column_stack(cols)
-    lvec = np.zeros(x.shape[1])
-    for j, name in enumerate(k_names):
+@dataclass(frozen=True)
+class _Fit:
+    """One setting's block-design fit, value ~ row + seed: its rows' keys per cell, the design
+    and its pseudo-inverse, the values."""
+
+    keys: tuple[Any, ...]  # per cell
+    names: tuple[Any, ...]  # the distinct rows, in the design's column order
+    x: np.ndarray
+    pinv: np.ndarray
+    y: np.ndarray
+
+
+def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
+         key: str = "candidate") -> dict[str, _Fit]:  # fmt: skip
+    """setting -> :class:`_Fit` of its completed cells of known seeds."""
+    setting_of = {r.key: r.setting for r in rows}
+    by: dict[str, list[tuple[Any, int, float]]] = {}
+    for (c, seed), cell in _cells(trials, value, key).items():
+        if cell.outcome == "complete" and seed != UNKNOWN_SEED and c in setting_of:
+            by.setdefault(setting_of[c], []).append((c, seed, cell.value))
+    out = {}
+    for s, done in by.items():
+        keys, seeds, ys = zip(*done, strict=True)
+        k_codes, k_names = pd.factorize(pd.Series(list(keys), dtype="object"))
+        s_codes = pd.factorize(pd.Series([str(x) for x in seeds], dtype="object"))[0]
+        cols = [np.ones(len(ys))]
+        cols += [(k_codes == j).astype(float) for j in range(1, len(k_names))]
+        cols += [(s_codes == j).astype(float) for j in range(1, s_codes.max() + 1)]
+        x = np.column_stack(cols)
+        out[s] = _Fit(tuple(keys), tuple(k_names), x, np.linalg.pinv(x),
+                      np.asarray(ys, dtype="float64"))  # fmt: skip
+    return out
+
+
+def _weights_on_cells(fit: _Fit, weights: Mapping[Any, float]) -> np.ndarray | None:
+    """a with a'y the OLS estimate of sum_r w_r tau_r in one setting's fit; None when it is not
+    estimable there (a row of it has no complete cell, or its rows share no seed)."""
+    if any(k not in fit.names for k, w in weights.items() if w != 0.0):
+        return None
+    lvec = np.zeros(fit.x.shape[1])
+    for j, name in enumerate(fit.names):
         if j > 0:
             lvec[j] = weights.get(name, 0.0)
-    if not math.isclose(sum(weights.get(n, 0.0) for n in k_names), 0.0, abs_tol=1e-9):
-        return None  # a row of the contrast has no complete cell in this setting
-    pinv = np.linalg.pinv(x)
-    if not np.allclose(lvec @ pinv @ x, lvec, atol=1e-8):
+    if not math.isclose(sum(weights.get(n, 0.0) for n in fit.names), 0.0, abs_tol=1e-9):
         return None
-    return pinv.T @ lvec
+    if not np.allclose(lvec @ fit.pinv @ fit.x, lvec, atol=1e-8):
+        return None
+    return fit.pinv.T @ lvec
 
 
 def _cell_variance(model: RowNoise | Noise | None, key: Any) -> tuple[str, float, int] | None:
@@ -331,30 +359,29 @@ def _cell_variance(model: RowNoise | Noise | None, key: Any) -> tuple[str, float
     return "pooled", model.sd**2 / 2.0, model.df
 
 
-def estimate(trials: pd.DataFrame, value: str, weights: Mapping[Any, float],
-             models: Mapping[str, RowNoise | Noise | None], rows: Sequence[_Row],
-             key: str = "candidate") -> tuple[float, float, float]:  # fmt: skip
+def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
+             models: Mapping[str, RowNoise | Noise | None],
+             rows: Sequence[_Row]) -> tuple[float, float, float]:  # fmt: skip
     """(estimate, se, Satterthwaite df) of the contrast sum_r w_r tau_r over the settings its
-    weights touch; NaNs (df 0) when it is not estimable or a setting's noise is unknown."""
+    weights touch (:func:`fits`; ``models``: each setting's noise, one for all when it holds
+    one); NaNs (df 0) when it is not estimable or a setting's noise is unknown."""
     if not weights:
         return math.nan, math.nan, 0.0
-    cells = _cells(trials, value, key)
     setting_of = {r.key: r.setting for r in rows}
+    only = next(iter(models.values())) if len(models) == 1 else None
     est, comps = 0.0, {}
     for s in sorted({setting_of[k] for k in weights if k in setting_of}):
-        done = [(c, seed, cell.value) for (c, seed), cell in cells.items()
-                if cell.outcome == "complete" and seed != UNKNOWN_SEED
-                and setting_of.get(c) == s]  # fmt: skip
+        fit = fitted.get(s)
         w = {k: x for k, x in weights.items() if setting_of.get(k) == s}
-        if not done:
-            return math.nan, math.nan, 0.0
-        ks, seeds, ys = zip(*done, strict=True)
-        a = _fit_setting(ks, seeds, np.asarray(ys, dtype="float64"), w)
+        a = _weights_on_cells(fit, w) if fit is not None else None
         if a is None:
             return math.nan, math.nan, 0.0
-        est += float(a @ np.asarray(ys))
-        for c, ai in zip(ks, a, strict=True):
-            part = _cell_variance(models.get(s), c)
+        est += float(a @ fit.y)
+        model = models.get(s, only)
+        for c, ai in zip(fit.keys, a, strict=True):
+            if ai == 0.0:
+                continue
+            part = _cell_variance(model, c)
             if part is None:
                 return est, math.nan, 0.0
             name, var, df = part
@@ -405,9 +432,10 @@ def contrast_table(
     asked = [(NAMED, q) for q in questions] if questions else default_questions(rows)
     recs = []
     censored = {r.schedule for r in rows if r.censored and not r.baseline}
+    fitted = fits(trials, value, rows, key)
     for kind, q in asked:
         plus, w, n = _spec(rows, q)
-        est, se, df = estimate(trials, value, w, models, rows, key)
+        est, se, df = estimate(fitted, w, models, rows)
         why = ""
         if not w:
             why = "not estimable: a side has no complete cell at some setting it reads"

@@ -161,11 +161,13 @@ def decide_words(
 def family_rule(m: int, level: float, margin: float | None) -> str:
     """How the family's words are decided, in one line.
 
-    >>> family_rule(3, 0.95, 0.01)[:60]
-    "Holm over 3 contrasts (each one's difference and equivalence"
-    """
-    eq = f" and equivalence within +-{margin:g} (TOST)" if margin is not None else ""
+    >>> family_rule(3, 0.95, 0.01)
+    'Holm over 3 contrasts, family-wise error 5%; each asks "differs from 0?" and "within +-0.01?" (TOST), counted once (Shaffer)'
+    """  # noqa: E501
+    head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
+    if margin is None:
+        return head + "; no equivalence margin, so none is called equivalent"
     return (
-        f"Holm over {m} contrast{'s' * (m != 1)} (each one's difference{eq} counted once: "
-        f"Shaffer's step-down), family-wise error {1 - level:.0%}"
+        f'{head}; each asks "differs from 0?" and "within +-{margin:g}?" (TOST), counted '
+        "once (Shaffer)"
     )
