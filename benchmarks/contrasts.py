@@ -174,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     print(f"## Contrasts: {a.reps} studies per scenario, seed {a.seed}; {len(R_STARTS)} "
           f"early-heavy schedules and uniform x {len(LRS)} LRs x 3 seeds; margin {MARGIN} "
-          f"noise sds; variance model {a.variance}; rate ± one MC standard error\n", flush=True)  # fmt: skip
+          f"noise sds; variance model {a.variance}; rate ± one MC standard error\n",
+          flush=True)  # fmt: skip
     t0 = time.perf_counter()
     res = run(a.reps, a.seed, which, a.variance)
     print(table(res))
