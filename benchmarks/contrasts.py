@@ -22,7 +22,9 @@ per-setting contrasts, 6 interactions with ``train.lr``, 32 in all). Scenarios:
   (d = ``MARGIN`` noise sds, the equivalence margin): a contrast whose truth is +-d called
   "equivalent" is false; the goal: at most 5% of the studies (within 2 MC standard errors);
 - ``null``: every schedule equal to uniform: any "better" or "worse" is false (family-wise
-  error, goal 5%), and "equivalent" is how often the study bounds the effects within +-d.
+  error, goal 5%), and "equivalent" is how often the study bounds the effects within +-d;
+- ``null_u2`` / ``null_u3_one``: the same with uniform's residual sd 2x the others' at every
+  LR / 3x at the highest LR only (every contrast rests on uniform's noise).
 
 Monte-Carlo standard errors are sqrt(p (1 - p) / N), N the simulated studies.
 
@@ -51,16 +53,27 @@ LRS = (0.001, 0.002, 0.004, 0.008)
 R_STARTS = (1.1, 1.2, 1.3, 1.4, 1.5)  # cosine r_start -> r_end = 2 - r_start: taper 2 r - 2
 MARGIN = 0.5  # the equivalence margin in noise sds
 FAMILY = f"early-heavy ({len(R_STARTS)} schedules) vs uniform over {len(LRS)} settings"
-SCENARIOS = {"power": -1.0, "equiv_plus": MARGIN, "equiv_minus": -MARGIN, "null": 0.0}
+# scenario -> (every early-heavy schedule's effect in noise sds, uniform's residual sd over the
+# others' at each LR)
+SCENARIOS = {
+    "power": (-1.0, (1.0,) * 4),
+    "equiv_plus": (MARGIN, (1.0,) * 4),
+    "equiv_minus": (-MARGIN, (1.0,) * 4),
+    "null": (0.0, (1.0,) * 4),
+    "null_u2": (0.0, (2.0,) * 4),  # uniform's sd 2x at every LR
+    "null_u3_one": (0.0, (1.0, 1.0, 1.0, 3.0)),  # 3x at the highest LR only
+}
 
 
 def draw(rng: np.random.Generator, effect: float, seeds: int = 3, sd_u: float = 0.005,
-         sd_g: float = 0.005, sd_e: float = 0.005) -> pd.DataFrame:  # fmt: skip
-    """One complete study: every early-heavy schedule ``effect`` noise sds from uniform."""
+         sd_g: float = 0.005, sd_e: float = 0.005,
+         uniform_sd: Sequence[float] = (1.0,) * len(LRS)) -> pd.DataFrame:  # fmt: skip
+    """One complete study: every early-heavy schedule ``effect`` noise sds from uniform;
+    ``uniform_sd``: uniform's residual sd over the others' at each LR."""
     noise = math.sqrt(2.0) * sd_e
     u = rng.normal(0.0, sd_u, seeds)
     rows = []
-    for lr in LRS:
+    for lr, k in zip(LRS, uniform_sd, strict=True):
         g = rng.normal(0.0, sd_g, seeds)
         for r in (None, *R_STARTS):
             params = ({"shape": "uniform"} if r is None
@@ -74,7 +87,8 @@ def draw(rng: np.random.Generator, effect: float, seeds: int = 3, sd_u: float = 
                     "setting": f"lr={lr!r}", "params_json": json.dumps(params, sort_keys=True),
                     "taper": 0.0 if r is None else 2.0 * r - 2.0, "is_baseline": r is None,
                     "seed": s, "state": "COMPLETE",
-                    VALUE: 2.0 + shift + u[s] + g[s] + rng.normal(0.0, sd_e),
+                    VALUE: 2.0 + shift + u[s] + g[s]
+                    + rng.normal(0.0, sd_e * (k if r is None else 1.0)),
                 })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -123,8 +137,9 @@ def run(reps: int = 100, seed: int = 0, which: Sequence[str] = tuple(SCENARIOS),
     out = {}
     for k in which:
         rng = np.random.default_rng([seed, *k.encode()])
-        counts = [judge(draw(rng, SCENARIOS[k]), SCENARIOS[k] * noise, MARGIN * noise,
-                        variance) for _ in range(reps)]  # fmt: skip
+        effect, uniform_sd = SCENARIOS[k]
+        counts = [judge(draw(rng, effect, uniform_sd=uniform_sd), effect * noise,
+                        MARGIN * noise, variance) for _ in range(reps)]  # fmt: skip
         out[k] = {name: _rate(sum(c[name] for c in counts), reps) for name in counts[0]}
         out[k]["studies"] = reps
     return out
@@ -150,7 +165,7 @@ def table(res: dict[str, dict[str, Any]]) -> str:
             goal += f" (ratio {fam / cell:.1f})" if cell else " (no cell separated)"
         elif k.startswith("equiv"):
             goal = "ok" if within(r["false_equivalent"]) else "**FAILS**"
-        else:
+        else:  # the nulls
             goal = "ok" if within(r["false_direction"]) else "**FAILS**"
         lines.append(f"| {k} | {fmt(r['family_better'])} | {fmt(r['cell_separated'])} | "
                      f"{fmt(r['false_equivalent'])} | {fmt(r['false_direction'])} | "

@@ -14,7 +14,7 @@ def _bench():
 
 def test_a_drawn_study_has_every_schedule_at_every_lr_and_seed() -> None:
     bench = _bench()
-    t = bench.draw(np.random.default_rng(0), -1.0)
+    t = bench.draw(np.random.default_rng(0), -1.0, uniform_sd=(1.0, 1.0, 1.0, 3.0))
     assert len(t) == (len(bench.R_STARTS) + 1) * len(bench.LRS) * 3
     assert t.groupby("setting")["schedule"].nunique().eq(len(bench.R_STARTS) + 1).all()
     assert (t.loc[~t["is_baseline"], "taper"] > 0).all()

@@ -364,12 +364,17 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
              rows: Sequence[_Row]) -> tuple[float, float, float]:  # fmt: skip
     """(estimate, se, Satterthwaite df) of the contrast sum_r w_r tau_r over the settings its
     weights touch (:func:`fits`; ``models``: each setting's noise, one for all when it holds
-    one); NaNs (df 0) when it is not estimable or a setting's noise is unknown."""
+    one); NaNs (df 0) when it is not estimable or a setting's noise is unknown.
+
+    Uniform's part of the variance, sum over its cells of a_k^2 sigma_u^2, is judged as a whole
+    (:func:`_uniform_part`): its own estimate where that exceeds the pool's, as the rows model
+    judges uniform in one setting, but summed over every setting the contrast reads, so a
+    contrast over 4 settings of 3 seeds rests on uniform's 8 df, not on 2 per setting."""
     if not weights:
         return math.nan, math.nan, 0.0
     setting_of = {r.key: r.setting for r in rows}
     only = next(iter(models.values())) if len(models) == 1 else None
-    est, comps = 0.0, {}
+    est, comps, uniform = 0.0, {}, []
     for s in sorted({setting_of[k] for k in weights if k in setting_of}):
         fit = fitted.get(s)
         w = {k: x for k, x in weights.items() if setting_of.get(k) == s}
@@ -384,14 +389,36 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
             part = _cell_variance(model, c)
             if part is None:
                 return est, math.nan, 0.0
+            if isinstance(model, RowNoise) and c in model.control and c in model.rows:
+                own, n = model.rows[c].own, fit.keys.count(c)
+                uniform.append((s, ai * ai, own, n - 1, model.pooled.sd**2 / 2.0,
+                                model.pooled.df))  # fmt: skip
+                continue
             name, var, df = part
             comp = comps.setdefault((s, name), [0.0, df])
             comp[0] += ai * ai * var
+    for name, var, df in _uniform_part(uniform):
+        comp = comps.setdefault(name, [0.0, df])
+        comp[0] += var
     var = sum(v for v, _ in comps.values())
     denom = sum(v * v / df for v, df in comps.values())
     if not var > 0 or not denom > 0:
         return est, math.nan, 0.0
     return est, math.sqrt(var), float(max(1, math.floor(var * var / denom)))
+
+
+def _uniform_part(terms: Sequence[tuple[str, float, float, int, float, int]]
+                  ) -> list[tuple[Any, float, int]]:  # fmt: skip
+    """Uniform's variance components of one contrast from its cells' terms (setting, sum of
+    a_k^2 there, its own variance estimate there, its df, the setting's pooled cell variance,
+    its df): each setting's own (one component each, n - 1 df) where their sum exceeds the
+    pooled sum and every setting has an own estimate, else the pooled ones."""
+    own_sum = sum(c * max(own, 0.0) for _, c, own, _, _, _ in terms)
+    pool_sum = sum(c * vp for _, c, _, _, vp, _ in terms)
+    known = all(math.isfinite(own) and df >= 1 for _, _, own, df, _, _ in terms)
+    if terms and known and own_sum > pool_sum * (1.0 + 1e-9):
+        return [((s, "uniform own"), c * max(own, 0.0), df) for s, c, own, df, _, _ in terms]
+    return [((s, "pooled"), c * vp, dfp) for s, c, _, _, vp, dfp in terms]
 
 
 def contrast_table(
