@@ -298,3 +298,34 @@ def test_without_settings_given_the_dimensions_come_from_the_setting_label() -> 
     t = draw(rng, ["cosine 1.5->0.5"], lrs=(0.001, 0.01), seeds=3)
     c = contrast_table(t, "v", models=models(t))
     assert "cosine 1.5->0.5 x lr: effect at 0.01 minus at 0.001" in set(c["name"])
+
+
+def test_uniforms_part_is_its_own_where_the_sum_over_settings_exceeds_the_pool() -> None:
+    from tlmsearch.stats.contrasts import _uniform_part
+
+    # two settings, each a^2 = 0.1 on uniform; own 3.0 and 0.5 vs pools 1.0 and 1.0: the sum
+    # 0.35 exceeds 0.2, so both settings' own (2 df each) though one is below its pool
+    terms = [("lr=1", 0.1, 3.0, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
+    got = _uniform_part(terms)
+    assert got == [(("lr=1", "uniform own"), pytest.approx(0.3), 2),
+                   (("lr=2", "uniform own"), pytest.approx(0.05), 2)]  # fmt: skip
+    # below the pool in sum: the pooled parts, on the pool's df
+    quiet = [("lr=1", 0.1, 1.2, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
+    assert _uniform_part(quiet) == [(("lr=1", "pooled"), pytest.approx(0.1), 10),
+                                    (("lr=2", "pooled"), pytest.approx(0.1), 10)]  # fmt: skip
+    # an own estimate that cannot be made (one cell): the pool
+    assert _uniform_part([("x", 0.1, math.nan, 0, 1.0, 10)])[0][0] == ("x", "pooled")
+
+
+def test_a_noisier_uniform_widens_every_contrast_through_its_own_variance() -> None:
+    rng = np.random.default_rng(9)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"],
+             lrs=(0.001, 0.01), seeds=6)  # fmt: skip
+    loud = t.copy()
+    u = loud["is_baseline"]
+    loud.loc[u, "v"] = loud.loc[u, "v"] + rng.normal(0, 4.0, int(u.sum()))
+    quiet_c = by_name(table(t, models=models(t)))
+    loud_c = by_name(table(loud, models=models(loud)))
+    name = "early-heavy (2 schedules) vs uniform over 2 settings"
+    assert loud_c.loc[name, "se"] > 2.0 * quiet_c.loc[name, "se"]
+    assert loud_c.loc[name, "df"] <= 10  # uniform's own: 2 settings x 5 df
