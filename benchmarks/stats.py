@@ -4,6 +4,11 @@ Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 300] [--race-re
 [--seed 0] [--scenarios a,b,c3,c5,u2,u3,n3,n5,prior_half,prior_equal,prior_double,arrive,
 prune_median,prune_paired,matrix60] [--sd-u 0.005] [--sd-e 0.005] [--no-race] [--json OUT]``
 (it prints its settings first; ``--scenarios`` picks any of them, e.g. ``prior_half,arrive``).
+``--gate REPS`` runs only uniform's variance gate across seeds (:func:`gate_grid`: REPS null
+studies of 15 candidates per cell of 3/5/10/20 seeds x uniform's sd 1/1.25/1.5/2/3x, each cell
+``ok`` or ``**FAILS**`` against 5% within 2 MC standard errors; ``--gate 100`` in about 2
+minutes, ``--gate 1000`` in about 20 on one core; its numbers: docs/statistics.md, "Uniform's
+gate across seeds").
 
 Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
