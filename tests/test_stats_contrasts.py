@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch import stats
-from tlmsearch.stats.contrasts import (
+from tlmsearch.stats.contrasts import contrast_table
+from tlmsearch.stats.questions import (
     EARLY,
     LATE,
     Question,
-    contrast_table,
     default_questions,
     design_rows,
     members,

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.stats.contrasts import SETTING
+from tlmsearch.stats.questions import SETTING
 from tlmsearch.stats.words import BETTER, EQUIVALENT, WORSE
 
 

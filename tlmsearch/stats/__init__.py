@@ -12,8 +12,9 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``ranking.py``: the per-candidate summary and the ranking with censored seeds
 - ``effects_vs_uniform.py``: effects vs uniform in units of noise, the family's decision
 - ``pairs.py``: which candidates can be told apart, multiple comparisons with the best (Hsu)
-- ``contrasts.py``: questions as contrasts (a schedule or a family vs uniform over settings,
-  interactions) from one fit of every cell
+- ``questions.py``: the questions a study asks (a schedule or a family vs uniform over its
+  settings, at each, interactions with each setting dimension) as weights on its cells
+- ``contrasts.py``: those contrasts from one fit of every cell, with their noise and words
 - ``words.py``: better / worse / equivalent within +-d / inconclusive over one family
 - ``snr.py``: signal-to-noise (arXiv 2508.13144)
 - ``variances.py``: equal variances of paired samples (Pitman-Morgan)
@@ -26,13 +27,7 @@ says what every number means.
 
 from __future__ import annotations
 
-from tlmsearch.stats.contrasts import (
-    CONTRAST_COLUMNS,
-    FAMILY_NAMES,
-    Question,
-    contrast_table,
-    contrasts_rule,
-)
+from tlmsearch.stats.contrasts import CONTRAST_COLUMNS, contrast_table, contrasts_rule
 from tlmsearch.stats.deltas import (
     PENDING_STATES,
     UNKNOWN_SEED,
@@ -61,6 +56,7 @@ from tlmsearch.stats.noise import (
 )
 from tlmsearch.stats.pairs import MCB_COLUMNS, PAIR_COLUMNS, mcb, pairwise
 from tlmsearch.stats.quantiles import Interval, mean_interval, range_critical, t_quantile, t_sf
+from tlmsearch.stats.questions import FAMILY_NAMES, Question
 from tlmsearch.stats.ranking import (
     RANK_COLUMNS,
     SUMMARY_COLUMNS,
