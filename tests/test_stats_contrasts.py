@@ -25,6 +25,7 @@ from tlmsearch.stats.words import (
     BETTER,
     EQUIVALENT,
     INCONCLUSIVE,
+    WORDS,
     WORSE,
     decide_words,
     p_equivalent,
@@ -329,3 +330,23 @@ def test_a_noisier_uniform_widens_every_contrast_through_its_own_variance() -> N
     name = "early-heavy (2 schedules) vs uniform over 2 settings"
     assert loud_c.loc[name, "se"] > 2.0 * quiet_c.loc[name, "se"]
     assert loud_c.loc[name, "df"] <= 10  # uniform's own: 2 settings x 5 df
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4),
+       st.floats(0.0, 0.6), st.booleans())  # fmt: skip
+def test_any_table_gives_a_word_per_contrast_and_never_raises(seed, n_lrs, n_seeds, drop,
+                                                               prune) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    lrs = (0.001, 0.003, 0.01)[:n_lrs] if n_lrs > 1 else (None,)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], lrs=lrs,
+             seeds=n_seeds)  # fmt: skip
+    t = t[rng.uniform(size=len(t)) >= drop].reset_index(drop=True)
+    if prune and len(t):
+        t.loc[rng.integers(len(t)), "state"] = "PRUNED"
+    if t.empty:
+        return
+    c = table(t, models=models(t), margin=0.2)
+    assert set(c["word"]) <= set(WORDS)
+    known = c["df"] >= 1
+    assert c.loc[~known, "word"].eq(INCONCLUSIVE).all()  # no noise, no claim
