@@ -350,3 +350,14 @@ def test_any_table_gives_a_word_per_contrast_and_never_raises(seed, n_lrs, n_see
     assert set(c["word"]) <= set(WORDS)
     known = c["df"] >= 1
     assert c.loc[~known, "word"].eq(INCONCLUSIVE).all()  # no noise, no claim
+
+
+def test_a_noise_of_exactly_zero_decides_as_the_effects_do() -> None:
+    # every schedule's seed-to-seed deltas identical: the fit leaves residuals of exactly 0
+    vals = {("uniform", None): [2.0, 2.1, 2.2], ("cosine 1.5->0.5", None): [1.9, 2.0, 2.1],
+            ("linear 0.5->1.5", None): [2.0, 2.1, 2.2]}  # fmt: skip
+    t = grid(vals)
+    c = by_name(table(t, models=models(t), margin=0.05))
+    assert c.loc["cosine 1.5->0.5 vs uniform", "se"] == 0.0
+    assert c.loc["cosine 1.5->0.5 vs uniform", "word"] == BETTER
+    assert c.loc["linear 0.5->1.5 vs uniform", "word"] == EQUIVALENT

@@ -181,6 +181,10 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
         comp[0] += var
     var = sum(v for v, _ in comps.values())
     denom = sum(v * v / df for v, df in comps.values())
+    if comps and var == 0:  # every cell it reads measured without noise (a fit exactly 0)
+        scale = max(float(np.abs(f.y).max()) for f in fitted.values())
+        est = 0.0 if abs(est) <= 1e-12 * max(scale, 1.0) else est  # rounding, not an effect
+        return est, 0.0, float(min(df for _, df in comps.values()))
     if not var > 0 or not denom > 0:
         return est, math.nan, 0.0
     return est, math.sqrt(var), float(max(1, math.floor(var * var / denom)))

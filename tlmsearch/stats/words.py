@@ -40,8 +40,10 @@ def p_difference(estimate: float, se: float, df: float) -> float:
     >>> round(p_difference(2.0, 1.0, 10), 4)
     0.0734
     """
-    if not (se > 0 and df >= 1 and math.isfinite(estimate)):
+    if not (se >= 0 and df >= 1 and math.isfinite(estimate)):
         return math.nan
+    if se == 0:  # a noise measured at exactly 0: any difference is certain
+        return 0.0 if estimate != 0 else 1.0
     return min(1.0, 2.0 * t_sf(abs(estimate) / se, df))
 
 
@@ -53,10 +55,12 @@ def p_equivalent(estimate: float, se: float, df: float, margin: float) -> float:
     >>> p_equivalent(0.0, 1.0, 10, 0.0)
     1.0
     """
-    if not (se > 0 and df >= 1 and math.isfinite(estimate)):
+    if not (se >= 0 and df >= 1 and math.isfinite(estimate)):
         return math.nan
     if not margin > 0:
         return 1.0
+    if se == 0:
+        return 0.0 if abs(estimate) < margin else 1.0
     below = t_sf((estimate + margin) / se, df)  # H0: theta <= -margin
     above = t_sf((margin - estimate) / se, df)  # H0: theta >= +margin
     return min(1.0, max(below, above))
@@ -133,7 +137,7 @@ def decide_words(
                                               "eq_level")}  # fmt: skip
     words = []
     for i in range(m):
-        known = se_[i] > 0 and df_[i] >= 1
+        known = se_[i] >= 0 and df_[i] >= 1
         if known:
             conf = 1.0 - alpha / t_d[i]
             half = t_quantile(df_[i], conf) * se_[i]
