@@ -4,6 +4,11 @@ Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 300] [--race-re
 [--seed 0] [--scenarios a,b,c3,c5,u2,u3,n3,n5,prior_half,prior_equal,prior_double,arrive,
 prune_median,prune_paired,matrix60] [--sd-u 0.005] [--sd-e 0.005] [--no-race] [--json OUT]``
 (it prints its settings first; ``--scenarios`` picks any of them, e.g. ``prior_half,arrive``).
+``--gate REPS`` runs only uniform's variance gate across seeds (:func:`gate_grid`: REPS null
+studies of 15 candidates per cell of 3/5/10/20 seeds x uniform's sd 1/1.25/1.5/2/3x, each cell
+``ok`` or ``**FAILS**`` against 5% within 2 MC standard errors; ``--gate 100`` in about 2
+minutes, ``--gate 1000`` in about 20 on one core; its numbers: docs/statistics.md, "Uniform's
+gate across seeds").
 
 Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
@@ -226,6 +231,7 @@ from tlmsearch.evidence.racing import (
     race_settings,
 )
 from tlmsearch.stats import VARIANCES, decide, t_quantile
+from tlmsearch.stats import effects as stats_effects
 
 VALUE = "val_bpb"
 UNIFORM = "uniform"
@@ -958,8 +964,14 @@ def _rate(hits: float, total: float, studies: int) -> dict[str, Any]:
     return {"rate": p, "se": math.sqrt(p * (1.0 - p) / studies), "n": int(total)}
 
 
-MEANS = ("noise_sd_ratio", "noise_var_ratio", "pair_sd_ratio", "pair_var_ratio", "pruned",
-         "spread_ratio")
+MEANS = (
+    "noise_sd_ratio",
+    "noise_var_ratio",
+    "pair_sd_ratio",
+    "pair_var_ratio",
+    "pruned",
+    "spread_ratio",
+)
 
 
 def _mean(values: list[float]) -> dict[str, Any]:
@@ -1266,6 +1278,60 @@ def run(*, reps: int = 300, seed: int = 0, which: Sequence[str] = DEFAULT,
     return out
 
 
+# -------------------------------------------------------------------------------------------------
+# Uniform's variance gate across seeds (``--gate``)
+
+GATE_SEEDS = (3, 5, 10, 20)
+GATE_RATIOS = (1.0, 1.25, 1.5, 2.0, 3.0)  # uniform's residual sd over the candidates'
+
+
+def judge_gate(trials: pd.DataFrame) -> int:
+    """1 when the study's effects vs uniform (the rows model, Holm at the joint t: what
+    ``Evidence.build`` decides without racing) separate any candidate: every candidate equals
+    uniform, so any separation is false."""
+    eff = stats_effects(trials, VALUE, "minimize")
+    return int(bool(eff["separated"].fillna(False).any()))
+
+
+def gate_grid(reps: int = 100, seed: int = 0, seeds: Sequence[int] = GATE_SEEDS,
+              ratios: Sequence[float] = GATE_RATIOS, m: int = 15, sd_u: float = 0.005,
+              sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """``"seeds/ratio"`` -> the family-wise rate of a false "separated" (:func:`_rate`) over
+    ``reps`` null studies of ``m`` candidates equal to uniform, uniform's residual sd ``ratio``
+    times the candidates'. The draws depend on (``seed``, seeds, ratio) only.
+
+    >>> g = gate_grid(reps=2, seeds=(3,), ratios=(2.0,), m=3)
+    >>> sorted(g), g["3/2"]["studies"]
+    (['3/2'], 2)
+    """
+    out = {}
+    for s in seeds:
+        for k in ratios:
+            sc = Scenario(f"gate{s}x{k:g}", f"{m} equal, uniform's sd {k:g}x", s, (0.0,) * m,
+                          sd_uniform=k)  # fmt: skip
+            rng = np.random.default_rng([seed, s, round(k * 100)])
+            hits = sum(judge_gate(draw(sc, rng, sd_u, sd_e)) for _ in range(reps))
+            out[f"{s}/{k:g}"] = {"studies": reps, "fwer": _rate(hits, reps, reps)}
+    return out
+
+
+def gate_table(grid: dict[str, dict[str, Any]]) -> str:
+    """:func:`gate_grid`'s rates as a seeds x ratio table, each cell ``ok`` or ``**FAILS**``
+    against 5% within 2 MC standard errors."""
+    seeds = sorted({int(k.split("/")[0]) for k in grid})
+    ratios = sorted({float(k.split("/")[1]) for k in grid})
+    lines = ["### Uniform's variance gate: family-wise false \"separated\" (null studies, Holm)",
+             "", "| seeds | " + " | ".join(f"uniform's sd {k:g}x" for k in ratios) + " |",
+             "|---|" + "---|" * len(ratios)]  # fmt: skip
+    for s in seeds:
+        cells = []
+        for k in ratios:
+            r = grid[f"{s}/{k:g}"]["fwer"]
+            cells.append(f"{fmt(r)} {_ok(within_goal(r))}")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
@@ -1284,7 +1350,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help=f"skip the races and the pruner of {', '.join(RACED)} (the slow part; "
                         "issue 31's other rows run when named)")  # fmt: skip
     p.add_argument("--json", help="write the numbers here")
+    p.add_argument("--gate", type=int, default=0, metavar="REPS",
+                   help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
+                        "null studies per cell")  # fmt: skip
     a = p.parse_args(argv)
+    if a.gate:
+        t0 = time.perf_counter()
+        grid = gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e)
+        print(gate_table(grid))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"settings": {"gate": a.gate, "seed": a.seed}, "gate": grid}, f,
+                          indent=1)  # fmt: skip
+        return
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     t0 = time.perf_counter()
     races = False if a.no_race else min(a.reps, a.race_reps)

@@ -176,3 +176,18 @@ def test_the_median_pruner_simulation_prunes_candidates_never_uniform_nor_the_la
     # a completed training ends on its drawn value; a pruned one stopped at an earlier eval
     assert np.allclose(out.loc[~cut, "val_bpb"], trials.loc[~cut, "val_bpb"])
     assert not np.isclose(out.loc[cut, "val_bpb"], trials.loc[cut, "val_bpb"]).any()
+
+
+def test_the_gate_grid_counts_false_separations_per_seeds_and_ratio() -> None:
+    bench = _bench()
+    grid = bench.gate_grid(reps=3, seeds=(3, 20), ratios=(1.0, 3.0), m=4)
+    assert sorted(grid) == ["20/1", "20/3", "3/1", "3/3"]
+    for r in grid.values():
+        assert r["studies"] == 3 and 0.0 <= r["fwer"]["rate"] <= 1.0
+    table = bench.gate_table(grid)
+    assert "| 20 |" in table and "uniform's sd 3x" in table
+    # a study whose candidates all beat uniform by far is a false separation under the null's
+    # bookkeeping: the judge counts any "separated"
+    sc = bench.Scenario("x", "x", 3, (-20.0,) * 4)
+    trials = bench.draw(sc, __import__("numpy").random.default_rng(0))
+    assert bench.judge_gate(trials) == 1

@@ -134,6 +134,21 @@ def test_uniform_keeps_the_pool_only_where_its_seeds_rule_out_twice_the_sd() -> 
     assert stats.row_noise(table(calm), "v").rows["uniform"].source == POOLED
 
 
+def test_a_modestly_noisier_uniform_on_many_seeds_takes_its_own_variance() -> None:
+    # uniform's sd 1.5x the candidates' on 20 seeds: its 19 df pin its variance near 2.25x
+    # the others', well below 4x, so a gate "pooled unless 4x is ruled out at 80%" pooled it
+    # and understated every comparison; its own estimate exceeds the pool, so it is its own
+    y = np.random.default_rng(5).normal(0, 0.01, size=(16, 20))
+    y[0] *= 1.5
+    model = stats.row_noise(table(y), "v")
+    u = model.rows["uniform"]
+    assert u.own > 1.5 * model.pooled.sd**2 / 2  # clearly above the pool...
+    assert u.own < 3.0 * model.pooled.sd**2 / 2  # ...and clearly below 4x
+    assert u.source == OWN and u.df == 19 and u.var == pytest.approx(u.own)
+    # every comparison with it is then wider than on the pool
+    assert model.pair("c1", "uniform").sd > model.pooled.sd
+
+
 def test_uniforms_share_of_each_comparison_is_how_they_move_together() -> None:
     base = np.random.default_rng(1).normal(0, 0.01, size=(16, 8))
     loud = base.copy()

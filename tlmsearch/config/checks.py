@@ -34,6 +34,7 @@ def study_problems(cfg: StudyConfig) -> list[str]:
     ones pass (an hf or plugin model is built, each rung validated)."""
     problems = check_widths(cfg)
     problems = (problems or profile_problems(cfg)) + data_problems(cfg) + tracking_problems(cfg)
+    problems += contrast_problems(cfg)
     if not problems:
         problems = external_problems(cfg)
     if not problems and cfg.ladder:
@@ -118,6 +119,34 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
                 f"{name}: depth profiles and LR multipliers scale the built-in models' blocks "
                 f"and embedding ({', '.join(ARCHS)}), not model.arch {cfg.model.arch}; remove it"
             )
+    return problems
+
+
+def contrast_problems(cfg: StudyConfig) -> list[str]:
+    """``stats.contrasts`` names schedules of the space (in a finite one: its labels, as the
+    trials table says them, or a family) and setting dimensions of the space."""
+    from tlmsearch.config.search import SCHEDULE_FAMILIES
+    from tlmsearch.widths.space import schedule_of
+
+    problems: list[str] = []
+    if not cfg.stats.contrasts:
+        return problems
+    dims = list(cfg.space.settings)
+    labels: list[str] = []
+    if cfg.space.finite:
+        labels = list(dict.fromkeys(describe(schedule_of(c)) for c in cfg.candidates()))
+    valid = ", ".join([*labels, *SCHEDULE_FAMILIES]) if labels else ""
+    for i, c in enumerate(cfg.stats.contrasts):
+        where = f"stats.contrasts[{i}]"
+        for field, names in (("schedules", c.schedules), ("vs", c.vs)):
+            for j, name in enumerate(names):
+                if labels and name not in labels and name not in SCHEDULE_FAMILIES:
+                    problems.append(f"{where}.{field}[{j}]: {name!r} is not a schedule of the "
+                                    f"space; give one of {valid}")  # fmt: skip
+        for field, dim in [("by", c.by), *(("where", d) for d in c.where)]:
+            if dim is not None and dim not in dims:
+                problems.append(f"{where}.{field}: {dim!r} is not a setting dimension of the "
+                                f"space; its settings: {', '.join(dims) or 'none'}")  # fmt: skip
     return problems
 
 

@@ -191,6 +191,53 @@ class Objective(Strict):
         return self.direction or METRICS[self.metric]
 
 
+SCHEDULE_FAMILIES = ("early-heavy", "late-heavy", "all")  # tlmsearch.stats.FAMILY_NAMES
+
+
+class ContrastConfig(Strict):
+    """One question a study asks, as a contrast (docs/statistics.md, "Contrasts and
+    equivalence"): the mean effect of ``schedules`` minus that of ``vs``, over the settings
+    that match ``where``; with ``by``, whether that effect depends on a setting dimension (the
+    effect at ``levels[1]`` minus the effect at ``levels[0]``)."""
+
+    name: str = Field(min_length=1)  # what it asks, as status and best.yaml print it
+    # schedule labels as the trials table names them ("cosine 1.5->0.5"), or a family:
+    # early-heavy (taper strength > 0: capacity toward layer 0), late-heavy (< 0), all
+    schedules: list[str] = Field(min_length=1)
+    # the reference the schedules are measured against: labels or families, as schedules
+    vs: list[str] = Field(default_factory=lambda: ["uniform"], min_length=1)
+    # setting dimension -> the values to pool over (default: every setting the study ran)
+    where: dict[str, list[Scalar]] = Field(default_factory=dict)
+    by: str | None = None  # a setting dimension (train.lr): the interaction with it
+    # the two values of ``by`` compared (default: its smallest and largest)
+    levels: list[Scalar] | None = Field(None, min_length=2, max_length=2)
+
+    @field_validator("where")
+    @classmethod
+    def _settings_named(cls, v: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for dim, values in v.items():
+            if "." not in dim:
+                raise ValueError(f"{dim!r} is not a setting dimension; name it with its "
+                                 "section, e.g. train.lr")  # fmt: skip
+            if not values:
+                raise ValueError(f"{dim}: give at least one value")
+        return v
+
+    @field_validator("by")
+    @classmethod
+    def _dimension(cls, v: str | None) -> str | None:
+        if v is not None and "." not in v:
+            raise ValueError(f"{v!r} is not a setting dimension; name it with its section, "
+                             "e.g. train.lr or train.parametrization")  # fmt: skip
+        return v
+
+    @model_validator(mode="after")
+    def _levels_need_by(self) -> ContrastConfig:
+        if self.levels is not None and self.by is None:
+            raise ValueError("levels compares two values of a setting dimension: give `by` too")
+        return self
+
+
 class StatsConfig(Strict):
     """How the study's decisions are made (tlmsearch/evidence/__init__.py): every "separated" and
     "supported" and the verdict hold their error rate over a stated family."""
@@ -199,3 +246,18 @@ class StatsConfig(Strict):
     # discovery rate, Benjamini-Hochberg) or none (per comparison; the sentences say so)
     family: Literal[FAMILIES] = FAMILY
     level: float = Field(LEVEL, gt=0.5, lt=1)  # 1 - the error rate of each decision
+    # the study's own questions; empty: each schedule and family vs uniform over its settings,
+    # at each setting, and each one's interaction with each setting dimension
+    contrasts: list[ContrastConfig] = Field(default_factory=list)
+    # the margin d of "equivalent within +-d", in the first objective's units; None: its
+    # objectives[0].min_effect (and without one, no contrast is called equivalent)
+    equivalence: float | None = Field(None, gt=0)
+
+    @field_validator("contrasts")
+    @classmethod
+    def _distinct_names(cls, v: list[ContrastConfig]) -> list[ContrastConfig]:
+        names = [c.name for c in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"contrast names must be distinct, but {short(twice)} repeat")
+        return v

@@ -30,6 +30,7 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -85,6 +86,10 @@ class Evidence:
     variance: str = stats.ROWS
     # why ``noise`` is None, in words (stats.unknown_why); "" when it is known
     noise_why: str = ""
+    # the study's questions as contrasts (stats.contrast_table: each schedule and family vs
+    # uniform over the settings, at each, the interactions; or stats.contrasts), each with its
+    # word over one family; None for an empty table or one without uniform and a candidate
+    contrasts: pd.DataFrame | None = None
 
     @classmethod
     def build(
@@ -100,13 +105,18 @@ class Evidence:
         config: StudyConfig | None = None,
         curves: pd.DataFrame | None = None,
         variance: str = stats.ROWS,
+        questions: Sequence[stats.Question] | None = None,
+        margin: float | None = None,
     ) -> Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study (a run dir's:
         :func:`tlmsearch.config.frozen_study`), for its racing settings and seeds; ``seeds``:
         the study's seeds without one;
         ``curves``: the run's learning curves, for the checkpoint noise (None: n/a);
         ``variance``: rows (each comparison its own noise, :func:`tlmsearch.stats.row_noise`)
-        or pooled (the block fit's one noise for all: what tlmsearch did before issue 31)."""
+        or pooled (the block fit's one noise for all: what tlmsearch did before issue 31);
+        ``questions``: the contrasts to ask (default: ``config``'s ``stats.contrasts``, else
+        :func:`tlmsearch.stats.contrasts.default_questions`); ``margin``: their equivalence
+        margin (default: ``config``'s, :func:`equivalence_margin`)."""
         if variance not in stats.VARIANCES:
             raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
                              f"{variance=}")  # fmt: skip
@@ -133,7 +143,8 @@ class Evidence:
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         by_setting = stats.setting_noises(trials, value, key=key)
         planned = race_family_size(config) if config is not None else 0  # before the data
-        eff = _effects(trials, value, sense, key, level, model, family, variance, planned)
+        models = _setting_models(trials, value, key, level, variance, model)
+        eff = _effects(trials, value, sense, key, level, models, family, planned)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
@@ -154,8 +165,14 @@ class Evidence:
         tuned_ = (tuning.tuned(trials, value, sense, level=level, family=family, seeds=order)
                   if "schedule" in trials and not trials.empty else None)  # fmt: skip
         why = stats.unknown_why(trials, value, key=key) if noise is None else ""
+        if questions is None:
+            questions = _questions(config)
+        if margin is None and config is not None:
+            margin = equivalence_margin(config, value)
+        asked = _contrasts(trials, value, sense, key, level, models, margin, questions)
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pairs_noise, plan, model, variance, why)  # fmt: skip
+                   m, note, snr, tuned_, pairs_noise, plan, model, variance, why,
+                   asked)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
@@ -237,24 +254,92 @@ def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: s
     return stats.row_noise(trials, value, key=key, level=level, pruned=pruned)
 
 
-def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
-             model: stats.RowNoise | stats.Noise | None, family: str,
-             variance: str, planned: int = 0) -> pd.DataFrame:  # fmt: skip
-    """The effects vs uniform, one family. With setting dimensions each setting's comparisons
-    use that setting's own fit (its own uniform and rows): at taper_lr a paired delta's sd was
-    0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one pooled sd made
-    the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
+def _setting_models(trials: pd.DataFrame, value: str, key: str, level: float, variance: str,
+                    model: stats.RowNoise | stats.Noise | None
+                    ) -> dict[str, stats.RowNoise | stats.Noise | None]:  # fmt: skip
+    """Each setting's variance model ({"": ``model``}, the whole table's, without settings): the
+    noise the effects vs uniform and the contrasts judge that setting's cells on."""
     settings = stats.setting_column(trials)
     if settings is None:
-        return stats.effects(trials, value, sense, key=key, level=level, noise=model,
-                             family=family, planned=planned)  # fmt: skip
+        return {"": model}
     pruned = stats.any_pruned(trials)  # the study's pruner judged every setting's trials
+    return {str(s): _model(sub, value, key, level, variance, pruned)
+            for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
+
+
+def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
+             models: Mapping[str, stats.RowNoise | stats.Noise | None], family: str,
+             planned: int = 0) -> pd.DataFrame:  # fmt: skip
+    """The effects vs uniform, one family. With setting dimensions each setting's comparisons
+    use that setting's own fit (its own uniform and rows, ``models``): at taper_lr a paired
+    delta's sd was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one
+    pooled sd made the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
+    settings = stats.setting_column(trials)
+    if settings is None:
+        return stats.effects(trials, value, sense, key=key, level=level, noise=models[""],
+                             family=family, planned=planned)  # fmt: skip
     parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=_model(sub, value, key, level, variance, pruned))
+                           noise=models[str(s)])
              .assign(noise_group=i)
              for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))]  # fmt: skip
     eff = stats.decide(pd.concat(parts, ignore_index=True), family, level, planned)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def _contrasts(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
+               models: Mapping[str, stats.RowNoise | stats.Noise | None],
+               margin: float | None, questions: Sequence[stats.Question]
+               ) -> pd.DataFrame | None:  # fmt: skip
+    """The study's contrasts (:func:`tlmsearch.stats.contrast_table`), each candidate's
+    settings read from its params; None without uniform and a candidate."""
+    if trials.empty or key not in trials or "is_baseline" not in trials:
+        return None
+    settings = None
+    if "params_json" in trials:
+        from tlmsearch.widths.space import settings_of
+
+        settings = {}
+        for k, p in zip(trials[key], trials["params_json"], strict=True):
+            try:
+                settings[k] = settings_of(json.loads(p)) if isinstance(p, str) and p else {}
+            except (TypeError, ValueError):
+                settings[k] = {}
+    table = stats.contrast_table(
+        trials,
+        value,
+        sense,
+        models=models,
+        key=key,
+        level=level,
+        margin=margin,
+        questions=questions,
+        settings=settings,
+    )
+    return table if len(table) else None
+
+
+def _questions(config: StudyConfig | None) -> list[stats.Question]:
+    """A study's ``stats.contrasts`` as questions ([] without any: the default ones)."""
+    if config is None:
+        return []
+    return [stats.Question(c.name, tuple(c.schedules), tuple(c.vs),
+                           {d: tuple(v) for d, v in c.where.items()}, c.by,
+                           tuple(c.levels) if c.levels else None)
+            for c in config.stats.contrasts]  # fmt: skip
+
+
+def equivalence_margin(config: StudyConfig, value: str) -> float | None:
+    """The margin d of "equivalent within +-d" for the metric in trials column ``value``:
+    ``stats.equivalence`` for the first objective, else that objective's ``min_effect``; None
+    where neither is given (then nothing is called equivalent)."""
+    from tlmsearch.metrics import metric_column
+
+    for i, o in enumerate(config.objectives):
+        if metric_column(o.metric) == value:
+            if i == 0 and config.stats.equivalence is not None:
+                return config.stats.equivalence
+            return o.min_effect
+    return None
 
 
 def pair_noise(

@@ -244,6 +244,11 @@ def best_document(
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
+    if ev is not None and ev.contrasts is not None:  # the study's questions, each one's word
+        from tlmsearch.evidence.contrasts import contrast_records
+
+        doc["contrasts"] = {"metric": cfg.objectives[0].metric,
+                            **contrast_records(ev.contrasts, cfg.stats.level)}  # fmt: skip
     said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)

@@ -237,6 +237,11 @@ def _status(run_dir: Path, *, console: Any) -> int:
     going = rep["status"] in ("running", "interrupted")  # more trials to come
     for line in conclusion_lines(rep["conclusions"], provisional=going):  # in seed-noise units
         console.print(line, markup=False, highlight=False)
+    from tlmsearch.evidence.contrasts import contrast_lines
+
+    metric = rep["objectives"][0][0] if rep["objectives"] else ""
+    for line in contrast_lines(rep.get("contrasts"), metric, rep["level"]):  # each one's word
+        console.print(line, markup=False, highlight=False)
     if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
         console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)
     lr = rep.get("learning_rate") or {}

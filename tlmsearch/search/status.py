@@ -158,6 +158,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "race": race_lines(study, cfg),
         "conclusions": study_conclusions(frame, cfg, evidence=ev),
         "signal_to_noise": ev.snr if ev is not None else None,
+        "contrasts": ev.contrasts if ev is not None else None,  # the study's questions
+        "level": cfg.stats.level,
         "learning_rate": learning_rate(frame, cfg),
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],

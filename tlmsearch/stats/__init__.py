@@ -12,6 +12,10 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``ranking.py``: the per-candidate summary and the ranking with censored seeds
 - ``effects_vs_uniform.py``: effects vs uniform in units of noise, the family's decision
 - ``pairs.py``: which candidates can be told apart, multiple comparisons with the best (Hsu)
+- ``questions.py``: the questions a study asks (a schedule or a family vs uniform over its
+  settings, at each, interactions with each setting dimension) as weights on its cells
+- ``contrasts.py``: those contrasts from one fit of every cell, with their noise and words
+- ``words.py``: better / worse / equivalent within +-d / inconclusive over one family
 - ``snr.py``: signal-to-noise (arXiv 2508.13144)
 - ``variances.py``: equal variances of paired samples (Pitman-Morgan)
 
@@ -23,6 +27,7 @@ says what every number means.
 
 from __future__ import annotations
 
+from tlmsearch.stats.contrasts import CONTRAST_COLUMNS, contrast_table, contrasts_rule
 from tlmsearch.stats.deltas import (
     PENDING_STATES,
     UNKNOWN_SEED,
@@ -51,6 +56,7 @@ from tlmsearch.stats.noise import (
 )
 from tlmsearch.stats.pairs import MCB_COLUMNS, PAIR_COLUMNS, mcb, pairwise
 from tlmsearch.stats.quantiles import Interval, mean_interval, range_critical, t_quantile, t_sf
+from tlmsearch.stats.questions import FAMILY_NAMES, Question
 from tlmsearch.stats.ranking import (
     RANK_COLUMNS,
     SUMMARY_COLUMNS,
@@ -81,11 +87,14 @@ from tlmsearch.stats.snr import (
     signal_to_noise,
 )
 from tlmsearch.stats.variances import pitman_morgan
+from tlmsearch.stats.words import WORDS
 
 __all__ = [
     "CHECKPOINT_EVALS",
+    "CONTRAST_COLUMNS",
     "EFFECT_COLUMNS",
     "FAMILIES",
+    "FAMILY_NAMES",
     "MCB_COLUMNS",
     "MODEL",
     "NO_DF",
@@ -99,9 +108,11 @@ __all__ = [
     "UNKNOWN",
     "UNKNOWN_SEED",
     "VARIANCES",
+    "WORDS",
     "CheckpointNoise",
     "Interval",
     "Noise",
+    "Question",
     "RowNoise",
     "RowVariance",
     "Seeds",
@@ -114,6 +125,8 @@ __all__ = [
     "candidate_means",
     "checkpoint_noise",
     "ci_level",
+    "contrast_table",
+    "contrasts_rule",
     "decide",
     "effects",
     "expected_range",

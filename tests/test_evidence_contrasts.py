@@ -1,0 +1,152 @@
+"""The study's contrasts through the Evidence, ``tlmsearch status``, best.yaml and validate: a
+run dir with two tapers each way at two learning rates on four seeds (no training, no Ray)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from search_helpers import tiny_config
+from typer.testing import CliRunner
+
+from tlmsearch.cli import app
+
+SPACE = {"dimensions": {
+    "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
+    "r_start": {"type": "categorical", "choices": [1.5, 0.5]},
+    "train.lr": {"type": "categorical", "choices": [0.001, 0.01]},
+}}  # fmt: skip
+SEEDS = [0, 1, 2, 3]
+
+
+def law(params: dict, seed: int) -> float:
+    """val_bpb: early-heavy 0.03 better than uniform at lr 0.001, 0.06 at 0.01; late-heavy
+    equal to uniform; a seed level and a little noise."""
+    taper = params.get("r_start", 1.0) - (2.0 - params.get("r_start", 1.0))
+    lr = params["train.lr"]
+    effect = -(0.03 if lr == 0.001 else 0.06) if taper > 0 else 0.0
+    noise = 0.0005 * math.sin(7.0 * seed + 13.0 * len(json.dumps(params)) + 1000 * lr)
+    return 2.0 + 0.01 * seed + (0.02 if lr == 0.01 else 0.0) + effect + noise
+
+
+def make_run(tmp_path: Path, stats: dict | None = None) -> tuple[Path, object]:
+    import optuna
+
+    from tlmsearch.search.attrs import CANDIDATE, SEED
+
+    sections = {
+        "space": SPACE,
+        "search": {"sampler": "grid", "pruner": "none", "seeds": SEEDS},
+        "objectives": [{"metric": "val_bpb", "min_effect": 0.01}],
+    }
+    if stats is not None:
+        sections["stats"] = stats
+    cfg = tiny_config(tmp_path, **sections)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    (run / "study.yaml").write_text(cfg.to_yaml())
+    (run / "run.json").write_text(json.dumps({"status": "finished", "n_trials_planned": 40}))
+    study = optuna.create_study(study_name=cfg.name, storage=f"sqlite:///{run / 'optuna.db'}")
+    for seed in SEEDS:
+        for params in cfg.candidates():
+            v = law(params, seed)
+            study.add_trial(optuna.trial.create_trial(
+                state=optuna.trial.TrialState.COMPLETE, value=v,
+                user_attrs={CANDIDATE: json.dumps(params), SEED: seed,
+                            "metrics": {"val_bpb": v, "tokens": 8192}}))  # fmt: skip
+    return run, cfg
+
+
+def _status(run: Path) -> str:
+    """``tlmsearch status RUN``'s output on one line (the console wraps long lines)."""
+    res = CliRunner().invoke(app, ["status", str(run)], terminal_width=400)
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
+def test_status_prints_each_familys_main_effect_the_interactions_and_a_word(tmp_path) -> None:
+    run, _ = make_run(tmp_path)
+    out = _status(run)
+    assert ('contrasts (Holm over 20 contrasts, family-wise error 5%; each asks "differs from '
+            '0?" and "within +-0.01?" (TOST), counted once (Shaffer)):') in out  # fmt: skip
+    # the main effect of each family over both LRs, with its word
+    assert ("early-heavy (2 schedules) vs uniform over 2 settings: better: -0.0450 val_bpb, "
+            "99.75% interval [") in out  # fmt: skip
+    # objectives[0].min_effect is the margin
+    assert "late-heavy (2 schedules) vs uniform over 2 settings: equivalent within +-0.01: " in out
+    # the interactions: the taper's gain grows with the LR; the late-heavy one's does not move
+    assert "early-heavy x train.lr: effect at 0.01 minus at 0.001: better: -0.030" in out
+    assert "late-heavy x train.lr: effect at 0.01 minus at 0.001: equivalent within +-0.01" in out
+    assert "cosine 1.5->0.5 x train.lr: effect at 0.01 minus at 0.001: better" in out
+    assert "(8 per-setting contrasts of the same family in best.yaml)" in out
+
+
+def test_best_yaml_carries_every_contrast_with_its_word(tmp_path) -> None:
+    from tlmsearch.config import load_study
+    from tlmsearch.run_dir.tables import load_run
+    from tlmsearch.search.best import write_best
+    from tlmsearch.search.export import open_run, write_tables
+
+    run, _ = make_run(tmp_path)
+    cfg, study = open_run(run)
+    write_tables(run, study, cfg)
+    doc = write_best(run, load_run(run).trials, load_study(run / "study.yaml"))
+    c = doc["contrasts"]
+    assert c["metric"] == "val_bpb" and c["margin"] == 0.01 and len(c["contrasts"]) == 20
+    by = {r["name"]: r for r in c["contrasts"]}
+    at = by["cosine 1.5->0.5 vs uniform at lr=0.01"]
+    assert at["kind"] == "setting" and at["word"] == "better"
+    assert at["estimate"] == pytest.approx(-0.06, abs=0.002)
+    assert at["ci"][0] < at["estimate"] < at["ci"][1]
+
+
+def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
+    stats = {"equivalence": 0.002, "contrasts": [
+        {"name": "tapers at the high LR", "schedules": ["early-heavy"],
+         "where": {"train.lr": [0.01]}},
+        {"name": "cosine vs linear taper", "schedules": ["cosine 1.5->0.5"],
+         "vs": ["linear 1.5->0.5"]},
+    ]}  # fmt: skip
+    run, _ = make_run(tmp_path, stats)
+    out = _status(run)
+    assert "Holm over 2 contrasts" in out and "within +-0.002?" in out
+    assert "tapers at the high LR: better: -0.060" in out
+    assert "cosine vs linear taper: equivalent within +-0.002:" in out
+
+
+@pytest.mark.parametrize(("value", "needle"), [
+    ("[{name: a, schedules: [cosin]}]",
+     "stats.contrasts[0].schedules[0]: 'cosin' is not a schedule of the space; give one of "
+     "uniform, cosine 1.5->0.5"),
+    ("[{name: a, schedules: [early-heavy], by: train.lrr}]",
+     "stats.contrasts[0].by: 'train.lrr' is not a setting dimension of the space"),
+    ("[{name: a, schedules: [early-heavy], by: lr}]",
+     "stats.contrasts[0].by: 'lr' is invalid: 'lr' is not a setting dimension; name it with "
+     "its section, e.g. train.lr"),
+    ("[{name: a, schedules: [all], wher: {}}]",
+     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, vs, where, by"),
+])  # fmt: skip
+def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) -> None:
+    import yaml
+    from search_helpers import tiny_study
+
+    data = tiny_study(tmp_path, space=SPACE)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(app, ["validate", str(path), "--no-config", "--set",
+                                   f"stats.contrasts={value}"], terminal_width=400)  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert needle in " ".join(res.output.split())
+
+
+def test_equivalence_must_be_positive(tmp_path) -> None:
+    import yaml
+    from search_helpers import tiny_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(tiny_study(tmp_path)))
+    res = CliRunner().invoke(app, ["validate", str(path), "--no-config", "--set",
+                                   "stats.equivalence=0"], terminal_width=400)  # fmt: skip
+    assert res.exit_code == 2 and "stats.equivalence" in res.output

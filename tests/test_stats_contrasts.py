@@ -1,0 +1,363 @@
+"""tlmsearch.stats.contrasts and .words: contrasts from one fit of every cell, and their words."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch import stats
+from tlmsearch.stats.contrasts import contrast_table
+from tlmsearch.stats.questions import (
+    EARLY,
+    LATE,
+    Question,
+    default_questions,
+    design_rows,
+    members,
+)
+from tlmsearch.stats.words import (
+    BETTER,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    WORDS,
+    WORSE,
+    decide_words,
+    p_equivalent,
+    step_down,
+)
+
+SCHEDULES = {  # label -> (params, taper strength)
+    "uniform": ({"shape": "uniform"}, 0.0),
+    "cosine 1.5->0.5": ({"shape": "cosine", "r_start": 1.5}, 1.0),
+    "linear 1.5->0.5": ({"shape": "linear", "r_start": 1.5}, 1.0),
+    "linear 0.5->1.5": ({"shape": "linear", "r_start": 0.5}, -1.0),
+}
+
+
+def grid(values: dict, lrs=(None,), seeds=(0, 1, 2), missing=frozenset()) -> pd.DataFrame:
+    """A trials table: values[(schedule, lr)][seed] (lr None: no setting); ``missing``:
+    (schedule, lr, seed) not run."""
+    rows = []
+    for (sched, lr), ys in values.items():
+        params, taper = SCHEDULES[sched]
+        p = dict(params) if lr is None else {**params, "train.lr": lr}
+        for seed in seeds:
+            if (sched, lr, seed) in missing:
+                continue
+            rows.append({
+                "candidate": sched if lr is None else f"{sched} @ lr={lr}",
+                "schedule": sched, "setting": "" if lr is None else f"lr={lr}",
+                "params_json": json.dumps(p, sort_keys=True), "taper": taper,
+                "is_baseline": sched == "uniform", "seed": seed, "state": "COMPLETE",
+                "v": float(ys[seed]),
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def models(t: pd.DataFrame, pooled: bool = False) -> dict:
+    """Each setting's noise model, as the Evidence builds them."""
+    settings_ = stats.setting_column(t)
+    if settings_ is None:
+        return {"": stats.block_noise(t, "v") if pooled else stats.row_noise(t, "v")}
+    return {str(s): (stats.block_noise(g, "v") if pooled else stats.row_noise(g, "v"))
+            for s, g in t.groupby(settings_)}  # fmt: skip
+
+
+def draw(rng, scheds, lrs=(None,), seeds=3, effect=None, sd=1.0) -> pd.DataFrame:
+    """A random study: seed and (setting, seed) levels, cell noise ``sd``, effects per
+    schedule (default 0)."""
+    effect = effect or {}
+    vals = {}
+    block = {lr: rng.normal(0, 3.0, seeds) for lr in lrs}
+    for s in ["uniform", *scheds]:
+        for lr in lrs:
+            vals[(s, lr)] = 2.0 + effect.get(s, 0.0) + block[lr] + rng.normal(0, sd, seeds)
+    return grid(vals, lrs, range(seeds))
+
+
+def table(t: pd.DataFrame, value: str = "v", **kw) -> pd.DataFrame:
+    """contrast_table with each candidate's settings from its params, as the Evidence gives
+    them."""
+    from tlmsearch.widths.space import settings_of
+
+    given = {c: settings_of(json.loads(p)) for c, p in zip(t["candidate"], t["params_json"],
+                                                            strict=True)}  # fmt: skip
+    return contrast_table(t, value, settings=given, **kw)
+
+
+def by_name(c: pd.DataFrame) -> pd.DataFrame:
+    return c.set_index("name")
+
+
+def test_a_complete_balanced_design_estimates_the_mean_paired_delta() -> None:
+    rng = np.random.default_rng(0)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 0.5->1.5"], seeds=4)
+    c = by_name(table(t, "v", models=models(t, pooled=True)))
+    d = stats.paired_deltas(t, "v")
+    noise = stats.block_noise(t, "v")
+    for s in ("cosine 1.5->0.5", "linear 0.5->1.5"):
+        row = c.loc[f"{s} vs uniform"]
+        deltas = d.loc[d["candidate"] == s, "delta"]
+        assert row["estimate"] == pytest.approx(deltas.mean(), abs=1e-12)
+        assert row["se"] == pytest.approx(noise.sd / math.sqrt(4), rel=1e-9)
+        assert row["df"] == noise.df == 6
+
+
+def test_the_main_effect_over_settings_is_the_mean_of_each_settings_effect() -> None:
+    rng = np.random.default_rng(1)
+    t = draw(rng, ["cosine 1.5->0.5"], lrs=(0.001, 0.003, 0.01), seeds=3)
+    c = by_name(table(t, "v", models=models(t, pooled=True)))
+    d = stats.paired_deltas(t, "v").merge(t[["candidate", "setting"]].drop_duplicates())
+    d = d[~d["is_baseline"]]
+    per = d.groupby("setting")["delta"].mean()
+    main = c.loc["cosine 1.5->0.5 vs uniform over 3 settings"]
+    assert main["estimate"] == pytest.approx(per.mean(), abs=1e-12)
+    assert c.loc["cosine 1.5->0.5 vs uniform at lr=0.003", "estimate"] == pytest.approx(
+        per["lr=0.003"], abs=1e-12
+    )
+    inter = c.loc["cosine 1.5->0.5 x train.lr: effect at 0.01 minus at 0.001"]
+    assert inter["estimate"] == pytest.approx(per["lr=0.01"] - per["lr=0.001"], abs=1e-12)
+    # three settings of 2 df each (one candidate and uniform on 3 seeds): the main effect's
+    # variance is a third of each setting's mean-delta variance, summed over their components
+    per_noise = [m for m in models(t, pooled=True).values()]
+    var = sum(m.sd**2 / 3 for m in per_noise) / 9
+    assert main["se"] == pytest.approx(math.sqrt(var), rel=1e-9)
+    assert 2 <= main["df"] <= 6
+
+
+def test_a_contrast_with_missing_cells_matches_statsmodels_ols() -> None:
+    smf = pytest.importorskip("statsmodels.formula.api")
+    rng = np.random.default_rng(2)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], seeds=5)
+    drop = [("cosine 1.5->0.5", 0), ("linear 1.5->0.5", 3), ("uniform", 4)]
+    for sched, seed in drop:
+        t = t[~((t["schedule"] == sched) & (t["seed"] == seed))]
+    t = t.reset_index(drop=True)
+    fit = smf.ols("v ~ C(schedule, Treatment('uniform')) + C(seed)", data=t).fit()
+    noise = stats.block_noise(t, "v")
+    assert noise.sd**2 / 2 == pytest.approx(fit.scale, rel=1e-9)
+    c = by_name(table(t, "v", models={"": noise}))
+    name = "C(schedule, Treatment('uniform'))[T.cosine 1.5->0.5]"
+    row = c.loc["cosine 1.5->0.5 vs uniform"]
+    assert row["estimate"] == pytest.approx(fit.params[name], abs=1e-12)
+    assert row["se"] == pytest.approx(fit.bse[name], rel=1e-9)
+    assert row["df"] == fit.df_resid
+    # the early-heavy family: the mean of the two tapers' effects
+    tt = fit.t_test(" + ".join(f"0.5 * {n}" for n in fit.params.index
+                               if "1.5->0.5" in n))  # fmt: skip
+    fam = c.loc["early-heavy (2 schedules) vs uniform"]
+    assert fam["estimate"] == pytest.approx(float(tt.effect[0]), abs=1e-12)
+    assert fam["se"] == pytest.approx(float(tt.sd[0, 0]), rel=1e-9)
+
+
+def test_the_families_follow_the_taper_strength() -> None:
+    rng = np.random.default_rng(3)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"])
+    rows = design_rows(t, "v")
+    assert members(rows, [EARLY]) == ["cosine 1.5->0.5", "linear 1.5->0.5"]
+    assert members(rows, [LATE]) == ["linear 0.5->1.5"]
+    kinds = [k for k, _ in default_questions(rows)]
+    assert kinds.count("family") == 1  # late-heavy has one schedule: its main effect says it
+
+
+def test_a_named_question_restricts_settings_and_takes_another_reference() -> None:
+    rng = np.random.default_rng(4)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 0.5->1.5"], lrs=(0.001, 0.01), seeds=3)
+    q = Question("cosine vs late at 0.01", ("cosine 1.5->0.5",), vs=("linear 0.5->1.5",),
+                 where={"train.lr": (0.01,)})  # fmt: skip
+    c = table(t, "v", models=models(t), questions=[q])
+    assert list(c["name"]) == ["cosine vs late at 0.01"] and c.iloc[0]["settings"] == 1
+    at = t[t["setting"] == "lr=0.01"].pivot_table(index="seed", columns="schedule", values="v")
+    want = (at["cosine 1.5->0.5"] - at["linear 0.5->1.5"]).mean()
+    assert c.iloc[0]["estimate"] == pytest.approx(want, abs=1e-12)
+
+
+def test_two_df_cannot_be_bounded_and_unknown_noise_says_so() -> None:
+    rng = np.random.default_rng(5)
+    t = draw(rng, ["cosine 1.5->0.5"], seeds=3, sd=1.0)
+    c = table(t, "v", models=models(t), margin=0.01)
+    row = c.iloc[0]
+    assert row["df"] == 2 and row["word"] == INCONCLUSIVE
+    assert row["why"].startswith("cannot be bounded yet (2 df)")
+    c = table(t, "v", models={"": None})
+    assert c.iloc[0]["why"].startswith("noise unknown") and c.iloc[0]["word"] == INCONCLUSIVE
+
+
+def test_a_censored_member_is_never_better_nor_equivalent() -> None:
+    rng = np.random.default_rng(6)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5"], seeds=6, sd=0.01,
+             effect={"cosine 1.5->0.5": -1.0})  # fmt: skip
+    clean = by_name(table(t, "v", models=models(t)))
+    assert clean.loc["cosine 1.5->0.5 vs uniform", "word"] == BETTER
+    t.loc[(t["schedule"] == "cosine 1.5->0.5") & (t["seed"] == 5), "state"] = "PRUNED"
+    cut = by_name(table(t, "v", models=models(t)))
+    assert cut.loc["cosine 1.5->0.5 vs uniform", "word"] == INCONCLUSIVE
+    assert "pruned or failed" in cut.loc["cosine 1.5->0.5 vs uniform", "why"]
+
+
+def test_the_step_down_counts_each_contrast_once() -> None:
+    # two contrasts, each with a difference and an equivalence question: the first step
+    # divides by 2 (contrasts), not 4 (questions); a contrast fully answered leaves the count
+    # (0.01 x 2, then 0.011 x 2; the first contrast is answered twice, so the second's
+    # difference is judged alone: 0.02 x 1, below the running 0.022; then 0.5 x 1)
+    adj_d, adj_e, t_d, t_e = step_down([0.01, 0.02], [0.011, 0.5], 0.05)
+    assert adj_d == pytest.approx([0.02, 0.022]) and adj_e == pytest.approx([0.022, 0.5])
+    assert t_d == [2, 1] and t_e == [2, 1]
+    # Holm over the 4 questions would have needed 0.01 x 4 first
+
+
+def test_worse_when_clearly_worse_and_the_rule_names_the_family() -> None:
+    w = decide_words([2.0], [0.1], [30], sign=1.0, margin=0.5, level=0.95)
+    assert list(w["word"]) == [WORSE]
+    w = decide_words([2.0], [0.1], [30], sign=-1.0, margin=0.5, level=0.95)  # maximize
+    assert list(w["word"]) == [BETTER]
+    assert stats.contrasts_rule(pd.DataFrame({"margin": [0.5, 0.5]}), 0.95).startswith(
+        "Holm over 2 contrasts"
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.lists(st.floats(-5, 5), min_size=3, max_size=3))
+def test_contrasts_do_not_move_with_a_constant_per_seed(seed, shift) -> None:
+    rng = np.random.default_rng(seed)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 0.5->1.5"], lrs=(0.001, 0.01), seeds=3)
+    a = table(t, "v", models=models(t), margin=0.3)
+    t2 = t.assign(v=t["v"] + t["seed"].map(dict(enumerate(shift))))
+    b = table(t2, "v", models=models(t2), margin=0.3)
+    assert np.allclose(a["estimate"], b["estimate"], atol=1e-9)
+    assert np.allclose(a["se"], b["se"], rtol=1e-6, atol=1e-12)
+    assert list(a["word"]) == list(b["word"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(-3, 3), st.floats(0.01, 2), st.integers(1, 40)), min_size=1, max_size=8
+    ),
+    st.floats(0.05, 3),
+    st.sampled_from([0.9, 0.95]),
+)
+def test_tost_never_says_equivalent_when_its_interval_crosses_the_margin(rows, d, level):
+    est, se, df = (list(x) for x in zip(*rows, strict=True))
+    w = decide_words(est, se, df, 1.0, d, level)
+    for i, word in enumerate(w["word"]):
+        inside = w["eq_lo"][i] > -d and w["eq_hi"][i] < d
+        if word == EQUIVALENT:
+            assert inside
+        # and the reverse: a question answered exactly where its interval says so
+        assert bool(w["p_equiv_adj"][i] < 1 - level) == inside
+        excludes = w["lo"][i] > 0 or w["hi"][i] < 0
+        assert bool(w["p_adj"][i] < 1 - level) == excludes
+
+
+def test_p_equivalent_is_the_larger_one_sided_p() -> None:
+    from scipy.stats import t as student
+
+    p = p_equivalent(0.2, 0.1, 12, 0.5)
+    assert p == pytest.approx(max(student.sf(7.0, 12), student.sf(3.0, 12)))
+
+
+def _false_claims(reps: int, effect: float, margin: float, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    scheds = ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"]
+    hits = 0
+    for _ in range(reps):
+        t = draw(rng, scheds, lrs=(0.001, 0.01), seeds=4, effect=dict.fromkeys(scheds, effect))
+        c = table(t, "v", models=models(t), margin=margin)
+        words = set(c["word"])
+        if effect == 0:
+            hits += bool(words & {BETTER, WORSE})
+        else:  # every contrast's truth is 0 or +-margin: "equivalent" (or "better") is false
+            truth = np.where(c["kind"] == "interaction", 0.0, effect)
+            false = [
+                (w == EQUIVALENT and abs(x) >= margin)
+                or (w in (BETTER, WORSE) and x == 0)
+                or (w == BETTER and x > 0)
+                for w, x in zip(c["word"], truth, strict=True)
+            ]
+            hits += any(false)
+    return hits / reps
+
+
+@pytest.mark.parametrize("effect", [0.0, 0.5])
+def test_the_family_wise_false_claim_rate_holds_on_null_studies(effect) -> None:
+    # 3 schedules x 2 LRs x 4 seeds, 150 studies: every schedule equal to uniform (a false
+    # "better"/"worse"), or every one exactly the margin worse (a false "equivalent"); the
+    # family (13 contrasts) holds 5%: 0.05 + 2 MC se (0.018) + slack for the few studies
+    rate = _false_claims(150, effect, 0.5, seed=7)
+    assert rate <= 0.10, rate
+
+
+def test_without_settings_given_the_dimensions_come_from_the_setting_label() -> None:
+    rng = np.random.default_rng(8)
+    t = draw(rng, ["cosine 1.5->0.5"], lrs=(0.001, 0.01), seeds=3)
+    c = contrast_table(t, "v", models=models(t))
+    assert "cosine 1.5->0.5 x lr: effect at 0.01 minus at 0.001" in set(c["name"])
+
+
+def test_uniforms_part_is_its_own_where_the_sum_over_settings_exceeds_the_pool() -> None:
+    from tlmsearch.stats.contrasts import _uniform_part
+
+    # two settings, each a^2 = 0.1 on uniform; own 3.0 and 0.5 vs pools 1.0 and 1.0: the sum
+    # 0.35 exceeds 0.2, so both settings' own (2 df each) though one is below its pool
+    terms = [("lr=1", 0.1, 3.0, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
+    got = _uniform_part(terms)
+    assert got == [(("lr=1", "uniform own"), pytest.approx(0.3), 2),
+                   (("lr=2", "uniform own"), pytest.approx(0.05), 2)]  # fmt: skip
+    # below the pool in sum: the pooled parts, on the pool's df
+    quiet = [("lr=1", 0.1, 1.2, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
+    assert _uniform_part(quiet) == [(("lr=1", "pooled"), pytest.approx(0.1), 10),
+                                    (("lr=2", "pooled"), pytest.approx(0.1), 10)]  # fmt: skip
+    # an own estimate that cannot be made (one cell): the pool
+    assert _uniform_part([("x", 0.1, math.nan, 0, 1.0, 10)])[0][0] == ("x", "pooled")
+
+
+def test_a_noisier_uniform_widens_every_contrast_through_its_own_variance() -> None:
+    rng = np.random.default_rng(9)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"],
+             lrs=(0.001, 0.01), seeds=6)  # fmt: skip
+    loud = t.copy()
+    u = loud["is_baseline"]
+    loud.loc[u, "v"] = loud.loc[u, "v"] + rng.normal(0, 4.0, int(u.sum()))
+    quiet_c = by_name(table(t, models=models(t)))
+    loud_c = by_name(table(loud, models=models(loud)))
+    name = "early-heavy (2 schedules) vs uniform over 2 settings"
+    assert loud_c.loc[name, "se"] > 2.0 * quiet_c.loc[name, "se"]
+    assert loud_c.loc[name, "df"] <= 10  # uniform's own: 2 settings x 5 df
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4),
+       st.floats(0.0, 0.6), st.booleans())  # fmt: skip
+def test_any_table_gives_a_word_per_contrast_and_never_raises(seed, n_lrs, n_seeds, drop,
+                                                               prune) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    lrs = (0.001, 0.003, 0.01)[:n_lrs] if n_lrs > 1 else (None,)
+    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], lrs=lrs,
+             seeds=n_seeds)  # fmt: skip
+    t = t[rng.uniform(size=len(t)) >= drop].reset_index(drop=True)
+    if prune and len(t):
+        t.loc[rng.integers(len(t)), "state"] = "PRUNED"
+    if t.empty:
+        return
+    c = table(t, models=models(t), margin=0.2)
+    assert set(c["word"]) <= set(WORDS)
+    known = c["df"] >= 1
+    assert c.loc[~known, "word"].eq(INCONCLUSIVE).all()  # no noise, no claim
+
+
+def test_a_noise_of_exactly_zero_decides_as_the_effects_do() -> None:
+    # every schedule's seed-to-seed deltas identical: the fit leaves residuals of exactly 0
+    vals = {("uniform", None): [2.0, 2.1, 2.2], ("cosine 1.5->0.5", None): [1.9, 2.0, 2.1],
+            ("linear 0.5->1.5", None): [2.0, 2.1, 2.2]}  # fmt: skip
+    t = grid(vals)
+    c = by_name(table(t, models=models(t), margin=0.05))
+    assert c.loc["cosine 1.5->0.5 vs uniform", "se"] == 0.0
+    assert c.loc["cosine 1.5->0.5 vs uniform", "word"] == BETTER
+    assert c.loc["linear 0.5->1.5 vs uniform", "word"] == EQUIVALENT

@@ -1,0 +1,252 @@
+"""The questions a study asks, as weights on its cells: each schedule, each family
+(early-heavy: taper strength > 0, capacity toward layer 0; late-heavy: < 0) against uniform
+over the settings, at each setting, and its interaction with each setting dimension; or the
+study's own (``stats.contrasts``). :mod:`tlmsearch.stats.contrasts` fits and decides them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tlmsearch.stats.deltas import _cells
+
+EARLY, LATE, ALL = "early-heavy", "late-heavy", "all"  # schedule families by where capacity goes
+FAMILY_NAMES = (EARLY, LATE, ALL)
+UNIFORM = "uniform"
+MAIN, SETTING, FAMILY_KIND, INTERACTION, NAMED = (
+    "main",
+    "setting",
+    "family",
+    "interaction",
+    "named",
+)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A named contrast: ``schedules`` (labels or a family: early-heavy, late-heavy, all) minus
+    ``vs`` (default uniform), over the settings that match ``where`` (dimension -> values;
+    default every setting); with ``by`` (a setting dimension) the interaction: the effect at
+    ``levels[1]`` minus the effect at ``levels[0]`` (default its largest and smallest value)."""
+
+    name: str
+    schedules: tuple[str, ...]
+    vs: tuple[str, ...] = (UNIFORM,)
+    where: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    by: str | None = None
+    levels: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of the design: a candidate (a schedule at a setting)."""
+
+    key: Any
+    schedule: str
+    setting: str
+    settings: Mapping[str, Any]  # {"train.lr": 0.003}
+    taper: float
+    baseline: bool
+    censored: bool
+
+
+def _from_label(label: str) -> dict[str, Any]:
+    """Settings from a setting label (``lr=0.003, parametrization=mup``): names without their
+    section, values as text."""
+    out = {}
+    for part in filter(None, (p.strip() for p in str(label or "").split(","))):
+        name, _, value = part.partition("=")
+        out[name] = value
+    return out
+
+
+def design_rows(
+    trials: pd.DataFrame,
+    value: str,
+    key: str = "candidate",
+    settings: Mapping[Any, Mapping[str, Any]] | None = None,
+) -> list[_Row]:
+    """The candidates of a trials table, each with its schedule (the ``schedule`` column, else
+    its key), setting, settings (``settings[key]``: {"train.lr": 0.003}, else parsed from its
+    setting label), taper strength (the ``taper`` column; NaN without one), and whether a
+    pruner or a failure censored it on some seed."""
+    if trials.empty:
+        return []
+    first = trials.drop_duplicates(key).set_index(key)
+    cells = _cells(trials, value, key)
+    censored = {c for (c, _), cell in cells.items() if cell.outcome == "censored"}
+    out = []
+    for k, r in first.iterrows():
+        base = bool(r.get("is_baseline", False))
+        has = "schedule" in first and isinstance(r.get("schedule"), str) and r.get("schedule")
+        schedule = UNIFORM if base else str(r["schedule"]) if has else str(k)
+        setting = str(r.get("setting", "") or "") if "setting" in first else ""
+        taper = pd.to_numeric(pd.Series([r.get("taper")]), errors="coerce").iloc[0]
+        given = settings.get(k) if settings is not None else None
+        out.append(_Row(k, schedule, setting,
+                        dict(given) if given is not None else _from_label(setting),
+                        0.0 if base else float(taper), base, k in censored))  # fmt: skip
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two setting values are the same (numbers by value, anything else as text)."""
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def _value(settings: Mapping[str, Any], dim: str) -> Any:
+    """A row's value of setting dimension ``dim`` (``train.lr`` or ``lr``); None if absent."""
+    if dim in settings:
+        return settings[dim]
+    short = dim.partition(".")[2] or dim
+    for k, v in settings.items():
+        if k == short or k.partition(".")[2] == short:
+            return v
+    return None
+
+
+def _order(values: Sequence[Any]) -> list[Any]:
+    """Distinct setting values, numbers by value, else as text."""
+    distinct: list[Any] = []
+    for v in values:
+        if v is not None and not any(_same(v, d) for d in distinct):
+            distinct.append(v)
+    try:
+        return sorted(distinct, key=float)
+    except (TypeError, ValueError):
+        return sorted(distinct, key=str)
+
+
+def members(rows: Sequence[_Row], names: Sequence[str]) -> list[str]:
+    """The schedules ``names`` stand for: labels as given, a family's schedules (early-heavy:
+    taper > 0, late-heavy: taper < 0, all: every one but uniform).
+
+    >>> rows = [_Row("u", "uniform", "", {}, 0.0, True, False),
+    ...         _Row("c", "cosine 1.5->0.5", "", {}, 1.0, False, False),
+    ...         _Row("g", "cosine 0.5->1.5", "", {}, -1.0, False, False)]
+    >>> members(rows, ["early-heavy"]), members(rows, ["late-heavy", "cosine 1.5->0.5"])
+    (['cosine 1.5->0.5'], ['cosine 0.5->1.5', 'cosine 1.5->0.5'])
+    """
+    scheds = {r.schedule: r.taper for r in rows if not r.baseline}
+    out: list[str] = []
+    for n in names:
+        if n == EARLY:
+            out += [s for s, t in scheds.items() if t > 0]
+        elif n == LATE:
+            out += [s for s, t in scheds.items() if t < 0]
+        elif n == ALL:
+            out += list(scheds)
+        else:
+            out.append(n)
+    return list(dict.fromkeys(sorted(out)))
+
+
+def _weights(rows: Sequence[_Row], plus: Sequence[str], minus: Sequence[str],
+             settings: Sequence[str], scale: float = 1.0) -> dict[Any, float]:  # fmt: skip
+    """Row key -> weight of "mean of ``plus`` minus mean of ``minus``", averaged over
+    ``settings`` (each setting equally, each schedule equally within it); {} when a setting
+    lacks either side."""
+    out: dict[Any, float] = {}
+    for s in settings:
+        here = [r for r in rows if r.setting == s]
+        for names, sign in ((set(plus), scale), (set(minus), -scale)):
+            by_sched: dict[str, list[_Row]] = {}
+            for r in here:
+                if r.schedule in names:
+                    by_sched.setdefault(r.schedule, []).append(r)
+            if not by_sched:
+                return {}
+            for group in by_sched.values():
+                for r in group:
+                    w = sign / (len(settings) * len(by_sched) * len(group))
+                    out[r.key] = out.get(r.key, 0.0) + w
+    return out
+
+
+def _settings_where(rows: Sequence[_Row], where: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The settings whose values match every entry of ``where``."""
+    out = []
+    for s in sorted({r.setting for r in rows}):
+        values = next(r.settings for r in rows if r.setting == s)
+        if all(any(_same(_value(values, d), v) for v in vs) for d, vs in where.items()):
+            out.append(s)
+    return out
+
+
+def dimensions(rows: Sequence[_Row]) -> dict[str, list[Any]]:
+    """Every setting dimension with two or more values among the rows, and its values."""
+    dims: dict[str, list[Any]] = {}
+    for r in rows:
+        for d, v in r.settings.items():
+            dims.setdefault(d, []).append(v)
+    return {d: _order(v) for d, v in sorted(dims.items()) if len(_order(v)) > 1}
+
+
+def _spec(rows: Sequence[_Row], q: Question) -> tuple[list[str], dict[Any, float], int]:
+    """(members, weights, settings read) of a question."""
+    plus, minus = members(rows, q.schedules), members(rows, q.vs)
+    settings = _settings_where(rows, {d: tuple(v) for d, v in q.where.items()})
+    if q.by is None:
+        return plus, _weights(rows, plus, minus, settings), len(settings)
+    values = _order([_value(r.settings, q.by) for r in rows if r.setting in settings])
+    lo_hi = list(q.levels) if q.levels else values[:1] + values[-1:]
+    if len(lo_hi) != 2 or len(values) < 2:
+        return plus, {}, 0
+    w: dict[Any, float] = {}
+    for sign, level in ((-1.0, lo_hi[0]), (1.0, lo_hi[1])):
+        at = [
+            s
+            for s in settings
+            if _same(_value(next(r.settings for r in rows if r.setting == s), q.by), level)
+        ]
+        part = _weights(rows, plus, minus, at, sign) if at else {}
+        if not part:
+            return plus, {}, 0
+        for k, x in part.items():
+            w[k] = w.get(k, 0.0) + x
+    return plus, w, len(settings)
+
+
+def default_questions(rows: Sequence[_Row]) -> list[tuple[str, Question]]:
+    """(kind, question) of the contrasts a study asks unless it names its own: each schedule vs
+    uniform over every setting (main) and, with settings, at each (setting); the early-heavy and
+    late-heavy families where they hold two or more schedules (family); and for each setting
+    dimension each schedule's and family's effect at its largest minus its smallest value
+    (interaction)."""
+    scheds = members(rows, [ALL])
+    settings = sorted({r.setting for r in rows})
+    out: list[tuple[str, Question]] = []
+    many = len(settings) > 1
+    for s in scheds:
+        out.append((MAIN, Question(f"{s} vs uniform" + (f" over {len(settings)} settings"
+                                                        if many else ""), (s,))))  # fmt: skip
+    families = [f for f in (EARLY, LATE) if len(members(rows, [f])) >= 2]
+    for f in families:
+        n = len(members(rows, [f]))
+        out.append((FAMILY_KIND, Question(f"{f} ({n} schedules) vs uniform" + (
+            f" over {len(settings)} settings" if many else ""), (f,))))  # fmt: skip
+    if many:
+        for s in scheds:
+            for st in settings:
+                q = Question(f"{s} vs uniform at {st}", (s,))
+                out.append((SETTING, _at(q, rows, st)))
+    for dim, values in dimensions(rows).items():
+        for s in [*scheds, *families]:
+            lo, hi = values[0], values[-1]
+            name = f"{s} x {dim}: effect at {hi} minus at {lo}"
+            out.append((INTERACTION, Question(name, (s,), by=dim, levels=(lo, hi))))
+    return out
+
+
+def _at(q: Question, rows: Sequence[_Row], setting: str) -> Question:
+    """``q`` restricted to one setting (its every dimension's value there)."""
+    values = next(r.settings for r in rows if r.setting == setting)
+    return Question(q.name, q.schedules, q.vs, {d: (v,) for d, v in values.items()})
