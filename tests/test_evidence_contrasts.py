@@ -126,7 +126,7 @@ def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
      "stats.contrasts[0].by: 'lr' is invalid: 'lr' is not a setting dimension; name it with "
      "its section, e.g. train.lr"),
     ("[{name: a, schedules: [all], wher: {}}]",
-     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, vs, where, by"),
+     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, terms, vs, where, by"),
 ])  # fmt: skip
 def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) -> None:
     import yaml
@@ -150,3 +150,41 @@ def test_equivalence_must_be_positive(tmp_path) -> None:
     res = CliRunner().invoke(app, ["validate", str(path), "--no-config", "--set",
                                    "stats.equivalence=0"], terminal_width=400)  # fmt: skip
     assert res.exit_code == 2 and "stats.equivalence" in res.output
+
+
+def test_a_contrast_of_explicit_terms_is_the_factorial_interaction() -> None:
+    """(C - B) - (D - A) of a 2x2 on paired seeds: the per-seed interaction's mean, its word."""
+    import pandas as pd
+
+    from tlmsearch.stats import Question, contrast_table, row_noise
+
+    rng = __import__("numpy").random.default_rng(0)
+    seeds = range(6)
+    effect = {"uniform": 0.0, "B": -0.02, "D": 0.0, "C": -0.02}  # additive: no interaction
+    rows = []
+    for s in seeds:
+        level = rng.normal(0, 0.05)
+        for name, tau in effect.items():
+            rows.append({"candidate": name, "schedule": name, "seed": s, "state": "COMPLETE",
+                         "is_baseline": name == "uniform",
+                         "v": 2.0 + level + tau + rng.normal(0, 0.002)})  # fmt: skip
+    t = pd.DataFrame(rows)
+    q = Question("interaction", (), terms={"C": 1, "B": -1, "D": -1, "uniform": 1})
+    table = contrast_table(t, "v", models={"": row_noise(t, "v")}, margin=0.01, questions=[q])
+    r = table.iloc[0]
+    wide = t.pivot(index="seed", columns="candidate", values="v")
+    want = (wide["C"] - wide["B"] - wide["D"] + wide["uniform"]).mean()
+    assert float(r["estimate"]) == pytest.approx(want, abs=1e-12)
+    assert r["word"] == "equivalent" and r["members"] == ("C",)
+
+
+def test_terms_must_sum_to_zero_and_stand_alone() -> None:
+    from pydantic import ValidationError
+
+    from tlmsearch.config.search import ContrastConfig
+
+    ContrastConfig(name="x", terms={"a": 1, "uniform": -1})
+    for bad in ({"terms": {"a": 1, "b": 1}}, {"terms": {"a": 1}},
+                {"terms": {"a": 1, "uniform": -1}, "schedules": ["a"]}, {}):  # fmt: skip
+        with pytest.raises(ValidationError):
+            ContrastConfig(name="x", **bad)

@@ -138,7 +138,8 @@ def contrast_problems(cfg: StudyConfig) -> list[str]:
     valid = ", ".join([*labels, *SCHEDULE_FAMILIES]) if labels else ""
     for i, c in enumerate(cfg.stats.contrasts):
         where = f"stats.contrasts[{i}]"
-        for field, names in (("schedules", c.schedules), ("vs", c.vs)):
+        for field, names in (("schedules", c.schedules), ("vs", c.vs),
+                             ("terms", list(c.terms or ()))):  # fmt: skip
             for j, name in enumerate(names):
                 if labels and name not in labels and name not in SCHEDULE_FAMILIES:
                     problems.append(f"{where}.{field}[{j}]: {name!r} is not a schedule of the "

@@ -8,6 +8,7 @@ optuna.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -203,7 +204,10 @@ class ContrastConfig(Strict):
     name: str = Field(min_length=1)  # what it asks, as status and best.yaml print it
     # schedule labels as the trials table names them ("cosine 1.5->0.5"), or a family:
     # early-heavy (taper strength > 0: capacity toward layer 0), late-heavy (< 0), all
-    schedules: list[str] = Field(min_length=1)
+    schedules: list[str] = Field(default_factory=list)
+    # instead of schedules and vs: explicit weights on schedule labels (uniform included),
+    # summing to 0: {C: 1, B: -1, D: -1, uniform: 1} is the interaction (C - B) - (D - A)
+    terms: dict[str, float] | None = None
     # the reference the schedules are measured against: labels or families, as schedules
     vs: list[str] = Field(default_factory=lambda: ["uniform"], min_length=1)
     # setting dimension -> the values to pool over (default: every setting the study ran)
@@ -235,6 +239,17 @@ class ContrastConfig(Strict):
     def _levels_need_by(self) -> ContrastConfig:
         if self.levels is not None and self.by is None:
             raise ValueError("levels compares two values of a setting dimension: give `by` too")
+        if self.terms is None and not self.schedules:
+            raise ValueError("give `schedules` (against `vs`, default uniform) or `terms`")
+        if self.terms is not None:
+            if self.schedules or self.vs != ["uniform"] or self.by is not None:
+                raise ValueError("terms gives every weight: remove schedules, vs and by")
+            total = sum(self.terms.values())
+            if len(self.terms) < 2 or not all(math.isfinite(w) for w in self.terms.values()):
+                raise ValueError("terms: give two or more schedules with finite weights")
+            if abs(total) > 1e-9:
+                raise ValueError(f"terms: the weights must sum to 0 (a contrast), but sum to "
+                                 f"{total:g}")  # fmt: skip
         return self
 
 

@@ -324,7 +324,7 @@ def _questions(config: StudyConfig | None) -> list[stats.Question]:
         return []
     return [stats.Question(c.name, tuple(c.schedules), tuple(c.vs),
                            {d: tuple(v) for d, v in c.where.items()}, c.by,
-                           tuple(c.levels) if c.levels else None)
+                           tuple(c.levels) if c.levels else None, c.terms)
             for c in config.stats.contrasts]  # fmt: skip
 
 

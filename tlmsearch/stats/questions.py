@@ -40,6 +40,8 @@ class Question:
     where: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     by: str | None = None
     levels: tuple[Any, ...] | None = None
+    # explicit weights on schedules (summing to 0), in place of schedules minus vs
+    terms: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,10 +192,28 @@ def dimensions(rows: Sequence[_Row]) -> dict[str, list[Any]]:
     return {d: _order(v) for d, v in sorted(dims.items()) if len(_order(v)) > 1}
 
 
+def _terms_weights(rows: Sequence[_Row], terms: Mapping[str, float],
+                   settings: Sequence[str], scale: float = 1.0) -> dict[Any, float]:  # fmt: skip
+    """Row key -> weight of ``sum_s w_s x mean(schedule s)`` averaged over ``settings``; {}
+    when a setting lacks one of the schedules."""
+    out: dict[Any, float] = {}
+    for s in settings:
+        for schedule, w in terms.items():
+            group = [r for r in rows if r.setting == s and r.schedule == schedule]
+            if not group:
+                return {}
+            for r in group:
+                out[r.key] = out.get(r.key, 0.0) + scale * w / (len(settings) * len(group))
+    return out
+
+
 def _spec(rows: Sequence[_Row], q: Question) -> tuple[list[str], dict[Any, float], int]:
     """(members, weights, settings read) of a question."""
-    plus, minus = members(rows, q.schedules), members(rows, q.vs)
     settings = _settings_where(rows, {d: tuple(v) for d, v in q.where.items()})
+    if q.terms is not None:  # explicit weights: members are the positive side
+        plus = sorted(s for s, w in q.terms.items() if w > 0 and s != UNIFORM)
+        return plus, _terms_weights(rows, q.terms, settings), len(settings)
+    plus, minus = members(rows, q.schedules), members(rows, q.vs)
     if q.by is None:
         return plus, _weights(rows, plus, minus, settings), len(settings)
     values = _order([_value(r.settings, q.by) for r in rows if r.setting in settings])
