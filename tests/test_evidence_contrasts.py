@@ -126,7 +126,8 @@ def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
      "stats.contrasts[0].by: 'lr' is invalid: 'lr' is not a setting dimension; name it with "
      "its section, e.g. train.lr"),
     ("[{name: a, schedules: [all], wher: {}}]",
-     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, terms, vs, where, by"),
+     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, terms, vs, "
+     "where, by"),
 ])  # fmt: skip
 def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) -> None:
     import yaml
