@@ -189,3 +189,34 @@ def test_terms_must_sum_to_zero_and_stand_alone() -> None:
                 {"terms": {"a": 1, "uniform": -1}, "schedules": ["a"]}, {}):  # fmt: skip
         with pytest.raises(ValidationError):
             ContrastConfig(name="x", **bad)
+
+
+@pytest.mark.parametrize(
+    ("steps", "capacity", "inter", "needle"),
+    [
+        ("better", "equivalent", "equivalent", "the effect is steps's; capacity adds less"),
+        ("equivalent", "better", "equivalent", "the effect is capacity's, independent of steps"),
+        ("better", "better", "equivalent", "additive"),
+        ("better", "inconclusive", "worse", "the effect of capacity depends on steps"),
+        ("better", "inconclusive", "equivalent", "inconclusive: capacity neither separated"),
+        ("equivalent", "equivalent", "equivalent", "neither factor nor their interaction"),
+    ],
+)
+def test_a_two_by_two_reads_as_one_of_its_sentences(steps, capacity, inter, needle) -> None:
+    from tlmsearch.evidence.factorial import reading
+
+    words = {"steps": steps, "capacity": capacity, "interaction": inter}
+    assert needle in reading(words, "steps", "capacity", "interaction", margin=0.01)
+
+
+def test_two_by_two_names_must_be_contrasts() -> None:
+    from pydantic import ValidationError
+
+    from tlmsearch.config.search import StatsConfig
+
+    contrasts = [{"name": n, "schedules": ["a"]} for n in ("s", "c", "i")]
+    StatsConfig(contrasts=contrasts,
+                two_by_two={"first": "s", "second": "c", "interaction": "i"})  # fmt: skip
+    with pytest.raises(ValidationError, match=r"two_by_two.second: 'x' is not a contrast"):
+        StatsConfig(contrasts=contrasts,
+                    two_by_two={"first": "s", "second": "x", "interaction": "i"})  # fmt: skip

@@ -253,6 +253,15 @@ class ContrastConfig(Strict):
         return self
 
 
+class TwoByTwoConfig(Strict):
+    """A 2 x 2 study's reading (tlmsearch/evidence/factorial.py): the names of three of its
+    stats.contrasts."""
+
+    first: str  # the first factor's effect alone against the control (steps: B - A)
+    second: str  # the second's (capacity: D - A)
+    interaction: str  # (AB - B) - (A - control): terms {AB: 1, B: -1, A: -1, uniform: 1}
+
+
 class StatsConfig(Strict):
     """How the study's decisions are made (tlmsearch/evidence/__init__.py): every "separated" and
     "supported" and the verdict hold their error rate over a stated family."""
@@ -267,6 +276,21 @@ class StatsConfig(Strict):
     # the margin d of "equivalent within +-d", in the first objective's units; None: its
     # objectives[0].min_effect (and without one, no contrast is called equivalent)
     equivalence: float | None = Field(None, gt=0)
+
+    # a 2 x 2 study's one-sentence reading from three of its contrasts; None: none
+    two_by_two: TwoByTwoConfig | None = None
+
+    @model_validator(mode="after")
+    def _two_by_two_names(self) -> StatsConfig:
+        if self.two_by_two is None:
+            return self
+        names = [c.name for c in self.contrasts]
+        for part in ("first", "second", "interaction"):
+            name = getattr(self.two_by_two, part)
+            if name not in names:
+                raise ValueError(f"two_by_two.{part}: {name!r} is not a contrast of "
+                                 f"stats.contrasts; give one of {short(names)}")  # fmt: skip
+        return self
 
     @field_validator("contrasts")
     @classmethod

@@ -246,9 +246,13 @@ def best_document(
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
     if ev is not None and ev.contrasts is not None:  # the study's questions, each one's word
         from tlmsearch.evidence.contrasts import contrast_records
+        from tlmsearch.evidence.factorial import two_by_two
 
         doc["contrasts"] = {"metric": cfg.objectives[0].metric,
                             **contrast_records(ev.contrasts, cfg.stats.level)}  # fmt: skip
+        reading = two_by_two(ev.contrasts, cfg.stats.two_by_two)
+        if reading:
+            doc["contrasts"]["two_by_two"] = reading
     said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)

@@ -242,6 +242,8 @@ def _status(run_dir: Path, *, console: Any) -> int:
     metric = rep["objectives"][0][0] if rep["objectives"] else ""
     for line in contrast_lines(rep.get("contrasts"), metric, rep["level"]):  # each one's word
         console.print(line, markup=False, highlight=False)
+    if rep.get("two_by_two"):  # stats.two_by_two: the 2 x 2 in one sentence
+        console.print(f"reading: {rep['two_by_two']}", markup=False, highlight=False)
     if rep.get("signal_to_noise") is not None:  # docs/signal_to_noise.md
         console.print(rep["signal_to_noise"].line(), markup=False, highlight=False)
     lr = rep.get("learning_rate") or {}

@@ -11,6 +11,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
+from tlmsearch.evidence.factorial import two_by_two
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
 from tlmsearch.search.best import (
     best_candidates,
@@ -159,6 +160,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "conclusions": study_conclusions(frame, cfg, evidence=ev),
         "signal_to_noise": ev.snr if ev is not None else None,
         "contrasts": ev.contrasts if ev is not None else None,  # the study's questions
+        "two_by_two": two_by_two(ev.contrasts if ev else None, cfg.stats.two_by_two),
         "level": cfg.stats.level,
         "learning_rate": learning_rate(frame, cfg),
         "updated": info.get("updated"),
