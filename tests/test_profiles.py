@@ -299,3 +299,16 @@ def test_a_tied_model_with_two_end_multipliers_is_refused_at_validate(tmp_path) 
                          model={"tie_embeddings": False})  # fmt: skip
     train = untied.for_candidate(cand).train
     assert (train.embedding_lr_mult, train.head_lr_mult) == (2.0, 0.5)
+
+
+@pytest.mark.parametrize("par", parametrization.PARAMETRIZATIONS)
+def test_a_profile_moves_the_steps_not_the_decay(tmp_path, par: str) -> None:
+    """Each group keeps the study's lr x weight_decay: AdamW's decay would otherwise follow
+    the profile (layer 0's MLP shrinking 1.5x faster), which the taper's wide layers do not."""
+    cfg = tiny_config(tmp_path, model={"n_layer": 4, "multiple_of": 8})
+    _, opt = _optimizer(cfg, STEPS, par)
+    wd = cfg.train.weight_decay
+    for g in opt.param_groups:
+        if g["weight_decay"]:
+            assert g["lr"] * g["weight_decay"] == pytest.approx(cfg.train.lr * wd), g.get(LR_MULT)
+    assert {round(g.get(LR_MULT, 1.0), 6) for g in opt.param_groups} > {1.0}

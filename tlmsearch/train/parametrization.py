@@ -277,9 +277,15 @@ def _check_layers(mults: Sequence[float], layers: dict[int, int], field: str) ->
 
 def profile_groups(model: Any, groups: list[dict], train_cfg: Any) -> list[dict]:
     """``groups`` split so that layer i's parameters of ``train_cfg.lr_profile_part`` carry
-    ``lr_mult`` = ``lr_profile[i]`` (and the token embedding ``embedding_lr_mult``); each
-    group keeps its own decay and muP ``lr_scale``, so set_lr composes muP x profile. Without
-    a profile or an embedding multiplier, ``groups`` itself (the same groups as ever)."""
+    ``lr_mult`` = ``lr_profile[i]`` (the token embedding ``embedding_lr_mult``, the output
+    layer ``head_lr_mult``); each keeps its muP ``lr_scale``, so set_lr composes muP x profile.
+    Without a profile or an end multiplier, ``groups`` itself (the same groups as ever).
+
+    **Decay stays the study's.** AdamW decays ``p *= 1 - lr x wd``: a group stepped at
+    ``lr x p`` gets ``wd / p``, so ``lr x wd`` per step is the study's in every layer. A profile
+    changes how far the Adam update moves a layer, not how fast its weights shrink: a taper's
+    wide layer keeps uniform's per-weight decay, and uniform widths stepped as the taper must
+    too (muP's ``wd x m`` beside ``lr / m`` keeps the same product)."""
     profile = getattr(train_cfg, "lr_profile", None)
     emb = float(getattr(train_cfg, "embedding_lr_mult", 1.0))
     head = float(getattr(train_cfg, "head_lr_mult", 1.0))
@@ -312,6 +318,7 @@ def profile_groups(model: Any, groups: list[dict], train_cfg: Any) -> list[dict]
             group = {**g, "params": ps}
             if m != 1.0:
                 group[LR_MULT] = m
+                group["weight_decay"] = g["weight_decay"] / m  # lr x wd: the study's
             out.append(group)
     return out
 
