@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from search_helpers import tiny_config
 from typer.testing import CliRunner
@@ -220,3 +221,64 @@ def test_two_by_two_names_must_be_contrasts() -> None:
     with pytest.raises(ValidationError, match=r"two_by_two.second: 'x' is not a contrast"):
         StatsConfig(contrasts=contrasts,
                     two_by_two={"first": "s", "second": "x", "interaction": "i"})  # fmt: skip
+
+
+def _factorial(seeds: int = 5, settings=(0.005, 0.01), drop=(), prune=()) -> pd.DataFrame:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    effect = {"uniform": 0.0, "B": -0.02, "D": 0.0, "C": -0.02}
+    rows = []
+    for lr in settings:
+        for s in range(seeds):
+            level = rng.normal(0, 0.05)
+            for name, tau in effect.items():
+                if (name, lr, s) in drop:
+                    continue
+                state = "PRUNED" if (name, lr, s) in prune else "COMPLETE"
+                rows.append({"candidate": f"{name} @ lr={lr}", "schedule": name, "seed": s,
+                             "setting": f"lr={lr}", "state": state,
+                             "is_baseline": name == "uniform",
+                             "v": 2.0 + level + tau + rng.normal(0, 0.002)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _interaction_table(t):
+    from tlmsearch.stats import Question, contrast_table, row_noise
+
+    models = {s: row_noise(g, "v") for s, g in t.groupby("setting")}
+    q = Question("interaction", (), terms={"C": 1, "B": -1, "D": -1, "uniform": 1})
+    return contrast_table(t, "v", models=models, margin=0.01, questions=[q]).iloc[0]
+
+
+def test_terms_over_settings_average_each_settings_interaction_with_a_missing_cell() -> None:
+    t = _factorial(drop={("D", 0.01, 3)})
+    r = _interaction_table(t)
+    want = []
+    for _, g in t[t["state"] == "COMPLETE"].groupby("setting"):
+        wide = g.pivot(index="seed", columns="schedule", values="v")
+        full = wide.dropna()  # the block fit's estimate in a complete design; a missing D cell
+        want.append((full["C"] - full["B"] - full["D"] + full["uniform"]).mean())
+    assert float(r["estimate"]) == pytest.approx(sum(want) / 2, abs=2e-3)
+    assert r["word"] in ("equivalent", "inconclusive")
+
+
+def test_a_pruned_cell_on_the_negative_side_blocks_the_word() -> None:
+    r = _interaction_table(_factorial(prune={("B", 0.005, 0)}))
+    assert r["word"] == "inconclusive" and "pruned or failed" in r["why"]
+
+
+def test_two_by_two_reads_a_table_and_says_when_it_has_no_margin() -> None:
+    from types import SimpleNamespace
+
+    from tlmsearch.evidence.factorial import two_by_two
+
+    spec = SimpleNamespace(first="s", second="c", interaction="i")
+    table = pd.DataFrame({"name": ["s", "c", "i"], "word": ["better", "equivalent",
+                          "equivalent"], "margin": [0.01] * 3})  # fmt: skip
+    assert "the effect is s's" in two_by_two(table, spec)
+    table["margin"] = float("nan")
+    table["word"] = ["better", "inconclusive", "inconclusive"]
+    assert "no equivalence margin" in two_by_two(table, spec)
+    assert two_by_two(None, spec) is None and two_by_two(table, None) is None

@@ -182,10 +182,36 @@ def test_an_init_profile_scales_each_layers_matrices_from_the_same_draws() -> No
         torch.testing.assert_close(p, want[name] * factor, rtol=0, atol=0)
 
 
-def test_no_profile_keeps_the_models_own_groups() -> None:
-    model = build_model(MODEL4, [64] * 4, 64)
-    groups = parametrization.param_groups(model, MODEL4, TrainConfig(), vocab_size=64)
-    assert len(groups) == 2 and all(LR_MULT not in g for g in groups)
+@pytest.mark.parametrize("par", parametrization.PARAMETRIZATIONS)
+def test_no_profile_keeps_the_groups_as_they_were(par: str) -> None:
+    """Bit-identical training where no new key is used: the very groups of before."""
+    model = build_model(MODEL4, [96, 80, 48, 32], 64)
+    train = TrainConfig(parametrization=par)
+    groups = parametrization._parametrized_groups(model, MODEL4, train, vocab_size=64)
+    assert parametrization.profile_groups(model, groups, train) is groups
+    again = build_model(MODEL4, [96, 80, 48, 32], 64)
+    full = parametrization.param_groups(again, MODEL4, train, vocab_size=64)
+    assert [{k: v for k, v in g.items() if k != "params"} for g in full] == [
+        {k: v for k, v in g.items() if k != "params"} for g in groups
+    ]
+    assert all(LR_MULT not in g for g in full)
+
+
+def test_under_mup_a_profile_leaves_clippings_frame_as_it_was() -> None:
+    """The frame gradient clipping reads (muP's 1/m per down projection) is the same with and
+    without a profile on top."""
+    widths = [96, 80, 48, 32]
+    plain = build_model(MODEL4, widths, 64)
+    profiled = build_model(MODEL4, widths, 64)
+    mup = TrainConfig(parametrization="mup")
+    with_profile = TrainConfig(parametrization="mup", lr_profile=[1.5, 1.2, 0.8, 0.5])
+    a = parametrization.param_groups(plain, MODEL4, mup, vocab_size=64)
+    b = parametrization.param_groups(profiled, MODEL4, with_profile, vocab_size=64)
+    names_a = {id(p): n for n, p in plain.named_parameters()}
+    names_b = {id(p): n for n, p in profiled.named_parameters()}
+    frame_a = {names_a[i]: f for i, f in parametrization.readout_factors(a).items()}
+    frame_b = {names_b[i]: f for i, f in parametrization.readout_factors(b).items()}
+    assert frame_a == frame_b and len(frame_a) == 4
 
 
 def test_the_embedding_multiplier_reaches_its_group() -> None:
@@ -293,7 +319,7 @@ def test_the_output_layers_multiplier_reaches_its_own_group_when_untied() -> Non
 
 def test_a_tied_model_with_two_end_multipliers_is_refused_at_validate(tmp_path) -> None:
     cand = {"shape": "uniform", "lr.embedding": 2.0, "lr.head": 0.5}
-    with pytest.raises(ConfigError, match=r"tie_embeddings makes them one matrix"):
+    with pytest.raises(ConfigError, match=r"tie_embeddings makes the embedding"):
         tiny_config(tmp_path, search={"candidates": [cand]})
     untied = tiny_config(tmp_path, search={"candidates": [cand]},
                          model={"tie_embeddings": False})  # fmt: skip
@@ -312,3 +338,18 @@ def test_a_profile_moves_the_steps_not_the_decay(tmp_path, par: str) -> None:
         if g["weight_decay"]:
             assert g["lr"] * g["weight_decay"] == pytest.approx(cfg.train.lr * wd), g.get(LR_MULT)
     assert {round(g.get(LR_MULT, 1.0), 6) for g in opt.param_groups} > {1.0}
+
+
+def test_a_setting_dimension_and_a_candidate_key_for_one_field_are_refused(tmp_path) -> None:
+    """Found in review: train.embedding_lr_mult as a dimension crossed with lr.embedding
+    trained both at the candidate's value under labels that named the setting's."""
+    space = {"dimensions": {"shape": {"type": "fixed", "value": "uniform"},
+                            "lr.embedding": {"type": "categorical", "choices": [2.0]},
+                            "train.embedding_lr_mult": {"type": "categorical",
+                                                        "choices": [1.0, 3.0]}}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"train\.embedding_lr_mult fixes it"):
+        tiny_config(tmp_path, space=space, model={"tie_embeddings": False})
+    part = _study(tmp_path, train={**_study(tmp_path)["train"], "lr_profile_part": "block"},
+                  search={"candidates": [STEPS]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"train\.lr_profile_part fixes it"):
+        study_from_mapping(part)

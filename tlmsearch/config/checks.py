@@ -83,22 +83,21 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     sets: dict[str, str] = {}  # train field -> the first candidate key that sets it
     for cand in cfg.candidates():
         update = train_update(cand, cfg.model.n_layer, cfg.model.plan(cand).widths)
-        ends = [update.get(f, getattr(cfg.train, f)) for f in ("embedding_lr_mult",
-                                                                "head_lr_mult")]  # fmt: skip
-        if cfg.model.tie_embeddings and 1.0 not in ends and ends[0] != ends[1]:
-            problems.append(
-                f"candidate {_label(cand)}: the embedding's LR x{ends[0]:g} and the output "
-                f"layer's x{ends[1]:g} differ, but model.tie_embeddings makes them one matrix; "
-                "give one value (lr.embedding / train.embedding_lr_mult) or untie them"
-            )
-        for field in update:
-            q = next(q for q in QUANTITIES.values() if field.startswith(q.name) or
-                     field in {f for f, _ in q.extras.values()})  # fmt: skip
-            sets.setdefault(field, f"{q.prefix}*")
+        tied = _tied_conflict(cfg, cand)
+        if tied:
+            problems.append(f"candidate {_label(cand)}: {tied}")
+        for q in QUANTITIES.values():  # which train fields the candidates' keys set
+            keys = [(q.profile_field, f"{q.prefix}*"), (q.part_field, q.part_key)]
+            keys += [(f, q.key(e)) for e, (f, _) in q.extras.items() if f]
+            for field, key in keys:
+                if field in update or (field == q.part_field and q.profile_field in update):
+                    sets.setdefault(field, key)
     scalar = {f: d for q in QUANTITIES.values() for f, d in q.extras.values() if f is not None}
+    scalar |= {q.part_field: "mlp" for q in QUANTITIES.values()}
     fixed = [f"train.{q.profile_field}" for q in QUANTITIES.values()
              if getattr(cfg.train, q.profile_field) is not None]  # fixed per-layer lists
     fixed += [f"train.{f}" for f, d in scalar.items() if getattr(cfg.train, f) != d]
+    fixed += [d for d in cfg.space.settings if d.removeprefix("train.") in sets]  # dimensions
     for name in fixed:
         field = name.removeprefix("train.")
         if field in sets:
@@ -122,6 +121,25 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     return problems
 
 
+def _tied_conflict(cfg: StudyConfig, cand: Mapping[str, object]) -> str | None:
+    """Why ``cand`` asks two LRs of a tied model's one embedding / output matrix, or None: each
+    end's multiplier as given (by the candidate's key, else the study's field when set)."""
+    if not cfg.model.tie_embeddings:
+        return None
+    given = {}
+    for extra, field in (("embedding", "embedding_lr_mult"), ("head", "head_lr_mult")):
+        key = QUANTITIES["lr"].key(extra)
+        if key in cand:
+            given[key] = cand[key]
+        elif getattr(cfg.train, field) != 1.0:
+            given[f"train.{field}"] = getattr(cfg.train, field)
+    if len(given) == 2 and len(set(map(str, given.values()))) == 2:
+        (a, x), (b, y) = given.items()
+        return (f"{a} ({x}) and {b} ({y}) differ, but model.tie_embeddings makes the embedding "
+                "and the output layer one matrix; give one of them, or untie them")
+    return None
+
+
 def contrast_problems(cfg: StudyConfig) -> list[str]:
     """``stats.contrasts`` names schedules of the space (in a finite one: its labels, as the
     trials table says them, or a family) and setting dimensions of the space."""
@@ -131,6 +149,12 @@ def contrast_problems(cfg: StudyConfig) -> list[str]:
     problems: list[str] = []
     if not cfg.stats.contrasts:
         return problems
+    no_margin = cfg.stats.equivalence is None and cfg.objectives[0].min_effect is None
+    if cfg.stats.two_by_two is not None and no_margin:
+        problems.append(
+            "stats.two_by_two reads equivalence: give stats.equivalence or "
+            "objectives[0].min_effect (the margin d of 'equivalent within +-d')"
+        )
     dims = list(cfg.space.settings)
     labels: list[str] = []
     if cfg.space.finite:

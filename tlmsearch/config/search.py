@@ -208,6 +208,15 @@ class ContrastConfig(Strict):
     # instead of schedules and vs: explicit weights on schedule labels (uniform included),
     # summing to 0: {C: 1, B: -1, D: -1, uniform: 1} is the interaction (C - B) - (D - A)
     terms: dict[str, float] | None = None
+
+    @field_validator("terms", mode="before")
+    @classmethod
+    def _numbers(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for name, w in v.items():
+                if isinstance(w, bool) or not isinstance(w, int | float):
+                    raise ValueError(f"terms[{name!r}]: {w!r} is not a number; e.g. 1 or -1")
+        return v
     # the reference the schedules are measured against: labels or families, as schedules
     vs: list[str] = Field(default_factory=lambda: ["uniform"], min_length=1)
     # setting dimension -> the values to pool over (default: every setting the study ran)
@@ -245,8 +254,14 @@ class ContrastConfig(Strict):
             if self.schedules or self.vs != ["uniform"] or self.by is not None:
                 raise ValueError("terms gives every weight: remove schedules, vs and by")
             total = sum(self.terms.values())
-            if len(self.terms) < 2 or not all(math.isfinite(w) for w in self.terms.values()):
-                raise ValueError("terms: give two or more schedules with finite weights")
+            weights = [w for w in self.terms.values() if w != 0]
+            if len(weights) < 2 or not all(math.isfinite(w) for w in weights):
+                raise ValueError("terms: give two or more schedules with finite, non-zero "
+                                 "weights")  # fmt: skip
+            families = sorted(set(self.terms) & set(SCHEDULE_FAMILIES))
+            if families:
+                raise ValueError(f"terms: {', '.join(families)} is a family; terms weigh "
+                                 "schedule labels (a family goes in schedules or vs)")  # fmt: skip
             if abs(total) > 1e-9:
                 raise ValueError(f"terms: the weights must sum to 0 (a contrast), but sum to "
                                  f"{total:g}")  # fmt: skip
@@ -285,6 +300,10 @@ class StatsConfig(Strict):
         if self.two_by_two is None:
             return self
         names = [c.name for c in self.contrasts]
+        given = [self.two_by_two.first, self.two_by_two.second, self.two_by_two.interaction]
+        if len(set(given)) < 3:
+            raise ValueError("two_by_two: first, second and interaction name three different "
+                             "contrasts")  # fmt: skip
         for part in ("first", "second", "interaction"):
             name = getattr(self.two_by_two, part)
             if name not in names:

@@ -37,7 +37,11 @@ def reading(words: Mapping[str, str], first: str, second: str, interaction: str,
     """The sentence for contrasts ``first`` and ``second`` (each factor's effect alone, against
     the control) and their ``interaction``, from ``words`` (contrast name -> word)."""
     a, b, i = (words.get(n, "inconclusive") for n in (first, second, interaction))
-    within = f"within +-{margin:g}" if margin is not None else "within the margin"
+    if margin is None and i not in SEPARATED:
+        return ("no equivalence margin (stats.equivalence or objectives[0].min_effect): "
+                "without one no contrast can be called equivalent, so no reading but an "
+                "interaction can be stated")
+    within = f"within +-{margin:g}"
     if i in SEPARATED:
         return (f"{interaction} is {i}: the effect of {second} depends on {first} (and the "
                 f"reverse); report each factor's effect at each level of the other")
@@ -53,7 +57,7 @@ def reading(words: Mapping[str, str], first: str, second: str, interaction: str,
         return (f"both have effects ({first}: {a}, {second}: {b}) and the interaction is "
                 f"equivalent to 0 {within}: additive")
     if a == b == i == EQUIVALENT:
-        return f"neither factor nor their interaction moves the metric by more than {within}"
+        return f"neither factor nor their interaction moves the metric: all equivalent {within}"
     open_ = [n for n, w in ((first, a), (second, b), (interaction, i)) if w not in
              (*SEPARATED, EQUIVALENT)]  # fmt: skip
     return (f"inconclusive: {', '.join(open_)} neither separated nor equivalent {within}; "

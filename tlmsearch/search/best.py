@@ -326,9 +326,13 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
                   for k, v in proxy_train.items()},
     }  # fmt: skip
     if target is not None:
+        try:
+            planned = train_update(params, target.n_layer, target.plan(params).widths)
+        except ValueError as err:  # ScheduleError: a sampled candidate the target cannot take
+            out["target"] = f"cannot be planned at the target: {err}"
+            return out
         out["target"] = {k: [round(x, 6) for x in v] if isinstance(v, list) else v
-                         for k, v in train_update(params, target.n_layer,
-                                                  target.plan(params).widths).items()}  # fmt: skip
+                         for k, v in planned.items()}  # fmt: skip
     return out
 
 

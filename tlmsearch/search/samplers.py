@@ -410,12 +410,12 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
 
     try:
         plan = cfg.model.plan(cand)
+        # the same widths at another train.lr, or with another LR or init profile, is another
+        # training: the key holds both (config.planning.training_key)
+        key = training_key(cfg, cand, plan)[2:]
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
     widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
-    # the same widths at another train.lr, or with another LR or init profile, is another
-    # training: the key holds both (config.planning.training_key)
-    key = training_key(cfg, cand, plan)[2:]
     for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = ft.user_attrs
         # a trial recorded before trials reported heads trained the model's own

@@ -251,7 +251,9 @@ def contrast_table(
             why = "not estimable: a side has no complete cell at some setting it reads"
         elif not df >= 1:
             why = "noise unknown: a setting it reads has no residual df yet"
-        blocked = bool(set(plus) & censored)
+        # a pruned or failed cell of any schedule it reads (either side) is not missing at random
+        read = {r.schedule for r in rows if w.get(r.key) and not r.baseline}
+        blocked = bool((read | set(plus)) & censored)
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"
         recs.append(
