@@ -24,6 +24,10 @@ One decision per question:
   compares within a setting (each candidate with the uniform of its own setting and seed) and,
   in :attr:`Evidence.tuned`, each schedule at its own best setting
   (:mod:`tlmsearch.evidence.tuned`).
+- *Does a schedule, or a family of them, beat uniform over the settings, and does that depend
+  on a setting?* :attr:`Evidence.contrasts`: each question a contrast from one fit of every
+  cell, worded better / worse / equivalent within +-d / inconclusive over one family
+  (:func:`tlmsearch.stats.contrast_table`; ``stats.contrasts``, ``stats.equivalence``).
 
 Pure pandas / numpy / scipy (no torch, ray or plotting).
 """
