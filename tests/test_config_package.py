@@ -82,8 +82,9 @@ def test_a_section_module_is_data_only(name: str) -> None:
         "tlmsearch.widths.space",
         "tlmsearch.constants",
     }
-    # heads.py is the schedules' planning for attention heads (pure, no torch), inside plan()
-    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads"}
+    # heads.py is the schedules' planning for attention heads (pure, no torch), inside plan();
+    # profiles.py the depth profiles' (train's multiplier bounds)
+    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads", "tlmsearch.widths.profiles"}
     assert ours <= allowed, ours - allowed
 
 
