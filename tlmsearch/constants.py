@@ -76,6 +76,9 @@ LEVEL = 0.95
 # discovery rate, Benjamini-Hochberg) or none (per comparison); FAMILY is the default.
 FAMILIES = ("holm", "bh", "none")
 FAMILY = "holm"
+# The schedule families a contrast may name (stats.contrasts): capacity toward layer 0 (taper
+# strength > 0), toward the last layer (< 0), or every schedule but uniform.
+SCHEDULE_FAMILIES = ("early-heavy", "late-heavy", "all")
 
 # candidates a sampler draws when search.n_trials is not set: the race's, plan's and the
 # conclusions' planned family, and the samplers' own cap

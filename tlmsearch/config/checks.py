@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from tlmsearch.config.model import ARCHS
 from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
-from tlmsearch.constants import TRACKER_PACKAGES
+from tlmsearch.constants import SCHEDULE_FAMILIES, TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
 from tlmsearch.widths.heads import check_heads, mlp_schedule
 from tlmsearch.widths.profiles import QUANTITIES, check_profile, profiles_of, train_update
@@ -87,17 +87,14 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
         if tied:
             problems.append(f"candidate {_label(cand)}: {tied}")
         for q in QUANTITIES.values():  # which train fields the candidates' keys set
-            keys = [(q.profile_field, f"{q.prefix}*"), (q.part_field, q.part_key)]
-            keys += [(f, q.key(e)) for e, (f, _) in q.extras.items() if f]
-            for field, key in keys:
+            for field, _, key in q.train_fields():
                 if field in update or (field == q.part_field and q.profile_field in update):
                     sets.setdefault(field, key)
-    scalar = {f: d for q in QUANTITIES.values() for f, d in q.extras.values() if f is not None}
-    scalar |= {q.part_field: "mlp" for q in QUANTITIES.values()}
-    fixed = [f"train.{q.profile_field}" for q in QUANTITIES.values()
-             if getattr(cfg.train, q.profile_field) is not None]  # fixed per-layer lists
-    fixed += [f"train.{f}" for f, d in scalar.items() if getattr(cfg.train, f) != d]
-    fixed += [d for d in cfg.space.settings if d.removeprefix("train.") in sets]  # dimensions
+    # the fields the study fixes for every candidate: set away from their defaults, or a
+    # setting dimension
+    defaults = {f: d for q in QUANTITIES.values() for f, d, _ in q.train_fields()}
+    fixed = [f"train.{f}" for f, d in defaults.items() if getattr(cfg.train, f) != d]
+    fixed += [d for d in cfg.space.settings if d.removeprefix("train.") in sets]
     for name in fixed:
         field = name.removeprefix("train.")
         if field in sets:
@@ -135,15 +132,16 @@ def _tied_conflict(cfg: StudyConfig, cand: Mapping[str, object]) -> str | None:
             given[f"train.{field}"] = getattr(cfg.train, field)
     if len(given) == 2 and len(set(map(str, given.values()))) == 2:
         (a, x), (b, y) = given.items()
-        return (f"{a} ({x}) and {b} ({y}) differ, but model.tie_embeddings makes the embedding "
-                "and the output layer one matrix; give one of them, or untie them")
+        return (
+            f"{a} ({x}) and {b} ({y}) differ, but model.tie_embeddings makes the embedding "
+            "and the output layer one matrix; give one of them, or untie them"
+        )
     return None
 
 
 def contrast_problems(cfg: StudyConfig) -> list[str]:
     """``stats.contrasts`` names schedules of the space (in a finite one: its labels, as the
     trials table says them, or a family) and setting dimensions of the space."""
-    from tlmsearch.config.search import SCHEDULE_FAMILIES
     from tlmsearch.widths.space import schedule_of
 
     problems: list[str] = []

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tlmsearch.config.limits import MAX_CANDIDATES, MAX_SEED, MAX_TOKENS, MAX_WORKERS
-from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS
+from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS, SCHEDULE_FAMILIES
 from tlmsearch.errors import Strict, short
 from tlmsearch.widths.space import Scalar
 
@@ -192,7 +192,6 @@ class Objective(Strict):
         return self.direction or METRICS[self.metric]
 
 
-SCHEDULE_FAMILIES = ("early-heavy", "late-heavy", "all")  # tlmsearch.stats.FAMILY_NAMES
 
 
 class ContrastConfig(Strict):

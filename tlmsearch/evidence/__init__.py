@@ -117,7 +117,7 @@ class Evidence:
         the study's seeds without one;
         ``curves``: the run's learning curves, for the checkpoint noise (None: n/a);
         ``variance``: rows (each comparison its own noise, :func:`tlmsearch.stats.row_noise`)
-        or pooled (the block fit's one noise for all: what tlmsearch did before issue 31);
+        or pooled (the block fit's one noise for all, every row on the same variance);
         ``questions``: the contrasts to ask (default: ``config``'s ``stats.contrasts``, else
         :func:`tlmsearch.stats.contrasts.default_questions`); ``margin``: their equivalence
         margin (default: ``config``'s, :func:`equivalence_margin`)."""

@@ -283,10 +283,7 @@ def _profiles(meta: dict[str, Any]) -> tuple:
     """The depth profiles a checkpoint's training used: every train field a profile sets
     (none recorded: the defaults, which a checkpoint from before profiles trained with)."""
     train = meta.get("train") or {}
-    fields = [(q.profile_field, None) for q in QUANTITIES.values()]
-    fields += [(q.part_field, "mlp") for q in QUANTITIES.values()]
-    fields += [(f, d) for q in QUANTITIES.values() for f, d in q.extras.values() if f]
-    return tuple(train.get(f, d) for f, d in fields)
+    return tuple(train.get(f, d) for q in QUANTITIES.values() for f, d, _ in q.train_fields())
 
 
 def _node_ip() -> str:

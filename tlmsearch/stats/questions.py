@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from tlmsearch.constants import SCHEDULE_FAMILIES
 from tlmsearch.stats.deltas import _cells
 
-EARLY, LATE, ALL = "early-heavy", "late-heavy", "all"  # schedule families by where capacity goes
-FAMILY_NAMES = (EARLY, LATE, ALL)
+FAMILY_NAMES = SCHEDULE_FAMILIES  # schedule families by where capacity goes
+EARLY, LATE, ALL = FAMILY_NAMES
 UNIFORM = "uniform"
 MAIN, SETTING, FAMILY_KIND, INTERACTION, NAMED = (
     "main",

@@ -100,6 +100,18 @@ class Quantity:
     def key(self, extra: str) -> str:
         return f"{self.prefix}{extra}"
 
+    def train_fields(self) -> tuple[tuple[str, Any, str], ...]:
+        """(train field, its default, the candidate key that sets it) of every field this
+        quantity fills: its per-layer list, its part and its scalar extras.
+
+        >>> [f for f, _, _ in QUANTITIES["init"].train_fields()]
+        ['init_profile', 'init_profile_part']
+        """
+        out = [(self.profile_field, None, f"{self.prefix}*"),
+               (self.part_field, DEFAULT_PART, self.part_key)]  # fmt: skip
+        out += [(f, d, self.key(e)) for e, (f, d) in self.extras.items() if f is not None]
+        return tuple(out)
+
 
 _COMMON = {"part": (None, DEFAULT_PART), "width_power": (None, 0.0)}
 QUANTITIES: dict[str, Quantity] = {
