@@ -82,9 +82,10 @@ def test_a_section_module_is_data_only(name: str) -> None:
         "tlmsearch.widths.space",
         "tlmsearch.constants",
     }
-    # heads.py is the schedules' planning for attention heads (pure, no torch), inside plan();
-    # profiles.py the depth profiles' (train's multiplier bounds)
-    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads", "tlmsearch.widths.profiles"}
+    # candidate.py plans a candidate's layers (pure, no torch: ModelConfig.plan), heads.py and
+    # profiles.py its attention heads and depth profiles (train's multiplier bounds)
+    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads", "tlmsearch.widths.profiles",
+                "tlmsearch.widths.candidate"}
     assert ours <= allowed, ours - allowed
 
 

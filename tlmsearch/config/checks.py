@@ -20,8 +20,9 @@ from tlmsearch.config.model import ARCHS
 from tlmsearch.config.planning import RUNG_SECTIONS, rung_mapping
 from tlmsearch.constants import SCHEDULE_FAMILIES, TRACKER_PACKAGES
 from tlmsearch.errors import ConfigError, problems_from, short
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.heads import check_heads, mlp_schedule
-from tlmsearch.widths.profiles import QUANTITIES, check_profile, profiles_of, train_update
+from tlmsearch.widths.profiles import QUANTITIES, check_profile
 from tlmsearch.widths.schedules import ScheduleError, check_params
 from tlmsearch.widths.space import describe
 
@@ -60,12 +61,12 @@ def check_widths(cfg: StudyConfig) -> list[str]:
                     f"; give {err.field} a `when: {{{shape}: [...]}}` naming the shapes that "
                     "read it"
                 )
-            return [f"space: candidate {json.dumps(cand, sort_keys=True)}: {err}{hint}"]
+            return [f"space: candidate {Candidate.of(cand).identity}: {err}{hint}"]
     models = [("model", cfg.model)] + ([("target", cfg.target)] if cfg.target else [])
     for section, model in models:
         for cand in cfg.candidates():
             try:
-                profiles_of(cand, model.n_layer, model.plan(cand).widths)
+                model.plan(cand)  # widths, heads and the profiles over those widths
             except ScheduleError as err:
                 problems.append(
                     f"space: candidate {_label(cand)} cannot be met for {section} "
@@ -82,7 +83,7 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     problems = []
     sets: dict[str, str] = {}  # train field -> the first candidate key that sets it
     for cand in cfg.candidates():
-        update = train_update(cand, cfg.model.n_layer, cfg.model.plan(cand).widths)
+        update = cfg.model.plan(cand).train_update
         tied = _tied_conflict(cfg, cand)
         if tied:
             problems.append(f"candidate {_label(cand)}: {tied}")
@@ -235,7 +236,7 @@ def ladder_problems(cfg: StudyConfig) -> list[str]:
     is refused for the same reason.
     """
     problems: list[str] = []
-    want = [json.dumps(c, sort_keys=True) for c in cfg.candidates()]
+    want = [c.identity for c in cfg.candidates()]
     for i, rung in enumerate(cfg.ladder or []):
         where = f"ladder[{i}]"
         bad = [k for k in rung if k not in RUNG_SECTIONS]
@@ -261,7 +262,7 @@ def ladder_problems(cfg: StudyConfig) -> list[str]:
         if more:
             problems += [f"{where}: {p}" for p in more]
             continue
-        got = [json.dumps(c, sort_keys=True) for c in sub.candidates()]
+        got = [c.identity for c in sub.candidates()]
         if got != want:
             lost = sorted(set(want) - set(got)) or sorted(set(got) - set(want))
             problems.append(

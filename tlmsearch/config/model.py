@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from tlmsearch.config.limits import MAX_D_FF, MAX_D_MODEL, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB
 from tlmsearch.constants import HF_SET_BY
 from tlmsearch.errors import Strict, short
-from tlmsearch.widths.schedules import WidthPlan
+from tlmsearch.widths.candidate import LayerPlan, plan
 
 
 @dataclass(frozen=True)
@@ -405,12 +405,10 @@ class ModelConfig(Strict):
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
-    def plan(self, candidate: Mapping[str, Any]) -> WidthPlan:
-        """This model's exact-budget widths (and heads, with a heads schedule) for a
-        candidate's schedule parameters (tlmsearch/widths/heads.py)."""
-        from tlmsearch.widths.heads import plan_candidate
-
-        return plan_candidate(self, candidate)
+    def plan(self, candidate: Mapping[str, Any]) -> LayerPlan:
+        """``candidate``'s :class:`~tlmsearch.widths.candidate.LayerPlan` in this model: its
+        exact-budget widths and heads and its depth profiles' multipliers."""
+        return plan(self, candidate)
 
     def headed(self, candidate: Mapping[str, Any]) -> ModelConfig:
         """This model as ``candidate`` builds it: with its heads schedule's ``layer_heads``

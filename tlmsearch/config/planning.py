@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
-from tlmsearch.widths.profiles import has_profile, train_update
+from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.profiles import has_profile
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -30,21 +31,22 @@ RUNG_SECTIONS = ("model", "train", "data")
 class Training:
     """One proxy model to train per seed: ``candidate`` and the ones with its exact widths."""
 
-    candidate: dict[str, Any]
-    stands_for: tuple[dict[str, Any], ...]  # the other candidates with these proxy widths
+    candidate: Candidate
+    stands_for: tuple[Candidate, ...]  # the other candidates with these proxy widths
     widths: tuple[int, ...]
 
     @property
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[Candidate]:
         return [self.candidate, *self.stands_for]
 
 
-def candidates(cfg: StudyConfig) -> list[dict[str, Any]]:
+def candidates(cfg: StudyConfig) -> list[Candidate]:
     """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
     if cfg.search.candidates is not None:
-        cands = [dict(c) for c in cfg.search.candidates]
+        cands = [Candidate(c) for c in cfg.search.candidates]
     else:
-        cands = cfg.space.grid() if cfg.space.finite else cfg.space.corners()
+        space = cfg.space.grid() if cfg.space.finite else cfg.space.corners()
+        cands = [Candidate(c) for c in space]
     if cfg.search.baseline:
         # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
         # baseline at every scale: with the same seed it would train the same model again.
@@ -55,7 +57,7 @@ def candidates(cfg: StudyConfig) -> list[dict[str, Any]]:
         for c in cands:
             if settings_of(c) not in settings:
                 settings.append(settings_of(c))
-        controls = [{**UNIFORM, **s} for s in settings or [{}]]
+        controls = [Candidate({**UNIFORM, **s}) for s in settings or [{}]]
         cands = controls + [c for c in cands if not is_flat(c, layers)]
     return cands
 
@@ -92,7 +94,7 @@ def _profiled(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
     ``train`` (``lr_profile``, ``lr_profile_part``, ...); ``cfg`` itself without one."""
     if not has_profile(candidate):
         return cfg
-    update = train_update(candidate, cfg.model.n_layer, cfg.model.plan(candidate).widths)
+    update = cfg.model.plan(candidate).train_update
     if not update:
         return cfg
     data = {**cfg.train.model_dump(mode="json", exclude_none=True), **update}
@@ -129,22 +131,10 @@ def trainings(cfg: StudyConfig) -> list[Training]:
     linear 2.0/1.5 and 1.333/1.0) would train the same model on the same seed: each vector
     trains once per seed, and its trial records every candidate it stands for.
     """
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Candidate]] = {}
     for cand in cfg.candidates():
-        plan = cfg.model.plan(cand)
-        groups.setdefault(training_key(cfg, cand, plan), []).append(cand)
+        groups.setdefault(cfg.model.plan(cand).key, []).append(cand)
     return [Training(cands[0], tuple(cands[1:]), key[0]) for key, cands in groups.items()]
-
-
-def training_key(cfg: StudyConfig, candidate: Mapping[str, Any], plan: Any = None) -> tuple:
-    """What makes ``candidate``'s proxy training on a seed the one it is: its widths, heads,
-    settings and depth profiles. Two candidates with one key train the same model the same way
-    (:func:`trainings` trains it once a seed; a sampler's second draw replays the first's curve).
-    ``plan``: ``cfg.model.plan(candidate)`` when the caller has it."""
-    plan = cfg.model.plan(candidate) if plan is None else plan
-    setting = json.dumps(settings_of(candidate), sort_keys=True)
-    profiles = json.dumps(train_update(candidate, cfg.model.n_layer, plan.widths), sort_keys=True)
-    return (plan.widths, plan.heads, setting, profiles)
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from tlmsearch.config.search import Objective, SearchConfig, StatsConfig
 from tlmsearch.config.tracking import TrackingConfig
 from tlmsearch.config.train import TrainConfig
 from tlmsearch.errors import ConfigError, Strict, problems_from
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.heads import is_heads_key
 from tlmsearch.widths.settings import combination_problem, settings_problem
 from tlmsearch.widths.space import SearchSpace, settings_of
@@ -229,7 +230,7 @@ class StudyConfig(Strict):
             return self.data.model_copy(update={"cache_dir": self.ray.shared_path})
         return self.data
 
-    def candidates(self) -> list[dict[str, Any]]:
+    def candidates(self) -> list[Candidate]:
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
         return planning.candidates(self)
 

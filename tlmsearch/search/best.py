@@ -22,7 +22,6 @@ from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import metric_column as _metric_col
 from tlmsearch.widths.heads import heads_schedule, is_heads_key
-from tlmsearch.widths.profiles import train_update
 from tlmsearch.widths.space import settings_of
 
 
@@ -315,7 +314,7 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
     >>> training_recipe({"shape": "uniform", "lr.shape": "linear"}, m, None)["proxy"]
     {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
     """
-    proxy_train = train_update(params, proxy.n_layer, proxy.plan(params).widths)
+    proxy_train = proxy.plan(params).train_update
     if not proxy_train:
         return {}
     out: dict[str, Any] = {
@@ -327,7 +326,7 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
     }  # fmt: skip
     if target is not None:
         try:
-            planned = train_update(params, target.n_layer, target.plan(params).widths)
+            planned = target.plan(params).train_update
         except ValueError as err:  # ScheduleError: a sampled candidate the target cannot take
             out["target"] = f"cannot be planned at the target: {err}"
             return out

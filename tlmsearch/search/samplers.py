@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.config.planning import training_key
 from tlmsearch.config.search import PRUNER_SPECS
 from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
@@ -35,6 +34,7 @@ from tlmsearch.search.attrs import (
     SPARED,
     STANDS_FOR,
 )
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import UNIFORM, SearchSpace, is_control, settings_of
 
 
@@ -200,7 +200,7 @@ def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, An
 
 
 def _key(candidate: Mapping[str, Any]) -> str:
-    return json.dumps(dict(candidate), sort_keys=True)
+    return Candidate.of(candidate).identity
 
 
 def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
@@ -409,10 +409,9 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
     from tlmsearch.widths.schedules import ScheduleError
 
     try:
-        plan = cfg.model.plan(cand)
         # the same widths at another train.lr, or with another LR or init profile, is another
-        # training: the key holds both (config.planning.training_key)
-        key = training_key(cfg, cand, plan)[2:]
+        # training: the plan's key holds all of them
+        plan = cfg.model.plan(cand)
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
     widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
@@ -423,9 +422,8 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) 
         same = a.get(SEED) == seed and a.get("widths") == widths and same_heads and a.get("curve")
         if not same:
             continue
-        other = json.loads(a.get(CANDIDATE) or "{}")
         try:
-            if training_key(cfg, other, plan)[2:] == key:
+            if cfg.model.plan(Candidate.from_identity(a.get(CANDIDATE) or "")).key == plan.key:
                 return ft
         except (ScheduleError, TypeError, ValueError):
             continue  # a record this version cannot plan is no twin
