@@ -36,6 +36,7 @@ from tlmsearch import stats
 from tlmsearch.config import METRICS, PartialStudy, StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.run_dir.tables import metric_column
+from tlmsearch.widths.profiles import QUANTITIES
 
 LABELS = {
     "val_ppl": "val perplexity",
@@ -161,14 +162,14 @@ def ranked_candidates(
     sense = sense or sense_of(metric)
     r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
                                                        seeds=seeds)  # fmt: skip
-    extra = [*_INFO, "trial_ids", "params_json", "widths_json", "heads_json", "heads_share",
-             "lr_profile_json", "label"]  # fmt: skip
+    layers = ["widths_json", "heads_json", *(q.column for q in QUANTITIES.values())]
+    extra = [*_INFO, "trial_ids", "params_json", *layers, "heads_share", "label"]
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
     g = trials.groupby("candidate", sort=False)
     info = g[list(_INFO)].first()  # first non-missing: a candidate's trials share their widths
-    for col in ("params_json", "widths_json", "heads_json", "lr_profile_json"):
-        if col in trials:  # heads_json, lr_profile_json: not in tables built before them
+    for col in ("params_json", *layers):
+        if col in trials:  # heads_json, the profiles: not in tables built before them
             info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
     if "heads_share" in trials:
         info["heads_share"] = g["heads_share"].first()
@@ -376,7 +377,7 @@ def width_profiles(
         legend = f"#{rank} {c.label}"
         hover = f"{legend}<br>{label(metric)} {c.score:.4g} ({_seeds_text(c)})"
         hover += f"<br>trials {c.trial_ids}"
-        lrs = parse_multipliers(getattr(c, "lr_profile_json", ""))
+        lrs = parse_multipliers(getattr(c, QUANTITIES["lr"].column, ""))
         for layer, w in enumerate(parse_widths(c.widths_json)):
             lr = lrs[layer] if layer < len(lrs) else math.nan
             text = f"<br>layer {layer}: {w}" + ("" if math.isnan(lr) else f", LR x{lr:.3g}")

@@ -71,8 +71,8 @@ TRIAL_COLUMNS: dict[str, str] = {
     "heads_json": "str",
     "heads_shape": "str",
     "heads_share": "float",
-    "lr_profile_json": "str",  # the depth profiles' per-layer multipliers (widths/profiles.py)
-    "init_profile_json": "str",
+    # each depth profile's per-layer multipliers (lr_profile_json: widths/profiles.py)
+    **{q.column: "str" for q in QUANTITIES.values()},
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
