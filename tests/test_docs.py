@@ -14,7 +14,7 @@ from tlmsearch.config.schema import DOC_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Docs the README's index names that land from other branches (issue 22): missing until then.
+# Docs the README's index names that land from other branches: missing until then.
 PENDING = {"models.md", "data.md", "tracking.md", "parametrization.md", "search_dimensions.md",
            "signal_to_noise.md"}  # fmt: skip
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -69,7 +69,7 @@ def _rec(tid, params, value, seed=0, state="COMPLETE", widths=True):
 
 def test_front_plots_the_realised_ratios_not_the_requested_ones():
     # Renormalised to mean 1, cosine 0.5 -> 0.25 trains as a taper, 1.31 -> 0.69; plotted at
-    # the requested 0.5 it would read as wider-late (issue 11).
+    # the requested 0.5 it would read as wider-late.
     params = {"shape": "cosine", "r_start": 0.5, "r_end": 0.25}
     t = trials_frame([_rec("u", {"shape": "uniform"}, 1.5), _rec("c", params, 1.4)])
     widths = plan_from_params(params, n_layer=8, d_ff=128, multiple_of=8).widths
