@@ -118,6 +118,7 @@ LAYERS: list[set[str]] = [
     {"search"},
     {"report"},
     {"cli", "tlmsearch"},
+    {"__main__"},  # python -m tlmsearch: the CLI
 ]
 RANK = {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
 
