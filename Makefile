@@ -31,7 +31,7 @@ test: setup
 	bash .ci/with-services.sh bash .ci/fresh-home $(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check tlmsearch tests benchmarks
+	$(BIN)/ruff check tlmsearch tests benchmarks docs/hooks
 
 # The generated reference pages (the study YAML's schema and reference from the pydantic models,
 # the CLI's from the typer app; tests/test_schema.py and tests/test_docs.py fail when a committed
