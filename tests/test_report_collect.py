@@ -416,6 +416,17 @@ def test_importances_degrade_gracefully():
     assert P.param_importances(t, "val_bpb").values.empty
 
 
+def test_no_importances_draw_their_reason_without_axes():
+    t, _ = frames(shapes=("cosine",), ratios=(1.5,), seeds=(0, 1, 2))
+    fig = F.importances(P.param_importances(t, "val_bpb"))
+    assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
+    assert fig.layout.annotations[0].text.startswith("no importances: ")
+    # with importances the bars keep their axes
+    shown = F.importances(P.Importances("val_bpb", pd.DataFrame(
+        {"param": ["r_start", "shape"], "importance": [0.7, 0.3]}), "fANOVA"))  # fmt: skip
+    assert shown.layout.xaxis.visible is not False and not shown.layout.annotations
+
+
 # -------------------------------------------------------------------------------------------------
 # paired deltas
 
