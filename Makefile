@@ -1,6 +1,7 @@
 # Two commands for a newcomer (README.md):
 #   make quickstart   set up .venv and run the quickstart study end to end
 #   make test         set up .venv (and the test services) and run the whole test suite
+# and for maintainers: make docs (the reference pages and the site), make lint.
 PYTHON ?= python3
 VENV   ?= .venv
 # The CPU wheel. A GPU user installs their own torch into $(VENV) first; setup then keeps it.
@@ -16,7 +17,7 @@ $(BIN)/python:
 # torch first: an unpinned torch pulled in by a dependency would be a multi-GB CUDA build.
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev,postgres,images]"
+	$(BIN)/python -m pip install -q -e ".[dev,postgres,images,docs]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -30,11 +31,14 @@ test: setup
 	bash .ci/with-services.sh bash .ci/fresh-home $(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check tlmsearch tests benchmarks
+	$(BIN)/ruff check tlmsearch tests benchmarks docs/hooks
 
-# The study YAML's schema and reference, generated from the pydantic models (tests/test_schema.py
-# fails when a committed one is stale).
+# The generated reference pages (the study YAML's schema and reference from the pydantic models,
+# the CLI's from the typer app; tests/test_schema.py and tests/test_docs.py fail when a committed
+# one is stale), then the site (mkdocs.yml) into site/, offline: a warning is an error.
 docs: setup
 	$(BIN)/tlmsearch schema --out docs/study.schema.json
 	$(BIN)/tlmsearch schema --space --out docs/space.schema.json
 	$(BIN)/tlmsearch schema --markdown --out docs/reference.md
+	$(BIN)/python -m tlmsearch.cli_reference --out docs/cli.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

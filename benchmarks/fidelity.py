@@ -1,4 +1,4 @@
-"""How often `tlmsearch fidelity` says "can be trusted" when it should not (issue 31).
+"""How often `tlmsearch fidelity` says "can be trusted" when it should not.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/fidelity.py [--reps 400] [--seed 0]
 [--resamples 400] [--json OUT]``.
@@ -21,7 +21,7 @@ S seeds, sqrt(2 / S). Every ladder goes through the project's own ``fidelity.agr
 (``--resamples`` bootstrap draws: 400 here for speed, 2000 in a run) and ``trust_line``:
 
 - *old rule*: "can be trusted" when the percentile bootstrap interval's lower end is above
-  0.5 (and S >= MIN_SEEDS, C >= MIN_CANDIDATES), as trust_line judged before issue 31;
+  0.5 (and S >= MIN_SEEDS, C >= MIN_CANDIDATES), the bootstrap-only rule;
 - *new rule*: what ``trust_line`` prints now (the null check: tau at or above the 95th
   percentile of null ladders with the seed noise's correlation at its 95% upper bound).
 
@@ -127,7 +127,7 @@ def ladder(truth: str, c: int, s: int, rho: float, snr: float, rng: np.random.Ge
 
 
 def _old_trusts(a: fid.Agreement) -> bool:
-    """trust_line before issue 31: the bootstrap interval's lower end above 0.5."""
+    """The bootstrap-only rule: the bootstrap interval's lower end above 0.5."""
     ci = a.tau_ci95
     big = a.n_seeds >= fid.MIN_SEEDS and a.n_candidates >= fid.MIN_CANDIDATES
     return bool(big and ci is not None and ci[0] > 0.5)

@@ -25,13 +25,13 @@ shorter still, for the test: 1 and 2 trials at once instead of 1 and 4).
    trials' own tokens/s and MFU.
 
 3. Trial arrays (``--array``: only these rows, ``benchmarks/gpu_array.py``, which needs neither
-   Ray nor Optuna): K = 1, 4, 16, 64 quickstart-size members in one process (issue 33).
+   Ray nor Optuna): K = 1, 4, 16, 64 quickstart-size members in one process.
 
 Prints one table and writes every number as JSON (``--out``). A row that fails shows its error
 and the rest still run. Time: the throughput rows share ``--budget-s`` (a row that would start
 after it is skipped and says so), the search has ``--search-timeout``: on a GPU 340 + 110 s, so
 the whole run stays under 8 minutes.
-The goals (issue 15): >= 40% MFU at 125M on an H200, and no measurable gap between uniform and
+The goals: >= 40% MFU at 125M on an H200, and no measurable gap between uniform and
 tapered. GPU numbers are open until this runs on one (none are quoted here).
 """
 

@@ -1,4 +1,4 @@
-"""The learning-rate confound: does a taper's effect survive LR tuning and muP? (issue 21)
+"""The learning-rate confound: does a taper's effect survive LR tuning and muP?
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/lr_confound.py [--study
 studies/paper_blocks.yaml] [--seeds 0,1] [--tokens 200000] [--lr-factors 0.5,1,2]

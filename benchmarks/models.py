@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
             )  # fmt: skip
             plans = {"uniform": {"shape": "uniform"}, "cosine": COSINE}
             if ARCH_SPECS[arch].heads and mult == args.multiple_of:
-                plans.update(HEADS)  # per-layer heads: the cost of unequal heads (issue 35)
+                plans.update(HEADS)  # per-layer heads: the cost of unequal heads
             if mult != args.multiple_of:
                 plans.pop("uniform")  # the uniform row does not depend on multiple_of
             base = count_params(cfg, uniform_widths(args.layers, args.d_ff), vocab)

@@ -1,4 +1,4 @@
-"""Averaged weights against raw ones: the seed-to-seed sd of a paired delta (issue 21).
+"""Averaged weights against raw ones: the seed-to-seed sd of a paired delta.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/noise.py [--study studies/quickstart.yaml]
 [--seeds 0,1,2,3,4,5] [--tokens 400000] [--weights ema|lawa] [--workers 2] [--json OUT]``.
@@ -12,7 +12,7 @@ cosine and the delta for each; then for each the mean delta, the sample sd of th
 seeds, the sd of uniform alone, and the ratio sd_averaged / sd_raw with the Pitman-Morgan p-value
 of equal variances (``tlmsearch.stats.pitman_morgan``: the deltas are paired, the same trainings
 scored two ways, so an F test for independent samples gives p-values too large).
-Goal (issue 21): averaged weights cut the sd by >= 30%, or this says by how much they did.
+Goal: averaged weights cut the sd by >= 30%, or this says by how much they did.
 
 Trainings run ``--workers`` at once, one thread each (the measured best packing on 2 cores).
 

@@ -1,4 +1,4 @@
-"""How much equal-variance power the uniform gate can win back without breaking the 5% (issue 31).
+"""How much equal-variance power the uniform gate can win back without breaking the 5%.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/power_frontier.py [--reps 300] [--seed 0]
 [--settings R:C:A,...] [--no-memo] [--json OUT]`` (it prints its settings first).
@@ -11,10 +11,11 @@ a one-sided F test at level A (the study's ``1 - level``, 5%) says it is noisier
 test candidates at A), then restored; nothing else reads or caches them (``grep``: only
 rows.py names them). Every setting judges the SAME simulated studies, drawn and judged by
 ``benchmarks/stats.py`` (``draw``, ``scenarios``, ``judge_conclusions``: the rule ``holm``,
-Holm's step-down at the joint t; the reference row is its ``holm-pooled``, the one pooled
-noise of before issue 31). Scenarios (15 candidates): the nulls ``a`` (every row equally
-noisy), ``u15`` / ``u2`` / ``u3`` (uniform's residual sd 1.5x / 2x / 3x the candidates'; u15 is
-added here with the Scenario mechanism: a gate's worst case may be an intermediate ratio),
+Holm's step-down at the joint t; the reference row is its ``holm-pooled``, the pooled
+model: one noise for every comparison). Scenarios (15 candidates): the nulls ``a`` (every row
+equally noisy), ``u15`` / ``u2`` / ``u3`` (uniform's residual sd 1.5x / 2x / 3x the
+candidates'; u15 is added here with the Scenario mechanism: a gate's worst case may be an
+intermediate ratio),
 ``n3`` (one candidate's sd 3x), all at 3 seeds; power in ``c3`` / ``c5`` (one winner at -2
 noise sds, 3 / 5 seeds). FWER: studies with at least one false separation; power: studies
 where the winner is separated (one real effect per study). Rates ± one Monte-Carlo standard
@@ -104,8 +105,9 @@ Reading:
   0.8%; never testing gains 3.0 and n3 is 10.9%. No help there either.
 
 So the frontier is one curve in t at 3 seeds, from (45.4% power, 5.7% worst FWER) to (65.3%,
-27.8%), and every point with 55.7% power has a worst FWER of 8.9% or more: issue 31's power
-clause is not attainable by tuning this gate (nor the candidates' level) without breaking the 5%.
+27.8%), and every point with 55.7% power has a worst FWER of 8.9% or more: power within 10
+points of the pooled rule's is not attainable by tuning this gate (nor the candidates' level)
+without breaking the 5%.
 """
 
 from __future__ import annotations
@@ -142,14 +144,14 @@ SHIPPED_RATIO, SHIPPED_CONFIDENCE = rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE
 SHIPPED_ALPHA = 1.0 - LEVEL
 NULLS = ("a", "u15", "u2", "u3", "n3")
 POWER = ("c3", "c5")
-TARGET = 0.657 - 0.10  # issue 31: within 10 points of the pooled rule's c3 power (stats.py)
+TARGET = 0.657 - 0.10  # within 10 points of the pooled rule's c3 power (stats.py)
 
 
 @dataclass(frozen=True)
 class Setting:
     """One gate: uniform keeps the pool unless its seeds rule out ``ratio`` x the others' at
     ``confidence``; a candidate takes its own when noisier at ``alpha``. ``ratio`` None: the
-    pooled model (before issue 31), no rows at all."""
+    pooled model (one noise for every comparison), no rows at all."""
 
     label: str
     ratio: float | None
@@ -157,7 +159,7 @@ class Setting:
     alpha: float = SHIPPED_ALPHA
 
 
-POOLED_MODEL = Setting("pooled model (before issue 31)", None)
+POOLED_MODEL = Setting("pooled model", None)
 GRID = (
     POOLED_MODEL,
     Setting("uniform always pooled", math.inf),

@@ -8,7 +8,7 @@ first seed) and prints the val_bpb curve, then the same text's bits per byte und
 - ``alone``: the val text compressed by itself (what ``xz -9e val.txt`` gives);
 - ``given train``: ``size(train + val) - size(train)``, the cost of the val text to a
   compressor that has read the train split first (as the model has): the fair reference.
-The goal of issue 4: the quickstart's uniform model below 2.0 bits per byte on val.
+The goal: the quickstart's uniform model below 2.0 bits per byte on val.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Run: ``.venv/bin/python benchmarks/search.py [--tokens N]
     told a synthetic loss: the RMS distance of the realised width ratios from those of cosine
     1.6 -> 0.4 (optimum 0; the baseline scores 0.4428). Best candidate value per study, median
     and IQR over sampler seeds 0-11; beats_random counts seeds where it is below random's
-    (paired by seed). "old" is what make_sampler gave before issue 11: no control wrapper, so
+    (paired by seed). "old" is make_sampler without its baseline wrapper: no control wrapper, so
     the parameterless baseline empties Optuna's intersection search space.
     ``PYTHONPATH=. python benchmarks/search.py --what samplers`` (2 shared cores, Dec 2026):
 
@@ -60,7 +60,7 @@ Run: ``.venv/bin/python benchmarks/search.py [--tokens N]
     that way never outranks a fully measured one, so their answer fell back to uniform (0.0098
     bpb, 3.6 noise units, worse). The paired pruner kept the best and the ranking; at its
     defaults it pruned nothing, at margin 1 / patience 1 it saved 8% (23% with a race against
-    the best). The issue's goal (35% of the tokens, best kept) is out of reach here: even the
+    the best). The pruning goal (35% of the tokens, best kept) is out of reach here: even the
     oracle, which stops only the candidates the finished 3-seed data separates from the best at
     95% (4 of 14, and only from the grace on), spends 81%, because the other 10 are within the
     seed noise (sd of a paired delta 0.0048 bpb, 30 df) of the best. No race stopped a
@@ -218,8 +218,8 @@ def _tpe_no_group(seed: int) -> Any:
     return ControlBlindSampler(_old_tpe(seed))
 
 
-# (sampler, variant, how to build it from the study config). "old": what make_sampler returned
-# before issue 11 (no control wrapper; TPE without group); "new": make_sampler now.
+# (sampler, variant, how to build it from the study config). "old": a sampler without the
+# baseline wrapper (no control wrapper; TPE without group); "new": make_sampler as it is.
 SAMPLER_VARIANTS = [
     ("random", "new = old", make_sampler),
     ("tpe", "old", lambda cfg: _old_tpe(cfg.search.sampler_seed)),

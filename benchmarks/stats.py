@@ -1,4 +1,4 @@
-"""Error rates and power of every decision tlmsearch prints, on simulated studies (issues 20, 31).
+"""Error rates and power of every decision tlmsearch prints, on simulated studies.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/stats.py [--reps 300] [--race-reps 100]
 [--seed 0] [--scenarios a,b,c3,c5,u2,u3,n3,n5,prior_half,prior_equal,prior_double,arrive,
@@ -30,26 +30,26 @@ sqrt(2) sd_e. Scenarios (15 candidates):
 - ``a``: every candidate equal to uniform, 3 seeds (the null);
 - ``b``: uniform better than all 15 by 2 noise sds (each effect +2 sqrt(2) sd_e), 3 seeds;
 - ``c3`` / ``c5``: one real winner at -2 noise sds, the other 14 equal to uniform, 3 / 5 seeds;
-- ``u2`` / ``u3`` (issue 31): the null, 3 seeds, uniform's own residual sd 2x / 3x the
+- ``u2`` / ``u3``: the null, 3 seeds, uniform's own residual sd 2x / 3x the
   candidates' (k_uniform = 2, 3): every comparison rests on its noise;
 - ``n3`` / ``n5``: the null, one candidate's (c00) residual sd 3x the others', 3 / 5 seeds.
 
 The races and the pruner (the slow part) run on ``--race-reps`` of the studies of a, b, c3, c5
-and u3; every other rule on all ``--reps``. Issue 31's other rows change how a study is run or
+and u3; every other rule on all ``--reps``. The run-and-read rows change how a study is run or
 read, not how it is drawn; each runs on ``--race-reps`` studies of its base scenario(s):
 
 - ``prior_half`` / ``prior_equal`` / ``prior_double``: the race against uniform (rows) with
   ``racing.prior_sd`` half / equal to / twice the true sd of one paired delta (sqrt(2) sd_e),
   on studies of ``a`` and ``c3`` (the three priors race the same studies). Two rules: *the
   prior steers* (tlmsearch: a lane the prior would separate is held, its reason starting with
-  ``racing.PAUSED``, and judged again on measured noise) and *prior final (before issue 31)*,
+  ``racing.PAUSED``, and judged again on measured noise) and *prior final*,
   emulated by recording a held lane as the separation its reason names (the driver recorded a
   decision on the prior for good). FWER at the end and at any look (a "separated" printed at
   some look), power (``c3``), lanes held on the prior per race.
 - ``arrive``: that race (no prior) fed by a sampler: 2 candidates arrive per look, each
   starting on seed 0 (c00 first: in ``c3`` the winner arrives first), the family fixed before
   the data (``search.n_trials: 15``, ``racing.race_family_size``) or counted as candidates
-  arrive (``family_size`` 0: before issue 31).
+  arrive (``family_size`` 0).
 - ``prune_median`` / ``prune_paired``: the null ``a`` (and, for median, ``c3z``: c3 with its
   winner queued last, so that it is not spared) run one training at a time, seed-major
   with uniform first on each seed (a grid's queue), each reporting 4 evals: the final value
@@ -63,9 +63,9 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   with none. Read with five noise models: the rows model with every row the pruner could
   stop left out of the fit once it stopped anything, 2 spared (``Evidence.build``:
   tlmsearch); the same with none spared (``unpruned_candidates: 0``: unknown once anything is
-  pruned); the rows model on the rows never pruned, survivors included (issue 31's first
-  step); the pooled block fit of the complete cells (``stats.block_noise(unselected=False)``:
-  before issue 31); and the same studies unpruned. Each estimate
+  pruned); the rows model on the rows never pruned, survivors included (survivors in
+  the fit); the pooled block fit of the complete cells (``stats.block_noise(unselected=False)``:
+  the pooled model); and the same studies unpruned. Each estimate
   over the truth (sqrt(2) sd_e): the study's noise (``Evidence.noise``) and a typical
   candidate's noise vs uniform (the median over the candidates of ``model.pair(c, uniform)``),
   as sd and variance ratios (an unbiased variance averages 1); and the FWER of the conclusions
@@ -75,7 +75,7 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   matrix (report/effects.py ``separation()``: the top 5 by the ranking, and uniform), decided
   by ``Evidence.pairs`` (Holm over every pair of the 61 measured: tlmsearch), by Holm over the
   15 shown pairs on the rows noise, and over the shown pairs on one pooled noise
-  (``stats.pairwise``, ``family_size=0``: before issue 31). A false cell: any separated pair.
+  (``stats.pairwise``, ``family_size=0``). A false cell: any separated pair.
 
 Every decision goes through the code a run uses, with no statistic re-derived here:
 
@@ -83,9 +83,9 @@ Every decision goes through the code a run uses, with no statistic re-derived he
   studies (:data:`RULES`): ``holm``, what tlmsearch does (each comparison on its rows' noise,
   ``variance`` rows: :func:`tlmsearch.stats.row_noise`; Holm's step-down at the comparisons'
   joint t, tlmsearch/stats/maxt.py; the interval over the family); ``holm-rows-bonferroni``
-  (the same noise, Holm's Bonferroni steps: what the joint t buys); ``holm-pooled``, the rule
-  before issue 31 (one block-design noise for every comparison, the
-  interval printed per comparison); ``none`` (no correction, the contrast). A candidate is
+  (the same noise, Holm's Bonferroni steps: what the joint t buys); ``holm-pooled``, the
+  pooled rule (one block-design noise for every comparison, the interval printed per
+  comparison); ``none`` (no correction, the contrast). A candidate is
   separated from uniform when its effects row says ``separated``. A false separation: a
   candidate with true effect 0 separated, or one with a real effect separated the wrong way.
   Per-candidate rate: over the candidates with effect 0; family-wise error (FWER): studies
@@ -97,7 +97,7 @@ Every decision goes through the code a run uses, with no statistic re-derived he
   ``b`` anything but uniform). Also how often uniform ranks first / is selected, and (``c``)
   how often the true winner is selected (power).
 - *racing*, as it runs live (against uniform and the best on the rows model, and against
-  uniform on the pooled one, as before issue 31): every candidate and uniform start on seed 0,
+  uniform on the pooled one): every candidate and uniform start on seed 0,
   then ``racing.race`` (settings from ``race_settings`` of a study config) runs on the trials
   revealed so far and every lane with a ``next_seed`` gets it (and uniform that seed), until no
   lane has one; each candidate's final lane is its decision. Against ``uniform`` the errors
@@ -114,11 +114,11 @@ Monte-Carlo standard errors are sqrt(p (1 - p) / N), N the simulated studies: ex
 rates per study (FWER, the verdict) and an upper bound for the per-candidate rates (a rate
 averaged within a study varies less between studies than a single 0/1 outcome).
 
-Goals (issue 20, "How we will know"; issue 31): per-candidate false separation <= 5%, FWER
+Goals: per-candidate false separation <= 5%, FWER
 <= 5% and (null scenarios) the best's interval excluding 0 in <= 5% of studies, within 2 MC
 standard errors (the ``goal`` column; family none is shown for contrast, it claims no
 family-wise control); the verdict never selects a candidate in ``b`` (uniform measures
-better); power in ``c`` at 3 and 5 seeds is reported, not judged. Issue 31's other rows: the
+better); power in ``c`` at 3 and 5 seeds is reported, not judged. The run-and-read rows: the
 FWER and the FWER at any look <= 5% within 2 MC standard errors wherever a family-wise claim
 is made (every rule shown, old ones too); on pruned studies, "variances unbiased": the mean
 variance ratio within 2 MC standard errors of 1 (shown, not a 5% goal).
@@ -147,7 +147,7 @@ The race against uniform (100 studies), pooled -> rows: FWER 0.010 -> 0.010 (a),
 The paired pruner (its own pooled noise, search/paired_pruner.py): a best candidate pruned in
 at most 1 of 100 studies.
 
-Issue 31's other rows, old rule -> tlmsearch, 100 studies per base (MC se ~0.02-0.03):
+The run-and-read rows, the alternative rule -> tlmsearch, 100 studies per base (MC se ~0.02-0.03):
 
     row                               FWER (= at any look), a / c3     power (c3)
     prior_sd half the truth           0.610 -> 0.030 / 0.440 -> 0.020  0.710 -> 0.380
@@ -158,18 +158,18 @@ Issue 31's other rows, old rule -> tlmsearch, 100 studies per base (MC se ~0.02-
     matrix of the top 5 of 60: shown pairs, pooled -> every pair (Evidence.pairs): 0.100 -> 0.000
     (shown pairs on the rows noise: 0.060)
 
-A prior half the truth holds 1.4 (a) / 1.8 (c3) lanes per race on the prior, which the old rule
-recorded as separated (61% of null races claim a false winner); an equal prior holds 0.01 /
+A prior half the truth holds 1.4 (a) / 1.8 (c3) lanes per race on the prior, which "prior final"
+records as separated (61% of null races claim a false winner); an equal prior holds 0.01 /
 0.15, a double one none. The arriving race decides its first candidates early, on the few
 rows present (and a decision stands): with the planned family the winner, arriving first, is
 found in 11% of studies (the grid race: 36%), with the family counted as they arrive in 26%.
 
 The median pruner (tlmsearch's defaults) prunes 82% of a null study's candidate cells; only
 8-11% of the studies keep a candidate it could stop on every seed. The pooled fit of the
-pruner's survivors (before issue 31) read the noise's variance at 0.77x the truth (0.67x in an
-earlier 100), a false "separated" in 4-8% of the studies. Issue 31's first step left pruned
+pruner's survivors read the noise's variance at 0.77x the truth (0.67x in an
+earlier 100), a false "separated" in 4-8% of the studies. Leaving only pruned
 rows out and said "unknown" wherever the rest left no residual df: in 89% of pruned studies.
-The pruner's survivors are selected (they looked good at every eval), so since then every
+The pruner's survivors are selected (they looked good at every eval), so every
 candidate the pruner could stop is left out once it stopped anything, and the noise is
 measured on uniform and the first ``search.unpruned_candidates`` (2) of the queue, never
 pruned (300 studies, engine at 7ea50d1 + the SNR column, prune rows only, 327 s; ``--scenarios
@@ -179,7 +179,7 @@ prune_median,prune_paired --race-reps 300``):
     rows, 2 spared (tlmsearch)        1.00      1.001 +-0.040  1.010 +-0.028  0.053 / 0.013
     rows, none spared                 0.00      -              -              0.000 / 0.000
     survivors in the fit (1st step)   0.11      0.962 +-0.123  -              -
-    pooled, before issue 31           0.66      0.770 +-0.068  -              0.043 / 0.013
+    pooled                            0.66      0.770 +-0.068  -              0.043 / 0.013
     no pruner (the same studies)      1.00      0.980 +-0.015  1.006 +-0.012  -
 
 ("noise in": the share of studies with a noise; "noise var": its variance over the truth; "SNR
@@ -256,7 +256,7 @@ class Scenario:
 
 
 def scenarios(m: int = 15) -> dict[str, Scenario]:
-    """The scenarios of issues 20 and 31 with ``m`` candidates."""
+    """The scenarios of the module docstring with ``m`` candidates."""
     one = (-2.0,) + (0.0,) * (m - 1)
     null = (0.0,) * m
     return {
@@ -264,7 +264,7 @@ def scenarios(m: int = 15) -> dict[str, Scenario]:
         "b": Scenario("b", "uniform better by 2 sds", 3, (2.0,) * m),
         "c3": Scenario("c3", "one winner at -2 sds", 3, one),
         "c5": Scenario("c5", "one winner at -2 sds", 5, one),
-        # issue 31: the rows are not equally noisy (every candidate still equal to uniform)
+        # the rows are not equally noisy (every candidate still equal to uniform)
         "u2": Scenario("u2", f"{m} equal, uniform's sd 2x", 3, null, sd_uniform=2.0),
         "u3": Scenario("u3", f"{m} equal, uniform's sd 3x", 3, null, sd_uniform=3.0),
         "n3": Scenario("n3", f"{m} equal, one candidate's sd 3x", 3, null, sd_first=3.0),
@@ -273,7 +273,7 @@ def scenarios(m: int = 15) -> dict[str, Scenario]:
 
 
 DRAWN = ("a", "b", "c3", "c5", "u2", "u3", "n3", "n5")
-# issue 31's other rows (extras(): how a study is run or read), on --race-reps studies each
+# the run-and-read rows (extras(): how a study is run or read), on --race-reps studies each
 EXTRAS = ("prior_half", "prior_equal", "prior_double", "arrive", "prune_median", "prune_paired",
           "matrix60")  # fmt: skip
 DEFAULT = DRAWN + EXTRAS
@@ -331,10 +331,10 @@ def _claims_vs_uniform(eff: dict[str, float], claims: dict[str, int]) -> dict[st
 
 
 RULES = {  # rule -> (family, variance model, interval printed for the best, joint t)
-    "holm": ("holm", "rows", "family", True),  # what tlmsearch does (issue 31)
+    "holm": ("holm", "rows", "family", True),  # what tlmsearch does
     # the same rows, Holm's Bonferroni steps and intervals: what the joint t buys
     "holm-rows-bonferroni": ("holm", "rows", "family", False),
-    "holm-pooled": ("holm", "pooled", "each", False),  # before issue 31: one noise, per comparison
+    "holm-pooled": ("holm", "pooled", "each", False),  # one noise, per comparison
     "none": ("none", "rows", "family", True),  # no correction: the contrast
 }
 
@@ -342,7 +342,7 @@ RULES = {  # rule -> (family, variance model, interval printed for the best, joi
 RACES = {  # race rule -> (against, variance model)
     "uniform": ("uniform", "rows"),
     "best": ("best", "rows"),
-    "uniform-pooled": ("uniform", "pooled"),  # before issue 31
+    "uniform-pooled": ("uniform", "pooled"),  # one pooled noise
 }
 
 
@@ -350,7 +350,7 @@ def _best_excludes_zero(ev: Evidence, how: str) -> int | None:
     """Whether the interval vs uniform printed for the best-ranked candidate (best.yaml's
     ``delta_ci95``) excludes zero; None when uniform ranks first or it has no interval.
     ``how``: family (the effects row's ``lo``/``hi``) or each (the per-comparison interval
-    at ``level``, what was printed before issue 31)."""
+    at ``level``: the pooled rule's interval)."""
     first = ev.ranking.iloc[0]
     if bool(first["is_baseline"]):
         return None
@@ -453,9 +453,9 @@ def drive_race(
     ``racing``: more ``search.racing`` settings (``prior_sd``); ``n_trials``: the sampler's
     declared ``search.n_trials`` (the race's planned family, ``racing.race_family_size``);
     ``family_size``: that family set outright (0: the race counts the candidates in its
-    table, as before issue 31); ``arrive``: candidates
+    table: the pooled rule); ``arrive``: candidates
     that arrive per look (0: all on seed 0 at the start, as a grid), each on seed 0;
-    ``prior_final``: the rule before issue 31, a lane separated on the prior recorded for good
+    ``prior_final``: the alternative rule, a lane separated on the prior recorded for good
     (emulated: a lane the race holds on the prior, its reason starting with
     ``racing.PAUSED``, is recorded as the separation it would have been).
     """
@@ -487,7 +487,7 @@ def drive_race(
         lanes = race(view, VALUE, sense="minimize", variance=variance, **settings)
         on_prior = {ln.candidate for ln in lanes if ln.reason.startswith(PAUSED)}
         held |= on_prior
-        if prior_final:  # before issue 31: a separation on the prior was recorded
+        if prior_final:  # a separation on the prior is recorded for good
             lanes = [_prior_separation(ln) if ln.candidate in on_prior else ln for ln in lanes]
         seen += [ln for ln in lanes if ln.status == SEPARATED]
         for ln in lanes:  # as search/race.py advance does: a decision stands from now on
@@ -651,7 +651,7 @@ def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
             "trainings": 1.0 - len(pruned) / max(1, len(cands) * sc.seeds)}  # fmt: skip
 
 
-# -- issue 31's other rows: a prior, arriving candidates, pruned studies, the matrix ----------
+# -- the run-and-read rows: a prior, arriving candidates, pruned studies, the matrix ----------
 
 GRACE = 1  # the first eval prunable: a quarter of the run (search/samplers.grace_tokens)
 # search.unpruned_candidates' default: the first 2 candidates of the queue run on every seed
@@ -737,9 +737,9 @@ PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule 
     "rows": (f"rows, the pruner's selected rows out of the fit, {SPARED} spared "
              f"(search.unpruned_candidates: {SPARED}): tlmsearch", SPARED, "holm"),
     "rows-0": ("the same, unpruned_candidates: 0 (unknown once anything is pruned)", 0, "holm"),
-    "survivors": ("rows, survivors in the fit (issue 31's first step): stats.row_noise of the "
+    "survivors": ("rows, survivors in the fit: stats.row_noise of the "
                   "rows never pruned", 0, None),
-    "pooled": ("pooled block fit of the complete cells (before issue 31): "
+    "pooled": ("pooled block fit of the complete cells: "
                "stats.block_noise(unselected=False)", 0, "holm-pooled"),
     "unpruned": ("no pruner: the same studies complete (stats.row_noise)", 0, "holm"),
 }  # fmt: skip
@@ -811,9 +811,9 @@ def _run_table(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 MATRIX_RULES = {  # rule -> what it is
-    "every-pair": "Evidence.pairs: Holm over every pair of the measured candidates (issue 31)",
+    "every-pair": "Evidence.pairs: Holm over every pair of the measured candidates",
     "shown-rows": "Holm over the shown pairs only, each pair on its rows' noise",
-    "shown-pooled": "Holm over the shown pairs only, one pooled noise (before issue 31)",
+    "shown-pooled": "Holm over the shown pairs only, one pooled noise",
 }
 
 
@@ -848,8 +848,8 @@ def judge_matrix(trials: pd.DataFrame, sc: Scenario, k: int, rng: Any = None,
 
 
 PRIOR_RULES = {
-    "steers": "the prior steers (issue 31)",
-    "final": "prior final (before issue 31)",
+    "steers": "the prior steers",
+    "final": "prior final",
 }
 
 
@@ -864,7 +864,7 @@ def judge_prior(trials: pd.DataFrame, sc: Scenario, factor: float, rng: Any = No
 
 ARRIVE_RULES = {
     "planned": "family fixed to the planned n_trials (racing.race_family_size)",
-    "counted": "family counted as candidates arrive (family_size 0, before issue 31)",
+    "counted": "family counted as candidates arrive (family_size 0)",
 }
 
 
@@ -879,7 +879,7 @@ def judge_arrive(trials: pd.DataFrame, sc: Scenario, per_look: int, rng: Any = N
 
 @dataclass(frozen=True)
 class Extra:
-    """A row of issue 31's table that changes how a study is run or read, not how it is
+    """A run-and-read row: one that changes how a study is run or read, not how it is
     drawn: ``kind`` (a key of :data:`JUDGES`) with its ``arg``, on studies of ``bases``."""
 
     name: str
@@ -894,7 +894,7 @@ JUDGES = {"prior": judge_prior, "arrive": judge_arrive, "prune": judge_prune,
 
 
 def extras() -> dict[str, Extra]:
-    """The scenarios of issue 31's table beyond unequal variances (the module docstring)."""
+    """The run-and-read scenarios, beyond unequal variances (the module docstring)."""
     both = ("a", "c3")
     return {x.name: x for x in (
         Extra("prior_half", "racing.prior_sd half the true noise sd", "prior", 0.5, both),
@@ -1076,17 +1076,17 @@ def _study(base: str) -> str:
 
 
 def extra_tables(results: dict[str, dict[str, Any]]) -> str:
-    """The tables of issue 31's other rows (:func:`extras`) among :func:`run`'s results."""
+    """The tables of the run-and-read rows (:func:`extras`) among :func:`run`'s results."""
     ex = {k: x for k, x in extras().items() if k in results}
     of = {kind: [k for k, x in ex.items() if x.kind == kind] for kind in JUDGES}
     lines: list[str] = []
     if of["prior"]:
         lines += ["### Racing with a prior (racing.prior_sd; against uniform, rows, confidence "
                   "0.95, max_seeds 3)", "",
-                  "The prior stands in for the noise until the fit has residual df. issue 31: "
+                  "The prior stands in for the noise until the fit has residual df: "
                   "a lane the prior would separate is held and judged again on measured noise; "
                   "prior final: that separation recorded for good (racing.PAUSED lanes "
-                  "recorded as separated, as before issue 31). FWER: a false \"separated\" "
+                  "recorded as separated). FWER: a false \"separated\" "
                   "at the end; any look: one printed at some look.", "",
                   "| study | prior_sd / true sd | rule | false sep. / candidate | FWER | "
                   "FWER, any look | power | lanes held on the prior / race | trainings / all | "
@@ -1183,10 +1183,10 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
 
     lines = ["### Conclusions vs uniform (no racing; Evidence.build, level 0.95)", "",
              "holm: each comparison on its rows' own noise (uniform's always, a candidate's "
-             "where its seeds show it noisier; issue 31), Holm's step-down and the intervals at "
+             "where its seeds show it noisier), Holm's step-down and the intervals at "
              "the comparisons' joint t critical value; holm-rows-bonferroni: the same noise, "
              "Holm's Bonferroni steps; holm-pooled: one block-design noise for every "
-             "comparison, the best's interval per comparison (before issue 31); none: no "
+             "comparison, the best's interval per comparison; none: no "
              "correction (the contrast).", "",
              "| scenario | rule | false sep. / candidate | FWER | power | best's interval "
              "excludes 0 | goal (<= 5% within 2 se) |",
@@ -1355,7 +1355,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--sd-e", type=float, default=0.005, help="sd of a cell's own error")
     p.add_argument("--no-race", action="store_true",
                    help=f"skip the races and the pruner of {', '.join(RACED)} (the slow part; "
-                        "issue 31's other rows run when named)")  # fmt: skip
+                        "the run-and-read rows run when named)")  # fmt: skip
     p.add_argument("--json", help="write the numbers here")
     p.add_argument("--gate", type=int, default=0, metavar="REPS",
                    help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "

@@ -17,7 +17,7 @@ docs as data, the vocabulary padded to 16384 as in ``benchmarks/gpu.py``), train
 
 Both count only training steps (evals and the first step excluded: each member's eval rows'
 tokens/s, as a trial reports them). Prints every member's tokens/s and the sum for both
-setups, and the ratio of the sums (the goal in issue 33: >= 1.3). ``--rounds`` alternates the
+setups, and the ratio of the sums (the goal: >= 1.3). ``--rounds`` alternates the
 setups to average out a shared machine's load.
 """
 

@@ -2,7 +2,7 @@
 
 Which tests share a pytest-xdist worker, and in what order, depends on timing (and, with
 pytest-randomly, on the run's seed). A test that reads process-global state another test left
-behind passes or fails by that luck: issue 30 was a parse that hit Python's recursion limit only
+behind passes or fails by that luck: one was a parse that hit Python's recursion limit only
 when no test had compiled a model first (torch's inductor lifts the limit to 2,000 on every
 compile, for good). So this plugin puts back the state listed in ``STATE`` after each test, and
 after each file what the file's module-scoped fixtures changed (a finished study sets the

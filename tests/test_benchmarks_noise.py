@@ -30,7 +30,7 @@ def test_the_summary_compares_the_sd_of_raw_and_averaged_deltas() -> None:
 
 
 def test_pitman_morgan_holds_its_rate_on_correlated_pairs_where_the_f_test_does_not() -> None:
-    """issue 31: raw and averaged weights score the same trainings, so their deltas are paired
+    """raw and averaged weights score the same trainings, so their deltas are paired
     and strongly correlated. Under equal variances the Pitman-Morgan test rejects at its 5%;
     the F test for independent samples almost never does (its p-values are too large)."""
     import numpy as np

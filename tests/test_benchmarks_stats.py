@@ -70,7 +70,7 @@ def test_the_pruner_simulation_prunes_a_clearly_worse_candidate_and_counts_it() 
 
 
 def test_a_noisy_uniform_fools_the_pooled_noise_not_the_rows_model() -> None:
-    # issue 31 at a small size: 40 null studies whose uniform scatters 3x the candidates; the
+    # at a small size: 40 null studies whose uniform scatters 3x the candidates; the
     # pooled noise (the old rule) separates some candidate in about a quarter of them, and its
     # per-comparison interval around the best excludes 0 about as often; the rows model with a
     # simultaneous interval holds both near the stated 5% (<= 15% allows for MC noise)
@@ -142,11 +142,11 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
                  "### The separation matrix"):  # fmt: skip
         assert head in table
     assert "### Conclusions vs uniform" not in table  # no drawn scenario asked for
-    assert table.count("| prior final (before issue 31) |") == 3 * 2
+    assert table.count("| prior final |") == 3 * 2
 
 
 def test_a_prior_held_lane_reads_as_the_separation_it_stands_for() -> None:
-    # the rule before issue 31, emulated: a lane held on the prior (racing.PAUSED) is recorded
+    # the prior-final rule, emulated: a lane held on the prior (racing.PAUSED) is recorded
     # as the separation its reason names, and the claim parser reads it
     bench = _bench()
     from tlmsearch.evidence.racing import HELD, PAUSED, RACING, SEPARATED, Lane

@@ -188,7 +188,7 @@ def test_validate_table_without_a_known_vocabulary_shows_non_embedding() -> None
 
 
 # -------------------------------------------------------------------------------------------------
-# Per-layer heads and grouped-query attention (issue 35): the models build what the counts say
+# Per-layer heads and grouped-query attention: the models build what the counts say
 
 HEADS_CFGS = [
     {"layer_heads": [2, 6]},

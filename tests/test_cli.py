@@ -172,7 +172,7 @@ UNIFORM_ONLY = {"shape": {"type": "categorical", "choices": ["uniform"]}}
 @pytest.mark.parametrize(
     ("r_start", "sampler"),
     [
-        ({"type": "float", "low": 1.5, "high": 1.5}, "random"),  # issue 20's case
+        ({"type": "float", "low": 1.5, "high": 1.5}, "random"),  # a float range with low == high
         ({"type": "categorical", "choices": [1.5]}, "grid"),
     ],
 )
@@ -311,7 +311,7 @@ def _r_start(*choices: object) -> dict:
     return {"space": {"dimensions": {"shape": cosine, "r_start": r_start}}}
 
 
-# The issue's cases (#14): each crashed or was accepted; now exit 2 naming the path and value.
+# Bad values that once crashed or were accepted: each exits 2 naming the path and value.
 ISSUE = {
     "string choice": (
         _r_start(1.5, "median"),
@@ -423,7 +423,7 @@ def test_plan_from_a_pilot_prints_seeds_trainings_power_and_hours(tmp_path: Path
     # 5 trainings with uniform (two pairs of its 6 candidates share proxy widths)
     assert "noise: sd of one paired delta 0.00253 (df 12), from the pilot" in out
     assert "Holm over 5 comparisons with uniform at 95%" in out
-    # each comparison on its own df: uniform's own 4 beside the pool's 20 (issue 31)
+    # each comparison on its own df: uniform's own 4 beside the pool's 20
     assert _row(out, "needed") == ["needed", "(t,", "df", "13)", "5", "30", "89%", "1.7", "0.87"]
     assert _row(out, "normal approximation")[2:5] == ["3", "18", "47%"]
     assert _row(out, "this study") == ["this", "study", "(search.seeds)", "3", "18", "47%",
@@ -544,7 +544,7 @@ def test_the_documented_plan_example() -> None:
 )  # fmt: skip
 def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines) -> None:
     """Every study says what its parametrization does to each schedule's layers, and a study
-    that compares schedules at one LR says its effects may be an LR effect (issue 34)."""
+    that compares schedules at one LR says its effects may be an LR effect."""
     args = ["validate", str(ROOT / f"studies/{study}.yaml"), "--no-config"]
     out = " ".join(runner.invoke(app, args, terminal_width=400).output.split())
     assert "effective learning rate per layer, against uniform:" in out
@@ -555,7 +555,7 @@ def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines
     assert "uniform: " not in out.partition("against uniform:")[2]  # uniform is the reference
 
 
-# a study that moves attention capacity over depth (issue 35): MLP and heads schedules
+# a study that moves attention capacity over depth: MLP and heads schedules
 HEADS_SPACE = {
     "dimensions": {
         "shape": {"type": "categorical", "choices": ["uniform", "cosine"]},

@@ -57,7 +57,7 @@ def test_without_residual_df_nothing_is_separated():
 
 
 def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown():
-    # issue 31: once a pruner stopped B, A (never stopped) survived by looking good: only
+    # once a pruner stopped B, A (never stopped) survived by looking good: only
     # uniform and the spared candidates measure the noise, and here none is spared
     t = with_deltas({"A": [-0.010, -0.012, -0.014], "B": [0.003, -0.007]},
                     [("B", 2, "PRUNED", 9.0)])  # fmt: skip
@@ -74,7 +74,7 @@ def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown(
 
 
 def test_the_verdict_names_uniform_when_uniform_measures_best():
-    # issue 20, item 4: A and B both lose to uniform, A clearly ahead of B; the old verdict
+    # A and B both lose to uniform, A clearly ahead of B; the old verdict
     # said "A is the best: separated at 95% from each of the next 1"
     t = with_deltas({"A": [0.050, 0.052, 0.048], "B": [0.100, 0.101, 0.099]})
     c = conclusions(t, "val_bpb")
@@ -106,7 +106,7 @@ def _null_study(rng, m: int = 15, seeds: int = 3) -> pd.DataFrame:
 
 
 def test_a_null_study_with_a_shared_control_rarely_supports_anything():
-    # issue 20, items 1 and 2: with every candidate equal to uniform, about half of such studies
+    # with every candidate equal to uniform, about half of such studies
     # printed a false "supported" line (per-comparison tests with each candidate's own sd);
     # Holm over the 15 comparisons on the block-design noise keeps it at the stated 5%
     import numpy as np
@@ -121,7 +121,7 @@ def test_a_null_study_with_a_shared_control_rarely_supports_anything():
 
 def _noisy_uniform_study(rng, sd_uniform: float = 3.0, m: int = 15, seeds: int = 3):
     """A null study (every candidate equal to uniform) whose uniform scatters ``sd_uniform``
-    times more from seed to seed than the candidates (sd_e 0.005; issue 31)."""
+    times more from seed to seed than the candidates (sd_e 0.005)."""
     level = rng.normal(0, 0.005, size=seeds)
     rows = []
     for cand in ["uniform", *(f"c{i}" for i in range(m))]:
@@ -135,7 +135,7 @@ def _vs_uniform(c) -> list[str]:
 
 
 def test_a_noisy_uniform_does_not_make_every_candidate_beat_it():
-    # issue 31: uniform's seeds scatter (+0.008, -0.004, -0.004) around a mean 0.01 worse
+    # uniform's seeds scatter (+0.008, -0.004, -0.004) around a mean 0.01 worse
     # than the 15 candidates (which scatter 0.002): the pooled noise (uniform's scatter spread
     # over 30 df) called all 15 better than uniform; uniform's own noise (2 df) calls none
     rows = [("uniform", s, "COMPLETE", 2.0 + 0.1 * s + 0.01 + e)

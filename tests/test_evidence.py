@@ -156,7 +156,7 @@ def test_pairs_are_the_evidences_pairwise_decisions():
 
 
 def test_the_race_judges_each_candidate_on_the_same_model_as_the_effects():
-    # issue 31: one variance model for every decision; here uniform's seeds scatter more than
+    # one variance model for every decision; here uniform's seeds scatter more than
     # the pool, so the race's interval (and the effects') rests on uniform's own noise
     from tlmsearch.evidence.racing import critical
 
@@ -183,7 +183,7 @@ def test_a_pooled_evidence_is_the_block_fit_for_every_comparison():
 
 
 def test_a_prune_in_one_setting_leaves_every_settings_survivors_out():
-    # issue 31 review: the study's pruner judges trials across settings (Optuna's median
+    # the study's pruner judges trials across settings (Optuna's median
     # compares every trial at a step), so once it stopped a candidate at lr 1, the candidates
     # it let run at lr 2 survived it too: each setting's own fit keeps uniform and its spared
     # candidate only, whichever setting the prune was in

@@ -1,4 +1,4 @@
-"""One Evidence per (study, objective), built once per status, best.yaml and run's end (issue 32).
+"""One Evidence per (study, objective), built once per status, best.yaml and run's end.
 
 Every reader of a report (best entries, censored, conclusions, verdict, tuned, snr, the trials
 table's effect columns) takes the one Evidence the report built; a second build of the same

@@ -261,7 +261,7 @@ def test_each_rung_reports_its_signal_to_noise_with_its_checkpoint_noise() -> No
 
 
 # -------------------------------------------------------------------------------------------------
-# The verdict's null check (issue 31): both rungs train on the same seeds, so their noise is
+# The verdict's null check: both rungs train on the same seeds, so their noise is
 # correlated and rankings with no true agreement still agree
 
 

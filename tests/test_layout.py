@@ -118,6 +118,7 @@ LAYERS: list[set[str]] = [
     {"search"},
     {"report"},
     {"cli", "tlmsearch"},
+    {"__main__", "cli_reference"},  # python -m tlmsearch; docs/cli.md from the CLI
 ]
 RANK = {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
 

@@ -1,4 +1,4 @@
-"""Per-layer attention heads and grouped-query attention (issue 35): the models build what
+"""Per-layer attention heads and grouped-query attention: the models build what
 budget.py counts, GQA is MHA with shared key/value heads, and a head's initial weights do not
 depend on how many heads its layer has (common random numbers across heads schedules)."""
 

@@ -206,7 +206,7 @@ def test_coordinate_check_fails_without_the_lr_scale(monkeypatch: pytest.MonkeyP
 
 
 # -------------------------------------------------------------------------------------------------
-# Attention heads (issue 35): the output projection is an output weight of multiplier heads/n_head
+# Attention heads: the output projection is an output weight of multiplier heads/n_head
 
 HEADS = ModelConfig(n_layer=2, d_model=32, n_head=4, d_ff=BASE, layer_heads=[2, 8])
 
@@ -283,7 +283,7 @@ def test_coordinate_check_of_attention_heads(widen: str, seed: int) -> None:
 
 
 # -------------------------------------------------------------------------------------------------
-# The effective learning rate each layer gets, against uniform (issue 34)
+# The effective learning rate each layer gets, against uniform
 
 TAPER4 = [96, 80, 48, 32]  # `tlmsearch widths --shape cosine --layers 4 --d-ff 64`: 1.5 -> 0.5
 
@@ -341,7 +341,7 @@ def test_exact_budget_means_hide_the_confound(base_units: int, offsets: list[int
 
 
 # -------------------------------------------------------------------------------------------------
-# Gradient clipping in the MuReadout frame (issue 31)
+# Gradient clipping in the MuReadout frame
 
 CLIPPED = HEADS.model_copy(update={"layer_heads": [2, 8]})  # w2 at m 0.5, 4; proj at 0.5, 2
 

@@ -53,7 +53,7 @@ def test_families() -> None:
 def test_t_power_equals_statsmodels_at_the_comparison_df(n, effect, sd, alpha, m) -> None:
     from statsmodels.stats.power import TTestPower
 
-    df = power.comparison_df(n, m)  # uniform's own n - 1 beside the pool (issue 31)
+    df = power.comparison_df(n, m)  # uniform's own n - 1 beside the pool
     assert df == (m * (n - 1) if m < 2 else math.floor(4 / (1 / (m * (n - 1)) + 1 / (n - 1))))
     want = TTestPower().power(effect / sd, n, alpha, df=df, alternative="two-sided")
     assert power.t_power(n, effect, sd, alpha, m) == pytest.approx(want, rel=1e-9)
@@ -65,7 +65,7 @@ def test_one_seed_has_no_power() -> None:
 
 def test_t_power_is_the_rejection_rate_of_the_block_design_test() -> None:
     # y(c, s) = tau_c + u_s + e_cs with C = m + 1 candidates (uniform first) on n seeds; the
-    # study's test of candidate 1 before issue 31: its mean paired delta over the block fit's
+    # pooled model's test of candidate 1: its mean paired delta over the block fit's
     # noise, sd = sqrt(2) sigma_e with (C - 1)(n - 1) df (stats.block_noise), at alpha
     # two-sided; t_power at that df predicts its rate. (The rows model's test: below.)
     from scipy.stats import t as student_t
@@ -92,7 +92,7 @@ def test_t_power_is_the_rejection_rate_of_the_block_design_test() -> None:
 
 
 def test_t_power_predicts_the_rows_models_rejection_rate() -> None:
-    # the test a study runs (issue 31): uniform on its own variance, candidate 1 on the pool,
+    # the test a study runs: uniform on its own variance, candidate 1 on the pool,
     # Satterthwaite's df (stats.row_noise); t_power at comparison_df predicts its rate
     from scipy.stats import t as student_t
 
@@ -270,7 +270,7 @@ def test_a_pilot_needs_two_seeds(tmp_path: Path, seeds, needle) -> None:
 
 
 def test_a_pruned_pilot_without_spared_candidates_says_why_it_cannot_size(tmp_path) -> None:
-    # issue 31 review: a pilot whose pruner stopped a candidate measures its noise on uniform
+    # a pilot whose pruner stopped a candidate measures its noise on uniform
     # and the spared candidates only; with none spared the message names the pruning
     trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,), spared=0)
     write_results(tmp_path, trials, curves)
@@ -328,7 +328,7 @@ def test_a_settings_study_counts_each_settings_uniform_as_its_control(tmp_path: 
 
 
 def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path: Path) -> None:
-    """lr_sweep's plan said 8 trainings for 2 seeds while the study trains 12 (issue 31): each
+    """lr_sweep's plan said 8 trainings for 2 seeds while the study trains 12: each
     train.lr value trains its own uniform, so a seed costs m + (settings) trainings."""
     from search_helpers import tiny_config
 
@@ -402,7 +402,7 @@ def test_a_plan_says_when_candidates_move_capacity_to_or_from_attention(hold, di
 
 @pytest.mark.parametrize("over", [[], ["search.sampler=tpe", "search.n_trials=4"]])
 def test_a_plans_trainings_are_what_the_run_of_the_same_study_trains(over, tmp_path) -> None:
-    """studies/lr_sweep.yaml (issue 31): plan's "this study" row, and the hours it derives,
+    """studies/lr_sweep.yaml: plan's "this study" row, and the hours it derives,
     count what `run` trains: every (candidate, seed) the grid enqueues, each setting's uniform
     included (12 at 2 seeds, where plan said 8), or a sampler's most (planned_trials)."""
     from tlmsearch.config import load_study

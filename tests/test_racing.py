@@ -63,7 +63,7 @@ def rows_for(cand: str, deltas: list[float]) -> list[tuple[str, int, str, float]
 def test_without_a_noise_estimate_one_seed_never_separates_but_a_prior_can() -> None:
     rows = [*BASE, ("bad", 0, "COMPLETE", 2.5)]
     assert _lanes(rows)["bad"].status == RACING  # nobody has two seeds: no noise yet
-    # 10 prior noise units: a prior only steers (issue 31). The lane is held, not separated,
+    # 10 prior noise units: a prior only steers. The lane is held, not separated,
     # and with nothing else due or running it gets the seed that will measure the noise
     held = _lanes(rows, prior_sd=0.05)["bad"]
     assert held.status == RACING and held.next_seed == 1
@@ -208,7 +208,7 @@ def test_a_race_stops_the_bad_candidate_at_one_seed_and_races_the_tie_to_k(tmp_p
     assert len(study.get_trials()) == 3  # every candidate on the first seed only
     n = _drive(study, cfg, _value)
     # the prior holds the bad candidate after one seed while the tie's seeds run; measured
-    # noise then separates it on that one seed (issue 31: a prior only steers)
+    # noise then separates it on that one seed (a prior only steers)
     assert _seeds_run(study) == _seeds_run_complete()
     assert n == 7 < planned_trials(cfg) == 9  # the race saved two trainings
 
@@ -265,7 +265,7 @@ def _null_races(reps: int = 40, m: int = 15, against: str = "uniform") -> list[s
 def test_a_race_of_equal_candidates_rarely_separates_any_with_a_shared_control() -> None:
     # family-wise: Bonferroni over 15 candidates x 3 looks bounds "any separated" by 5%; the old
     # per-candidate rule with noise pooled as if the deltas were independent separated some
-    # candidate in about half of these races (issue 20: 50% +- 3.5%)
+    # candidate in about half of these races (50% +- 3.5%)
     races = _null_races()
     assert sum(bool(s) for s in races) <= 5  # of 40: <= 12.5%, a bound of 5% plus MC noise
 
@@ -366,7 +366,7 @@ def test_parallel_seeds_wait_for_a_first_finished_seed() -> None:
 
 
 def test_a_recorded_decision_stands_whatever_later_data_say() -> None:
-    # issue 20, item 5: race() re-decided from scratch on every call, so a candidate declared
+    # race() re-decided from scratch on every call, so a candidate declared
     # separated could flip back when the noise estimate moved; a recorded one never does
     import json
 
@@ -458,7 +458,7 @@ def test_a_hand_edited_studys_family_counts_an_attention_only_taper():
 
 
 def test_a_final_decision_waits_for_its_seeds_running_cells() -> None:
-    # issue 31: "tied" after the last seed, decided while another candidate's cell of the same
+    # "tied" after the last seed, decided while another candidate's cell of the same
     # seed still ran (1 residual df), printed an interval 30x the study's noise; the decision
     # waits until every cell of its seeds has landed, then is taken on the fuller fit
     tie = BASE + rows_for("c", [0.001, -0.002]) + rows_for("d", [0.002])
@@ -471,7 +471,7 @@ def test_a_final_decision_waits_for_its_seeds_running_cells() -> None:
 
 
 def test_a_held_lane_gets_no_seed_beyond_max_seeds_nor_while_cells_are_queued() -> None:
-    # issue 31 review: _unpause respected neither max_seeds nor the queue
+    # _unpause respected neither max_seeds nor the queue
     rows = [("uniform", 0, "COMPLETE", 2.0), ("a", 0, "COMPLETE", 1.5), ("b", 0, "COMPLETE", 1.5)]
     lanes = _lanes(rows, max_seeds=1, prior_sd=0.01)
     assert all(ln.next_seed is None for ln in lanes.values())

@@ -69,7 +69,7 @@ def _rec(tid, params, value, seed=0, state="COMPLETE", widths=True):
 
 def test_front_plots_the_realised_ratios_not_the_requested_ones():
     # Renormalised to mean 1, cosine 0.5 -> 0.25 trains as a taper, 1.31 -> 0.69; plotted at
-    # the requested 0.5 it would read as wider-late (issue 11).
+    # the requested 0.5 it would read as wider-late.
     params = {"shape": "cosine", "r_start": 0.5, "r_end": 0.25}
     t = trials_frame([_rec("u", {"shape": "uniform"}, 1.5), _rec("c", params, 1.4)])
     widths = plan_from_params(params, n_layer=8, d_ff=128, multiple_of=8).widths
@@ -414,6 +414,17 @@ def test_importances_degrade_gracefully():
     assert imp.values.empty and "varies" in imp.note
     t, _ = frames(pruned=range(100))
     assert P.param_importances(t, "val_bpb").values.empty
+
+
+def test_no_importances_draw_their_reason_without_axes():
+    t, _ = frames(shapes=("cosine",), ratios=(1.5,), seeds=(0, 1, 2))
+    fig = F.importances(P.param_importances(t, "val_bpb"))
+    assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
+    assert fig.layout.annotations[0].text.startswith("no importances: ")
+    # with importances the bars keep their axes
+    shown = F.importances(P.Importances("val_bpb", pd.DataFrame(
+        {"param": ["r_start", "shape"], "importance": [0.7, 0.3]}), "fANOVA"))  # fmt: skip
+    assert shown.layout.xaxis.visible is not False and not shown.layout.annotations
 
 
 # -------------------------------------------------------------------------------------------------

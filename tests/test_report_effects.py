@@ -57,7 +57,7 @@ def test_effects_table_in_rank_order_with_the_noise_said():
     cos = t.loc["cosine 1.5->0.5"]
     assert cos["rank"] == 1 and cos["noise"] == "model" and bool(cos["separated"])
     assert cos["mean_delta"] == pytest.approx(-0.10) and cos["n_better"] == 3
-    # each comparison on its rows' noise (uniform's own variance, issue 31), the engine's
+    # each comparison on its rows' noise (uniform's own variance), the engine's
     model = stats.row_noise(study(), "val_bpb")
     engine = stats.effects(study(), "val_bpb").set_index("candidate")
     assert cos["half_width"] == pytest.approx(engine.loc["cosine 1.5->0.5", "half_width"])
@@ -167,7 +167,7 @@ def test_race_still_going_none_without_racing_and_a_bad_setting():
 
 
 def test_a_racing_section_of_defaults_races_with_the_models_defaults():
-    # issue 32: the race's settings are the study's RacingConfig, defaults and all, as the
+    # the race's settings are the study's RacingConfig, defaults and all, as the
     # driver reads them: `racing: {}` races (the report used to read the empty dict as no race)
     t = table([(COS, [-0.1]), (LIN, [0.01])])
     study = frozen_study({"search": {"seeds": [0, 1, 2], "racing": {}}})

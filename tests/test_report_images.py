@@ -10,6 +10,11 @@ import pytest
 from tlmsearch.report import images
 from tlmsearch.report.html import Figure
 
+# write_pngs checks that kaleido is installed before it calls it (the calls are faked below)
+pytest.importorskip(
+    "kaleido", reason="PNG export needs the images extra: pip install -e '.[images]' (make setup)"
+)
+
 
 def _figures() -> list[Figure]:
     return [Figure(f"fig-{n}", n, go.Figure()) for n in ("a", "b")]

@@ -301,7 +301,7 @@ def test_written_tables_follow_the_umask_not_mkstemp(tmp_path):
 
 
 def test_two_candidates_one_label_stay_two_candidates():
-    # issue 20, item 7: describe() rounds what it prints, so two sampled ratios can share a
+    # describe() rounds what it prints, so two sampled ratios can share a
     # label; keyed by it, the statistics pooled their seeds as one candidate
     from tlmsearch.evidence import Evidence
 

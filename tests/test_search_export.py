@@ -253,7 +253,7 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
 
 
 # -------------------------------------------------------------------------------------------------
-# censored seeds (issue 11): a candidate is never best on the seeds its pruned ones left
+# censored seeds: a candidate is never best on the seeds its pruned ones left
 
 
 A = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}  # pruned (bad) on seed 1, good on seed 0
@@ -390,7 +390,7 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     assert "best: linear 1.5->0.5 (val_bpb 2.0000; mean of seed(s) 0, 1; 2 of 2 seeds)" in out
     assert "vs uniform val_bpb -0.1000" in out
     assert "not ranked above it: linear 2->1.5 (censored: 1 of 2 seeds (pruned on seed 1))" in out
-    # mid-run every conclusion is provisional (issue 31): it says so, line by line
+    # mid-run every conclusion is provisional: it says so, line by line
     tag = "provisionally " if state == "running" else ""
     assert ("provisional (the run is still going)" in out) == (state == "running")
     assert f"{tag}supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
@@ -753,7 +753,7 @@ def test_best_yaml_measures_the_checkpoint_noise_from_the_runs_curves(tmp_path):
 
 
 def test_status_prints_the_best_ones_effective_lr_and_the_one_lr_caveat(tmp_path):
-    """issue 34: ``tlmsearch status`` says what the parametrization does to the best's layers,
+    """``tlmsearch status`` says what the parametrization does to the best's layers,
     and that a study at one learning rate may be showing an LR effect."""
     from typer.testing import CliRunner
 
@@ -788,7 +788,7 @@ def _stored_run(run: Path, study_yaml: str) -> Path:
 
 
 def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path):
-    """issue 32: a study.yaml holding keys this version does not know (a field since removed,
+    """A study.yaml holding keys this version does not know (a field since removed,
     a section since dropped) keeps status, export and the report working, each as without
     those keys, with a warning naming them; before, status and export refused the run dir."""
     import re

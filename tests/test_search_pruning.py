@@ -131,7 +131,7 @@ def test_the_uniform_baseline_is_never_pruned(tmp_path):
 
 
 def test_the_first_unpruned_candidates_are_never_pruned_and_say_so(tmp_path):
-    # issue 31: the pruner's survivors are selected; the first search.unpruned_candidates
+    # the pruner's survivors are selected; the first search.unpruned_candidates
     # distinct candidates (queue order: chosen before any data) run on, whatever they report,
     # and measure a pruned study's noise. The tiny grid queue, per seed: uniform, then its two
     # distinct models

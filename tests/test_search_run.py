@@ -254,7 +254,7 @@ def test_postgresql_storage(local_ray, workdir):
     ("name", "search", "expect"),
     [
         # a vanishing noise prior would separate every candidate on its first seed; a prior
-        # only steers (issue 31): each is held, then gets the seed that measures the noise
+        # only steers: each is held, then gets the seed that measures the noise
         ("race_grid", {"seeds": [0, 1], "racing": {"prior_sd": 1e-9}}, {0: 3, 1: 3}),
         # a huge one separates nothing: both sampled candidates (and uniform) race to 2 seeds
         (
@@ -283,9 +283,9 @@ def test_a_race_ends_by_itself_with_the_seeds_it_decided(local_ray, workdir, nam
 def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_loads(
     local_ray, workdir, tmp_path
 ):
-    """Issue 22's end to end: a tiny Qwen2 proxy study with a Llama target, tracked to a local
-    MLflow store, its kept weights analyzed, and its best exported to a folder whose target
-    widths transformers builds."""
+    """Bring your own model, data and tracker, end to end: a tiny Qwen2 proxy study with a
+    Llama target, tracked to a local MLflow store, its kept weights analyzed, and its best
+    exported to a folder whose target widths transformers builds."""
     from test_hf_export import load_in_fresh_process
 
     from tlmsearch.config import load_study

@@ -1,6 +1,6 @@
 """The Ray Tune trainable (tlmsearch/search/trainable.py) outside Ray: ``tune.report`` caught.
 
-A real tiny training of an attention-only taper (issue 35): its reports, its Optuna trial and
+A real tiny training of an attention-only taper: its reports, its Optuna trial and
 its row of the trials table carry its heads per layer, and its parameters are uniform's."""
 
 from __future__ import annotations

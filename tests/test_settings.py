@@ -450,7 +450,7 @@ def test_tuned_separation_keeps_its_family_wise_rate_under_the_null(n_seeds):
     assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
 
 
-# -- the LR question: strata, the shared LR, the effective LR (issue 34) ------------------------
+# -- the LR question: strata, the shared LR, the effective LR ------------------------
 
 
 def test_the_shared_lr_effect_sits_beside_the_tuned_one(tmp_path):
@@ -539,7 +539,7 @@ def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
 
 
 def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
-    """issue 31: with 4 seeds the tuned effect is measured on 2, and the chosen cells alone leave
+    """with 4 seeds the tuned effect is measured on 2, and the chosen cells alone leave
     1 residual df. Every schedule's cells at the compared settings are used instead: a schedule
     whose best LR is uniform's gets the within-setting noise of that LR (blocks (setting,
     seed)), one at another LR the across-settings noise of the two (stats.setting_noise), which
@@ -584,7 +584,7 @@ def _opposite_optima_null(rng, n_seeds: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("n_seeds", [4, 6])
 def test_tuned_keeps_its_rate_when_the_optima_differ_and_each_lr_treats_a_seed_its_way(n_seeds):
-    """The case the tuned comparison exists for (review of issue 34): pooled with seeds as the
+    """The case the tuned comparison exists for: pooled with seeds as the
     only blocks, the noise missed part of the seed-by-LR level and called 9-10% of these null
     studies separated (17% and 9% here); the across-settings noise holds 5% (measured 0.038 at
     4 seeds over 400 studies, 0.055 at 6 over 1,000; bound 0.05 + 2.5 SE)."""
@@ -695,7 +695,7 @@ def test_a_noisy_setting_keeps_its_rate_under_the_null():
 def test_the_best_is_never_called_while_its_own_setting_calls_it_within_noise():
     from tlmsearch.report import effects as E
 
-    """Review of issue 34: with each setting's own noise in the effects but a pooled one in
+    """With each setting's own noise in the effects but a pooled one in
     MCB, 59 of 200 studies called a schedule at the noisy LR 'the best ... jointly' and, in the
     same conclusions, 'within noise' of its own uniform. MCB now takes the widest noise."""
     rng, selected = np.random.default_rng(4), 0

@@ -247,7 +247,7 @@ def test_a_parameter_its_shape_does_not_read_makes_no_baseline() -> None:
     assert is_flat({"shape": "uniform"}, [4]) and is_flat({"shape": "linear", "r_start": 1.0}, [4])
 
 
-# an attention-only taper (issue 35): MLPs uniform, heads moving
+# an attention-only taper: MLPs uniform, heads moving
 ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
 
 

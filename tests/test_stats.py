@@ -361,7 +361,7 @@ _Noise = stats.Noise
 
 def test_effects_known_answers_on_the_block_design_noise():
     # the pooled model (one block-design noise for every comparison) given explicitly: the
-    # default is each comparison's own (stats.row_noise, issue 31), tested below
+    # default is each comparison's own (stats.row_noise), tested below
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
     noise = stats.block_noise(t, "v")  # 4 candidates x 3 seeds: (4 - 1)(3 - 1) = 6 df
     e = by_cand(stats.effects(t, "v", noise=noise))
@@ -373,7 +373,7 @@ def test_effects_known_answers_on_the_block_design_noise():
     assert a["mean_delta"] == pytest.approx(-0.2) and a["sd_delta"] == pytest.approx(0.1)
     assert a["noise_sd"] == pytest.approx(noise.sd)
     # the interval holds over the family of 3 at the comparisons' joint t critical value
-    # (every row pooled: each shares half its variance with uniform; issue 31), which lies
+    # (every row pooled: each shares half its variance with uniform), which lies
     # between one comparison's and Bonferroni's
     assert a["noise_shared"] == 0.5
     crit = maxt.joint_critical([0.5] * 3, 6, 0.95)
@@ -399,7 +399,7 @@ def test_effects_known_answers_on_the_block_design_noise():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 8), st.sampled_from(["holm", "bh", "none"]))
 def test_the_interval_holds_over_the_family_the_decision_does(seed, m, family):
-    # issue 31: lo/hi are simultaneous under holm (the joint t critical value of the family:
+    # lo/hi are simultaneous under holm (the joint t critical value of the family:
     # between one comparison's level and Bonferroni's; an interval that excludes 0 is always
     # separated), Benjamini-Yekutieli's false-coverage interval under bh (every separated
     # row's excludes 0), per comparison under none
@@ -667,7 +667,7 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
     assert m.loc["a", "mean"] == pytest.approx(2.1)  # uniform's 2.2, then a's -0.1 on seed 0
     assert (m.loc["a", "n"], m.loc["uniform", "n"]) == (1, 2)
     # a candidate the pruner could have stopped and did not survived by looking good: once
-    # anything is pruned it is left out of the spread too (issue 31)
+    # anything is pruned it is left out of the spread too
     survivor = stats.candidate_means(t.assign(spared=False), "v")
     assert survivor["candidate"].tolist() == ["uniform"]
 
@@ -740,7 +740,7 @@ def test_setting_noise_without_an_interaction_is_the_within_setting_noise() -> N
 
 
 def test_a_matrix_of_the_top_pairs_is_adjusted_over_every_pair_it_could_have_shown():
-    # issue 31: Holm over the shown pairs only lets the data pick the family
+    # Holm over the shown pairs only lets the data pick the family
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09], "C": [0.1, -0.1, 0.3]})
     shown = stats.pairwise(t, "v", ["A", "B"])
     wider = stats.pairwise(t, "v", ["A", "B"], family_size=6)
@@ -751,7 +751,7 @@ def test_a_matrix_of_the_top_pairs_is_adjusted_over_every_pair_it_could_have_sho
 
 @pytest.mark.parametrize("family", ["holm", "bh", "none"])
 def test_a_planned_family_counts_the_comparisons_still_to_come(family):
-    # issue 31: mid-run the family is the one planned, not the candidates finished so far
+    # mid-run the family is the one planned, not the candidates finished so far
     t = _deltas_frame({"A": [-0.1, -0.2, -0.3], "B": [-0.1, -0.11, -0.09]})
     now = by_cand(stats.effects(t, "v", family=family))
     planned = by_cand(stats.effects(t, "v", family=family, planned=6))

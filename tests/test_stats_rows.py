@@ -183,7 +183,7 @@ def test_no_residual_df_no_model() -> None:
 
 
 def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
-    # issue 31: a pruned row kept the seeds it did well on; its cells would shrink the noise.
+    # a pruned row kept the seeds it did well on; its cells would shrink the noise.
     # It is judged on the pool of the rows no pruner could stop (uniform, the spared ones)
     rng = np.random.default_rng(7)
     y = rng.normal(0, 0.01, size=(6, 4))
@@ -224,7 +224,7 @@ def pruned_null(seed: int, spared: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_once_anything_is_pruned_the_survivors_are_left_out_of_the_fit() -> None:
-    # issue 31: a candidate the pruner let run on every seed survived by looking good; with
+    # a candidate the pruner let run on every seed survived by looking good; with
     # the survivors in the fit a median-pruned null study read its noise at 0.65x the truth.
     # Only the rows it could not stop measure it: uniform and the spared ones
     for seed in range(20):
@@ -270,7 +270,7 @@ def test_the_spared_rows_noise_is_unbiased_where_the_survivors_read_low() -> Non
 
 
 def test_a_replayed_twin_is_its_originals_row() -> None:
-    # issue 31 review: a twin (same_as) and its original, identical data, get one noise
+    # a twin (same_as) and its original, identical data, get one noise
     rng = np.random.default_rng(3)
     y = rng.normal(0, 0.01, size=(16, 3))
     y[5] = rng.normal(0, 0.3, size=3)  # c5: flagged noisier
@@ -289,7 +289,7 @@ def test_a_replayed_twin_is_its_originals_row() -> None:
 
 
 def test_a_noise_only_the_pruners_survivors_could_measure_is_unknown() -> None:
-    # issue 31: every candidate pruned on some seed leaves only selected cells; their scatter
+    # every candidate pruned on some seed leaves only selected cells; their scatter
     # is not the study's noise (0.66x the truth on median-pruned null studies)
     y = np.random.default_rng(5).normal(0, 0.01, size=(4, 3))
     t = table(y)

@@ -1,4 +1,4 @@
-"""``tlmsearch validate``'s tables (tlmsearch/config/summary.py) with a heads schedule (issue 35).
+"""``tlmsearch validate``'s tables (tlmsearch/config/summary.py) with a heads schedule.
 
 The candidates table without heads is checked against the budget in tests/test_budget.py."""
 

@@ -8,6 +8,7 @@ The public API is small and import-light (no torch, no ray):
 """
 
 from tlmsearch.config import StudyConfig, load_study
+from tlmsearch.constants import VERSION
 from tlmsearch.errors import ConfigError
 from tlmsearch.widths.schedules import ScheduleError, WidthPlan, plan_from_params, plan_widths
 from tlmsearch.widths.space import SearchSpace, load_space
@@ -23,4 +24,4 @@ __all__ = [
     "plan_from_params",
     "plan_widths",
 ]
-__version__ = "0.1.0"
+__version__ = VERSION

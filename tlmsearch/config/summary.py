@@ -179,7 +179,7 @@ def share_notes(cfg: StudyConfig) -> list[str]:
 
 
 # Measured (docs/cluster.md "Multi-worker trials"): Ray Train's controller and worker actors
-# take this long to start, per trial, on this project's CPU machines.
+# take this long to start, per trial, on the 2-core CPU machines of docs/platform.md.
 WORKER_START_S = (20, 30)
 
 

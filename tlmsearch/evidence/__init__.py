@@ -253,7 +253,7 @@ def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: s
     (for a table of one setting)."""
     if trials.empty:
         return None
-    if variance == stats.POOLED:  # the model before issue 31, every completed cell in the fit
+    if variance == stats.POOLED:  # one noise for every comparison, every completed cell in the fit
         return stats.block_noise(trials, value, key=key, unselected=False)
     return stats.row_noise(trials, value, key=key, level=level, pruned=pruned)
 

@@ -21,7 +21,7 @@ on the candidates both rungs measured on their common seeds:
   shared noise) and only that noise, correlated rho between the rungs, ranks them. "Can be
   trusted" needs tau at or above that null's 95th percentile (P(null tau >= tau) <= 5%).
   benchmarks/fidelity.py measures the rule: false trust <= 1% in every null it simulates, where
-  the old rule (the bootstrap interval's lower end above 0.5) trusted up to 52% of null
+  a bootstrap-only rule (the interval's lower end above 0.5) trusts up to 52% of null
   ladders sharing their seeds, and the estimated rho without its bound up to 7%. The
   percentile interval is printed, not judged by: it covered the true tau in as few as 16% of
   simulated ladders.

@@ -82,8 +82,9 @@ class Lane:
 def race_noise(
     trials: pd.DataFrame, value: str, key: str, prior_sd: float | None
 ) -> Noise | None:
-    """The study's :func:`tlmsearch.stats.block_noise` of every completed cell (the pooled model
-    of before issue 31); before it has residual df the prior (df 0), or None without one."""
+    """The study's :func:`tlmsearch.stats.block_noise` of every completed cell (the pooled model:
+    one noise for every comparison); before it has residual df the prior (df 0), or None
+    without one."""
     noise = block_noise(trials, value, key=key, unselected=False)
     if noise is not None:
         return noise
@@ -220,7 +221,7 @@ def _provisional(lane: Lane, prior: bool, busy_seeds: set[int]) -> Lane:
     measures the noise; nothing is recorded or printed as separated on an assumption. A lane
     whose seeds still have cells running or queued (any candidate's, uniform's) waits for
     them: they change the noise it would be judged with (a decision taken with 1 residual df
-    while its seed's other cells ran printed an interval 30x the study's noise, issue 31).
+    while its seed's other cells ran printed an interval 30x the study's noise).
     """
     if lane.status not in (SEPARATED, TIED):
         return lane

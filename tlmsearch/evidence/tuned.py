@@ -2,7 +2,7 @@
 
 A study whose space has setting dimensions (``train.lr``, docs/search_dimensions.md) trains every
 schedule, uniform included, at every setting value. One global LR can favour one width profile
-over another (issue 21: a wider layer's update moves its output more), so besides the
+over another (a wider layer's update moves its output more), so besides the
 comparisons within a setting (:class:`tlmsearch.evidence.Evidence`'s effects) the question is:
 *does the taper still win when each side gets its own best LR?*
 
@@ -287,7 +287,7 @@ def _within(
     shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
     # The noise of each row, from every schedule's cells at the settings the row compares, on
     # the measure seeds (the chosen cells alone leave (schedules - 1)(seeds - 1) df, 1 for two
-    # schedules on 2 measuring seeds; issue 31), never from other settings: a high LR's seeds
+    # schedules on 2 measuring seeds), never from other settings: a high LR's seeds
     # can scatter several times more than a low one's. A schedule at uniform's best setting is
     # a delta within one setting (stats.block_noise, blocks (setting, seed)); one at another
     # setting also carries how each LR treated the seed (stats.setting_noise). One family

@@ -470,7 +470,9 @@ def importances(imp: Importances) -> go.Figure:
         xaxis_title="importance (sums to 1)",
         height=max(260, 90 + 45 * len(v)),
     )
-    if v.empty:
+    if v.empty:  # the reason alone: empty axes would read as importances of 0
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
         _note(fig, f"no importances: {imp.note}")
     return fig
 

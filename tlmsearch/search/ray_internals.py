@@ -23,7 +23,7 @@ the tests named below with it taken out.
    the actor manager has taken the error; the memory monitor's settings
    (``RAY_memory_usage_threshold``, ``RAY_memory_monitor_refresh_ms``, ``RAY_task_oom_retries``)
    say when it kills, not what the trial's caller gets (Ray chose OutOfMemoryError over an
-   actor error on purpose, ray-project/ray issue 28937), and turning the monitor off
+   actor error on purpose, ray-project/ray#28937), and turning the monitor off
    (``RAY_memory_monitor_refresh_ms=0``) leaves the node to the kernel's OOM killer. Without it
    (measured, tests/test_search_killed.py): the first trial the memory monitor kills ends the
    whole run, ``RuntimeError: Caught unexpected exception: 1 worker(s) were killed due to the

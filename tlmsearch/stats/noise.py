@@ -103,8 +103,8 @@ def block_noise(
 
     On the completed (candidate, seed) cells of known seeds that no pruner selected
     (:func:`~tlmsearch.stats.deltas.pruner_selected`; ``unselected=False``: every completed
-    cell, as the pooled model before issue 31; ``pruned``: whether the whole study pruned
-    anything, for a table of one setting); a replayed twin (``same_as``) repeats another
+    cell, the pooled model: one noise for every comparison; ``pruned``: whether the whole study
+    pruned anything, for a table of one setting); a replayed twin (``same_as``) repeats another
     trial's numbers and is left out. None when the fit leaves no residual df (e.g. one seed):
     then nothing can be separated.
     """

@@ -68,7 +68,7 @@ def pairwise(
     ``separated``: the p-value adjusted over the unordered pairs of ``candidates`` (``family``)
     is below ``1 - level``; ``family_size``: the pairs the family covers when ``candidates`` is
     a choice from more (the top k of a ranking picks the pairs most likely to differ: Holm over
-    the shown pairs alone made 6% of null studies of 60 candidates claim one, issue 31), each
+    the shown pairs alone made 6% of null studies of 60 candidates claim one), each
     pair not shown counted as never rejected. One row per ordered pair (a, b), a != b, in the
     order of ``candidates``: :data:`PAIR_COLUMNS`; b vs a mirrors a vs b.
 

@@ -1,6 +1,6 @@
 """The noise of each comparison when the rows are not equally noisy: every candidate and uniform
 (a *row* of the candidate x seed table) gets its own residual variance where its seeds show it
-noisier than the pooled one, and a paired delta's variance is the sum of its two rows' (issue 31).
+noisier than the pooled one, and a paired delta's variance is the sum of its two rows'.
 
 The block fit (:func:`tlmsearch.stats.block_noise`) assumes one residual variance for every
 row. When one row is noisier the pooled estimate understates that row's comparisons, and when
@@ -52,7 +52,7 @@ from tlmsearch.stats.noise import Noise, _block_design
 
 POOLED, OWN = "pooled", "own"  # where a row's variance comes from
 # the variance models a study's comparisons can use: rows (this module) or pooled (the block
-# fit's one noise for every comparison, :func:`tlmsearch.stats.block_noise`: before issue 31)
+# fit's one noise for every comparison, :func:`tlmsearch.stats.block_noise`)
 ROWS = "rows"
 VARIANCES = (ROWS, POOLED)
 # uniform's gate: it keeps the pooled variance where its residual mean square over the other
@@ -245,7 +245,7 @@ def row_noise(
         return None
     # a row the pruner stopped on some seed kept only the seeds it did well on, and once it
     # stopped anything, the rows it let run survived by looking good: their complete cells are
-    # selected, and their residuals would shrink the noise (issue 31: a median-pruned null
+    # selected, and their residuals would shrink the noise (measured: a median-pruned null
     # study's complete cells read its variance at 0.77x the truth). Those rows are left
     # out of the fit and judged on the noise of the rows the pruner could not stop (uniform and
     # search.unpruned_candidates), while those leave residual df

@@ -342,7 +342,7 @@ def scale_init(model: Any, train_cfg: Any) -> None:
 
 
 # -------------------------------------------------------------------------------------------------
-# Gradient clipping in the MuReadout frame (issue 31)
+# Gradient clipping in the MuReadout frame
 
 
 def readout_factors(param_groups: Sequence[dict]) -> dict[int, float]:
@@ -400,7 +400,7 @@ def clip_grad_norm_(model: Any, param_groups: Sequence[dict], max_norm: float) -
 
 
 # -------------------------------------------------------------------------------------------------
-# What a parametrization does to each layer of a candidate, against uniform (issue 34)
+# What a parametrization does to each layer of a candidate, against uniform
 
 
 @dataclass(frozen=True)
