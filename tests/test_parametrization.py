@@ -460,3 +460,31 @@ def test_clipping_is_torchs_own_bit_for_bit_without_a_multiplier(par, widths) ->
     assert torch.equal(total, want) and want > 0.01
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad)
+
+
+def test_attention_steps_follow_a_heads_schedule_and_a_block_profile() -> None:
+    """Attention's effective steps: h_i / n_head x its LR, whose multiplier is a depth profile's
+    only where that profile applies to the whole block."""
+    heads = parametrization.effective_lr([64] * 4, BASE, "standard", heads=[1, 2, 2, 3], n_head=2)
+    assert heads.attention_step == (0.5, 1.0, 1.0, 1.5) and heads.attention_lr == (1, 1, 1, 1)
+    assert not heads.uniform and "attention output x0.50..x1.50" in heads.line()
+    block = parametrization.effective_lr([64] * 2, BASE, "standard", lr_profile=[1.5, 0.5],
+                                         lr_profile_part="block")  # fmt: skip
+    assert block.attention_lr == block.attention_step == (1.5, 0.5)
+    assert block.as_dict()["attention_step"] == [1.5, 0.5]
+    mlp = parametrization.effective_lr([64] * 2, BASE, "standard", lr_profile=[1.5, 0.5])
+    assert mlp.attention_step == () and "attention" not in mlp.line()  # the MLP's steps only
+    flat = parametrization.effective_lr([64] * 2, BASE, "mup", heads=[2, 2], n_head=2)
+    assert flat.uniform and "attention_step" not in flat.as_dict()
+
+
+def test_validate_says_a_heads_schedules_attention_steps() -> None:
+    from tlmsearch.config.summary import effective_lr_of
+    from tlmsearch.config.study import StudyConfig
+
+    cfg = StudyConfig.model_validate({
+        "name": "h", "model": {"n_layer": 2, "d_model": 32, "n_head": 4, "d_ff": 64},
+        "space": {"dimensions": {"shape": {"type": "fixed", "value": "uniform"}}},
+        "train": {"parametrization": "mup"}})  # fmt: skip
+    e = effective_lr_of(cfg, {"shape": "uniform", "heads.shape": "linear", "heads.r_start": 1.5})
+    assert e.attention_step == (1.5, 0.5) and e.step == (1.0, 1.0)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.profiles import has_profile
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
@@ -66,11 +65,12 @@ def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig
     """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied, its
     heads schedule's per-layer heads and its depth profiles' per-layer multipliers
     (``train.lr_profile``)."""
-    return _profiled(_with_settings(cfg, candidate), candidate)
+    cand = Candidate.of(candidate)
+    return _profiled(_with_settings(cfg, cand), cand)
 
 
-def _with_settings(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
-    settings = settings_of(candidate)
+def _with_settings(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
+    settings = candidate.settings
     if not settings:
         return _headed(cfg, candidate)
     sections: dict[str, dict[str, Any]] = {}
@@ -89,10 +89,10 @@ def _with_settings(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfi
     return _headed(out, candidate)
 
 
-def _profiled(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+def _profiled(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     """``cfg`` with ``candidate``'s depth profiles planned over the proxy's layers into
     ``train`` (``lr_profile``, ``lr_profile_part``, ...); ``cfg`` itself without one."""
-    if not has_profile(candidate):
+    if not candidate.profiles:
         return cfg
     update = cfg.model.plan(candidate).train_update
     if not update:
@@ -101,7 +101,7 @@ def _profiled(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
     return cfg.model_copy(update={"train": type(cfg.train).model_validate(data)})
 
 
-def _headed(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+def _headed(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     """``cfg`` with the model as ``candidate`` builds it: its heads schedule's per-layer heads
     (``ModelConfig.headed``); ``cfg`` itself without one."""
     model = cfg.model.headed(candidate)
@@ -111,17 +111,18 @@ def _headed(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
 def target_for(cfg: StudyConfig, candidate: Mapping[str, Any]) -> ModelConfig | None:
     """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
     a value found at proxy scale is the value the full-scale model is exported with."""
+    cand = Candidate.of(candidate)
     fields = {
         name.partition(".")[2]: value
-        for name, value in settings_of(candidate).items()
+        for name, value in cand.settings.items()
         if name.startswith("model.")
     }
     if cfg.target is None:
         return None
     if not fields:
-        return cfg.target.headed(candidate)
+        return cfg.target.headed(cand)
     data = cfg.target.model_dump(mode="json", exclude_none=True)
-    return ModelConfig.model_validate({**data, **fields}).headed(candidate)
+    return ModelConfig.model_validate({**data, **fields}).headed(cand)
 
 
 def trainings(cfg: StudyConfig) -> list[Training]:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.widths.budget import count_params, flops_per_token, mlp_params, non_embedding_params
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.heads import heads_schedule
 from tlmsearch.widths.schedules import uniform_widths
 from tlmsearch.widths.space import SHARE, describe
@@ -229,9 +230,11 @@ def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
     from tlmsearch.train.parametrization import effective_lr
 
     train = cfg.for_candidate(candidate).train
-    return effective_lr(cfg.model.plan(candidate).widths, cfg.model.d_ff_uniform,
-                        train.parametrization, lr_profile=train.lr_profile,
-                        init_profile=train.init_profile)  # fmt: skip
+    plan = cfg.model.plan(candidate)
+    return effective_lr(plan.widths, cfg.model.d_ff_uniform, train.parametrization,
+                        lr_profile=train.lr_profile, init_profile=train.init_profile,
+                        lr_profile_part=train.lr_profile_part, heads=plan.heads,
+                        n_head=cfg.model.n_head)  # fmt: skip
 
 
 def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]:
@@ -252,7 +255,6 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     """best.yaml's ``learning_rate``: how the study compares schedules (``compared``: at one LR,
     with the caveat, or each also at its own best LR) and, per schedule it trained (and
     parametrization), what the parametrization does to its layers against uniform."""
-    import json
 
     from tlmsearch.train.parametrization import lr_comparison
 
@@ -260,7 +262,7 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
     params = []
     for text in dict.fromkeys(trials["params_json"]) if len(trials) else ():
         try:
-            params.append(json.loads(text) if isinstance(text, str) and text else {})
+            params.append(Candidate.from_identity(text) if isinstance(text, str) else Candidate())
         except ValueError:  # not JSON: a hand-edited record, nothing to say about it
             continue
     return {

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pandas as pd
 
 from tlmsearch.report.collect import finished, sense_of
+from tlmsearch.widths.candidate import Candidate
 
 if TYPE_CHECKING:
     from tlmsearch.widths.space import SearchSpace
 
 
 def _params_table(trials: pd.DataFrame) -> pd.DataFrame:
-    rows = [json.loads(p) if p else {} for p in trials["params_json"]]
+    rows = [Candidate.from_identity(p) for p in trials["params_json"]]
     return pd.DataFrame(rows, index=trials.index)
 
 

@@ -3,7 +3,6 @@ the study's :class:`~tlmsearch.evidence.Evidence`), and with which versions."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ from tlmsearch import stats
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidates
+from tlmsearch.widths.candidate import Candidate
 
 
 def target_widths(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
@@ -53,7 +53,7 @@ def _candidate_summary(
 
     from tlmsearch.widths.heads import heads_schedule
 
-    params = json.loads(row["params_json"] or "{}")
+    params = Candidate.from_identity(row["params_json"])
     e = effect if effect is not None else row
     return {
         "candidate": row["candidate"],

@@ -12,6 +12,7 @@ import pandas as pd
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
+from tlmsearch.widths.candidate import Candidate
 
 
 class SettingSweep(NamedTuple):
@@ -70,12 +71,10 @@ def setting_sweep(
 
 def _axis(params: pd.Series) -> str:
     """The field name of the first numeric setting (the x axis), e.g. ``lr``."""
-    import json
 
-    from tlmsearch.widths.space import settings_of
 
     for text in params:
-        for name, value in sorted(settings_of(json.loads(text or "{}")).items()):
+        for name, value in sorted(Candidate.from_identity(text).settings.items()):
             if isinstance(value, int | float) and not isinstance(value, bool):
                 return name.partition(".")[2]
     return "setting"

@@ -46,6 +46,7 @@ from tlmsearch.config import (
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.profiles import QUANTITIES
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
@@ -361,7 +362,7 @@ def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
     @functools.cache  # every seed of a candidate plans the same
     def realised(params_json: str) -> tuple[float, float, float] | None:
         try:
-            plan = cfg.plan(json.loads(params_json))
+            plan = cfg.plan(Candidate.from_identity(params_json))
         except (TypeError, ValueError):  # ScheduleError: this candidate has no widths at all
             return None
         return plan.realised_start, plan.realised_end, plan.heads_share

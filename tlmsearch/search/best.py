@@ -7,7 +7,6 @@ re-derives a statistic.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import metric_column as _metric_col
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.heads import heads_schedule, is_heads_key
 from tlmsearch.widths.space import settings_of
 
@@ -90,7 +90,7 @@ def _entry(
     label = trials.loc[trials["params_json"] == key, "candidate"]
     entry: dict[str, Any] = {
         "candidate": str(label.iloc[0]) if len(label) else "",
-        "params": json.loads(key) if key else {},
+        "params": Candidate.from_identity(key).as_dict(),
         "n_seeds": int(first["n"]),
         "n_seeds_planned": int(first["k"]),
         "n_of_k": first["n_of_k"],

@@ -13,7 +13,6 @@ because pairs already queued, running or finished are never enqueued again.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tlmsearch.config import StudyConfig
@@ -22,7 +21,8 @@ from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
-from tlmsearch.widths.space import UNIFORM, describe
+from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.space import UNIFORM
 
 
 def lanes(study: Any, cfg: StudyConfig) -> list[Lane]:
@@ -35,7 +35,7 @@ def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
     for ft in study.get_trials(deepcopy=False):
         a = ft.user_attrs
         if ft.state.name in states and CANDIDATE in a and SEED in a:
-            out.add((_key(json.loads(a[CANDIDATE])), int(a[SEED])))
+            out.add((_key(Candidate.from_identity(a[CANDIDATE])), int(a[SEED])))
     return out
 
 
@@ -49,10 +49,11 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
     frame = trials_frame(rows, model=cfg.model) if rows else None
     if frame is None or frame.empty:
         return [], {}
-    params = {str(c): json.loads(p) for c, p in zip(frame["candidate"], frame["params_json"],
-                                                     strict=True)}  # fmt: skip
+    pairs = zip(frame["candidate"], frame["params_json"], strict=True)
+    params = {str(c): Candidate.from_identity(p) for c, p in pairs}
     label = dict(zip(frame["params_json"], frame["candidate"], strict=True))  # one name each
-    queued = {(label.get(k, describe(json.loads(k))), s) for k, s in _pairs(study, ("WAITING",))}
+    waiting = _pairs(study, ("WAITING",))
+    queued = {(label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting}
     metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense
     result = race(
         frame,

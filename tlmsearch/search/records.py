@@ -28,6 +28,7 @@ from tlmsearch.search.attrs import (
     WEIGHTS,
 )
 from tlmsearch.search.failures import RETRIES
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.profiles import QUANTITIES
 from tlmsearch.widths.space import describe
 
@@ -58,7 +59,7 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             "trial_id": trial_id,
             "number": ft.number,
             "seed": seed,
-            "params": json.loads(attrs[CANDIDATE]),
+            "params": Candidate.from_identity(attrs[CANDIDATE]),
             "state": state,
             "reason": attrs.get("reason", "") if state != "COMPLETE" else "",
             "retries": attrs.get(RETRIES, 0),  # started again after a lost worker

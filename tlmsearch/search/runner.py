@@ -58,6 +58,7 @@ from tlmsearch.search.storage import (
     redact,
     storage_url,
 )
+from tlmsearch.widths.candidate import Candidate
 
 
 class RunFailed(RuntimeError):
@@ -353,7 +354,7 @@ def _enqueue_again(
     if CANDIDATE not in attrs or SEED not in attrs:
         return False
     aliases = json.loads(attrs.get(STANDS_FOR) or "[]")
-    cand, seed = json.loads(attrs[CANDIDATE]), int(attrs[SEED])
+    cand, seed = Candidate.from_identity(attrs[CANDIDATE]), int(attrs[SEED])
     enqueue(study, cfg, cand, seed, aliases, retry_of, resume_from, restart_of)
     return True
 

@@ -313,11 +313,11 @@ class SpaceFn:
     def __call__(self, trial: Any) -> dict[str, Any]:
         attrs = trial.user_attrs
         if CANDIDATE in attrs:  # from the queue: baseline, grid point or a seed repeat
-            cand = json.loads(attrs[CANDIDATE])
+            cand = Candidate.from_identity(attrs[CANDIDATE])
             if searchable(self.space, cand):
                 self.space.suggest(trial)  # records the fixed params as the trial's params
             return self._config(trial, cand, int(attrs[SEED]))
-        cand = self.space.suggest(trial)
+        cand = Candidate(self.space.suggest(trial))
         seed = self.seeds[0]
         trial.set_user_attr(SEED, seed)
         trial.set_user_attr(CANDIDATE, _key(cand))
@@ -382,7 +382,7 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
         key = t.user_attrs.get(CANDIDATE)
         if key is None or key in first:
             continue
-        other = json.loads(key)
+        other = Candidate.from_identity(key)
         if is_control(other) or settings_of(other) != settings:
             continue  # uniform (queued or sampled) is the control, never a spared row
         first.append(key)

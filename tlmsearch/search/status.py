@@ -4,7 +4,6 @@ from the run's storage (safe while running, from any process).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tlmsearch.search.best import (
 from tlmsearch.search.export import open_run, run_info
 from tlmsearch.search.race import lanes
 from tlmsearch.search.records import interrupted, requeued, trial_records
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import describe
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
@@ -100,7 +100,7 @@ def running_progress(
         rows.append(
             {
                 "number": ft.number,
-                "label": describe(json.loads(attrs[CANDIDATE])),
+                "label": Candidate.from_identity(attrs[CANDIDATE]).label,
                 "seed": attrs.get(SEED),
                 "tokens": int(tokens),
                 "total": total,

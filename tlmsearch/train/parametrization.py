@@ -416,6 +416,11 @@ class EffectiveLR:
       fixed size per weight, so the output moves in proportion to the d_ff weights summed:
       m x lr (standard: m, the wide layers pushed harder; mup: 1, flat; uniform widths with an
       LR profile: p_i, the taper's steps without its capacity).
+    - ``attention_lr`` / ``attention_step``: the same for layer i's attention: its LR over
+      uniform's is a depth profile's p_i where the profile applies to the whole block (muP's
+      own factors leave attention alone: d_model is fixed), and one step moves its output in
+      proportion to its heads, h_i / n_head x its LR (a heads schedule's wide layers are pushed
+      harder, as the MLP's are).
 
     Each has a range and two means. The layer mean of m is 1 for any exact-budget schedule, and
     so is the mean of mup's ``lr`` weighted by the layers' MLP parameters (proportional to m):
@@ -426,6 +431,8 @@ class EffectiveLR:
     ([0.667, 0.8, 1.333, 2.0], 1.2, 1.0)
     >>> effective_lr([64, 64], 64, "standard", lr_profile=[1.5, 0.5]).step
     (1.5, 0.5)
+    >>> effective_lr([64, 64], 64, "standard", heads=[2, 6], n_head=4).attention_step
+    (0.5, 1.5)
     """
 
     parametrization: str
@@ -434,6 +441,8 @@ class EffectiveLR:
     lr: tuple[float, ...]
     init: tuple[float, ...]
     step: tuple[float, ...]
+    attention_lr: tuple[float, ...] = ()  # () : every layer x1 (no block profile, no heads)
+    attention_step: tuple[float, ...] = ()
 
     @property
     def lr_layer_mean(self) -> float:
@@ -450,8 +459,16 @@ class EffectiveLR:
 
     @property
     def uniform(self) -> bool:
-        """Every layer x1 of uniform's: uniform widths and no profile."""
-        return all(w == self.base for w in self.widths) and not self.profiled
+        """Every layer x1 of uniform's: uniform widths, uniform heads and no profile."""
+        flat_attention = all(abs(x - 1) < 1e-12 for x in self.attention_step)
+        return all(w == self.base for w in self.widths) and not self.profiled and flat_attention
+
+    def attention_words(self) -> str:
+        """``"; attention steps x0.50..x1.50"`` where attention's differ from uniform's."""
+        if all(abs(x - 1) < 1e-12 for x in self.attention_step):
+            return ""
+        lo, hi = min(self.attention_step), max(self.attention_step)
+        return f"; a step moves the attention output x{lo:.2f}..x{hi:.2f} of uniform's"
 
     @property
     def profiled(self) -> bool:
@@ -463,6 +480,9 @@ class EffectiveLR:
 
     def line(self) -> str:
         """The candidate's multipliers in one line (``validate``, ``status``, the report)."""
+        return self._mlp_line() + self.attention_words()
+
+    def _mlp_line(self) -> str:
         if self.uniform:
             return f"{self.parametrization}: x1 in every layer (the uniform model is the base)"
         lo, hi = min(self.step), max(self.step)
@@ -499,15 +519,21 @@ class EffectiveLR:
             "lr_param_mean": round(self.lr_param_mean, 4),
             "step_range": [round(min(self.step), 4), round(max(self.step), 4)],
             "step_layer_mean": round(self.step_layer_mean, 4),
+            **({"attention_lr": r(self.attention_lr), "attention_step": r(self.attention_step)}
+               if self.attention_step else {}),
             "line": self.line(),
         }
 
 
 def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
                  lr_profile: Sequence[float] | None = None,
-                 init_profile: Sequence[float] | None = None) -> EffectiveLR:  # fmt: skip
+                 init_profile: Sequence[float] | None = None, lr_profile_part: str = "mlp",
+                 heads: Sequence[int] | None = None, n_head: int | None = None,
+                 ) -> EffectiveLR:  # fmt: skip
     """The :class:`EffectiveLR` of MLP ``widths`` against uniform width ``base``, with the
-    study's depth profiles (``train.lr_profile``, ``train.init_profile``) where it has them.
+    study's depth profiles (``train.lr_profile``, ``train.init_profile``, the LR profile's
+    ``lr_profile_part``) where it has them, and attention's ``heads`` per layer against
+    ``n_head`` (None: every layer's heads are uniform's).
 
     >>> effective_lr([96, 32], 64, "standard").step
     (1.5, 0.5)
@@ -525,8 +551,15 @@ def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
     lr = [s * p for s, p in zip(scale, lr_profile or [1.0] * len(ms), strict=True)]
     init = [s * p for s, p in zip(scale, init_profile or [1.0] * len(ms), strict=True)]
     step = [m * x for m, x in zip(ms, lr, strict=True)]
+    attn_lr = list(lr_profile) if lr_profile and lr_profile_part == "block" else [1.0] * len(ms)
+    if heads is not None and len(heads) != len(ms):
+        raise ValueError(f"heads has {len(heads)} layers for {len(ms)} widths")
+    share = [h / n_head for h in heads] if heads is not None and n_head else [1.0] * len(ms)
+    attn_step = [s * x for s, x in zip(share, attn_lr, strict=True)]
+    flat = all(abs(x - 1) < 1e-12 for x in attn_step + attn_lr)
     return EffectiveLR(parametrization, tuple(int(w) for w in widths), int(base), tuple(lr),
-                       tuple(init), tuple(step))  # fmt: skip
+                       tuple(init), tuple(step), () if flat else tuple(attn_lr),
+                       () if flat else tuple(attn_step))  # fmt: skip
 
 
 AT_ONE_LR = "at one learning rate: may be an LR effect; see tuned"
