@@ -298,3 +298,18 @@ def test_a_noise_only_the_pruners_survivors_could_measure_is_unknown() -> None:
     assert stats.row_noise(t, "v") is None
     e = stats.effects(t, "v")
     assert (e["noise"] == "unknown").all() and not e["separated"].fillna(False).any()
+
+
+def test_two_rows_have_no_own_variances_only_their_sum() -> None:
+    """Uniform and one candidate share every residual (one is minus the other): only the sum of
+    their variances is measured. A split of it was the linear algebra library's choice (numpy
+    2.4's least squares gave uniform +0.007 and the candidate -0.007), so uniform took an
+    "own" variance 140x the pool and a clear paired effect read inconclusive."""
+    fit, rss, df = row_fit(["u"] * 3 + ["c"] * 3, [0, 1, 2] * 2,
+                                [2.0, 2.1, 1.9, 1.9, 2.01, 1.79])  # fmt: skip
+    assert df == 2 and all(math.isnan(v[0]) for v in fit.values())
+    t = pd.DataFrame({"candidate": ["u"] * 3 + ["c"] * 3, "is_baseline": [True] * 3 + [False] * 3,
+                      "seed": [0, 1, 2] * 2, "state": "COMPLETE",
+                      "v": [2.0, 2.1, 1.9, 1.9, 2.01, 1.79]})  # fmt: skip
+    noise = stats.row_noise(t, "v")
+    assert noise.rows["u"].source == POOLED and noise.rows["u"].var == pytest.approx(5e-5)
