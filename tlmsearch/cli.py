@@ -29,6 +29,14 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a study field, e.g. --set search.pruner=none"),
 ]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-checkpoints",
+        help="Load checkpoints an older tlmsearch pickled (pickle can run code: only for a run "
+        "dir nobody else can write); resume rewrites them in the safe format",
+    ),
+]
 
 
 def _bad_input(err: ConfigError) -> NoReturn:
@@ -416,13 +424,19 @@ def resume(
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Run the failed trials again too")
     ] = False,
+    trust_checkpoints: TrustOpt = False,
 ) -> None:
-    """Finish a run stopped by Ctrl-C, a crash or kill -9; finished trials are kept."""
+    """Finish a run stopped by Ctrl-C, a crash, kill -9 or a preemption; finished trials are
+    kept, stopped ones continue from their checkpoints."""
     from tlmsearch.search.cli import resume_command
 
     try:
         code = resume_command(
-            run_dir, address=address, retry_failed=retry_failed, console=_console()
+            run_dir,
+            address=address,
+            retry_failed=retry_failed,
+            trust_checkpoints=trust_checkpoints,
+            console=_console(),
         )
     except ConfigError as err:
         _bad_input(err)
@@ -535,6 +549,7 @@ def analyze(
             "in all (a validation pass per head; 0: none)",
         ),
     ] = 64,
+    trust_checkpoints: TrustOpt = False,
 ) -> None:
     """Per-layer diagnostics of a run's kept weights into RUN/analysis.parquet and the report:
     per MLP, its cosine with and norm relative to the residual stream, and its ablation; per
@@ -557,7 +572,7 @@ def analyze(
         out = analyze_run(
             run_dir,
             kept,
-            lambda path: load_model(path, device=str(dev)),
+            lambda path: load_model(path, device=str(dev), trust=trust_checkpoints),
             val=val,
             batch=batch,
             device=dev,

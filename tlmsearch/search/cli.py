@@ -179,7 +179,12 @@ def run_command(
 
 
 def resume_command(
-    run_dir: Path, *, address: str | None, console: Any, retry_failed: bool = False
+    run_dir: Path,
+    *,
+    address: str | None,
+    console: Any,
+    retry_failed: bool = False,
+    trust_checkpoints: bool = False,
 ) -> int:
     from tlmsearch.search.ladder import is_ladder_run, resume_ladder
     from tlmsearch.search.runner import RunFailed, resume_run
@@ -188,12 +193,20 @@ def resume_command(
         return _ladder_outcome(
             console,
             lambda: resume_ladder(
-                run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+                run_dir,
+                address=address,
+                retry_failed=retry_failed,
+                trust_checkpoints=trust_checkpoints,
+                echo=_echo(console),
             ),
         )
     try:
         result = resume_run(
-            run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+            run_dir,
+            address=address,
+            retry_failed=retry_failed,
+            trust_checkpoints=trust_checkpoints,
+            echo=_echo(console),
         )
     except RunFailed as err:
         console.print(f"[red]error:[/] {err}")

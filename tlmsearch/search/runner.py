@@ -167,11 +167,14 @@ def resume_run(
     *,
     address: str | None = None,
     retry_failed: bool = False,
+    trust_checkpoints: bool = False,
     echo: Any = print,
 ) -> RunResult:
     """Finish a stopped run: interrupted trials are queued again, finished ones are kept.
 
     ``retry_failed``: failed trials are queued again too (e.g. after more memory was freed).
+    ``trust_checkpoints``: checkpoints an older tlmsearch pickled are loaded and rewritten in
+    the safe format (else such a checkpoint is refused: :class:`checkpoints.UnsafeCheckpoint`).
     """
     run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
@@ -192,6 +195,8 @@ def resume_run(
         echo(f"resume: {len(again)} failed trial(s) queued again{_mid_way(again)}")
     elif failed := run_status.counts(study)["FAIL"]:
         echo(f"resume: {failed} failed trial(s) kept; --retry-failed runs them again")
+    if upgraded := safe_resume_points(study, trust_checkpoints):
+        echo(f"resume: {upgraded} pickled checkpoint(s) rewritten in the safe format")
     if cfg.search.racing:
         from tlmsearch.search.race import advance
 
@@ -276,6 +281,20 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
                 study.set_user_attr(f"{INTERRUPTED_TRIAL}{ft.number}", True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
     return out
+
+
+def safe_resume_points(study: Any, trust: bool = False) -> int:
+    """Check that every checkpoint a queued trial continues from loads without pickle, in the
+    driver, before any trial starts: a pickled one (an older tlmsearch's) is refused
+    (:class:`~tlmsearch.train.checkpoints.UnsafeCheckpoint`, exit status 2), or with ``trust``
+    rewritten in the safe format, so that the trials never unpickle. Returns how many were."""
+    import optuna
+
+    from tlmsearch.train import checkpoints
+
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    paths = {ft.user_attrs[RESUME_FROM] for ft in waiting if ft.user_attrs.get(RESUME_FROM)}
+    return sum(checkpoints.upgrade(p, trust=trust) for p in sorted(paths))
 
 
 def _drop_superseded_safely(
