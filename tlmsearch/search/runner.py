@@ -28,6 +28,7 @@ from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.constants import COMPILE_CACHE_ENV
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir import driver as run_driver
 from tlmsearch.search import best as best_yaml
 from tlmsearch.search import export, records
 from tlmsearch.search import status as run_status
@@ -38,6 +39,15 @@ from tlmsearch.search.attrs import (
     RESUME_FROM,
     SEED,
     STANDS_FOR,
+)
+from tlmsearch.search.driver import (
+    Heartbeat,
+    driver_fields,
+    mark_preempted,
+    on_sigterm,
+    preempted,
+    restore,
+    set_phase,
 )
 from tlmsearch.search.samplers import (
     SpaceFn,
@@ -67,7 +77,7 @@ class RunFailed(RuntimeError):
 @dataclass
 class RunResult:
     run_dir: Path
-    status: str  # finished | interrupted | failed
+    status: str  # finished | interrupted | preempted | failed
     counts: dict[str, int] = field(default_factory=dict)
     best: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
@@ -119,7 +129,8 @@ def run_study(
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
     try:
         study = _create_run(run, cfg, url, optuna_name)
-        return _execute(run, cfg, study, url, data, facts, echo)
+        with Heartbeat(run):
+            return _execute(run, cfg, study, url, data, facts, echo)
     finally:
         _release(facts)
 
@@ -140,6 +151,8 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
         storage=redact(url),
         versions=_versions(),
         git_sha=_git_sha(),
+        phase="trials",
+        **driver_fields(),
     )
     try:
         study = optuna.create_study(
@@ -178,12 +191,7 @@ def resume_run(
     """
     run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
-    info = export.run_info(run)
-    pid, host = info.get("driver_pid"), info.get("driver_host")
-    if info.get("status") == "running" and host == socket.gethostname() and _alive(pid):
-        raise ConfigError(
-            f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
-        )
+    _refuse_if_running(run, export.run_info(run))
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
     make_sampler(cfg)  # (and the Optuna method the sampler's wrapper needs, search/control.py)
     _check_trackers(cfg)
@@ -204,14 +212,37 @@ def resume_run(
         if due:
             echo(f"resume: the race queued {len(due)} more seed(s)")
     url = storage_url(cfg.storage, run.resolve())
-    if _remaining(cfg, study) <= 0:
-        echo("nothing left to run")
-        return _finish(run, cfg, study, url, "finished", time.time(), echo)
-    data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
-    try:
-        return _execute(run, cfg, study, url, data, facts, echo)
-    finally:
-        _release(facts)
+    with Heartbeat(run):  # from here this process is the run's driver (run.json says so)
+        if _remaining(cfg, study) <= 0:
+            echo("nothing left to run")
+            return _finish(run, cfg, study, url, "finished", time.time(), echo)
+        data, facts = _prepare(cfg, echo, run), _ray(cfg, address, echo)
+        try:
+            return _execute(run, cfg, study, url, data, facts, echo)
+        finally:
+            _release(facts)
+
+
+def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
+    """A resume while the run's driver is still there would run every trial twice: on its host,
+    while its pid lives; from another host, while its heartbeat is fresh
+    (run_dir/driver.py)."""
+    if info.get("status") != "running":
+        return
+    pid, host = info.get("driver_pid"), info.get("driver_host")
+    if host == socket.gethostname():
+        if run_driver.alive(pid):
+            raise ConfigError(
+                f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
+            )
+        return
+    age = run_driver.beat_age(info)
+    if age is not None and age <= run_driver.STALE_S:
+        raise ConfigError(
+            f"{run} is still running on {host} (driver pid {pid}, heartbeat {age:.0f} s ago); "
+            f"stop it there, or wait: it counts as gone {run_driver.STALE_S:.0f} s after its "
+            "last heartbeat"
+        )
 
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
@@ -398,19 +429,14 @@ def _execute(
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     remaining = planned_trials(cfg) - finished
     slots = trial_slots(cfg, facts)
-    _write_status(
-        run,
-        "running",
-        driver_pid=os.getpid(),
-        driver_host=socket.gethostname(),
-        trial_slots=slots,
-    )
+    set_phase(run, "trials", "running", trial_slots=slots, **driver_fields())
     echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
     from tlmsearch.config.planning import array_line
 
     if line := array_line(cfg):
         echo(line)
     status = "failed"
+    previous = on_sigterm()  # a preemption: stopped as a Ctrl-C is, and said to be one
     try:
         from tlmsearch.search.arrays import training_slots
 
@@ -429,6 +455,12 @@ def _execute(
             status = "interrupted"  # Ray caught the Ctrl-C itself and returned early
     except KeyboardInterrupt:
         status = "interrupted"
+    finally:
+        restore(previous)
+    if status == "interrupted" and preempted():
+        status = "preempted"
+        if n := mark_preempted(study):
+            echo(f"preempted: {n} running trial(s) continue from their checkpoints on resume")
     return _finish(run, cfg, study, url, status, t0, echo)
 
 
@@ -604,8 +636,10 @@ def _interrupted_now(study: Any) -> bool:
 def _finish(
     run: Path, cfg: StudyConfig, study: Any, url: str, status: str, t0: float, echo: Any
 ) -> RunResult:
+    set_phase(run, "tables")
     written = export.write_run_tables(run, study, cfg)  # each objective's Evidence, built once
     trials = written.trials
+    set_phase(run, "best.yaml")
     doc = best_yaml.write_best(run, trials, cfg, written.evidences)
     if status == "finished" and cfg.search.keep_weights == "best":
         from tlmsearch.train import checkpoints
@@ -618,7 +652,7 @@ def _finish(
     counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
-    _write_status(run, status, counts=counts)
+    _write_status(run, status, counts=counts, phase="report")  # the report is the CLI's
     _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":
@@ -729,12 +763,15 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
     return {"direction": senses[0]} if len(senses) == 1 else {"directions": senses}
 
 
-def _prepare(cfg: StudyConfig, echo: Any) -> Any:
+def _prepare(cfg: StudyConfig, echo: Any, run: Path | None = None) -> Any:
+    """The run's data (``run``: a resume's run dir, whose run.json then says so)."""
     from tlmsearch.data import prepare_data
     from tlmsearch.search import faults
 
     if line := faults.warning():
         echo(line)
+    if run is not None:
+        set_phase(run, "preparing data", "running")
     t = time.time()
     data = prepare_data(cfg.data_for_run(), progress=sys.stderr.isatty())
     echo(
@@ -758,23 +795,6 @@ def _write_status(run: Path, status: str, **fields: Any) -> None:
     from tlmsearch.run_dir.tables import write_status
 
     write_status(run, status, **fields)
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie or a recycled pid: check it is a tlmsearch driver.
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return True
-    return "tlmsearch" in cmd or "pytest" in cmd
 
 
 def _versions() -> dict[str, str]:
