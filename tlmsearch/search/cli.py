@@ -191,6 +191,48 @@ def run_command(
     return _print_result(console, result)
 
 
+def slurm_command(
+    study: Path,
+    overrides: Sequence[str],
+    job: Any,
+    *,
+    name: str | None,
+    dry_run: bool,
+    console: Any,
+) -> int:
+    """``tlmsearch slurm``: the study (overrides applied) beside its run dir, the sbatch script
+    (tlmsearch/search/slurm.py), submitted unless ``dry_run`` (then printed)."""
+    from tlmsearch.config import load_study, name_problem
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.slurm import render, storage_advice, submit
+
+    cfg = load_study(study, overrides)  # exit 2 before anything is written
+    if name is not None and name_problem(name):
+        raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
+    if cfg.ladder:
+        raise ConfigError("ladder: a ladder study runs with `tlmsearch run`; slurm runs one study")
+    name = name or cfg.name
+    if name is not None:
+        cfg = cfg.model_copy(update={"name": name})
+    run = (Path(cfg.storage.runs_dir) / name).resolve()
+    resolved = run.parent / f"{name}.study.yaml"  # what the job runs: overrides applied
+    script = render(cfg, resolved, job, name)
+    say = _echo(console)
+    if dry_run:
+        console.print(script, markup=False, highlight=False, end="")
+        say(f"# {storage_advice(cfg)}")
+        return 0
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    resolved.write_text(cfg.to_yaml())
+    line = submit(script, run.parent / f"{name}.sbatch")
+    say(f"{line}: {run.parent / f'{name}.sbatch'}, run dir {run}")
+    if RunDir(run).study.exists():
+        say("the run dir exists: the job resumes it")
+    say(storage_advice(cfg))
+    say(f"  tlmsearch status {run}   (from any node that mounts it)")
+    return 0
+
+
 def resume_command(
     run_dir: Path,
     *,

@@ -33,14 +33,20 @@ def _now() -> str:
 
 
 def driver_fields() -> dict[str, Any]:
-    """This process as run.json names a run's driver."""
-    return {"driver_pid": os.getpid(), "driver_host": socket.gethostname(), "heartbeat": _now()}
+    """This process as run.json names a run's driver (``slurm_job``: the Slurm job it runs in,
+    else None: a requeued job's resume knows its previous driver is gone)."""
+    return {
+        "driver_pid": os.getpid(),
+        "driver_host": socket.gethostname(),
+        "heartbeat": _now(),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
+    }
 
 
 def set_phase(run: Path, phase: str, status: str | None = None, **fields: Any) -> None:
     """Record the phase the driver enters (run_dir.driver.PHASES), with a heartbeat; the test
     fault hook may crash the driver here (:func:`faults.crash_at`)."""
-    write_status(run, status, phase=phase, heartbeat=_now(), **fields)
+    write_status(run, status, **{"heartbeat": _now(), **fields, "phase": phase})
     faults.crash_at(phase)
 
 

@@ -229,6 +229,9 @@ def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
     (run_dir/driver.py)."""
     if info.get("status") != "running":
         return
+    job = info.get("slurm_job")
+    if job and job == os.environ.get("SLURM_JOB_ID"):
+        return  # this Slurm job, requeued: its earlier run (the driver included) is over
     pid, host = info.get("driver_pid"), info.get("driver_host")
     if host == socket.gethostname():
         if run_driver.alive(pid):
