@@ -146,12 +146,14 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
             time.sleep(1)
         requeued_at = time.time()
         subprocess.run(["scontrol", "requeue", job], check=True, env=env)
-        # Slurm holds a requeued job a while (its begin time); CI need not wait for it
-        for _ in range(30):
-            if subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
-                              env=env, capture_output=True).returncode == 0:  # fmt: skip
-                break
-            time.sleep(1)
+        # Slurm holds a requeued job (begin time: 120 s after it is back in the queue, once
+        # its processes are gone, KillWait at most); CI need not wait for it
+        deadline = time.time() + 120
+        while _job_state(job, env) != "PENDING":
+            assert time.time() < deadline, log.read_text()
+            time.sleep(0.5)
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env,
+                       check=True)  # fmt: skip
         deadline = time.time() + 600
         while _job_state(job, env):
             assert time.time() < deadline, log.read_text()
