@@ -117,7 +117,7 @@ def test_resume_completes_a_run_whose_driver_crashed_at_each_phase(tmp_path: Pat
             assert f"tlmsearch report {run}" in said
         else:
             assert ": driver gone (updated" in said, said  # not "running"
-            assert f"driver gone (last seen " in said and f"while {phase}):" in said, said
+            assert "driver gone (last seen " in said and f"while {phase}):" in said, said
             assert f"run `tlmsearch resume {run}`" in said, said
 
     crash(["run", str(study)], "trials", 0)  # the first trial completed, then the driver died

@@ -75,10 +75,8 @@ def test_the_dry_run_prints_head_workers_driver_and_requeue(tmp_path: Path) -> N
 
 
 def test_resources_and_storage_advice_follow_the_study(tmp_path: Path) -> None:
-    cfg = study_from_mapping(
-        tiny_study(tmp_path, ray={"num_cpus": 2, "cpus_per_trial": 4, "gpus_per_trial": 0.5},
-                   search={"concurrency": 5})  # fmt: skip
-    )
+    ray = {"num_cpus": 2, "cpus_per_trial": 4, "gpus_per_trial": 0.5}
+    cfg = study_from_mapping(tiny_study(tmp_path, ray=ray, search={"concurrency": 5}))
     assert node_resources(cfg, 2) == (13, 2)  # 3 trials a node: 12 CPUs + 1, 1.5 -> 2 GPUs
     script = render(cfg, tmp_path / "s.yaml", SlurmJob(nodes=2, port=7000))
     assert "#SBATCH --gpus-per-node=2" in script and "port=7000" in script
