@@ -115,3 +115,15 @@ def test_preempted_trials_are_counted_apart_from_failed_and_lost() -> None:
     c = counts(study)
     assert c["preempted"] == 2 and c["RUNNING"] == 0 and c["FAIL"] == 0
     assert c["COMPLETE"] == 1
+
+
+def test_the_report_of_a_run_whose_driver_is_gone_says_so(tmp_path: Path) -> None:
+    from fixtures_run import make_run
+
+    from tlmsearch.report.html import write_report
+
+    run = make_run(tmp_path / "gone", status="running")
+    write_status(run, None, driver_host=HERE, driver_pid=_dead_pid(), phase="trials")
+    html = write_report(run).read_text()
+    assert "status <b>driver gone</b>" in html
+    assert f"run `tlmsearch resume {run}`" in html.replace("&#x60;", "`")

@@ -127,7 +127,9 @@ def run_summary(
     return {
         "name": config.name or "",
         "description": config.description,
-        "status": "driver gone" if gone else status.get("status", "unknown"),
+        "status": "driver gone"
+        if gone and status.get("status") == "running"
+        else status.get("status", "unknown"),
         "driver": gone,  # run.json says running, but its driver is gone: what to do
         "started": status.get("started", ""),
         "updated": status.get("updated", ""),

@@ -145,7 +145,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     cfg, study = open_run(run_dir)
     info = run_info(run_dir)
     gone = driver_gone(info, run_dir)
-    if gone:  # run.json says running, but nothing runs: no ETA, no running trials
+    if gone and info.get("status") == "running":  # nothing runs: no ETA, no running trials
         info = {**info, "status": "driver gone"}
     trials, curves = trial_records(study)
     from tlmsearch.run_dir.tables import add_deltas
