@@ -16,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from search_helpers import eval_attempts, straight_losses, tiny_study, trial_losses
 from typer.testing import CliRunner
 
@@ -173,3 +175,23 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
     assert curve == straight_losses(data, C125, 0)
     print(f"trials {len(df)}, tokens {int(df['tokens'].sum()):,}; requeued trial's curve:",
           [(r["tokens"], round(r["val_loss"], 4)) for r in curve])  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    concurrency=st.integers(1, 64),
+    nodes=st.integers(1, 16),
+    cpus=st.sampled_from([0.5, 1.0, 2.0, 3.0, 8.0]),
+    gpus=st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.0]),
+)
+def test_each_node_fits_its_share_of_the_trials_and_no_more(concurrency, nodes, cpus, gpus):
+    """CPUs a node = ceil(its trials x cpus_per_trial) + 1, GPUs = ceil(its trials x gpus):
+    all ``concurrency`` trials fit on the job's nodes, with nothing a whole trial to spare."""
+    from types import SimpleNamespace as N
+
+    cfg = N(search=N(concurrency=concurrency), ray=N(cpus_per_trial=cpus, gpus_per_trial=gpus))
+    n_cpus, n_gpus = node_resources(cfg, nodes)
+    per_node = -(-concurrency // nodes)
+    assert per_node * nodes >= concurrency
+    assert per_node * cpus <= n_cpus - 1 < per_node * cpus + 1
+    assert per_node * gpus <= n_gpus < per_node * gpus + 1
