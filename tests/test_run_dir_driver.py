@@ -89,13 +89,17 @@ def test_the_heartbeat_thread_beats_and_stops(tmp_path: Path) -> None:
 
 
 def test_sigterm_stops_the_driver_as_ctrl_c_does_and_says_preempted() -> None:
-    previous = search_driver.on_sigterm()
+    import threading
+
+    marked = threading.Event()
+    previous = search_driver.on_sigterm(mark=marked.set)
     try:
         assert not search_driver.preempted()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises before this ends
         assert search_driver.preempted()
+        assert marked.wait(5)  # the running trials are marked at once, in a thread
     finally:
         search_driver.restore(previous)
     assert signal.getsignal(signal.SIGTERM) == previous

@@ -173,6 +173,9 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
     assert list(eval_attempts(faults, C125, 0).values()) == [[2048], [4096, 6144, 8192]]
     curve = trial_losses(run, C125, 0)
     assert curve == straight_losses(data, C125, 0)
+    # the requeue sent the driver SIGTERM: its running trial was preempted, not failed
+    said = CliRunner().invoke(app, ["status", str(run)], env={"COLUMNS": "400"}).output
+    assert "1 preempted" in " ".join(said.split()) and "0 failed" in said, said
     print(f"trials {len(df)}, tokens {int(df['tokens'].sum()):,}; requeued trial's curve:",
           [(r["tokens"], round(r["val_loss"], 4)) for r in curve])  # fmt: skip
 

@@ -78,11 +78,13 @@ class Heartbeat:
 _TERM = threading.Event()  # SIGTERM reached this driver
 
 
-def on_sigterm() -> Any:
+def on_sigterm(mark: Any = None) -> Any:
     """From now on, SIGTERM stops the driver as Ctrl-C does (SIGINT to itself: Ray Tune stops
     its trials and returns, outside Tune a KeyboardInterrupt) and :func:`preempted` says so.
-    Returns the handler it replaced, for :func:`restore`; only the main thread can take
-    signals: elsewhere it does nothing (None)."""
+    ``mark``: called at once in a thread of its own (e.g. to mark the running trials preempted
+    over a connection of its own), as a scheduler that signals every process of a job, Ray's
+    included, may kill the driver before its stop is over. Returns the handler it replaced,
+    for :func:`restore`; only the main thread can take signals: elsewhere it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         return None
     _TERM.clear()
@@ -90,9 +92,16 @@ def on_sigterm() -> Any:
     def handler(signum: int, frame: Any) -> None:
         if not _TERM.is_set():  # one stop: a second TERM while stopping changes nothing
             _TERM.set()
+            if mark is not None:
+                threading.Thread(target=_quietly, args=(mark,), daemon=True).start()
             signal.raise_signal(signal.SIGINT)
 
     return signal.signal(signal.SIGTERM, handler)
+
+
+def _quietly(fn: Any) -> None:
+    with contextlib.suppress(Exception):  # the stop goes on; the runner marks them again
+        fn()
 
 
 def preempted() -> bool:
@@ -112,6 +121,6 @@ def mark_preempted(study: Any) -> int:
     import optuna
 
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    for ft in running:
-        study._storage.set_trial_user_attr(ft._trial_id, PREEMPTED, True)
+    for ft in running:  # Optuna's Trial(study, id).set_user_attr, without asking for a trial
+        optuna.trial.Trial(study, ft._trial_id).set_user_attr(PREEMPTED, True)
     return len(running)

@@ -439,7 +439,8 @@ def _execute(
     if line := array_line(cfg):
         echo(line)
     status = "failed"
-    previous = on_sigterm()  # a preemption: stopped as a Ctrl-C is, and said to be one
+    # a preemption: stopped as a Ctrl-C is, its running trials marked at once
+    previous = on_sigterm(lambda: mark_preempted(_study_again(url, study.study_name)))
     try:
         from tlmsearch.search.arrays import training_slots
 
@@ -465,6 +466,13 @@ def _execute(
         if n := mark_preempted(study):
             echo(f"preempted: {n} running trial(s) continue from their checkpoints on resume")
     return _finish(run, cfg, study, url, status, t0, echo)
+
+
+def _study_again(url: str, name: str) -> Any:
+    """The run's Optuna study over connections of its own (for another thread)."""
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=open_storage(url))
 
 
 def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
