@@ -127,3 +127,122 @@ def test_kept_weights_lists_final_weights_and_best_thins_them(tmp_path: Path) ->
 def test_an_unknown_retention_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="keep_weights"):
         ck.retain(tmp_path, "some", True)
+
+
+# -------------------------------------------------------------------------------------------------
+# Safe loading: tensors and plain data only, read with weights_only=True
+
+
+def _pickled(folder: Path, tokens: int = 2048) -> Path:
+    """A checkpoint as an older tlmsearch could write it: a numpy scalar in its curve, which
+    only pickle loads (state.pt rewritten, its meta's size and checksum to match)."""
+    import numpy as np
+
+    _write(folder, tokens)
+    model = build_model(MODEL, WIDTHS, 64, seed=tokens)
+    state = {"model": model.state_dict(), "tokens": tokens, "loop": {"curve": [
+        {"tokens": tokens, "val_loss": np.float64(3.5)}]}}  # fmt: skip
+    torch.save(state, folder / "state.pt")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.update(bytes=(folder / "state.pt").stat().st_size, sha256=ck._sha256(folder / "state.pt"))
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def test_a_new_checkpoint_loads_without_pickle(tmp_path: Path) -> None:
+    import numpy as np
+
+    model = build_model(MODEL, WIDTHS, 64, seed=0)
+    state = {"model": model.state_dict(), "tokens": 4096, "rng": {"torch": torch.get_rng_state()},
+             "batches": {"bit_generator": np.random.default_rng(0).bit_generator.state},
+             "loop": {"curve": [{"tokens": 4096, "val_loss": np.float64(3.5)}]}}  # fmt: skip
+    folder = ck.write_checkpoint(tmp_path / "c", state, _meta(4096))
+    raw = torch.load(folder / "state.pt", weights_only=True)  # no pickle needed
+    assert type(raw["loop"]["curve"][0]["val_loss"]) is float
+    assert raw["batches"] == {"bit_generator": np.random.default_rng(0).bit_generator.state}
+    assert torch.equal(raw["rng"]["torch"], state["rng"]["torch"])
+    assert ck.upgrade(folder) is False  # safe already: left alone
+
+
+def test_a_pickled_checkpoint_is_refused_unless_trusted(tmp_path: Path) -> None:
+    folder = _pickled(tmp_path / "checkpoint_000000")
+    with pytest.raises(ck.UnsafeCheckpoint, match="--trust-checkpoints") as err:
+        ck.load_checkpoint(folder)
+    assert "np" in str(err.value) or "numpy" in str(err.value)  # what it holds, named
+    with pytest.raises(ck.UnsafeCheckpoint):
+        ck.load_model(folder)
+    with pytest.raises(ck.UnsafeCheckpoint):
+        ck.upgrade(folder)
+    state, _ = ck.load_checkpoint(folder, trust=True)
+    assert state["loop"]["curve"][0]["val_loss"] == 3.5
+    model, _ = ck.load_model(folder, trust=True)
+    # upgraded once (trusted), it loads without pickle from then on, the same weights
+    assert ck.upgrade(folder, trust=True) is True and ck.upgrade(folder) is False
+    again, meta = ck.load_checkpoint(folder)
+    assert type(again["loop"]["curve"][0]["val_loss"]) is float and meta["tokens"] == 2048
+    for name, w in model.state_dict().items():
+        assert torch.equal(w, again["model"][name])
+
+
+def test_resume_refuses_a_pickled_checkpoint_before_any_trial_starts(tmp_path: Path) -> None:
+    import optuna
+
+    from tlmsearch.search.attrs import RESUME_FROM
+    from tlmsearch.search.runner import safe_resume_points
+
+    folder = _pickled(tmp_path / "checkpoint_000000")
+    study = optuna.create_study()
+    study.enqueue_trial({}, user_attrs={RESUME_FROM: str(folder)})
+    with pytest.raises(ck.UnsafeCheckpoint, match="delete the checkpoint folder"):
+        safe_resume_points(study)
+    assert safe_resume_points(study, trust=True) == 1
+    assert safe_resume_points(study) == 0 and ck.load_checkpoint(folder) is not None
+
+
+def test_the_cli_takes_trust_checkpoints_on_resume_and_analyze() -> None:
+    from typer.testing import CliRunner
+
+    from tlmsearch.cli import app
+
+    for cmd in ("resume", "analyze"):
+        out = CliRunner().invoke(app, [cmd, "--help"], env={"COLUMNS": "200"})
+        assert "--trust-checkpoints" in out.output, out.output
+
+
+def test_what_cannot_load_without_pickle_is_refused_when_written(tmp_path: Path) -> None:
+    import numpy as np
+
+    with pytest.raises(TypeError, match=r"state\['x'\]\[1\]: a numpy.ndarray"):
+        ck.write_checkpoint(tmp_path / "c", {"x": [1, np.zeros(2)]}, _meta(0))
+    with pytest.raises(TypeError, match="Path"):
+        ck.plain({"path": tmp_path})
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**130), 2**130), st.floats(allow_nan=False),
+    st.text(max_size=5), st.integers(-(2**62), 2**62).map(lambda i: __import__("numpy").int64(i)),
+    st.floats(allow_nan=False).map(lambda f: __import__("numpy").float64(f)),
+)  # fmt: skip
+_PLAIN = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_PLAIN)
+def test_plain_data_round_trips_without_pickle(value) -> None:
+    """Whatever :func:`plain` passes loads with weights_only=True, equal to what was saved
+    (numpy scalars as the Python numbers they equal; ints beyond 64 bits, as PCG64's state)."""
+    import io
+
+    out = ck.plain(value)
+    buf = io.BytesIO()
+    torch.save(out, buf)
+    buf.seek(0)
+    assert torch.load(buf, weights_only=True) == out == value

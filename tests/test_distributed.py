@@ -98,7 +98,7 @@ def _rank(
             resume = None
             if name == "resumed":  # every rank from rank 0's checkpoint
                 info.agree(True)  # a barrier: rank 0 has written it
-                resume = torch.load(ckpt, weights_only=False)
+                resume = torch.load(ckpt, weights_only=True)
             s = train_proxy(
                 model, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
                 device="cpu", on_checkpoint=on_checkpoint, resume=resume,

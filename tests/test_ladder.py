@@ -397,7 +397,9 @@ def test_climb_promotes_and_resume_continues_the_first_unfinished_rung(
         status = "interrupted" if name in stop_at else "finished"
         return runner.RunResult(run, status)
 
-    def fake_resume(run_dir: Path, *, address=None, retry_failed=False, echo=print) -> Any:
+    def fake_resume(
+        run_dir: Path, *, address=None, retry_failed=False, trust_checkpoints=False, echo=print
+    ) -> Any:
         calls.append(("resume", Path(run_dir).name))
         return runner.RunResult(Path(run_dir), "finished")
 

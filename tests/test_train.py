@@ -442,7 +442,7 @@ def _through_disk(state: dict) -> dict:
     buf = io.BytesIO()
     torch.save(state, buf)
     buf.seek(0)
-    return torch.load(buf, weights_only=False)
+    return torch.load(buf, weights_only=True)  # what a checkpoint loads with
 
 
 def _untimed(curve: list[dict]) -> list[dict]:

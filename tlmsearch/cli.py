@@ -50,6 +50,14 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a study field, e.g. --set search.pruner=none"),
 ]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-checkpoints",
+        help="Load checkpoints an older tlmsearch pickled (pickle can run code: only for a run "
+        "dir nobody else can write); resume rewrites them in the safe format",
+    ),
+]
 
 
 def _bad_input(err: ConfigError) -> NoReturn:
@@ -431,19 +439,69 @@ def run(
 
 
 @app.command()
+def slurm(
+    study: Annotated[Path, typer.Argument(help="A study YAML, e.g. studies/quickstart.yaml")],
+    set_: SetOpt = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the study's)")] = None,
+    nodes: Annotated[int, typer.Option(min=1, help="Nodes: a Ray head, workers on the rest")] = 1,
+    time: Annotated[str | None, typer.Option(help="sbatch --time, e.g. 04:00:00")] = None,
+    partition: Annotated[str | None, typer.Option(help="sbatch --partition")] = None,
+    account: Annotated[str | None, typer.Option(help="sbatch --account")] = None,
+    signal_lead: Annotated[
+        int, typer.Option(min=1, help="Seconds of SIGTERM notice before the time limit")
+    ] = 300,
+    setup: Annotated[
+        str,
+        typer.Option(help="Shell run first, e.g. 'module load cuda; source .venv/bin/activate'"),
+    ] = "",
+    token: Annotated[
+        Path | None, typer.Option(help="Ray's token file (default: made beside the run dir)")
+    ] = None,
+    sbatch: Annotated[
+        list[str] | None, typer.Option("--sbatch", help="More sbatch options, e.g. --qos=low")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the script, submit nothing")
+    ] = False,
+) -> None:
+    """Run a study as one Slurm job: a Ray head and workers, then the driver; preempted or out
+    of time, it is requeued and resumes the same run dir (docs/cluster.md#slurm)."""
+    from tlmsearch.search.cli import slurm_command
+    from tlmsearch.search.slurm import SlurmJob
+
+    job = SlurmJob(
+        nodes=nodes, time=time, partition=partition, account=account, signal_lead_s=signal_lead,
+        setup=setup, token=str(token) if token else None, sbatch=list(sbatch or []),
+    )  # fmt: skip
+    try:
+        code = slurm_command(
+            study, set_ or [], job, name=name, dry_run=dry_run, console=_console()
+        )
+    except ConfigError as err:
+        _bad_input(err)
+    raise typer.Exit(code)
+
+
+@app.command()
 def resume(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
     address: Annotated[str | None, typer.Option(help="Join this Ray cluster")] = None,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Run the failed trials again too")
     ] = False,
+    trust_checkpoints: TrustOpt = False,
 ) -> None:
-    """Finish a run stopped by Ctrl-C, a crash or kill -9; finished trials are kept."""
+    """Finish a run stopped by Ctrl-C, a crash, kill -9 or a preemption; finished trials are
+    kept, stopped ones continue from their checkpoints."""
     from tlmsearch.search.cli import resume_command
 
     try:
         code = resume_command(
-            run_dir, address=address, retry_failed=retry_failed, console=_console()
+            run_dir,
+            address=address,
+            retry_failed=retry_failed,
+            trust_checkpoints=trust_checkpoints,
+            console=_console(),
         )
     except ConfigError as err:
         _bad_input(err)
@@ -556,6 +614,7 @@ def analyze(
             "in all (a validation pass per head; 0: none)",
         ),
     ] = 64,
+    trust_checkpoints: TrustOpt = False,
 ) -> None:
     """Per-layer diagnostics of a run's kept weights into RUN/analysis.parquet and the report:
     per MLP, its cosine with and norm relative to the residual stream, and its ablation; per
@@ -578,7 +637,7 @@ def analyze(
         out = analyze_run(
             run_dir,
             kept,
-            lambda path: load_model(path, device=str(dev)),
+            lambda path: load_model(path, device=str(dev), trust=trust_checkpoints),
             val=val,
             batch=batch,
             device=dev,

@@ -126,7 +126,9 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         figs.append(Figure("fig-layers", "Per-layer diagnostics", F.layer_diagnostics(lines)))
     return Report(
         figs,
-        S.run_summary(run.study, t, run.status, evidence=ev, written=run.config),
+        S.run_summary(
+            run.study, t, run.status, evidence=ev, written=run.config, run_dir=str(run.path)
+        ),
         curves.failed,
         E.effects(t, metric, sense, config=run.study, evidence=ev),
         E.race(t, run.study, metric, sense, evidence=ev),
@@ -522,7 +524,8 @@ def header_html(s: dict[str, Any]) -> str:
     )
     return (
         f"{_e(s['description'])} · status <b>{_e(s['status'])}</b> · "
-        f"<span class='counts'>{counts}</span> · generated "
+        + (f"<b class='warn'>{_e(s['driver'])}</b> · " if s.get("driver") else "")
+        + f"<span class='counts'>{counts}</span> · generated "
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
     )
 

@@ -89,11 +89,13 @@ def run_summary(
     status: Mapping[str, Any],
     evidence: Evidence | None = None,
     written: Mapping[str, Any] | None = None,
+    run_dir: str | None = None,
 ) -> dict[str, Any]:
     """What the study was, how far it got, what won, and with which versions; ``config``: the
     run's study (:attr:`tlmsearch.run_dir.tables.RunData.study`); ``evidence``: the study's of its
     first objective (else built here); ``written``: study.yaml as the run wrote it, shown."""
     from tlmsearch.metrics import objectives_of
+    from tlmsearch.run_dir.driver import driver_gone
 
     objectives = objectives_of(config)
     metric, sense = objectives[0]
@@ -121,10 +123,14 @@ def run_summary(
         ]
     tokens = pd.to_numeric(trials["tokens"], errors="coerce")
     wall = pd.to_numeric(trials["wall_s"], errors="coerce")
+    gone = driver_gone(status, run_dir or "RUN") if run_dir else None
     return {
         "name": config.name or "",
         "description": config.description,
-        "status": status.get("status", "unknown"),
+        "status": "driver gone"
+        if gone and status.get("status") == "running"
+        else status.get("status", "unknown"),
+        "driver": gone,  # run.json says running, but its driver is gone: what to do
         "started": status.get("started", ""),
         "updated": status.get("updated", ""),
         "objectives": objectives,

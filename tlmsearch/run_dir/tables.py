@@ -25,6 +25,7 @@ import json
 import math
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -567,19 +568,26 @@ def write_results(
     return out.trials, out.curves
 
 
-def write_status(run_dir: str | Path, status: str, **fields: Any) -> dict[str, Any]:
-    """Merge ``status`` (running|finished|failed|interrupted) and ``fields`` into run.json.
+_STATUS_LOCK = threading.Lock()  # the driver's heartbeat thread writes run.json too
+
+
+def write_status(run_dir: str | Path, status: str | None, **fields: Any) -> dict[str, Any]:
+    """Merge ``status`` (running|finished|failed|interrupted|preempted; None: the one it has)
+    and ``fields`` into run.json.
 
     ``started`` is set on first write, ``updated`` on every write.
     """
     path = RunDir(run_dir).status
-    data = json.loads(path.read_text()) if path.exists() else {}
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    data.setdefault("started", now)
-    data.update(fields, status=status, updated=now)
-    atomic_write(
-        path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n")
-    )
+    with _STATUS_LOCK:
+        data = json.loads(path.read_text()) if path.exists() else {}
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        data.setdefault("started", now)
+        data.update(fields, updated=now)
+        if status is not None or "status" not in data:
+            data["status"] = status or "unknown"
+        atomic_write(
+            path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        )
     return data
 
 

@@ -27,6 +27,9 @@ WEIGHTS = "weights"  # user attribute: the checkpoint folder of a trial's kept f
 RESTART_OF = "restart_of"  # the number of the interrupted trial this one runs again (resume)
 # user attr of runs recorded before restart_of: a trial whose driver died; it was queued again
 INTERRUPTED = "interrupted"
+# user attr: the trial was running when SIGTERM stopped the driver (a preemption): resume
+# continues it from its checkpoint; neither failed nor lost
+PREEMPTED = "preempted"
 # Study attribute prefix (the trial's number follows): a trial a dead driver left running before
 # it had a candidate, so nothing was queued in its place (tlmsearch resume)
 INTERRUPTED_TRIAL = "tlm_interrupted:"

@@ -1,6 +1,7 @@
 """Bodies of ``tlmsearch run | resume | status | export`` (the typer commands stay thin).
 
-Each returns an exit status: 0 ok, 1 the run failed (every trial failed), 130 interrupted.
+Each returns an exit status: 0 ok, 1 the run failed (every trial failed), 130 interrupted,
+143 preempted (SIGTERM: ``tlmsearch resume`` continues it).
 ConfigError (bad input, exit 2) propagates to the caller.
 """
 
@@ -13,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.run_dir import RunDir
+
+# The exit status of a preempted run (SIGTERM: 128 + 15, as a shell reports it): the sbatch
+# script requeues the job on it (tlmsearch/search/slurm.py)
+PREEMPTED_EXIT = 143
 
 
 def _echo(console: Any) -> Any:
@@ -28,11 +33,17 @@ def _next_steps(console: Any, run_dir: Path, dashboard: str) -> None:
 
 
 def _write_report(console: Any, run_dir: Path) -> None:
-    """Every run ends with its offline report; a report failure never fails the run."""
+    """Every run ends with its offline report; a report failure never fails the run. run.json
+    says ``phase: report`` till it is written (a driver that dies meanwhile: run_dir/driver.py)."""
     from tlmsearch.report.html import write_report
+    from tlmsearch.search.driver import set_phase
 
     try:
+        if RunDir(run_dir).status.exists():
+            set_phase(Path(run_dir), "report")
         path = write_report(run_dir)
+        if RunDir(run_dir).status.exists():
+            set_phase(Path(run_dir), "done")
     except Exception as err:  # the trials are stored; the report can be rebuilt later
         console.print(
             f"[yellow]report not written[/] ({type(err).__name__}: {err}); retry with "
@@ -144,9 +155,11 @@ def _print_result(console: Any, result: Any) -> int:
         console.print(best_line(best), markup=False, highlight=False)
     _write_report(console, result.run_dir)
     _next_steps(console, result.run_dir, result.dashboard)
-    if result.status == "interrupted":
-        console.print(f"\ninterrupted: continue with [bold]tlmsearch resume {result.run_dir}[/]")
-        return 130
+    if result.status in ("interrupted", "preempted"):
+        console.print(
+            f"\n{result.status}: continue with [bold]tlmsearch resume {result.run_dir}[/]"
+        )
+        return PREEMPTED_EXIT if result.status == "preempted" else 130
     return 0
 
 
@@ -178,8 +191,55 @@ def run_command(
     return _print_result(console, result)
 
 
+def slurm_command(
+    study: Path,
+    overrides: Sequence[str],
+    job: Any,
+    *,
+    name: str | None,
+    dry_run: bool,
+    console: Any,
+) -> int:
+    """``tlmsearch slurm``: the study (overrides applied) beside its run dir, the sbatch script
+    (tlmsearch/search/slurm.py), submitted unless ``dry_run`` (then printed)."""
+    from tlmsearch.config import load_study, name_problem
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.slurm import render, storage_advice, submit
+
+    cfg = load_study(study, overrides)  # exit 2 before anything is written
+    if name is not None and name_problem(name):
+        raise ConfigError(f"--name: {name!r} is invalid: {name_problem(name)}")
+    if cfg.ladder:
+        raise ConfigError("ladder: a ladder study runs with `tlmsearch run`; slurm runs one study")
+    name = name or cfg.name
+    if name is not None:
+        cfg = cfg.model_copy(update={"name": name})
+    run = (Path(cfg.storage.runs_dir) / name).resolve()
+    resolved = run.parent / f"{name}.study.yaml"  # what the job runs: overrides applied
+    script = render(cfg, resolved, job, name)
+    say = _echo(console)
+    if dry_run:
+        console.print(script, markup=False, highlight=False, end="")
+        say(f"# {storage_advice(cfg)}")
+        return 0
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    resolved.write_text(cfg.to_yaml())
+    line = submit(script, run.parent / f"{name}.sbatch")
+    say(f"{line}: {run.parent / f'{name}.sbatch'}, run dir {run}")
+    if RunDir(run).study.exists():
+        say("the run dir exists: the job resumes it")
+    say(storage_advice(cfg))
+    say(f"  tlmsearch status {run}   (from any node that mounts it)")
+    return 0
+
+
 def resume_command(
-    run_dir: Path, *, address: str | None, console: Any, retry_failed: bool = False
+    run_dir: Path,
+    *,
+    address: str | None,
+    console: Any,
+    retry_failed: bool = False,
+    trust_checkpoints: bool = False,
 ) -> int:
     from tlmsearch.search.ladder import is_ladder_run, resume_ladder
     from tlmsearch.search.runner import RunFailed, resume_run
@@ -188,12 +248,20 @@ def resume_command(
         return _ladder_outcome(
             console,
             lambda: resume_ladder(
-                run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+                run_dir,
+                address=address,
+                retry_failed=retry_failed,
+                trust_checkpoints=trust_checkpoints,
+                echo=_echo(console),
             ),
         )
     try:
         result = resume_run(
-            run_dir, address=address, retry_failed=retry_failed, echo=_echo(console)
+            run_dir,
+            address=address,
+            retry_failed=retry_failed,
+            trust_checkpoints=trust_checkpoints,
+            echo=_echo(console),
         )
     except RunFailed as err:
         console.print(f"[red]error:[/] {err}")
@@ -225,7 +293,10 @@ def _status(run_dir: Path, *, console: Any) -> int:
         f"{finished}/{planned} finished: {c['COMPLETE']} complete, {c['PRUNED']} pruned, "
         f"{c['FAIL']} failed; {c['RUNNING']} running, {c['WAITING']} queued"
         + (f"; {c['interrupted']} interrupted (re-queued)" if c["interrupted"] else "")
+        + (f"; {c['preempted']} preempted (resume continues them)" if c["preempted"] else "")
     )
+    if rep["driver"]:
+        console.print(rep["driver"], markup=False, highlight=False)
     for line in running_lines(rep["running"], going=rep["status"] == "running"):
         console.print(line, markup=False, highlight=False)
     if not rep["best"]:
@@ -234,7 +305,7 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     for line in rep["race"]:  # racing studies: seeds per candidate and why
         console.print(f"race: {line}", markup=False, highlight=False)
-    going = rep["status"] in ("running", "interrupted")  # more trials to come
+    going = rep["status"] in ("running", "interrupted", "preempted", "driver gone")
     for line in conclusion_lines(rep["conclusions"], provisional=going):  # in seed-noise units
         console.print(line, markup=False, highlight=False)
     from tlmsearch.evidence.contrasts import contrast_lines

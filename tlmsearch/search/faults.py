@@ -14,6 +14,11 @@ process's torch.compile cache) to ``FOLDER/evals.jsonl``.
 - ``hog``: the worker allocates memory, touching every page, until something kills it (Ray's
   memory monitor, in the test), or raises after ``cap_bytes``.
 
+``"crash": [phase, ...]`` stops the driver dead (``os._exit``: no clean-up, no final status,
+as a kill or a lost node would) when it enters that phase (:func:`crash_at`, one of
+:data:`tlmsearch.run_dir.driver.PHASES`: "preparing data", "trials" (when a trial completes),
+"tables", "best.yaml", "report"); the phase is appended to ``FOLDER/crashed.jsonl`` first.
+
 ``"shift": [[candidate, delta], ...]`` adds ``delta`` to that candidate's reported val_bpb and
 val_loss at every eval (:func:`shifted`): a candidate clearly worse than the others, so a test
 can count on a pruner stopping it.
@@ -32,6 +37,7 @@ from typing import Any
 from tlmsearch.constants import COMPILE_CACHE_ENV
 
 ENV = "TLMSEARCH_TEST_FAULTS"
+CRASH_EXIT = 86  # the exit status of a driver the hook crashed
 
 
 def warning() -> str | None:
@@ -74,6 +80,18 @@ def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
         raise RuntimeError("test fault: waited 120 s to be killed")
     if asked("hog"):
         _allocate(int(faults["cap_bytes"]))
+
+
+def crash_at(phase: str) -> None:
+    """Stop this process at once when ``faults.json`` asks for a crash in ``phase``."""
+    folder = os.environ.get(ENV)
+    spec = Path(folder) / "faults.json" if folder else None
+    if spec is None or not spec.is_file():
+        return
+    if phase in json.loads(spec.read_text()).get("crash", []):
+        with (Path(folder) / "crashed.jsonl").open("a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "phase": phase}) + "\n")
+        os._exit(CRASH_EXIT)
 
 
 def shifted(candidate: Mapping[str, Any], values: dict[str, Any]) -> dict[str, Any]:

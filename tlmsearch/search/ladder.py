@@ -216,7 +216,7 @@ def run_ladder(
     RunDir(run).study.write_text(cfg.to_yaml())
     _write_ladder(run, cfg, {})
     write_status(run, "running", rungs=len(cfg.ladder or []))
-    return _climb(run, cfg, address=address, retry_failed=False, echo=echo)
+    return _climb(run, cfg, address=address, retry_failed=False, trust=False, echo=echo)
 
 
 def resume_ladder(
@@ -224,30 +224,37 @@ def resume_ladder(
     *,
     address: str | None = None,
     retry_failed: bool = False,
+    trust_checkpoints: bool = False,
     echo: Any = print,
 ) -> LadderResult:
     """Continue a ladder run: each rung's run is resumed (finished ones are kept as they are),
     the rungs not started yet are started."""
     run = Path(run_dir)
     cfg = load_study(RunDir(run).study)
-    return _climb(run, cfg, address=address, retry_failed=retry_failed, echo=echo)
+    return _climb(
+        run, cfg, address=address, retry_failed=retry_failed, trust=trust_checkpoints, echo=echo
+    )
 
 
 def _climb(
-    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, echo: Any
+    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, trust: bool,
+    echo: Any,
 ) -> LadderResult:
     from tlmsearch.run_dir.tables import write_status
     from tlmsearch.search.runner import RunFailed
 
     try:
-        return _rungs(run, cfg, address=address, retry_failed=retry_failed, echo=echo)
+        return _rungs(
+            run, cfg, address=address, retry_failed=retry_failed, trust=trust, echo=echo
+        )
     except RunFailed:
         write_status(run, "failed")
         raise
 
 
 def _rungs(
-    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, echo: Any
+    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, trust: bool,
+    echo: Any,
 ) -> LadderResult:
     from tlmsearch.run_dir.tables import write_status
     from tlmsearch.search.runner import resume_run, run_study
@@ -259,7 +266,13 @@ def _rungs(
         here = rung_dir(run, i)
         echo(f"ladder: rung {i} of {len(cfg.ladder or [])} in {here}")
         if RunDir(here).study.exists():
-            res = resume_run(here, address=address, retry_failed=retry_failed, echo=echo)
+            res = resume_run(
+                here,
+                address=address,
+                retry_failed=retry_failed,
+                trust_checkpoints=trust,
+                echo=echo,
+            )
         else:
             cands = None
             if cfg.ladder_mode == "promote" and i > 0:

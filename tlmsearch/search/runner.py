@@ -28,6 +28,7 @@ from tlmsearch.config import StudyConfig, name_problem
 from tlmsearch.constants import COMPILE_CACHE_ENV
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir import driver as run_driver
 from tlmsearch.search import best as best_yaml
 from tlmsearch.search import export, records
 from tlmsearch.search import status as run_status
@@ -38,6 +39,15 @@ from tlmsearch.search.attrs import (
     RESUME_FROM,
     SEED,
     STANDS_FOR,
+)
+from tlmsearch.search.driver import (
+    Heartbeat,
+    driver_fields,
+    mark_preempted,
+    on_sigterm,
+    preempted,
+    restore,
+    set_phase,
 )
 from tlmsearch.search.samplers import (
     SpaceFn,
@@ -68,7 +78,7 @@ class RunFailed(RuntimeError):
 @dataclass
 class RunResult:
     run_dir: Path
-    status: str  # finished | interrupted | failed
+    status: str  # finished | interrupted | preempted | failed
     counts: dict[str, int] = field(default_factory=dict)
     best: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
@@ -120,7 +130,8 @@ def run_study(
     data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
     try:
         study = _create_run(run, cfg, url, optuna_name)
-        return _execute(run, cfg, study, url, data, facts, echo)
+        with Heartbeat(run):
+            return _execute(run, cfg, study, url, data, facts, echo)
     finally:
         _release(facts)
 
@@ -141,6 +152,8 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
         storage=redact(url),
         versions=_versions(),
         git_sha=_git_sha(),
+        phase="trials",
+        **driver_fields(),
     )
     try:
         study = optuna.create_study(
@@ -168,20 +181,18 @@ def resume_run(
     *,
     address: str | None = None,
     retry_failed: bool = False,
+    trust_checkpoints: bool = False,
     echo: Any = print,
 ) -> RunResult:
     """Finish a stopped run: interrupted trials are queued again, finished ones are kept.
 
     ``retry_failed``: failed trials are queued again too (e.g. after more memory was freed).
+    ``trust_checkpoints``: checkpoints an older tlmsearch pickled are loaded and rewritten in
+    the safe format (else such a checkpoint is refused: :class:`checkpoints.UnsafeCheckpoint`).
     """
     run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
-    info = export.run_info(run)
-    pid, host = info.get("driver_pid"), info.get("driver_host")
-    if info.get("status") == "running" and host == socket.gethostname() and _alive(pid):
-        raise ConfigError(
-            f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
-        )
+    _refuse_if_running(run, export.run_info(run))
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
     make_sampler(cfg)  # (and the Optuna method the sampler's wrapper needs, search/control.py)
     _check_trackers(cfg)
@@ -193,6 +204,8 @@ def resume_run(
         echo(f"resume: {len(again)} failed trial(s) queued again{_mid_way(again)}")
     elif failed := run_status.counts(study)["FAIL"]:
         echo(f"resume: {failed} failed trial(s) kept; --retry-failed runs them again")
+    if upgraded := safe_resume_points(study, trust_checkpoints):
+        echo(f"resume: {upgraded} pickled checkpoint(s) rewritten in the safe format")
     if cfg.search.racing:
         from tlmsearch.search.race import advance
 
@@ -200,14 +213,40 @@ def resume_run(
         if due:
             echo(f"resume: the race queued {len(due)} more seed(s)")
     url = storage_url(cfg.storage, run.resolve())
-    if _remaining(cfg, study) <= 0:
-        echo("nothing left to run")
-        return _finish(run, cfg, study, url, "finished", time.time(), echo)
-    data, facts = _prepare(cfg, echo), _ray(cfg, address, echo)
-    try:
-        return _execute(run, cfg, study, url, data, facts, echo)
-    finally:
-        _release(facts)
+    with Heartbeat(run):  # from here this process is the run's driver (run.json says so)
+        if _remaining(cfg, study) <= 0:
+            echo("nothing left to run")
+            return _finish(run, cfg, study, url, "finished", time.time(), echo)
+        data, facts = _prepare(cfg, echo, run), _ray(cfg, address, echo)
+        try:
+            return _execute(run, cfg, study, url, data, facts, echo)
+        finally:
+            _release(facts)
+
+
+def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
+    """A resume while the run's driver is still there would run every trial twice: on its host,
+    while its pid lives; from another host, while its heartbeat is fresh
+    (run_dir/driver.py)."""
+    if info.get("status") != "running":
+        return
+    job = info.get("slurm_job")
+    if job and job == os.environ.get("SLURM_JOB_ID"):
+        return  # this Slurm job, requeued: its earlier run (the driver included) is over
+    pid, host = info.get("driver_pid"), info.get("driver_host")
+    if host == socket.gethostname():
+        if run_driver.alive(pid):
+            raise ConfigError(
+                f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
+            )
+        return
+    age = run_driver.beat_age(info)
+    if age is not None and age <= run_driver.STALE_S:
+        raise ConfigError(
+            f"{run} is still running on {host} (driver pid {pid}, heartbeat {age:.0f} s ago); "
+            f"stop it there, or wait: it counts as gone {run_driver.STALE_S:.0f} s after its "
+            "last heartbeat"
+        )
 
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
@@ -277,6 +316,20 @@ def requeue_interrupted(study: Any, cfg: StudyConfig, run: Path | None = None) -
                 study.set_user_attr(f"{INTERRUPTED_TRIAL}{ft.number}", True)
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
     return out
+
+
+def safe_resume_points(study: Any, trust: bool = False) -> int:
+    """Check that every checkpoint a queued trial continues from loads without pickle, in the
+    driver, before any trial starts: a pickled one (an older tlmsearch's) is refused
+    (:class:`~tlmsearch.train.checkpoints.UnsafeCheckpoint`, exit status 2), or with ``trust``
+    rewritten in the safe format, so that the trials never unpickle. Returns how many were."""
+    import optuna
+
+    from tlmsearch.train import checkpoints
+
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    paths = {ft.user_attrs[RESUME_FROM] for ft in waiting if ft.user_attrs.get(RESUME_FROM)}
+    return sum(checkpoints.upgrade(p, trust=trust) for p in sorted(paths))
 
 
 def _drop_superseded_safely(
@@ -380,19 +433,15 @@ def _execute(
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     remaining = planned_trials(cfg) - finished
     slots = trial_slots(cfg, facts)
-    _write_status(
-        run,
-        "running",
-        driver_pid=os.getpid(),
-        driver_host=socket.gethostname(),
-        trial_slots=slots,
-    )
+    set_phase(run, "trials", "running", trial_slots=slots, **driver_fields())
     echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
     from tlmsearch.config.planning import array_line
 
     if line := array_line(cfg):
         echo(line)
     status = "failed"
+    # a preemption: stopped as a Ctrl-C is, its running trials marked at once
+    previous = on_sigterm(lambda: mark_preempted(_study_again(url, study.study_name)))
     try:
         from tlmsearch.search.arrays import training_slots
 
@@ -411,7 +460,20 @@ def _execute(
             status = "interrupted"  # Ray caught the Ctrl-C itself and returned early
     except KeyboardInterrupt:
         status = "interrupted"
+    finally:
+        restore(previous)
+    if status == "interrupted" and preempted():
+        status = "preempted"
+        if n := mark_preempted(study):
+            echo(f"preempted: {n} running trial(s) continue from their checkpoints on resume")
     return _finish(run, cfg, study, url, status, t0, echo)
+
+
+def _study_again(url: str, name: str) -> Any:
+    """The run's Optuna study over connections of its own (for another thread)."""
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=open_storage(url))
 
 
 def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
@@ -586,8 +648,10 @@ def _interrupted_now(study: Any) -> bool:
 def _finish(
     run: Path, cfg: StudyConfig, study: Any, url: str, status: str, t0: float, echo: Any
 ) -> RunResult:
+    set_phase(run, "tables")
     written = export.write_run_tables(run, study, cfg)  # each objective's Evidence, built once
     trials = written.trials
+    set_phase(run, "best.yaml")
     doc = best_yaml.write_best(run, trials, cfg, written.evidences)
     if status == "finished" and cfg.search.keep_weights == "best":
         from tlmsearch.train import checkpoints
@@ -600,7 +664,7 @@ def _finish(
     counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
-    _write_status(run, status, counts=counts)
+    _write_status(run, status, counts=counts, phase="report")  # the report is the CLI's
     _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":
@@ -711,12 +775,15 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
     return {"direction": senses[0]} if len(senses) == 1 else {"directions": senses}
 
 
-def _prepare(cfg: StudyConfig, echo: Any) -> Any:
+def _prepare(cfg: StudyConfig, echo: Any, run: Path | None = None) -> Any:
+    """The run's data (``run``: a resume's run dir, whose run.json then says so)."""
     from tlmsearch.data import prepare_data
     from tlmsearch.search import faults
 
     if line := faults.warning():
         echo(line)
+    if run is not None:
+        set_phase(run, "preparing data", "running")
     t = time.time()
     data = prepare_data(cfg.data_for_run(), progress=sys.stderr.isatty())
     echo(
@@ -740,23 +807,6 @@ def _write_status(run: Path, status: str, **fields: Any) -> None:
     from tlmsearch.run_dir.tables import write_status
 
     write_status(run, status, **fields)
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie or a recycled pid: check it is a tlmsearch driver.
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return True
-    return "tlmsearch" in cmd or "pytest" in cmd
 
 
 def _versions() -> dict[str, str]:

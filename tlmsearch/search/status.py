@@ -11,7 +11,8 @@ from typing import Any
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.evidence.factorial import two_by_two
-from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, SEED
+from tlmsearch.run_dir.driver import driver_gone
+from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
     best_candidates,
     censored_better,
@@ -30,12 +31,16 @@ REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued ag
 
 def counts(study: Any) -> dict[str, int]:
     """Trials by state; ``interrupted`` counts runs lost to a dead driver (queued again),
-    ``requeued`` failed ones that ``resume --retry-failed`` queued again."""
+    ``preempted`` those a SIGTERM stopped (to continue from their checkpoints; neither failed
+    nor lost), ``requeued`` failed ones that ``resume --retry-failed`` queued again."""
     out = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "RUNNING": 0, "WAITING": 0, INTERRUPTED: 0}
-    out[REQUEUED] = 0
+    out[REQUEUED] = out[PREEMPTED] = 0
     again, lost = requeued(study), interrupted(study)
     for ft in study.get_trials(deepcopy=False):
-        if ft.number in lost:
+        stopped = ft.number in lost or ft.state.name == "RUNNING"
+        if ft.user_attrs.get(PREEMPTED) and stopped:
+            out[PREEMPTED] += 1
+        elif ft.number in lost:
             out[INTERRUPTED] += 1
         elif ft.number in again:
             out[REQUEUED] += 1
@@ -85,7 +90,7 @@ def running_progress(
     lost = interrupted(study)
     for ft in study.get_trials(deepcopy=False):
         attrs = ft.user_attrs
-        if ft.number in lost or CANDIDATE not in attrs:
+        if ft.number in lost or CANDIDATE not in attrs or attrs.get(PREEMPTED):
             continue
         if ft.state.name in ("COMPLETE", "PRUNED") and ft.datetime_complete is not None:
             ended.append((ft.datetime_complete, eta.trial_rate(attrs.get("curve") or [])))
@@ -139,6 +144,9 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
 
     cfg, study = open_run(run_dir)
     info = run_info(run_dir)
+    gone = driver_gone(info, run_dir)
+    if gone and info.get("status") == "running":  # nothing runs: no ETA, no running trials
+        info = {**info, "status": "driver gone"}
     trials, curves = trial_records(study)
     from tlmsearch.run_dir.tables import add_deltas
 
@@ -151,6 +159,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
+        "driver": gone,  # the line that says the driver is gone and what to do, else None
         "planned": info.get("n_trials_planned"),
         "counts": counts(study),
         "running": running_progress(study, cfg, info, time.time() if now is None else now),

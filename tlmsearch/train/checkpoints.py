@@ -24,6 +24,15 @@ checkpoint_00000K``, search/trainable.py). A folder whose meta is missing or unr
 state.pt has another size or checksum, is not a checkpoint: :func:`load_checkpoint` refuses it
 and :func:`latest_checkpoint` falls back to the one before.
 
+state.pt holds tensors and plain data only (dicts, lists, tuples, str, int, float, bool, None:
+the RNG states as tensors and ints, the data position and the meta as plain data; :func:`plain`
+enforces it when a checkpoint is written), so it is read with ``torch.load(weights_only=True)``,
+which runs no code from the file: a run dir on a shared file system is written by whoever can
+write there, and the sha256 beside state.pt is written by the same hand. A checkpoint an older
+tlmsearch wrote with pickled objects in it (numpy scalars, say) is refused with
+:class:`UnsafeCheckpoint`; ``--trust-checkpoints`` (``tlmsearch resume``, ``analyze``) loads it
+with pickle once, and ``resume`` rewrites it in the safe format (:func:`upgrade`).
+
 For analysis (``tlmsearch analyze``)::
 
     for w in kept_weights("runs/quickstart"):      # the final weights the study kept
@@ -35,15 +44,86 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
+
+from tlmsearch.errors import ConfigError
 
 STATE = "state.pt"
 META = "meta.json"
 PREFIX = "checkpoint_"
 KEEP_WEIGHTS = ("none", "final", "best", "all")
 _META_KEYS = ("candidate", "seed", "widths", "tokens", "model", "bytes", "sha256")
+_PLAIN = (str, int, float, bool, bytes, type(None))
+TRUST_FLAG = "--trust-checkpoints"
+
+
+class UnsafeCheckpoint(ConfigError):
+    """A checkpoint whose state.pt needs pickle to load (an older tlmsearch wrote it): refused
+    unless the user trusts the run dir (``--trust-checkpoints``)."""
+
+    def __init__(self, path: Path, err: BaseException) -> None:
+        why = str(err).strip().splitlines()
+        detail = next((line for line in why if "Unsupported" in line or "global" in line), "")
+        super().__init__(
+            f"{path}: this checkpoint holds pickled objects (an older tlmsearch wrote it), and "
+            "torch.load(weights_only=True) refuses them"
+            + (f" ({detail.strip()})" if detail else "")
+            + f"; if you trust everyone who can write this run dir, pass {TRUST_FLAG} (it loads "
+            "the file with pickle, which can run code in it, and `resume` rewrites it in the "
+            "safe format); else delete the checkpoint folder and the trial trains from zero"
+        )
+
+
+def plain(value: Any, where: str = "state") -> Any:
+    """``value`` with numpy scalars made Python numbers; refuses anything but tensors, dicts,
+    lists, tuples and plain scalars (what ``torch.load(weights_only=True)`` reads without
+    pickle). ``value`` itself, not a copy, when it is plain already (a module's state_dict
+    keeps its ``_metadata``).
+
+    >>> import numpy as np
+    >>> plain({"loss": np.float64(2.5), "steps": [np.int64(3)]})
+    {'loss': 2.5, 'steps': [3]}
+    """
+    import numpy as np
+    import torch
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, torch.Tensor) or type(value) in _PLAIN:
+        return value
+    if isinstance(value, (torch.dtype, torch.device, torch.Size)):
+        return value
+    if isinstance(value, dict):
+        out = {k: plain(v, f"{where}[{k!r}]") for k, v in value.items()}
+        if all(out[k] is value[k] for k in value):
+            return value
+        return type(value)(out) if type(value) is not dict else out
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        items = [plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    raise TypeError(
+        f"{where}: a {type(value).__module__}.{type(value).__qualname__} cannot go into a "
+        "checkpoint (tensors, dicts, lists, tuples and plain scalars only: it must load with "
+        "torch.load(weights_only=True))"
+    )
+
+
+def load_state(path: str | Path, map_location: str = "cpu", *, trust: bool = False) -> Any:
+    """``torch.load`` of a state.pt, tensors and plain data only; one that needs pickle raises
+    :class:`UnsafeCheckpoint` unless ``trust`` (the user's ``--trust-checkpoints``)."""
+    import torch
+
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:  # what weights_only raises for a pickled object
+        if not trust:
+            raise UnsafeCheckpoint(Path(path), err) from None
+    return torch.load(path, map_location=map_location, weights_only=False)  # trusted by the user
 
 
 def _sha256(path: Path) -> str:
@@ -70,7 +150,7 @@ def write_checkpoint(folder: str | Path, state: dict[str, Any], meta: dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     (out / META).unlink(missing_ok=True)  # rewriting: invalid until the new meta lands
     tmp = out / f"{STATE}.tmp"
-    torch.save(state, tmp)
+    torch.save(plain(state), tmp)
     _replace(tmp, out / STATE)
     info = {**meta, "bytes": (out / STATE).stat().st_size, "sha256": _sha256(out / STATE)}
     tmp = out / f"{META}.tmp"
@@ -96,19 +176,43 @@ def read_meta(folder: str | Path, *, verify: bool = False) -> dict[str, Any] | N
 
 
 def load_checkpoint(
-    folder: str | Path, map_location: str = "cpu"
+    folder: str | Path, map_location: str = "cpu", *, trust: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(state, meta) of a complete, uncorrupted checkpoint (checksum verified), else None."""
-    import torch
-
+    """(state, meta) of a complete, uncorrupted checkpoint (checksum verified), else None.
+    Raises :class:`UnsafeCheckpoint` for one that needs pickle to load, unless ``trust``."""
     meta = read_meta(folder, verify=True)
     if meta is None:
         return None
     try:
-        state = torch.load(Path(folder) / STATE, map_location=map_location, weights_only=False)
-    except Exception:  # a file that matches its checksum but does not unpickle: not ours
+        state = load_state(Path(folder) / STATE, map_location, trust=trust)
+    except UnsafeCheckpoint:
+        raise
+    except Exception:  # a file that matches its checksum but does not load: not ours
         return None
     return state, meta
+
+
+def upgrade(folder: str | Path, *, trust: bool = False) -> bool:
+    """Make a checkpoint load with ``weights_only=True``: one that does already is left alone
+    (False); an older pickled one is loaded (only with ``trust``, else
+    :class:`UnsafeCheckpoint`) and written again in the safe format (True). A folder that is
+    not a valid checkpoint is left alone (False)."""
+    folder = Path(folder)
+    meta = read_meta(folder, verify=True)
+    if meta is None:
+        return False
+    try:
+        load_state(folder / STATE, trust=False)
+        return False
+    except UnsafeCheckpoint:
+        if not trust:
+            raise
+    except Exception:
+        return False
+    state = load_state(folder / STATE, trust=True)
+    kept = {k: v for k, v in meta.items() if k not in ("bytes", "sha256")}
+    write_checkpoint(folder, state, kept)
+    return True
 
 
 def checkpoint_dirs(trial_dir: str | Path) -> list[Path]:
@@ -147,13 +251,16 @@ def kept_weights(run_dir: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda m: (m["number"] is None, m["number"] or 0, m["path"]))
 
 
-def load_model(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+def load_model(
+    path: str | Path, device: str = "cpu", *, trust: bool = False
+) -> tuple[Any, dict[str, Any]]:
     """The model of a checkpoint folder, rebuilt (``build_model``) with its weights, in eval
-    mode, and its meta. Raises ValueError for a folder that is not a valid checkpoint."""
+    mode, and its meta. Raises ValueError for a folder that is not a valid checkpoint
+    (:class:`UnsafeCheckpoint` for a pickled one, unless ``trust``)."""
     from tlmsearch.config import ModelConfig
     from tlmsearch.models import build_model
 
-    loaded = load_checkpoint(path, map_location=device)
+    loaded = load_checkpoint(path, map_location=device, trust=trust)
     if loaded is None:
         raise ValueError(f"{path}: not a complete checkpoint (meta.json or state.pt bad)")
     state, meta = loaded

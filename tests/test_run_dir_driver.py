@@ -1,0 +1,133 @@
+"""run.json's driver (host, pid, heartbeat, phase): a run that says running is believed only while
+its driver is there; the heartbeat thread; SIGTERM as a preemption. Fast (no Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tlmsearch.run_dir import driver
+from tlmsearch.run_dir.tables import write_status
+from tlmsearch.search import driver as search_driver
+
+HERE = socket.gethostname()
+
+
+def _iso(age_s: float, now: float) -> str:
+    return datetime.fromtimestamp(now - age_s, timezone.utc).isoformat(timespec="seconds")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_whose_driver_died_on_this_host_says_so() -> None:
+    now = time.time()
+    info = {"status": "running", "driver_host": HERE, "driver_pid": _dead_pid(),
+            "heartbeat": _iso(5, now), "phase": "best.yaml"}  # fmt: skip
+    line = driver.driver_gone(info, "runs/x", now=now)
+    assert line is not None and line.startswith("driver gone (last seen ")
+    assert "while best.yaml" in line and line.endswith("run `tlmsearch resume runs/x`")
+    # this very process is a live driver (a pytest one): running, believed
+    assert driver.driver_gone({**info, "driver_pid": os.getpid()}, "runs/x", now=now) is None
+    # a run that does not say running is what it says
+    assert driver.driver_gone({**info, "status": "finished", "phase": "done"}, "x") is None
+
+
+def test_a_driver_that_died_writing_the_report_leaves_a_finished_run_without_one() -> None:
+    info = {"status": "finished", "phase": "report", "driver_host": HERE,
+            "driver_pid": _dead_pid()}  # fmt: skip
+    line = driver.driver_gone(info, "runs/x")
+    assert line is not None and line.startswith("report not written")
+    assert line.endswith("`tlmsearch report runs/x`")
+
+
+@settings(max_examples=50, deadline=None)
+@given(age=st.floats(0, 10 * driver.STALE_S), pid=st.integers(1, 2**22))
+def test_from_another_host_the_heartbeat_decides(age: float, pid: int) -> None:
+    """Gone exactly when the heartbeat is older than STALE_S (the pid means nothing here)."""
+    now = 2e9
+    info = {"status": "running", "driver_host": "node-elsewhere", "driver_pid": pid,
+            "heartbeat": _iso(age, now)}  # fmt: skip
+    gone = driver.driver_gone(info, "r", now=now, host="login-node")
+    # the heartbeat keeps whole seconds: compare with the age it records
+    recorded = driver.beat_age(info, now)
+    assert recorded is not None and abs(recorded - age) <= 1
+    assert (gone is not None) == (recorded > driver.STALE_S)
+
+
+def test_no_heartbeat_from_another_host_cannot_be_judged() -> None:
+    info = {"status": "running", "driver_host": "elsewhere", "driver_pid": 1}
+    assert driver.driver_gone(info, "r", host="here") is None  # a run before heartbeats
+
+
+def test_the_heartbeat_thread_beats_and_stops(tmp_path: Path) -> None:
+    write_status(tmp_path, "running", phase="trials")
+    old = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat(timespec="seconds")
+    write_status(tmp_path, None, heartbeat=old)
+    with search_driver.Heartbeat(tmp_path, every=0.05):
+        info = json.loads((tmp_path / "run.json").read_text())
+        assert info["driver_pid"] == os.getpid() and info["driver_host"] == HERE
+        time.sleep(0.3)
+        beat = json.loads((tmp_path / "run.json").read_text())["heartbeat"]
+        assert driver.beat_age({"heartbeat": beat}) < 5
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["status"] == "running" and info["phase"] == "trials"  # kept by every beat
+
+
+def test_sigterm_stops_the_driver_as_ctrl_c_does_and_says_preempted() -> None:
+    import threading
+
+    marked = threading.Event()
+    previous = search_driver.on_sigterm(mark=marked.set)
+    try:
+        assert not search_driver.preempted()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+        assert search_driver.preempted()
+        assert marked.wait(5)  # the running trials are marked at once, in a thread
+    finally:
+        search_driver.restore(previous)
+    assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_preempted_trials_are_counted_apart_from_failed_and_lost() -> None:
+    import optuna
+
+    from tlmsearch.search.status import counts
+
+    study = optuna.create_study()
+    done = study.ask()
+    study.tell(done, 1.0)
+    study.ask()
+    study.ask()  # two running when the driver was stopped
+    assert search_driver.mark_preempted(study) == 2
+    c = counts(study)
+    assert c["preempted"] == 2 and c["RUNNING"] == 0 and c["FAIL"] == 0
+    assert c["COMPLETE"] == 1
+
+
+def test_the_report_of_a_run_whose_driver_is_gone_says_so(tmp_path: Path) -> None:
+    from fixtures_run import make_run
+
+    from tlmsearch.report.html import write_report
+
+    run = make_run(tmp_path / "gone", status="running")
+    write_status(run, None, driver_host=HERE, driver_pid=_dead_pid(), phase="trials")
+    html = write_report(run).read_text()
+    assert "status <b>driver gone</b>" in html
+    assert f"run `tlmsearch resume {run}`" in html.replace("&#x60;", "`")
