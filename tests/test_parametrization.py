@@ -479,8 +479,8 @@ def test_attention_steps_follow_a_heads_schedule_and_a_block_profile() -> None:
 
 
 def test_validate_says_a_heads_schedules_attention_steps() -> None:
-    from tlmsearch.config.summary import effective_lr_of
     from tlmsearch.config.study import StudyConfig
+    from tlmsearch.config.summary import effective_lr_of
 
     cfg = StudyConfig.model_validate({
         "name": "h", "model": {"n_layer": 2, "d_model": 32, "n_head": 4, "d_ff": 64},

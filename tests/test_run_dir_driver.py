@@ -41,8 +41,11 @@ def test_a_run_whose_driver_died_on_this_host_says_so() -> None:
     line = driver.driver_gone(info, "runs/x", now=now)
     assert line is not None and line.startswith("driver gone (last seen ")
     assert "while best.yaml" in line and line.endswith("run `tlmsearch resume runs/x`")
-    # this very process is a live driver (a pytest one): running, believed
-    assert driver.driver_gone({**info, "driver_pid": os.getpid()}, "runs/x", now=now) is None
+    # this very process is a live driver: running, believed
+    me = {**info, "driver_pid": os.getpid(), "driver_start": driver.started(os.getpid())}
+    assert driver.driver_gone(me, "runs/x", now=now) is None
+    # its pid, recycled by another process (started at another time): gone
+    assert driver.driver_gone({**me, "driver_start": -1}, "runs/x", now=now) is not None
     # a run that does not say running is what it says
     assert driver.driver_gone({**info, "status": "finished", "phase": "done"}, "x") is None
 

@@ -305,7 +305,7 @@ def test_two_rows_have_no_own_variances_only_their_sum() -> None:
     their variances is measured. A split of it was the linear algebra library's choice (numpy
     2.4's least squares gave uniform +0.007 and the candidate -0.007), so uniform took an
     "own" variance 140x the pool and a clear paired effect read inconclusive."""
-    fit, rss, df = row_fit(["u"] * 3 + ["c"] * 3, [0, 1, 2] * 2,
+    fit, _, df = row_fit(["u"] * 3 + ["c"] * 3, [0, 1, 2] * 2,
                                 [2.0, 2.1, 1.9, 1.9, 2.01, 1.79])  # fmt: skip
     assert df == 2 and all(math.isnan(v[0]) for v in fit.values())
     t = pd.DataFrame({"candidate": ["u"] * 3 + ["c"] * 3, "is_baseline": [True] * 3 + [False] * 3,

@@ -4,8 +4,8 @@
 The driver (``tlmsearch run`` or ``resume``) writes its host and pid when it starts, its
 ``heartbeat`` (UTC, ISO 8601) every :data:`HEARTBEAT_S` seconds from a thread of its own, and the
 ``phase`` it is in (:data:`PHASES`). A run.json that says ``running`` is believed only while its
-driver is there: on the driver's own host, while its pid is a live tlmsearch process; from
-another host (a login node, another node of the allocation), while the heartbeat is younger than
+driver is there: on the driver's own host, while its pid is the live process that started at
+``driver_start``; from another host (a login node, another node of the allocation), while the heartbeat is younger than
 :data:`STALE_S` seconds. Otherwise the driver is gone (killed, crashed, its node preempted) and
 ``tlmsearch resume`` completes the run from where it stopped.
 
@@ -32,25 +32,39 @@ STALE_S = 300.0
 PHASES = ("preparing data", "trials", "tables", "best.yaml", "report", "done")
 
 
-def alive(pid: Any) -> bool:
-    """Whether ``pid`` is a live tlmsearch driver on this host (a recycled pid running
-    something else is not)."""
-    if not isinstance(pid, int) or pid <= 0:
+def started(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s field 22),
+    or None where there is no /proc (or no such process): with the pid, it names one process
+    for good, as a recycled pid starts later."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[19])  # fields after the name start at the third: 22 - 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid: Any, start: Any = None) -> bool:
+    """Whether ``pid`` is a live process on this host, and the one that started at ``start``
+    (``driver_start`` in run.json: a recycled pid is another process) when that is known.
+
+    >>> alive(os.getpid(), started(os.getpid())), alive(os.getpid(), -1)
+    (True, False)
+    """
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's process: /proc still says whether it is ours
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         if stat.rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped by its parent
             return False
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except (OSError, IndexError):
-        return True
-    return "tlmsearch" in cmd or "pytest" in cmd
+        return True  # no /proc: the pid is all there is to go by
+    return not isinstance(start, int) or started(pid) == start
 
 
 def beat_age(info: Mapping[str, Any], now: float | None = None) -> float | None:
@@ -86,7 +100,7 @@ def driver_gone(
     here = socket.gethostname() if host is None else host
     pid, where = info.get("driver_pid"), info.get("driver_host")
     if where == here:
-        if alive(pid):
+        if alive(pid, info.get("driver_start")):
             return None
     else:
         age = beat_age(info, now)

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tlmsearch.run_dir import driver as run_driver
 from tlmsearch.run_dir.driver import HEARTBEAT_S
 from tlmsearch.run_dir.tables import write_status
 from tlmsearch.search import faults
@@ -37,6 +38,7 @@ def driver_fields() -> dict[str, Any]:
     else None: a requeued job's resume knows its previous driver is gone)."""
     return {
         "driver_pid": os.getpid(),
+        "driver_start": run_driver.started(os.getpid()),  # with the pid: this process for good
         "driver_host": socket.gethostname(),
         "heartbeat": _now(),
         "slurm_job": os.environ.get("SLURM_JOB_ID"),

@@ -235,7 +235,7 @@ def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
         return  # this Slurm job, requeued: its earlier run (the driver included) is over
     pid, host = info.get("driver_pid"), info.get("driver_host")
     if host == socket.gethostname():
-        if run_driver.alive(pid):
+        if run_driver.alive(pid, info.get("driver_start")):
             raise ConfigError(
                 f"{run} is still running (driver pid {pid}); stop it first (Ctrl-C) or wait"
             )
