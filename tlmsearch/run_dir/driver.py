@@ -6,8 +6,8 @@ The driver (``tlmsearch run`` or ``resume``) writes its host and pid when it sta
 ``phase`` it is in (:data:`PHASES`). A run.json that says ``running`` is believed only while its
 driver is there: on the driver's own host, while its pid is the live process that started at
 ``driver_start``; from another host (a login node, another node of the allocation), while the
-heartbeat is younger than :data:`STALE_S` seconds. Otherwise the driver is gone (killed, crashed, its node preempted) and
-``tlmsearch resume`` completes the run from where it stopped.
+heartbeat is younger than :data:`STALE_S` seconds. Otherwise the driver is gone (killed,
+crashed, its node preempted) and ``tlmsearch resume`` completes the run from where it stopped.
 
 Pure reading (no writing: run_dir.tables.write_status writes run.json), so status, the report
 and the runner can all ask.
