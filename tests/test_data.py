@@ -310,7 +310,7 @@ def test_a_killed_prepare_leaves_nothing_used(
     corpus: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = cfg_for(corpus, cache)
-    real_close = prep.stream.TokenFile.close
+    real_close = prep.stream.TokenWriter.close
     calls = []
 
     def dying_close(self: object) -> None:
@@ -319,10 +319,10 @@ def test_a_killed_prepare_leaves_nothing_used(
             raise KeyboardInterrupt  # as if killed between two files
         real_close(self)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(prep.stream.TokenFile, "close", dying_close)
+    monkeypatch.setattr(prep.stream.TokenWriter, "close", dying_close)
     with pytest.raises(KeyboardInterrupt):
         prepare_data(cfg, progress=False)
-    monkeypatch.setattr(prep.stream.TokenFile, "close", real_close)
+    monkeypatch.setattr(prep.stream.TokenWriter, "close", real_close)
     assert not any((cache / "prepared").iterdir())
     # A half-written folder under the final name (e.g. a crash from an older version) is rebuilt.
     key, _ = prep.cache_key(cfg)

@@ -259,7 +259,7 @@ def test_a_token_file_built_in_chunks_equals_np_save(chunks: list, dtype: type) 
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.npy"
-        tf = stream.TokenFile(path, np.dtype(dtype))
+        tf = stream.TokenWriter(path, np.dtype(dtype))
         for c in chunks:
             tf.write(np.asarray(c, dtype=np.int64))
         tf.close()

@@ -9,7 +9,7 @@ import pytest
 
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CONTROL
-from tlmsearch.search.control import ControlBlindSampler, check, is_control
+from tlmsearch.search.control import ControlBlindSampler, check, is_control_trial
 from tlmsearch.search.nsga2 import PicklableNSGAIISampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -99,7 +99,7 @@ def test_delegates_everything_but_relative_sampling_of_a_control():
     assert rec.reseeded == 1
     # The study itself still holds the control as it was told.
     control = study.get_trials()[0]
-    assert is_control(control) and control.state == S.COMPLETE and control.value == 0.0
+    assert is_control_trial(control) and control.state == S.COMPLETE and control.value == 0.0
 
 
 def test_the_view_keeps_trial_numbers_and_filters_states_after_hiding():
@@ -132,7 +132,7 @@ def test_nsga2_populations_hold_candidates_only():
     # Generation 0 is the first 4 candidates (not the control and 3 candidates).
     assert [t.system_attrs[key] for t in trials[1:]] == [0, 0, 0, 0, 1, 1, 1, 1]
     parents = inner.get_parent_population(study, 1)  # cached when generation 1 began
-    assert parents and all(not is_control(t) for t in parents)
+    assert parents and all(not is_control_trial(t) for t in parents)
 
 
 def test_inner_must_be_a_sampler():

@@ -16,7 +16,7 @@ from search_helpers import tiny_config
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CANDIDATE, SEED
-from tlmsearch.search.control import ControlBlindSampler, is_control
+from tlmsearch.search.control import ControlBlindSampler, is_control_trial
 from tlmsearch.search.samplers import (
     SpaceFn,
     grace_tokens,
@@ -293,7 +293,7 @@ def test_the_baseline_is_a_marked_control_that_stays_in_the_study(tmp_mod):
         tmp_mod, space="continuous", search={"sampler": "tpe", "n_trials": 3, "seeds": [0, 1]}
     )
     trials = _run_toy_study(cfg).get_trials()
-    controls = [t for t in trials if is_control(t)]
+    controls = [t for t in trials if is_control_trial(t)]
     # One control per seed, finished with its value: run_dir.tables.add_deltas pairs against it.
     assert [t.user_attrs[SEED] for t in controls] == [0, 1]
     assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value == 1.0 for t in controls)
@@ -337,7 +337,7 @@ def test_an_attention_only_taper_is_queued_as_a_candidate_not_a_control(tmp_path
     cfg = tiny_config(tmp_path, search={"candidates": [ATTENTION_ONLY], "seeds": [0]})
     study = optuna.create_study()
     write_initial_queue(study, cfg)
-    queued = {t.user_attrs[CANDIDATE]: is_control(t) for t in study.get_trials()}
+    queued = {t.user_attrs[CANDIDATE]: is_control_trial(t) for t in study.get_trials()}
     assert queued == {json.dumps(UNIFORM): True, json.dumps(ATTENTION_ONLY, sort_keys=True): False}
 
 

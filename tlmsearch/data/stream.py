@@ -33,7 +33,7 @@ CHUNK_CHARS = 1 << 21  # characters of text encoded at once (about 2 MB; ~0.5 s 
 N_BUCKETS = 64  # val/test bucket files; one bucket is held in memory at the end
 
 
-class TokenFile:
+class TokenWriter:
     """A 1-D ``.npy`` built by appending chunks; ``close()`` writes the final length."""
 
     def __init__(self, path: Path, dtype: np.dtype) -> None:
@@ -65,7 +65,7 @@ class _Split:
     """One split's token file and the counts and hashes its manifest entry records."""
 
     def __init__(self, path: Path, tok: Tokenizer, dtype: np.dtype, files: ExitStack) -> None:
-        self.tokens = TokenFile(path, dtype)
+        self.tokens = TokenWriter(path, dtype)
         files.callback(self.tokens.fh.close)  # on an error too (closing twice is a no-op)
         self.tok = tok
         self.text_sha = hashlib.sha256()

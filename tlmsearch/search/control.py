@@ -65,14 +65,17 @@ def check() -> None:
         )
 
 
-def is_control(trial: FrozenTrial) -> bool:
+def is_control_trial(trial: FrozenTrial) -> bool:
+    """Whether an Optuna trial is the uniform control's (its ``control`` attribute): the
+    trials the sampler never sees (:class:`ControlBlindSampler`). A candidate's own test is
+    :attr:`tlmsearch.widths.candidate.Candidate.is_control`."""
     return trial.user_attrs.get(CONTROL) is True
 
 
 def _shown(trials: list[FrozenTrial], states: Container[TrialState] | None) -> list[FrozenTrial]:
     out = []
     for trial in trials:
-        if is_control(trial):
+        if is_control_trial(trial):
             trial = copy.copy(trial)  # a shallow copy: the storage's own trial stays as it is
             trial.state, trial.values = TrialState.FAIL, None
         if states is None or trial.state in states:
@@ -133,14 +136,14 @@ class ControlBlindSampler(BaseSampler):
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        if is_control(trial):
+        if is_control_trial(trial):
             return {}
         return self.inner.infer_relative_search_space(_CandidatesView(study), trial)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if is_control(trial):
+        if is_control_trial(trial):
             return {}
         return self.inner.sample_relative(_CandidatesView(study), trial, search_space)
 
