@@ -1,0 +1,268 @@
+"""Search at scale: the real driver (Ray Tune, the Optuna searcher and storage, the pruner, the
+ledger, the tables, the report) at hundreds to thousands of trials, with the simulator backend
+(``train.backend: simulate``: a surrogate blackbox, no training), so what is timed is the
+driver's own cost per trial.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scale.py [--sizes 100,1000]
+[--storages sqlite,journal,postgresql] [--sampler tpe] [--kill-at 0.5]``. PostgreSQL needs
+``TLMSEARCH_TEST_PG_URL`` (``export TLMSEARCH_TEST_PG_URL=$(.ci/services.sh start)``).
+
+The study: ``search_spaces/continuous.yaml`` (shape x r_start x r_end, sigmoid's k and midpoint)
+on a 4-layer model, one seed, a surrogate whose best candidate is cosine-like (r_start 1.6,
+r_end 0.4), 4 evals a trial, the median pruner, 2 trials at once, ``tlmsearch run`` in a
+subprocess. Per row:
+
+- ``ms_median`` / ``ms_p99``: a trial's driver overhead, Optuna's ``datetime_complete -
+  datetime_start`` (ask -> Ray schedules it -> its evals reported and pruned or not -> tell); the
+  simulated trial itself takes ~0 s. ``growth``: the median of the last tenth of the trials over
+  the first tenth's (flat = 1).
+- ``s_per_trial``: the run's wall time (Ray's start included) over its trials.
+- ``storage_mb``: optuna.db, optuna.journal, or PostgreSQL's database growth.
+- ``driver_mb``: the driver process's peak RSS (``VmHWM``; Ray's own processes not counted).
+- ``status_s``, ``export_s``, ``report_s``: ``tlmsearch status / export --format csv / report``,
+  each a fresh process (Python's and the imports' start included); ``evidence_s``: building the
+  Evidence from trials.parquet in process; ``html_mb``: report.html.
+- ``--kill-at F``: SIGKILL the driver once F of the trials finished, ``tlmsearch resume``, and
+  check the study ends with every planned trial finished once (``resume_ok``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "tlmsearch.cli"]
+SURROGATE = {"offset": -0.01, "curvature": 0.05, "optimum": {"r_start": 1.6, "r_end": 0.4},
+             "noise_sd": 0.01, "seed_sd": 0.005}  # fmt: skip
+
+
+def study(name: str, runs: Path, n: int, storage: str, sampler: str) -> dict[str, Any]:
+    """The benchmark's study (see the module docstring)."""
+    optuna = {"sqlite": None, "journal": "journal"}.get(storage)
+    if storage == "postgresql":
+        optuna = os.environ["TLMSEARCH_TEST_PG_URL"]
+    return {
+        "name": name,
+        "space": str(ROOT / "search_spaces" / "continuous.yaml"),
+        "model": {"n_layer": 4, "d_model": 64, "n_head": 2, "d_ff": 256, "multiple_of": 8,
+                  "vocab_size": 256},  # fmt: skip
+        "data": {"tokenizer": {"kind": "bytes"}, "seq_len": 32},
+        "train": {
+            "tokens": 8192, "batch_tokens": 512, "warmup_tokens": 1024,
+            "eval_every_tokens": 2048, "backend": "simulate",
+            "simulate": {"surrogate": SURROGATE},
+        },  # fmt: skip
+        "search": {"sampler": sampler, "n_trials": n, "pruner": "median", "concurrency": 2,
+                   "seeds": [0]},  # fmt: skip
+        "storage": {"runs_dir": str(runs), "optuna": optuna},
+        "ray": {"num_cpus": 2, "cpus_per_trial": 1},
+    }
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _tree(root: int) -> list[int]:
+    """``root``'s live descendants (Ray's helpers outlive a SIGKILLed driver)."""
+    kids: dict[int, list[int]] = {}
+    for e in Path("/proc").iterdir():
+        if e.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((e / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(e.name))
+    out, todo = [], [root]
+    while todo:
+        got = kids.get(todo.pop(), [])
+        out += got
+        todo += got
+    return out
+
+
+def drive(args: list[str], log: Path, env: dict[str, str], stop: Any = None) -> tuple[float, float]:
+    """Run ``tlmsearch ARGS``, polling the driver's peak RSS; SIGKILL it (and the Ray helpers it
+    started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB)."""
+    t0, peak = time.time(), 0.0
+    with log.open("a") as out:
+        proc = subprocess.Popen([*CLI, *args], stdout=out, stderr=out, env=env, cwd=ROOT)
+    try:
+        while proc.poll() is None:
+            peak = max(peak, _peak_rss_mb(proc.pid))
+            if stop is not None and stop():
+                helpers = _tree(proc.pid)
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                for pid in helpers:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if stop is None and proc.returncode != 0:
+        raise SystemExit(f"`tlmsearch {' '.join(args)}` exited {proc.returncode}: see {log}")
+    return time.time() - t0, peak
+
+
+def _timed(args: list[str], env: dict[str, str]) -> float:
+    t = time.time()
+    subprocess.run([*CLI, *args], env=env, cwd=ROOT, check=True, capture_output=True)
+    return time.time() - t
+
+
+def _url(cfg: dict[str, Any], run: Path) -> str:
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search.storage import storage_url
+
+    return storage_url(study_from_mapping(cfg).storage, run.resolve())
+
+
+def _finished(url: str, name: str) -> int:
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    with contextlib.suppress(Exception):
+        study = optuna.load_study(study_name=name, storage=open_storage(url))
+        return sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+    return 0
+
+
+def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
+    """Each finished trial's start-to-tell seconds in trial order, and how many trials there
+    are (finished or not)."""
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials()
+    secs = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+            if t.state.is_finished() and t.datetime_start and t.datetime_complete]  # fmt: skip
+    return np.array(secs), len(trials)
+
+
+def _pg_size() -> float:
+    import sqlalchemy
+
+    from tlmsearch.search.storage import open_storage
+
+    eng = open_storage(os.environ["TLMSEARCH_TEST_PG_URL"]).engine
+    with eng.connect() as c:
+        return c.execute(sqlalchemy.text("select pg_database_size(current_database())")).scalar()
+
+
+def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None) -> dict:
+    """One row of the table (see the module docstring)."""
+    name = f"scale-{storage}-{n}-{int(time.time())}"
+    runs = tmp / "runs"
+    cfg = study(name, runs, n, storage, sampler)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run, log = runs / name, tmp / f"{name}.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    url = _url(cfg, run)
+    pg0 = _pg_size() if storage == "postgresql" else 0.0
+    row: dict[str, Any] = {"storage": storage, "trials": n}
+    if kill_at is None:
+        wall, peak = drive(["run", str(path)], log, env)
+    else:
+        def stop() -> bool:
+            return _finished(url, name) >= kill_at * n
+        wall, peak = drive(["run", str(path)], log, env, stop)
+        killed_at = _finished(url, name)
+        w2, p2 = drive(["resume", str(run)], log, env)
+        wall, peak = wall + w2, max(peak, p2)
+        row["killed_at"] = killed_at
+    secs, total = _overheads(url, name)
+    k = max(1, len(secs) // 10)
+    row.update({
+        "ms_median": round(1000 * float(np.median(secs)), 1),
+        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+        "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
+        "s_per_trial": round(wall / len(secs), 3),
+        "driver_mb": round(peak),
+    })  # fmt: skip
+    if kill_at is not None:  # every planned trial once: n sampled + uniform's, none twice
+        tr = json.loads((run / "run.json").read_text()).get("counts", {})
+        row["resume_ok"] = total == len(secs) == n + 1 and not tr.get("RUNNING")
+    files = {"sqlite": run / "optuna.db", "journal": run / "optuna.journal"}
+    size = _pg_size() - pg0 if storage == "postgresql" else files[storage].stat().st_size
+    row["storage_mb"] = round(size / 2**20, 2)
+    row["status_s"] = round(_timed(["status", str(run)], env), 2)
+    row["export_s"] = round(_timed(["export", str(run), "--format", "csv"], env), 2)
+    row["evidence_s"] = round(_evidence_s(run), 2)
+    row["report_s"] = round(_timed(["report", str(run)], env), 2)
+    row["html_mb"] = round((run / "report.html").stat().st_size / 2**20, 2)
+    if storage == "postgresql":
+        _drop(url, name)
+    return row
+
+
+def _evidence_s(run: Path) -> float:
+    import pandas as pd
+
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.evidence import study_evidence
+
+    cfg = study_from_mapping(yaml.safe_load((run / "study.yaml").read_text()))
+    trials = pd.read_parquet(run / "trials.parquet")
+    curves = pd.read_parquet(run / "curves.parquet")
+    t = time.time()
+    study_evidence(trials, cfg, curves=curves)
+    return time.time() - t
+
+
+def _drop(url: str, name: str) -> None:
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    with contextlib.suppress(Exception):
+        optuna.delete_study(study_name=name, storage=open_storage(url))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,1000", help="trials per study, comma-separated")
+    ap.add_argument("--storages", default="sqlite,journal", help="sqlite,journal,postgresql")
+    ap.add_argument("--sampler", default="tpe")
+    ap.add_argument("--kill-at", type=float, default=None,
+                    help="SIGKILL the driver once this share finished, then resume")  # fmt: skip
+    ap.add_argument("--keep", type=Path, default=None, help="keep the run dirs here")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tlmsearch-scale-") as tmp:
+        base = args.keep or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        for storage in args.storages.split(","):
+            for n in (int(x) for x in args.sizes.split(",")):
+                rows.append(measure(base, n, storage, args.sampler, args.kill_at))
+                print(json.dumps(rows[-1]), flush=True)
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
