@@ -231,12 +231,18 @@ def test_replaying_a_stored_run_reproduces_its_decisions(local_ray, tmp_path):
     """A live run with a pruner and a race, then its stored curves replayed through the real
     driver: the same trials run, the same are pruned, the race decides the same, the same best."""
     search = {"pruner": "percentile", "pruner_options": {"percentile": 40.0},
-              "concurrency": 1, "seeds": [0, 1, 2],
+              "unpruned_candidates": 0, "concurrency": 1, "seeds": [0, 1, 2],
               "racing": {"max_seeds": 3, "prior_sd": 1e-9}}  # fmt: skip
-    live = _run(tmp_path, tiny_study(tmp_path, name="live", search=search))
-    sim = _run(tmp_path, _sim(tmp_path, {"run": str(live)}, name="replayed", search=search))
+    # three distinct models at 2 layers (a shape changes nothing there)
+    space = {"dimensions": {"shape": {"type": "categorical", "choices": ["cosine"]},
+                            "r_start": {"type": "float", "low": 1.25, "high": 1.75,
+                                        "step": 0.25}}}  # fmt: skip
+    live = _run(tmp_path, tiny_study(tmp_path, name="live", search=search, space=space))
+    sim = _run(tmp_path, _sim(tmp_path, {"run": str(live)}, name="replayed", search=search,
+                              space=space))  # fmt: skip
     got, want = _decisions(sim), _decisions(live)
     assert want[0], "the live run pruned nothing: the test would not test pruning"
+    assert want[2], "the live race decided nothing: the test would not test racing"
     assert got == want
     a = pd.read_parquet(live / "trials.parquet").set_index(["params_json", "seed"])
     b = pd.read_parquet(sim / "trials.parquet").set_index(["params_json", "seed"])
