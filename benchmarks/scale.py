@@ -44,7 +44,7 @@ import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "tlmsearch.cli"]
+CLI = [sys.executable, "-c", "from tlmsearch.cli import main; main()"]  # `tlmsearch`
 SURROGATE = {"offset": -0.01, "curvature": 0.05, "optimum": {"r_start": 1.6, "r_end": 0.4},
              "noise_sd": 0.01, "seed_sd": 0.005}  # fmt: skip
 
