@@ -205,9 +205,10 @@ def _run(tmp: Path, data: dict) -> Path:
 
 @pytest.mark.slow
 def test_a_simulated_study_runs_end_to_end(local_ray, tmp_path):
+    # trial arrays: two members a Ray trial, each reporting its blackbox curve in step
     data = _sim(tmp_path, {"surrogate": SURROGATE}, name="simulated",
                 search={"sampler": "random", "n_trials": 6, "seeds": [0, 1],
-                        "pruner": "median"})  # fmt: skip
+                        "pruner": "median", "array": {"size": 2}})  # fmt: skip
     run = _run(tmp_path, data)
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 14 and set(df["state"]) <= {"COMPLETE", "PRUNED"}  # 6 x 2 + uniform x 2

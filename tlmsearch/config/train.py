@@ -26,10 +26,10 @@ class SurrogateConfig(Strict):
 
     fit: str | None = None  # a finished run dir to fit the fields left null to
     final: float | None = None  # uniform's mean final val_loss (nats); default 3.0
-    # a candidate's effect: offset + curvature x the squared distance of its numeric params
-    # from optimum (only params named there); default 0 and 0: every candidate ties uniform
-    offset: float | None = None  # effect of every non-uniform candidate (nats)
-    curvature: float | None = None  # nats per squared unit of distance from optimum
+    # A candidate's effect (nats) without a fit: offset (uniform: 0) + curvature x the squared
+    # distance of its numeric params from optimum. default 0: every candidate ties uniform
+    offset: float | None = None
+    curvature: float | None = None  # the effect's nats per squared unit from optimum; 0
     optimum: dict[str, float] = {}  # numeric params of the best candidate, e.g. {r_start: 1.5}
     seed_sd: float | None = Field(None, ge=0)  # sd of a seed's shared effect (nats); 0.01
     noise_sd: float | None = Field(None, ge=0)  # sd of a (candidate, seed)'s own noise; 0.01
