@@ -49,7 +49,8 @@ SURROGATE = {"offset": -0.01, "curvature": 0.05, "optimum": {"r_start": 1.6, "r_
              "noise_sd": 0.01, "seed_sd": 0.005}  # fmt: skip
 
 
-def study(name: str, runs: Path, n: int, storage: str, sampler: str) -> dict[str, Any]:
+def study(name: str, runs: Path, n: int, storage: str, sampler: str,
+          tpe_history: int | None = 300) -> dict[str, Any]:  # fmt: skip
     """The benchmark's study (see the module docstring)."""
     optuna = {"sqlite": None, "journal": "journal"}.get(storage)
     if storage == "postgresql":
@@ -66,7 +67,7 @@ def study(name: str, runs: Path, n: int, storage: str, sampler: str) -> dict[str
             "simulate": {"surrogate": SURROGATE},
         },  # fmt: skip
         "search": {"sampler": sampler, "n_trials": n, "pruner": "median", "concurrency": 2,
-                   "seeds": [0]},  # fmt: skip
+                   "seeds": [0], "tpe_history": tpe_history},  # fmt: skip
         "storage": {"runs_dir": str(runs), "optuna": optuna},
         "ray": {"num_cpus": 2, "cpus_per_trial": 1},
     }
@@ -169,11 +170,12 @@ def _pg_size() -> float:
         return c.execute(sqlalchemy.text("select pg_database_size(current_database())")).scalar()
 
 
-def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None) -> dict:
+def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None,
+            history: int | None = 300) -> dict:  # fmt: skip
     """One row of the table (see the module docstring)."""
     name = f"scale-{storage}-{n}-{int(time.time())}"
     runs = tmp / "runs"
-    cfg = study(name, runs, n, storage, sampler)
+    cfg = study(name, runs, n, storage, sampler, history)
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     run, log = runs / name, tmp / f"{name}.log"
@@ -239,6 +241,41 @@ def _drop(url: str, name: str) -> None:
         optuna.delete_study(study_name=name, storage=open_storage(url))
 
 
+def sampler_ms(sizes: list[int], sampler: str, history: int | None,
+               asks: int = 20) -> list[dict[str, Any]]:  # fmt: skip
+    """The study's sampler alone (no Ray, no storage): ms per ask (the candidate drawn, as the
+    searcher draws it) with n finished candidates already in an in-memory study."""
+    import optuna
+
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search.samplers import make_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    cfg = study_from_mapping(study("tpe", Path(tempfile.gettempdir()), 10, "sqlite", sampler,
+                                   history))  # fmt: skip
+    space = cfg.space
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        st = optuna.create_study(sampler=make_sampler(cfg))
+        warm = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        done = []
+        for _ in range(n):  # n random candidates with a bowl's value, told at once
+            t = warm.ask()
+            c = space.suggest(t)
+            v = (c["r_start"] - 1.6) ** 2 + (c["r_end"] - 0.4) ** 2 + rng.normal(0, 0.01)
+            done.append(optuna.trial.create_trial(params=t.params, distributions=t.distributions,
+                                                  value=v))  # fmt: skip
+        st.add_trials(done)
+        t0 = time.time()
+        for _ in range(asks):
+            space.suggest(st.ask())  # left running: constant_liar counts them, as live
+        rows.append({"sampler": sampler, "tpe_history": history, "finished": n,
+                     "ms_per_ask": round(1000 * (time.time() - t0) / asks, 1)})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000", help="trials per study, comma-separated")
@@ -248,14 +285,22 @@ def main() -> None:
                     help="SIGKILL the driver once this share finished, then resume")  # fmt: skip
     ap.add_argument("--keep", type=Path, default=None, help="keep the run dirs here")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--tpe-history", default="300", help="search.tpe_history, or all")
+    ap.add_argument("--sampler-only", action="store_true",
+                    help="time the sampler's asks alone at --sizes finished trials")  # fmt: skip
     args = ap.parse_args()
+    if args.sampler_only:
+        history = None if args.tpe_history == "all" else int(args.tpe_history)
+        sampler_ms([int(x) for x in args.sizes.split(",")], args.sampler, history)
+        return
+    history = None if args.tpe_history == "all" else int(args.tpe_history)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tlmsearch-scale-") as tmp:
         base = args.keep or Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         for storage in args.storages.split(","):
             for n in (int(x) for x in args.sizes.split(",")):
-                rows.append(measure(base, n, storage, args.sampler, args.kill_at))
+                rows.append(measure(base, n, storage, args.sampler, args.kill_at, history))
                 print(json.dumps(rows[-1]), flush=True)
     import pandas as pd
 
