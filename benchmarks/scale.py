@@ -21,7 +21,9 @@ subprocess. Per row:
 - ``driver_mb``: the driver process's peak RSS (``VmHWM``; Ray's own processes not counted).
 - ``status_s``, ``export_s``, ``report_s``: ``tlmsearch status / export --format csv / report``,
   each a fresh process (Python's and the imports' start included); ``evidence_s``: building the
-  Evidence from trials.parquet in process; ``html_mb``: report.html.
+  Evidence from trials.parquet in process; ``html_mb``: report.html; ``fcp_ms`` / ``load_ms``:
+  headless Chromium's first contentful paint and load event of the report (every figure drawn),
+  measured in the browser (none without a Chromium).
 - ``--kill-at F``: SIGKILL the driver once F of the trials finished, ``tlmsearch resume``, and
   check the study ends with every planned trial finished once (``resume_ok``).
 """
@@ -213,9 +215,45 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
     row["evidence_s"] = round(_evidence_s(run), 2)
     row["report_s"] = round(_timed(["report", str(run)], env), 2)
     row["html_mb"] = round((run / "report.html").stat().st_size / 2**20, 2)
+    row.update(first_paint(run / "report.html"))
     if storage == "postgresql":
         _drop(url, name)
     return row
+
+
+# Appended to a copy of the report: the browser's own paint timings and its load event (the
+# report's figures are drawn by inline scripts, so at load every figure has rendered).
+PAINT = """<pre id="paint-times" style="display:none"></pre><script>
+window.addEventListener('load',function(){setTimeout(function(){
+  var p={};performance.getEntriesByType('paint').forEach(function(e){p[e.name]=e.startTime;});
+  p.load=performance.timing.loadEventStart-performance.timing.navigationStart;
+  document.getElementById('paint-times').textContent=JSON.stringify(p);},0);});
+</script>"""
+
+
+def first_paint(html: Path) -> dict[str, float]:
+    """Headless Chromium's first contentful paint and load (ms) of a copy of ``html``;
+    {} without a Chromium (``apt-get install chromium``)."""
+    import re
+
+    from tlmsearch.report.images import find_chromium
+
+    exe = find_chromium()
+    if exe is None:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "report.html"
+        text = html.read_text()
+        page.write_text(text.replace("</body>", PAINT + "</body>", 1))
+        out = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={tmp}/profile", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+    found = re.search(r'<pre id="paint-times"[^>]*>(.*?)</pre>', out, re.S)
+    if not found or not found.group(1).strip():
+        return {}
+    times = json.loads(found.group(1))
+    return {"fcp_ms": round(times.get("first-contentful-paint", float("nan"))),
+            "load_ms": round(times["load"])}  # fmt: skip
 
 
 def _evidence_s(run: Path) -> float:
