@@ -60,16 +60,31 @@ def study(name: str, runs: Path, n: int, storage: str, sampler: str,
     return {
         "name": name,
         "space": str(ROOT / "search_spaces" / "continuous.yaml"),
-        "model": {"n_layer": 4, "d_model": 64, "n_head": 2, "d_ff": 256, "multiple_of": 8,
-                  "vocab_size": 256},  # fmt: skip
+        "model": {
+            "n_layer": 4,
+            "d_model": 64,
+            "n_head": 2,
+            "d_ff": 256,
+            "multiple_of": 8,
+            "vocab_size": 256,
+        },
         "data": {"tokenizer": {"kind": "bytes"}, "seq_len": 32},
         "train": {
-            "tokens": 8192, "batch_tokens": 512, "warmup_tokens": 1024,
-            "eval_every_tokens": 2048, "backend": "simulate",
+            "tokens": 8192,
+            "batch_tokens": 512,
+            "warmup_tokens": 1024,
+            "eval_every_tokens": 2048,
+            "backend": "simulate",
             "simulate": {"surrogate": SURROGATE},
-        },  # fmt: skip
-        "search": {"sampler": sampler, "n_trials": n, "pruner": "median", "concurrency": 2,
-                   "seeds": [0], "tpe_history": tpe_history},  # fmt: skip
+        },
+        "search": {
+            "sampler": sampler,
+            "n_trials": n,
+            "pruner": "median",
+            "concurrency": 2,
+            "seeds": [0],
+            "tpe_history": tpe_history,
+        },
         "storage": {"runs_dir": str(runs), "optuna": optuna},
         "ray": {"num_cpus": 2, "cpus_per_trial": 1},
     }
@@ -99,7 +114,9 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def drive(args: list[str], log: Path, env: dict[str, str], stop: Any = None) -> tuple[float, float]:
+def drive(
+    args: list[str], log: Path, env: dict[str, str], stop: Any = None
+) -> tuple[float, float]:
     """Run ``tlmsearch ARGS``, polling the driver's peak RSS; SIGKILL it (and the Ray helpers it
     started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB)."""
     t0, peak = time.time(), 0.0
@@ -188,8 +205,10 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
     if kill_at is None:
         wall, peak = drive(["run", str(path)], log, env)
     else:
+
         def stop() -> bool:
             return _finished(url, name) >= kill_at * n
+
         wall, peak = drive(["run", str(path)], log, env, stop)
         killed_at = _finished(url, name)
         w2, p2 = drive(["resume", str(run)], log, env)

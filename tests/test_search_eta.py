@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -157,7 +158,7 @@ def test_the_mid_run_table_refresh_never_takes_more_than_its_share_of_the_driver
             took["s"] = 4.0  # the study has grown: a refresh now takes 4 s
         w.on_trial_complete(0, [], None)
         clock["now"] += 1.0
-    gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(writes)]
     busy = sum(4.0 if t >= writes[0] + 60 else 0.5 for t in writes)
     assert 20.0 <= gaps[0] <= 21.0  # 0.5 s refreshes: the 20 s floor
     assert max(gaps) >= 4.0 / progress.WRITE_SHARE  # 4 s refreshes: 80 s apart

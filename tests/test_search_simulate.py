@@ -64,7 +64,7 @@ def test_a_bad_simulate_section_exits_2_naming_the_field(tmp_path, train, words)
 
 def test_a_run_dir_without_tables_is_an_input_error(tmp_path):
     cfg = study_from_mapping(_sim(tmp_path, {"run": str(tmp_path / "nowhere")}))
-    with pytest.raises(ConfigError, match="train.simulate.run: .* holds no trials.parquet"):
+    with pytest.raises(ConfigError, match=r"train\.simulate\.run: .* holds no trials\.parquet"):
         load_blackbox(cfg)
 
 

@@ -30,7 +30,7 @@ class SurrogateConfig(Strict):
     # distance of its numeric params from optimum. default 0: every candidate ties uniform
     offset: float | None = None
     curvature: float | None = None  # the effect's nats per squared unit from optimum; 0
-    optimum: dict[str, float] = {}  # numeric params of the best candidate, e.g. {r_start: 1.5}
+    optimum: dict[str, float] = Field(default_factory=dict)  # best params, e.g. {r_start: 1.5}
     seed_sd: float | None = Field(None, ge=0)  # sd of a seed's shared effect (nats); 0.01
     noise_sd: float | None = Field(None, ge=0)  # sd of a (candidate, seed)'s own noise; 0.01
     # homoscedastic: noise_sd for every candidate, the noise model the statistics assume;

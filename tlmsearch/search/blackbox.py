@@ -205,9 +205,9 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
         if given.curvature is not None:  # the formula, not the stored candidates, gives effects
             fitted.pop("effects", None)
     values = {k: getattr(given, k) for k in DEFAULTS if getattr(given, k) is not None}
-    return SurrogateParams(**{**DEFAULTS, **fitted, **values, "optimum": dict(given.optimum),
-                              "noise": given.noise, "spread": given.spread,
-                              "control_noise": given.control_noise, "seed": given.seed})  # fmt: skip
+    rest = {"optimum": dict(given.optimum), "noise": given.noise, "spread": given.spread,
+            "control_noise": given.control_noise, "seed": given.seed}  # fmt: skip
+    return SurrogateParams(**{**DEFAULTS, **fitted, **values, **rest})
 
 
 def _fit(trials: Any, curves: Any) -> dict[str, Any]:
