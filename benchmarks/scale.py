@@ -224,8 +224,12 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         "driver_mb": round(peak),
     })  # fmt: skip
     if kill_at is not None:  # every planned trial once: n sampled + uniform's, none twice
-        tr = json.loads((run / "run.json").read_text()).get("counts", {})
-        row["resume_ok"] = total == len(secs) == n + 1 and not tr.get("RUNNING")
+        import pandas as pd
+
+        t = pd.read_parquet(run / "trials.parquet")  # a re-run trial stands for the killed one
+        once = not t.duplicated(["params_json", "seed"]).any()
+        row["resume_ok"] = len(t) == n + 1 and once and set(t["state"]) <= {"COMPLETE", "PRUNED"}
+        row["requeued"] = total - len(t)
     files = {"sqlite": run / "optuna.db", "journal": run / "optuna.journal"}
     size = _pg_size() - pg0 if storage == "postgresql" else files[storage].stat().st_size
     row["storage_mb"] = round(size / 2**20, 2)
