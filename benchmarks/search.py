@@ -289,16 +289,19 @@ class _Replayer:
     trial at a time, so every pruner sees every earlier trial finished: its best case.
     """
 
-    def __init__(self, cfg: StudyConfig, curves: pd.DataFrame, pruner: str, options: dict) -> None:
+    def __init__(self, cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str,
+                 options: dict) -> None:  # fmt: skip
         import optuna
 
+        from tlmsearch.search.blackbox import TabularBlackbox
         from tlmsearch.search.samplers import grace_tokens, make_pruner
 
         search = cfg.search.model_copy(update={"pruner": pruner, "pruner_options": options})
         self.cfg = cfg.model_copy(update={"search": search})
         self.grace = grace_tokens(self.cfg)
         self.study = optuna.create_study(direction="minimize", pruner=make_pruner(self.cfg))
-        self.curves = {k: g.sort_values("tokens") for k, g in curves.groupby("trial_id")}
+        # the simulator backend's stored-curve lookup (train.backend: simulate)
+        self.box = TabularBlackbox.from_tables(trials, curves, vocab_size=0)
 
     def run(self, tr: Any) -> dict[str, Any]:
         import optuna
@@ -311,11 +314,11 @@ class _Replayer:
         if tr.is_baseline:
             ot.set_user_attr(CONTROL, True)
         state, last, spent = "COMPLETE", math.nan, 0
-        for ev in self.curves[tr.trial_id].itertuples():
-            ot.report(float(ev.val_bpb), int(ev.tokens))
-            last, spent = float(ev.val_bpb), int(ev.tokens)
-            final = int(ev.tokens) >= self.cfg.train.tokens
-            if ev.tokens >= self.grace and not final and not tr.is_baseline and ot.should_prune():
+        for ev in self.box.curve(json.loads(tr.params_json), int(tr.seed)).evals:
+            ot.report(float(ev["val_bpb"]), ev["tokens"])
+            last, spent = float(ev["val_bpb"]), ev["tokens"]
+            final = spent >= self.cfg.train.tokens
+            if spent >= self.grace and not final and not tr.is_baseline and ot.should_prune():
                 state = "PRUNED"
                 break
         self.study.tell(ot, None if state == "PRUNED" else last,
@@ -328,7 +331,7 @@ def replay(
     cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str, options: dict
 ) -> pd.DataFrame:
     """The trials table had ``pruner`` run the study: every trial, in launch order."""
-    rep = _Replayer(cfg, curves, pruner, options)
+    rep = _Replayer(cfg, trials, curves, pruner, options)
     return pd.DataFrame([rep.run(tr) for tr in trials.sort_values("number").itertuples()])
 
 
@@ -349,7 +352,7 @@ def race_replay(
     from tlmsearch.evidence.racing import planned_seeds, race
 
     seeds = list(cfg.search.seeds)
-    rep = _Replayer(cfg, curves, pruner, options)
+    rep = _Replayer(cfg, trials, curves, pruner, options)
     by_pair = {(str(t.candidate), int(t.seed)): t for t in trials.itertuples()}
     base = str(trials.loc[trials["is_baseline"], "candidate"].iloc[0])
     first = trials[trials["seed"] == seeds[0]].sort_values("number")

@@ -634,3 +634,15 @@ def test_the_best_attention_only_taper_shows_its_heads():
     assert "heads" not in C.hover_text(t).iloc[0]  # uniform: no heads schedule
     plain = S.run_summary(cfg, t[t["candidate"] == "uniform"], {})["best"]
     assert (plain["heads"], plain["heads_share"], plain["target_heads"]) == ([], None, [])
+
+
+def test_learning_curves_of_thousands_of_trials_are_drawn_by_webgl(monkeypatch):
+    t, c = frames(seeds=(0, 1), pruned=(3,))
+    lc = C.learning_curves(t, c, "val_bpb", k=1)
+    small = F.learning_curves(lc)
+    assert {tr.type for tr in small.data} == {"scatter"}  # SVG: what a small study draws
+    monkeypatch.setattr(F, "GL_POINTS", 0)  # every trace is now "thousands of points"
+    big = F.learning_curves(lc)
+    assert {tr.type for tr in big.data} == {"scattergl"}
+    assert [tr.name for tr in big.data] == [tr.name for tr in small.data]
+    assert [list(tr.y) for tr in big.data] == [list(tr.y) for tr in small.data]

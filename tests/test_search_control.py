@@ -6,6 +6,8 @@ from typing import Any
 
 import optuna
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CONTROL
@@ -175,3 +177,66 @@ def test_every_sampler_reads_the_study_through_the_checked_method(monkeypatch) -
         calls.clear()
         _study(ControlBlindSampler(inner), 4)
         assert calls, f"{type(inner).__name__} no longer reads trials through _get_trials"
+
+
+# -------------------------------------------------------------------------------------------------
+# TPE's history window (search.tpe_history)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.floats(-10, 10), min_size=1, max_size=80),
+    pruned=st.sets(st.integers(0, 79)),
+    running=st.sets(st.integers(0, 79)),
+    history=st.integers(1, 30),
+    sense=st.sampled_from([1.0, -1.0]),
+)
+def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
+    values, pruned, running, history, sense
+):
+    from tlmsearch.search.control import BEST_KEPT, _window
+
+    trials = []
+    for i, v in enumerate(values):
+        state = S.RUNNING if i in running else S.PRUNED if i in pruned else S.COMPLETE
+        value = v if state == S.COMPLETE else None
+        trials.append(optuna.trial.create_trial(state=state, value=value, params={"x": 0.5},
+                                                distributions={"x": X}))  # fmt: skip
+        trials[-1].number = i
+    kept = {t.number for t in _window(trials, history, sense)}
+    done = [t for t in trials if t.state != S.RUNNING]
+    complete = sorted((t for t in done if t.state == S.COMPLETE),
+                      key=lambda t: (sense * t.value, t.number))  # fmt: skip
+    assert {t.number for t in trials if t.state == S.RUNNING} <= kept
+    assert {t.number for t in done[-history:]} <= kept
+    assert {t.number for t in complete[:BEST_KEPT]} <= kept  # TPE's good trials, all of them
+    if len(done) > history + BEST_KEPT:
+        assert len([n for n in kept if trials[n].state != S.RUNNING]) <= history + BEST_KEPT
+    else:
+        assert kept == set(range(len(trials)))
+
+
+def test_a_tpe_with_a_window_reads_it_once_per_ask_and_pickles_without_it():
+    import pickle
+
+    sampler = ControlBlindSampler(optuna.samplers.TPESampler(seed=0, multivariate=True),
+                                  history=20)  # fmt: skip
+    study = _study(sampler, 80)
+    calls = []
+    real = study._get_trials
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    study._get_trials = counted  # the view asks the study; count how often per ask
+    trial = study.ask()
+    trial.suggest_float("x", 0.0, 1.0), trial.suggest_float("y", 0.0, 1.0)
+    assert 1 <= len(calls) <= 3  # one reading per set of arguments, not one per parameter
+    n = len(calls)
+    view = sampler._view(study, study._storage.get_trial(trial._trial_id))
+    seen = view._get_trials(deepcopy=False, states=(S.COMPLETE, S.PRUNED), use_cache=True)
+    assert len(calls) == n  # this ask's reading, remembered
+    # of 81 finished: the last 20 and the best 25 (the two overlap where TPE has converged)
+    assert 25 <= len(seen) <= 45
+    assert pickle.loads(pickle.dumps(sampler))._memo == {}

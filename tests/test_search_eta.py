@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -132,3 +133,33 @@ def test_progress_text_and_formats():
         "?",
     ]
     assert shown_metric("val_bpb") == "val_bpb" and shown_metric("params") == "val_loss"
+
+
+def test_the_mid_run_table_refresh_never_takes_more_than_its_share_of_the_driver(monkeypatch):
+    """A refresh reads every trial, so it slows as the study grows: after one that took d
+    seconds the next waits d / WRITE_SHARE (never less than min_interval_s)."""
+    import tlmsearch.search.export as export
+    from tlmsearch.search import progress
+
+    clock = {"now": 1000.0}
+    took = {"s": 0.5}
+    writes: list[float] = []
+
+    def write_tables(run_dir, study, cfg):
+        writes.append(clock["now"])
+        clock["now"] += took["s"]  # the refresh's own time
+
+    monkeypatch.setattr(progress.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(export, "open_run", lambda run_dir: (None, None))
+    monkeypatch.setattr(export, "write_tables", write_tables)
+    w = progress.TableWriter("run", min_interval_s=20.0)
+    for step in range(200):  # a trial ends every second
+        if step == 60:
+            took["s"] = 4.0  # the study has grown: a refresh now takes 4 s
+        w.on_trial_complete(0, [], None)
+        clock["now"] += 1.0
+    gaps = [b - a for a, b in itertools.pairwise(writes)]
+    busy = sum(4.0 if t >= writes[0] + 60 else 0.5 for t in writes)
+    assert 20.0 <= gaps[0] <= 21.0  # 0.5 s refreshes: the 20 s floor
+    assert max(gaps) >= 4.0 / progress.WRITE_SHARE  # 4 s refreshes: 80 s apart
+    assert busy / (clock["now"] - 1000.0) <= progress.WRITE_SHARE + 0.03

@@ -104,3 +104,29 @@ def test_a_trial_compiles_into_the_cache_the_run_hands_it(
                   compile_cache=given)  # fmt: skip
         assert reports[-1]["status"] == "completed", reports[-1].get("reason")
     assert seen == [cache, cache]  # None: the process keeps the cache it has
+
+
+def test_the_ledger_writes_a_trials_facts_once_and_again_only_when_they_change():
+    """Every user attribute is one storage transaction: a trial's static facts (widths,
+    parameters, node) go to storage at its first eval; its final report writes only those that
+    changed since (on RDB storage each write was a commit, most of a trial's driver time)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    ot = study.ask()
+    writes: list[str] = []
+    real = ot.set_user_attr
+
+    def counted(key, value):
+        writes.append(key)
+        real(key, value)
+
+    ot.set_user_attr = counted
+    facts = {"widths": [64, 64], "n_params": 1000, "flops_per_token": 5.0, "node": "a"}
+    ledger, ray_trial = TrialLedger(), SimpleNamespace(trial_id="t0")
+    for tokens in (10, 20):
+        ledger.record(ot, ray_trial, {**facts, "tokens": tokens, "val_bpb": 1.0, "final": False})
+    assert sorted(k for k in writes if k in facts) == sorted(facts)  # once, at the first eval
+    writes.clear()
+    ledger.record(ot, ray_trial, {**facts, "node": "a,b", "tokens": 20, "final": True})
+    assert [k for k in writes if k in facts] == ["node"]  # only what changed
+    assert ot.user_attrs["node"] == "a,b" and ot.user_attrs["widths"] == [64, 64]

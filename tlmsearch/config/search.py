@@ -100,6 +100,9 @@ class ArrayConfig(Strict):
 class SearchConfig(Strict):
     sampler: Literal[SAMPLERS] = "grid"  # grid, random, tpe, gp or nsga2 (Optuna)
     sampler_seed: int = Field(0, ge=0, le=MAX_SEED)  # the sampler's RNG seed
+    # tpe: the finished trials it models, its 25 best and the last this many (an ask reads
+    # every trial it models: 241 ms at 5,000 with all, 50 ms with 300, benchmarks/scale.py)
+    tpe_history: int | None = Field(300, ge=1, le=MAX_CANDIDATES)
     # median, percentile, successive_halving, hyperband, wilcoxon, paired, none
     pruner: Literal[PRUNERS] = "median"
     # the pruner's settings, e.g. {patience: 3, margin_sds: 2.5}

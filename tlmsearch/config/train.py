@@ -18,7 +18,60 @@ from tlmsearch.widths.profiles import MULT_RANGE
 from tlmsearch.widths.schedules import MAX_LAYERS
 
 
+class SurrogateConfig(Strict):
+    """A parametric blackbox of learning curves (``tlmsearch/search/blackbox.py``): a trial's
+    val_loss at t tokens of T is ``final + effect(c) + seed_sd z_s + noise_sd(c) z_cs +
+    amplitude ((t/T)^-alpha - 1) + eval_sd z_cst``. With ``fit`` the fields left null are fitted
+    to that stored run's complete trials; without it they take the defaults below."""
+
+    fit: str | None = None  # a finished run dir to fit the fields left null to
+    final: float | None = None  # uniform's mean final val_loss (nats); default 3.0
+    # A candidate's effect (nats) without a fit: offset (uniform: 0) + curvature x the squared
+    # distance of its numeric params from optimum. default 0: every candidate ties uniform
+    offset: float | None = None
+    curvature: float | None = None  # the effect's nats per squared unit from optimum; 0
+    optimum: dict[str, float] = Field(default_factory=dict)  # best params, e.g. {r_start: 1.5}
+    seed_sd: float | None = Field(None, ge=0)  # sd of a seed's shared effect (nats); 0.01
+    noise_sd: float | None = Field(None, ge=0)  # sd of a (candidate, seed)'s own noise; 0.01
+    # homoscedastic: noise_sd for every candidate, the noise model the statistics assume;
+    # heteroscedastic: noise_sd x exp(spread z_c) per candidate and x control_noise for uniform
+    noise: Literal["homoscedastic", "heteroscedastic"] = "homoscedastic"
+    spread: float = Field(0.5, ge=0, le=5)  # heteroscedastic: log-sd of a candidate's noise
+    control_noise: float = Field(2.0, gt=0, le=100)  # heteroscedastic: uniform's noise factor
+    amplitude: float | None = Field(None, ge=0)  # how far above its end a curve starts; 1.0
+    alpha: float | None = Field(None, gt=0, le=10)  # the curve's power-law decay; 0.5
+    eval_sd: float | None = Field(None, ge=0)  # each eval's own jitter (nats); 0.002
+    bytes_per_token: float | None = Field(None, gt=0)  # val_bpb = val_loss / ln2 / this; 1.0
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # the surrogate's random stream
+
+
+class SimulateConfig(Strict):
+    """``train.backend: simulate``: trials train nothing; each reports a stored or a surrogate
+    curve through the real driver (Ray Tune, the sampler, storage, pruner and race)."""
+
+    # a finished run dir whose stored curves are replayed, looked up by (candidate, seed): a
+    # tabular blackbox
+    run: str | None = None
+    surrogate: SurrogateConfig | None = None  # a parametric blackbox instead of run
+    # a simulated trial's wall time: this many seconds of sleep per eval (0: as fast as the
+    # driver goes)
+    seconds_per_eval: float = Field(0.0, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one(self) -> SimulateConfig:
+        if (self.run is None) == (self.surrogate is None):
+            raise ValueError(
+                "give exactly one of run (a finished run dir whose curves are replayed) and "
+                "surrogate (a parametric model of curves, e.g. {fit: RUN_DIR})"
+            )
+        return self
+
+
 class TrainConfig(Strict):
+    # torch trains every trial; simulate trains nothing: each trial reports the curve of
+    # train.simulate's blackbox through the real driver (docs/running.md, "Replay")
+    backend: Literal["torch", "simulate"] = "torch"
+    simulate: SimulateConfig | None = None  # the blackbox of backend simulate
     tokens: int = Field(1_000_000, ge=1, le=MAX_TOKENS)  # the run's length: a token budget
     batch_tokens: int = Field(4096, ge=1, le=2**30)  # tokens per optimizer step
     # sequences per forward pass (accumulation fills up)
@@ -131,6 +184,17 @@ class TrainConfig(Strict):
     def lawa_spacing(self) -> int:
         """Tokens between LAWA checkpoints (``lawa_every_tokens``, default tokens/(4 k))."""
         return self.lawa_every_tokens or max(1, self.tokens // (4 * self.lawa_k))
+
+    @model_validator(mode="after")
+    def _backend(self) -> TrainConfig:
+        if self.backend == "simulate" and self.simulate is None:
+            raise ValueError(
+                "backend simulate needs simulate: {run: RUN_DIR} (replay stored curves) or "
+                "simulate: {surrogate: {...}}"
+            )
+        if self.backend == "torch" and self.simulate is not None:
+            raise ValueError("simulate is given but backend is torch; set backend: simulate")
+        return self
 
     @model_validator(mode="after")
     def _fits(self) -> TrainConfig:

@@ -356,6 +356,16 @@ def curve_colors(groups: Sequence[str]) -> dict[str, str]:
     return colors
 
 
+# A curves trace with more points than this is drawn by WebGL (go.Scattergl): SVG draws each
+# point as a DOM path segment, so thousands of trials' curves (a sampler study) slow the page.
+GL_POINTS = 5000
+
+
+def _lines_trace(n_points: int) -> type:
+    """go.Scatter, or go.Scattergl past :data:`GL_POINTS` points (the same arguments)."""
+    return go.Scattergl if n_points > GL_POINTS else go.Scatter
+
+
 def learning_curves(c: Curves) -> go.Figure:
     """Metric vs tokens, one colour and legend entry per candidate (its seeds share them);
     pruned trials faded, the pruning points marked in their candidate's colour."""
@@ -370,7 +380,7 @@ def learning_curves(c: Curves) -> go.Figure:
         running = int((sub.drop_duplicates("trial_id")["state"] == "RUNNING").sum())
         name = group + (f" ({running} running)" if running else "")
         fig.add_trace(
-            go.Scatter(
+            _lines_trace(len(xs))(
                 x=xs,
                 y=ys,
                 mode="lines",
@@ -387,7 +397,7 @@ def learning_curves(c: Curves) -> go.Figure:
     if len(pruned):
         xs, ys, texts = _gapped(pruned, "tokens", "value", "trial_id")
         fig.add_trace(
-            go.Scatter(
+            _lines_trace(len(xs))(
                 x=xs,
                 y=ys,
                 mode="lines",
@@ -400,7 +410,7 @@ def learning_curves(c: Curves) -> go.Figure:
         )
     if len(c.pruned_at):
         fig.add_trace(
-            go.Scatter(
+            _lines_trace(len(c.pruned_at))(
                 x=c.pruned_at["tokens"],
                 y=c.pruned_at["value"],
                 mode="markers",

@@ -134,9 +134,10 @@ def run_array(
     """
     from ray import tune
 
-    from tlmsearch.train.runtime import use_compile_cache
+    if compile_cache:  # none for a simulated study: its arrays never import torch
+        from tlmsearch.train.runtime import use_compile_cache
 
-    use_compile_cache(compile_cache)  # before the array (or its last member alone) compiles
+        use_compile_cache(compile_cache)  # before the array (or its last member alone) compiles
     base = StudyConfig.model_validate(study)
     members: list[_Member] = []
     for k, conf in enumerate(config[MEMBERS]):
@@ -159,11 +160,28 @@ def run_array(
                 m.fail(err)
 
 
+def _simulate(trainees: list[_Member], box: Any) -> None:
+    """``train.backend: simulate``: the members' blackbox curves (:mod:`.blackbox`), eval by
+    eval in step as a fused array reports them; a member the driver ended leaves."""
+    answers = [box.curve(m.candidate, m.seed) for m in trainees]
+    start = time.time()
+    for i in range(max((len(a.evals) for a in answers), default=0)):
+        if box.seconds_per_eval:
+            time.sleep(box.seconds_per_eval)
+        for m, a in zip(trainees, answers, strict=True):
+            if m.ended():
+                m.finished = True
+            elif i < len(a.evals):
+                m.on_eval({**a.evals[i], "wall_s": time.time() - start})
+    for m, a in zip(trainees, answers, strict=True):
+        if not m.finished and not m.ended():
+            m.finished = True
+            m.report({**m.last, "wall_s": time.time() - start}, final=True, status=a.status,
+                     reason=a.reason)  # fmt: skip
+
+
 def _train(base: StudyConfig, members: list[_Member], data: Any) -> None:
     from ray import tune
-
-    from tlmsearch.train.loop import train_proxy
-    from tlmsearch.train.trial_array import Member, TrialArray
 
     start = time.time()
     trainees = []
@@ -173,6 +191,12 @@ def _train(base: StudyConfig, members: list[_Member], data: Any) -> None:
             m.finished = True
         else:
             trainees.append(m)
+    if base.train.backend == "simulate":  # ``data`` is the blackbox
+        _simulate(trainees, data)
+        return
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.trial_array import Member, TrialArray
+
     states = [m.resume() for m in trainees]
     threads, device = trial_threads(base), trial_device(base)
     if len(trainees) == 1:  # one left: the solo path, as a trial of its own

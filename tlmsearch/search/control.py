@@ -28,6 +28,7 @@ it and the behaviour (a control trial empties Optuna's own search space, not the
 from __future__ import annotations
 
 import copy
+import heapq
 import inspect
 from collections.abc import Container, Sequence
 from typing import Any
@@ -83,11 +84,42 @@ def _shown(trials: list[FrozenTrial], states: Container[TrialState] | None) -> l
     return out
 
 
-class _CandidatesView:
-    """The study as a sampler sees it: control trials look FAIL; all else is the study's."""
+# TPE's "good" trials are its best ceil(0.1 n), at most 25 (Optuna's default gamma): a history
+# window keeps these whatever its length, so only its model of the rest is a recent sample.
+BEST_KEPT = 25
 
-    def __init__(self, study: Study) -> None:
+
+def _window(trials: list[FrozenTrial], history: int, sign: float) -> list[FrozenTrial]:
+    """``trials`` less the finished ones outside the window: the :data:`BEST_KEPT` best complete
+    ones and the last ``history`` finished ones (by number) stay, and every unfinished one.
+
+    One pass with a bounded heap (this runs on every ask, over every trial of the study)."""
+    complete, pruned = TrialState.COMPLETE, TrialState.PRUNED
+    finished = [t for t in trials if t.state is complete or t.state is pruned]
+    if len(finished) <= history + BEST_KEPT:
+        return trials
+    heap: list[tuple[float, int]] = []  # (-sign x value, -number): the worst kept on top
+    for t in finished:
+        if t.state is complete and t.values:
+            item = (-sign * t.values[0], -t.number)
+            if len(heap) < BEST_KEPT:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+    keep = {-n for _, n in heap}.union(t.number for t in finished[-history:])
+    return [t for t in trials if not (t.state is complete or t.state is pruned)
+            or t.number in keep]  # fmt: skip
+
+
+class _CandidatesView:
+    """The study as a sampler sees it: control trials look FAIL; all else is the study's (with
+    ``history``, the finished trials of :func:`_window` only)."""
+
+    def __init__(self, study: Study, history: int | None = None,
+                 memo: dict[Any, list[FrozenTrial]] | None = None) -> None:  # fmt: skip
         self._study = study
+        self._history = history
+        self._memo = memo  # this ask's answers by arguments (ControlBlindSampler._view)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -100,12 +132,26 @@ class _CandidatesView:
         states: Container[TrialState] | None = None,
         use_cache: bool = False,
     ) -> list[FrozenTrial]:
-        return _shown(self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache), states)
+        key = (None if states is None else tuple(sorted(s.value for s in states)), use_cache)
+        if self._memo is not None and not deepcopy and key in self._memo:
+            return list(self._memo[key])
+        shown = _shown(self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache), states)
+        shown = self._windowed(shown)
+        if self._memo is not None and not deepcopy:
+            self._memo[key] = shown
+            return list(shown)
+        return shown
+
+    def _windowed(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
+        if self._history is None or len(self._study.directions) > 1:
+            return trials  # a front has no "best 25": every trial
+        sign = 1.0 if self._study.direction.name == "MINIMIZE" else -1.0
+        return _window(trials, self._history, sign)
 
     def get_trials(
         self, deepcopy: bool = True, states: Container[TrialState] | None = None
     ) -> list[FrozenTrial]:
-        return _shown(self._study.get_trials(deepcopy=deepcopy), states)
+        return self._windowed(_shown(self._study.get_trials(deepcopy=deepcopy), states))
 
     @property
     def trials(self) -> list[FrozenTrial]:
@@ -124,11 +170,32 @@ class ControlBlindSampler(BaseSampler):
     >>> study = optuna.create_study(sampler=sampler)
     """
 
-    def __init__(self, inner: BaseSampler) -> None:
+    def __init__(self, inner: BaseSampler, history: int | None = None) -> None:
         if not isinstance(inner, BaseSampler):
             raise TypeError(f"inner must be an Optuna sampler, but got {inner=}")
+        if history is not None and history < 1:
+            raise ValueError(f"history must be a positive number of trials, but got {history=}")
         check()
         self.inner = inner
+        # the finished trials ``inner`` reads: the best and the last ``history`` (None: all).
+        # Only for samplers that read trials by value, never by number (not NSGA-II).
+        self.history = history
+        self._memo_key: tuple[int, int] | None = None
+        self._memo: dict[Any, list[FrozenTrial]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:  # Ray pickles the searcher: no trials in it
+        return {**self.__dict__, "_memo_key": None, "_memo": {}}
+
+    def _view(self, study: Study, trial: FrozenTrial) -> _CandidatesView:
+        """The study as ``inner`` sees it while it samples ``trial``. One ask reads the trials
+        several times (the search space, each group, each parameter), and nothing but the trial
+        being sampled changes meanwhile (the driver is one thread; Optuna's samplers leave that
+        trial out), so each reading is filtered once per ask, not once per call: at 5,000
+        trials the filtering cost more than TPE's model."""
+        key = (id(study), trial.number)
+        if key != self._memo_key:
+            self._memo_key, self._memo = key, {}
+        return _CandidatesView(study, self.history, self._memo)
 
     def __repr__(self) -> str:
         return f"ControlBlindSampler({type(self.inner).__name__})"
@@ -138,14 +205,14 @@ class ControlBlindSampler(BaseSampler):
     ) -> dict[str, BaseDistribution]:
         if is_control_trial(trial):
             return {}
-        return self.inner.infer_relative_search_space(_CandidatesView(study), trial)
+        return self.inner.infer_relative_search_space(self._view(study, trial), trial)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         if is_control_trial(trial):
             return {}
-        return self.inner.sample_relative(_CandidatesView(study), trial, search_space)
+        return self.inner.sample_relative(self._view(study, trial), trial, search_space)
 
     def sample_independent(
         self,
@@ -155,11 +222,11 @@ class ControlBlindSampler(BaseSampler):
         param_distribution: BaseDistribution,
     ) -> Any:
         return self.inner.sample_independent(
-            _CandidatesView(study), trial, param_name, param_distribution
+            self._view(study, trial), trial, param_name, param_distribution
         )
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self.inner.before_trial(_CandidatesView(study), trial)
+        self.inner.before_trial(_CandidatesView(study, self.history), trial)
 
     def after_trial(
         self,
@@ -169,7 +236,7 @@ class ControlBlindSampler(BaseSampler):
         values: Sequence[float] | None,
     ) -> None:
         # The trial's own bookkeeping (constraints); no Optuna sampler fits a model here.
-        self.inner.after_trial(_CandidatesView(study), trial, state, values)
+        self.inner.after_trial(_CandidatesView(study, self.history), trial, state, values)
 
     def reseed_rng(self) -> None:
         self.inner.reseed_rng()

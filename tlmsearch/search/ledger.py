@@ -57,10 +57,15 @@ class TrialLedger:
             curve.append({k: clean(result.get(k)) for k in EVAL_KEYS})
             ot.set_user_attr("curve", curve)
         if len(curve) <= 1 or result.get("final"):
+            # each attribute is a storage transaction (a commit, a server round trip): the final
+            # report writes only the facts that changed since the first eval (a multi-worker
+            # trial's nodes), not all of them again
+            have = ot.user_attrs if result.get("final") else {}
             for k in STATIC_KEYS:
                 if k in result:
-                    value = result[k]
-                    ot.set_user_attr(k, value if k in LAYER_KEYS else clean(value))
+                    value = result[k] if k in LAYER_KEYS else clean(result[k])
+                    if k not in have or have[k] != value:
+                        ot.set_user_attr(k, value)
         if result.get("final") and result.get("traceback"):  # the trial raised
             ot.set_user_attr("traceback", str(result["traceback"]))
         ot.set_user_attr("metrics", {k: clean(result.get(k)) for k in EVAL_KEYS})

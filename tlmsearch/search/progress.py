@@ -295,20 +295,31 @@ class LiveProgress(Callback):
             self._live = None
 
 
+# The most of the driver's time the mid-run table refresh may take: a refresh reads every trial
+# and builds the Evidence, so its cost grows with the study; the wait after one grows with it.
+WRITE_SHARE = 0.05
+
+
 class TableWriter(Callback):
-    """Refresh trials/curves tables after each finished trial, so reports work mid-run."""
+    """Refresh trials/curves tables after each finished trial, so reports work mid-run.
+
+    At most every ``min_interval_s``, and never more than :data:`WRITE_SHARE` of the driver's
+    time: after a refresh that took d seconds the next waits d / WRITE_SHARE (20 d), so at
+    thousands of trials (a refresh of several seconds) the driver still launches trials
+    (benchmarks/scale.py)."""
 
     def __init__(self, run_dir: str, min_interval_s: float = 20.0) -> None:
         self.run_dir = run_dir
         self.min_interval_s = min_interval_s
-        self._last = 0.0
+        self._last = -math.inf
+        self._took = 0.0
 
     def _write(self) -> None:
-        # Runs in the driver's event loop, between trial launches: at most every few seconds
-        # (the run writes the final tables itself).
-        if time.time() - self._last < self.min_interval_s:
+        # Runs in the driver's event loop, between trial launches (the run writes the final
+        # tables itself).
+        start = time.time()
+        if start - self._last < max(self.min_interval_s, self._took / WRITE_SHARE):
             return
-        self._last = time.time()
         from tlmsearch.search import export as _export
 
         try:
@@ -316,6 +327,9 @@ class TableWriter(Callback):
             _export.write_tables(self.run_dir, study, cfg)
         except Exception as err:  # a table refresh must never stop the study
             print(f"warning: could not refresh the tables: {err}", file=sys.stderr)
+        finally:
+            self._last = time.time()
+            self._took = self._last - start
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         from tlmsearch.search import faults

@@ -479,7 +479,7 @@ def _study_again(url: str, name: str) -> Any:
 def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
     """The MFU peak of this machine's CPUs, measured before trials share the cores: a trial
     calibrating beside another one reads it low and caches that (MFU too high from then on)."""
-    if facts.get("joined") or cfg.ray.gpus_per_trial:
+    if facts.get("joined") or cfg.ray.gpus_per_trial or cfg.train.backend == "simulate":
         return
     import torch
 
@@ -588,14 +588,15 @@ def _tuner(
     arrays = arrays_on(cfg)
     if arrays:
         from tlmsearch.search.array_trainable import run_array
+    simulated = cfg.train.backend == "simulate"  # data is the blackbox: no tokens, no torch
     # Data through the object store unless every node reads a shared path.
-    payload = data if cfg.ray.shared_path else data.in_memory()
+    payload = data if cfg.ray.shared_path or simulated else data.in_memory()
     trainable = tune.with_resources(
         tune.with_parameters(
             run_array if arrays else run_trial,
             study=cfg.to_dict(),
             data=payload,
-            compile_cache=compile_cache(run),
+            compile_cache=None if simulated else compile_cache(run),
         ),
         trial_resources(cfg.ray),  # with several workers, Ray Train reserves theirs
     )
@@ -776,7 +777,14 @@ def _directions(cfg: StudyConfig) -> dict[str, Any]:
 
 
 def _prepare(cfg: StudyConfig, echo: Any, run: Path | None = None) -> Any:
-    """The run's data (``run``: a resume's run dir, whose run.json then says so)."""
+    """The run's data (``run``: a resume's run dir, whose run.json then says so); a simulated
+    study's blackbox instead (nothing to train on)."""
+    if cfg.train.backend == "simulate":
+        from tlmsearch.search.blackbox import load_blackbox
+
+        box = load_blackbox(cfg)
+        echo(f"simulate: {type(box).__name__}, no training (train.simulate)")
+        return box
     from tlmsearch.data import prepare_data
     from tlmsearch.search import faults
 

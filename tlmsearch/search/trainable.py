@@ -68,9 +68,10 @@ def run_trial(
     """
     from ray import tune
 
-    from tlmsearch.train.runtime import use_compile_cache
+    if compile_cache:  # none for a simulated study: its trials never import torch
+        from tlmsearch.train.runtime import use_compile_cache
 
-    use_compile_cache(compile_cache)  # before anything compiles in this process
+        use_compile_cache(compile_cache)  # before anything compiles in this process
     last: dict[str, Any] = {}  # the last eval's report: a failure keeps its metrics
     try:
         _train(config, study, data, last, compile_cache)
@@ -145,13 +146,25 @@ def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
     )
 
 
+def _simulate(report: Callable[[dict[str, Any]], Any], answer: Any, static: dict[str, Any],
+              seconds_per_eval: float, last: dict) -> None:  # fmt: skip
+    """``train.backend: simulate``: report the blackbox's curve (:mod:`.blackbox`) as a trained
+    trial reports its evals, then its final report with the blackbox's status."""
+    start = time.time()
+    for ev in answer.evals:
+        if seconds_per_eval:
+            time.sleep(seconds_per_eval)
+        row = {**_metrics({**ev, "wall_s": time.time() - start}, static), **static}
+        report({**row, "final": False})
+        last.update(row)
+    report({**_metrics({}, static), **last, "final": True, "status": answer.status,
+            "reason": answer.reason})  # fmt: skip
+
+
 def _train(
     config: dict[str, Any], study: dict[str, Any], data: Any, last: dict, compile_cache: str | None
 ) -> None:
     from ray import tune
-
-    from tlmsearch.train.loop import train_proxy
-    from tlmsearch.train.trainer import Trainer
 
     candidate, seed = config["candidate"], int(config["seed"])
     cfg, model, plan, static = _setup(StudyConfig.model_validate(study), candidate, data)
@@ -160,6 +173,12 @@ def _train(
     if replay:  # a finished trial of this seed trained these exact widths: report its curve
         _replay(tune.report, replay, static)
         return
+    if cfg.train.backend == "simulate":  # ``data`` is the blackbox (search/blackbox.py)
+        _simulate(tune.report, data.curve(candidate, seed), static, data.seconds_per_eval, last)
+        return
+    from tlmsearch.train.loop import train_proxy
+    from tlmsearch.train.trainer import Trainer
+
     threads = trial_threads(cfg)  # the trainer sets torch's intra-op threads to this
     start = time.time()
     meta = _meta(config, cfg, model, plan)

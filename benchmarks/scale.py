@@ -1,0 +1,374 @@
+"""Search at scale: the real driver (Ray Tune, the Optuna searcher and storage, the pruner, the
+ledger, the tables, the report) at hundreds to thousands of trials, with the simulator backend
+(``train.backend: simulate``: a surrogate blackbox, no training), so what is timed is the
+driver's own cost per trial.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scale.py [--sizes 100,1000]
+[--storages sqlite,journal,postgresql] [--sampler tpe] [--kill-at 0.5]``. PostgreSQL needs
+``TLMSEARCH_TEST_PG_URL`` (``export TLMSEARCH_TEST_PG_URL=$(.ci/services.sh start)``).
+
+The study: ``search_spaces/continuous.yaml`` (shape x r_start x r_end, sigmoid's k and midpoint)
+on a 4-layer model, one seed, a surrogate whose best candidate is cosine-like (r_start 1.6,
+r_end 0.4), 4 evals a trial, the median pruner, 2 trials at once, ``tlmsearch run`` in a
+subprocess. Per row:
+
+- ``ms_median`` / ``ms_p99``: a trial's driver overhead, Optuna's ``datetime_complete -
+  datetime_start`` (ask -> Ray schedules it -> its evals reported and pruned or not -> tell); the
+  simulated trial itself takes ~0 s. ``growth``: the median of the last tenth of the trials over
+  the first tenth's (flat = 1).
+- ``s_per_trial``: the run's wall time (Ray's start included) over its trials.
+- ``storage_mb``: optuna.db, optuna.journal, or PostgreSQL's database growth.
+- ``driver_mb``: the driver process's peak RSS (``VmHWM``; Ray's own processes not counted).
+- ``status_s``, ``export_s``, ``report_s``: ``tlmsearch status / export --format csv / report``,
+  each a fresh process (Python's and the imports' start included); ``evidence_s``: building the
+  Evidence from trials.parquet in process; ``html_mb``: report.html; ``fcp_ms`` / ``load_ms``:
+  headless Chromium's first contentful paint and load event of the report (every figure drawn),
+  measured in the browser (none without a Chromium).
+- ``--kill-at F``: SIGKILL the driver once F of the trials finished, ``tlmsearch resume``, and
+  check the study ends with every planned trial finished once (``resume_ok``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-c", "from tlmsearch.cli import main; main()"]  # `tlmsearch`
+SURROGATE = {"offset": -0.01, "curvature": 0.05, "optimum": {"r_start": 1.6, "r_end": 0.4},
+             "noise_sd": 0.01, "seed_sd": 0.005}  # fmt: skip
+
+
+def study(name: str, runs: Path, n: int, storage: str, sampler: str,
+          tpe_history: int | None = 300) -> dict[str, Any]:  # fmt: skip
+    """The benchmark's study (see the module docstring)."""
+    optuna = {"sqlite": None, "journal": "journal"}.get(storage)
+    if storage == "postgresql":
+        optuna = os.environ["TLMSEARCH_TEST_PG_URL"]
+    return {
+        "name": name,
+        "space": str(ROOT / "search_spaces" / "continuous.yaml"),
+        "model": {
+            "n_layer": 4,
+            "d_model": 64,
+            "n_head": 2,
+            "d_ff": 256,
+            "multiple_of": 8,
+            "vocab_size": 256,
+        },
+        "data": {"tokenizer": {"kind": "bytes"}, "seq_len": 32},
+        "train": {
+            "tokens": 8192,
+            "batch_tokens": 512,
+            "warmup_tokens": 1024,
+            "eval_every_tokens": 2048,
+            "backend": "simulate",
+            "simulate": {"surrogate": SURROGATE},
+        },
+        "search": {
+            "sampler": sampler,
+            "n_trials": n,
+            "pruner": "median",
+            "concurrency": 2,
+            "seeds": [0],
+            "tpe_history": tpe_history,
+        },
+        "storage": {"runs_dir": str(runs), "optuna": optuna},
+        "ray": {"num_cpus": 2, "cpus_per_trial": 1},
+    }
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _tree(root: int) -> list[int]:
+    """``root``'s live descendants (Ray's helpers outlive a SIGKILLed driver)."""
+    kids: dict[int, list[int]] = {}
+    for e in Path("/proc").iterdir():
+        if e.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((e / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(e.name))
+    out, todo = [], [root]
+    while todo:
+        got = kids.get(todo.pop(), [])
+        out += got
+        todo += got
+    return out
+
+
+def drive(
+    args: list[str], log: Path, env: dict[str, str], stop: Any = None
+) -> tuple[float, float]:
+    """Run ``tlmsearch ARGS``, polling the driver's peak RSS; SIGKILL it (and the Ray helpers it
+    started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB)."""
+    t0, peak = time.time(), 0.0
+    with log.open("a") as out:
+        proc = subprocess.Popen([*CLI, *args], stdout=out, stderr=out, env=env, cwd=ROOT)
+    try:
+        while proc.poll() is None:
+            peak = max(peak, _peak_rss_mb(proc.pid))
+            if stop is not None and stop():
+                helpers = _tree(proc.pid)
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                for pid in helpers:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if stop is None and proc.returncode != 0:
+        raise SystemExit(f"`tlmsearch {' '.join(args)}` exited {proc.returncode}: see {log}")
+    return time.time() - t0, peak
+
+
+def _timed(args: list[str], env: dict[str, str]) -> float:
+    t = time.time()
+    subprocess.run([*CLI, *args], env=env, cwd=ROOT, check=True, capture_output=True)
+    return time.time() - t
+
+
+def _url(cfg: dict[str, Any], run: Path) -> str:
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search.storage import storage_url
+
+    return storage_url(study_from_mapping(cfg).storage, run.resolve())
+
+
+def _finished(url: str, name: str) -> int:
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    with contextlib.suppress(Exception):
+        study = optuna.load_study(study_name=name, storage=open_storage(url))
+        return sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+    return 0
+
+
+def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
+    """Each finished trial's start-to-tell seconds in trial order, and how many trials there
+    are (finished or not)."""
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials()
+    secs = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+            if t.state.is_finished() and t.datetime_start and t.datetime_complete]  # fmt: skip
+    return np.array(secs), len(trials)
+
+
+def _pg_size() -> float:
+    import sqlalchemy
+
+    from tlmsearch.search.storage import open_storage
+
+    eng = open_storage(os.environ["TLMSEARCH_TEST_PG_URL"]).engine
+    with eng.connect() as c:
+        return c.execute(sqlalchemy.text("select pg_database_size(current_database())")).scalar()
+
+
+def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None,
+            history: int | None = 300) -> dict:  # fmt: skip
+    """One row of the table (see the module docstring)."""
+    name = f"scale-{storage}-{n}-{int(time.time())}"
+    runs = tmp / "runs"
+    cfg = study(name, runs, n, storage, sampler, history)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run, log = runs / name, tmp / f"{name}.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    url = _url(cfg, run)
+    pg0 = _pg_size() if storage == "postgresql" else 0.0
+    row: dict[str, Any] = {"storage": storage, "trials": n}
+    if kill_at is None:
+        wall, peak = drive(["run", str(path)], log, env)
+    else:
+
+        def stop() -> bool:
+            return _finished(url, name) >= kill_at * n
+
+        wall, peak = drive(["run", str(path)], log, env, stop)
+        killed_at = _finished(url, name)
+        w2, p2 = drive(["resume", str(run)], log, env)
+        wall, peak = wall + w2, max(peak, p2)
+        row["killed_at"] = killed_at
+    secs, total = _overheads(url, name)
+    k = max(1, len(secs) // 10)
+    row.update({
+        "ms_median": round(1000 * float(np.median(secs)), 1),
+        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+        "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
+        "s_per_trial": round(wall / len(secs), 3),
+        "driver_mb": round(peak),
+    })  # fmt: skip
+    if kill_at is not None:  # every planned trial once: n sampled + uniform's, none twice
+        import pandas as pd
+
+        t = pd.read_parquet(run / "trials.parquet")  # a re-run trial stands for the killed one
+        once = not t.duplicated(["params_json", "seed"]).any()
+        row["resume_ok"] = len(t) == n + 1 and once and set(t["state"]) <= {"COMPLETE", "PRUNED"}
+        row["requeued"] = total - len(t)
+    files = {"sqlite": run / "optuna.db", "journal": run / "optuna.journal"}
+    size = _pg_size() - pg0 if storage == "postgresql" else files[storage].stat().st_size
+    row["storage_mb"] = round(size / 2**20, 2)
+    row["status_s"] = round(_timed(["status", str(run)], env), 2)
+    row["export_s"] = round(_timed(["export", str(run), "--format", "csv"], env), 2)
+    row["evidence_s"] = round(_evidence_s(run), 2)
+    row["report_s"] = round(_timed(["report", str(run)], env), 2)
+    row["html_mb"] = round((run / "report.html").stat().st_size / 2**20, 2)
+    row.update(first_paint(run / "report.html"))
+    if storage == "postgresql":
+        _drop(url, name)
+    return row
+
+
+# Appended to a copy of the report: the browser's own paint timings and its load event (the
+# report's figures are drawn by inline scripts, so at load every figure has rendered).
+PAINT = """<pre id="paint-times" style="display:none"></pre><script>
+window.addEventListener('load',function(){setTimeout(function(){
+  var p={};performance.getEntriesByType('paint').forEach(function(e){p[e.name]=e.startTime;});
+  p.load=performance.timing.loadEventStart-performance.timing.navigationStart;
+  document.getElementById('paint-times').textContent=JSON.stringify(p);},0);});
+</script>"""
+
+
+def first_paint(html: Path) -> dict[str, float]:
+    """Headless Chromium's first contentful paint and load (ms) of a copy of ``html``;
+    {} without a Chromium (``apt-get install chromium``)."""
+    import re
+
+    from tlmsearch.report.images import find_chromium
+
+    exe = find_chromium()
+    if exe is None:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "report.html"
+        text = html.read_text()
+        page.write_text(text.replace("</body>", PAINT + "</body>", 1))
+        out = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+                              f"--user-data-dir={tmp}/profile", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+    found = re.search(r'<pre id="paint-times"[^>]*>(.*?)</pre>', out, re.S)
+    if not found or not found.group(1).strip():
+        return {}
+    times = json.loads(found.group(1))
+    return {"fcp_ms": round(times.get("first-contentful-paint", float("nan"))),
+            "load_ms": round(times["load"])}  # fmt: skip
+
+
+def _evidence_s(run: Path) -> float:
+    import pandas as pd
+
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.evidence import study_evidence
+
+    cfg = study_from_mapping(yaml.safe_load((run / "study.yaml").read_text()))
+    trials = pd.read_parquet(run / "trials.parquet")
+    curves = pd.read_parquet(run / "curves.parquet")
+    t = time.time()
+    study_evidence(trials, cfg, curves=curves)
+    return time.time() - t
+
+
+def _drop(url: str, name: str) -> None:
+    import optuna
+
+    from tlmsearch.search.storage import open_storage
+
+    with contextlib.suppress(Exception):
+        optuna.delete_study(study_name=name, storage=open_storage(url))
+
+
+def sampler_ms(sizes: list[int], sampler: str, history: int | None,
+               asks: int = 20) -> list[dict[str, Any]]:  # fmt: skip
+    """The study's sampler alone (no Ray, no storage): ms per ask (the candidate drawn, as the
+    searcher draws it) with n finished candidates already in an in-memory study."""
+    import optuna
+
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search.samplers import make_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    cfg = study_from_mapping(study("tpe", Path(tempfile.gettempdir()), 10, "sqlite", sampler,
+                                   history))  # fmt: skip
+    space = cfg.space
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        st = optuna.create_study(sampler=make_sampler(cfg))
+        warm = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        done = []
+        for _ in range(n):  # n random candidates with a bowl's value, told at once
+            t = warm.ask()
+            c = space.suggest(t)
+            v = (c["r_start"] - 1.6) ** 2 + (c["r_end"] - 0.4) ** 2 + rng.normal(0, 0.01)
+            done.append(optuna.trial.create_trial(params=t.params, distributions=t.distributions,
+                                                  value=v))  # fmt: skip
+        st.add_trials(done)
+        t0 = time.time()
+        for _ in range(asks):
+            space.suggest(st.ask())  # left running: constant_liar counts them, as live
+        rows.append({"sampler": sampler, "tpe_history": history, "finished": n,
+                     "ms_per_ask": round(1000 * (time.time() - t0) / asks, 1)})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100,1000", help="trials per study, comma-separated")
+    ap.add_argument("--storages", default="sqlite,journal", help="sqlite,journal,postgresql")
+    ap.add_argument("--sampler", default="tpe")
+    ap.add_argument("--kill-at", type=float, default=None,
+                    help="SIGKILL the driver once this share finished, then resume")  # fmt: skip
+    ap.add_argument("--keep", type=Path, default=None, help="keep the run dirs here")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--tpe-history", default="300", help="search.tpe_history, or all")
+    ap.add_argument("--sampler-only", action="store_true",
+                    help="time the sampler's asks alone at --sizes finished trials")  # fmt: skip
+    args = ap.parse_args()
+    if args.sampler_only:
+        history = None if args.tpe_history == "all" else int(args.tpe_history)
+        sampler_ms([int(x) for x in args.sizes.split(",")], args.sampler, history)
+        return
+    history = None if args.tpe_history == "all" else int(args.tpe_history)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tlmsearch-scale-") as tmp:
+        base = args.keep or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        for storage in args.storages.split(","):
+            for n in (int(x) for x in args.sizes.split(",")):
+                rows.append(measure(base, n, storage, args.sampler, args.kill_at, history))
+                print(json.dumps(rows[-1]), flush=True)
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
