@@ -30,6 +30,7 @@ all the contrasts (:mod:`tlmsearch.stats.words`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,16 @@ class _Fit:
     pinv: np.ndarray
     y: np.ndarray
 
+    @functools.cached_property
+    def projection(self) -> np.ndarray:
+        """pinv x: l is estimable exactly when l pinv x = l (once per fit, not per contrast)."""
+        return self.pinv @ self.x
+
+    @functools.cached_property
+    def column(self) -> dict[Any, int]:
+        """Each row's design column (the first row is the intercept's, column 0)."""
+        return {name: j for j, name in enumerate(self.names)}
+
 
 def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
          key: str = "candidate") -> dict[str, _Fit]:  # fmt: skip
@@ -113,17 +124,23 @@ def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
 def _weights_on_cells(fit: _Fit, weights: Mapping[Any, float]) -> np.ndarray | None:
     """a with a'y the OLS estimate of sum_r w_r tau_r in one setting's fit; None when it is not
     estimable there (a row of it has no complete cell, or its rows share no seed)."""
-    if any(k not in fit.names for k, w in weights.items() if w != 0.0):
+    if any(k not in fit.column for k, w in weights.items() if w != 0.0):
         return None
-    lvec = np.zeros(fit.x.shape[1])
-    for j, name in enumerate(fit.names):
-        if j > 0:
-            lvec[j] = weights.get(name, 0.0)
     if not math.isclose(sum(weights.get(n, 0.0) for n in fit.names), 0.0, abs_tol=1e-9):
         return None
-    if not np.allclose(lvec @ fit.pinv @ fit.x, lvec, atol=1e-8):
+    # l is sparse (a contrast reads a few rows): only its non-zero columns enter the products,
+    # so a study of k candidates costs k contrasts x k, not k x k^2
+    cols = [fit.column[k] for k, w in weights.items() if w != 0.0 and fit.column[k] > 0]
+    lv = np.array([weights[fit.names[j]] for j in cols], dtype="float64")
+    lvec = np.zeros(fit.x.shape[1])
+    lvec[cols] = lv
+    if not np.allclose(lv @ fit.projection[cols, :], lvec, atol=1e-8):
         return None
-    return fit.pinv.T @ lvec
+    a = fit.pinv[cols, :].T @ lv
+    # the pseudo-inverse's rounding leaves ~1e-17 on cells the contrast does not read: zero,
+    # so that only the rows it reads bring their variance (and their df) into it
+    a[np.abs(a) <= 1e-12 * max(float(np.abs(a).max()), 1e-300)] = 0.0
+    return a
 
 
 def _cell_variance(model: RowNoise | Noise | None, key: Any) -> tuple[str, float, int] | None:
@@ -162,9 +179,8 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
             return math.nan, math.nan, 0.0
         est += float(a @ fit.y)
         model = models.get(s, only)
-        for c, ai in zip(fit.keys, a, strict=True):
-            if ai == 0.0:
-                continue
+        for i in np.flatnonzero(a):
+            c, ai = fit.keys[i], float(a[i])
             part = _cell_variance(model, c)
             if part is None:
                 return est, math.nan, 0.0

@@ -207,9 +207,10 @@ def row_fit(
     # Two rows (uniform and one candidate) share every residual (one is minus the other): only
     # their sum is measured, and a least-squares split of it is the linear algebra library's
     # choice, not the data's. Own variances exist where the system pins each of them.
-    pinned = informative.any() and np.linalg.matrix_rank(a[sub], rtol=1e-9) == informative.sum()
-    if df > 0 and pinned:
-        own[informative] = np.linalg.solve(a[sub], ss[informative])
+    if informative.any() and df > 0:
+        solved, _, rank, _ = np.linalg.lstsq(a[sub], ss[informative], rcond=1e-9)
+        if rank == informative.sum():
+            own[informative] = solved
     n = g.sum(axis=0)
     out = {name: (float(own[i]), float(ss[i]), float(share[i]), int(n[i]))
            for i, name in enumerate(names)}  # fmt: skip
