@@ -1339,6 +1339,114 @@ def gate_table(grid: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -------------------------------------------------------------------------------------------------
+# The tuned and shared-setting comparisons of a study with settings (``--tuned``)
+
+TUNED_SCHEDULES = 6  # besides uniform
+TUNED_LRS = (1, 2, 4, 8)  # setting values (train.lr): only their labels matter here
+# (name, seeds, uniform's sd over the candidates', pruned: None | spared schedules)
+TUNED_ROWS = (
+    ("4 seeds, equal rows", 4, 1.0, None),
+    ("4 seeds, uniform's sd 2x", 4, 2.0, None),
+    ("6 seeds, uniform's sd 2x", 6, 2.0, None),
+    ("6 seeds, uniform's sd 3x", 6, 3.0, None),
+    ("6 seeds, pruned, none spared", 6, 1.0, 0),
+    ("6 seeds, pruned, 2 spared", 6, 1.0, 2),
+)
+
+
+def draw_tuned(rng: np.random.Generator, seeds: int, sd_uniform: float = 1.0,
+               spared: int | None = None, sd_u: float = 0.005, sd_e: float = 0.005,
+               sd_g: float = 0.005) -> pd.DataFrame:  # fmt: skip
+    """A null study with a ``train.lr`` dimension: uniform and TUNED_SCHEDULES schedules at
+    every LR of TUNED_LRS on every seed, all equal at every LR (an LR level shared by all),
+
+        y = 2 + lr_level + u_seed + g_(lr, seed) + e     e ~ N(0, k sd_e), k = ``sd_uniform``
+                                                         for uniform, 1 for the rest
+
+    (g: how an LR treats a seed, shared by every schedule at that LR and seed). ``spared``:
+    None, unpruned; else a pruner as the median pruner acts at a quarter of the run (a
+    candidate cell whose early value, its final one blurred by N(0, sd_e), is worse than the
+    median of its (LR, seed)'s early values is PRUNED, keeping that early value), with the
+    first ``spared`` schedules marked ``spared`` (search.unpruned_candidates) at every LR."""
+    scheds = ["uniform"] + [f"s{i}" for i in range(TUNED_SCHEDULES)]
+    lr_level = rng.normal(0.0, 0.02, len(TUNED_LRS))
+    u = rng.normal(0.0, sd_u, seeds)
+    g = rng.normal(0.0, sd_g, (len(TUNED_LRS), seeds))
+    e = rng.normal(0.0, sd_e, (len(scheds), len(TUNED_LRS), seeds))
+    e[0] *= sd_uniform
+    blur = rng.normal(0.0, sd_e, e.shape)
+    y = 2.0 + lr_level[None, :, None] + u[None, None, :] + g[None] + e
+    rows = []
+    for i, sch in enumerate(scheds):
+        for j, lr in enumerate(TUNED_LRS):
+            for s in range(seeds):
+                rows.append((sch, lr, s, y[i, j, s], y[i, j, s] + blur[i, j, s]))
+    t = pd.DataFrame(rows, columns=["schedule", "lr", "seed", VALUE, "early"])
+    t["setting"] = [f"lr={lr}" for lr in t["lr"]]
+    t["candidate"] = t["schedule"] + " @ " + t["setting"]
+    t["params_json"] = [json.dumps({"shape": s, "train.lr": lr})
+                        for s, lr in zip(t["schedule"], t["lr"], strict=True)]  # fmt: skip
+    t["is_baseline"] = t["schedule"] == "uniform"
+    t["state"] = "COMPLETE"
+    if spared is not None:
+        keep = set(scheds[1:1 + spared])
+        med = t.groupby(["lr", "seed"])["early"].transform("median")
+        at_risk = ~t["is_baseline"] & ~t["schedule"].isin(keep)
+        cut = at_risk & (t["early"] > med)
+        t.loc[cut, "state"] = "PRUNED"
+        t.loc[cut, VALUE] = t.loc[cut, "early"]
+        t["spared"] = t["schedule"].isin(keep)
+    return t.drop(columns=["early", "lr"])
+
+
+def judge_tuned(trials: pd.DataFrame) -> dict[str, int]:
+    """1 where the tuned comparison (each schedule at its own best LR vs uniform at its) or the
+    shared-setting one (each at uniform's best LR) prints any "separated_from_uniform: true",
+    as best.yaml's ``tuned`` says it: every schedule equals uniform, so any is false."""
+    from tlmsearch.evidence.tuned import tuned
+
+    tu = tuned(trials, VALUE, "minimize")
+    rows = tu.as_dict()["schedules"] if tu is not None else []
+    own = any(r.get("separated_from_uniform") for r in rows)
+    shared = any((r.get("at_shared_setting") or {}).get("separated_from_uniform") for r in rows)
+    return {"tuned": int(own), "shared": int(shared), "either": int(own or shared)}
+
+
+def tuned_grid(reps: int = 100, seed: int = 0, rows: Sequence[tuple] = TUNED_ROWS
+               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """row name -> the family-wise rates of a false "separated" over ``reps`` null studies
+    (:func:`draw_tuned`, :func:`judge_tuned`); each row's draws depend on (``seed``, its
+    index) only, so two engines judge the same studies.
+
+    >>> g = tuned_grid(reps=2, rows=TUNED_ROWS[:1])
+    >>> g["4 seeds, equal rows"]["tuned"]["n"]
+    2
+    """
+    out = {}
+    for k, (name, seeds, ratio, spared) in enumerate(rows):
+        rng = np.random.default_rng([seed, 44, k])
+        hits = {"tuned": 0, "shared": 0, "either": 0}
+        for _ in range(reps):
+            for key, v in judge_tuned(draw_tuned(rng, seeds, ratio, spared)).items():
+                hits[key] += v
+        out[name] = {key: _rate(v, reps, reps) for key, v in hits.items()}
+    return out
+
+
+def tuned_table(grid: dict[str, dict[str, Any]]) -> str:
+    """:func:`tuned_grid` as a table, each rate ``ok`` or ``**FAILS**`` against 5% within 2
+    MC standard errors."""
+    lines = ["### The tuned and shared-LR comparisons: family-wise false \"separated\" (null "
+             "studies, uniform and 6 schedules at 4 LRs, held-out seeds)", "",
+             "| study | tuned (each at its best LR) | at uniform's best LR | either |",
+             "|---|---|---|---|"]  # fmt: skip
+    for name, r in grid.items():
+        cells = [f"{fmt(r[k])} {_ok(within_goal(r[k]))}" for k in ("tuned", "shared", "either")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
@@ -1360,7 +1468,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--gate", type=int, default=0, metavar="REPS",
                    help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
                         "null studies per cell")  # fmt: skip
+    p.add_argument("--tuned", type=int, default=0, metavar="REPS",
+                   help="only the tuned and shared-setting comparisons' rows (null studies "
+                        "with 4 LRs), REPS studies per row")  # fmt: skip
     a = p.parse_args(argv)
+    if a.tuned:
+        t0 = time.perf_counter()
+        grid = tuned_grid(a.tuned, a.seed)
+        print(tuned_table(grid))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"settings": {"tuned": a.tuned, "seed": a.seed}, "tuned": grid}, f,
+                          indent=1)  # fmt: skip
+        return
     if a.gate:
         t0 = time.perf_counter()
         grid = gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e)

@@ -6,6 +6,7 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``deltas.py``: each candidate's outcome on each seed, paired deltas vs uniform
 - ``noise.py``: the noise of one paired delta from the block-design fit; with settings, each
   setting's own and the noise across settings
+- ``across.py``: the noise of a comparison between two settings' cells on the rows model
 - ``rows.py``: each row's (candidate's, uniform's) own variance where its seeds show it
   noisier, and the noise of each pair: the model every comparison uses
 - ``multiplicity.py``: Holm / BH adjusted p-values and how a family is said
@@ -27,6 +28,7 @@ says what every number means.
 
 from __future__ import annotations
 
+from tlmsearch.stats.across import PairNoises, across_pair
 from tlmsearch.stats.contrasts import CONTRAST_COLUMNS, contrast_table, contrasts_rule
 from tlmsearch.stats.deltas import (
     PENDING_STATES,
@@ -50,6 +52,7 @@ from tlmsearch.stats.noise import (
     Noise,
     block_fit,
     block_noise,
+    interaction as noise_interaction,
     setting_column,
     setting_noise,
     setting_noises,
@@ -112,11 +115,13 @@ __all__ = [
     "CheckpointNoise",
     "Interval",
     "Noise",
+    "PairNoises",
     "Question",
     "RowNoise",
     "RowVariance",
     "Seeds",
     "SignalToNoise",
+    "across_pair",
     "adjust",
     "any_pruned",
     "baseline_by_seed",
@@ -133,6 +138,7 @@ __all__ = [
     "family_words",
     "mcb",
     "mean_interval",
+    "noise_interaction",
     "paired_deltas",
     "pairwise",
     "pitman_morgan",
