@@ -62,6 +62,8 @@ def best_line(best: dict[str, Any]) -> str:
             noise += f", {abs(units):.1f} noise units" if units is not None else ""
             if sep is not None:
                 noise += ", separated" if sep else ", not separated"
+        elif (best.get("delta_note") or {}).get(m, "").startswith("cannot be bounded"):
+            noise = f" [{best['delta_note'][m]}]"
         else:
             one = (best.get("delta_n_seeds") or {}).get(m) == 1
             noise = " [1 seed: noise unknown]" if one else " [noise unknown]"
