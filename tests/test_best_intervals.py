@@ -96,3 +96,16 @@ def test_best_yaml_states_the_families_combined_error():
     assert r["combined"] == pytest.approx(0.2) and "80%" in r["note"]
     one = error_rates({"best": [{}]}, 0.95)
     assert one["combined"] == pytest.approx(0.05) and one["note"].startswith("one family")
+
+
+def test_a_sentence_on_one_df_says_it_cannot_be_bounded_instead_of_a_huge_interval():
+    """A stored 2-seed race re-judged printed "-0.0505 [95% CI -2.5683, +2.4672]"."""
+    from tlmsearch.evidence.conclusions import _Diff, _numbers
+
+    d = _Diff(2, 2, -0.0505, 2.518, "model", -2.7, 0.4, "family", False, "", "", 1)
+    text = _numbers(d, "val_bpb", 0.95)
+    assert "±" not in text and "cannot be bounded yet (its noise has 1 df" in text
+    assert text.startswith("-0.05") and "tlmsearch plan" in text
+    ok = _numbers(d._replace(df=3) if hasattr(d, "_replace") else _Diff(
+        2, 2, -0.0505, 0.02, "model", -2.7, 0.01, "family", True, "", "", 3), "val_bpb", 0.95)
+    assert "±" in ok

@@ -117,6 +117,7 @@ class _Diff(NamedTuple):
     separated: Any  # True | False | <NA>
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
     over: str = ""  # what the interval holds over: "" (per comparison), ", simultaneous over 15"
+    df: int = 0  # the noise's df (1-2: the interval bounds nothing; the sentence says so)
 
     @classmethod
     def of(cls, row: Any, censored_a: str = "") -> _Diff:
@@ -125,7 +126,7 @@ class _Diff(NamedTuple):
             int(row["n"]), int(row["n_better"]), float(row["mean_delta"]),
             float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
             float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
-            censored_a, _over(row),
+            censored_a, _over(row), int(row.get("noise_df", 0) or 0),
         )  # fmt: skip
 
 
@@ -166,6 +167,10 @@ def _numbers(d: _Diff, label: str, level: float) -> str:
     k = decimals(d.half, d.mean)
     ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI{d.over}"
     text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
+    if 1 <= d.df < 3 and d.half > 0 and d.decided_by != RACE:  # t on 1 df: 12.7 sds at 95%
+        k = decimals(math.nan, d.mean)
+        text = (f"{d.mean:+.{k}f} {label}, cannot be bounded yet (its noise has {d.df} df; "
+                "tlmsearch plan says the seeds it needs)")
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"
     return f"{text}, no seed-to-seed spread"
