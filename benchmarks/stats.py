@@ -1447,6 +1447,61 @@ def tuned_table(grid: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -------------------------------------------------------------------------------------------------
+# The best's selection-adjusted estimate (``--shrink``)
+
+SHRINK_ROWS = (  # (name, seeds, sd of the candidates' true effects in noise sds)
+    ("15 equal to uniform, 3 seeds", 3, 0.0),
+    ("15 equal to uniform, 10 seeds", 10, 0.0),
+    ("true effects spread 1 noise sd, 3 seeds", 3, 1.0),
+)
+
+
+def shrink_grid(reps: int = 300, seed: int = 0, m: int = 15, sd_u: float = 0.005,
+                sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """row -> the mean error (in noise sds: one paired delta's sd, sqrt(2) sd_e) of the
+    best-ranked candidate's raw mean delta and of its selection-adjusted one
+    (:func:`tlmsearch.stats.shrunk` of :func:`tlmsearch.stats.effects`, what best.yaml prints),
+    against its true effect, with their MC standard errors, and the mean absolute errors.
+
+    >>> g = shrink_grid(reps=3, m=4)
+    >>> sorted(g["15 equal to uniform, 3 seeds"])
+    ['abs_adjusted', 'abs_raw', 'adjusted', 'raw']
+    """
+    from tlmsearch.stats import shrunk
+
+    out = {}
+    unit = math.sqrt(2.0) * sd_e
+    for k, (name, seeds, spread) in enumerate(SHRINK_ROWS):
+        rng = np.random.default_rng([seed, 8, k])
+        raw, adj = [], []
+        for _ in range(reps):
+            effects = tuple(rng.normal(0.0, spread, m)) if spread else (0.0,) * m
+            sc = Scenario(f"shrink{k}", name, seeds, effects)
+            trials = draw(sc, rng, sd_u, sd_e)
+            eff = stats_effects(trials, VALUE, "minimize")
+            eff = eff.assign(shrunk=shrunk(eff)).set_index("candidate")
+            best = eff["mean_delta"].idxmin()
+            true = truth(sc)[best]
+            raw.append(eff.at[best, "mean_delta"] / unit - true)
+            adj.append(eff.at[best, "shrunk"] / unit - true)
+        out[name] = {"raw": _mean(raw), "adjusted": _mean(adj),
+                     "abs_raw": _mean([abs(x) for x in raw]),
+                     "abs_adjusted": _mean([abs(x) for x in adj])}  # fmt: skip
+    return out
+
+
+def shrink_table(grid: dict[str, dict[str, Any]]) -> str:
+    lines = ["### The best's estimate: mean error vs its true effect, in noise sds (± MC se)", "",
+             "| study | raw mean (bias) | selection-adjusted (bias) | raw, mean abs error | "
+             "adjusted, mean abs error |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in grid.items():
+        cells = [f"{r[k]['mean']:+.3f} ± {r[k]['se']:.3f}"
+                 for k in ("raw", "adjusted", "abs_raw", "abs_adjusted")]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
@@ -1471,7 +1526,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--tuned", type=int, default=0, metavar="REPS",
                    help="only the tuned and shared-setting comparisons' rows (null studies "
                         "with 4 LRs), REPS studies per row")  # fmt: skip
+    p.add_argument("--shrink", type=int, default=0, metavar="REPS",
+                   help="only the best's selection-adjusted estimate's rows, REPS studies each")
     a = p.parse_args(argv)
+    if a.shrink:
+        t0 = time.perf_counter()
+        grid = shrink_grid(a.shrink, a.seed)
+        print(shrink_table(grid))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"settings": {"shrink": a.shrink, "seed": a.seed}, "shrink": grid}, f,
+                          indent=1)  # fmt: skip
+        return
     if a.tuned:
         t0 = time.perf_counter()
         grid = tuned_grid(a.tuned, a.seed)

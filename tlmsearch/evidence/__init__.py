@@ -150,6 +150,7 @@ class Evidence:
         models = _setting_models(trials, value, key, level, variance, model)
         eff = _effects(trials, value, sense, key, level, models, family, planned)
         eff = _simultaneous(eff, family, level, planned)
+        eff["shrunk"] = stats.shrunk(eff)  # the winner's curse taken out (best.yaml's best)
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":

@@ -124,6 +124,9 @@ def _entry(
         if row["n_paired"] > 0 and key in effects[metric].index:
             e = effects[metric].loc[key]  # its own seeds' noise, or the pooled one with 1 seed
             entry["delta_vs_uniform"][metric] = float(e["mean_delta"])
+            adj = float(e.get("shrunk", math.nan))
+            if math.isfinite(adj):  # the ranked-first mean is biased by its selection
+                entry.setdefault("delta_selection_adjusted", {})[metric] = adj
             entry["delta_n_seeds"][metric] = int(e["n"])
             ci, note = _best_interval(e)
             entry["delta_ci95"][metric] = ci

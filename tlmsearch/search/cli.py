@@ -67,6 +67,9 @@ def best_line(best: dict[str, Any]) -> str:
         else:
             one = (best.get("delta_n_seeds") or {}).get(m) == 1
             noise = " [1 seed: noise unknown]" if one else " [noise unknown]"
+        adj = (best.get("delta_selection_adjusted") or {}).get(m)
+        if adj is not None and abs(adj - d) > 5e-5:
+            noise += f" (selection-adjusted {adj:+.4f})"
         deltas.append(f"{m} {d:+.4f}{noise}")
     if deltas:
         text += "; vs uniform " + ", ".join(deltas)

@@ -17,6 +17,7 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
   settings, at each, interactions with each setting dimension) as weights on its cells
 - ``contrasts.py``: those contrasts from one fit of every cell, with their noise and words
 - ``words.py``: better / worse / equivalent within +-d / inconclusive over one family
+- ``shrinkage.py``: a selection-adjusted estimate for the best (empirical-Bayes shrinkage)
 - ``snr.py``: signal-to-noise (arXiv 2508.13144)
 - ``variances.py``: equal variances of paired samples (Pitman-Morgan)
 
@@ -79,6 +80,7 @@ from tlmsearch.stats.rows import (
     row_noise,
     unknown_why,
 )
+from tlmsearch.stats.shrinkage import shrunk
 from tlmsearch.stats.snr import (
     CHECKPOINT_EVALS,
     CheckpointNoise,
@@ -151,6 +153,7 @@ __all__ = [
     "setting_column",
     "setting_noise",
     "setting_noises",
+    "shrunk",
     "signal_to_noise",
     "summarise",
     "t_quantile",
