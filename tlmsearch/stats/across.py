@@ -5,7 +5,8 @@ Within one setting a paired delta's variance is its two rows' (:class:`RowNoise.
 pooled residual variance, or a row's own where its seeds show it noisier; uniform's own whenever
 it exceeds the pool). Across settings a delta also carries how each setting treated the seed
 (y = mu_cell + u_seed + g_(setting, seed) + e, :func:`tlmsearch.stats.setting_noise`), so its
-variance is
+variance is (uniform's share, how the comparisons with it move together, is its row's part and
+half the interaction's)
 
     v_a (row a in its setting's model) + v_b (row b in its) + 2 sigma_g^2
 
@@ -115,9 +116,10 @@ def across_pair(
     var = va[0] + vb[0] + max(extra, 0.0)
     if extra > 0:
         comps += [(2.0 / c * ms_x, df_x), (2.0 / c * var_e, df_in)]
-    # the interaction is shared by the comparisons at one pair of settings; uniform's share of
-    # the variance is its row's part (how the comparisons with uniform move together)
-    return _noise(var, comps), source, vb[0] / var if var > 0 else 0.5
+    # uniform's share (how the comparisons with it move together): its row's part and half the
+    # interaction's, its own setting's g_(setting, seed), which every comparison with it carries
+    shared = vb[0] + max(extra, 0.0) / 2.0
+    return _noise(var, comps), source, shared / var if var > 0 else 0.5
 
 
 def _noise(var: float, comps: list[tuple[float, int]]) -> Noise | None:
