@@ -118,6 +118,7 @@ class _Diff(NamedTuple):
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
     over: str = ""  # what the interval holds over: "" (per comparison), ", simultaneous over 15"
     df: int = 0  # the noise's df (1-2: the interval bounds nothing; the sentence says so)
+    conditional: bool = False  # a survivor of the pruner (Evidence's ``conditional``)
 
     @classmethod
     def of(cls, row: Any, censored_a: str = "") -> _Diff:
@@ -127,6 +128,7 @@ class _Diff(NamedTuple):
             float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
             float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
             censored_a, _over(row), int(row.get("noise_df", 0) or 0),
+            bool(row.get("conditional", False)),
         )  # fmt: skip
 
 
@@ -210,6 +212,12 @@ def _versus(
             "not separated"
         )
     nums = _numbers(d, label, level)
+    if d.conditional and not raced:
+        return False, (
+            f"{a} vs {b}: {nums} on {_seeds(d.n)}, conditional on surviving the pruner (it could "
+            "have stopped it and did not: its mean is selected for looking good): not a "
+            "conclusion until confirmed on seeds no pruner selected"
+        )
     if pd.isna(d.separated) or not bool(d.separated):
         return False, f"{a} vs {b}: within noise on {_seeds(d.n)} ({nums}{_how(d, how)}): " + (
             "not separated (a tie of the race)" if raced else "not separated"

@@ -136,6 +136,8 @@ def _entry(
             entry.setdefault("delta_df", {})[metric] = int(e["noise_df"])
             sep = e["separated"]
             entry["separated_from_uniform"][metric] = None if pd.isna(sep) else bool(sep)
+            if bool(e.get("conditional", False)):  # a survivor of the pruner: never separated
+                entry.setdefault("conditional_on_surviving_the_pruner", {})[metric] = True
             entry["decided_by"][metric] = str(e["decided_by"])
             entry["delta_sd"][metric] = None if math.isnan(e["noise_sd"]) else float(e["noise_sd"])
             en = float(e["effect_noise"])
