@@ -72,9 +72,11 @@ def _row(**kw) -> pd.Series:
 
 @pytest.mark.parametrize("df", [1, 2])
 def test_on_one_or_two_df_the_best_has_no_interval_but_says_it_cannot_be_bounded(df):
-    ci, note = _best_interval(_row(noise_df=df, sim_lo=-2.5683, sim_hi=2.4672))
+    ci, note = _best_interval(_row(noise_df=df, sim_lo=-2.5683, sim_hi=2.4672, separated=False))
     assert ci is None and note.startswith(f"cannot be bounded yet: its noise has {df} df")
     assert "tlmsearch plan" in note
+    decided = _row(noise_df=df, sim_lo=-0.2, sim_hi=-0.1, separated=True)  # it bounds enough
+    assert _best_interval(decided) == ([-0.2, -0.1], "")
 
 
 def test_the_note_says_which_decides_when_the_step_down_and_the_interval_disagree():

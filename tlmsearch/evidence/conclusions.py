@@ -169,7 +169,9 @@ def _numbers(d: _Diff, label: str, level: float) -> str:
     k = decimals(d.half, d.mean)
     ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI{d.over}"
     text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
-    if 1 <= d.df < 3 and d.half > 0 and d.decided_by != RACE:  # t on 1 df: 12.7 sds at 95%
+    # t on 1 df is 12.7 sds at 95%: an interval that decides nothing bounds nothing either
+    undecided = pd.isna(d.separated) or not bool(d.separated)
+    if 1 <= d.df < 3 and d.half > 0 and d.decided_by != RACE and undecided:
         k = decimals(math.nan, d.mean)
         text = (f"{d.mean:+.{k}f} {label}, cannot be bounded yet (its noise has {d.df} df; "
                 "tlmsearch plan says the seeds it needs)")

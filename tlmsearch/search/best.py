@@ -156,13 +156,14 @@ def _best_interval(e: Any) -> tuple[list[float] | None, str]:
     The best is the one the data rank first, so its interval is the family's simultaneous one
     (``sim_lo``/``sim_hi``, the joint t over every comparison with uniform, whatever
     ``stats.family`` decides with; the race's own where the race decided): only that holds for
-    it at 95%. On 1-2 df of noise there is no interval, only a note that it cannot be bounded
-    yet. Where the decision and the interval disagree (Holm's step-down separates at a later
+    it at 95%. On 1-2 df of noise, where it is not separated, there is no interval, only a note
+    that it cannot be bounded yet. Where the decision and the interval disagree (Holm's step-down separates at a later
     step with a smaller critical value than the single-step interval's), the note says which
     decides."""
     df = int(e["noise_df"])
     exact = float(e.get("noise_sd", math.nan)) == 0.0  # measured without noise: its width is 0
-    if 1 <= df < MIN_DF and not exact:
+    sep = e["separated"]
+    if 1 <= df < MIN_DF and not exact and (pd.isna(sep) or not bool(sep)):
         return None, (f"cannot be bounded yet: its noise has {df} df; more seeds bound it "
                       "(tlmsearch plan says how many)")  # fmt: skip
     race = str(e.get("decided_by", "")) == "race"
@@ -170,7 +171,6 @@ def _best_interval(e: Any) -> tuple[list[float] | None, str]:
     if pd.isna(lo) or math.isnan(float(lo)):
         return None, ""
     ci = [float(lo), float(hi)]
-    sep = e["separated"]
     excludes = ci[0] > 0 or ci[1] < 0
     note = ""
     if not pd.isna(sep) and bool(sep) and not excludes:
