@@ -17,6 +17,19 @@ whenever its estimate exceeds the pool (tlmsearch), the first 300 of the same st
 ± 1.2 and 6.3 / 4.0% ± 1.3). At 3 seeds the two rules are one rule: 7.0% ± 1.5 (300) and
 6.9% ± 0.8 (1000) at uniform 2x, the joint t's known excess with 2 df (docs/statistics.md).
 
+``--tuned REPS`` runs only the tuned and shared-setting comparisons' rows (:func:`tuned_grid`:
+null studies of uniform and 6 schedules at 4 LRs, each LR treating each seed its own way, the
+best LR chosen on the first half of the seeds; 4 / 6 seeds, uniform's sd 1-3x, pruned with none
+or 2 spared), ``--shrink REPS`` the best's selection-adjusted estimate's (:func:`shrink_grid`).
+Measured (seed 0, 2 shared cores under a load of 8-10): the old rule (the engine at 1b104cb:
+the pooled block fit, survivors' noise with none spared, survivors judged) on 100 studies a row
+in 988 s claimed a false separation in 14-16% with uniform's sd 2-3x, 16% pruned with none
+spared and 25% with 2 spared; tlmsearch (rows model, the study's pruned flag, survivors never
+separated, 94f2fdb) on 300 in 2,013 s: 0.0-8.0%, within 2 MC standard errors of 5% in every row.
+``--shrink 1000`` (1,627 s): the best of 15 equal candidates' raw mean lies -0.715 ± 0.015
+noise sd from its truth at 3 seeds (-0.390 at 10), the adjusted one -0.097 ± 0.014 (-0.047);
+with true effects spread 1 noise sd, -0.294 and +0.021. Tables: docs/statistics.md.
+
 Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
 
