@@ -17,6 +17,19 @@ whenever its estimate exceeds the pool (tlmsearch), the first 300 of the same st
 ± 1.2 and 6.3 / 4.0% ± 1.3). At 3 seeds the two rules are one rule: 7.0% ± 1.5 (300) and
 6.9% ± 0.8 (1000) at uniform 2x, the joint t's known excess with 2 df (docs/statistics.md).
 
+``--tuned REPS`` runs only the tuned and shared-setting comparisons' rows (:func:`tuned_grid`:
+null studies of uniform and 6 schedules at 4 LRs, each LR treating each seed its own way, the
+best LR chosen on the first half of the seeds; 4 / 6 seeds, uniform's sd 1-3x, pruned with none
+or 2 spared), ``--shrink REPS`` the best's selection-adjusted estimate's (:func:`shrink_grid`).
+Measured (seed 0, 2 shared cores under a load of 8-10): the old rule (the engine at 1b104cb:
+the pooled block fit, survivors' noise with none spared, survivors judged) on 100 studies a row
+in 988 s claimed a false separation in 14-16% with uniform's sd 2-3x, 16% pruned with none
+spared and 25% with 2 spared; tlmsearch (rows model, the study's pruned flag, survivors never
+separated, 94f2fdb) on 300 in 2,013 s: 0.0-8.0%, within 2 MC standard errors of 5% in every row.
+``--shrink 1000`` (1,627 s): the best of 15 equal candidates' raw mean lies -0.715 ± 0.015
+noise sd from its truth at 3 seeds (-0.390 at 10), the adjusted one -0.097 ± 0.014 (-0.047);
+with true effects spread 1 noise sd, -0.294 and +0.021. Tables: docs/statistics.md.
+
 Each simulated study is a randomized block design drawn as a real one is (docs/contributing.md):
 the final value of candidate c on seed s is
 
@@ -1339,6 +1352,169 @@ def gate_table(grid: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -------------------------------------------------------------------------------------------------
+# The tuned and shared-setting comparisons of a study with settings (``--tuned``)
+
+TUNED_SCHEDULES = 6  # besides uniform
+TUNED_LRS = (1, 2, 4, 8)  # setting values (train.lr): only their labels matter here
+# (name, seeds, uniform's sd over the candidates', pruned: None | spared schedules)
+TUNED_ROWS = (
+    ("4 seeds, equal rows", 4, 1.0, None),
+    ("4 seeds, uniform's sd 2x", 4, 2.0, None),
+    ("6 seeds, uniform's sd 2x", 6, 2.0, None),
+    ("6 seeds, uniform's sd 3x", 6, 3.0, None),
+    ("6 seeds, pruned, none spared", 6, 1.0, 0),
+    ("6 seeds, pruned, 2 spared", 6, 1.0, 2),
+)
+
+
+def draw_tuned(rng: np.random.Generator, seeds: int, sd_uniform: float = 1.0,
+               spared: int | None = None, sd_u: float = 0.005, sd_e: float = 0.005,
+               sd_g: float = 0.005) -> pd.DataFrame:  # fmt: skip
+    """A null study with a ``train.lr`` dimension: uniform and TUNED_SCHEDULES schedules at
+    every LR of TUNED_LRS on every seed, all equal at every LR (an LR level shared by all),
+
+        y = 2 + lr_level + u_seed + g_(lr, seed) + e     e ~ N(0, k sd_e), k = ``sd_uniform``
+                                                         for uniform, 1 for the rest
+
+    (g: how an LR treats a seed, shared by every schedule at that LR and seed). ``spared``:
+    None, unpruned; else a pruner as the median pruner acts at a quarter of the run (a
+    candidate cell whose early value, its final one blurred by N(0, sd_e), is worse than the
+    median of its (LR, seed)'s early values is PRUNED, keeping that early value), with the
+    first ``spared`` schedules marked ``spared`` (search.unpruned_candidates) at every LR."""
+    scheds = ["uniform"] + [f"s{i}" for i in range(TUNED_SCHEDULES)]
+    lr_level = rng.normal(0.0, 0.02, len(TUNED_LRS))
+    u = rng.normal(0.0, sd_u, seeds)
+    g = rng.normal(0.0, sd_g, (len(TUNED_LRS), seeds))
+    e = rng.normal(0.0, sd_e, (len(scheds), len(TUNED_LRS), seeds))
+    e[0] *= sd_uniform
+    blur = rng.normal(0.0, sd_e, e.shape)
+    y = 2.0 + lr_level[None, :, None] + u[None, None, :] + g[None] + e
+    rows = []
+    for i, sch in enumerate(scheds):
+        for j, lr in enumerate(TUNED_LRS):
+            for s in range(seeds):
+                rows.append((sch, lr, s, y[i, j, s], y[i, j, s] + blur[i, j, s]))
+    t = pd.DataFrame(rows, columns=["schedule", "lr", "seed", VALUE, "early"])
+    t["setting"] = [f"lr={lr}" for lr in t["lr"]]
+    t["candidate"] = t["schedule"] + " @ " + t["setting"]
+    t["params_json"] = [json.dumps({"shape": s, "train.lr": lr})
+                        for s, lr in zip(t["schedule"], t["lr"], strict=True)]  # fmt: skip
+    t["is_baseline"] = t["schedule"] == "uniform"
+    t["state"] = "COMPLETE"
+    if spared is not None:
+        keep = set(scheds[1:1 + spared])
+        med = t.groupby(["lr", "seed"])["early"].transform("median")
+        at_risk = ~t["is_baseline"] & ~t["schedule"].isin(keep)
+        cut = at_risk & (t["early"] > med)
+        t.loc[cut, "state"] = "PRUNED"
+        t.loc[cut, VALUE] = t.loc[cut, "early"]
+        t["spared"] = t["schedule"].isin(keep)
+    return t.drop(columns=["early", "lr"])
+
+
+def judge_tuned(trials: pd.DataFrame) -> dict[str, int]:
+    """1 where the tuned comparison (each schedule at its own best LR vs uniform at its) or the
+    shared-setting one (each at uniform's best LR) prints any "separated_from_uniform: true",
+    as best.yaml's ``tuned`` says it: every schedule equals uniform, so any is false."""
+    from tlmsearch.evidence.tuned import tuned
+
+    tu = tuned(trials, VALUE, "minimize")
+    rows = tu.as_dict()["schedules"] if tu is not None else []
+    own = any(r.get("separated_from_uniform") for r in rows)
+    shared = any((r.get("at_shared_setting") or {}).get("separated_from_uniform") for r in rows)
+    return {"tuned": int(own), "shared": int(shared), "either": int(own or shared)}
+
+
+def tuned_grid(reps: int = 100, seed: int = 0, rows: Sequence[tuple] = TUNED_ROWS
+               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """row name -> the family-wise rates of a false "separated" over ``reps`` null studies
+    (:func:`draw_tuned`, :func:`judge_tuned`); each row's draws depend on (``seed``, its
+    index) only, so two engines judge the same studies.
+
+    >>> g = tuned_grid(reps=2, rows=TUNED_ROWS[:1])
+    >>> g["4 seeds, equal rows"]["tuned"]["n"]
+    2
+    """
+    out = {}
+    for k, (name, seeds, ratio, spared) in enumerate(rows):
+        rng = np.random.default_rng([seed, 44, k])
+        hits = {"tuned": 0, "shared": 0, "either": 0}
+        for _ in range(reps):
+            for key, v in judge_tuned(draw_tuned(rng, seeds, ratio, spared)).items():
+                hits[key] += v
+        out[name] = {key: _rate(v, reps, reps) for key, v in hits.items()}
+    return out
+
+
+def tuned_table(grid: dict[str, dict[str, Any]]) -> str:
+    """:func:`tuned_grid` as a table, each rate ``ok`` or ``**FAILS**`` against 5% within 2
+    MC standard errors."""
+    lines = ["### The tuned and shared-LR comparisons: family-wise false \"separated\" (null "
+             "studies, uniform and 6 schedules at 4 LRs, held-out seeds)", "",
+             "| study | tuned (each at its best LR) | at uniform's best LR | either |",
+             "|---|---|---|---|"]  # fmt: skip
+    for name, r in grid.items():
+        cells = [f"{fmt(r[k])} {_ok(within_goal(r[k]))}" for k in ("tuned", "shared", "either")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------------------------------
+# The best's selection-adjusted estimate (``--shrink``)
+
+SHRINK_ROWS = (  # (name, seeds, sd of the candidates' true effects in noise sds)
+    ("15 equal to uniform, 3 seeds", 3, 0.0),
+    ("15 equal to uniform, 10 seeds", 10, 0.0),
+    ("true effects spread 1 noise sd, 3 seeds", 3, 1.0),
+)
+
+
+def shrink_grid(reps: int = 300, seed: int = 0, m: int = 15, sd_u: float = 0.005,
+                sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """row -> the mean error (in noise sds: one paired delta's sd, sqrt(2) sd_e) of the
+    best-ranked candidate's raw mean delta and of its selection-adjusted one
+    (:func:`tlmsearch.stats.shrunk` of :func:`tlmsearch.stats.effects`, what best.yaml prints),
+    against its true effect, with their MC standard errors, and the mean absolute errors.
+
+    >>> g = shrink_grid(reps=3, m=4)
+    >>> sorted(g["15 equal to uniform, 3 seeds"])
+    ['abs_adjusted', 'abs_raw', 'adjusted', 'raw']
+    """
+    from tlmsearch.stats import shrunk
+
+    out = {}
+    unit = math.sqrt(2.0) * sd_e
+    for k, (name, seeds, spread) in enumerate(SHRINK_ROWS):
+        rng = np.random.default_rng([seed, 8, k])
+        raw, adj = [], []
+        for _ in range(reps):
+            effects = tuple(rng.normal(0.0, spread, m)) if spread else (0.0,) * m
+            sc = Scenario(f"shrink{k}", name, seeds, effects)
+            trials = draw(sc, rng, sd_u, sd_e)
+            eff = stats_effects(trials, VALUE, "minimize")
+            eff = eff.assign(shrunk=shrunk(eff)).set_index("candidate")
+            best = eff["mean_delta"].idxmin()
+            true = truth(sc)[best]
+            raw.append(eff.at[best, "mean_delta"] / unit - true)
+            adj.append(eff.at[best, "shrunk"] / unit - true)
+        out[name] = {"raw": _mean(raw), "adjusted": _mean(adj),
+                     "abs_raw": _mean([abs(x) for x in raw]),
+                     "abs_adjusted": _mean([abs(x) for x in adj])}  # fmt: skip
+    return out
+
+
+def shrink_table(grid: dict[str, dict[str, Any]]) -> str:
+    lines = ["### The best's estimate: mean error vs its true effect, in noise sds (± MC se)", "",
+             "| study | raw mean (bias) | selection-adjusted (bias) | raw, mean abs error | "
+             "adjusted, mean abs error |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in grid.items():
+        cells = [f"{r[k]['mean']:+.3f} ± {r[k]['se']:.3f}"
+                 for k in ("raw", "adjusted", "abs_raw", "abs_adjusted")]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
@@ -1360,7 +1536,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--gate", type=int, default=0, metavar="REPS",
                    help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
                         "null studies per cell")  # fmt: skip
+    p.add_argument("--tuned", type=int, default=0, metavar="REPS",
+                   help="only the tuned and shared-setting comparisons' rows (null studies "
+                        "with 4 LRs), REPS studies per row")  # fmt: skip
+    p.add_argument("--shrink", type=int, default=0, metavar="REPS",
+                   help="only the best's selection-adjusted estimate's rows, REPS studies each")
     a = p.parse_args(argv)
+    if a.shrink:
+        t0 = time.perf_counter()
+        grid = shrink_grid(a.shrink, a.seed)
+        print(shrink_table(grid))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"settings": {"shrink": a.shrink, "seed": a.seed}, "shrink": grid}, f,
+                          indent=1)  # fmt: skip
+        return
+    if a.tuned:
+        t0 = time.perf_counter()
+        grid = tuned_grid(a.tuned, a.seed)
+        print(tuned_table(grid))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"settings": {"tuned": a.tuned, "seed": a.seed}, "tuned": grid}, f,
+                          indent=1)  # fmt: skip
+        return
     if a.gate:
         t0 = time.perf_counter()
         grid = gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e)

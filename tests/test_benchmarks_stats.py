@@ -191,3 +191,22 @@ def test_the_gate_grid_counts_false_separations_per_seeds_and_ratio() -> None:
     sc = bench.Scenario("x", "x", 3, (-20.0,) * 4)
     trials = bench.draw(sc, __import__("numpy").random.default_rng(0))
     assert bench.judge_gate(trials) == 1
+
+
+def test_the_tuned_rows_draw_their_studies_and_count_false_separations() -> None:
+    bench = _bench()
+    t = bench.draw_tuned(__import__("numpy").random.default_rng(0), 4, 2.0, spared=2)
+    assert set(t["state"]) == {"COMPLETE", "PRUNED"} and t["spared"].any()
+    assert not t.loc[t["is_baseline"] | t["spared"], "state"].eq("PRUNED").any()
+    grid = bench.tuned_grid(reps=2, rows=bench.TUNED_ROWS[:1])
+    r = grid["4 seeds, equal rows"]
+    assert all(0.0 <= r[k]["rate"] <= 1.0 for k in ("tuned", "shared", "either"))
+    assert "| 4 seeds, equal rows |" in bench.tuned_table(grid)
+
+
+def test_the_shrink_rows_measure_the_best_raw_and_adjusted() -> None:
+    bench = _bench()
+    grid = bench.shrink_grid(reps=4, m=5)
+    r = grid["15 equal to uniform, 3 seeds"]
+    assert r["raw"]["n"] == 4 and r["adjusted"]["n"] == 4
+    assert "selection-adjusted" in bench.shrink_table(grid)

@@ -539,11 +539,11 @@ def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
 
 
 def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
-    """with 4 seeds the tuned effect is measured on 2, and the chosen cells alone leave
-    1 residual df. Every schedule's cells at the compared settings are used instead: a schedule
-    whose best LR is uniform's gets the within-setting noise of that LR (blocks (setting,
-    seed)), one at another LR the across-settings noise of the two (stats.setting_noise), which
-    keeps how each LR treated the seed."""
+    """With 4 seeds the tuned effect is measured on 2, and the chosen cells alone leave
+    1 residual df. Every schedule's cells at the compared settings are used instead, on the rows
+    model the effects use: a schedule whose best LR is uniform's gets that LR's model (blocks
+    (setting, seed)), one at another LR each row in its setting's model plus the seed-by-LR
+    interaction of the two (stats.across_pair), which keeps how each LR treated the seed."""
     rng = np.random.default_rng(0)
     seeds = (0, 1, 2, 3)
     level = {(lr, s): rng.normal(0, 0.02) for lr in (0.001, 0.003) for s in seeds}
@@ -555,17 +555,23 @@ def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
     tu = tuned(trials, "val_bpb", seeds=seeds)
     assert tu.measure_seeds == (2, 3)
     eff = tu.effects.set_index("schedule")
+    cand = tu.best.set_index("schedule")["candidate"]
     measured = trials[trials["seed"].isin((2, 3))]
-    at_uniforms = measured[measured["setting"] == "lr=0.003"]  # only the compared setting's
-    within = stats.block_noise(at_uniforms, "val_bpb")
-    across = stats.setting_noise(measured, "val_bpb")  # cells at both LRs
+    at = {lr: measured[measured["setting"] == f"lr={lr}"] for lr in (0.001, 0.003)}
+    models = {lr: stats.row_noise(sub, "val_bpb") for lr, sub in at.items()}
+    within = models[0.003].pair(cand["linear 1.5->0.5"], cand["uniform"])
+    across, _, _ = stats.across_pair(cand["cosine 1.5->0.5"], models[0.001], cand["uniform"],
+                                     models[0.003], stats.noise_interaction(measured, "val_bpb"))
     assert eff.at["linear 1.5->0.5", "noise_sd"] == pytest.approx(within.sd)
-    assert eff.at["linear 1.5->0.5", "noise_df"] == within.df == 2  # (3 - 1) x (2 - 1)
+    assert eff.at["linear 1.5->0.5", "noise_df"] == within.df
+    assert models[0.003].pooled.df == 2  # (3 - 1) x (2 - 1)
     assert eff.at["cosine 1.5->0.5", "noise_sd"] == pytest.approx(across.sd)
     assert across.sd > 5 * within.sd  # the per-(lr, seed) level is the noise across settings
     assert set(eff["family_size"]) == {2}  # one Holm family over both rows
     shared = tu.shared.set_index("schedule")
-    assert shared.at["cosine 1.5->0.5", "noise_sd"] == pytest.approx(within.sd)
+    assert shared.at["cosine 1.5->0.5", "noise_sd"] == pytest.approx(
+        models[0.003].pair(f"{cand['cosine 1.5->0.5'].split(' @ ')[0]} @ lr=0.003",
+                           cand["uniform"]).sd)
 
 
 def _opposite_optima_null(rng, n_seeds: int) -> pd.DataFrame:

@@ -117,6 +117,8 @@ class _Diff(NamedTuple):
     separated: Any  # True | False | <NA>
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
     over: str = ""  # what the interval holds over: "" (per comparison), ", simultaneous over 15"
+    df: int = 0  # the noise's df (1-2: the interval bounds nothing; the sentence says so)
+    conditional: bool = False  # a survivor of the pruner (Evidence's ``conditional``)
 
     @classmethod
     def of(cls, row: Any, censored_a: str = "") -> _Diff:
@@ -125,7 +127,8 @@ class _Diff(NamedTuple):
             int(row["n"]), int(row["n_better"]), float(row["mean_delta"]),
             float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
             float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
-            censored_a, _over(row),
+            censored_a, _over(row), int(row.get("noise_df", 0) or 0),
+            bool(row.get("conditional", False)),
         )  # fmt: skip
 
 
@@ -166,6 +169,12 @@ def _numbers(d: _Diff, label: str, level: float) -> str:
     k = decimals(d.half, d.mean)
     ci = "the race's interval" if d.decided_by == RACE else f"{level:.0%} CI{d.over}"
     text = f"{d.mean:+.{k}f} ± {d.half:.{k}f} {label} ({ci})"
+    # t on 1 df is 12.7 sds at 95%: an interval that decides nothing bounds nothing either
+    undecided = pd.isna(d.separated) or not bool(d.separated)
+    if 1 <= d.df < 3 and d.half > 0 and d.decided_by != RACE and undecided:
+        k = decimals(math.nan, d.mean)
+        text = (f"{d.mean:+.{k}f} {label}, cannot be bounded yet (its noise has {d.df} df; "
+                "tlmsearch plan says the seeds it needs)")
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"
     return f"{text}, no seed-to-seed spread"
@@ -205,6 +214,12 @@ def _versus(
             "not separated"
         )
     nums = _numbers(d, label, level)
+    if d.conditional and not raced:
+        return False, (
+            f"{a} vs {b}: {nums} on {_seeds(d.n)}, conditional on surviving the pruner (it could "
+            "have stopped it and did not: its mean is selected for looking good): not a "
+            "conclusion until confirmed on seeds no pruner selected"
+        )
     if pd.isna(d.separated) or not bool(d.separated):
         return False, f"{a} vs {b}: within noise on {_seeds(d.n)} ({nums}{_how(d, how)}): " + (
             "not separated (a tie of the race)" if raced else "not separated"

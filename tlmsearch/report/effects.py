@@ -53,6 +53,10 @@ class Effects(NamedTuple):
     learning_rate: dict[str, Any] | None = None
     per_setting: bool = False  # setting dimensions: each setting's effects on its own noise
     noise_why: str = ""  # why ``noise`` is None, in words (Evidence.noise_why)
+    # the study's questions as contrasts, each with its word over one family
+    # (Evidence.contrasts: stats.CONTRAST_COLUMNS) and that family's rule in words; None: none
+    contrasts: pd.DataFrame | None = None
+    contrasts_rule: str = ""
 
 
 def effects(
@@ -88,8 +92,10 @@ def effects(
     table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
                    "decided_by"]]  # fmt: skip
     said = conclusions(trials, label=metric, evidence=ev)
+    rule = stats.contrasts_rule(ev.contrasts, ev.level) if ev.contrasts is not None else ""
     return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
-                   learning_rate_of(trials, config), _per_setting(trials), ev.noise_why)
+                   learning_rate_of(trials, config), _per_setting(trials), ev.noise_why,
+                   ev.contrasts, rule)  # fmt: skip
 
 
 def _per_setting(trials: pd.DataFrame) -> bool:

@@ -386,8 +386,39 @@ def effects_html(report: Report) -> str:
             f"{''.join(rows)}</table></div>"
         )
         parts.append(learning_rate_html(e.learning_rate))
+    if e is not None:
+        parts.append(contrasts_html(e))
     parts.append(race_html(report.race))
     return "".join(parts)
+
+
+def contrasts_html(e: E.Effects) -> str:
+    """The study's contrasts: one row per question, its word, estimate and the interval its
+    word was decided at (evidence/contrasts.py says each in words; nothing re-derived)."""
+    from tlmsearch.evidence.contrasts import contrast_line
+
+    table = e.contrasts
+    if table is None or table.empty:
+        return ""
+    head = ("contrast", "kind", "answer", f"{e.metric}", "interval (its level)", "df", "in words")
+    rows = []
+    for _, r in table.iterrows():
+        eq = r["word"] == "equivalent"
+        lo, hi, lev = ((r["eq_lo"], r["eq_hi"], r["eq_level"]) if eq
+                       else (r["lo"], r["hi"], r["ci_level"]))  # fmt: skip
+        iv = ("" if not (math.isfinite(lo) and math.isfinite(hi)) or int(r["df"]) < 3
+              else f"[{lo:+.4g}, {hi:+.4g}] ({100 * lev:.4g}%)")  # fmt: skip
+        est = f"{r['estimate']:+.4g}" if math.isfinite(r["estimate"]) else ""
+        word = (f"equivalent within ±{r['margin']:g}" if eq else str(r["word"]))
+        line = contrast_line(r, e.metric).partition(": ")[2]
+        cells = (r["name"], r["kind"], word, est, iv, str(int(r["df"])), line)
+        cls = " class='sep'" if r["word"] in ("better", "worse", "equivalent") else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return (f"<h3>Contrasts</h3><p class='sub'>{_e(e.contrasts_rule)}. Each question is a "
+            "contrast from one fit of every cell of the study; its answer is better, worse, "
+            "equivalent within the margin, or inconclusive (docs/statistics.md).</p>"
+            f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>")
 
 
 def learning_rate_html(lr: dict[str, Any] | None) -> str:

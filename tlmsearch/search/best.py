@@ -55,7 +55,9 @@ def best_candidates(
     where no fully measured candidate exists, flagged. Each entry: candidate, params, n_seeds
     (completed), n_seeds_planned, n_of_k, censored, flag, ranked_seeds, values {metric: mean
     over ranked_seeds}, per_seed, delta_vs_uniform {metric: mean paired delta}, delta_ci95
-    {metric: [lo, hi], or None when the noise is unknown}, delta_n_seeds, and from
+    {metric: [lo, hi], simultaneous over the family whatever ``stats.family`` decides with, or
+    None when the noise is unknown or has 1-2 df: then ``delta_note`` says so, and says which
+    decides where the test and the interval disagree}, delta_df, delta_n_seeds, and from
     the study's :class:`tlmsearch.evidence.Evidence`: noise {metric: model (the block-design
     fit) | unknown}, delta_sd {metric: one paired delta's sd}, effect_noise {metric: delta /
     sd}, separated_from_uniform {metric: the one decision, over the study's family or by its
@@ -121,17 +123,62 @@ def _entry(
         if row["n_paired"] > 0 and key in effects[metric].index:
             e = effects[metric].loc[key]  # its own seeds' noise, or the pooled one with 1 seed
             entry["delta_vs_uniform"][metric] = float(e["mean_delta"])
+            adj = float(e.get("shrunk", math.nan))
+            if math.isfinite(adj):  # the ranked-first mean is biased by its selection
+                entry.setdefault("delta_selection_adjusted", {})[metric] = adj
             entry["delta_n_seeds"][metric] = int(e["n"])
-            ci = None if math.isnan(e["lo"]) else [float(e["lo"]), float(e["hi"])]
+            ci, note = _best_interval(e)
             entry["delta_ci95"][metric] = ci
+            if note:
+                entry.setdefault("delta_note", {})[metric] = note
             entry["noise"][metric] = str(e["noise"])
+            entry.setdefault("delta_df", {})[metric] = int(e["noise_df"])
             sep = e["separated"]
             entry["separated_from_uniform"][metric] = None if pd.isna(sep) else bool(sep)
+            if bool(e.get("conditional", False)):  # a survivor of the pruner: never separated
+                entry.setdefault("conditional_on_surviving_the_pruner", {})[metric] = True
             entry["decided_by"][metric] = str(e["decided_by"])
             entry["delta_sd"][metric] = None if math.isnan(e["noise_sd"]) else float(e["noise_sd"])
             en = float(e["effect_noise"])
             entry["effect_noise"][metric] = None if math.isnan(en) else en
     return entry
+
+
+# below this many df of noise an interval bounds nothing a reader can use (t at 95% is 12.7 on
+# 1 df, 4.3 on 2, and a family widens it further)
+MIN_DF = 3
+
+
+def _best_interval(e: Any) -> tuple[list[float] | None, str]:
+    """(the best's 95% interval vs uniform, a note) from its effects row.
+
+    The best is the one the data rank first, so its interval is the family's simultaneous one
+    (``sim_lo``/``sim_hi``, the joint t over every comparison with uniform, whatever
+    ``stats.family`` decides with; the race's own where the race decided): only that holds for
+    it at 95%. On 1-2 df of noise, where it is not separated, there is no interval, only a note
+    that it cannot be bounded yet. Where the decision and the interval disagree (Holm's step-down separates at a later
+    step with a smaller critical value than the single-step interval's), the note says which
+    decides."""
+    df = int(e["noise_df"])
+    exact = float(e.get("noise_sd", math.nan)) == 0.0  # measured without noise: its width is 0
+    sep = e["separated"]
+    if 1 <= df < MIN_DF and not exact and (pd.isna(sep) or not bool(sep)):
+        return None, (f"cannot be bounded yet: its noise has {df} df; more seeds bound it "
+                      "(tlmsearch plan says how many)")  # fmt: skip
+    race = str(e.get("decided_by", "")) == "race"
+    lo, hi = (e["lo"], e["hi"]) if race or "sim_lo" not in e else (e["sim_lo"], e["sim_hi"])
+    if pd.isna(lo) or math.isnan(float(lo)):
+        return None, ""
+    ci = [float(lo), float(hi)]
+    excludes = ci[0] > 0 or ci[1] < 0
+    note = ""
+    if not pd.isna(sep) and bool(sep) and not excludes:
+        note = ("separated by the family's step-down test, which decides; the interval is the "
+                "single-step simultaneous bound and still touches 0")
+    elif not pd.isna(sep) and not bool(sep) and excludes:
+        note = ("not separated: the family's test decides; the interval excludes 0 only as "
+                "the simultaneous bound, not at the test's level")
+    return ci, note
 
 
 def censored_better(
@@ -252,6 +299,7 @@ def best_document(
         reading = two_by_two(ev.contrasts, cfg.stats.two_by_two)
         if reading:
             doc["contrasts"]["two_by_two"] = reading
+    doc["error_rates"] = error_rates(doc, cfg.stats.level)
     said = study_conclusions(trials, cfg, evidence=ev)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
@@ -259,6 +307,41 @@ def best_document(
     if ev is not None and ev.snr is not None:
         doc["signal_to_noise"] = ev.snr.as_dict()
     return doc
+
+
+def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
+    """Which family each decision of best.yaml belongs to, and what they hold read together.
+
+    Each family holds its own family-wise error at 1 - ``level``: the effects vs uniform
+    (``best[].separated_from_uniform``), the tuned comparison (``tuned.schedules[].
+    separated_from_uniform``), the shared-setting one (``...at_shared_setting``) and the
+    contrasts' words. A reader who takes any of them together has at most the sum (Bonferroni).
+
+    >>> r = error_rates({"best": [{}], "tuned": {"schedules": []}}, 0.95)
+    >>> r["families"], r["combined"]
+    (['effects vs uniform', 'tuned (each at its best setting)'], 0.1)
+    """
+    alpha = 1.0 - level
+    fams = ["effects vs uniform"] if doc.get("best") else []
+    tuned = doc.get("tuned")
+    if tuned is not None:
+        fams.append("tuned (each at its best setting)")
+        judged = any((r.get("at_shared_setting") or {}).get("separated_from_uniform") is not None
+                     for r in tuned.get("schedules", []))  # fmt: skip
+        if judged:
+            fams.append("at uniform's best setting")
+    if doc.get("contrasts"):
+        fams.append("contrasts")
+    k = len(fams)
+    return {
+        "families": fams,
+        "each": round(alpha, 6),
+        "combined": round(min(1.0, k * alpha), 6),
+        "note": (f"each family holds its own {alpha:.0%} family-wise error; read together, the "
+                 f"{k} families' claims are all right with chance at least "
+                 f"{max(0.0, 1.0 - k * alpha):.0%} (Bonferroni)" if k > 1 else
+                 f"one family, at {alpha:.0%} family-wise error"),
+    }  # fmt: skip
 
 
 def verdict(group: Mapping[str, Any]) -> str:

@@ -73,9 +73,14 @@ def best_line(best: dict[str, Any]) -> str:
             noise += f", {abs(units):.1f} noise units" if units is not None else ""
             if sep is not None:
                 noise += ", separated" if sep else ", not separated"
+        elif (best.get("delta_note") or {}).get(m, "").startswith("cannot be bounded"):
+            noise = f" [{best['delta_note'][m]}]"
         else:
             one = (best.get("delta_n_seeds") or {}).get(m) == 1
             noise = " [1 seed: noise unknown]" if one else " [noise unknown]"
+        adj = (best.get("delta_selection_adjusted") or {}).get(m)
+        if adj is not None and abs(adj - d) > 5e-5:
+            noise += f" (selection-adjusted {adj:+.4f})"
         deltas.append(f"{m} {d:+.4f}{noise}")
     if deltas:
         text += "; vs uniform " + ", ".join(deltas)

@@ -6,6 +6,7 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
 - ``deltas.py``: each candidate's outcome on each seed, paired deltas vs uniform
 - ``noise.py``: the noise of one paired delta from the block-design fit; with settings, each
   setting's own and the noise across settings
+- ``across.py``: the noise of a comparison between two settings' cells on the rows model
 - ``rows.py``: each row's (candidate's, uniform's) own variance where its seeds show it
   noisier, and the noise of each pair: the model every comparison uses
 - ``multiplicity.py``: Holm / BH adjusted p-values and how a family is said
@@ -16,6 +17,7 @@ The pure formulas (pandas, numpy, scipy: no torch, ray or plotting), one module 
   settings, at each, interactions with each setting dimension) as weights on its cells
 - ``contrasts.py``: those contrasts from one fit of every cell, with their noise and words
 - ``words.py``: better / worse / equivalent within +-d / inconclusive over one family
+- ``shrinkage.py``: a selection-adjusted estimate for the best (empirical-Bayes shrinkage)
 - ``snr.py``: signal-to-noise (arXiv 2508.13144)
 - ``variances.py``: equal variances of paired samples (Pitman-Morgan)
 
@@ -27,6 +29,7 @@ says what every number means.
 
 from __future__ import annotations
 
+from tlmsearch.stats.across import PairNoises, across_pair
 from tlmsearch.stats.contrasts import CONTRAST_COLUMNS, contrast_table, contrasts_rule
 from tlmsearch.stats.deltas import (
     PENDING_STATES,
@@ -50,6 +53,7 @@ from tlmsearch.stats.noise import (
     Noise,
     block_fit,
     block_noise,
+    interaction as noise_interaction,
     setting_column,
     setting_noise,
     setting_noises,
@@ -76,6 +80,7 @@ from tlmsearch.stats.rows import (
     row_noise,
     unknown_why,
 )
+from tlmsearch.stats.shrinkage import shrunk
 from tlmsearch.stats.snr import (
     CHECKPOINT_EVALS,
     CheckpointNoise,
@@ -112,11 +117,13 @@ __all__ = [
     "CheckpointNoise",
     "Interval",
     "Noise",
+    "PairNoises",
     "Question",
     "RowNoise",
     "RowVariance",
     "Seeds",
     "SignalToNoise",
+    "across_pair",
     "adjust",
     "any_pruned",
     "baseline_by_seed",
@@ -133,6 +140,7 @@ __all__ = [
     "family_words",
     "mcb",
     "mean_interval",
+    "noise_interaction",
     "paired_deltas",
     "pairwise",
     "pitman_morgan",
@@ -145,6 +153,7 @@ __all__ = [
     "setting_column",
     "setting_noise",
     "setting_noises",
+    "shrunk",
     "signal_to_noise",
     "summarise",
     "t_quantile",

@@ -114,6 +114,7 @@ def effects(
     noise: Noise | RowNoise | None = None,
     family: str = FAMILY,
     planned: int = 0,
+    pruned: bool | None = None,
 ) -> pd.DataFrame:
     """Every candidate's paired effect vs uniform: mean, interval, p-value, the family's verdict.
 
@@ -122,7 +123,9 @@ def effects(
     decision over the family of every candidate's comparison with uniform (``family``: holm,
     bh or none; :func:`adjust`), at ``1 - level``; ``lo``/``hi`` hold over the same family
     (:func:`decide`). One row per non-baseline candidate, sorted by key: key,
-    :data:`EFFECT_COLUMNS`.
+    :data:`EFFECT_COLUMNS`. ``pruned``: whether the whole study pruned anything, for the
+    default model of a table that is part of one (a setting's cells, the cells a tuned
+    comparison chose): the pruner's survivors never measure the noise.
 
     >>> t = pd.DataFrame({"candidate": ["u", "u", "c", "c"], "is_baseline": [1, 1, 0, 0],
     ...                   "seed": [0, 1, 0, 1], "state": ["COMPLETE"] * 4,
@@ -135,7 +138,7 @@ def effects(
     """
     sign = _sign(sense)
     if noise is None and not trials.empty:
-        noise = row_noise(trials, value, key=key, level=level)
+        noise = row_noise(trials, value, key=key, level=level, pruned=pruned)
     s = summarise(trials, value, key=key, level=level, seeds=seeds)
     control = list(s.loc[s["is_baseline"].astype(bool), key])
     ref = control[0] if control else None  # one uniform per table (per setting)

@@ -179,6 +179,29 @@ def setting_noise(
     >>> across.sd > 3 * within.sd, within.df, across.df > 0
     (True, 28, True)
     """
+    parts = interaction(trials, value, key=key, pruned=pruned)
+    if parts is None:
+        return None
+    var_e, df_in, ms_x, df_x, c = parts
+    if not c > 1.0:  # most blocks hold one cell: no split of the two components, the larger
+        var, df = max((2.0 * var_e, df_in), (2.0 * ms_x / max(c, 1e-12), df_x))
+        return Noise(math.sqrt(var), int(df)) if var > 0 else None
+    a = 2.0 * (1.0 - 1.0 / c) * var_e
+    b = 2.0 / c * ms_x
+    var = a + b
+    if var <= 2.0 * var_e:  # no interaction beyond sigma_e: the within-setting noise
+        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
+    df = var**2 / (a**2 / df_in + b**2 / df_x)
+    return Noise(math.sqrt(var), max(1, int(df)))
+
+
+def interaction(
+    trials: pd.DataFrame, value: str, *, key: str = "candidate", pruned: bool | None = None
+) -> tuple[float, int, float, int, float] | None:
+    """The two block fits :func:`setting_noise` splits a delta across settings with, on the
+    completed cells of known seeds no pruner selected: (sigma_e^2 from blocks (setting, seed),
+    its df, the seed-by-setting interaction's mean square MS_x, its df, c with E[MS_x] =
+    sigma_e^2 + c sigma_g^2); None when either has no df."""
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
@@ -204,13 +227,4 @@ def setting_noise(
     x = _block_design(cands, seeds)
     resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
     c = float((resid * resid).sum()) / df_x
-    if not c > 1.0:  # most blocks hold one cell: no split of the two components, the larger
-        var, df = max((2.0 * var_e, df_in), (2.0 * ms_x / max(c, 1e-12), df_x))
-        return Noise(math.sqrt(var), int(df)) if var > 0 else None
-    a = 2.0 * (1.0 - 1.0 / c) * var_e
-    b = 2.0 / c * ms_x
-    var = a + b
-    if var <= 2.0 * var_e:  # no interaction beyond sigma_e: the within-setting noise
-        return Noise(math.sqrt(2.0 * var_e), int(df_in)) if var_e > 0 else None
-    df = var**2 / (a**2 / df_in + b**2 / df_x)
-    return Noise(math.sqrt(var), max(1, int(df)))
+    return var_e, int(df_in), ms_x, int(df_x), c
