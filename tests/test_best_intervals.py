@@ -65,8 +65,8 @@ def test_best_yaml_prints_the_simultaneous_interval_under_bh(tmp_path):
 
 
 def _row(**kw) -> pd.Series:
-    base = dict(noise_df=10, noise_sd=0.02, lo=-0.1, hi=0.01, sim_lo=-0.1, sim_hi=0.01, separated=True,
-                decided_by="family")  # fmt: skip
+    base = dict(noise_df=10, noise_sd=0.02, lo=-0.1, hi=0.01, sim_lo=-0.1, sim_hi=0.01,
+                separated=True, decided_by="family")  # fmt: skip
     return pd.Series({**base, **kw})
 
 

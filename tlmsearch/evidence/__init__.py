@@ -300,10 +300,7 @@ def _simultaneous(eff: pd.DataFrame, family: str, level: float,
     The best is picked by the data; only an interval that holds for every comparison at once
     holds for it at ``level`` (under bh, Benjamini and Yekutieli's false-coverage interval
     covered the best's true effect in 90.7% of null studies). best.yaml prints this one."""
-    if family == "holm" or eff.empty:
-        sim = eff
-    else:
-        sim = stats.decide(eff, "holm", level, planned)
+    sim = eff if family == "holm" or eff.empty else stats.decide(eff, "holm", level, planned)
     return eff.assign(sim_lo=sim["lo"].to_numpy(), sim_hi=sim["hi"].to_numpy())
 
 

@@ -416,8 +416,8 @@ def _shared_noise(at_shared: pd.DataFrame, model: stats.RowNoise | None) -> stat
         ref = u.iloc[0]
         noises[schedule] = model.pair(cand, ref)
         src = model.source(cand, ref)
-        sources[schedule] = (str(uname.iloc[0]) if src == str(ref) else schedule if src == str(cand)
-                             else src)  # fmt: skip
+        mine = schedule if src == str(cand) else src
+        sources[schedule] = str(uname.iloc[0]) if src == str(ref) else mine
         shares[schedule] = model.share(cand, ref)
     return stats.PairNoises(noises, sources, shares)
 

@@ -156,9 +156,9 @@ def _best_interval(e: Any) -> tuple[list[float] | None, str]:
     (``sim_lo``/``sim_hi``, the joint t over every comparison with uniform, whatever
     ``stats.family`` decides with; the race's own where the race decided): only that holds for
     it at 95%. On 1-2 df of noise, where it is not separated, there is no interval, only a note
-    that it cannot be bounded yet. Where the decision and the interval disagree (Holm's step-down separates at a later
-    step with a smaller critical value than the single-step interval's), the note says which
-    decides."""
+    that it cannot be bounded yet. Where the decision and the interval disagree (Holm's
+    step-down separates at a later step with a smaller critical value than the single-step
+    interval's), the note says which decides."""
     df = int(e["noise_df"])
     exact = float(e.get("noise_sd", math.nan)) == 0.0  # measured without noise: its width is 0
     sep = e["separated"]

@@ -53,10 +53,12 @@ from tlmsearch.stats.noise import (
     Noise,
     block_fit,
     block_noise,
-    interaction as noise_interaction,
     setting_column,
     setting_noise,
     setting_noises,
+)
+from tlmsearch.stats.noise import (
+    interaction as noise_interaction,
 )
 from tlmsearch.stats.pairs import MCB_COLUMNS, PAIR_COLUMNS, mcb, pairwise
 from tlmsearch.stats.quantiles import Interval, mean_interval, range_critical, t_quantile, t_sf
