@@ -337,6 +337,35 @@ def sampler_ms(sizes: list[int], sampler: str, history: int | None,
     return rows
 
 
+def evidence_s(sizes: list[int], seeds: int = 1) -> list[dict[str, Any]]:
+    """The statistics alone at k candidates (no Ray, no storage): seconds for the rows model
+    (``stats.row_noise``) and for every contrast of a study of k one-setting candidates and
+    uniform on ``seeds`` seeds, all equal (``stats.contrasts.contrast_table``)."""
+    import pandas as pd
+
+    from tlmsearch import stats
+    from tlmsearch.stats.contrasts import contrast_table
+
+    rng = np.random.default_rng(0)
+    stats.row_noise(pd.DataFrame({"candidate": ["u", "c"] * 2, "is_baseline": [True, False] * 2,
+                                  "seed": [0, 0, 1, 1], "state": "COMPLETE",
+                                  "v": [1.0, 1.1, 1.2, 1.0]}), "v")  # imports, once  # fmt: skip
+    rows = []
+    for k in sizes:
+        t = pd.DataFrame([{"candidate": f"c{c}" if c else "u", "is_baseline": c == 0, "seed": s,
+                           "state": "COMPLETE", "v": 2.0 + 0.01 * rng.standard_normal()}
+                          for c in range(k + 1) for s in range(max(seeds, 2))])  # fmt: skip
+        t0 = time.time()
+        model = stats.row_noise(t, "v")
+        t1 = time.time()
+        table = contrast_table(t, "v", models={"": model}, margin=0.01)
+        t2 = time.time()
+        rows.append({"candidates": k, "seeds": max(seeds, 2), "contrasts": len(table),
+                     "row_noise_s": round(t1 - t0, 2), "contrasts_s": round(t2 - t1, 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000", help="trials per study, comma-separated")
@@ -349,7 +378,12 @@ def main() -> None:
     ap.add_argument("--tpe-history", default="300", help="search.tpe_history, or all")
     ap.add_argument("--sampler-only", action="store_true",
                     help="time the sampler's asks alone at --sizes finished trials")  # fmt: skip
+    ap.add_argument("--evidence-only", action="store_true",
+                    help="time the rows model and every contrast at --sizes candidates")
     args = ap.parse_args()
+    if args.evidence_only:
+        evidence_s([int(x) for x in args.sizes.split(",")], seeds=3)
+        return
     if args.sampler_only:
         history = None if args.tpe_history == "all" else int(args.tpe_history)
         sampler_ms([int(x) for x in args.sizes.split(",")], args.sampler, history)

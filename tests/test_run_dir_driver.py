@@ -134,3 +134,31 @@ def test_the_report_of_a_run_whose_driver_is_gone_says_so(tmp_path: Path) -> Non
     html = write_report(run).read_text()
     assert "status <b>driver gone</b>" in html
     assert f"run `tlmsearch resume {run}`" in html.replace("&#x60;", "`")
+
+
+def test_a_run_json_without_driver_start_needs_a_tlmsearch_process() -> None:
+    """A run.json written before driver_start names only the pid: a recycled pid running
+    something else (here init, pid 1) is no driver, so the run is not locked as running."""
+    info = {"status": "running", "driver_host": HERE, "driver_pid": 1,
+            "heartbeat": _iso(5, time.time()), "phase": "trials"}  # fmt: skip
+    assert not driver.alive(1)
+    assert driver.driver_gone(info, "runs/x") is not None
+
+
+def test_sigterm_stops_a_driver_whose_sigint_is_ignored() -> None:
+    """A background job of a non-interactive shell (the sbatch script's driver) starts with
+    SIGINT ignored: SIGTERM must still stop it (as Ctrl-C), not set a flag nothing reads."""
+    import signal
+
+    from tlmsearch.search import driver as search_driver
+
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = search_driver.on_sigterm()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1.0)  # the handler runs here, in the main thread
+        assert search_driver.preempted()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term or signal.SIG_DFL)

@@ -47,8 +47,11 @@ def alive(pid: Any, start: Any = None) -> bool:
     """Whether ``pid`` is a live process on this host, and the one that started at ``start``
     (``driver_start`` in run.json: a recycled pid is another process) when that is known.
 
-    >>> alive(os.getpid(), started(os.getpid())), alive(os.getpid(), -1)
-    (True, False)
+    A run.json written before ``driver_start`` names only the pid: then the process must be a
+    tlmsearch one (pid 1, init, is not a driver):
+
+    >>> alive(os.getpid(), started(os.getpid())), alive(os.getpid(), -1), alive(1)
+    (True, False, False)
     """
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
@@ -62,9 +65,11 @@ def alive(pid: Any, start: Any = None) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
         if stat.rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped by its parent
             return False
+        if not isinstance(start, int):  # a run.json without driver_start: a tlmsearch process
+            return b"tlmsearch" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, IndexError):
         return True  # no /proc: the pid is all there is to go by
-    return not isinstance(start, int) or started(pid) == start
+    return started(pid) == start
 
 
 def beat_age(info: Mapping[str, Any], now: float | None = None) -> float | None:

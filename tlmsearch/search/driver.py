@@ -96,6 +96,10 @@ def on_sigterm(mark: Any = None) -> Any:
             _TERM.set()
             if mark is not None:
                 threading.Thread(target=_quietly, args=(mark,), daemon=True).start()
+            if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+                # a background job of a non-interactive shell (the sbatch script's driver)
+                # starts with SIGINT ignored: stop as Ctrl-C would
+                raise KeyboardInterrupt
             signal.raise_signal(signal.SIGINT)
 
     return signal.signal(signal.SIGTERM, handler)
@@ -123,6 +127,6 @@ def mark_preempted(study: Any) -> int:
     import optuna
 
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-    for ft in running:  # Optuna's Trial(study, id).set_user_attr, without asking for a trial
-        optuna.trial.Trial(study, ft._trial_id).set_user_attr(PREEMPTED, True)
+    for ft in running:  # the storage's own write: a Trial object would call the sampler
+        study._storage.set_trial_user_attr(ft._trial_id, PREEMPTED, True)
     return len(running)

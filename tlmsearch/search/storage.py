@@ -50,43 +50,63 @@ def open_storage(url: str) -> Any:
         url = "postgresql+" + _pg_driver(url) + url.removeprefix("postgresql")
     # pool_pre_ping: a long study outlives idle server connections.
     storage = optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-    if url.startswith("sqlite:///") and _local_disk(Path(url.removeprefix("sqlite:///"))):
-        _write_ahead(storage.engine)
+    if url.startswith("sqlite:///"):
+        # write-ahead on a local disk; the rollback journal elsewhere, also for a database that
+        # was in write-ahead mode where it was made (the mode is stored in the file)
+        _journal(storage.engine, _local_disk(Path(url.removeprefix("sqlite:///"))))
     return storage
 
 
 # File systems where SQLite's write-ahead log must not be used: its index lives in shared memory
 # of one host (https://sqlite.org/wal.html, "WAL does not work over a network filesystem").
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
-              "glusterfs", "9p", "fuse")  # fmt: skip
+              "glusterfs", "9p", "fuse", "afs", "gfs2", "ocfs2", "panfs", "wekafs", "pvfs2",
+              "autofs")  # fmt: skip
 
 
-def _local_disk(path: Path) -> bool:
-    """Whether ``path`` lies on a local file system (/proc/mounts; False when unknown)."""
+def _local_disk(path: Path, mounts: str | None = None) -> bool:
+    """Whether ``path`` lies on a local file system (``mounts``: /proc/mounts' text, read when
+    None; False when unknown).
+
+    >>> table = "autofs /scratch autofs rw 0 0\nh:/x /scratch nfs4 rw 0 0\n/dev/sda / ext4 rw 0 0"
+    >>> _local_disk(Path("/scratch/runs/x/optuna.db"), table), _local_disk(Path("/tmp/x"), table)
+    (False, True)
+    """
     try:
-        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+        lines = (Path("/proc/mounts").read_text() if mounts is None else mounts).splitlines()
     except OSError:
         return False
+    # mount points escape a space as \040; of several mounts on one point the last is on top
+    # (an autofs entry comes before the nfs it mounts)
+    mounts = [[f.replace("\\040", " ") for f in line.split()[1:3]] for line in lines]
     full = str(path.resolve())
-    best = max((m for m in mounts if full == m[0] or full.startswith(m[0].rstrip("/") + "/")),
-               key=lambda m: len(m[0]), default=None)  # fmt: skip
+    best = None
+    for m in mounts:
+        if (full == m[0] or full.startswith(m[0].rstrip("/") + "/")) and (
+                best is None or len(m[0]) >= len(best[0])):  # fmt: skip
+            best = m
     return best is not None and not best[1].startswith(NETWORK_FS)
 
 
-def _write_ahead(engine: Any) -> None:
-    """SQLite in write-ahead mode with ``synchronous=NORMAL``: a commit appends to optuna.db-wal
-    without waiting for the disk (an fsync at checkpoints only), where the default waits for two
-    fsyncs per commit. A search commits ~20 times a trial (its user attributes, one each): ~10 ms
-    each on a disk that syncs, which made the commits most of the driver's time per trial
-    (benchmarks/scale.py). Safe against a killed process (the log is on disk; the next open
-    replays it); a power loss may drop the last commits, never corrupt the file. Readers
-    (``tlmsearch status``) no longer wait for the writer."""
+def _journal(engine: Any, local: bool) -> None:
+    """On a ``local`` disk, SQLite in write-ahead mode with ``synchronous=NORMAL``: a commit
+    appends to optuna.db-wal without waiting for the disk (an fsync at checkpoints only), where the
+    default waits for two fsyncs per commit. A search commits ~20 times a trial (its user
+    attributes, one each): ~10 ms each on a disk that syncs, which made the commits most of the
+    driver's time per trial (benchmarks/scale.py). Safe against a killed process (the log is on
+    disk; the next open replays it); a power loss may drop the last commits, never corrupt the
+    file. Readers (``tlmsearch status``) no longer wait for the writer. Elsewhere the rollback
+    journal (a run dir made on a local disk and resumed from shared storage leaves write-ahead
+    mode)."""
     from sqlalchemy import event
 
     def on_connect(conn: Any, _record: Any) -> None:
         cur = conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        if local:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        else:
+            cur.execute("PRAGMA journal_mode=DELETE")
         cur.close()
 
     event.listen(engine, "connect", on_connect)

@@ -94,6 +94,14 @@ class _Fit:
         return self.pinv @ self.x
 
     @functools.cached_property
+    def cells(self) -> dict[Any, int]:
+        """Each row's number of cells in this fit."""
+        out: dict[Any, int] = {}
+        for k in self.keys:
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    @functools.cached_property
     def column(self) -> dict[Any, int]:
         """Each row's design column (the first row is the intercept's, column 0)."""
         return {name: j for j, name in enumerate(self.names)}
@@ -126,7 +134,7 @@ def _weights_on_cells(fit: _Fit, weights: Mapping[Any, float]) -> np.ndarray | N
     estimable there (a row of it has no complete cell, or its rows share no seed)."""
     if any(k not in fit.column for k, w in weights.items() if w != 0.0):
         return None
-    if not math.isclose(sum(weights.get(n, 0.0) for n in fit.names), 0.0, abs_tol=1e-9):
+    if not math.isclose(sum(w for k, w in weights.items() if k in fit.column), 0.0, abs_tol=1e-9):
         return None
     # l is sparse (a contrast reads a few rows): only its non-zero columns enter the products,
     # so a study of k candidates costs k contrasts x k, not k x k^2
@@ -156,8 +164,9 @@ def _cell_variance(model: RowNoise | Noise | None, key: Any) -> tuple[str, float
 
 
 def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
-             models: Mapping[str, RowNoise | Noise | None],
-             rows: Sequence[_Row]) -> tuple[float, float, float]:  # fmt: skip
+             models: Mapping[str, RowNoise | Noise | None], rows: Sequence[_Row],
+             setting_of: Mapping[Any, str] | None = None,
+             ) -> tuple[float, float, float]:  # fmt: skip
     """(estimate, se, Satterthwaite df) of the contrast sum_r w_r tau_r over the settings its
     weights touch (:func:`fits`; ``models``: each setting's noise, one for all when it holds
     one); NaNs (df 0) when it is not estimable or a setting's noise is unknown.
@@ -165,10 +174,13 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
     Uniform's part of the variance, sum over its cells of a_k^2 sigma_u^2, is judged as a whole
     (:func:`_uniform_part`): its own estimate where that exceeds the pool's, as the rows model
     judges uniform in one setting, but summed over every setting the contrast reads, so a
-    contrast over 4 settings of 3 seeds rests on uniform's 8 df, not on 2 per setting."""
+    contrast over 4 settings of 3 seeds rests on uniform's 8 df, not on 2 per setting.
+    ``setting_of``: each row key's setting, when the caller has it (a study's contrasts share
+    one)."""
     if not weights:
         return math.nan, math.nan, 0.0
-    setting_of = {r.key: r.setting for r in rows}
+    if setting_of is None:
+        setting_of = {r.key: r.setting for r in rows}
     only = next(iter(models.values())) if len(models) == 1 else None
     est, comps, uniform = 0.0, {}, []
     for s in sorted({setting_of[k] for k in weights if k in setting_of}):
@@ -185,7 +197,7 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
             if part is None:
                 return est, math.nan, 0.0
             if isinstance(model, RowNoise) and c in model.control and c in model.rows:
-                own, n = model.rows[c].own, fit.keys.count(c)
+                own, n = model.rows[c].own, fit.cells[c]
                 uniform.append((s, ai * ai, own, n - 1, model.pooled.sd**2 / 2.0,
                                 model.pooled.df))  # fmt: skip
                 continue
@@ -259,16 +271,18 @@ def contrast_table(
     recs = []
     censored = {r.schedule for r in rows if r.censored and not r.baseline}
     fitted = fits(trials, value, rows, key)
+    setting_of = {r.key: r.setting for r in rows}
+    row_of = {r.key: r for r in rows}
     for kind, q in asked:
         plus, w, n = _spec(rows, q)
-        est, se, df = estimate(fitted, w, models, rows)
+        est, se, df = estimate(fitted, w, models, rows, setting_of)
         why = ""
         if not w:
             why = "not estimable: a side has no complete cell at some setting it reads"
         elif not df >= 1:
             why = "noise unknown: a setting it reads has no residual df yet"
         # a pruned or failed cell of any schedule it reads (either side) is not missing at random
-        read = {r.schedule for r in rows if w.get(r.key) and not r.baseline}
+        read = {row_of[k].schedule for k, x in w.items() if x and not row_of[k].baseline}
         blocked = bool((read | set(plus)) & censored)
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"

@@ -138,7 +138,9 @@ def members(rows: Sequence[_Row], names: Sequence[str]) -> list[str]:
     >>> members(rows, ["early-heavy"]), members(rows, ["late-heavy", "cosine 1.5->0.5"])
     (['cosine 1.5->0.5'], ['cosine 0.5->1.5', 'cosine 1.5->0.5'])
     """
-    scheds = {r.schedule: r.taper for r in rows if not r.baseline}
+    families = (EARLY, LATE, ALL)
+    scheds = {r.schedule: r.taper for r in rows if not r.baseline} if any(
+        n in families for n in names) else {}  # fmt: skip
     out: list[str] = []
     for n in names:
         if n == EARLY:

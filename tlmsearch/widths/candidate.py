@@ -75,7 +75,8 @@ class Candidate(dict[str, Any]):
     TypeError: a Candidate is frozen: make a new one, Candidate({**old, key: value})
     """
 
-    def __init__(self, params: Mapping[str, Any] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
+        params = {} if params is None else params
         if not isinstance(params, Mapping):
             kind = type(params).__name__
             raise TypeError(f"a candidate is a mapping of keys to values, not a {kind}")
@@ -102,7 +103,8 @@ class Candidate(dict[str, Any]):
     clear = pop = popitem = setdefault = update = _frozen  # type: ignore[assignment]
 
     def __hash__(self) -> int:  # type: ignore[override]
-        return hash(self.identity)
+        # equal candidates hash equal: {"r": 1} == {"r": 1.0}, as for the dicts they are
+        return hash(_frozen(self))
 
     def __repr__(self) -> str:
         return f"Candidate({dict(self)!r})"
@@ -166,6 +168,15 @@ class Candidate(dict[str, Any]):
     def schedule_label(self) -> str:
         """:attr:`label` without the settings (the trials table's ``schedule``)."""
         return schedule_label(self)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable copy of a candidate's value (a custom shape's ratios are a list)."""
+    if isinstance(value, Mapping):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 # YAML writers (best.yaml, a run's study.yaml) take a candidate as the dict it is

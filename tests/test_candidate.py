@@ -1,0 +1,64 @@
+"""The typed candidate (tlmsearch/widths/candidate.py): frozen, one identity, equal candidates
+hash equal, and one layer plan every consumer reads."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tlmsearch.config import ModelConfig
+from tlmsearch.widths.candidate import Candidate, plan
+
+values = st.one_of(st.integers(-5, 5), st.floats(0.1, 3.0), st.sampled_from(["cosine", "linear"]))
+params = st.dictionaries(st.sampled_from(["shape", "r_start", "r_end", "k", "lr.shape",
+                                          "train.lr", "heads.r_start"]), values)  # fmt: skip
+
+
+@given(params)
+def test_identity_is_the_stored_params_json_and_round_trips(p: dict) -> None:
+    c = Candidate(p)
+    assert c.identity == json.dumps(p, sort_keys=True)  # old run dirs' params_json
+    assert Candidate.from_identity(c.identity) == c == p
+    for back in (pickle.loads(pickle.dumps(c)), copy.deepcopy(c), copy.copy(c)):
+        assert type(back) is Candidate and back == c
+
+
+@given(params)
+def test_equal_candidates_hash_equal(p: dict) -> None:
+    as_floats = {k: float(v) if isinstance(v, int) else v for k, v in p.items()}
+    a, b = Candidate(p), Candidate(as_floats)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+
+def test_a_candidate_is_frozen_and_parses_its_parts() -> None:
+    c = Candidate({"shape": "cosine", "r_start": 1.25, "heads.shape": "linear",
+                   "lr.shape": "cosine", "lr.r_start": 1.5, "train.lr": 0.01})  # fmt: skip
+    assert c.mlp == {"shape": "cosine", "r_start": 1.25}
+    assert c.heads == {"shape": "linear"} and c.settings == {"train.lr": 0.01}
+    assert c.profiles == {"lr": {"shape": "cosine", "r_start": 1.5}} and not c.is_control
+    for change in (lambda: c.update(r_start=2), lambda: c.pop("shape"), lambda: c.clear(),
+                   lambda: c.__setitem__("k", 1), lambda: c.setdefault("k", 1)):  # fmt: skip
+        with pytest.raises(TypeError, match="frozen"):
+            change()
+    assert Candidate() == {} and Candidate(None) == {}
+    with pytest.raises(TypeError, match="mapping"):
+        Candidate([("shape", "cosine")])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="JSON object"):
+        Candidate.from_identity("[1, 2]")
+
+
+def test_the_layer_plan_holds_every_per_layer_quantity_and_the_training_key() -> None:
+    model = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
+    uniform = plan(model, {"shape": "uniform"})
+    stepped = plan(model, {"shape": "uniform", "lr.shape": "linear", "lr.r_start": 1.5})
+    assert uniform.widths == stepped.widths == (64, 64) and uniform.is_control
+    assert stepped.profiles == {"lr": (1.5, 0.5)} and not stepped.is_control
+    assert stepped.train_update == {"lr_profile": [1.5, 0.5], "lr_profile_part": "mlp"}
+    assert uniform.key != stepped.key  # the same widths trained with other steps: a training
+    # a flat profile trains the uniform model the uniform way: one training key
+    assert plan(model, {"shape": "uniform", "lr.shape": "uniform"}).key == uniform.key
