@@ -198,3 +198,22 @@ def test_each_node_fits_its_share_of_the_trials_and_no_more(concurrency, nodes, 
     assert per_node * nodes >= concurrency
     assert per_node * cpus <= n_cpus - 1 < per_node * cpus + 1
     assert per_node * gpus <= n_gpus < per_node * gpus + 1
+
+
+def test_the_script_survives_an_early_signal_a_strict_setup_and_refuses_spaces(
+    tmp_path: Path,
+) -> None:
+    from tlmsearch.errors import ConfigError
+
+    cfg = study_from_mapping(tiny_study(tmp_path))
+    script = render(cfg, tmp_path / "s.yaml", SlurmJob(setup="source /opt/env/bin/activate"))
+    lines = script.splitlines()
+    early = next(i for i, ln in enumerate(lines) if ln.startswith("trap ") and "requeue" in ln)
+    setup = lines.index("source /opt/env/bin/activate")
+    strict = next(i for i, ln in enumerate(lines) if ln.startswith("set -u"))
+    driver = next(i for i, ln in enumerate(lines) if ln.startswith("driver=$!"))
+    assert early < setup < strict < driver  # a TERM while Ray starts requeues the job
+    spaced = cfg.model_copy(update={"storage": cfg.storage.model_copy(
+        update={"runs_dir": str(tmp_path / "my runs")})})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"storage\.runs_dir.*space"):
+        render(spaced, tmp_path / "s.yaml", SlurmJob())

@@ -665,7 +665,8 @@ def _finish(
     counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
-    _write_status(run, status, counts=counts, phase="report")  # the report is the CLI's
+    # the report is the CLI's, for a run with trials to show; a failed run gets none
+    _write_status(run, status, counts=counts, phase="done" if status == "failed" else "report")
     _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":

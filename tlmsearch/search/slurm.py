@@ -124,14 +124,21 @@ def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None
         raise ConfigError(f"--signal-lead: {job.signal_lead_s} must be at least 1 second")
     name = name or cfg.name
     run = (Path(cfg.storage.runs_dir) / name).resolve()
+    for what, path in (("storage.runs_dir", run), ("the working directory", Path.cwd())):
+        if any(ch.isspace() for ch in str(path)):  # #SBATCH lines take no quoting
+            raise ConfigError(f"{what}: {str(path)!r} has a space, which #SBATCH --output / "
+                              "--chdir cannot take; use a path without one")
     cpus, gpus = node_resources(cfg, job.nodes)
     token = Path(job.token).resolve() if job.token else run.parent / f"{name}.ray-token"
     start = f"--num-cpus={cpus} --num-gpus={gpus} --port=$port"
     bin_ = Path(sys.executable).parent  # this env's: on a shared file system, every node's
     body = [
-        "set -u",
         f"# tlmsearch slurm {study}: Ray head + workers, then the driver (docs/cluster.md)",
+        "# Slurm's --signal before the driver runs: nothing to stop yet, so requeue at once",
+        "trap 'echo \"tlmsearch slurm: SIGTERM before the driver started: requeueing\"; "
+        "scontrol requeue \"$SLURM_JOB_ID\"; exit 143' TERM",
         *([job.setup] if job.setup else []),
+        "set -u  # after the setup: some activate scripts read unset variables",
         f"RUN={_q(run)}",
         f"STUDY={_q(Path(study).resolve())}",
         f"TOKEN={_q(token)}",
