@@ -2,7 +2,9 @@
 # A single-node Slurm on 127.0.0.1 for the Slurm tests (tests/test_search_slurm.py); idempotent.
 #   .ci/slurm.sh [start]   prints the slurm.conf to use as SLURM_CONF (and TLMSEARCH_TEST_SLURM),
 #                          e.g. export SLURM_CONF=$(.ci/slurm.sh start)
-#   .ci/slurm.sh stop      stops the daemons if (and only if) `start` started them
+#   .ci/slurm.sh stop      stops the daemons if (and only if) `start` started them: the same
+#                          SERVICES_OWNER (.ci/with-services.sh sets it to its pid), so a
+#                          second concurrent test run never stops the first one's Slurm
 # Debian/Ubuntu with root (CI containers); installs slurm-wlm and munge with apt when missing.
 # Everything lives under one folder of its own (its own munge socket and key, state, logs,
 # ports 6917/6918), so it neither needs nor touches a system Slurm or munge.
@@ -10,21 +12,25 @@ set -euo pipefail
 ROOT=${TLMSEARCH_SLURM_ROOT:-${TMPDIR:-/tmp}/tlmsearch-slurm}
 CONF=$ROOT/slurm.conf
 MARK=$ROOT/started
+OWNER=${SERVICES_OWNER:-$PPID}
+
+# $1: a pid file, $2: the daemon's name: a pid reused by another process is left alone
+ours() { [ -f "$1" ] && [ "$(cat "/proc/$(cat "$1")/comm" 2>/dev/null)" = "$2" ]; }
 
 stop_pidfile() {
-  if [ -f "$1" ]; then
+  if ours "$1" "$2"; then
     pid=$(cat "$1")
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    rm -f "$1"
   fi
+  rm -f "$1"
 }
 
 if [ "${1:-start}" = stop ]; then
-  if [ -f "$MARK" ]; then
-    stop_pidfile "$ROOT/slurmd.pid"
-    stop_pidfile "$ROOT/slurmctld.pid"
-    stop_pidfile "$ROOT/munged.pid"
+  if [ -f "$MARK" ] && [ "$(cat "$MARK")" = "$OWNER" ]; then
+    stop_pidfile "$ROOT/slurmd.pid" slurmd
+    stop_pidfile "$ROOT/slurmctld.pid" slurmctld
+    stop_pidfile "$ROOT/munged.pid" munged
     rm -f "$MARK"
   fi
   exit 0
@@ -77,21 +83,21 @@ PartitionName=ci Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe
 EOF
 export SLURM_CONF=$CONF
 started=""
-if ! [ -f "$ROOT/munged.pid" ] || ! kill -0 "$(cat "$ROOT/munged.pid")" 2>/dev/null; then
+if ! ours "$ROOT/munged.pid" munged; then
   munged --key-file="$ROOT/munge/munge.key" --socket="$ROOT/munge/munge.socket" \
     --pid-file="$ROOT/munged.pid" --log-file="$ROOT/munged.log" \
     --seed-file="$ROOT/munge/munged.seed" --force >&2
   started=1
 fi
-if ! [ -f "$ROOT/slurmctld.pid" ] || ! kill -0 "$(cat "$ROOT/slurmctld.pid")" 2>/dev/null; then
+if ! ours "$ROOT/slurmctld.pid" slurmctld; then
   slurmctld -c >&2  # -c: a clean start (no jobs of an earlier CI run)
   started=1
 fi
-if ! [ -f "$ROOT/slurmd.pid" ] || ! kill -0 "$(cat "$ROOT/slurmd.pid")" 2>/dev/null; then
+if ! ours "$ROOT/slurmd.pid" slurmd; then
   slurmd >&2
   started=1
 fi
-[ -n "$started" ] && touch "$MARK"
+[ -n "$started" ] && echo "$OWNER" > "$MARK"
 for _ in $(seq 1 60); do
   if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
     echo "$CONF"

@@ -6,6 +6,7 @@
 # are missing. Without root or apt, those tests skip and say why.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+export SERVICES_OWNER=$$  # slurm.sh stops only the daemons this run started
 started_pg=""
 if [ -f "$here/services.sh" ]; then
   if url=$(bash "$here/services.sh" start); then
