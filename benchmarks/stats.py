@@ -1542,36 +1542,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--shrink", type=int, default=0, metavar="REPS",
                    help="only the best's selection-adjusted estimate's rows, REPS studies each")
     a = p.parse_args(argv)
-    if a.shrink:
-        t0 = time.perf_counter()
-        grid = shrink_grid(a.shrink, a.seed)
-        print(shrink_table(grid))
-        print(f"\n{time.perf_counter() - t0:.0f} s")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"settings": {"shrink": a.shrink, "seed": a.seed}, "shrink": grid}, f,
-                          indent=1)  # fmt: skip
-        return
-    if a.tuned:
-        t0 = time.perf_counter()
-        grid = tuned_grid(a.tuned, a.seed)
-        print(tuned_table(grid))
-        print(f"\n{time.perf_counter() - t0:.0f} s")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"settings": {"tuned": a.tuned, "seed": a.seed}, "tuned": grid}, f,
-                          indent=1)  # fmt: skip
-        return
-    if a.gate:
-        t0 = time.perf_counter()
-        grid = gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e)
-        print(gate_table(grid))
-        print(f"\n{time.perf_counter() - t0:.0f} s")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"settings": {"gate": a.gate, "seed": a.seed}, "gate": grid}, f,
-                          indent=1)  # fmt: skip
-        return
+    for reps, name, grid_of, table in (
+        (a.shrink, "shrink", lambda: shrink_grid(a.shrink, a.seed), shrink_table),
+        (a.tuned, "tuned", lambda: tuned_grid(a.tuned, a.seed), tuned_table),
+        (a.gate, "gate", lambda: gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e), gate_table),
+    ):
+        if reps:  # one study kind alone: its rows, its wall time, its JSON
+            t0 = time.perf_counter()
+            grid = grid_of()
+            print(table(grid))
+            print(f"\n{time.perf_counter() - t0:.0f} s")
+            if a.json:
+                with open(a.json, "w") as f:
+                    json.dump({"settings": {name: reps, "seed": a.seed}, name: grid}, f, indent=1)
+            return
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     t0 = time.perf_counter()
     races = False if a.no_race else min(a.reps, a.race_reps)
