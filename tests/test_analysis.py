@@ -441,7 +441,9 @@ def fake_checkpoints(monkeypatch, kept: list[dict]) -> list[tuple]:
         calls.append(("kept_weights", Path(run_dir)))
         return [dict(k) for k in kept]
 
-    def load_model(path: Any, device: str = "cpu") -> tuple[torch.nn.Module, dict]:
+    def load_model(
+        path: Any, device: str = "cpu", trust: bool = False
+    ) -> tuple[torch.nn.Module, dict]:
         calls.append(("load_model", str(path), device))
         return load(path, device)
 

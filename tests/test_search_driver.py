@@ -122,7 +122,7 @@ def test_resume_completes_a_run_whose_driver_crashed_at_each_phase(tmp_path: Pat
 
     crash(["run", str(study)], "trials", 0)  # the first trial completed, then the driver died
     resume = ["resume", str(run)]
-    for n, phase in enumerate(["preparing data", "tables", "best.yaml", "report", None], 1):
+    for n, phase in enumerate(["preparing data", "tables", "best", "report", None], 1):
         crash(resume, phase, n)
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "finished" and info["phase"] == "done"

@@ -29,7 +29,7 @@ HEARTBEAT_S = 30.0  # the driver writes its heartbeat this often
 # is as good as gone: its trials' results wait for it).
 STALE_S = 300.0
 # What the driver is doing, in order (run.json's ``phase``).
-PHASES = ("preparing data", "trials", "tables", "best.yaml", "report", "done")
+PHASES = ("preparing data", "trials", "tables", "best", "report", "done")  # best: best.yaml
 
 
 def started(pid: int) -> int | None:

@@ -101,12 +101,12 @@ def _stored(run: str, where: str) -> tuple[Any, Any]:
     import pandas as pd
 
     rd = RunDir(run)
-    if not (rd.path / "trials.parquet").is_file() or not (rd.path / "curves.parquet").is_file():
+    if not rd.table("trials").is_file() or not rd.table("curves").is_file():
         raise ConfigError(
             f"{where}: {run!r} holds no trials.parquet and curves.parquet; give a finished run "
             "dir (`tlmsearch export RUN_DIR` writes them for a stopped one)"
         )
-    return pd.read_parquet(rd.path / "trials.parquet"), pd.read_parquet(rd.path / "curves.parquet")
+    return pd.read_parquet(rd.table("trials")), pd.read_parquet(rd.table("curves"))
 
 
 # -------------------------------------------------------------------------------------------------

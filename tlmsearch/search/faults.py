@@ -17,7 +17,7 @@ process's torch.compile cache) to ``FOLDER/evals.jsonl``.
 ``"crash": [phase, ...]`` stops the driver dead (``os._exit``: no clean-up, no final status,
 as a kill or a lost node would) when it enters that phase (:func:`crash_at`, one of
 :data:`tlmsearch.run_dir.driver.PHASES`: "preparing data", "trials" (when a trial completes),
-"tables", "best.yaml", "report"); the phase is appended to ``FOLDER/crashed.jsonl`` first.
+"tables", "best", "report"); the phase is appended to ``FOLDER/crashed.jsonl`` first.
 
 ``"shift": [[candidate, delta], ...]`` adds ``delta`` to that candidate's reported val_bpb and
 val_loss at every eval (:func:`shifted`): a candidate clearly worse than the others, so a test

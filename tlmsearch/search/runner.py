@@ -652,7 +652,7 @@ def _finish(
     set_phase(run, "tables")
     written = export.write_run_tables(run, study, cfg)  # each objective's Evidence, built once
     trials = written.trials
-    set_phase(run, "best.yaml")
+    set_phase(run, "best")  # best.yaml
     doc = best_yaml.write_best(run, trials, cfg, written.evidences)
     if status == "finished" and cfg.search.keep_weights == "best":
         from tlmsearch.train import checkpoints

@@ -65,7 +65,7 @@ NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs"
 
 
 def _local_disk(path: Path, mounts: str | None = None) -> bool:
-    """Whether ``path`` lies on a local file system (``mounts``: /proc/mounts' text, read when
+    r"""Whether ``path`` lies on a local file system (``mounts``: /proc/mounts' text, read when
     None; False when unknown).
 
     >>> table = "autofs /scratch autofs rw 0 0\nh:/x /scratch nfs4 rw 0 0\n/dev/sda / ext4 rw 0 0"
