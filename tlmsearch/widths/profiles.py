@@ -259,18 +259,6 @@ def plan_profile(
     return mults
 
 
-def profiles_of(
-    candidate: Mapping[str, Any], n_layer: int, widths: Sequence[int] | None = None
-) -> dict[str, tuple[float, ...]]:
-    """Every non-flat profile of ``candidate`` by quantity name: ``{"lr": (1.5, ..., 0.5)}``."""
-    out = {}
-    for q in QUANTITIES.values():
-        mults = plan_profile(candidate, q, n_layer, widths)
-        if mults is not None:
-            out[q.name] = mults
-    return out
-
-
 def train_update(
     candidate: Mapping[str, Any], n_layer: int, widths: Sequence[int] | None = None
 ) -> dict[str, Any]:
@@ -344,6 +332,6 @@ def _shown(value: Any) -> str:
 __all__ = [
     "DEFAULT_PART", "MULT_RANGE", "PARTS", "POWER_RANGE", "QUANTITIES", "Quantity",
     "check_profile", "has_profile", "is_profile_key", "part_of", "plan_profile",
-    "profile_label", "profile_params", "profile_schedule", "profiles_of", "quantity_of",
+    "profile_label", "profile_params", "profile_schedule", "quantity_of",
     "train_update", "value_names",
 ]  # fmt: skip
