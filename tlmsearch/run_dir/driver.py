@@ -36,10 +36,18 @@ def started(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s field 22),
     or None where there is no /proc (or no such process): with the pid, it names one process
     for good, as a recycled pid starts later."""
+    fields = _stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return int(fields[19])  # fields after the name start at the third: 22 - 3
-    except (OSError, IndexError, ValueError):
+    except (TypeError, IndexError, ValueError):
+        return None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat``'s fields after the process name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
 
 
@@ -61,15 +69,17 @@ def alive(pid: Any, start: Any = None) -> bool:
         return False
     except PermissionError:
         pass  # another user's process: /proc still says whether it is ours
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped by its parent
-            return False
-        if not isinstance(start, int):  # a run.json without driver_start: a tlmsearch process
-            return b"tlmsearch" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, IndexError):
+    fields = _stat(pid)
+    if not fields:
         return True  # no /proc: the pid is all there is to go by
-    return started(pid) == start
+    if fields[0] == "Z":  # exited, not yet reaped by its parent
+        return False
+    if not isinstance(start, int):  # a run.json without driver_start: a tlmsearch process
+        try:
+            return b"tlmsearch" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return True
+    return len(fields) > 19 and fields[19] == str(start)
 
 
 def beat_age(info: Mapping[str, Any], now: float | None = None) -> float | None:
