@@ -166,3 +166,63 @@ def test_sigterm_stops_a_driver_whose_sigint_is_ignored() -> None:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term or signal.SIG_DFL)
+
+
+def test_the_heartbeat_goes_on_while_the_report_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report that takes longer than STALE_S must not read as "driver gone" from another
+    host: the driver beats while it writes it."""
+    import rich.console
+
+    from tlmsearch.report import html
+    from tlmsearch.search import cli as search_cli
+
+    old = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat(timespec="seconds")
+    write_status(tmp_path, "finished", phase="best", heartbeat=old)
+    monkeypatch.setattr(driver, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(driver, "STALE_S", 1.5)  # heartbeats are stamped to the second
+    seen: list[str | None] = []
+
+    def slow_report(run_dir: Path) -> Path:
+        time.sleep(3.0)  # a report of thousands of candidates, shortened
+        info = json.loads((tmp_path / "run.json").read_text())
+        seen.append(driver.driver_gone(info, "r", host="another-host"))
+        return tmp_path / "report.html"
+
+    monkeypatch.setattr(html, "write_report", slow_report)
+    search_cli._write_report(rich.console.Console(quiet=True), tmp_path)
+    assert seen == [None]  # from another host, the driver was there all along
+    assert json.loads((tmp_path / "run.json").read_text())["phase"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "now", "refused"),
+    [
+        ({"slurm_job": "77", "slurm_restart": 0}, {"SLURM_JOB_ID": "77"}, True),  # same allocation
+        ({"slurm_job": "77", "slurm_restart": 0},
+         {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"}, False),  # requeued since
+        ({"slurm_job": "77", "slurm_restart": 1},
+         {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"}, True),  # same restart
+        ({"slurm_job": "77"}, {"SLURM_JOB_ID": "77"}, False),  # recorded before the count: trusted
+        ({"slurm_job": "77", "slurm_restart": 0}, {"SLURM_JOB_ID": "78"}, True),  # another job
+    ],
+)  # fmt: skip
+def test_a_second_resume_in_the_same_slurm_allocation_is_refused(
+    monkeypatch: pytest.MonkeyPatch, recorded: dict, now: dict, refused: bool
+) -> None:
+    from tlmsearch.errors import ConfigError
+    from tlmsearch.search.runner import _refuse_if_running
+
+    for key in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in now.items():
+        monkeypatch.setenv(key, value)
+    info = {"status": "running", **search_driver.driver_fields(), **recorded}  # this process
+    if "slurm_restart" not in recorded:
+        del info["slurm_restart"]
+    if refused:
+        with pytest.raises(ConfigError, match="still running"):
+            _refuse_if_running(Path("r"), info)
+    else:
+        _refuse_if_running(Path("r"), info)

@@ -7,6 +7,7 @@ ConfigError (bad input, exit 2) propagates to the caller.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import Sequence
@@ -36,14 +37,18 @@ def _write_report(console: Any, run_dir: Path) -> None:
     """Every run ends with its offline report; a report failure never fails the run. run.json
     says ``phase: report`` till it is written (a driver that dies meanwhile: run_dir/driver.py)."""
     from tlmsearch.report.html import write_report
-    from tlmsearch.search.driver import set_phase
+    from tlmsearch.search.driver import Heartbeat, set_phase
 
+    driving = RunDir(run_dir).status.exists()
     try:
-        if RunDir(run_dir).status.exists():
-            set_phase(Path(run_dir), "report")
-        path = write_report(run_dir)
-        if RunDir(run_dir).status.exists():
-            set_phase(Path(run_dir), "done")
+        # the heartbeat goes on while the report is built: from another host a report that
+        # takes minutes must not read as a driver gone
+        with Heartbeat(Path(run_dir)) if driving else contextlib.nullcontext():
+            if driving:
+                set_phase(Path(run_dir), "report")
+            path = write_report(run_dir)
+            if driving:
+                set_phase(Path(run_dir), "done")
     except Exception as err:  # the trials are stored; the report can be rebuilt later
         console.print(
             f"[yellow]report not written[/] ({type(err).__name__}: {err}); retry with "

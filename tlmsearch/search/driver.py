@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.run_dir import driver as run_driver
-from tlmsearch.run_dir.driver import HEARTBEAT_S
 from tlmsearch.run_dir.tables import write_status
 from tlmsearch.search import faults
 from tlmsearch.search.attrs import PREEMPTED
@@ -35,14 +34,25 @@ def _now() -> str:
 
 def driver_fields() -> dict[str, Any]:
     """This process as run.json names a run's driver (``slurm_job``: the Slurm job it runs in,
-    else None: a requeued job's resume knows its previous driver is gone)."""
+    else None, and ``slurm_restart``: how often Slurm restarted that job; a requeued job's
+    resume knows its previous driver is gone by a higher restart count)."""
     return {
         "driver_pid": os.getpid(),
         "driver_start": run_driver.started(os.getpid()),  # with the pid: this process for good
         "driver_host": socket.gethostname(),
         "heartbeat": _now(),
         "slurm_job": os.environ.get("SLURM_JOB_ID"),
+        "slurm_restart": slurm_restart(),
     }
+
+
+def slurm_restart() -> int:
+    """How often Slurm restarted (requeued) the job this process runs in: its
+    ``SLURM_RESTART_COUNT``, 0 outside Slurm or before the first requeue."""
+    try:
+        return int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+    except ValueError:
+        return 0
 
 
 def set_phase(run: Path, phase: str, status: str | None = None, **fields: Any) -> None:
@@ -57,8 +67,8 @@ class Heartbeat:
     while the ``with`` block runs (the driver's main thread may sit in Ray Tune's loop or in a
     long table write)."""
 
-    def __init__(self, run: Path, every: float = HEARTBEAT_S) -> None:
-        self.run, self.every = run, every
+    def __init__(self, run: Path, every: float | None = None) -> None:
+        self.run, self.every = run, run_driver.HEARTBEAT_S if every is None else every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="tlmsearch-heartbeat", daemon=True)
 

@@ -42,6 +42,7 @@ from tlmsearch.search.attrs import (
 )
 from tlmsearch.search.driver import (
     Heartbeat,
+    slurm_restart,
     driver_fields,
     mark_preempted,
     on_sigterm,
@@ -230,8 +231,7 @@ def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
     (run_dir/driver.py)."""
     if info.get("status") != "running":
         return
-    job = info.get("slurm_job")
-    if job and job == os.environ.get("SLURM_JOB_ID"):
+    if _requeued_since(info):
         return  # this Slurm job, requeued: its earlier run (the driver included) is over
     pid, host = info.get("driver_pid"), info.get("driver_host")
     if host == socket.gethostname():
@@ -247,6 +247,18 @@ def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
             f"stop it there, or wait: it counts as gone {run_driver.STALE_S:.0f} s after its "
             "last heartbeat"
         )
+
+
+def _requeued_since(info: dict[str, Any]) -> bool:
+    """Whether this process runs in the Slurm job that ran the recorded driver, restarted since
+    (a requeue raises ``SLURM_RESTART_COUNT``). The same job at the same count is the same
+    allocation: a second ``resume`` there while the driver lives is refused like any other.
+    A run.json from before the count was recorded trusts the job id alone."""
+    job = info.get("slurm_job")
+    if not job or job != os.environ.get("SLURM_JOB_ID"):
+        return False
+    recorded = info.get("slurm_restart")
+    return not isinstance(recorded, int) or slurm_restart() > recorded
 
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
