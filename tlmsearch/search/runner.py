@@ -42,13 +42,13 @@ from tlmsearch.search.attrs import (
 )
 from tlmsearch.search.driver import (
     Heartbeat,
-    slurm_restart,
     driver_fields,
     mark_preempted,
     on_sigterm,
     preempted,
     restore,
     set_phase,
+    slurm_restart,
 )
 from tlmsearch.search.samplers import (
     SpaceFn,
