@@ -62,3 +62,25 @@ def test_the_layer_plan_holds_every_per_layer_quantity_and_the_training_key() ->
     assert uniform.key != stepped.key  # the same widths trained with other steps: a training
     # a flat profile trains the uniform model the uniform way: one training key
     assert plan(model, {"shape": "uniform", "lr.shape": "uniform"}).key == uniform.key
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@given(st.one_of(st.text(max_size=40), json_values.map(json.dumps)))
+def test_a_stored_identity_of_any_text_is_a_candidate_or_a_value_error(text: str) -> None:
+    """A trials table or an Optuna attribute edited by hand: never another exception; a
+    candidate that parses hashes, and its identity parses back to an equal candidate."""
+    try:
+        c = Candidate.from_identity(text)
+    except ValueError:
+        return
+    assert isinstance(c, Candidate)
+    hash(c)
+    again = Candidate.from_identity(c.identity)
+    assert again.identity == c.identity

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
+from tlmsearch.errors import ConfigError
 from tlmsearch.search.faults import ENV, read_jsonl
 from tlmsearch.search.slurm import SlurmJob, node_resources, render, storage_advice
 
@@ -96,6 +97,30 @@ def test_bad_slurm_options_are_input_errors(tmp_path: Path) -> None:
     assert out.exit_code == 2
     out = CliRunner().invoke(app, ["slurm", str(study), "--dry-run", "--name", "a b/c"])
     assert out.exit_code == 2 and "--name" in out.output
+    for flag, value in (("--partition", "gpu\nrm -rf ~"), ("--sbatch", "qos=low")):
+        out = CliRunner().invoke(app, ["slurm", str(study), "--dry-run", flag, value])
+        assert out.exit_code == 2 and flag in out.output, out.output
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    field=st.sampled_from(["time", "partition", "account", "sbatch"]),
+    value=st.text(min_size=0, max_size=30),
+)
+def test_a_fuzzed_sbatch_value_is_refused_or_stays_on_its_own_line(
+    tmp_path_factory: pytest.TempPathFactory, field: str, value: str
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("fuzz")
+    cfg = study_from_mapping(_study(tmp_path)[1])
+    job = SlurmJob(**{field: [value] if field == "sbatch" else value})
+    try:
+        script = render(cfg, tmp_path / "s.yaml", job)
+    except ConfigError as err:
+        assert f"--{field}" in str(err)
+        return
+    plain = render(cfg, tmp_path / "s.yaml", SlurmJob())
+    extra = [line for line in script.splitlines() if line not in plain.splitlines()]
+    assert len(extra) == 1 and extra[0].startswith("#SBATCH ") and value in extra[0], extra
 
 
 def _slurm_env() -> dict[str, str]:

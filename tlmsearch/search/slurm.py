@@ -115,6 +115,24 @@ def _header(cfg: StudyConfig, job: SlurmJob, name: str, run: Path) -> list[str]:
     return lines
 
 
+def _check_sbatch_values(job: SlurmJob) -> None:
+    """Each value goes on an ``#SBATCH`` line of its own, which takes no quoting: one word,
+    no space or line break (a newline would start a line of the script)."""
+    words = [("--time", job.time), ("--partition", job.partition), ("--account", job.account)]
+    words += [("--sbatch", opt) for opt in job.sbatch]
+    for what, value in words:
+        if value is None:
+            continue
+        if not value or any(ch.isspace() or not ch.isprintable() for ch in value):
+            raise ConfigError(
+                f"{what}: {value!r} must be one word without spaces or line breaks (it becomes "
+                "an #SBATCH line); pass one option per --sbatch, e.g. --sbatch=--qos=low"
+            )
+    for opt in job.sbatch:
+        if not opt.startswith("-"):
+            raise ConfigError(f"--sbatch: {opt!r} is not an sbatch option; e.g. --sbatch=--qos=low")
+
+
 def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None) -> str:
     """The sbatch script for ``study`` (its run dir under ``storage.runs_dir``, made absolute:
     it must be on a file system every node mounts)."""
@@ -122,6 +140,7 @@ def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None
         raise ConfigError(f"--nodes: {job.nodes} must be at least 1")
     if job.signal_lead_s < 1:
         raise ConfigError(f"--signal-lead: {job.signal_lead_s} must be at least 1 second")
+    _check_sbatch_values(job)
     name = name or cfg.name
     run = (Path(cfg.storage.runs_dir) / name).resolve()
     for what, path in (("storage.runs_dir", run), ("the working directory", Path.cwd())):
