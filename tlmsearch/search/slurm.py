@@ -130,7 +130,9 @@ def _check_sbatch_values(job: SlurmJob) -> None:
             )
     for opt in job.sbatch:
         if not opt.startswith("-"):
-            raise ConfigError(f"--sbatch: {opt!r} is not an sbatch option; e.g. --sbatch=--qos=low")
+            raise ConfigError(
+                f"--sbatch: {opt!r} is not an sbatch option; e.g. --sbatch=--qos=low"
+            )
 
 
 def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None) -> str:
