@@ -35,13 +35,11 @@ def evidences(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, An
     return study_evidences(trials, cfg, curves=curves)
 
 
-def first_evidence(trials: Any, cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
-    """The first objective's of ``evs`` (:func:`evidences`) with its candidates named by label,
-    for the conclusions, the verdict, tuned and the snr; None for an empty table."""
-    from tlmsearch.evidence import by_label
-
-    ev = evs.get(cfg.objectives[0].metric)
-    return by_label(trials, ev) if ev is not None else None
+def first_evidence(cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
+    """The first objective's of ``evs`` (:func:`evidences`: keyed by identity, named by the
+    table's labels), for the conclusions, the verdict, tuned and the snr; None for an empty
+    table."""
+    return evs.get(cfg.objectives[0].metric)
 
 
 def best_candidates(
@@ -286,7 +284,7 @@ def best_document(
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
-    ev = first_evidence(trials, cfg, evs)
+    ev = first_evidence(cfg, evs)
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}
