@@ -9,7 +9,7 @@ from rich.table import Table
 
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.widths.budget import count_params, flops_per_token, mlp_params, non_embedding_params
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.heads import heads_schedule
 from tlmsearch.widths.schedules import uniform_widths
 from tlmsearch.widths.space import SHARE, describe
@@ -260,7 +260,7 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 
     note = lr_comparison(cfg.space, cfg.train.lr)
     params = []
-    for text in dict.fromkeys(trials["params_json"]) if len(trials) else ():
+    for text in dict.fromkeys(trials[IDENTITY]) if len(trials) else ():
         try:
             params.append(Candidate.from_identity(text) if isinstance(text, str) else Candidate())
         except ValueError:  # not JSON: a hand-edited record, nothing to say about it

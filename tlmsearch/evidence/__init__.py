@@ -34,7 +34,6 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +56,7 @@ from tlmsearch.evidence.racing import (
 )
 from tlmsearch.evidence.tuned import Tuned
 from tlmsearch.stats.effects_vs_uniform import uses_joint
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 RACE, FAMILY = "race", "family"
 
@@ -94,7 +94,7 @@ class Evidence:
     # uniform over the settings, at each, the interactions; or stats.contrasts), each with its
     # word over one family; None for an empty table or one without uniform and a candidate
     contrasts: pd.DataFrame | None = None
-    # each key's name in words (params_json -> the trials table's candidate label): a display
+    # each key's name in words (identity -> the trials table's candidate label): a display
     # mapping only; every table stays keyed by ``key``, every text says names from the start
     labels: Mapping[Any, str] = field(default_factory=dict)
 
@@ -318,13 +318,11 @@ def _contrasts(trials: pd.DataFrame, value: str, sense: str, key: str, level: fl
     if trials.empty or key not in trials or "is_baseline" not in trials:
         return None
     settings = None
-    if "params_json" in trials:
-        from tlmsearch.widths.space import settings_of
-
+    if IDENTITY in trials:
         settings = {}
-        for k, p in zip(trials[key], trials["params_json"], strict=True):
+        for k, p in zip(trials[key], trials[IDENTITY], strict=True):
             try:
-                settings[k] = settings_of(json.loads(p)) if isinstance(p, str) and p else {}
+                settings[k] = Candidate.from_identity(p).settings if isinstance(p, str) else {}
             except (TypeError, ValueError):
                 settings[k] = {}
     table = stats.contrast_table(
@@ -446,7 +444,8 @@ def _race_decides(
     them: one decision, one interval."""
     out = eff.copy()
     lane_of = {ln.candidate: ln for ln in lanes}
-    recorded = recorded_lanes(trials, key, labels)  # the one reader of the records, as race() reads them
+    # the one reader of the records, as race() reads them
+    recorded = recorded_lanes(trials, key, labels)
     if recorded:
         # a run that records its decisions: only those decide; a lane this table alone would
         # decide may be one the driver keeps racing (its next seed queued, not in the table)
@@ -488,7 +487,7 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
 def study_evidences(trials: pd.DataFrame, config: StudyConfig,
                     metrics: Sequence[str] | None = None, *,
                     curves: pd.DataFrame | None = None) -> dict[str, Evidence]:  # fmt: skip
-    """metric -> the run's :class:`Evidence` of it, keyed by params_json (one candidate, one
+    """metric -> the run's :class:`Evidence` of it, keyed by identity (one candidate, one
     key, named by the table's labels: :meth:`Evidence.name`), for each of ``metrics`` (default
     the study's objectives) the trials table has: the one set a run's tables, best.yaml and
     ``tlmsearch status`` build, once, and pass to every reader. The first
@@ -507,7 +506,7 @@ def study_evidences(trials: pd.DataFrame, config: StudyConfig,
         if metric_column(metric) not in trials:
             continue
         sense = senses.get(metric) or METRICS.get(metric, "minimize")
-        out[metric] = study_evidence(trials, config, metric, sense, key="params_json",
+        out[metric] = study_evidence(trials, config, metric, sense, key=IDENTITY,
                                      curves=curves if metric == first else None)  # fmt: skip
     return out
 

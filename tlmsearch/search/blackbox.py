@@ -33,6 +33,7 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.train import SurrogateConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.space import is_control
 
 LN2 = math.log(2)
@@ -62,8 +63,8 @@ class Replay:
 
 
 def key(candidate: Mapping[str, Any]) -> str:
-    """A candidate's identity in the trials table (``params_json``) and in Optuna."""
-    return json.dumps(dict(candidate), sort_keys=True)
+    """A candidate's identity in the trials table and in Optuna (:attr:`Candidate.identity`)."""
+    return Candidate.of(candidate).identity
 
 
 def vocab_of(cfg: StudyConfig) -> int:
@@ -138,7 +139,7 @@ class TabularBlackbox:
             if g is None or g.empty:
                 continue
             evals = [_clean(row) for row in g[cols].to_dict("records")]
-            pair = (str(tr.params_json), int(tr.seed))
+            pair = (str(getattr(tr, IDENTITY)), int(tr.seed))
             score = (rank.get(str(tr.state), 0), len(evals))
             if pair not in best or score > best[pair]:
                 best[pair] = score
@@ -213,17 +214,18 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
 def _fit(trials: Any, curves: Any) -> dict[str, Any]:
     """Fitted surrogate fields from a stored run's complete trials (val_loss, nats)."""
     done = trials[(trials["state"] == "COMPLETE") & trials["val_loss"].notna()]
-    if done.empty or not done["params_json"].map(lambda p: is_control(json.loads(p))).any():
+    controls = done[IDENTITY].map(lambda p: Candidate.from_identity(p).is_control)
+    if done.empty or not controls.any():
         raise ConfigError(
             "train.simulate.surrogate.fit: the run has no complete uniform trial to fit to; "
             "give a run that trained the baseline, or the surrogate's fields"
         )
-    y = done.pivot_table(index="params_json", columns="seed", values="val_loss", aggfunc="mean")
+    y = done.pivot_table(index=IDENTITY, columns="seed", values="val_loss", aggfunc="mean")
     cand, seed = _two_way(y.to_numpy())
     resid = y.to_numpy() - cand[:, None] - seed[None, :]
     n = int(np.isfinite(resid).sum())
     dof = max(1, n - len(cand) - len(seed) + 1)
-    controls = np.array([is_control(json.loads(p)) for p in y.index])
+    controls = np.array([Candidate.from_identity(p).is_control for p in y.index])
     base = float(np.mean(cand[controls]))
     out: dict[str, Any] = {
         "final": base + float(np.mean(seed)),

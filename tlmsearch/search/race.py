@@ -21,7 +21,7 @@ from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.space import UNIFORM
 
 
@@ -49,9 +49,9 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
     frame = trials_frame(rows, model=cfg.model) if rows else None
     if frame is None or frame.empty:
         return [], {}
-    pairs = zip(frame["candidate"], frame["params_json"], strict=True)
+    pairs = zip(frame["candidate"], frame[IDENTITY], strict=True)
     params = {str(c): Candidate.from_identity(p) for c, p in pairs}
-    label = dict(zip(frame["params_json"], frame["candidate"], strict=True))  # one name each
+    label = dict(zip(frame[IDENTITY], frame["candidate"], strict=True))  # one name each
     waiting = _pairs(study, ("WAITING",))
     queued = {(label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting}
     metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense

@@ -56,6 +56,10 @@ from tlmsearch.widths.space import (
 if TYPE_CHECKING:  # config/model.py calls plan() from ModelConfig.plan
     from tlmsearch.config import ModelConfig
 
+# the trials table's column of each candidate's identity (its storage form, a JSON string):
+# every reader of the table names it by this constant and reads it with Candidate.from_identity
+IDENTITY = "params_json"
+
 
 class Candidate(dict[str, Any]):
     """One candidate, frozen: its keys as given, its parts by name and its :attr:`identity`.
@@ -232,4 +236,4 @@ def plan(model: ModelConfig, candidate: Mapping[str, Any]) -> LayerPlan:
     )  # fmt: skip
 
 
-__all__ = ["Candidate", "LayerPlan", "plan"]
+__all__ = ["IDENTITY", "Candidate", "LayerPlan", "plan"]
