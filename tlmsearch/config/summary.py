@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -199,7 +199,7 @@ def worker_notes(cfg: StudyConfig) -> list[str]:
 
 
 def effective_lrs(
-    cfg: StudyConfig, candidates: Iterable[Mapping[str, Any]] | None = None
+    cfg: StudyConfig, candidates: Iterable[Candidate] | None = None
 ) -> list[tuple[str, Any]]:
     """(schedule label, :class:`tlmsearch.train.parametrization.EffectiveLR`) for every non-uniform
     schedule of ``candidates`` (default: every one the study's grid trains), once per
@@ -223,7 +223,7 @@ def effective_lrs(
     return out
 
 
-def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
+def effective_lr_of(cfg: StudyConfig, candidate: Candidate) -> Any:
     """The :class:`tlmsearch.train.parametrization.EffectiveLR` of one candidate: its proxy widths
     under the parametrization it trains with (its own ``train.parametrization`` setting, else
     the study's)."""

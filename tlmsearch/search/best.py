@@ -273,7 +273,7 @@ def best_document(
             trained = cfg.for_candidate(params)
             item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
         # what the parametrization does to its layers against uniform (the LR confound)
-        item["effective_lr"] = effective_lr_of(cfg, params).as_dict()
+        item["effective_lr"] = effective_lr_of(cfg, Candidate(params)).as_dict()
         target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)

@@ -62,7 +62,7 @@ class Replay:
     reason: str = ""
 
 
-def key(candidate: Mapping[str, Any]) -> str:
+def key(candidate: Candidate | Mapping[str, Any]) -> str:
     """A candidate's identity in the trials table and in Optuna (:attr:`Candidate.identity`)."""
     return Candidate.of(candidate).identity
 
@@ -146,7 +146,7 @@ class TabularBlackbox:
                 table[pair] = (evals, str(tr.state), str(tr.reason or ""))
         return cls(table, vocab_size, seconds_per_eval)
 
-    def curve(self, candidate: Mapping[str, Any], seed: int) -> Replay:
+    def curve(self, candidate: Candidate, seed: int) -> Replay:
         """The stored curve of (candidate, seed). A stored PRUNED trial's curve is a prefix:
         a replay that runs past it ends failed (the stored run never trained the rest)."""
         found = self.table.get((key(candidate), int(seed)))
@@ -288,7 +288,7 @@ class SurrogateBlackbox:
         self.seconds_per_eval = seconds_per_eval
         self._near = _Nearest(params.effects) if params.effects else None
 
-    def effect(self, candidate: Mapping[str, Any]) -> float:
+    def effect(self, candidate: Candidate) -> float:
         """The candidate's mean final val_loss over uniform's (nats)."""
         p = self.p
         if self._near is not None:
@@ -296,7 +296,7 @@ class SurrogateBlackbox:
         dist = sum((float(candidate[k]) - v) ** 2 for k, v in p.optimum.items() if k in candidate)
         return (0.0 if is_control(candidate) else p.offset) + p.curvature * dist
 
-    def noise_sd(self, candidate: Mapping[str, Any]) -> float:
+    def noise_sd(self, candidate: Candidate) -> float:
         """The sd of a (candidate, seed)'s own noise: one for all (homoscedastic), or the
         candidate's draw around it, uniform's ``control_noise`` times it (heteroscedastic)."""
         p = self.p
@@ -306,7 +306,7 @@ class SurrogateBlackbox:
             return p.noise_sd * p.control_noise
         return p.noise_sd * math.exp(p.spread * _normal(p.seed, "sd", key(candidate)))
 
-    def curve(self, candidate: Mapping[str, Any], seed: int) -> Replay:
+    def curve(self, candidate: Candidate, seed: int) -> Replay:
         p, k = self.p, key(candidate)
         end = (p.final + self.effect(candidate) + p.seed_sd * _normal(p.seed, "seed", seed)
                + self.noise_sd(candidate) * _normal(p.seed, "cell", k, seed))  # fmt: skip
@@ -339,7 +339,7 @@ class _Nearest:
                     nums.setdefault(name, []).append(float(v))
         self.scale = {n: (float(np.std(v)) or 1.0) for n, v in nums.items()}
 
-    def effect(self, candidate: Mapping[str, Any]) -> float:
+    def effect(self, candidate: Candidate) -> float:
         found = self.effects.get(key(candidate))
         if found is not None:
             return found
