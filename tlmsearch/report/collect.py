@@ -37,7 +37,7 @@ from tlmsearch.config import METRICS, PartialStudy, StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.widths.candidate import IDENTITY
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.profiles import LAYERED, QUANTITIES
 
 LABELS = {
     "val_ppl": "val perplexity",
@@ -163,7 +163,7 @@ def ranked_candidates(
     sense = sense or sense_of(metric)
     r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
                                                        seeds=seeds)  # fmt: skip
-    layers = ["widths_json", "heads_json", *(q.column for q in QUANTITIES.values())]
+    layers = [e.column for e in LAYERED.values()]  # widths_json, heads_json, the profiles
     extra = [*_INFO, "trial_ids", IDENTITY, *layers, "heads_share", "label"]
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})

@@ -48,7 +48,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
 from tlmsearch.widths.candidate import IDENTITY, Candidate
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.profiles import LAYERED, QUANTITIES
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
@@ -69,12 +69,12 @@ TRIAL_COLUMNS: dict[str, str] = {
     "realised_end": "float",
     "taper": "float",
     "realised_taper": "float",
-    "widths_json": "str",
-    "heads_json": "str",
+    LAYERED["mlp"].column: "str",  # widths_json
+    LAYERED["heads"].column: "str",  # heads_json
     "heads_shape": "str",
     "heads_share": "float",
     # each depth profile's per-layer multipliers (lr_profile_json: widths/profiles.py)
-    **{q.column: "str" for q in QUANTITIES.values()},
+    **{e.column: "str" for e in LAYERED.values() if e.name in QUANTITIES},
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
@@ -218,21 +218,16 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         row.setdefault("heads_shape", "" if heads is None else heads.get("shape"))
         # an attention-only taper keeps uniform MLPs but is a candidate, not the control
         row.setdefault("is_baseline", is_control(params))
-    widths = row.pop("widths", None)
-    if widths is not None:
-        widths = [int(w) for w in widths]
-        row.setdefault("widths_json", json.dumps(widths))
-        if widths and "realised_start" not in row:
-            mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
-            row["realised_start"] = widths[0] / mean
-            row["realised_end"] = widths[-1] / mean
-    heads = row.pop("heads", None)
-    if heads is not None:
-        row.setdefault("heads_json", json.dumps([int(h) for h in heads]))
-    for q in QUANTITIES.values():
-        mults = row.pop(q.profile_field, None)
-        if mults is not None:
-            row.setdefault(q.column, json.dumps([float(m) for m in mults]))
+    # every per-layer list the record gives (widths, heads, lr_profile, ...) -> its column
+    layers = {e.name: row.pop(e.record, None) for e in LAYERED.values()}
+    for e in LAYERED.values():
+        if layers[e.name] is not None:
+            row.setdefault(e.column, e.as_json(layers[e.name]))
+    widths = [int(w) for w in layers["mlp"] or ()]
+    if widths and "realised_start" not in row:
+        mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
+        row["realised_start"] = widths[0] / mean
+        row["realised_end"] = widths[-1] / mean
     if "is_baseline" not in row and row.get("shape"):  # a record without params
         row["is_baseline"] = row["shape"] == "uniform"
     return row

@@ -209,6 +209,24 @@ class LayerPlan(WidthPlan):
         return self.candidate.is_control
 
     @property
+    def layers(self) -> dict[str, tuple[Any, ...]]:
+        """Every per-layer quantity it plans, by :data:`~tlmsearch.widths.profiles.LAYERED`
+        name, in the registry's order: ``mlp`` (the widths) and ``heads`` always, each depth
+        profile where it is not flat.
+
+        >>> from tlmsearch.config import ModelConfig
+        >>> m = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
+        >>> plan(m, {"shape": "uniform", "init.shape": "linear", "init.r_start": 1.5}).layers
+        {'mlp': (64, 64), 'heads': (2, 2), 'init': (1.5, 0.5)}
+        """
+        out = {}
+        for e in _profiles.LAYERED.values():
+            values = e.of_plan(self)
+            if values is not None:
+                out[e.name] = tuple(values)
+        return out
+
+    @property
     def key(self) -> tuple[Any, ...]:
         """What makes this candidate's training on a seed the one it is: widths, heads,
         settings and profiles. Two candidates with one key train the same model the same way
