@@ -8,7 +8,7 @@ import json
 import pickle
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch.config import ModelConfig
@@ -84,3 +84,71 @@ def test_a_stored_identity_of_any_text_is_a_candidate_or_a_value_error(text: str
     hash(c)
     again = Candidate.from_identity(c.identity)
     assert again.identity == c.identity
+
+
+def test_the_identity_column_is_the_one_the_trials_table_and_old_run_dirs_name() -> None:
+    from tlmsearch.run_dir.tables import TRIAL_COLUMNS
+    from tlmsearch.widths.candidate import IDENTITY
+
+    assert IDENTITY == "params_json" and TRIAL_COLUMNS[IDENTITY] == "str"
+
+
+def test_the_per_layer_registry_names_every_per_layer_column_of_the_trials_table() -> None:
+    """MLP widths, attention heads and each depth profile are LAYERED entries, in that order,
+    and the trials table's per-layer columns are exactly theirs."""
+    from tlmsearch.run_dir.tables import TRIAL_COLUMNS
+    from tlmsearch.widths.profiles import LAYERED, QUANTITIES
+
+    assert list(LAYERED) == ["mlp", "heads", *QUANTITIES]
+    assert [e.column for e in LAYERED.values()] == [
+        "widths_json", "heads_json", *(q.column for q in QUANTITIES.values())]  # fmt: skip
+    assert [e.record for e in LAYERED.values()] == [
+        "widths", "heads", *(q.profile_field for q in QUANTITIES.values())]  # fmt: skip
+    assert [c for c in TRIAL_COLUMNS if c.endswith("_json") and c != "params_json"] == [
+        e.column for e in LAYERED.values()]  # fmt: skip
+    assert LAYERED["mlp"].prefix == "" and LAYERED["heads"].prefix == "heads."
+    assert all(LAYERED[q.name].prefix == q.prefix for q in QUANTITIES.values())
+
+
+layer_lists = st.lists(st.integers(1, 512), min_size=1, max_size=6)
+
+
+@settings(max_examples=30, deadline=None)  # trials_frame builds a DataFrame: ~0.1 s each
+@given(layer_lists, layer_lists, st.lists(st.floats(0.01, 50.0), min_size=1, max_size=6))
+def test_a_records_per_layer_lists_land_in_their_registry_columns(widths, heads, lrs) -> None:
+    """trials_frame writes each entry's list as JSON of its numbers (ints for capacity, floats
+    for multipliers), and realised_start / realised_end from the widths."""
+    from tlmsearch.run_dir.tables import trials_frame
+    from tlmsearch.widths.profiles import LAYERED
+
+    rec = {"params": {"shape": "uniform"}, "seed": 0, "state": "COMPLETE",
+           "widths": widths, "heads": heads, "lr_profile": lrs}  # fmt: skip
+    row = trials_frame([rec]).iloc[0]
+    assert json.loads(row[LAYERED["mlp"].column]) == widths
+    assert json.loads(row[LAYERED["heads"].column]) == heads
+    assert json.loads(row[LAYERED["lr"].column]) == pytest.approx(lrs)
+    assert row[LAYERED["init"].column] == ""  # not given: no column value
+    mean = sum(widths) / len(widths)
+    assert row["realised_start"] == pytest.approx(widths[0] / mean)
+    assert row["realised_end"] == pytest.approx(widths[-1] / mean)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["uniform", "linear", "cosine"]), st.floats(1.05, 1.5),
+       st.sampled_from(["uniform", "linear"]), st.floats(0.6, 1.4))  # fmt: skip
+def test_a_plans_layers_are_its_widths_heads_and_non_flat_profiles(shape, r, lr_shape, r_lr):
+    from tlmsearch.widths.profiles import LAYERED
+
+    model = ModelConfig(n_layer=4, d_model=64, n_head=4, d_ff=128)
+    keys = {"shape": shape, "lr.shape": lr_shape}
+    keys.update({"r_start": r} if shape != "uniform" else {})
+    keys.update({"lr.r_start": r_lr} if lr_shape != "uniform" else {})
+    cand = Candidate(keys)
+    p = plan(model, cand)
+    layers = p.layers
+    assert layers["mlp"] == p.widths and layers["heads"] == p.heads == (4, 4, 4, 4)
+    assert ("lr" in layers) == ("lr" in p.profiles)
+    if "lr" in layers:
+        assert layers["lr"] == p.profiles["lr"] and not LAYERED["lr"].uniform(layers["lr"])
+    assert LAYERED["heads"].uniform(layers["heads"]) and "init" not in layers
+    assert LAYERED["mlp"].uniform(layers["mlp"]) == (len(set(p.widths)) == 1)

@@ -145,51 +145,91 @@ def test_export_yaml_builds_each_objectives_evidence_once(tmp_path, builds, n):
     assert sorted(builds) == sorted(o.metric for o in cfg.objectives)
 
 
-def test_the_relabelled_evidence_names_candidates_by_label_with_the_same_decisions(tmp_path):
-    """by_label: the params_json-keyed Evidence, named as a label-keyed build names them."""
-    from tlmsearch.evidence import by_label, study_evidence
+def test_the_identity_keyed_evidence_says_the_words_a_label_keyed_one_says(tmp_path):
+    """The run's Evidence is keyed by params_json and named by the table's labels: its sentences
+    and verdict are word for word those of an Evidence keyed by the labels themselves."""
+    from tlmsearch.evidence import study_evidence
+    from tlmsearch.evidence.conclusions import conclusions
     from tlmsearch.run_dir.tables import load_run
     from tlmsearch.search.export import write_tables
 
     run, cfg, study = _run(tmp_path, 1)
     write_tables(run, study, cfg)
     trials = load_run(run).trials
-    named = by_label(trials, study_evidence(trials, cfg, key="params_json"))
-    fresh = study_evidence(trials, cfg)
-    assert named.key == fresh.key == "candidate"
-    assert list(named.ranking["candidate"]) == list(fresh.ranking["candidate"])
-    assert list(named.best["candidate"]) == list(fresh.best["candidate"])
-    assert list(named.best["selected"]) == list(fresh.best["selected"])
-    eff_n = named.effects.set_index("candidate").sort_index()
-    eff_f = fresh.effects.set_index("candidate").sort_index()
-    assert list(eff_n.index) == list(eff_f.index)
-    assert eff_n["separated"].tolist() == eff_f["separated"].tolist()
-    assert eff_n["mean_delta"].tolist() == pytest.approx(eff_f["mean_delta"].tolist())
-    assert eff_n["lo"].tolist() == pytest.approx(eff_f["lo"].tolist(), rel=1e-12)
-    assert set(named.model.rows) == set(fresh.model.rows)
+    by_identity = study_evidence(trials, cfg, key="params_json")
+    by_label = study_evidence(trials, cfg)
+    assert by_identity.key == "params_json" and by_label.key == "candidate"
+    assert [by_identity.name(k) for k in by_identity.ranking["params_json"]] == list(
+        by_label.ranking["candidate"])
+    said = conclusions(trials, label="val_bpb", evidence=by_identity)
+    fresh = conclusions(trials, label="val_bpb", evidence=by_label)
+    assert said == fresh and said.supported + said.unsupported
+    assert "{" not in " ".join(said.supported + said.unsupported)  # no identity leaks into words
+    eff_n = by_identity.effects.set_index("params_json").rename(index=by_identity.name)
+    eff_f = by_label.effects.set_index("candidate")
+    assert eff_n["separated"].sort_index().tolist() == eff_f["separated"].sort_index().tolist()
 
 
-def test_relabel_names_candidates_inside_a_races_reasons_and_note():
-    """A race's reasons name the incumbent or the control by its key; relabel renames them."""
-    import dataclasses
+# keys whose labels nest: "cosine" is inside "cosine 1.5->0.5" and inside "better than cosine",
+# and cosine's identity is inside the custom shape's (a mapping value)
+_U, _A = '{"shape": "uniform"}', '{"shape": "cosine"}'
+_B = '{"nest": {"shape": "cosine"}, "shape": "custom"}'
+_C = '{"shape": "linear"}'
+_LABELS = {_U: "uniform", _A: "cosine", _B: "cosine 1.5->0.5", _C: "better than cosine"}
 
+
+def _against_best():
+    from tlmsearch.config import PartialStudy
+
+    return PartialStudy.model_validate(
+        {"search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": "best"}},
+         "objectives": [{"metric": "val_bpb"}]})  # fmt: skip
+
+
+def _nested_race_table():
+    """_B leads (the incumbent of a race against the best), _A is within noise of it, _C far
+    worse; three seeds each, every seed's uniform complete."""
     import pandas as pd
 
-    from tlmsearch.evidence import Evidence
-    from tlmsearch.evidence.racing import Lane
+    deltas = {_U: (0.0, 0.0, 0.0), _A: (-0.29, -0.30, -0.28), _B: (-0.30, -0.31, -0.29),
+              _C: (0.2, 0.21, 0.19)}  # fmt: skip
+    rows = [{"params_json": k, "candidate": _LABELS[k], "seed": s, "state": "COMPLETE",
+             "val_bpb": 2.0 + 0.1 * s + d, "val_loss": 3.0 + 0.1 * s + d, "is_baseline": k == _U}
+            for k, ds in deltas.items() for s, d in enumerate(ds)]  # fmt: skip
+    return pd.DataFrame(rows)
 
-    a, b = '{"shape": "cosine"}', '{"shape": "linear"}'
-    ev = Evidence.build(
-        pd.DataFrame(columns=["params_json", "seed", "val_bpb", "is_baseline", "state"]),
-        "val_bpb", "minimize", key="params_json",
-    )  # fmt: skip
-    ev = dataclasses.replace(
-        ev,
-        lanes=(Lane(a, "tied", f"not separated from {b} after 3 seed(s)", (0,), 0.0, 0.1, None),),
-        note=f"race not computable (race_decision of {a})",
-    )
-    named = ev.relabel({a: "cosine 1.5->0.5", b: "linear 1.5->0.5"})
-    (lane,) = named.lanes
-    assert lane.candidate == "cosine 1.5->0.5"
-    assert lane.reason == "not separated from linear 1.5->0.5 after 3 seed(s)"
-    assert named.note == "race not computable (race_decision of cosine 1.5->0.5)"
+
+def test_race_reasons_say_labels_from_the_start_and_no_text_is_renamed():
+    """A race keyed by identity names the incumbent by its label as it writes the reason: a
+    label that another label, a reason's words or another identity contains is never mangled
+    (renaming keys inside finished text turned "not separated from <_B>" into a fragment of
+    JSON, _A's identity replaced inside _B's)."""
+    trials = _nested_race_table()
+    ev = Evidence.build(trials, "val_bpb", key="params_json",
+                        config=_against_best())  # fmt: skip
+    lanes = {ln.candidate: ln for ln in ev.lanes}
+    assert set(lanes) == {_A, _B, _C}  # keyed by identity
+    assert lanes[_A].reason.startswith("not separated from cosine 1.5->0.5 after 3 of 3 seeds")
+    assert lanes[_C].reason.startswith("worse than cosine 1.5->0.5 after 3 seed(s): ")
+    assert lanes[_B].reason == "the incumbent: raced 3 seed(s)"
+    assert all("{" not in ln.reason for ln in ev.lanes)
+    assert [ev.name(k) for k in (_A, _B, _C)] == ["cosine", "cosine 1.5->0.5",
+                                                  "better than cosine"]  # fmt: skip
+    # without labels the keys name themselves, as a table keyed by labels does
+    plain = Evidence.build(trials, "val_bpb", key="params_json", labels={},
+                           config=_against_best())  # fmt: skip
+    assert {ln.candidate: ln for ln in plain.lanes}[_A].reason == (
+        f"not separated from {_B} after 3 of 3 seeds (no seed left with a control)")
+
+
+def test_a_race_note_names_the_candidate_by_its_label():
+    """A record that is no decision is reported by label (the family decides then)."""
+    trials = _nested_race_table()
+    trials["race_decision"] = [
+        "not json" if k == _B and s == 0 else None
+        for k, s in zip(trials["params_json"], trials["seed"], strict=True)
+    ]
+    ev = Evidence.build(trials, "val_bpb", key="params_json",
+                        config=_against_best())  # fmt: skip
+    assert ev.note.startswith("race not computable (race_decision of cosine 1.5->0.5: ")
+    assert ev.lanes is None and set(ev.effects["decided_by"]) == {"family"}

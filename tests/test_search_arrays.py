@@ -269,6 +269,81 @@ def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(t
     assert final["val_bpb"] == pytest.approx(finals[1]["val_bpb"], rel=1e-6)
 
 
+LR_PROFILE = {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5, "lr.r_end": 0.5}
+
+
+def test_a_retried_array_resumes_a_profiled_member_only_from_its_own_profiles_checkpoint(
+    tmp_path, reports, monkeypatch
+):
+    """A member with an LR profile whose array's worker is lost (the array retried) continues
+    from its own mid-way checkpoint and ends with the numbers it ends with uninterrupted; a
+    checkpoint of the same widths and seed trained without the profile (uniform's) is not
+    resumed from (it trains from zero, and still ends with those numbers): the profile is part
+    of what a checkpoint must match."""
+    import tlmsearch.search.array_trainable as array_trainable
+    from tlmsearch.data import prepare_data
+    from tlmsearch.search.array_trainable import run_array
+    from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint, write_checkpoint
+    from tlmsearch.train.loop import train_proxy
+
+    cfg = _cfg(tmp_path, keep_weights="final")
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
+        update={"checkpoint_every_tokens": 4096})})  # fmt: skip
+    data = prepare_data(cfg.data, progress=False)
+    members = [{"candidate": c, "seed": 0, "number": i, "id": f"x-{i}",
+                MEMBER_DIR: str(tmp_path / f"trial_x-{i}")}
+               for i, c in enumerate([{"shape": "uniform"}, LR_PROFILE])]  # fmt: skip
+    run_array({MEMBERS: members}, cfg.to_dict(), data)  # uninterrupted: the reference
+    finals = {r[MEMBER]: r for r in reports if r["final"]}
+    assert finals[1]["lr_profile"] == pytest.approx([1.5, 0.5])
+    assert finals[1]["widths"] == finals[0]["widths"]  # uniform widths: only the LRs differ
+    assert finals[1]["val_bpb"] != pytest.approx(finals[0]["val_bpb"], rel=1e-6)
+    _, meta = load_checkpoint(latest_checkpoint(members[1][MEMBER_DIR]))
+    assert meta["train"]["lr_profile"] == pytest.approx([1.5, 0.5])
+
+    model = cfg.model.model_copy(update={"vocab_size": data.vocab_size})
+    widths = cfg.model.plan(LR_PROFILE).widths
+
+    def mid(folder: Path, train) -> Path:
+        """A checkpoint at 4,096 tokens of the LR member's widths and seed, trained by
+        ``train`` (its tensors are live in the callback: written at once)."""
+        meta_at = {**meta, "tokens": 4096, "final": False,
+                   "train": train.model_dump(mode="json")}  # fmt: skip
+
+        def at(state: dict) -> None:
+            if state["tokens"] == 4096:
+                write_checkpoint(folder, state, meta_at)
+
+        train_proxy(model, widths, data, train, seed=0, threads=1, device="cpu", on_checkpoint=at)
+        return folder
+
+    own = mid(tmp_path / "own", cfg.for_candidate(LR_PROFILE).train)
+    flat = mid(tmp_path / "flat", cfg.train)  # uniform's: the same model without the profile
+    resumed: list[int | None] = []  # the tokens each retried member continued from
+
+    def spy(loaded, meta_):
+        state = array_trainable_matching(loaded, meta_)
+        resumed.append(None if state is None else int(state["tokens"]))
+        return state
+
+    array_trainable_matching = array_trainable._matching
+    monkeypatch.setattr(array_trainable, "_matching", spy)
+    Path(members[0][MEMBER_DIR], ENDED).write_text("COMPLETE")  # recorded: not run again
+    for folder, expect in ((own, 4096), (flat, None)):
+        for p in Path(members[1][MEMBER_DIR]).glob("checkpoint_*"):
+            shutil.rmtree(p)  # the retry finds only the checkpoint it is given
+        resumed.clear()
+        before = len(reports)
+        run_array({MEMBERS: [members[0], {**members[1], "resume_from": str(folder)}]},
+                  cfg.to_dict(), data)  # fmt: skip
+        again = reports[before:]
+        assert resumed == [expect]
+        assert {r[MEMBER] for r in again} == {1}
+        final = next(r for r in again if r["final"])
+        assert final["lr_profile"] == pytest.approx([1.5, 0.5])
+        assert final["val_bpb"] == pytest.approx(finals[1]["val_bpb"], rel=1e-6)
+
+
 # -------------------------------------------------------------------------------------------------
 # Real tiny studies in one embedded Ray
 

@@ -119,7 +119,7 @@ def profile_problems(cfg: StudyConfig) -> list[str]:
     return problems
 
 
-def _tied_conflict(cfg: StudyConfig, cand: Mapping[str, object]) -> str | None:
+def _tied_conflict(cfg: StudyConfig, cand: Candidate) -> str | None:
     """Why ``cand`` asks two LRs of a tied model's one embedding / output matrix, or None: each
     end's multiplier as given (by the candidate's key, else the study's field when set)."""
     if not cfg.model.tie_embeddings:
@@ -174,7 +174,7 @@ def contrast_problems(cfg: StudyConfig) -> list[str]:
     return problems
 
 
-def _label(candidate: Mapping[str, object]) -> str:
+def _label(candidate: Candidate) -> str:
     """``describe(candidate)``, or its JSON when a value is no number where one is read (the
     problem being reported may be exactly that)."""
     try:

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from tlmsearch.config.limits import MAX_D_FF, MAX_D_MODEL, MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB
 from tlmsearch.constants import HF_SET_BY
 from tlmsearch.errors import Strict, short
-from tlmsearch.widths.candidate import LayerPlan, plan
+from tlmsearch.widths.candidate import Candidate, LayerPlan, plan
 
 
 @dataclass(frozen=True)
@@ -405,17 +405,15 @@ class ModelConfig(Strict):
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
-    def plan(self, candidate: Mapping[str, Any]) -> LayerPlan:
+    def plan(self, candidate: Candidate | Mapping[str, Any]) -> LayerPlan:
         """``candidate``'s :class:`~tlmsearch.widths.candidate.LayerPlan` in this model: its
         exact-budget widths and heads and its depth profiles' multipliers."""
         return plan(self, candidate)
 
-    def headed(self, candidate: Mapping[str, Any]) -> ModelConfig:
+    def headed(self, candidate: Candidate | Mapping[str, Any]) -> ModelConfig:
         """This model as ``candidate`` builds it: with its heads schedule's ``layer_heads``
         (itself when the candidate has no heads schedule)."""
-        from tlmsearch.widths.heads import heads_schedule
-
-        if heads_schedule(candidate) is None:
+        if Candidate.of(candidate).heads is None:
             return self
         return self.model_copy(update={"layer_heads": list(self.plan(candidate).heads)})
 

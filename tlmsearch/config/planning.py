@@ -61,7 +61,7 @@ def candidates(cfg: StudyConfig) -> list[Candidate]:
     return cands
 
 
-def for_candidate(cfg: StudyConfig, candidate: Mapping[str, Any]) -> StudyConfig:
+def for_candidate(cfg: StudyConfig, candidate: Candidate | Mapping[str, Any]) -> StudyConfig:
     """``cfg`` as ``candidate``'s trial trains it: its settings (``train.lr``) applied, its
     heads schedule's per-layer heads and its depth profiles' per-layer multipliers
     (``train.lr_profile``)."""
@@ -108,7 +108,7 @@ def _headed(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     return cfg if model is cfg.model else cfg.model_copy(update={"model": model})
 
 
-def target_for(cfg: StudyConfig, candidate: Mapping[str, Any]) -> ModelConfig | None:
+def target_for(cfg: StudyConfig, candidate: Candidate | Mapping[str, Any]) -> ModelConfig | None:
     """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
     a value found at proxy scale is the value the full-scale model is exported with."""
     cand = Candidate.of(candidate)

@@ -234,7 +234,7 @@ class StudyConfig(Strict):
         """The grid (finite space) with the uniform baseline first, or the corners (continuous)."""
         return planning.candidates(self)
 
-    def for_candidate(self, candidate: Mapping[str, Any]) -> StudyConfig:
+    def for_candidate(self, candidate: Candidate | Mapping[str, Any]) -> StudyConfig:
         """This study as ``candidate``'s trial trains it: its settings (``train.lr``) applied.
 
         >>> from tlmsearch.config import study_from_mapping
@@ -246,7 +246,7 @@ class StudyConfig(Strict):
         """
         return planning.for_candidate(self, candidate)
 
-    def target_for(self, candidate: Mapping[str, Any]) -> ModelConfig | None:
+    def target_for(self, candidate: Candidate | Mapping[str, Any]) -> ModelConfig | None:
         """The target model with ``candidate``'s model settings (``model.rope_theta``) applied:
         a value found at proxy scale is the value the full-scale model is exported with."""
         return planning.target_for(self, candidate)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
 
 from tlmsearch.config import ModelConfig, StudyConfig
 from tlmsearch.widths.budget import count_params, flops_per_token, mlp_params, non_embedding_params
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.heads import heads_schedule
 from tlmsearch.widths.schedules import uniform_widths
 from tlmsearch.widths.space import SHARE, describe
@@ -199,7 +199,7 @@ def worker_notes(cfg: StudyConfig) -> list[str]:
 
 
 def effective_lrs(
-    cfg: StudyConfig, candidates: Iterable[Mapping[str, Any]] | None = None
+    cfg: StudyConfig, candidates: Iterable[Candidate] | None = None
 ) -> list[tuple[str, Any]]:
     """(schedule label, :class:`tlmsearch.train.parametrization.EffectiveLR`) for every non-uniform
     schedule of ``candidates`` (default: every one the study's grid trains), once per
@@ -223,7 +223,7 @@ def effective_lrs(
     return out
 
 
-def effective_lr_of(cfg: StudyConfig, candidate: Mapping[str, Any]) -> Any:
+def effective_lr_of(cfg: StudyConfig, candidate: Candidate) -> Any:
     """The :class:`tlmsearch.train.parametrization.EffectiveLR` of one candidate: its proxy widths
     under the parametrization it trains with (its own ``train.parametrization`` setting, else
     the study's)."""
@@ -260,7 +260,7 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
 
     note = lr_comparison(cfg.space, cfg.train.lr)
     params = []
-    for text in dict.fromkeys(trials["params_json"]) if len(trials) else ():
+    for text in dict.fromkeys(trials[IDENTITY]) if len(trials) else ():
         try:
             params.append(Candidate.from_identity(text) if isinstance(text, str) else Candidate())
         except ValueError:  # not JSON: a hand-edited record, nothing to say about it

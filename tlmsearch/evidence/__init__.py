@@ -34,10 +34,9 @@ Pure pandas / numpy / scipy (no torch, ray or plotting).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -57,6 +56,7 @@ from tlmsearch.evidence.racing import (
 )
 from tlmsearch.evidence.tuned import Tuned
 from tlmsearch.stats.effects_vs_uniform import uses_joint
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 RACE, FAMILY = "race", "family"
 
@@ -94,6 +94,9 @@ class Evidence:
     # uniform over the settings, at each, the interactions; or stats.contrasts), each with its
     # word over one family; None for an empty table or one without uniform and a candidate
     contrasts: pd.DataFrame | None = None
+    # each key's name in words (identity -> the trials table's candidate label): a display
+    # mapping only; every table stays keyed by ``key``, every text says names from the start
+    labels: Mapping[Any, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -111,6 +114,7 @@ class Evidence:
         variance: str = stats.ROWS,
         questions: Sequence[stats.Question] | None = None,
         margin: float | None = None,
+        labels: Mapping[Any, str] | None = None,
     ) -> Evidence:
         """From a trials table (docs/run_dir.md); ``config``: the study (a run dir's:
         :func:`tlmsearch.config.frozen_study`), for its racing settings and seeds; ``seeds``:
@@ -120,7 +124,10 @@ class Evidence:
         or pooled (the block fit's one noise for all, every row on the same variance);
         ``questions``: the contrasts to ask (default: ``config``'s ``stats.contrasts``, else
         :func:`tlmsearch.stats.contrasts.default_questions`); ``margin``: their equivalence
-        margin (default: ``config``'s, :func:`equivalence_margin`)."""
+        margin (default: ``config``'s, :func:`equivalence_margin`); ``labels``: each key's
+        name in words (default: the trials table's ``candidate`` of each ``key``,
+        :func:`names_of`), what the race's reasons and :meth:`name` say."""
+        labels = names_of(trials, key) if labels is None else dict(labels)
         if variance not in stats.VARIANCES:
             raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
                              f"{variance=}")  # fmt: skip
@@ -134,7 +141,7 @@ class Evidence:
                 # seeds, and decide "separated from uniform" for that metric alone
                 first, first_sense = _first_objective(config)
                 raced = race(trials, first, sense=first_sense, key=key, variance=variance,
-                             **settings)  # fmt: skip
+                             labels=labels, **settings)  # fmt: skip
                 plan = planned_seeds(trials, raced, key=key)
                 if first == value:
                     lanes = tuple(raced)
@@ -155,7 +162,7 @@ class Evidence:
         eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
         if lanes is not None and against == "uniform":
-            eff = _race_decides(eff, lanes, key, trials)
+            eff = _race_decides(eff, lanes, key, trials, labels)
         measured = ranking[ranking["tier"] < 3]
         # with setting dimensions the widest noise (docs/search_dimensions.md), never narrower
         # than any comparison with uniform; else the model, each pair on its own rows' variances
@@ -179,7 +186,7 @@ class Evidence:
         asked = _contrasts(trials, value, sense, key, level, models, margin, questions)
         return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
                    m, note, snr, tuned_, pairs_noise, plan, model, variance, why,
-                   asked)  # fmt: skip
+                   asked, labels)  # fmt: skip
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
@@ -193,34 +200,9 @@ class Evidence:
                               level=self.level, noise=self.pair_noise or self.noise,
                               family=self.family, family_size=k * (k - 1) // 2)  # fmt: skip
 
-    def relabel(self, names: Mapping[Any, Any], key: str = "candidate") -> Evidence:
-        """This evidence with its candidates named by ``names`` (this key -> the new one, one to
-        one: params_json -> the trials table's candidate label) in a column ``key``: the same
-        numbers and decisions, the same object for a reader that names candidates otherwise
-        (the conclusions' sentences, the verdict). Its :meth:`pairs` then take a table keyed
-        by ``key``."""
-        if key == self.key:
-            return self
-        name = lambda k: names.get(k, k)  # noqa: E731
-        frame = lambda df: df.assign(**{self.key: df[self.key].map(name)}).rename(  # noqa: E731
-            columns={self.key: key})
-        best = self.best.assign(candidate=self.best["candidate"].map(name))
-        if "by" in best:
-            best["by"] = best["by"].map(lambda k: k if pd.isna(k) else name(k))
-        said = lambda text: _renamed(text, names)  # noqa: E731  (keys named inside reasons)
-        lanes = None if self.lanes is None else tuple(
-            replace(ln, candidate=name(ln.candidate), reason=said(ln.reason))
-            for ln in self.lanes)  # fmt: skip
-        plan = ({name(k): v for k, v in self.plan.items()} if isinstance(self.plan, dict)
-                else self.plan)  # fmt: skip
-        rows = lambda m: m if not isinstance(m, stats.RowNoise) else replace(  # noqa: E731
-            m, rows={name(k): v for k, v in m.rows.items()},
-            control=tuple(name(k) for k in m.control),
-            cells={name(k): v for k, v in m.cells.items()})
-        return replace(self, key=key, ranking=frame(self.ranking), effects=frame(self.effects),
-                       note=said(self.note),
-                       best=best, lanes=lanes, plan=plan, model=rows(self.model),
-                       pair_noise=rows(self.pair_noise))  # fmt: skip
+    def name(self, key: Any) -> str:
+        """The candidate ``key`` in words: its label (:attr:`labels`), else the key itself."""
+        return str(self.labels.get(key, key))
 
     def decision_words(self) -> str:
         """How 'separated from uniform' was decided, in words (for every sentence that says it)."""
@@ -336,13 +318,11 @@ def _contrasts(trials: pd.DataFrame, value: str, sense: str, key: str, level: fl
     if trials.empty or key not in trials or "is_baseline" not in trials:
         return None
     settings = None
-    if "params_json" in trials:
-        from tlmsearch.widths.space import settings_of
-
+    if IDENTITY in trials:
         settings = {}
-        for k, p in zip(trials[key], trials["params_json"], strict=True):
+        for k, p in zip(trials[key], trials[IDENTITY], strict=True):
             try:
-                settings[k] = settings_of(json.loads(p)) if isinstance(p, str) and p else {}
+                settings[k] = Candidate.from_identity(p).settings if isinstance(p, str) else {}
             except (TypeError, ValueError):
                 settings[k] = {}
     table = stats.contrast_table(
@@ -455,7 +435,8 @@ def _first_objective(config: StudyConfig) -> tuple[str, str]:
 
 
 def _race_decides(
-    eff: pd.DataFrame, lanes: Sequence[Lane], key: str, trials: pd.DataFrame
+    eff: pd.DataFrame, lanes: Sequence[Lane], key: str, trials: pd.DataFrame,
+    labels: Mapping[Any, str] | None = None,
 ) -> pd.DataFrame:
     """Effects rows the race decides: its decision (separated / tied; <NA> while it races or
     after a prune stopped it) and its own interval (mean delta +- its half-width at the race's
@@ -463,7 +444,8 @@ def _race_decides(
     them: one decision, one interval."""
     out = eff.copy()
     lane_of = {ln.candidate: ln for ln in lanes}
-    recorded = recorded_lanes(trials, key)  # the one reader of the records, as race() reads them
+    # the one reader of the records, as race() reads them
+    recorded = recorded_lanes(trials, key, labels)
     if recorded:
         # a run that records its decisions: only those decide; a lane this table alone would
         # decide may be one the driver keeps racing (its next seed queued, not in the table)
@@ -502,22 +484,13 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
                           curves=curves)  # fmt: skip
 
 
-def _renamed(text: str, names: Mapping[Any, Any]) -> str:
-    """``text`` with every key of ``names`` that it spells (a race's reason names the incumbent
-    or the control by its key) replaced by its name."""
-    for old, new in names.items():
-        if isinstance(old, str) and old and old in text:
-            text = text.replace(old, str(new))
-    return text
-
-
 def study_evidences(trials: pd.DataFrame, config: StudyConfig,
                     metrics: Sequence[str] | None = None, *,
                     curves: pd.DataFrame | None = None) -> dict[str, Evidence]:  # fmt: skip
-    """metric -> the run's :class:`Evidence` of it, keyed by params_json (one candidate, one
-    key), for each of ``metrics`` (default the study's objectives) the trials table has: the
-    one set a run's tables, best.yaml and ``tlmsearch status`` build, once, and pass to every
-    reader (one that names candidates by label takes :func:`by_label`). The first
+    """metric -> the run's :class:`Evidence` of it, keyed by identity (one candidate, one
+    key, named by the table's labels: :meth:`Evidence.name`), for each of ``metrics`` (default
+    the study's objectives) the trials table has: the one set a run's tables, best.yaml and
+    ``tlmsearch status`` build, once, and pass to every reader. The first
     objective's is built with ``curves`` (its checkpoint noise, for its snr); a metric that is
     no objective is judged in its default sense. Empty for an empty table."""
     from tlmsearch.config import METRICS
@@ -533,14 +506,15 @@ def study_evidences(trials: pd.DataFrame, config: StudyConfig,
         if metric_column(metric) not in trials:
             continue
         sense = senses.get(metric) or METRICS.get(metric, "minimize")
-        out[metric] = study_evidence(trials, config, metric, sense, key="params_json",
+        out[metric] = study_evidence(trials, config, metric, sense, key=IDENTITY,
                                      curves=curves if metric == first else None)  # fmt: skip
     return out
 
 
-def by_label(trials: pd.DataFrame, evidence: Evidence) -> Evidence:
-    """``evidence`` (keyed by params_json) with its candidates named as the trials table
-    names them (``candidate``: one label per params_json, :func:`tlmsearch.run_dir.tables.
-    unique_labels`), for the readers that say names: the conclusions, the verdict."""
-    names = dict(zip(trials["params_json"], trials["candidate"], strict=True))
-    return evidence.relabel(names, "candidate")
+def names_of(trials: pd.DataFrame, key: str) -> dict[Any, str]:
+    """Each ``key`` of ``trials`` in words: the table's ``candidate`` label of it (one label
+    per identity, :func:`tlmsearch.run_dir.tables.unique_labels`); ``{}`` where the table is
+    keyed by its labels already or has none."""
+    if key == "candidate" or key not in trials or "candidate" not in trials:
+        return {}
+    return {k: str(c) for k, c in zip(trials[key], trials["candidate"], strict=True)}

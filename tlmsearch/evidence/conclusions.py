@@ -88,7 +88,7 @@ def conclusions(
         row = eff.loc[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
-            ok, text = _versus(str(cand), "uniform", d, label, ev.sense, ev.level, how=how,
+            ok, text = _versus(ev.name(cand), "uniform", d, label, ev.sense, ev.level, how=how,
                                unknown=ev.noise_why or NO_DF)
             (yes if ok else no).append(text)
     if unpaired:
@@ -97,7 +97,8 @@ def conclusions(
         else:
             no.append(
                 f"{len(unpaired)} candidate(s) have no seed paired with a finished uniform "
-                f"(pruned, failed or running): no effect measured ({_names(unpaired)})"
+                f"(pruned, failed or running): no effect measured "
+                f"({_names([ev.name(c) for c in unpaired])})"
             )
     top_yes, top_no, group = _top(ev)
     return Conclusions(yes + top_yes, no + top_no, group)
@@ -249,48 +250,50 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     pruned or failed on some seed is never called the best (its missing seeds looked worse).
     """
     best = ev.best.set_index("candidate")  # stats.mcb names its key column "candidate"
-    names = list(ev.best["candidate"])
-    if len(names) < 2:
+    keys = list(ev.best["candidate"])
+    if len(keys) < 2:
         return [], [], None
     ranked = ev.ranking.set_index(ev.key)
-    first = names[0]
-    level, k = ev.level, len(names)
-    contenders = [c for c in names if not bool(best.loc[c, "eliminated"])]
-    eliminated = [c for c in names if bool(best.loc[c, "eliminated"])]
-    beaten_by = [str(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
+    first = keys[0]
+    level, k = ev.level, len(keys)
+    contenders = [c for c in keys if not bool(best.loc[c, "eliminated"])]
+    eliminated = [c for c in keys if bool(best.loc[c, "eliminated"])]
+    beaten_by = [ev.name(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
     censored = bool(ranked.loc[first, "censored"])
     method = f"multiple comparisons with the best, Hsu, over {k} candidates with uniform"
     # the first-ranked is the best only when MCB selects it (best.yaml's and the report's best
     # is the first-ranked too: one answer); never a censored one: its missing seeds looked worse
     selected = bool(best.loc[first, "selected"]) and not censored
+    name = ev.name(first)
     yes: list[str] = []
     no: list[str] = []
     if ev.noise is None:
-        no.append(f"no best: {first} ranks first, but the noise is unknown ({method}; "
+        no.append(f"no best: {name} ranks first, but the noise is unknown ({method}; "
                   f"{ev.noise_why or NO_DF})")
     elif selected:
         others = (
-            f"the other candidate, {next(c for c in names if c != first)}," if k == 2
+            f"the other candidate, {next(ev.name(c) for c in keys if c != first)}," if k == 2
             else f"each of the other {k - 1} candidates, uniform included,"
         )
-        yes.append(f"{first} is the best: better than {others} jointly at {level:.0%} ({method})")
+        yes.append(f"{name} is the best: better than {others} jointly at {level:.0%} ({method})")
     elif beaten_by:
         no.append(
-            f"no best yet: {first} ranks first on its seeds but is worse than {beaten_by[0]} "
+            f"no best yet: {name} ranks first on its seeds but is worse than {beaten_by[0]} "
             f"on their common seeds at {level:.0%} ({method}); their other seeds decide"
         )
     else:
         why = f", but it was {_censored(ranked.loc[first])}" if censored else ""
         no.append(
-            f"no single best at {level:.0%}: {first} ranks first{why}, but "
-            f"{_names(contenders, and_=True)} could each be the best ({method})"
+            f"no single best at {level:.0%}: {name} ranks first{why}, but "
+            f"{_names([ev.name(c) for c in contenders], and_=True)} could each be the best "
+            f"({method})"
         )
     group = {
-        "best": str(first),
+        "best": name,
         "selected": selected,
         "n_candidates": k,
-        "tied_with": [str(x) for x in contenders if x != first],
-        "separated_from": [str(x) for x in eliminated if x != first],
+        "tied_with": [ev.name(x) for x in contenders if x != first],
+        "separated_from": [ev.name(x) for x in eliminated if x != first],
         "beaten_by": beaten_by,
         "level": level,
         "method": "mcb",

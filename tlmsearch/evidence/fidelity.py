@@ -68,6 +68,7 @@ import pandas as pd
 from tlmsearch import stats
 from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import Evidence
+from tlmsearch.widths.candidate import IDENTITY
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -441,18 +442,18 @@ class Rung(NamedTuple):
 
 
 def _effects_by_seed(trials: pd.DataFrame, value: str, sign: float) -> dict[str, dict[int, float]]:
-    """params_json -> {seed: paired delta x sign} (lower is better); uniform at 0."""
-    d = stats.paired_deltas(trials, value, key="params_json")
+    """identity -> {seed: paired delta x sign} (lower is better); uniform at 0."""
+    d = stats.paired_deltas(trials, value, key=IDENTITY)
     out: dict[str, dict[int, float]] = {}
     for row in d.itertuples(index=False):
-        out.setdefault(row.params_json, {})[int(row.seed)] = sign * float(row.delta)
+        out.setdefault(getattr(row, IDENTITY), {})[int(row.seed)] = sign * float(row.delta)
     return out
 
 
 def _labels(rungs: Sequence[Rung]) -> dict[str, str]:
     out: dict[str, str] = {}
     for r in rungs:
-        for key, label in zip(r.trials["params_json"], r.trials["candidate"], strict=True):
+        for key, label in zip(r.trials[IDENTITY], r.trials["candidate"], strict=True):
             out.setdefault(str(key), str(label))
     return out
 
@@ -463,7 +464,7 @@ def _seeds_with_uniform(eff: dict[str, dict[int, float]], base: str | None) -> s
 
 def _baseline_key(rungs: Sequence[Rung]) -> str | None:
     for r in rungs:
-        keys = r.trials.loc[r.trials["is_baseline"].astype(bool), "params_json"]
+        keys = r.trials.loc[r.trials["is_baseline"].astype(bool), IDENTITY]
         if len(keys):
             return str(keys.iloc[0])
     return None
@@ -513,7 +514,7 @@ def decisions_vs_top(
     rungs: Sequence[Rung], evidence: Sequence[Evidence]
 ) -> list[dict[str, Any]]:
     """Decision accuracy per FLOP (DataDecide, arXiv 2504.11393) of every cheaper rung against
-    the top one (the last): see the module doc. ``evidence``: each rung's, keyed by params_json.
+    the top one (the last): see the module doc. ``evidence``: each rung's, keyed by identity.
 
     Per rung: compute and its ratio to the top's; ``n_pairs`` candidate pairs both measured
     (a completed seed in each, uniform a candidate); ``accuracy`` over all of them, a pair tied
@@ -592,7 +593,7 @@ def fidelity(
     sign = 1.0 if sense == "minimize" else -1.0
     labels = _labels(rungs)
     base = _baseline_key(rungs)
-    evidence = [Evidence.build(r.trials, value, sense, key="params_json", curves=r.curves,
+    evidence = [Evidence.build(r.trials, value, sense, key=IDENTITY, curves=r.curves,
                                level=level, family=family) for r in rungs]  # fmt: skip
     eff = [_effects_by_seed(r.trials, value, sign) for r in rungs]
     pairs = []
@@ -616,7 +617,7 @@ def fidelity(
         pts = [(x, sign * y) for x, y in pts if math.isfinite(x)]
         line = fit_line([p[0] for p in pts], [p[1] for p in pts])
         fits.append({
-            "candidate": labels.get(key, key), "params_json": key,
+            "candidate": labels.get(key, key), IDENTITY: key,
             "points": [{"log10_compute": x, "compute": 10**x, "effect": y} for x, y in pts],
             **{k: _clean(v) for k, v in line._asdict().items()},
         })  # fmt: skip

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +141,7 @@ def race(
     parallel_seeds: int = 1,
     family_size: int = 0,
     variance: str = ROWS,
+    labels: Mapping[str, str] | None = None,
 ) -> list[Lane]:
     """One :class:`Lane` per non-baseline candidate in ``trials`` (sorted by ``key``).
 
@@ -156,6 +157,9 @@ def race(
     how many it will), so each look tests at :func:`critical`'s value: ``confidence`` bounds
     the chance that any candidate no different from its reference is ever declared separated.
     ``variance``: the noise model (:func:`race_model`), rows unless pooled is asked for.
+    ``labels``: each ``key``'s name in the lanes' reasons (the incumbent a challenger is judged
+    against; default the key itself): a race keyed by identity says labels, and nothing renames
+    its text afterwards.
     """
     if against not in ("uniform", "best"):
         raise ValueError(f"against must be 'uniform' or 'best', but got {against=}")
@@ -177,7 +181,7 @@ def race(
     m = max(int(cands[key].nunique()), int(family_size))
     look = (confidence, max_seeds, m, against)
     stopped = {str(c): _stop_reason(g) for c, g in cands.groupby(key, sort=True)}
-    recorded = recorded_lanes(cands, key)
+    recorded = recorded_lanes(cands, key, labels)
     racing_ = {c for c, why in stopped.items() if not why and c not in recorded}
     incumbent = _incumbent(deltas, key, sign, racing_) if against == "best" else None
     running = trials["state"].isin(["RUNNING", "WAITING"])
@@ -203,7 +207,7 @@ def race(
         lane = _decide(
             cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look,
             None if noise is None else noise.pair(cand, ref), incumbent, by_cand, sign,
-            parallel_seeds,
+            parallel_seeds, labels,
         )  # fmt: skip
         lanes.append(_provisional(lane, prior, busy_seeds))
     return _unpause(lanes, pool, trials, key, max_seeds, bool(queued)) if prior else lanes
@@ -260,9 +264,11 @@ def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: 
 FINAL = (SEPARATED, TIED, STOPPED)  # what the driver records (DONE: the incumbent may change)
 
 
-def recorded_lanes(trials: pd.DataFrame, key: str = "candidate") -> dict[str, Lane]:
+def recorded_lanes(trials: pd.DataFrame, key: str = "candidate",
+                   labels: Mapping[str, str] | None = None) -> dict[str, Lane]:  # fmt: skip
     """candidate -> the Lane the race recorded for it (the trials table's ``race_decision``,
-    JSON of :func:`decision`); a candidate without one is still to be decided."""
+    JSON of :func:`decision`); a candidate without one is still to be decided. ``labels``:
+    each key's name in the error a record that is no decision raises."""
     if "race_decision" not in trials:
         return {}
     out = {}
@@ -274,7 +280,8 @@ def recorded_lanes(trials: pd.DataFrame, key: str = "candidate") -> dict[str, La
                                  tuple(int(x) for x in d.get("seeds") or ()),
                                  _num(d.get("mean_delta")), _num(d.get("half_width")), None)
             except (ValueError, KeyError, TypeError, AttributeError) as err:
-                raise ValueError(f"race_decision of {cand}: not a decision ({err})") from None
+                name = (labels or {}).get(cand, cand)
+                raise ValueError(f"race_decision of {name}: not a decision ({err})") from None
     return out
 
 
@@ -414,20 +421,21 @@ def _decide(
     by_cand: dict[Any, pd.Series],
     sign: float,
     parallel: int = 1,
+    labels: Mapping[str, str] | None = None,
 ) -> Lane:
     def lane(status: str, reason: str, mean: float, half: float, nxt: int | None) -> Lane:
         return Lane(cand, status, reason, tuple(int(s) for s in d.index), mean, half, nxt)
 
     if stop:
         return lane(STOPPED, stop, math.nan, math.nan, None)
-    ref = "uniform"
+    ref, challenger = "uniform", incumbent is not None and incumbent != cand
     diffs = d
-    if incumbent is not None and incumbent != cand:
+    if incumbent is not None and challenger:
         inc = by_cand[incumbent]
         common = d.index.intersection(inc.index)
         # on a seed d_c - d_inc = v_c - v_inc (uniform cancels): one candidate against
         # another, with the same seed-noise scale as a delta
-        diffs, ref = d[common] - inc[common], incumbent
+        diffs, ref = d[common] - inc[common], str((labels or {}).get(incumbent, incumbent))
     n = len(diffs)
     mean = float(diffs.mean()) if n else math.nan
     half = math.nan
@@ -443,7 +451,7 @@ def _decide(
     side = "better" if sign * mean < 0 else "worse"
     if waiting is not None and (
         n == 0  # nothing finished yet: no verdict to be undecided about
-        or (separated and not (ref != "uniform" and side == "better"))
+        or (separated and not (challenger and side == "better"))
         or len(tried) >= max_seeds
         or not left
     ):
@@ -451,7 +459,7 @@ def _decide(
     said = "" if noise is None else (
         f" (prior noise sd {noise.sd:.2g})" if noise.df < 1
         else f" (noise sd {noise.sd:.2g}, {noise.df} df)")  # fmt: skip
-    if separated and not (ref != "uniform" and side == "better"):
+    if separated and not (challenger and side == "better"):
         return lane(
             SEPARATED,
             f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}{said}",

@@ -23,7 +23,6 @@ lie outside the grid. Pure pandas (no torch, ray or plotting).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import pandas as pd
 from tlmsearch import stats
 from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.stats.deltas import _cells, pruner_selected
-from tlmsearch.widths.space import settings_of
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 # Seeds from which the best setting is chosen on half and measured on the other half.
 HOLDOUT_MIN_SEEDS = 4
@@ -142,9 +141,9 @@ class Tuned:
         return [f"{r.schedule}: {r.edge}" for r in self.best.itertuples() if r.edge]
 
 
-def _settings(params_json: str) -> dict:
+def _settings(identity: str) -> dict:
     try:
-        return settings_of(json.loads(params_json or "{}"))
+        return Candidate.from_identity(identity).settings
     except (TypeError, ValueError):
         return {}
 
@@ -187,6 +186,7 @@ def tuned(
     stratum setting (``train.parametrization``) each of its values is its own comparison: the
     schedules are tuned and compared within it, and named ``"cosine 1.5->0.5 (mup)"``.
 
+    >>> import json
     >>> rows = [(s, lr, seed, v) for s, lr, seed, v in [
     ...     ("uniform", 1, 0, 2.0), ("uniform", 1, 1, 2.1), ("uniform", 3, 0, 1.9),
     ...     ("uniform", 3, 1, 2.0), ("cosine", 1, 0, 1.8), ("cosine", 1, 1, 1.9),
@@ -194,7 +194,7 @@ def tuned(
     >>> t = pd.DataFrame({"schedule": [r[0] for r in rows],
     ...     "setting": [f"lr={r[1]}" for r in rows],
     ...     "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-    ...     "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+    ...     IDENTITY: [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
     ...     "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
     ...     "state": "COMPLETE", "v": [r[3] for r in rows]})
     >>> tu = tuned(t, "v")
@@ -216,7 +216,7 @@ def tuned(
         return None
     t = trials.copy()
     t["seed"] = pd.to_numeric(t["seed"], errors="coerce")
-    split = [_split(_settings(p)) for p in t["params_json"]]
+    split = [_split(_settings(p)) for p in t[IDENTITY]]
     if not any(tunable for tunable, _ in split):
         return None  # only strata (train.parametrization): nothing is tuned
     t["stratum"] = [stratum for _, stratum in split]
@@ -294,7 +294,7 @@ def _within(
     first = t.drop_duplicates("candidate").set_index("candidate")
     rows = []
     for schedule, group in first.groupby("schedule", sort=False):
-        tried = [_split(_settings(p))[0] for p in group["params_json"]]
+        tried = [_split(_settings(p))[0] for p in group[IDENTITY]]
         ranked = []
         for cand in group.index:
             if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
@@ -303,7 +303,7 @@ def _within(
         if not ranked:
             continue
         partial, _, _, cand = min(ranked)
-        chosen = _settings(group.at[cand, "params_json"])
+        chosen = _settings(group.at[cand, IDENTITY])
         rows.append({
             "schedule": _name(str(schedule), stratum),
             "stratum": stratum,
@@ -429,7 +429,7 @@ def curve(trials: pd.DataFrame, value: str) -> pd.DataFrame:
     first = trials.drop_duplicates("candidate")
     rows = []
     for r in first.itertuples():
-        settings = _settings(r.params_json)
+        settings = _settings(getattr(r, IDENTITY))
         xs = [x for x in (_number(v) for _, v in sorted(settings.items())) if x is not None]
         row = s.loc[r.candidate]
         rows.append({

@@ -36,7 +36,8 @@ from tlmsearch import stats
 from tlmsearch.config import METRICS, PartialStudy, StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.run_dir.tables import metric_column
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.candidate import IDENTITY
+from tlmsearch.widths.profiles import LAYERED, QUANTITIES
 
 LABELS = {
     "val_ppl": "val perplexity",
@@ -103,8 +104,8 @@ def hover_text(trials: pd.DataFrame) -> pd.Series:
         num = "" if pd.isna(row["number"]) else f" #{row['number']}"
         seed = "" if pd.isna(row["seed"]) else f", seed {row['seed']}"
         lines = [f"trial {row['trial_id']}{num}{seed} ({row['state']})", row["candidate"]]
-        if row["params_json"]:
-            lines.append(f"params {row['params_json']}")
+        if row[IDENTITY]:
+            lines.append(f"params {row[IDENTITY]}")
         if row["widths_json"]:
             lines.append(f"widths {row['widths_json']}")
         if row.get("heads_shape"):  # a heads schedule: the heads differ between candidates
@@ -152,7 +153,7 @@ def ranked_candidates(
     Columns of ``stats.rank`` (tier, n_of_k, score on the ranked seeds, mean_delta and its
     interval, flag...) plus shape, the requested r_start / r_end, the realised ratios
     (realised_start, realised_end, realised_taper), trial_ids (its completed trials),
-    params_json, widths_json, heads_json, heads_share and ``label``: the candidate, what it
+    the identity, widths_json, heads_json, heads_share and ``label``: the candidate, what it
     trained at and, for a censored or running one, its "n of k seeds". ``seeds``: the study's
     seeds (``search.seeds``;
     None: every seed any trial ran on). ``ranking``: the study's
@@ -162,13 +163,13 @@ def ranked_candidates(
     sense = sense or sense_of(metric)
     r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
                                                        seeds=seeds)  # fmt: skip
-    layers = ["widths_json", "heads_json", *(q.column for q in QUANTITIES.values())]
-    extra = [*_INFO, "trial_ids", "params_json", *layers, "heads_share", "label"]
+    layers = [e.column for e in LAYERED.values()]  # widths_json, heads_json, the profiles
+    extra = [*_INFO, "trial_ids", IDENTITY, *layers, "heads_share", "label"]
     if r.empty:
         return r.assign(**{c: pd.Series(dtype=object) for c in extra})
     g = trials.groupby("candidate", sort=False)
     info = g[list(_INFO)].first()  # first non-missing: a candidate's trials share their widths
-    for col in ("params_json", *layers):
+    for col in (IDENTITY, *layers):
         if col in trials:  # heads_json, the profiles: not in tables built before them
             info[col] = g[col].agg(lambda v: next((x for x in v if x), ""))
     if "heads_share" in trials:
@@ -267,7 +268,8 @@ def ratio_front(
             f"(first, last d_ff over mean d_ff)<br>{label(metric)} {r.value:.4g} "
             f"({_seeds_text(r)})"
             + (f"<br><b>{r.flag}</b>" if r.flag else "")
-            + f"<br>trials {r.trial_ids}<br>params {r.params_json}<br>widths {r.widths_json}"
+            + f"<br>trials {r.trial_ids}<br>params {getattr(r, IDENTITY)}"
+            + f"<br>widths {r.widths_json}"
             for r in points.itertuples()
         ]
         key = points["x"]

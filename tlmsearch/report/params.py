@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pandas as pd
 
 from tlmsearch.report.collect import finished, sense_of
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 if TYPE_CHECKING:
     from tlmsearch.widths.space import SearchSpace
 
 
 def _params_table(trials: pd.DataFrame) -> pd.DataFrame:
-    rows = [Candidate.from_identity(p) for p in trials["params_json"]]
+    rows = [Candidate.from_identity(p) for p in trials[IDENTITY]]
     return pd.DataFrame(rows, index=trials.index)
 
 
@@ -35,7 +35,7 @@ def parallel_coords(
 ) -> Parallel:
     """Search parameters of finished trials, categoricals encoded, coloured by the metric.
 
-    ``params``: the study's dimensions (default: every key seen in ``params_json`` that varies).
+    ``params``: the study's dimensions (default: every key of the candidates that varies).
     """
     done = finished(trials, metric)
     done = done[~done["is_baseline"]]  # uniform lies outside the searched space

@@ -12,7 +12,7 @@ from tlmsearch import stats
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
 from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidates
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 
 def target_widths(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
@@ -53,7 +53,7 @@ def _candidate_summary(
 
     from tlmsearch.widths.heads import heads_schedule
 
-    params = Candidate.from_identity(row["params_json"])
+    params = Candidate.from_identity(row[IDENTITY])
     e = effect if effect is not None else row
     return {
         "candidate": row["candidate"],
@@ -67,7 +67,7 @@ def _candidate_summary(
         "tier": stats.tier_name(row["tier"]),
         "flag": row["flag"],
         "trials": row["trial_ids"],
-        "params": row["params_json"],
+        "params": row[IDENTITY],
         "widths": parse_widths(row["widths_json"]),
         "realised": [num(row["realised_start"]), num(row["realised_end"])],
         "target_widths": target_widths(config, params),

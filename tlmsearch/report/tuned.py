@@ -12,7 +12,7 @@ import pandas as pd
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 
 class SettingSweep(NamedTuple):
@@ -56,7 +56,7 @@ def setting_sweep(
         + ("<br>its best setting" if r.best else "")
         for r in lines.itertuples()
     ]
-    params = trials.drop_duplicates("setting")["params_json"]
+    params = trials.drop_duplicates("setting")[IDENTITY]
     axis = _axis(params)
     table = tu.best.drop(columns=["settings", "candidate"]).copy()
     eff = tu.effects.set_index("schedule")

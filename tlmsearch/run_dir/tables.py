@@ -47,8 +47,8 @@ from tlmsearch.config import (
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
-from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.candidate import IDENTITY, Candidate
+from tlmsearch.widths.profiles import LAYERED, QUANTITIES
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
 
@@ -59,7 +59,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "number": "int",
     "seed": "int",
     "candidate": "str",
-    "params_json": "str",
+    IDENTITY: "str",
     "schedule": "str",
     "setting": "str",
     "shape": "str",
@@ -69,12 +69,12 @@ TRIAL_COLUMNS: dict[str, str] = {
     "realised_end": "float",
     "taper": "float",
     "realised_taper": "float",
-    "widths_json": "str",
-    "heads_json": "str",
+    LAYERED["mlp"].column: "str",  # widths_json
+    LAYERED["heads"].column: "str",  # heads_json
     "heads_shape": "str",
     "heads_share": "float",
     # each depth profile's per-layer multipliers (lr_profile_json: widths/profiles.py)
-    **{q.column: "str" for q in QUANTITIES.values()},
+    **{e.column: "str" for e in LAYERED.values() if e.name in QUANTITIES},
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
@@ -197,10 +197,10 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
 
     row = dict(rec)
     params = row.pop("params", None)
-    if params is None and row.get("params_json"):
-        params = json.loads(row["params_json"])
+    if params is None and row.get(IDENTITY):
+        params = json.loads(row[IDENTITY])
     if isinstance(params, Mapping):
-        row.setdefault("params_json", json.dumps(dict(params), sort_keys=True))
+        row.setdefault(IDENTITY, Candidate.of(params).identity)
         shape = params.get("shape", "uniform")
         row.setdefault("shape", shape)
         row.setdefault("candidate", describe(params))
@@ -218,21 +218,16 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
         row.setdefault("heads_shape", "" if heads is None else heads.get("shape"))
         # an attention-only taper keeps uniform MLPs but is a candidate, not the control
         row.setdefault("is_baseline", is_control(params))
-    widths = row.pop("widths", None)
-    if widths is not None:
-        widths = [int(w) for w in widths]
-        row.setdefault("widths_json", json.dumps(widths))
-        if widths and "realised_start" not in row:
-            mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
-            row["realised_start"] = widths[0] / mean
-            row["realised_end"] = widths[-1] / mean
-    heads = row.pop("heads", None)
-    if heads is not None:
-        row.setdefault("heads_json", json.dumps([int(h) for h in heads]))
-    for q in QUANTITIES.values():
-        mults = row.pop(q.profile_field, None)
-        if mults is not None:
-            row.setdefault(q.column, json.dumps([float(m) for m in mults]))
+    # every per-layer list the record gives (widths, heads, lr_profile, ...) -> its column
+    layers = {e.name: row.pop(e.record, None) for e in LAYERED.values()}
+    for e in LAYERED.values():
+        if layers[e.name] is not None:
+            row.setdefault(e.column, e.as_json(layers[e.name]))
+    widths = [int(w) for w in layers["mlp"] or ()]
+    if widths and "realised_start" not in row:
+        mean = sum(widths) / len(widths)  # widths keep the uniform total: mean == d_ff
+        row["realised_start"] = widths[0] / mean
+        row["realised_end"] = widths[-1] / mean
     if "is_baseline" not in row and row.get("shape"):  # a record without params
         row["is_baseline"] = row["shape"] == "uniform"
     return row
@@ -284,7 +279,7 @@ def trials_frame(
 ) -> pd.DataFrame:
     """Trial records -> the trials table: every contract column present, typed, in order.
 
-    A record may give ``params`` (a dict) and ``widths`` (a list) instead of ``params_json``,
+    A record may give ``params`` (a dict) and ``widths`` (a list) instead of its identity,
     ``widths_json``, ``candidate``, ``shape``, ``r_start``/``r_end``, ``taper``, ``realised_*``.
     ``model`` (the study's proxy model) gives the realised ratios of records without widths:
     see :func:`fill_realised`.
@@ -296,25 +291,25 @@ def trials_frame(
 
 def unique_labels(trials: pd.DataFrame) -> pd.DataFrame:
     """Make ``candidate`` name one candidate: a label two candidates share is suffixed with each
-    one's params_json.
+    one's identity.
 
     ``space.describe`` rounds the ratios it prints, so r_start 1.2500001 and 1.2500002 (a
     continuous sampler) share "cosine 1.25->0.75"; keyed by that label the statistics would
     pool two candidates' seeds as if they were one.
 
     >>> t = pd.DataFrame({"candidate": ["c 1.25", "c 1.25", "u"],
-    ...                   "params_json": ['{"r": 1.2501}', '{"r": 1.2502}', "{}"]})
+    ...                   IDENTITY: ['{"r": 1.2501}', '{"r": 1.2502}', "{}"]})
     >>> unique_labels(t)["candidate"].tolist()
     ['c 1.25 {"r": 1.2501}', 'c 1.25 {"r": 1.2502}', 'u']
     """
     if trials.empty:
         return trials
-    shared = trials.groupby("candidate")["params_json"].transform("nunique") > 1
+    shared = trials.groupby("candidate")[IDENTITY].transform("nunique") > 1
     if not shared.any():
         return trials
     out = trials.copy()
     out.loc[shared, "candidate"] = out.loc[shared, "candidate"] + " " + out.loc[shared,
-                                                                              "params_json"]
+                                                                              IDENTITY]
     return out
 
 
@@ -333,12 +328,12 @@ def fill_realised(
     realised_end.
     """
     out = trials.copy()
-    known = out["params_json"] != ""
+    known = out[IDENTITY] != ""
     missing = (out["realised_start"].isna() | out["heads_share"].isna()) & known
     planner = _planner(model) if missing.any() else None
     if planner is not None:
         for i in out.index[missing]:
-            realised = planner(out.at[i, "params_json"])
+            realised = planner(out.at[i, IDENTITY])
             if realised is None:
                 continue
             if pd.isna(out.at[i, "realised_start"]):
@@ -351,7 +346,7 @@ def fill_realised(
 
 
 def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
-    """params_json -> (realised_start, realised_end, heads_share) of ``model``'s plan, or None
+    """identity -> (realised_start, realised_end, heads_share) of ``model``'s plan, or None
     (no valid model)."""
     if model is None:
         return None
@@ -361,9 +356,9 @@ def _planner(model: ModelConfig | Mapping[str, Any] | None) -> Any:
         return None
 
     @functools.cache  # every seed of a candidate plans the same
-    def realised(params_json: str) -> tuple[float, float, float] | None:
+    def realised(identity: str) -> tuple[float, float, float] | None:
         try:
-            plan = cfg.plan(Candidate.from_identity(params_json))
+            plan = cfg.plan(Candidate.from_identity(identity))
         except (TypeError, ValueError):  # ScheduleError: this candidate has no widths at all
             return None
         return plan.realised_start, plan.realised_end, plan.heads_share
@@ -464,12 +459,12 @@ def add_effects(
         if col not in out:
             continue
         if out.empty:
-            eff = pd.DataFrame(columns=["params_json", *EFFECT_PREFIXES.values()])
+            eff = pd.DataFrame(columns=[IDENTITY, *EFFECT_PREFIXES.values()])
         else:
             eff = evidences[metric].effects
-        eff = eff.set_index("params_json")
+        eff = eff.set_index(IDENTITY)
         for prefix, src in EFFECT_PREFIXES.items():
-            values = out["params_json"].map(eff[src]) if len(eff) else pd.Series(index=out.index)
+            values = out[IDENTITY].map(eff[src]) if len(eff) else pd.Series(index=out.index)
             if prefix == "effect_from_":
                 out[prefix + metric] = values.astype(object).where(values.notna(), "")
             elif prefix == "effect_seeds_":
@@ -515,7 +510,7 @@ class RunTables(NamedTuple):
 
     trials: pd.DataFrame
     curves: pd.DataFrame
-    # metric -> the study's Evidence (tlmsearch.evidence.study_evidences: keyed by params_json,
+    # metric -> the study's Evidence (tlmsearch.evidence.study_evidences: keyed by identity,
     # the first objective's with the curves): best.yaml and the run's end read these
     evidences: dict[str, Any]
 

@@ -35,6 +35,7 @@ from tlmsearch.search.trainable import (
     trial_device,
     trial_threads,
 )
+from tlmsearch.widths.candidate import Candidate
 
 
 class _Member:
@@ -43,7 +44,7 @@ class _Member:
 
     def __init__(self, k: int, conf: dict[str, Any], base: StudyConfig, data: Any) -> None:
         self.k, self.conf = k, conf
-        self.candidate, self.seed = conf["candidate"], int(conf["seed"])
+        self.candidate, self.seed = Candidate.of(conf["candidate"]), int(conf["seed"])
         self.folder = Path(conf[MEMBER_DIR])
         self.last: dict[str, Any] = {}  # the last eval's report: a failure keeps its metrics
         self.finished = False

@@ -20,13 +20,13 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import metric_column as _metric_col
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.heads import heads_schedule, is_heads_key
 from tlmsearch.widths.space import settings_of
 
 
 def evidences(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, Any]:
-    """metric -> the study's :class:`tlmsearch.evidence.Evidence` for it, keyed by params_json
+    """metric -> the study's :class:`tlmsearch.evidence.Evidence` for it, keyed by identity
     (one candidate, one key): its ranking (on the seeds the race planned) and its effects
     (:func:`tlmsearch.evidence.study_evidences`; ``curves``: the learning curves, for the first
     objective's checkpoint noise). Built once per report and passed to every reader here."""
@@ -35,13 +35,11 @@ def evidences(trials: Any, cfg: StudyConfig, curves: Any = None) -> dict[str, An
     return study_evidences(trials, cfg, curves=curves)
 
 
-def first_evidence(trials: Any, cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
-    """The first objective's of ``evs`` (:func:`evidences`) with its candidates named by label,
-    for the conclusions, the verdict, tuned and the snr; None for an empty table."""
-    from tlmsearch.evidence import by_label
-
-    ev = evs.get(cfg.objectives[0].metric)
-    return by_label(trials, ev) if ev is not None else None
+def first_evidence(cfg: StudyConfig, evs: Mapping[str, Any]) -> Any:
+    """The first objective's of ``evs`` (:func:`evidences`: keyed by identity, named by the
+    table's labels), for the conclusions, the verdict, tuned and the snr; None for an empty
+    table."""
+    return evs.get(cfg.objectives[0].metric)
 
 
 def best_candidates(
@@ -67,7 +65,7 @@ def best_candidates(
     if trials.empty:
         return []
     evs = evs if evs is not None else evidences(trials, cfg)
-    ranks = {m: ev.ranking.set_index("params_json", drop=False) for m, ev in evs.items()}
+    ranks = {m: ev.ranking.set_index(IDENTITY, drop=False) for m, ev in evs.items()}
     first = ranks[cfg.objectives[0].metric]
     # a candidate counts at its worst tier over the objectives (unmeasured in one: unranked)
     tier = first["tier"].copy()
@@ -77,7 +75,7 @@ def best_candidates(
     if tier.empty:
         return []
     pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
-    effects = {m: ev.effects.set_index("params_json") for m, ev in evs.items()}
+    effects = {m: ev.effects.set_index(IDENTITY) for m, ev in evs.items()}
     if len(cfg.objectives) == 1:
         return [_entry(pool[0], ranks, effects, trials)]  # `first` is sorted best first
     entries = [_entry(key, ranks, effects, trials) for key in pool]
@@ -89,7 +87,7 @@ def _entry(
     key: str, ranks: Mapping[str, Any], effects: Mapping[str, Any], trials: Any
 ) -> dict[str, Any]:
     first = next(iter(ranks.values())).loc[key]
-    label = trials.loc[trials["params_json"] == key, "candidate"]
+    label = trials.loc[trials[IDENTITY] == key, "candidate"]
     entry: dict[str, Any] = {
         "candidate": str(label.iloc[0]) if len(label) else "",
         "params": Candidate.from_identity(key).as_dict(),
@@ -115,7 +113,7 @@ def _entry(
     for metric, r in ranks.items():
         row = r.loc[key]
         entry["values"][metric] = float(row["score"])
-        cells = stats.seed_outcomes(trials[trials["params_json"] == key], _metric_col(metric))
+        cells = stats.seed_outcomes(trials[trials[IDENTITY] == key], _metric_col(metric))
         done = cells[cells["outcome"] == "complete"]
         entry["per_seed"][metric] = {
             int(s): float(v) for s, v in zip(done["seed"], done["value"], strict=True)
@@ -197,7 +195,7 @@ def censored_better(
     r = (evs if evs is not None else evidences(trials, cfg))[metric].ranking
     out = []
     for row in r[r["better_than_best"]].itertuples():
-        label = trials.loc[trials["params_json"] == row.params_json, "candidate"]
+        label = trials.loc[trials[IDENTITY] == getattr(row, IDENTITY), "candidate"]
         out.append(
             {
                 "candidate": str(label.iloc[0]) if len(label) else "",
@@ -275,7 +273,7 @@ def best_document(
             trained = cfg.for_candidate(params)
             item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
         # what the parametrization does to its layers against uniform (the LR confound)
-        item["effective_lr"] = effective_lr_of(cfg, params).as_dict()
+        item["effective_lr"] = effective_lr_of(cfg, Candidate(params)).as_dict()
         target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)
@@ -286,7 +284,7 @@ def best_document(
         doc["best"].append(item)
     doc["censored_better"] = censored_better(trials, cfg, evs)
     doc["learning_rate"] = learning_rate(trials, cfg)  # the LR confound, said out loud
-    ev = first_evidence(trials, cfg, evs)
+    ev = first_evidence(cfg, evs)
     if cfg.space.settings and ev is not None and ev.tuned is not None:
         # each schedule at its own best setting (train.lr): tlmsearch/evidence/tuned.py
         doc["tuned"] = {"metric": cfg.objectives[0].metric, **ev.tuned.as_dict()}

@@ -33,6 +33,7 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.train import SurrogateConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.space import is_control
 
 LN2 = math.log(2)
@@ -61,9 +62,9 @@ class Replay:
     reason: str = ""
 
 
-def key(candidate: Mapping[str, Any]) -> str:
-    """A candidate's identity in the trials table (``params_json``) and in Optuna."""
-    return json.dumps(dict(candidate), sort_keys=True)
+def key(candidate: Candidate | Mapping[str, Any]) -> str:
+    """A candidate's identity in the trials table and in Optuna (:attr:`Candidate.identity`)."""
+    return Candidate.of(candidate).identity
 
 
 def vocab_of(cfg: StudyConfig) -> int:
@@ -138,14 +139,14 @@ class TabularBlackbox:
             if g is None or g.empty:
                 continue
             evals = [_clean(row) for row in g[cols].to_dict("records")]
-            pair = (str(tr.params_json), int(tr.seed))
+            pair = (str(getattr(tr, IDENTITY)), int(tr.seed))
             score = (rank.get(str(tr.state), 0), len(evals))
             if pair not in best or score > best[pair]:
                 best[pair] = score
                 table[pair] = (evals, str(tr.state), str(tr.reason or ""))
         return cls(table, vocab_size, seconds_per_eval)
 
-    def curve(self, candidate: Mapping[str, Any], seed: int) -> Replay:
+    def curve(self, candidate: Candidate, seed: int) -> Replay:
         """The stored curve of (candidate, seed). A stored PRUNED trial's curve is a prefix:
         a replay that runs past it ends failed (the stored run never trained the rest)."""
         found = self.table.get((key(candidate), int(seed)))
@@ -213,17 +214,18 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
 def _fit(trials: Any, curves: Any) -> dict[str, Any]:
     """Fitted surrogate fields from a stored run's complete trials (val_loss, nats)."""
     done = trials[(trials["state"] == "COMPLETE") & trials["val_loss"].notna()]
-    if done.empty or not done["params_json"].map(lambda p: is_control(json.loads(p))).any():
+    controls = done[IDENTITY].map(lambda p: Candidate.from_identity(p).is_control)
+    if done.empty or not controls.any():
         raise ConfigError(
             "train.simulate.surrogate.fit: the run has no complete uniform trial to fit to; "
             "give a run that trained the baseline, or the surrogate's fields"
         )
-    y = done.pivot_table(index="params_json", columns="seed", values="val_loss", aggfunc="mean")
+    y = done.pivot_table(index=IDENTITY, columns="seed", values="val_loss", aggfunc="mean")
     cand, seed = _two_way(y.to_numpy())
     resid = y.to_numpy() - cand[:, None] - seed[None, :]
     n = int(np.isfinite(resid).sum())
     dof = max(1, n - len(cand) - len(seed) + 1)
-    controls = np.array([is_control(json.loads(p)) for p in y.index])
+    controls = np.array([Candidate.from_identity(p).is_control for p in y.index])
     base = float(np.mean(cand[controls]))
     out: dict[str, Any] = {
         "final": base + float(np.mean(seed)),
@@ -286,7 +288,7 @@ class SurrogateBlackbox:
         self.seconds_per_eval = seconds_per_eval
         self._near = _Nearest(params.effects) if params.effects else None
 
-    def effect(self, candidate: Mapping[str, Any]) -> float:
+    def effect(self, candidate: Candidate) -> float:
         """The candidate's mean final val_loss over uniform's (nats)."""
         p = self.p
         if self._near is not None:
@@ -294,7 +296,7 @@ class SurrogateBlackbox:
         dist = sum((float(candidate[k]) - v) ** 2 for k, v in p.optimum.items() if k in candidate)
         return (0.0 if is_control(candidate) else p.offset) + p.curvature * dist
 
-    def noise_sd(self, candidate: Mapping[str, Any]) -> float:
+    def noise_sd(self, candidate: Candidate) -> float:
         """The sd of a (candidate, seed)'s own noise: one for all (homoscedastic), or the
         candidate's draw around it, uniform's ``control_noise`` times it (heteroscedastic)."""
         p = self.p
@@ -304,7 +306,7 @@ class SurrogateBlackbox:
             return p.noise_sd * p.control_noise
         return p.noise_sd * math.exp(p.spread * _normal(p.seed, "sd", key(candidate)))
 
-    def curve(self, candidate: Mapping[str, Any], seed: int) -> Replay:
+    def curve(self, candidate: Candidate, seed: int) -> Replay:
         p, k = self.p, key(candidate)
         end = (p.final + self.effect(candidate) + p.seed_sd * _normal(p.seed, "seed", seed)
                + self.noise_sd(candidate) * _normal(p.seed, "cell", k, seed))  # fmt: skip
@@ -337,7 +339,7 @@ class _Nearest:
                     nums.setdefault(name, []).append(float(v))
         self.scale = {n: (float(np.std(v)) or 1.0) for n, v in nums.items()}
 
-    def effect(self, candidate: Mapping[str, Any]) -> float:
+    def effect(self, candidate: Candidate) -> float:
         found = self.effects.get(key(candidate))
         if found is not None:
             return found

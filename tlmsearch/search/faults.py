@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.constants import COMPILE_CACHE_ENV
+from tlmsearch.widths.candidate import Candidate
 
 ENV = "TLMSEARCH_TEST_FAULTS"
 CRASH_EXIT = 86  # the exit status of a driver the hook crashed
@@ -52,7 +53,7 @@ def warning() -> str | None:
     )
 
 
-def at_eval(candidate: Mapping[str, Any], seed: int, tokens: Any) -> None:
+def at_eval(candidate: Candidate, seed: int, tokens: Any) -> None:
     folder = os.environ.get(ENV)
     if not folder:
         return
@@ -94,7 +95,7 @@ def crash_at(phase: str) -> None:
         os._exit(CRASH_EXIT)
 
 
-def shifted(candidate: Mapping[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def shifted(candidate: Candidate, values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with the ``shift`` of ``faults.json`` for ``candidate`` added (val_bpb,
     val_loss; val_ppl follows); ``values`` itself when inert or not asked."""
     folder = os.environ.get(ENV)

@@ -34,7 +34,7 @@ from tlmsearch.config import (
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.storage import check_names_free, storage_url
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 LADDER_FILE = RunDir(".").ladder.name
 FIDELITY_FILE = RunDir(".").fidelity.name
@@ -164,7 +164,7 @@ def promoted(cfg_rung: StudyConfig, rung_run: Path, top: int) -> list[dict[str, 
         return []
     r = ev.ranking
     r = r[(~r["is_baseline"].astype(bool)) & r["rank"].notna()]
-    return [Candidate.from_identity(k) for k in r["params_json"].head(top)]
+    return [Candidate.from_identity(k) for k in r[IDENTITY].head(top)]
 
 
 def _write_ladder(run: Path, cfg: StudyConfig, promoted_to: dict[int, Any]) -> None:

@@ -17,10 +17,10 @@ from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import records
 from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
 from tlmsearch.search.records import clean, finite
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.profiles import LAYERED
 
 # per-layer lists: widths, heads and the depth profiles (lr_profile, init_profile)
-LAYER_KEYS = ("widths", "heads", *(q.profile_field for q in QUANTITIES.values()))
+LAYER_KEYS = tuple(e.record for e in LAYERED.values())
 STATIC_KEYS = (*LAYER_KEYS, *records.STATIC_KEYS)
 
 

@@ -21,7 +21,7 @@ from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.samplers import _key, enqueue
-from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.space import UNIFORM
 
 
@@ -39,7 +39,7 @@ def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
     return out
 
 
-def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str, Any]]]:
+def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate]]:
     from tlmsearch.run_dir.tables import trials_frame
 
     racing = cfg.search.racing
@@ -49,9 +49,9 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
     frame = trials_frame(rows, model=cfg.model) if rows else None
     if frame is None or frame.empty:
         return [], {}
-    pairs = zip(frame["candidate"], frame["params_json"], strict=True)
+    pairs = zip(frame["candidate"], frame[IDENTITY], strict=True)
     params = {str(c): Candidate.from_identity(p) for c, p in pairs}
-    label = dict(zip(frame["params_json"], frame["candidate"], strict=True))  # one name each
+    label = dict(zip(frame[IDENTITY], frame["candidate"], strict=True))  # one name each
     waiting = _pairs(study, ("WAITING",))
     queued = {(label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting}
     metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense
@@ -71,15 +71,15 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, dict[str,
     return result, params
 
 
-def advance(study: Any, cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
+def advance(study: Any, cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     """Enqueue every (candidate, seed) the race says is due, and its seed's baseline."""
     lanes_, params = _race(study, cfg)
     known = _pairs(study, ("WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"))
     grid = cfg.search.sampler == "grid"
     aliases = {_key(t.candidate): t.stands_for for t in cfg.trainings()} if grid else {}
-    added: list[tuple[dict[str, Any], int]] = []
+    added: list[tuple[Candidate, int]] = []
 
-    def put(cand: dict[str, Any], seed: int) -> None:
+    def put(cand: Candidate, seed: int) -> None:
         if (_key(cand), seed) not in known:
             enqueue(study, cfg, cand, seed, aliases.get(_key(cand), ()))
             known.add((_key(cand), seed))
@@ -92,6 +92,6 @@ def advance(study: Any, cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
             study.set_user_attr(name, decision(lane))  # decided once: it stands from now on
         if lane.next_seed is None:
             continue
-        put(dict(UNIFORM), lane.next_seed)  # the control first: it is every delta's reference
+        put(Candidate(UNIFORM), lane.next_seed)  # the control first: it is every delta's reference
         put(params[lane.candidate], lane.next_seed)
     return added

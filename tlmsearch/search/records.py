@@ -29,7 +29,7 @@ from tlmsearch.search.attrs import (
 )
 from tlmsearch.search.failures import RETRIES
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.profiles import QUANTITIES
+from tlmsearch.widths.profiles import LAYERED
 from tlmsearch.widths.space import describe
 
 # A trial's final metrics: its last eval, less the bookkeeping keys.
@@ -66,13 +66,11 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             "tokens": last.get("tokens"),
             "wall_s": last.get("wall_s"),
         }
-        if attrs.get("widths"):
-            row["widths"] = attrs["widths"]
-        if attrs.get("heads"):  # attention heads per layer (a heads schedule's, or n_head each)
-            row["heads"] = attrs["heads"]
-        for q in QUANTITIES.values():  # a depth profile's per-layer multipliers (lr_profile)
-            if attrs.get(q.profile_field):
-                row[q.profile_field] = attrs[q.profile_field]
+        # per-layer lists: MLP widths, attention heads (a heads schedule's, or n_head each) and
+        # each depth profile's multipliers (lr_profile)
+        for e in LAYERED.values():
+            if attrs.get(e.record):
+                row[e.record] = attrs[e.record]
         if attrs[CANDIDATE] in decided:  # the race decided its candidate: recorded, for good
             row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
         if attrs.get(SPARED):  # the pruner could not stop it (search.unpruned_candidates)

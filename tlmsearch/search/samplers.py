@@ -35,7 +35,7 @@ from tlmsearch.search.attrs import (
     STANDS_FOR,
 )
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.space import UNIFORM, SearchSpace, is_control, settings_of
+from tlmsearch.widths.space import UNIFORM, SearchSpace
 
 
 def grace_tokens(cfg: StudyConfig) -> int:
@@ -183,7 +183,7 @@ PRUNER_BUILDERS: dict[str, Callable[[StudyConfig, int, dict[str, Any]], Any]] = 
 }
 
 
-def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, Any]:
+def searchable(space: SearchSpace, candidate: Candidate) -> dict[str, Any]:
     """The part of ``candidate`` that the space's distributions can hold (for enqueueing).
 
     The baseline ``{"shape": "uniform"}`` usually lies outside the space (no ``uniform``
@@ -202,24 +202,25 @@ def searchable(space: SearchSpace, candidate: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def _key(candidate: Mapping[str, Any]) -> str:
+def _key(candidate: Candidate | Mapping[str, Any]) -> str:
+    """A candidate's identity, parsed from its keys where it is not one yet."""
     return Candidate.of(candidate).identity
 
 
-def initial_queue(cfg: StudyConfig) -> list[tuple[dict[str, Any], int]]:
+def initial_queue(cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     """(candidate, seed) pairs enqueued before sampling: the baseline per seed, then the grid.
 
     A grid study lists every distinct proxy width vector (:meth:`StudyConfig.trainings`) for
     every seed, seed-major so that early results already compare candidates on one seed.
     """
-    queue: list[tuple[dict[str, Any], int]] = []
+    queue: list[tuple[Candidate, int]] = []
     # a race starts every candidate on the first seed; the race adds the others (search/race.py)
     seeds = cfg.search.seeds[:1] if cfg.search.racing else cfg.search.seeds
     if cfg.search.sampler == "grid":
         for seed in seeds:
             queue += [(t.candidate, seed) for t in cfg.trainings()]
     elif cfg.search.baseline and not cfg.space.settings:
-        queue += [(dict(UNIFORM), seed) for seed in seeds]
+        queue += [(Candidate(UNIFORM), seed) for seed in seeds]
     # a sampled space with setting dimensions gets uniform at each setting value it samples
     # (SpaceFn): a continuous train.lr has no list of values to enqueue up front
     return queue
@@ -259,9 +260,9 @@ def may_sample(cfg: StudyConfig, study: Any) -> bool:
 def enqueue(
     study: Any,
     cfg: StudyConfig,
-    candidate: Mapping[str, Any],
+    candidate: Candidate,
     seed: int,
-    stands_for: Sequence[Mapping[str, Any]] = (),
+    stands_for: Sequence[Candidate] = (),
     retry_of: int | None = None,
     resume_from: str | None = None,
     restart_of: int | None = None,
@@ -280,7 +281,7 @@ def enqueue(
         attrs[RESTART_OF] = restart_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
-    if is_control(candidate):  # at any setting (train.lr): each has its own
+    if candidate.is_control:  # at any setting (train.lr): each has its own
         attrs[CONTROL] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
@@ -330,19 +331,19 @@ class SpaceFn:
         self._control_at(trial.study, cand)
         return self._config(trial, cand, seed)
 
-    def _control_at(self, study: Any, cand: Mapping[str, Any]) -> None:
+    def _control_at(self, study: Any, cand: Candidate) -> None:
         """Enqueue uniform at ``cand``'s setting on every seed, unless it is there already: a
         candidate is compared with the uniform of its own setting (train.lr) and seed."""
-        settings = settings_of(cand)
+        settings = cand.settings
         if not settings or not self.cfg.search.baseline:
             return
-        control = {**UNIFORM, **settings}
+        control = Candidate({**UNIFORM, **settings})
         queued = {t.user_attrs.get(CANDIDATE) for t in study.get_trials(deepcopy=False)}
         if _key(control) not in queued:
             for seed in self.seeds:
                 enqueue(study, self.cfg, control, seed)
 
-    def _config(self, trial: Any, cand: dict[str, Any], seed: int) -> dict[str, Any]:
+    def _config(self, trial: Any, cand: Candidate, seed: int) -> dict[str, Any]:
         """The trial config; a replay of a finished twin when one trained the same model."""
         conf: dict[str, Any] = {"candidate": cand, "seed": seed, NUMBER: trial.number}
         if trial.user_attrs.get(RESUME_FROM):
@@ -358,7 +359,7 @@ class SpaceFn:
         return conf
 
 
-def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
+def spared(study: Any, cfg: StudyConfig, cand: Candidate,
            firsts: dict[str, list[str]] | None = None) -> bool:  # fmt: skip
     """Whether the pruner may never stop ``cand``: it is one of the first
     ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
@@ -373,9 +374,9 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
     study reads its trials once per setting, not on every ask.
     """
     n = cfg.search.unpruned_candidates
-    if n < 1 or cfg.search.pruner == "none" or is_control(cand):
+    if n < 1 or cfg.search.pruner == "none" or cand.is_control:
         return False
-    mine, settings = _key(cand), settings_of(cand)
+    mine, settings = cand.identity, cand.settings
     setting = json.dumps(settings, sort_keys=True)
     known = (firsts or {}).get(setting)
     if known is not None and len(known) >= n:
@@ -386,7 +387,7 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
         if key is None or key in first:
             continue
         other = Candidate.from_identity(key)
-        if is_control(other) or settings_of(other) != settings:
+        if other.is_control or other.settings != settings:
             continue  # uniform (queued or sampled) is the control, never a spared row
         first.append(key)
         if len(first) == n:
@@ -396,7 +397,7 @@ def spared(study: Any, cfg: StudyConfig, cand: Mapping[str, Any],
     return mine in first
 
 
-def find_twin(study: Any, cfg: StudyConfig, cand: Mapping[str, Any], seed: int) -> Any:
+def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int) -> Any:
     """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths and attention
     heads, or None.
 

@@ -154,8 +154,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     for entry in best:  # what the parametrization does to its layers against uniform
-        entry["effective_lr"] = effective_lr_of(cfg, entry["params"]).as_dict()
-    ev = first_evidence(frame, cfg, evs)
+        entry["effective_lr"] = effective_lr_of(cfg, Candidate(entry["params"])).as_dict()
+    ev = first_evidence(cfg, evs)
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),

@@ -25,6 +25,7 @@ from tlmsearch.search import faults
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.failures import exception_line, is_out_of_memory
 from tlmsearch.widths.budget import trial_counts
+from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.profiles import QUANTITIES
 
 NAN = float("nan")
@@ -88,7 +89,7 @@ def run_trial(
 
 
 def _setup(
-    base: StudyConfig, candidate: dict[str, Any], data: Any
+    base: StudyConfig, candidate: Candidate, data: Any
 ) -> tuple[StudyConfig, Any, Any, dict[str, Any]]:
     """(the study as the candidate's trial trains it, its model, its width plan, the static
     facts every report carries)."""
@@ -166,7 +167,7 @@ def _train(
 ) -> None:
     from ray import tune
 
-    candidate, seed = config["candidate"], int(config["seed"])
+    candidate, seed = Candidate.of(config["candidate"]), int(config["seed"])
     cfg, model, plan, static = _setup(StudyConfig.model_validate(study), candidate, data)
     last.update(_metrics({}, static), **static)
     replay = config.get(REPLAY)

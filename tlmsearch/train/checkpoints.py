@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.errors import ConfigError
+from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 STATE = "state.pt"
 META = "meta.json"
@@ -385,8 +386,8 @@ def keep_best(run_dir: str | Path, trials: Any, best_params: list[dict[str, Any]
     """
     if trials.empty:
         return 0
-    keys = {json.dumps(p, sort_keys=True) for p in best_params}
-    keep = trials["is_baseline"].astype(bool) | trials["params_json"].isin(keys)
+    keys = {Candidate(p).identity for p in best_params}
+    keep = trials["is_baseline"].astype(bool) | trials[IDENTITY].isin(keys)
     numbers = {int(n) for n in trials.loc[keep, "number"]}
     if "same_as" in trials:  # a replayed twin trained nothing: its twin holds the weights
         numbers |= {int(n) for n in trials.loc[keep, "same_as"].dropna()}

@@ -56,6 +56,10 @@ from tlmsearch.widths.space import (
 if TYPE_CHECKING:  # config/model.py calls plan() from ModelConfig.plan
     from tlmsearch.config import ModelConfig
 
+# the trials table's column of each candidate's identity (its storage form, a JSON string):
+# every reader of the table names it by this constant and reads it with Candidate.from_identity
+IDENTITY = "params_json"
+
 
 class Candidate(dict[str, Any]):
     """One candidate, frozen: its keys as given, its parts by name and its :attr:`identity`.
@@ -205,6 +209,24 @@ class LayerPlan(WidthPlan):
         return self.candidate.is_control
 
     @property
+    def layers(self) -> dict[str, tuple[Any, ...]]:
+        """Every per-layer quantity it plans, by :data:`~tlmsearch.widths.profiles.LAYERED`
+        name, in the registry's order: ``mlp`` (the widths) and ``heads`` always, each depth
+        profile where it is not flat.
+
+        >>> from tlmsearch.config import ModelConfig
+        >>> m = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
+        >>> plan(m, {"shape": "uniform", "init.shape": "linear", "init.r_start": 1.5}).layers
+        {'mlp': (64, 64), 'heads': (2, 2), 'init': (1.5, 0.5)}
+        """
+        out = {}
+        for e in _profiles.LAYERED.values():
+            values = e.of_plan(self)
+            if values is not None:
+                out[e.name] = tuple(values)
+        return out
+
+    @property
     def key(self) -> tuple[Any, ...]:
         """What makes this candidate's training on a seed the one it is: widths, heads,
         settings and profiles. Two candidates with one key train the same model the same way
@@ -232,4 +254,4 @@ def plan(model: ModelConfig, candidate: Mapping[str, Any]) -> LayerPlan:
     )  # fmt: skip
 
 
-__all__ = ["Candidate", "LayerPlan", "plan"]
+__all__ = ["IDENTITY", "Candidate", "LayerPlan", "plan"]

@@ -49,8 +49,9 @@ applies it and its tests. Pure Python: no torch, no ray.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,53 @@ QUANTITIES: dict[str, Quantity] = {
                   "head": ("head_lr_mult", 1.0)}),
         Quantity("init", "layer i's matrices start at their init std x p_i",
                  "init_profile", "init_profile_part", "init_profile_json", _COMMON),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PerLayer:
+    """One per-layer quantity of a trial, whatever moves it: MLP widths and attention heads
+    (capacity, planned together at an exact budget by :func:`tlmsearch.widths.heads.
+    plan_candidate`) and the depth profiles of :data:`QUANTITIES` (training multipliers).
+    Every reader of a trial's per-layer arrays (its record, the trials table, the report's
+    per-layer figure, :attr:`tlmsearch.widths.candidate.LayerPlan.layers`) iterates
+    :data:`LAYERED`, so a new per-layer quantity is one entry here."""
+
+    name: str  # mlp, heads, lr, init
+    prefix: str  # its candidate keys' prefix: "" (the MLP schedule's bare keys), "heads.", "lr."
+    default: str  # what a layer gets from a candidate that names none of its keys
+    record: str  # the trial's key of its per-layer list (the Optuna attribute, the record)
+    column: str  # the trials table's column: the list as JSON
+    number: type  # int (widths, heads) or float (multipliers)
+    applies: str  # where it reaches the model or the optimizer
+    # its per-layer values in a candidate's plan (a LayerPlan); None: every layer at the default
+    of_plan: Callable[[Any], tuple[Any, ...] | None]
+
+    def uniform(self, values: Sequence[Any] | None) -> bool:
+        """Whether ``values`` are the same in every layer (None: the default in each)."""
+        return values is None or len(set(values)) <= 1
+
+    def as_json(self, values: Sequence[Any]) -> str:
+        """``values`` as the trials table's column holds them (``[96, 32]``, ``[1.5, 0.5]``)."""
+        return json.dumps([self.number(v) for v in values])
+
+
+def _profile_entry(q: Quantity) -> PerLayer:
+    return PerLayer(q.name, q.prefix, "x1 (the study's own)", q.profile_field, q.column, float,
+                    f"train.{q.profile_field}: {q.doc}",
+                    lambda plan: plan.profiles.get(q.name))  # fmt: skip
+
+
+LAYERED: dict[str, PerLayer] = {
+    e.name: e
+    for e in (
+        PerLayer("mlp", "", "model.d_ff (uniform)", "widths", "widths_json", int,
+                 "each layer's MLP hidden width (the model built)", lambda plan: plan.widths),
+        PerLayer("heads", "heads.", "model.n_head (or model.layer_heads)", "heads", "heads_json",
+                 int, "each layer's attention query heads (model.layer_heads)",
+                 lambda plan: plan.heads),
+        *(_profile_entry(q) for q in QUANTITIES.values()),
     )
 }  # fmt: skip
 
@@ -330,7 +378,8 @@ def _shown(value: Any) -> str:
 
 
 __all__ = [
-    "DEFAULT_PART", "MULT_RANGE", "PARTS", "POWER_RANGE", "QUANTITIES", "Quantity",
+    "DEFAULT_PART", "LAYERED", "MULT_RANGE", "PARTS", "POWER_RANGE", "QUANTITIES", "PerLayer",
+    "Quantity",
     "check_profile", "has_profile", "is_profile_key", "part_of", "plan_profile",
     "profile_label", "profile_params", "profile_schedule", "quantity_of",
     "train_update", "value_names",
