@@ -131,38 +131,17 @@ class Evidence:
         if variance not in stats.VARIANCES:
             raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
                              f"{variance=}")  # fmt: skip
-        lanes, plan, m, note = None, seeds, 0, ""
-        if config is not None and seeds is None:
-            plan = _study_seeds(config)
-        try:
-            settings = race_settings(config) if config is not None else None
-            if settings is not None and not trials.empty:
-                # the driver races the first objective only: its lanes plan every metric's
-                # seeds, and decide "separated from uniform" for that metric alone
-                first, first_sense = _first_objective(config)
-                raced = race(trials, first, sense=first_sense, key=key, variance=variance,
-                             labels=labels, **settings)  # fmt: skip
-                plan = planned_seeds(trials, raced, key=key)
-                if first == value:
-                    lanes = tuple(raced)
-                cands = trials.loc[~trials["is_baseline"].astype(bool), key]
-                m = max(int(cands.nunique()), int(settings["family_size"]))
-        except ValueError as err:  # a hand-edited study.yaml or record: the family decides
-            settings, lanes, note = None, None, f"race not computable ({err})"
+        settings, lanes, plan, m, note = _raced(trials, value, key, variance, labels, config,
+                                                seeds)  # fmt: skip
         model = _model(trials, value, key, level, variance)
         noise = model.pooled if isinstance(model, stats.RowNoise) else model
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
         by_setting = stats.setting_noises(trials, value, key=key)
         planned = race_family_size(config) if config is not None else 0  # before the data
         models = _setting_models(trials, value, key, level, variance, model)
-        eff = _effects(trials, value, sense, key, level, models, family, planned)
-        eff = _simultaneous(eff, family, level, planned)
-        eff["shrunk"] = stats.shrunk(eff)  # the winner's curse taken out (best.yaml's best)
-        eff = _conditional(eff, trials, value, key)
-        eff["decided_by"] = FAMILY
         against = settings["against"] if settings else None
-        if lanes is not None and against == "uniform":
-            eff = _race_decides(eff, lanes, key, trials, labels)
+        eff = _effect_table(trials, value, sense, key, level, models, family, planned,
+                            lanes if against == "uniform" else None, labels)  # fmt: skip
         measured = ranking[ranking["tier"] < 3]
         # with setting dimensions the widest noise (docs/search_dimensions.md), never narrower
         # than any comparison with uniform; else the model, each pair on its own rows' variances
@@ -230,6 +209,49 @@ def _no_best_within_noise(best: pd.DataFrame, eff: pd.DataFrame, key: str) -> pd
     best["selected"] = best["selected"] & ~best["candidate"].isin(within)
     return best
 
+
+
+def _raced(
+    trials: pd.DataFrame, value: str, key: str, variance: str, labels: Mapping[Any, str],
+    config: StudyConfig | None, seeds: Sequence[int] | None,
+) -> tuple[dict[str, Any] | None, tuple | None, Any, int, str]:
+    """The study's race, replayed: (its settings, the lanes when ``value`` is the raced
+    objective, each candidate's planned seeds, the family size, a note when it cannot be)."""
+    lanes, plan, m, note = None, seeds, 0, ""
+    if config is not None and seeds is None:
+        plan = _study_seeds(config)
+    try:
+        settings = race_settings(config) if config is not None else None
+        if settings is not None and not trials.empty:
+            # the driver races the first objective only: its lanes plan every metric's
+            # seeds, and decide "separated from uniform" for that metric alone
+            first, first_sense = _first_objective(config)
+            raced = race(trials, first, sense=first_sense, key=key, variance=variance,
+                         labels=labels, **settings)  # fmt: skip
+            plan = planned_seeds(trials, raced, key=key)
+            if first == value:
+                lanes = tuple(raced)
+            cands = trials.loc[~trials["is_baseline"].astype(bool), key]
+            m = max(int(cands.nunique()), int(settings["family_size"]))
+    except ValueError as err:  # a hand-edited study.yaml or record: the family decides
+        settings, lanes, note = None, None, f"race not computable ({err})"
+    return settings, lanes, plan, m, note
+
+
+def _effect_table(
+    trials: pd.DataFrame, value: str, sense: str, key: str, level: float, models: Any,
+    family: str, planned: int, lanes: tuple | None, labels: Mapping[Any, str],
+) -> pd.DataFrame:
+    """Each candidate against uniform: the family's decisions, the simultaneous intervals, the
+    shrunk estimate, survivors flagged, and a race against uniform's own decisions."""
+    eff = _effects(trials, value, sense, key, level, models, family, planned)
+    eff = _simultaneous(eff, family, level, planned)
+    eff["shrunk"] = stats.shrunk(eff)  # the winner's curse taken out (best.yaml's best)
+    eff = _conditional(eff, trials, value, key)
+    eff["decided_by"] = FAMILY
+    if lanes is not None:
+        eff = _race_decides(eff, lanes, key, trials, labels)
+    return eff
 
 def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: str,
            pruned: bool | None = None) -> stats.RowNoise | stats.Noise | None:  # fmt: skip

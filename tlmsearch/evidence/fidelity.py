@@ -621,19 +621,7 @@ def fidelity(
             "points": [{"log10_compute": x, "compute": 10**x, "effect": y} for x, y in pts],
             **{k: _clean(v) for k, v in line._asdict().items()},
         })  # fmt: skip
-    crossings = []
-    x_min = min((x for x in logc if math.isfinite(x)), default=math.nan)
-    for fa, fb in itertools.combinations([f for f in fits if f["slope"] is not None], 2):
-        la, lb = (Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"])
-                  for f in (fa, fb))  # fmt: skip
-        x = crossing(la, lb, x_min)
-        crossings.append({
-            "a": fa["candidate"], "b": fb["candidate"],
-            "log10_compute": x, "compute": None if x is None or x > 300 else 10**x,
-            "effect": None if x is None else la.intercept + la.slope * x,
-            "where": "no crossing at or above the smallest rung" if x is None
-            else rung_words(x, logc),
-        })  # fmt: skip
+    crossings = _crossings(fits, logc)
     return {
         "metric": value,
         "sense": sense,
@@ -657,6 +645,25 @@ def fidelity(
         "trust": trust_line(pairs[-1] if pairs else None, len(rungs)),
     }
 
+
+
+def _crossings(fits: list[dict[str, Any]], logc: list[float]) -> list[dict[str, Any]]:
+    """Where each pair of candidates' effect-vs-compute lines cross, at or above the smallest
+    rung (``logc``: each rung's log10 compute)."""
+    crossings = []
+    x_min = min((x for x in logc if math.isfinite(x)), default=math.nan)
+    for fa, fb in itertools.combinations([f for f in fits if f["slope"] is not None], 2):
+        la, lb = (Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"])
+                  for f in (fa, fb))  # fmt: skip
+        x = crossing(la, lb, x_min)
+        crossings.append({
+            "a": fa["candidate"], "b": fb["candidate"],
+            "log10_compute": x, "compute": None if x is None or x > 300 else 10**x,
+            "effect": None if x is None else la.intercept + la.slope * x,
+            "where": "no crossing at or above the smallest rung" if x is None
+            else rung_words(x, logc),
+        })  # fmt: skip
+    return crossings
 
 def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
     """``+0.80 [+0.33, +1.00]``; ``-`` when not measured; no interval with one seed, said.

@@ -288,36 +288,7 @@ def _within(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, str]:
     """One stratum's (best, tuned effects, effects at uniform's best setting, stratum, uniform's
     best setting)."""
-    sign = 1.0 if sense == "minimize" else -1.0
-    summary = stats.summarise(t[t["seed"].isin(select)], value, level=level)
-    by_cand = summary.set_index("candidate")
-    first = t.drop_duplicates("candidate").set_index("candidate")
-    rows = []
-    for schedule, group in first.groupby("schedule", sort=False):
-        tried = [_split(_settings(p))[0] for p in group[IDENTITY]]
-        ranked = []
-        for cand in group.index:
-            if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
-                n = int(by_cand.at[cand, "n"])
-                ranked.append((n < len(select), -n, sign * by_cand.at[cand, "mean"], cand))
-        if not ranked:
-            continue
-        partial, _, _, cand = min(ranked)
-        chosen = _settings(group.at[cand, IDENTITY])
-        rows.append({
-            "schedule": _name(str(schedule), stratum),
-            "stratum": stratum,
-            "is_baseline": bool(group.at[cand, "is_baseline"]),
-            "candidate": cand,
-            "setting": str(group.at[cand, "setting"]),
-            "settings": chosen,
-            "mean": float(by_cand.at[cand, "mean"]),
-            "n": int(by_cand.at[cand, "n"]),
-            "edge": _edge(_split(chosen)[0], tried),
-            "fully_measured": not partial,
-        })  # fmt: skip
-    best = pd.DataFrame(rows, columns=BEST_COLUMNS)
-    best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
+    best = _best_per_schedule(t, value, sense, level, select, stratum)
     named = t.assign(schedule=[_name(str(s), stratum) for s in t["schedule"]])
     base = best[best["is_baseline"]]
     shared_setting = str(base["setting"].iloc[0]) if len(base) else ""
@@ -359,6 +330,45 @@ def _within(
     shared = _conditional(shared, dict(zip(at_shared["schedule"], at_shared["candidate"],
                                            strict=True)), selected)  # fmt: skip
     return best, eff, shared, stratum, shared_setting
+
+
+
+def _best_per_schedule(
+    t: pd.DataFrame, value: str, sense: str, level: float, select: tuple[int, ...], stratum: str
+) -> pd.DataFrame:
+    """Each schedule's best setting on the ``select`` seeds (uniform's first): the candidate
+    with the most complete seeds, then the best mean (BEST_COLUMNS)."""
+    sign = 1.0 if sense == "minimize" else -1.0
+    summary = stats.summarise(t[t["seed"].isin(select)], value, level=level)
+    by_cand = summary.set_index("candidate")
+    first = t.drop_duplicates("candidate").set_index("candidate")
+    rows = []
+    for schedule, group in first.groupby("schedule", sort=False):
+        tried = [_split(_settings(p))[0] for p in group[IDENTITY]]
+        ranked = []
+        for cand in group.index:
+            if cand in by_cand.index and by_cand.at[cand, "n"] > 0:
+                n = int(by_cand.at[cand, "n"])
+                ranked.append((n < len(select), -n, sign * by_cand.at[cand, "mean"], cand))
+        if not ranked:
+            continue
+        partial, _, _, cand = min(ranked)
+        chosen = _settings(group.at[cand, IDENTITY])
+        rows.append({
+            "schedule": _name(str(schedule), stratum),
+            "stratum": stratum,
+            "is_baseline": bool(group.at[cand, "is_baseline"]),
+            "candidate": cand,
+            "setting": str(group.at[cand, "setting"]),
+            "settings": chosen,
+            "mean": float(by_cand.at[cand, "mean"]),
+            "n": int(by_cand.at[cand, "n"]),
+            "edge": _edge(_split(chosen)[0], tried),
+            "fully_measured": not partial,
+        })  # fmt: skip
+    best = pd.DataFrame(rows, columns=BEST_COLUMNS)
+    best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
+    return best
 
 
 def _models(measured: pd.DataFrame, value: str, level: float,

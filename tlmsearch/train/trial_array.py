@@ -483,15 +483,7 @@ class TrialArray:
             leaf = flat[:, o : o + math.prod(shape)].view(K, *shape).requires_grad_()
             leaf.grad = grad[:, o : o + math.prod(shape)].view(K, *shape)  # summed into in place
             stacked[name] = leaf
-        frame = None  # the norm's frame: each member's param groups' lr_scale (1/m under muP)
-        for row, i in enumerate(ids):
-            groups = self.trainers[i].optimizer.param_groups
-            for g, spans in segments[row]:
-                f = groups[g].get(parametrization.LR_SCALE, 1.0)
-                if f != 1.0:
-                    frame = torch.ones(K, off, device=dev) if frame is None else frame
-                    for a, b in spans:
-                        frame[row, a:b] = f
+        frame = _norm_frame([self.trainers[i].optimizer for i in ids], segments, off, dev)
         cfgs = [self.members[i].train for i in ids]
         clip = [c.grad_clip if c.grad_clip > 0 else math.inf for c in cfgs]
         self._pack = _Pack(
@@ -647,6 +639,25 @@ class TrialArray:
 # -------------------------------------------------------------------------------------------------
 # Helpers on modules
 
+
+
+def _norm_frame(
+    optimizers: list[torch.optim.Optimizer], segments: list[list[tuple[int, list]]], size: int,
+    device: Any,
+) -> torch.Tensor | None:
+    """The gradient norm's frame: each row's param groups' lr_scale (1/m under muP) over the
+    spans of the flat row they cover; None where every group's is 1."""
+    frame = None
+    for row, optimizer in enumerate(optimizers):
+        groups = optimizer.param_groups
+        for g, spans in segments[row]:
+            f = groups[g].get(parametrization.LR_SCALE, 1.0)
+            if f != 1.0:
+                if frame is None:
+                    frame = torch.ones(len(optimizers), size, device=device)
+                for a, b in spans:
+                    frame[row, a:b] = f
+    return frame
 
 def _block(buf: torch.Tensor, row: int, entry: tuple) -> torch.Tensor:
     _, off, shape, _ = entry
