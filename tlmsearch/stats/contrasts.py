@@ -51,6 +51,7 @@ CONTRAST_COLUMNS = (
     "kind",  # main | setting | family | interaction | named
     "members",  # the schedules on its plus side (tuple)
     "settings",  # the settings it reads (int)
+    "at",  # the one setting it reads ("lr=0.003"; "" without settings, NaN: several)
     "estimate",  # in the metric's units: members minus the reference (uniform)
     "se",
     "df",  # Satterthwaite's df of its variance (0: unknown)
@@ -277,12 +278,14 @@ def contrast_table(
         blocked = bool((read | set(plus)) & censored)
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"
+        touched = {setting_of[k] for k, x in w.items() if x and k in setting_of}
         recs.append(
             {
                 "name": q.name,
                 "kind": kind,
                 "members": tuple(plus),
                 "settings": n,
+                "at": next(iter(touched)) if len(touched) == 1 else math.nan,
                 "estimate": est,
                 "se": se,
                 "df": df,
