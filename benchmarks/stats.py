@@ -1536,6 +1536,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--gate", type=int, default=0, metavar="REPS",
                    help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
                         "null studies per cell")  # fmt: skip
+    p.add_argument("--gate-seeds", default=",".join(str(s) for s in GATE_SEEDS),
+                   help="--gate's seeds per study, comma-separated (e.g. 10,20)")
+    p.add_argument("--gate-ratios", default=",".join(f"{k:g}" for k in GATE_RATIOS),
+                   help="--gate's uniform sd over the candidates', comma-separated (e.g. 1.5,2)")
     p.add_argument("--tuned", type=int, default=0, metavar="REPS",
                    help="only the tuned and shared-setting comparisons' rows (null studies "
                         "with 4 LRs), REPS studies per row")  # fmt: skip
@@ -1545,7 +1549,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for reps, name, grid_of, table in (
         (a.shrink, "shrink", lambda: shrink_grid(a.shrink, a.seed), shrink_table),
         (a.tuned, "tuned", lambda: tuned_grid(a.tuned, a.seed), tuned_table),
-        (a.gate, "gate", lambda: gate_grid(a.gate, a.seed, sd_u=a.sd_u, sd_e=a.sd_e), gate_table),
+        (a.gate, "gate", lambda: gate_grid(
+            a.gate, a.seed, [int(x) for x in a.gate_seeds.split(",")],
+            [float(x) for x in a.gate_ratios.split(",")], sd_u=a.sd_u, sd_e=a.sd_e), gate_table),
     ):
         if reps:  # one study kind alone: its rows, its wall time, its JSON
             t0 = time.perf_counter()
