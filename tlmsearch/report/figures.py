@@ -849,11 +849,11 @@ def interaction(ix: Interaction) -> go.Figure:
     band = (f"; shaded: equivalent within +-{ix.margin:g}" if ix.margin is not None
             else "; no equivalence margin")  # fmt: skip
     title = (f"{label(ix.metric)} vs uniform against {ix.axis}: does the effect depend on it?"
-             f"<br><sub>one line per schedule (bars: the interval its word was decided at, "
-             f"{ix.rule or 'the contrasts family'}) and per schedule family (thick: the mean of "
-             f"its schedules){band}</sub>")  # fmt: skip
+             "<br><sub>one line per schedule (bars: the interval its word was decided at) and "
+             f"per schedule family (thick: the mean of its schedules){band}"
+             f"<br>{ix.rule.partition(';')[0] or 'the contrasts family'}</sub>")  # fmt: skip
     _layout(fig, title, height=520,
             xaxis={"title": {"text": ix.axis}, "type": "log" if log else "-"},
             yaxis_title=f"{label(ix.metric)} minus uniform's, same setting and seeds")  # fmt: skip
-    fig.update_layout(margin={"t": 110})
+    fig.update_layout(margin={"t": 120})
     return fig
