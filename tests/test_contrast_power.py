@@ -80,8 +80,8 @@ def _simulated(parts: list, n: int, theta: float, sd: float, alpha: float, margi
     est = theta + math.sqrt(total * unit) * rng.standard_normal(reps)
     comps = [c * unit * rng.chisquare(g * (n - 1), reps) / (g * (n - 1)) for c, g in parts]
     var = sum(comps)
-    df = np.floor(var**2 / sum(v**2 / (g * (n - 1)) for v, (_, g) in zip(comps, parts,
-                                                                         strict=True)))  # fmt: skip
+    denom = sum(v**2 / (g * (n - 1)) for v, (_, g) in zip(comps, parts, strict=True))
+    df = np.floor(var**2 / denom)
     df = np.maximum(df, 1.0)
     se = np.sqrt(var)
     separated = np.abs(est) / se > student_t.ppf(1.0 - alpha / 2.0, df)
@@ -91,8 +91,11 @@ def _simulated(parts: list, n: int, theta: float, sd: float, alpha: float, margi
 
 SCENARIOS = {  # name -> (schedules, settings, members of the contrast)
     "one comparison among 5": ({f"s{i}": 1.0 for i in range(5)}, (None,), ["s0"]),
-    "5 early-heavy over 4 LRs": ({f"e{i}": 1.0 for i in range(5)}, (1, 2, 3, 4),
-                                 [f"e{i}" for i in range(5)]),  # fmt: skip
+    "5 early-heavy over 4 LRs": (
+        {f"e{i}": 1.0 for i in range(5)},
+        (1, 2, 3, 4),
+        [f"e{i}" for i in range(5)],
+    ),
     "2 of 3 over 2 LRs": ({"a": 1.0, "b": 1.0, "c": -1.0}, (1, 2), ["a", "b"]),
     "the one schedule over 3 LRs": ({"a": 1.0}, (1, 2, 3), ["a"]),
 }
@@ -216,7 +219,8 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
         sep = cp.separate_power(r.separate, 0.003, plan.sd, r.shape, c.alpha)
         assert sep >= 0.8 > cp.separate_power(r.separate - 1, 0.003, plan.sd, r.shape, c.alpha)
         now = plan.rows[2].seeds
-        assert r.power_now == pytest.approx(cp.separate_power(now, 0.003, plan.sd, r.shape, c.alpha))
+        got = cp.separate_power(now, 0.003, plan.sd, r.shape, c.alpha)
+        assert r.power_now == pytest.approx(got)
     text = "\n".join(power.plan_lines(plan))
     assert f"contrasts: Holm over {c.m} contrasts at 95%" in text
     assert "equivalence within +-0.003, the smallest effect (--min-effect)" in text
@@ -264,6 +268,6 @@ def test_plan_prints_the_contrasts_table(tmp_path: Path) -> None:
     head = next(i for i, x in enumerate(out) if x.startswith("contrasts: Holm over"))
     assert out[head + 2].split()[:2] == ["contrast", "se/sd"]
     assert "equivalent: seeds" in out[head + 2]
-    body = out[head + 3:]
+    body = out[head + 3 :]
     assert any(" vs uniform" in x for x in body)
     assert body[-1].startswith("se/sd: the contrast's standard error")

@@ -69,7 +69,8 @@ def test_the_interaction_plot_has_a_line_per_schedule_and_family_and_the_band():
     by = {tr.name: tr for tr in fig.data}
     assert set(by) == {"cosine 1.5->0.5", "linear 1.5->0.5", "early-heavy"}
     assert list(by["cosine 1.5->0.5"].x) == [0.001, 0.003]
-    assert by["cosine 1.5->0.5"].error_y.array is not None and by["early-heavy"].error_y.array is None
+    assert by["cosine 1.5->0.5"].error_y.array is not None
+    assert by["early-heavy"].error_y.array is None
     bands = [s for s in fig.layout.shapes if s.type == "rect"]
     assert len(bands) == 1 and (bands[0].y0, bands[0].y1) == (-0.02, 0.02)
     assert isinstance(fig, go.Figure)

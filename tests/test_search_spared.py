@@ -25,8 +25,10 @@ from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import is_control
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-SIX = {"shape": {"type": "fixed", "value": "cosine"},  # six distinct proxy widths
-       "r_start": {"type": "categorical", "choices": [1.75, 1.5, 1.25, 0.75, 0.5, 0.25]}}
+SIX = {
+    "shape": {"type": "fixed", "value": "cosine"},  # six distinct proxy widths
+    "r_start": {"type": "categorical", "choices": [1.75, 1.5, 1.25, 0.75, 0.5, 0.25]},
+}
 
 
 def _cfg(tmp: Path, seed: int = 0, n: int = 2, **search):

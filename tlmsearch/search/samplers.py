@@ -14,8 +14,8 @@ import hashlib
 import json
 import random
 import warnings
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import StudyConfig
