@@ -18,7 +18,7 @@ whenever its estimate exceeds the pool (tlmsearch), the first 300 of the same st
 6.9% ± 0.8 (1000) at uniform 2x, the joint t's known excess with 2 df (docs/statistics.md).
 ``--gate-seeds 10,20 --gate-ratios 1.5,2`` restricts the grid (a cell's draws are the same in
 any grid): tlmsearch's rule on 1000 studies a cell, uniform 1.5x / 2x, 4.3 / 4.4% ± 0.6 at 10
-seeds and 4.2 / G20_2% ± 0.6 at 20.
+seeds and 4.2 / 4.7% ± 0.6 / 0.7 at 20.
 
 ``--tuned REPS`` runs only the tuned and shared-setting comparisons' rows (:func:`tuned_grid`:
 null studies of uniform and 6 schedules at 4 LRs, each LR treating each seed its own way, the
