@@ -193,6 +193,19 @@ def test_the_gate_grid_counts_false_separations_per_seeds_and_ratio() -> None:
     assert bench.judge_gate(trials) == 1
 
 
+def test_the_gate_runs_one_cell_from_the_command_line(tmp_path, capsys) -> None:
+    bench = _bench()
+    out = tmp_path / "gate.json"
+    bench.main(["--gate", "2", "--gate-seeds", "3", "--gate-ratios", "2", "--json", str(out)])
+    import json
+
+    grid = json.loads(out.read_text())["gate"]
+    assert list(grid) == ["3/2"] and grid["3/2"]["studies"] == 2
+    # the same draws as the whole grid's cell
+    assert grid["3/2"] == bench.gate_grid(reps=2, seeds=(3,), ratios=(2.0,))["3/2"]
+    assert "| 3 |" in capsys.readouterr().out
+
+
 def test_the_tuned_rows_draw_their_studies_and_count_false_separations() -> None:
     bench = _bench()
     t = bench.draw_tuned(__import__("numpy").random.default_rng(0), 4, 2.0, spared=2)

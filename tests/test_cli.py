@@ -79,10 +79,11 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
         # the quickstart's 2 candidates, both spared (its median pruner is idle anyway)
         ([], "pruning: median stops nothing: search.unpruned_candidates (2) spares every "
              "candidate of the grid"),
-        (["space=paper"], "pruning: median; the grid's first 2 candidates of each setting are "
-                          "never pruned (search.unpruned_candidates)"),
+        (["space=paper"], "pruning: median; 2 candidates of each setting, drawn at random "
+                          "before the first trial (the run dir's spared.json), are never pruned "
+                          "(search.unpruned_candidates)"),
         (["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
-         "pruning: paired; the sampler's first 1 candidate of each"),
+         "pruning: paired; the sampler spares each new candidate with probability"),
         # review: a continuous setting makes every draw its own setting: all of them spared
         (["search.pruner=median", "search.sampler=tpe",
           "space.dimensions={train.lr: {type: float, low: 0.001, high: 0.01, log: true}, "

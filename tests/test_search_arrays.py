@@ -414,7 +414,8 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
             "seeds": [0, 1],
             "array": {"size": 3},
             "unpruned_candidates": 1,
-        }  # GOOD, the queue's first, is spared; BAD is not
+            "sampler_seed": 1,
+        }  # GOOD is spared (sampler_seed 1's draw: test_search_pruning); BAD is not
         res, trials, _, _ = _run(tmp_path, "pruned", space=SPACE, search=search)
     finally:
         (faults / "faults.json").unlink()

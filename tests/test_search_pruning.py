@@ -539,10 +539,16 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     faults = tmp_path / "faults"
     faults.mkdir()
     (faults / "faults.json").write_text(json.dumps({"shift": [[bad, 1.0]]}))
-    # the grid's first model (cosine 1.25) is spared (search.unpruned_candidates), the bad one
-    # (the second) is not
-    search = {"pruner": "median", "seeds": [0, 1], "concurrency": 1, "unpruned_candidates": 1}
+    # cosine 1.25 is spared (search.unpruned_candidates: sampler_seed 1's draw), the bad one
+    # is not
+    search = {"pruner": "median", "seeds": [0, 1], "concurrency": 1, "unpruned_candidates": 1,
+              "sampler_seed": 1}
     data = tiny_study(tmp_path, search=search)
+    from tlmsearch.config import study_from_mapping
+    from tlmsearch.search.samplers import draw_spared
+
+    assert draw_spared(study_from_mapping(data))["by_setting"]["{}"] == [
+        json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)]
     data["name"] = "pruned"
     (tmp_path / "pruned.yaml").write_text(yaml.safe_dump(data))
     exe = str(Path(sys.executable).with_name("tlmsearch"))

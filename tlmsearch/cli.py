@@ -195,7 +195,9 @@ def plan(
     set_: SetOpt = None,
 ) -> None:
     """Seeds per candidate to separate min_effect from uniform at the study's family-wise
-    level, and what they cost in trainings and hours (from a pilot's noise and tokens/s)."""
+    level, and what they cost in trainings and hours (from a pilot's noise and tokens/s); then
+    the seeds each of the study's contrasts needs to separate min_effect and to call a true 0
+    equivalent within +-d."""
     from tlmsearch.config import load_study
     from tlmsearch.evidence.power import build_plan, plan_lines
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
+from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
@@ -211,7 +212,7 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     continuous = [d for d in cfg.space.settings if not cfg.space.dimensions[d].finite]
     if not grid and continuous:
         return (f"pruning: {search.pruner} stops nothing: {', '.join(continuous)} is continuous, "
-                "so every draw is a setting of its own, with its own uniform, and the first "
+                "so every draw is a setting of its own, with its own uniform, and "
                 f"{n} candidate{'s' * (n > 1)} of each setting are never pruned "
                 "(search.unpruned_candidates); set search.pruner: none, or "
                 "search.unpruned_candidates: 0 to prune (a pruned study's noise is then unknown)")
@@ -223,7 +224,13 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     if grid and max(per_setting.values(), default=0) <= n:
         return (f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
                 "spares every candidate of the grid")
-    firsts = "the grid's" if grid else "the sampler's"
-    return (f"pruning: {search.pruner}; {firsts} first {n} candidate{'s' * (n > 1)} of each "
-            "setting are never pruned (search.unpruned_candidates): with uniform they measure "
-            "the noise once anything is pruned")
+    if grid:
+        return (f"pruning: {search.pruner}; {n} candidate{'s' * (n > 1)} of each setting, drawn "
+                "at random before the first trial (the run dir's spared.json), are never pruned "
+                "(search.unpruned_candidates): with uniform they measure the noise once "
+                "anything is pruned")
+    planned = search.n_trials or SAMPLER_TRIALS
+    return (f"pruning: {search.pruner}; the sampler spares each new candidate with probability "
+            f"{min(1.0, n / planned):.2g} ({n} / {planned} planned, a seeded draw when it is "
+            f"asked for), about {n} in all (search.unpruned_candidates): with uniform they "
+            "measure the noise once anything is pruned")

@@ -107,10 +107,11 @@ class SearchConfig(Strict):
     pruner: Literal[PRUNERS] = "median"
     # the pruner's settings, e.g. {patience: 3, margin_sds: 2.5}
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
-    # Candidates the pruner never stops: the first this many distinct ones of each setting, in
-    # the order they are queued or drawn (before any data), trained on every seed. Once the
-    # pruner stops anything, the survivors' seeds are selected (they looked good), so the
-    # study's noise is measured on these rows and uniform's; 0: unknown once anything is pruned.
+    # Candidates the pruner never stops: this many of each setting, drawn at random before any
+    # data (seeded by sampler_seed; a sampler spares each draw with probability n / n_trials)
+    # and recorded in the run dir's spared.json, trained on every seed. Once the pruner stops
+    # anything, the survivors' seeds are selected (they looked good), so the study's noise is
+    # measured on these rows and uniform's; 0: unknown once anything is pruned.
     unpruned_candidates: int = Field(2, ge=0, le=MAX_CANDIDATES)
     # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
     # the warm-up and a quarter of train.tokens.

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tlmsearch.config import StudyConfig
+    from tlmsearch.evidence.contrast_power import ContrastPlan
 
 TARGET_POWER = 0.8
 MAX_SEEDS = 10**9  # beyond this a study is not a plan
@@ -138,11 +139,21 @@ def t_power(n: int, effect: float, sd: float, alpha: float, m: int) -> float:
     0.821
     """
     _check(effect, sd, alpha, 0.5, m)
-    df = comparison_df(n, m)
+    return nct_power(effect / sd * math.sqrt(n), comparison_df(n, m), alpha)
+
+
+def nct_power(nc: float, df: int, alpha: float) -> float:
+    """P(|T| > t_{1 - alpha/2, df}) for T noncentral t with noncentrality ``nc`` on ``df``
+    df: the power of a two-sided t test whose estimate is ``nc`` standard errors from 0; 0
+    without df.
+
+    >>> round(nct_power(0.0, 10, 0.05), 3)
+    0.05
+    """
     if df < 1:
         return 0.0
     # noncentrality; scipy's nct is NaN from ~1e12 on, and at 1e8 the power is 1.0 already
-    nc = min(effect / sd * math.sqrt(n), _MAX_NC)
+    nc = min(nc, _MAX_NC)
     if df > _NORMAL_DF:
         nd = NormalDist()
         crit = nd.inv_cdf(1.0 - alpha / 2.0)
@@ -214,6 +225,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     controls: int = 1  # uniform trainings per seed: one per setting value (train.lr)
     m_df: int = 0  # the m of the residual df, m_df x (seeds - 1): the fewest in any setting
+    contrasts: ContrastPlan | None = None  # the study's contrasts and equivalence questions
 
     @property
     def needed(self) -> Row:
@@ -568,12 +580,19 @@ def build_plan(
     if len(noise.by_setting) > 1:
         notes.append(_settings_note(noise.by_setting, effect, alpha, m_df, power))
     notes += _study_notes(cfg, n_t, n_now)
+    from tlmsearch.evidence.contrast_power import size_contrasts
+
+    margin, margin_from = ((cfg.stats.equivalence, "stats.equivalence")
+                           if i == 0 and cfg.stats.equivalence is not None
+                           else (effect, f"the smallest effect ({effect_from})"))  # fmt: skip
+    contrasts = size_contrasts(cfg, effect=effect, sd=sd, margin=margin, margin_from=margin_from,
+                               target=power, n_now=n_now)  # fmt: skip
     return Plan(
         metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
         noise_from=noise.noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
         alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens,
         tokens_per_s=noise.tokens_per_s, concurrency=cfg.search.concurrency, notes=tuple(notes),
-        controls=per_seed - m, m_df=m_df,
+        controls=per_seed - m, m_df=m_df, contrasts=contrasts,
     )  # fmt: skip
 
 
@@ -632,6 +651,10 @@ def plan_lines(plan: Plan) -> list[str]:
         reason = "no pilot" if plan.df is None else "the pilot recorded no tokens_per_s"
         out.append(f"cost: {reason}: cost unknown")
     out += [f"note: {n}" for n in plan.notes]
+    from tlmsearch.evidence.contrast_power import contrast_plan_lines
+
+    out += contrast_plan_lines(plan.contrasts, plan.effect, plan.level, plan.m + plan.controls,
+                               plan.rows[2].seeds, percent)  # fmt: skip
     return out
 
 

@@ -258,3 +258,115 @@ def race(
     counts = {str(k): int(v) for k, v in table["status"].value_counts().sort_index().items()}
     decided = bool(len(table)) and not (table["status"] == "racing").any()
     return Race(settings, table, counts, uniform_seeds, decided, "")
+
+
+class Interaction(NamedTuple):
+    """Each schedule's effect vs uniform against a setting (the interaction plot)."""
+
+    metric: str
+    axis: str  # the setting dimension on x (train.lr)
+    # one row per (line, setting): line (its name), kind (schedule | family), group (the
+    # schedule or family, its color), other (the other dimensions' values, "" without), x,
+    # estimate, lo, hi (the interval its word was decided at; NaN for a family's line),
+    # word, hover
+    lines: pd.DataFrame
+    margin: float | None  # the equivalence margin d (None: none)
+    rule: str  # the contrasts' family rule, in words
+
+
+def _setting_values(trials: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Each setting label's settings ({"train.lr": 0.003}), read from the trials' params."""
+    import json
+
+    from tlmsearch.widths.space import settings_of
+
+    out: dict[str, dict[str, Any]] = {}
+    if "setting" not in trials or "params_json" not in trials:
+        return out
+    for label, p in zip(trials["setting"], trials["params_json"], strict=True):
+        if isinstance(label, str) and label and label not in out and isinstance(p, str) and p:
+            try:
+                out[label] = settings_of(json.loads(p))
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def _axis(values: dict[str, dict[str, Any]]) -> tuple[str, list[str]] | None:
+    """(the x dimension, the others): the numeric dimension with the most values, else the one
+    with the most values; None without a dimension of 2+ values."""
+    dims: dict[str, set[str]] = {}
+    for v in values.values():
+        for d, x in v.items():
+            dims.setdefault(d, set()).add(str(x))
+    many = [d for d, xs in sorted(dims.items()) if len(xs) > 1]
+    if not many:
+        return None
+
+    def numeric(d: str) -> bool:
+        try:
+            [float(x) for x in dims[d]]
+        except ValueError:
+            return False
+        return True
+
+    x = max(many, key=lambda d: (numeric(d), len(dims[d])))
+    return x, [d for d in many if d != x]
+
+
+def interaction(trials: pd.DataFrame, e: Effects) -> Interaction | None:
+    """Every schedule's per-setting contrast against the setting dimension on x (the contrasts'
+    estimates and the intervals their words were decided at, nothing re-derived), and each
+    schedule family's line (early-heavy, late-heavy: the mean of its schedules' effects at each
+    setting); None without settings or per-setting contrasts."""
+    from tlmsearch.stats.questions import EARLY, FAMILY_KIND, LATE, SETTING
+
+    c = e.contrasts
+    if c is None or "at" not in c or not (c["kind"] == SETTING).any():
+        return None
+    values = _setting_values(trials)
+    got = _axis(values)
+    if got is None:
+        return None
+    axis, others = got
+    recs = []
+    for _, r in c[c["kind"] == SETTING].iterrows():
+        at = values.get(r["at"]) if isinstance(r["at"], str) else None
+        if at is None or axis not in at or len(r["members"]) != 1:
+            continue
+        other = ", ".join(f"{d.partition('.')[2] or d}={at.get(d)}" for d in others)
+        recs.append({"group": r["members"][0], "kind": "schedule", "other": other,
+                     "x": at[axis], "estimate": r["estimate"], "lo": r["lo"], "hi": r["hi"],
+                     "word": r["word"], "ci_level": r["ci_level"]})  # fmt: skip
+    lines = pd.DataFrame(recs)
+    if lines.empty:
+        return None
+    fams = c[c["kind"] == FAMILY_KIND]
+    for fam in (EARLY, LATE):
+        row = fams[fams["name"].str.startswith(fam)]
+        if row.empty:
+            continue
+        members = set(row["members"].iloc[0])
+        sub = lines[(lines["kind"] == "schedule") & lines["group"].isin(members)]
+        for (other, x), g in sub.groupby(["other", "x"], sort=False):
+            recs.append({"group": fam, "kind": "family", "other": other, "x": x,
+                         "estimate": float(g["estimate"].mean()), "lo": math.nan,
+                         "hi": math.nan, "word": "", "ci_level": math.nan})  # fmt: skip
+    lines = pd.DataFrame(recs)
+    lines["line"] = [g if not o else f"{g} ({o})" for g, o in zip(lines["group"], lines["other"],
+                                                                 strict=True)]  # fmt: skip
+    lines["hover"] = [_interaction_hover(r, e.metric, axis) for r in lines.itertuples()]
+    try:
+        lines["x"] = lines["x"].astype(float)
+    except (TypeError, ValueError):
+        lines["x"] = lines["x"].astype(str)
+    lines = lines.sort_values(["kind", "line", "x"], ascending=[False, True, True], kind="stable")
+    margin = float(c["margin"].iloc[0]) if math.isfinite(float(c["margin"].iloc[0])) else None
+    return Interaction(e.metric, axis, lines.reset_index(drop=True), margin, e.contrasts_rule)
+
+
+def _interaction_hover(r: Any, metric: str, axis: str) -> str:
+    head = f"{r.line}<br>{axis} = {r.x}<br>{metric} vs uniform {r.estimate:+.4f}"
+    if r.kind == "family":
+        return head + "<br>the mean of its schedules' effects (no interval: not a contrast)"
+    return head + f"<br>{r.ci_level:.2%} interval [{r.lo:+.4f}, {r.hi:+.4f}]: {r.word}"

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -23,7 +24,7 @@ from tlmsearch.report.collect import (
     RatioFront,
     label,
 )
-from tlmsearch.report.effects import Separation
+from tlmsearch.report.effects import Interaction, Separation
 from tlmsearch.report.layers import ATTENTION, DIAGNOSTICS, LayerLines
 from tlmsearch.report.params import Importances, Parallel
 from tlmsearch.report.tuned import SettingSweep
@@ -811,4 +812,48 @@ def setting_sweep(sw: SettingSweep) -> go.Figure:
             yaxis_title=f"{label(sw.metric)} (mean ± sd over seeds)")  # fmt: skip
     if sw.lines.empty:
         _note(fig, "no finished trial yet")
+    return fig
+
+
+_DASHES = ("solid", "dot", "dash", "longdash", "dashdot", "longdashdot")
+
+
+def interaction(ix: Interaction) -> go.Figure:
+    """Each schedule's effect vs uniform against a setting (x), one line per schedule (its
+    interval the one its word was decided at) and per schedule family (thick, no interval),
+    one dash per value of the other setting dimensions, the equivalence band +-d shaded: does
+    the effect depend on the setting?"""
+    fig = go.Figure()
+    lines = ix.lines
+    colors = _shape_colors(list(lines["group"]))
+    dashes = {o: _DASHES[i % len(_DASHES)] for i, o in enumerate(sorted(set(lines["other"])))}
+    for name, sub in lines.groupby("line", sort=False):
+        fam = sub["kind"].iloc[0] == "family"
+        err = None if fam else {"type": "data", "array": (sub["hi"] - sub["estimate"]).tolist(),
+                                "arrayminus": (sub["estimate"] - sub["lo"]).tolist(),
+                                "visible": True}  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=sub["x"], y=sub["estimate"], error_y=err, mode="lines+markers",
+                name=str(name), text=sub["hover"], hovertemplate=HOVER,
+                line={"color": colors[sub["group"].iloc[0]], "width": 4 if fam else 2,
+                      "dash": dashes[sub["other"].iloc[0]]},
+            )
+        )  # fmt: skip
+    if ix.margin is not None:
+        fig.add_hrect(y0=-ix.margin, y1=ix.margin, fillcolor="#2ca02c", opacity=0.12,
+                      line_width=0)  # fmt: skip
+    fig.add_hline(y=0.0, line={"color": UNIFORM_COLOR, "dash": "dash", "width": 1})
+    xs = pd.to_numeric(lines["x"], errors="coerce").dropna()
+    log = bool(len(xs) == len(lines) and xs.min() > 0 and xs.max() / xs.min() >= 4)
+    band = (f"; shaded: equivalent within +-{ix.margin:g}" if ix.margin is not None
+            else "; no equivalence margin")  # fmt: skip
+    title = (f"{label(ix.metric)} vs uniform against {ix.axis}: does the effect depend on it?"
+             "<br><sub>one line per schedule (bars: the interval its word was decided at) and "
+             f"per schedule family (thick: the mean of its schedules){band}"
+             f"<br>{ix.rule.partition(';')[0] or 'the contrasts family'}</sub>")  # fmt: skip
+    _layout(fig, title, height=520,
+            xaxis={"title": {"text": ix.axis}, "type": "log" if log else "-"},
+            yaxis_title=f"{label(ix.metric)} minus uniform's, same setting and seeds")  # fmt: skip
+    fig.update_layout(margin={"t": 120})
     return fig

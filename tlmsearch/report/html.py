@@ -118,6 +118,10 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
             F.separation(E.separation(t, metric, sense, k=top_k, evidence=ev)),
         )
     )
+    effects = E.effects(t, metric, sense, config=run.study, evidence=ev)
+    ix = E.interaction(t, effects)
+    if ix is not None:  # a study with setting dimensions: does the effect depend on them?
+        figs.append(Figure("fig-interaction", "Effects in units of noise", F.interaction(ix)))
     sweep = T.setting_sweep(t, metric, sense, evidence=ev)
     if sweep is not None:  # a study with setting dimensions (train.lr): the tuned comparison
         figs.append(Figure("fig-settings", TUNED, F.setting_sweep(sweep)))
@@ -130,7 +134,7 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
             run.study, t, run.status, evidence=ev, written=run.config, run_dir=str(run.path)
         ),
         curves.failed,
-        E.effects(t, metric, sense, config=run.study, evidence=ev),
+        effects,
         E.race(t, run.study, metric, sense, evidence=ev),
         sweep=sweep,
     )

@@ -8,6 +8,7 @@
       trials.parquet    one row per trial  (+ trials.csv)
       curves.parquet    one row per eval   (+ curves.csv)
       best.yaml         the verdict: best candidate(s), effects, conclusions
+      spared.json       the candidates the pruner never stops, drawn before the first trial
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
       analysis_heads.parquet   per attention head (tlmsearch analyze)
@@ -57,6 +58,12 @@ class RunDir:
     @property
     def best(self) -> Path:
         return self.path / "best.yaml"
+
+    @property
+    def spared(self) -> Path:
+        """The candidates the pruner never stops (search.unpruned_candidates), drawn at random
+        before the first trial; a resume reads it back."""
+        return self.path / "spared.json"
 
     @property
     def report(self) -> Path:

@@ -10,15 +10,19 @@ study enqueues its whole grid x seeds and never samples.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.search import PRUNER_SPECS
 from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
+from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import (
     CANDIDATE,
     CONTROL,
@@ -32,6 +36,7 @@ from tlmsearch.search.attrs import (
     SAMPLED,
     SEED,
     SPARED,
+    SPARED_CHOICE,
     STANDS_FOR,
 )
 from tlmsearch.widths.candidate import Candidate
@@ -359,23 +364,113 @@ class SpaceFn:
         return conf
 
 
+GRID_DRAW, SAMPLED_DRAW = "grid", "sampled"  # spared.json's rule
+
+
+def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
+    """The spared candidates' draw, made before any data (None without a pruner or with
+    ``search.unpruned_candidates: 0``).
+
+    A grid knows its candidates up front: ``search.unpruned_candidates`` of each setting's
+    trainings (uniform is the control, never one), drawn without replacement by a RNG seeded
+    with ``search.sampler_seed``. A sampler draws its candidates as it runs: each new one is
+    spared with probability n / (its planned candidates, ``search.n_trials``), decided at ask
+    time by a draw seeded with the sampler's seed and the candidate (:func:`spared`), so about
+    n of them are, at random (with settings: n over all settings, not per setting).
+
+    >>> from tlmsearch.config import study_from_mapping
+    >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 4, "d_model": 32,
+    ...     "n_head": 2}, "space": {"dimensions": {"shape": {"type": "fixed", "value":
+    ...     "cosine"}, "r_start": {"type": "categorical", "choices": [1.5, 1.25, 0.75, 0.5]}}}})
+    >>> d = draw_spared(cfg)
+    >>> d["rule"], d["n"], len(d["by_setting"]["{}"])
+    ('grid', 2, 2)
+    """
+    n, search = cfg.search.unpruned_candidates, cfg.search
+    if n < 1 or search.pruner == "none":
+        return None
+    if search.sampler != "grid":
+        planned = search.n_trials or SAMPLER_TRIALS
+        return {"rule": SAMPLED_DRAW, "seed": search.sampler_seed, "n": n,
+                "probability": min(1.0, n / planned)}  # fmt: skip
+    by: dict[str, list[str]] = {}
+    for t in cfg.trainings():
+        cand = Candidate.of(t.candidate)
+        if not cand.is_control:
+            by.setdefault(_setting_key(cand), []).append(cand.identity)
+    rng = random.Random(search.sampler_seed)
+    chosen = {s: sorted(rng.sample(keys, min(n, len(keys)))) for s, keys in sorted(by.items())}
+    return {"rule": GRID_DRAW, "seed": search.sampler_seed, "n": n, "by_setting": chosen}
+
+
+def record_spared(study: Any, cfg: StudyConfig, run: str | Path | None) -> dict[str, Any] | None:
+    """The study's spared draw: read back from the run dir's spared.json (or the study) when
+    one was made, else drawn now (:func:`draw_spared`) and written to both, before the first
+    trial. Never drawn once a trial exists: a run an older version started keeps its rule (the
+    first candidates of each setting in queue order), and None says so."""
+    path = RunDir(run).spared if run is not None else None
+    held = study.user_attrs.get(SPARED_CHOICE)
+    if path is not None and path.exists():
+        choice = json.loads(path.read_text())
+    elif held is not None:
+        choice = json.loads(held)
+    elif study.get_trials(deepcopy=False):
+        return None
+    else:
+        choice = draw_spared(cfg)
+        if choice is None:
+            return None
+    if path is not None and not path.exists():
+        path.write_text(json.dumps(choice, indent=1, sort_keys=True) + "\n")
+    if held is None:
+        study.set_user_attr(SPARED_CHOICE, json.dumps(choice, sort_keys=True))
+    return choice
+
+
+def _setting_key(cand: Candidate) -> str:
+    return json.dumps(cand.settings, sort_keys=True)
+
+
+def _unit_draw(seed: int, key: str) -> float:
+    """A uniform number in [0, 1) fixed by (seed, candidate): the same in every process and
+    every resume (Python's hash() is salted per process)."""
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
 def spared(study: Any, cfg: StudyConfig, cand: Candidate,
            firsts: dict[str, list[str]] | None = None) -> bool:  # fmt: skip
-    """Whether the pruner may never stop ``cand``: it is one of the first
-    ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
-    order (queued or drawn, so chosen before any of their own data; a retry or a seed repeat of
+    """Whether the pruner may never stop ``cand``: one of ``search.unpruned_candidates`` of its
+    setting drawn at random before any data (:func:`record_spared`; a retry or a seed repeat of
     one is one too). A race may still stop giving one seeds.
 
     Once a pruner stops some candidate, the candidates it left running were selected by it (a
     median-pruned null study's complete cells read its noise's variance at 0.77x the truth):
     these rows are what measures a pruned study's noise (:func:`tlmsearch.stats.row_noise`;
-    1.00x the truth on average in benchmarks/stats.py). ``firsts``: a cache of each setting's
-    first candidates, kept once all of them are known (a trial's number only grows), so a
-    study reads its trials once per setting, not on every ask.
+    1.00x the truth on average in benchmarks/stats.py). Drawn at random, not the first in
+    queue order, so that they stand for every candidate when noise depends on the schedule.
+    A study without a recorded draw (an older version's run) keeps the first candidates of
+    each setting in its trial order (:func:`_first_in_order`; ``firsts`` caches them).
     """
     n = cfg.search.unpruned_candidates
     if n < 1 or cfg.search.pruner == "none" or cand.is_control:
         return False
+    held = study.user_attrs.get(SPARED_CHOICE)
+    if held is None:
+        return _first_in_order(study, cfg, cand, firsts)
+    choice = json.loads(held)
+    mine = cand.identity
+    if choice.get("rule") == SAMPLED_DRAW:
+        return _unit_draw(int(choice["seed"]), mine) < float(choice["probability"])
+    return mine in choice.get("by_setting", {}).get(_setting_key(cand), [])
+
+
+def _first_in_order(study: Any, cfg: StudyConfig, cand: Candidate,
+                    firsts: dict[str, list[str]] | None) -> bool:  # fmt: skip
+    """The rule of runs an older version started: ``cand`` is one of the first
+    ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
+    order. ``firsts``: a cache of each setting's, kept once all of them are known."""
+    n = cfg.search.unpruned_candidates
     mine, settings = cand.identity, cand.settings
     setting = json.dumps(settings, sort_keys=True)
     known = (firsts or {}).get(setting)

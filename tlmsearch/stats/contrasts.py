@@ -42,14 +42,7 @@ import pandas as pd
 from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
 from tlmsearch.stats.noise import Noise
-from tlmsearch.stats.questions import (
-    NAMED,
-    Question,
-    _Row,
-    _spec,
-    default_questions,
-    design_rows,
-)
+from tlmsearch.stats.questions import Question, _Row, asked, design_rows
 from tlmsearch.stats.rows import OWN, RowNoise
 from tlmsearch.stats.words import INCONCLUSIVE, MIN_DF, decide_words, family_rule
 
@@ -58,6 +51,7 @@ CONTRAST_COLUMNS = (
     "kind",  # main | setting | family | interaction | named
     "members",  # the schedules on its plus side (tuple)
     "settings",  # the settings it reads (int)
+    "at",  # the one setting it reads ("lr=0.003"; "" without settings, NaN: several)
     "estimate",  # in the metric's units: members minus the reference (uniform)
     "se",
     "df",  # Satterthwaite's df of its variance (0: unknown)
@@ -267,14 +261,12 @@ def contrast_table(
     rows = design_rows(trials, value, key, settings)
     if not any(r.baseline for r in rows) or not any(not r.baseline for r in rows):
         return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
-    asked = [(NAMED, q) for q in questions] if questions else default_questions(rows)
     recs = []
     censored = {r.schedule for r in rows if r.censored and not r.baseline}
     fitted = fits(trials, value, rows, key)
     setting_of = {r.key: r.setting for r in rows}
     row_of = {r.key: r for r in rows}
-    for kind, q in asked:
-        plus, w, n = _spec(rows, q)
+    for kind, q, plus, w, n in asked(rows, questions):
         est, se, df = estimate(fitted, w, models, rows, setting_of)
         why = ""
         if not w:
@@ -286,12 +278,14 @@ def contrast_table(
         blocked = bool((read | set(plus)) & censored)
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"
+        touched = {setting_of[k] for k, x in w.items() if x and k in setting_of}
         recs.append(
             {
                 "name": q.name,
                 "kind": kind,
                 "members": tuple(plus),
                 "settings": n,
+                "at": next(iter(touched)) if len(touched) == 1 else math.nan,
                 "estimate": est,
                 "se": se,
                 "df": df,

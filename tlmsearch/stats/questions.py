@@ -97,6 +97,26 @@ def design_rows(
     return out
 
 
+def planned_row(key: Any, schedule: str, setting: str, settings: Mapping[str, Any],
+                taper: float, baseline: bool) -> _Row:  # fmt: skip
+    """A design row known before any data (``tlmsearch plan``: a study's trainings), never
+    censored; uniform's schedule is ``uniform`` whatever ``schedule`` says.
+
+    >>> planned_row("u", "x", "", {}, 0.0, True).schedule
+    'uniform'
+    """
+    return _Row(key, UNIFORM if baseline else schedule, setting, dict(settings),
+                0.0 if baseline else float(taper), bool(baseline), False)  # fmt: skip
+
+
+def asked(rows: Sequence[_Row], questions: Sequence[Question] = ()
+          ) -> list[tuple[str, Question, list[str], dict[Any, float], int]]:  # fmt: skip
+    """(kind, question, members, weights on row keys, settings read) of every contrast a study
+    asks: ``questions`` (kind ``named``) or, without any, :func:`default_questions`."""
+    pairs = [(NAMED, q) for q in questions] if questions else default_questions(rows)
+    return [(kind, q, *_spec(rows, q)) for kind, q in pairs]
+
+
 def _same(a: Any, b: Any) -> bool:
     """Two setting values are the same (numbers by value, anything else as text)."""
     try:

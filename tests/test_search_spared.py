@@ -1,0 +1,155 @@
+"""The candidates the pruner never stops (search.unpruned_candidates): drawn at random before
+any data, recorded in the run dir and the study, read back on resume (search/samplers.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from search_helpers import tiny_config
+
+from tlmsearch.run_dir import RunDir
+from tlmsearch.search import runner
+from tlmsearch.search.attrs import CANDIDATE, SPARED_CHOICE
+from tlmsearch.search.samplers import (
+    _key,
+    draw_spared,
+    initial_queue,
+    record_spared,
+    spared,
+    write_initial_queue,
+)
+from tlmsearch.widths.candidate import Candidate
+from tlmsearch.widths.space import is_control
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SIX = {
+    "shape": {"type": "fixed", "value": "cosine"},  # six distinct proxy widths
+    "r_start": {"type": "categorical", "choices": [1.75, 1.5, 1.25, 0.75, 0.5, 0.25]},
+}
+
+
+def _cfg(tmp: Path, seed: int = 0, n: int = 2, **search):
+    return tiny_config(tmp, space={"dimensions": SIX},
+                       search={"pruner": "median", "unpruned_candidates": n,
+                               "sampler_seed": seed, **search})  # fmt: skip
+
+
+def _queued(cfg) -> list[str]:
+    """The grid's non-control candidates in queue order (first seed)."""
+    out: list[str] = []
+    for cand, _ in initial_queue(cfg):
+        k = _key(cand)
+        if not is_control(cand) and k not in out:
+            out.append(k)
+    return out
+
+
+def _study(cfg, run: Path | None = None):
+    study = optuna.create_study()
+    record_spared(study, cfg, run)
+    write_initial_queue(study, cfg)
+    return study
+
+
+def test_the_spared_are_the_recorded_random_draw_not_the_first_in_queue_order(tmp_path):
+    """The old rule spared the first n candidates of the queue (chosen by the grid's order, the
+    same in every study): here, for a seed whose draw differs, the first queued is not spared."""
+    queued = _queued(_cfg(tmp_path))
+    assert len(queued) == 6
+    for seed in range(20):
+        cfg = _cfg(tmp_path, seed)
+        chosen = draw_spared(cfg)["by_setting"]["{}"]
+        if set(chosen) != set(queued[:2]):
+            break
+    else:
+        pytest.fail("20 seeds all drew the first two in queue order")
+    study = _study(cfg)
+    got = [k for k in queued if spared(study, cfg, Candidate.from_identity(k))]
+    assert sorted(got) == sorted(chosen) and len(got) == 2
+    assert set(got) != set(queued[:2])  # the old queue-order choice
+
+
+def test_the_draw_is_uniform_over_the_candidates_and_fixed_by_the_seed(tmp_path):
+    queued = _queued(_cfg(tmp_path))
+    counts = dict.fromkeys(queued, 0)
+    reps = 300
+    for seed in range(reps):
+        draw = draw_spared(_cfg(tmp_path, seed))
+        assert draw == draw_spared(_cfg(tmp_path, seed))  # the seed fixes it
+        chosen = draw["by_setting"]["{}"]
+        assert len(set(chosen)) == 2 and set(chosen) <= set(queued)
+        for k in chosen:
+            counts[k] += 1
+    # each of 6 candidates spared in 1/3 of the studies: 100 of 300, sd 8.2
+    assert all(60 <= c <= 140 for c in counts.values()), counts
+
+
+def test_the_draw_is_per_setting_and_never_uniform(tmp_path):
+    lr = {"type": "categorical", "choices": [0.001, 0.003]}
+    cfg = tiny_config(tmp_path, space={"dimensions": {**SIX, "train.lr": lr}},
+                      search={"pruner": "median", "unpruned_candidates": 2})  # fmt: skip
+    by = draw_spared(cfg)["by_setting"]
+    assert sorted(by) == ['{"train.lr": 0.001}', '{"train.lr": 0.003}']
+    for setting, keys in by.items():
+        assert len(keys) == 2
+        for k in keys:
+            c = Candidate.from_identity(k)
+            assert not is_control(c) and json.dumps({"train.lr": c["train.lr"]}) == setting
+    assert draw_spared(_cfg(tmp_path, n=0)) is None
+    assert draw_spared(_cfg(tmp_path, pruner="none")) is None
+
+
+def test_recorded_in_the_run_dir_before_the_first_trial_and_read_back_on_resume(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg = _cfg(tmp_path, 3)
+    study = optuna.create_study()
+    choice = record_spared(study, cfg, run)
+    assert not study.get_trials()  # before any trial
+    assert json.loads(RunDir(run).spared.read_text()) == choice == draw_spared(cfg)
+    assert json.loads(study.user_attrs[SPARED_CHOICE]) == choice
+    write_initial_queue(study, cfg)
+    # a resume under another seed reads the record back, never draws again
+    other = _cfg(tmp_path, 4)
+    assert draw_spared(other) != choice
+    assert record_spared(study, other, run) == choice
+    # a study whose attribute is lost still reads the run dir's record
+    fresh = optuna.create_study()
+    fresh.enqueue_trial({}, user_attrs={CANDIDATE: _queued(cfg)[0]})
+    assert record_spared(fresh, other, run) == choice
+    assert json.loads(fresh.user_attrs[SPARED_CHOICE]) == choice
+
+
+def test_a_run_an_older_version_started_keeps_the_queue_order_rule(tmp_path):
+    cfg = _cfg(tmp_path, 5)
+    study = optuna.create_study()
+    write_initial_queue(study, cfg)  # trials, and no draw recorded
+    assert record_spared(study, cfg, None) is None and SPARED_CHOICE not in study.user_attrs
+    queued = _queued(cfg)
+    assert [spared(study, cfg, Candidate.from_identity(k)) for k in queued] == [True, True] + [
+        False] * 4  # fmt: skip
+
+
+def test_create_run_records_the_draw_before_queueing(tmp_path):
+    run = tmp_path / "run"
+    cfg = _cfg(tmp_path, 7)
+    study = runner._create_run(run, cfg, f"sqlite:///{run / 'optuna.db'}", "tiny")
+    assert json.loads(RunDir(run).spared.read_text()) == draw_spared(cfg)
+    assert json.loads(study.user_attrs[SPARED_CHOICE]) == draw_spared(cfg)
+
+
+def test_a_sampler_spares_each_new_candidate_with_probability_n_over_planned(tmp_path):
+    cfg = _cfg(tmp_path, 1, sampler="random", n_trials=8)
+    draw = draw_spared(cfg)
+    assert draw == {"rule": "sampled", "seed": 1, "n": 2, "probability": 0.25}
+    study = optuna.create_study()
+    record_spared(study, cfg, None)
+    cands = [{"shape": "cosine", "r_start": 0.5 + i / 4000} for i in range(4000)]
+    got = [spared(study, cfg, c) for c in cands]
+    assert abs(sum(got) / len(got) - 0.25) < 4 * (0.25 * 0.75 / len(got)) ** 0.5
+    # decided by (seed, candidate): the same on every ask (seed repeats, retries, resumes)
+    assert [spared(study, cfg, c) for c in cands[:50]] == got[:50]
+    assert not spared(study, cfg, {"shape": "uniform"})
