@@ -147,9 +147,9 @@ def test_a_sampler_spares_each_new_candidate_with_probability_n_over_planned(tmp
     assert draw == {"rule": "sampled", "seed": 1, "n": 2, "probability": 0.25}
     study = optuna.create_study()
     record_spared(study, cfg, None)
-    cands = [{"shape": "cosine", "r_start": 0.5 + i / 4000} for i in range(4000)]
+    cands = [Candidate({"shape": "cosine", "r_start": 0.5 + i / 4000}) for i in range(4000)]
     got = [spared(study, cfg, c) for c in cands]
     assert abs(sum(got) / len(got) - 0.25) < 4 * (0.25 * 0.75 / len(got)) ** 0.5
     # decided by (seed, candidate): the same on every ask (seed repeats, retries, resumes)
     assert [spared(study, cfg, c) for c in cands[:50]] == got[:50]
-    assert not spared(study, cfg, {"shape": "uniform"})
+    assert not spared(study, cfg, Candidate({"shape": "uniform"}))

@@ -276,17 +276,15 @@ class Interaction(NamedTuple):
 
 def _setting_values(trials: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Each setting label's settings ({"train.lr": 0.003}), read from the trials' params."""
-    import json
-
-    from tlmsearch.widths.space import settings_of
+    from tlmsearch.widths.candidate import IDENTITY, Candidate
 
     out: dict[str, dict[str, Any]] = {}
-    if "setting" not in trials or "params_json" not in trials:
+    if "setting" not in trials or IDENTITY not in trials:
         return out
-    for label, p in zip(trials["setting"], trials["params_json"], strict=True):
+    for label, p in zip(trials["setting"], trials[IDENTITY], strict=True):
         if isinstance(label, str) and label and label not in out and isinstance(p, str) and p:
             try:
-                out[label] = settings_of(json.loads(p))
+                out[label] = Candidate.from_identity(p).settings
             except (TypeError, ValueError):
                 continue
     return out
