@@ -103,8 +103,8 @@ def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float])
     """:class:`TwoWay` of value ~ row + block (an intercept, row and block effects).
 
     >>> f = two_way(["u", "u", "a", "a"], [0, 1, 0, 1], [1.0, 2.0, 1.5, 2.1])
-    >>> f.rank, [round(r, 4) for r in f.resid], [round(h, 4) for h in f.leverage]
-    (3, [0.1, -0.1, -0.1, 0.1], [0.75, 0.75, 0.75, 0.75])
+    >>> f.rank, f.resid.round(4).tolist(), f.leverage.round(4).tolist()
+    (3, [-0.1, 0.1, 0.1, -0.1], [0.75, 0.75, 0.75, 0.75])
     """
     y = np.asarray(values, dtype="float64")
     codes, names = pd.factorize(pd.Series(list(rows), dtype="object"))
