@@ -89,7 +89,10 @@ class TwoWay:
     codes: np.ndarray  # each cell's row (index into names)
     names: pd.Index  # the rows, in order of first appearance
     n: np.ndarray  # cells per row
-    u: np.ndarray  # cells x r: W (W'W)^+1/2, so the block part of H is u u'
+    means: np.ndarray  # rows x blocks: each row's share of its cells in each block
+    vec: np.ndarray  # blocks x r: an orthonormal basis of W's row space (W'W's eigenvectors)
+    lam: np.ndarray  # r: their eigenvalues
+    u: np.ndarray  # cells x r: W vec / sqrt(lam), so the block part of H is u u'
     resid: np.ndarray  # the fit's residuals, cell by cell
     rank: int  # rank of the design: rows + r
 
@@ -97,6 +100,20 @@ class TwoWay:
     def leverage(self) -> np.ndarray:
         """H's diagonal, cell by cell: 1 / n_row + |u_k|^2."""
         return 1.0 / self.n[self.codes] + (self.u * self.u).sum(axis=1)
+
+    def contrast(self, rows: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """a with a'y the least-squares estimate of sum_j weights_j tau_(rows_j) (row effects,
+        weights summing to 0), None where that is not estimable (rows in unconnected parts of
+        the design). A row's effect is its mean less its cells' block effects, so
+        a = sum_j w_j (g_j / n_j - W K m_j) with m_j the row's block shares, K = (W'W)^+;
+        estimable when sum_j w_j m_j lies in W's row space."""
+        m = weights @ self.means[rows]
+        along = self.vec.T @ m
+        if not np.allclose(m - self.vec @ along, 0.0, atol=1e-8):
+            return None
+        per_row = np.zeros(len(self.names))
+        np.add.at(per_row, rows, weights / self.n[rows])
+        return per_row[self.codes] - self.u @ (along / np.sqrt(self.lam))
 
 
 def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float]) -> TwoWay:
@@ -121,7 +138,8 @@ def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float])
     u = w @ (vec[:, keep] / np.sqrt(lam[keep]))
     centred = y - (np.bincount(codes, weights=y, minlength=n_rows) / np.maximum(n, 1.0))[codes]
     resid = centred - u @ (u.T @ centred)
-    return TwoWay(codes, pd.Index(names), n, u, resid, n_rows + int(keep.sum()))
+    return TwoWay(codes, pd.Index(names), n, means, vec[:, keep], lam[keep], u, resid,
+                  n_rows + int(keep.sum()))  # fmt: skip
 
 
 def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarray:
