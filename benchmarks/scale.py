@@ -206,7 +206,12 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         wall, peak = drive(["run", str(path)], log, env)
     else:
 
-        def stop() -> bool:
+        polled = [0.0]
+
+        def stop() -> bool:  # every 5 s: a poll reads the whole study from the storage
+            if time.time() - polled[0] < 5.0:
+                return False
+            polled[0] = time.time()
             return _finished(url, name) >= kill_at * n
 
         wall, peak = drive(["run", str(path)], log, env, stop)
