@@ -318,10 +318,12 @@ def test_two_rows_have_no_own_variances_only_their_sum() -> None:
 def _dense_row_fit(rows, blocks, values):
     """row_fit as it was, from the cells x cells residual projection (pinv of the design): the
     reference the structured fit must equal."""
-    from tlmsearch.stats.noise import _block_design
-
     y = np.asarray(values, dtype="float64")
-    x = _block_design(rows, blocks)
+    r_codes = pd.factorize(pd.Series(list(rows), dtype="object").astype(str))[0]
+    b_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
+    x = np.column_stack([np.ones(len(y))]
+                        + [(r_codes == k).astype(float) for k in range(1, r_codes.max() + 1)]
+                        + [(b_codes == k).astype(float) for k in range(1, b_codes.max() + 1)])
     m = np.eye(len(y)) - x @ np.linalg.pinv(x)
     m[np.abs(m) < 1e-12] = 0.0
     resid = m @ y

@@ -142,17 +142,6 @@ def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float])
                   n_rows + int(keep.sum()))  # fmt: skip
 
 
-def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarray:
-    """The design matrix of value ~ candidate + block: intercept, then dummies (first levels
-    dropped)."""
-    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
-    s_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
-    cols = [np.ones(len(c_codes))]
-    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
-    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
-    return np.column_stack(cols)
-
-
 def block_noise(
     trials: pd.DataFrame,
     value: str,
@@ -286,7 +275,5 @@ def interaction(
     # indicators and P the projection onto candidate + seed: S, the cells per block, in a
     # complete balanced grid, less where settings hold different numbers of cells
     z = pd.get_dummies(pd.Series(blocks)).to_numpy(dtype="float64")
-    x = _block_design(cands, seeds)
-    resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
-    c = float((resid * resid).sum()) / df_x
+    c = sum(float(r @ r) for r in (two_way(cands, seeds, col).resid for col in z.T)) / df_x
     return var_e, int(df_in), ms_x, int(df_x), c
