@@ -222,8 +222,8 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         polled = [0.0]
 
         def stop() -> bool:  # every 5 s: a poll reads the whole study from the storage
-            if time.time() - polled[0] < 5.0:
-                return False
+            if time.time() - polled[0] < 5.0 or not (run / "study.yaml").exists():
+                return False  # before the driver made its storage, a poll would race it
             polled[0] = time.time()
             return _finished(url, name) >= kill_at * n
 
