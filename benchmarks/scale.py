@@ -219,13 +219,16 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         wall, peak, cpu = drive(["run", str(path)], log, env)
     else:
 
-        polled = [0.0]
+        polled, ready = [0.0], [False]
 
         def stop() -> bool:  # every 5 s: a poll reads the whole study from the storage
-            if time.time() - polled[0] < 5.0 or not (run / "study.yaml").exists():
-                return False  # before the driver made its storage, a poll would race it
+            if time.time() - polled[0] < 5.0:
+                return False
             polled[0] = time.time()
-            return _finished(url, name) >= kill_at * n
+            # the driver says how many trials it runs once its storage exists: a poll before
+            # then would make the SQLite tables while the driver does, and the driver dies
+            ready[0] = ready[0] or "trial(s) to run" in log.read_text(errors="replace")
+            return ready[0] and _finished(url, name) >= kill_at * n
 
         wall, peak, cpu = drive(["run", str(path)], log, env, stop)
         killed_at = _finished(url, name)
