@@ -16,7 +16,10 @@ subprocess. Per row:
   datetime_start`` (ask -> Ray schedules it -> its evals reported and pruned or not -> tell); the
   simulated trial itself takes ~0 s. ``growth``: the median of the last tenth of the trials over
   the first tenth's (flat = 1).
-- ``s_per_trial``: the run's wall time (Ray's start included) over its trials.
+- ``s_per_trial``: the run's wall time (Ray's start included) over its trials;
+  ``cpu_ms_per_trial``: the driver process's own CPU time (user + system, its start, the
+  final tables and report included; Ray's processes not counted) over its trials, which a
+  loaded machine stretches less than wall time.
 - ``storage_mb``: optuna.db, optuna.journal, or PostgreSQL's database growth.
 - ``driver_mb``: the driver process's peak RSS (``VmHWM``; Ray's own processes not counted).
 - ``status_s``, ``export_s``, ``report_s``: ``tlmsearch status / export --format csv / report``,
@@ -98,6 +101,14 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """The process's own CPU seconds so far (user + system; not its children's)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float("nan")
+
+
 def _tree(root: int) -> list[int]:
     """``root``'s live descendants (Ray's helpers outlive a SIGKILLed driver)."""
     kids: dict[int, list[int]] = {}
@@ -116,15 +127,17 @@ def _tree(root: int) -> list[int]:
 
 def drive(
     args: list[str], log: Path, env: dict[str, str], stop: Any = None
-) -> tuple[float, float]:
-    """Run ``tlmsearch ARGS``, polling the driver's peak RSS; SIGKILL it (and the Ray helpers it
-    started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB)."""
-    t0, peak = time.time(), 0.0
+) -> tuple[float, float, float]:
+    """Run ``tlmsearch ARGS``, polling the driver's peak RSS and CPU time; SIGKILL it (and the
+    Ray helpers it started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB, CPU
+    seconds of the driver process, as last seen: within 0.5 s of its end)."""
+    t0, peak, cpu = time.time(), 0.0, 0.0
     with log.open("a") as out:
         proc = subprocess.Popen([*CLI, *args], stdout=out, stderr=out, env=env, cwd=ROOT)
     try:
         while proc.poll() is None:
             peak = max(peak, _peak_rss_mb(proc.pid))
+            cpu = max(cpu, _cpu_s(proc.pid))
             if stop is not None and stop():
                 helpers = _tree(proc.pid)
                 os.kill(proc.pid, signal.SIGKILL)
@@ -139,7 +152,7 @@ def drive(
             proc.kill()
     if stop is None and proc.returncode != 0:
         raise SystemExit(f"`tlmsearch {' '.join(args)}` exited {proc.returncode}: see {log}")
-    return time.time() - t0, peak
+    return time.time() - t0, peak, cpu
 
 
 def _timed(args: list[str], env: dict[str, str]) -> float:
@@ -203,16 +216,24 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
     pg0 = _pg_size() if storage == "postgresql" else 0.0
     row: dict[str, Any] = {"storage": storage, "trials": n}
     if kill_at is None:
-        wall, peak = drive(["run", str(path)], log, env)
+        wall, peak, cpu = drive(["run", str(path)], log, env)
     else:
 
-        def stop() -> bool:
-            return _finished(url, name) >= kill_at * n
+        polled, ready = [0.0], [False]
 
-        wall, peak = drive(["run", str(path)], log, env, stop)
+        def stop() -> bool:  # every 5 s: a poll reads the whole study from the storage
+            if time.time() - polled[0] < 5.0:
+                return False
+            polled[0] = time.time()
+            # the driver says how many trials it runs once its storage exists: a poll before
+            # then would make the SQLite tables while the driver does, and the driver dies
+            ready[0] = ready[0] or "trial(s) to run" in log.read_text(errors="replace")
+            return ready[0] and _finished(url, name) >= kill_at * n
+
+        wall, peak, cpu = drive(["run", str(path)], log, env, stop)
         killed_at = _finished(url, name)
-        w2, p2 = drive(["resume", str(run)], log, env)
-        wall, peak = wall + w2, max(peak, p2)
+        w2, p2, c2 = drive(["resume", str(run)], log, env)
+        wall, peak, cpu = wall + w2, max(peak, p2), cpu + c2
         row["killed_at"] = killed_at
     secs, total = _overheads(url, name)
     k = max(1, len(secs) // 10)
@@ -221,6 +242,7 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
         "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
         "s_per_trial": round(wall / len(secs), 3),
+        "cpu_ms_per_trial": round(1000 * cpu / len(secs), 1),
         "driver_mb": round(peak),
     })  # fmt: skip
     if kill_at is not None:  # every planned trial once: n sampled + uniform's, none twice

@@ -441,6 +441,24 @@ def test_without_tokens_per_trial_there_is_no_eta(capsys):
     assert line.endswith("ETA ?]")
 
 
+def test_a_simulated_trial_shows_no_tokens_per_second_and_the_eta_counts_trials(capsys):
+    # old code: a simulated eval (8,192 tokens in a millisecond) read "8,192,000 tok/s, ETA 0s"
+    clock = _Clock()
+    p, trials = _three_at_once(clock, min_interval_s=0, simulated=True)
+    a = trials[0]
+    clock.t += 10
+    p.on_trial_result(0, trials, a, _eval(400_000, 0.001, 2.5))
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("EVAL     uniform (seed 0): 400,000/2,000,000 tokens (20%), "
+                           "val_bpb 2.5000, simulated   [")  # fmt: skip
+    assert "tok/s" not in line and line.endswith("ETA ?]")  # nothing finished yet
+    a.last_result = {"final": True, "status": "completed", "val_bpb": 2.5, "tokens": 2_000_000}
+    p.on_trial_complete(1, trials, a)
+    (line,) = capsys.readouterr().out.splitlines()
+    # one of three trials in 10 s: two left, 20 s
+    assert "trials 1/3" in line and line.endswith("ETA 20s]"), line
+
+
 def _checkpointed(tmp: Path, name: str, final: bool = False) -> Path:
     """A trial folder with one intermediate checkpoint (and a final one)."""
     from tlmsearch.train import checkpoints

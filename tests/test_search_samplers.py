@@ -341,9 +341,15 @@ def test_an_attention_only_taper_is_queued_as_a_candidate_not_a_control(tmp_path
     assert queued == {json.dumps(UNIFORM): True, json.dumps(ATTENTION_ONLY, sort_keys=True): False}
 
 
-def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path):
-    # uniform MLPs in both: equal widths, but other heads per layer are another model
-    from tlmsearch.search.samplers import find_twin
+@pytest.mark.parametrize("indexed", [False, True])
+def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path, indexed):
+    # uniform MLPs in both: equal widths, but other heads per layer are another model; with
+    # the searcher's index (each complete trial read once) trials that finish later are found
+    import pickle
+
+    from tlmsearch.search.samplers import TwinIndex, find_twin
+
+    index = TwinIndex() if indexed else None
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
     study = optuna.create_study()
@@ -359,7 +365,7 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path):
     assert cfg.model.plan(ATTENTION_ONLY).heads == (3, 1)
     assert cfg.model.plan(grow).heads == (1, 3)
     def twin(cand: dict) -> int | None:
-        found = find_twin(study, cfg, cand, 0)
+        found = find_twin(study, cfg, cand, 0, index)
         return None if found is None else found.number
 
     assert twin(ATTENTION_ONLY) is None
@@ -369,3 +375,5 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path):
     taper = finished(ATTENTION_ONLY, [3, 1])
     assert twin(ATTENTION_ONLY) == taper.number
     assert twin(grow) is None
+    if index is not None:  # Ray pickles the searcher: the index is rebuilt, not stored
+        assert index._seen and not pickle.loads(pickle.dumps(index))._seen

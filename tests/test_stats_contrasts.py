@@ -361,3 +361,48 @@ def test_a_noise_of_exactly_zero_decides_as_the_effects_do() -> None:
     assert c.loc["cosine 1.5->0.5 vs uniform", "se"] == 0.0
     assert c.loc["cosine 1.5->0.5 vs uniform", "word"] == BETTER
     assert c.loc["linear 0.5->1.5 vs uniform", "word"] == EQUIVALENT
+
+
+def _pinv_weights(keys, seeds, weights):
+    """A contrast's cell weights as they were: pinv(X)' l on the design's columns (intercept,
+    row dummies past the first row, seed dummies), None where l pinv(X) X != l."""
+    k_codes, k_names = pd.factorize(pd.Series(list(keys), dtype="object"))
+    s_codes = pd.factorize(pd.Series([str(x) for x in seeds], dtype="object"))[0]
+    cols = [np.ones(len(keys))]
+    cols += [(k_codes == j).astype(float) for j in range(1, len(k_names))]
+    cols += [(s_codes == j).astype(float) for j in range(1, s_codes.max() + 1)]
+    x = np.column_stack(cols)
+    pinv = np.linalg.pinv(x)
+    column = {name: j for j, name in enumerate(k_names)}
+    idx = [column[k] for k, w in weights.items() if w != 0.0 and column[k] > 0]
+    lv = np.array([weights[k_names[j]] for j in idx])
+    lvec = np.zeros(x.shape[1])
+    lvec[idx] = lv
+    if not np.allclose(lv @ (pinv @ x)[idx, :], lvec, atol=1e-8):
+        return None
+    return pinv[idx, :].T @ lv
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(2, 8), st.integers(1, 5), st.floats(0.0, 0.6), st.integers(0, 2**32 - 1))
+def test_a_contrasts_cell_weights_are_the_pseudo_inverses(n_rows, n_seeds, drop, seed) -> None:
+    # the structured fit (no cells x columns pseudo-inverse) gives the same weights and the same
+    # estimability on any design: cells missing anywhere, rows in unconnected parts
+    from tlmsearch.stats.contrasts import _Fit, _weights_on_cells
+    from tlmsearch.stats.noise import two_way
+
+    rng = np.random.default_rng(seed)
+    cells = [(f"r{r}", s) for r in range(n_rows) for s in range(n_seeds) if rng.random() >= drop]
+    names = sorted({r for r, _ in cells})
+    if len(names) < 2:
+        return
+    keys, seeds = [r for r, _ in cells], [s for _, s in cells]
+    y = rng.normal(size=len(cells))
+    fit = _Fit(tuple(keys), two_way(keys, [str(s) for s in seeds], y), y)
+    picked = rng.choice(names, size=min(len(names), int(rng.integers(2, 5))), replace=False)
+    w = rng.normal(size=len(picked))
+    weights = dict(zip(picked, w - w.mean(), strict=True))
+    got, want = _weights_on_cells(fit, weights), _pinv_weights(keys, seeds, weights)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert got == pytest.approx(want, abs=1e-9)

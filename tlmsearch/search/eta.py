@@ -148,18 +148,24 @@ def progress_text(
     value: Any,
     rate: float | None,
     eta_s: float | None,
+    simulated: bool = False,
 ) -> str:
     """One running trial: ``800,000/2,000,000 tokens (40%), val_bpb 2.3456, 4,000 tok/s, ETA
-    5m00s`` (parts not known yet are left out; the ETA says ``?``).
+    5m00s`` (parts not known yet are left out; the ETA says ``?``). A ``simulated`` trial
+    (``train.backend: simulate``) trains nothing: no speed or ETA, it says so instead.
 
     >>> progress_text(800_000, 2_000_000, "val_bpb", 2.34562, 4000.0, 300.0)
     '800,000/2,000,000 tokens (40%), val_bpb 2.3456, 4,000 tok/s, ETA 5m00s'
+    >>> progress_text(800_000, 2_000_000, "val_bpb", 2.34562, 4e9, 0.0, simulated=True)
+    '800,000/2,000,000 tokens (40%), val_bpb 2.3456, simulated'
     """
     parts = [f"{int(tokens):,} tokens"]
     if total:
         parts = [f"{int(tokens):,}/{int(total):,} tokens ({100 * tokens / total:.0f}%)"]
     if finite(value):
         parts.append(f"{metric} {value:.4f}")
+    if simulated:
+        return ", ".join([*parts, "simulated"])
     if _rate_ok(rate):
         parts.append(f"{rate:,.0f} tok/s")
     parts.append(f"ETA {format_eta(eta_s)}")

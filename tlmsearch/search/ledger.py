@@ -17,6 +17,7 @@ from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import records
 from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
 from tlmsearch.search.records import clean, finite
+from tlmsearch.search.storage import set_user_attrs
 from tlmsearch.widths.profiles import LAYERED
 
 # per-layer lists: widths, heads and the depth profiles (lr_profile, init_profile)
@@ -47,32 +48,33 @@ class TrialLedger:
             ot.set_user_attr("reason", reason)
 
     def record(self, ot: Any, trial: Any, result: dict) -> None:
-        """One result: an eval (curve row) or the final report."""
+        """One result: an eval (curve row) or the final report, in one storage transaction."""
         curve = self._curves.setdefault(trial.trial_id, [])
+        attrs: dict[str, Any] = {}
         if not result.get("final"):
             tokens = result.get("tokens")
             if curve and finite(tokens) and finite(curve[-1].get("tokens")):
                 # a retried trial starts again: its evals replace the lost attempt's
                 curve[:] = [ev for ev in curve if ev["tokens"] < tokens]
             curve.append({k: clean(result.get(k)) for k in EVAL_KEYS})
-            ot.set_user_attr("curve", curve)
+            attrs["curve"] = curve
         if len(curve) <= 1 or result.get("final"):
-            # each attribute is a storage transaction (a commit, a server round trip): the final
-            # report writes only the facts that changed since the first eval (a multi-worker
-            # trial's nodes), not all of them again
+            # the final report writes only the facts that changed since the first eval (a
+            # multi-worker trial's nodes), not all of them again
             have = ot.user_attrs if result.get("final") else {}
             for k in STATIC_KEYS:
                 if k in result:
                     value = result[k] if k in LAYER_KEYS else clean(result[k])
                     if k not in have or have[k] != value:
-                        ot.set_user_attr(k, value)
+                        attrs[k] = value
         if result.get("final") and result.get("traceback"):  # the trial raised
-            ot.set_user_attr("traceback", str(result["traceback"]))
-        ot.set_user_attr("metrics", {k: clean(result.get(k)) for k in EVAL_KEYS})
-        ot.set_user_attr("reported_at", time.time())  # `tlmsearch status`: age of the last eval
+            attrs["traceback"] = str(result["traceback"])
+        attrs["metrics"] = {k: clean(result.get(k)) for k in EVAL_KEYS}
+        attrs["reported_at"] = time.time()  # `tlmsearch status`: age of the last eval
         ckpt = getattr(trial, "checkpoint", None)  # Ray registers a report's checkpoint after it
         if ckpt is not None and ot.user_attrs.get("checkpoint") != ckpt.path:
-            ot.set_user_attr("checkpoint", ckpt.path)
+            attrs["checkpoint"] = ckpt.path
+        set_user_attrs(ot, attrs)
 
     def forget(self, trial_id: str) -> None:
         """The trial is over for this session."""

@@ -76,6 +76,7 @@ class LiveProgress(Callback):
         trial_tokens: int | None = None,
         min_interval_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        simulated: bool = False,
     ) -> None:
         self.planned = planned
         self.metric = metric
@@ -84,6 +85,9 @@ class LiveProgress(Callback):
         self.concurrency = max(1, concurrency)
         self.trial_tokens = trial_tokens
         self.min_interval_s = min_interval_s
+        # train.backend simulate: a trial's tokens take no time, so no tokens/s, and the
+        # study's ETA from the trials this session finished per second
+        self.simulated = simulated
         self.prior = prior or {}
         self.best: tuple[float, str] | None = (
             (prior_best, "earlier session") if prior_best is not None else None
@@ -154,11 +158,16 @@ class LiveProgress(Callback):
 
     def eta(self, trials: list[Any], finished: int | None = None) -> float | None:
         """Seconds left in the study (:func:`.eta.study_eta`); None while unknown."""
-        if not self.trial_tokens:
+        if not self.trial_tokens and not self.simulated:
             return None
         if finished is None:
             c = self.tally(trials)
             finished = c["complete"] + c["pruned"] + c["failed"]
+        if self.simulated:
+            done = finished - sum(self.prior.values())
+            elapsed = self._clock() - self.start
+            left = max(0, self.planned - finished)
+            return elapsed / done * left if done > 0 else None
         running = [r for _, r in self._running(trials)]
         queued = max(0, self.planned - finished - len(running))
         return study_eta(
@@ -172,9 +181,8 @@ class LiveProgress(Callback):
         label = describe(trial.config.get("candidate", {}))
         evals = self._evals.get(trial.trial_id) or [{}]
         value = evals[-1].get("value")  # Ray updates trial.last_result after the callbacks
-        text = progress_text(
-            info.tokens, self.trial_tokens, self.shown, value, info.rate, self._trial_eta(info)
-        )
+        text = progress_text(info.tokens, self.trial_tokens, self.shown, value, info.rate,
+                             self._trial_eta(info), self.simulated)  # fmt: skip
         return f"{label} (seed {trial.config.get('seed')}): {text}"
 
     def panel(self, trials: list[Any]) -> str:
@@ -198,7 +206,8 @@ class LiveProgress(Callback):
         info = Running(tokens, self.trial_tokens or 0, trial_rate(evals))
         label = describe(trial.config.get("candidate", {}))
         value, eta_s = result.get(self.shown), self._trial_eta(info)
-        text = progress_text(tokens, self.trial_tokens, self.shown, value, info.rate, eta_s)
+        text = progress_text(tokens, self.trial_tokens, self.shown, value, info.rate, eta_s,
+                             self.simulated)  # fmt: skip
         return f"{'EVAL':8s} {label} (seed {trial.config.get('seed')}): {text}"
 
     def _note_end(self, trial: Any, error: bool = False) -> str | None:

@@ -521,6 +521,7 @@ def _progress(
         prior=prior,
         prior_best=_best_value(run, cfg, study) if finished else None,
         trial_tokens=cfg.train.tokens,
+        simulated=cfg.train.backend == "simulate",
     )
 
 

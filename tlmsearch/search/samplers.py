@@ -39,6 +39,7 @@ from tlmsearch.search.attrs import (
     SPARED_CHOICE,
     STANDS_FOR,
 )
+from tlmsearch.search.storage import set_user_attrs
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import UNIFORM, SearchSpace
 
@@ -318,6 +319,7 @@ class SpaceFn:
         self.seeds = list(cfg.search.seeds)
         self.cfg = cfg
         self._firsts: dict[str, list[str]] = {}  # :func:`spared`'s, per setting, once found
+        self._twins = TwinIndex()  # :func:`find_twin`'s complete trials, read once each
 
     def __call__(self, trial: Any) -> dict[str, Any]:
         attrs = trial.user_attrs
@@ -328,9 +330,7 @@ class SpaceFn:
             return self._config(trial, cand, int(attrs[SEED]))
         cand = Candidate(self.space.suggest(trial))
         seed = self.seeds[0]
-        trial.set_user_attr(SEED, seed)
-        trial.set_user_attr(CANDIDATE, _key(cand))
-        trial.set_user_attr(SAMPLED, True)
+        set_user_attrs(trial, {SEED: seed, CANDIDATE: _key(cand), SAMPLED: True})
         for other in [] if self.cfg.search.racing else self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
         self._control_at(trial.study, cand)
@@ -354,7 +354,7 @@ class SpaceFn:
         if trial.user_attrs.get(RESUME_FROM):
             conf[RESUME_FROM] = trial.user_attrs[RESUME_FROM]
         control = trial.user_attrs.get(CONTROL)  # the baseline is one model per seed anyway
-        twin = None if control else find_twin(trial.study, self.cfg, cand, seed)
+        twin = None if control else find_twin(trial.study, self.cfg, cand, seed, self._twins)
         if twin is not None:
             trial.set_user_attr(SAME_AS, twin.number)
             conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
@@ -492,7 +492,8 @@ def _first_in_order(study: Any, cfg: StudyConfig, cand: Candidate,
     return mine in first
 
 
-def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int) -> Any:
+def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int,
+              index: TwinIndex | None = None) -> Any:  # fmt: skip
     """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths and attention
     heads, or None.
 
@@ -501,10 +502,9 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int) -> Any:
     replays the first's curve instead of training it again (its trial says ``same_as``). The
     same widths with other heads per layer (a heads schedule) are another model, as in
     :meth:`StudyConfig.trainings`. A twin still running is not waited for: the candidate then
-    trains.
+    trains. ``index``: the complete trials already read, kept between calls (a complete trial
+    never changes), so an ask reads each trial's attributes once, not once per ask.
     """
-    import optuna
-
     from tlmsearch.widths.schedules import ScheduleError
 
     try:
@@ -514,16 +514,49 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int) -> Any:
     except (ScheduleError, TypeError, ValueError):
         return None  # the trainable reports why it cannot be trained
     widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
-    for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        a = ft.user_attrs
-        # a trial recorded before trials reported heads trained the model's own
-        same_heads = a.get("heads", list(cfg.model.heads)) == heads
-        same = a.get(SEED) == seed and a.get("widths") == widths and same_heads and a.get("curve")
-        if not same:
-            continue
+    index = TwinIndex() if index is None else index
+    for ft in index.same(study, cfg, seed, widths, heads):
         try:
-            if cfg.model.plan(Candidate.from_identity(a.get(CANDIDATE) or "")).key == plan.key:
+            if cfg.model.plan(Candidate.from_identity(ft.user_attrs.get(CANDIDATE) or "")).key \
+                    == plan.key:  # fmt: skip
                 return ft
         except (ScheduleError, TypeError, ValueError):
             continue  # a record this version cannot plan is no twin
     return None
+
+
+class TwinIndex:
+    """The study's COMPLETE trials with a curve by (seed, widths, heads): what
+    :func:`find_twin` compares, read once per trial."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._by: dict[tuple[Any, ...], list[Any]] = {}
+
+    def same(self, study: Any, cfg: StudyConfig, seed: int, widths: list[int],
+             heads: list[int]) -> list[Any]:  # fmt: skip
+        """The complete trials of ``seed`` with these widths and heads, in trial order."""
+        import optuna
+
+        for ft in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if ft.number in self._seen:
+                continue
+            self._seen.add(ft.number)
+            a = ft.user_attrs
+            if not a.get("curve"):
+                continue
+            # a trial recorded before trials reported heads trained the model's own
+            key = _twin_key(a.get(SEED), a.get("widths"), a.get("heads", list(cfg.model.heads)))
+            self._by.setdefault(key, []).append(ft)
+        return sorted(self._by.get(_twin_key(seed, widths, heads), []), key=lambda t: t.number)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # Ray pickles the searcher into its experiment state: rebuilt, not stored
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+def _twin_key(seed: Any, widths: Any, heads: Any) -> tuple[Any, ...]:
+    return (seed, None if widths is None else tuple(widths),
+            None if heads is None else tuple(heads))  # fmt: skip

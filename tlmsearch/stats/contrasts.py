@@ -19,10 +19,11 @@ mixed model with seed and seed x setting random effects would, without estimatin
 variances: with 2-3 seeds those estimates sit on the boundary (zero) in many studies and
 ``statsmodels`` MixedLM warns of non-convergence there. The blocks nest in settings, so the fit
 is one block-design fit per setting (:func:`tlmsearch.stats.block_fit`), and each setting keeps
-its own noise model (:func:`tlmsearch.stats.row_noise`: each row, uniform or a candidate, on its
-own variance where its seeds show it noisier; a high LR's seeds scatter several times more than
-a low one's). A contrast is a'y with a = pinv(X)' L; its variance sum_k a_k^2 sigma_k^2 adds the
-settings' pooled and own variance components, with Satterthwaite's df (rounded down).
+its own noise model (:func:`tlmsearch.stats.row_noise`: each row, uniform or a candidate, on
+its own variance where its seeds show it noisier; a high LR's seeds scatter several times more
+than a low one's). A contrast is a'y with a the least-squares weights of L
+(:meth:`TwoWay.contrast`); its variance sum_k a_k^2 sigma_k^2 adds the settings' pooled and own
+variance components, with Satterthwaite's df (rounded down).
 
 The words (better, worse, equivalent within +-d, inconclusive) are decided over the family of
 all the contrasts (:mod:`tlmsearch.stats.words`).
@@ -41,8 +42,13 @@ import pandas as pd
 
 from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
-from tlmsearch.stats.noise import Noise
-from tlmsearch.stats.questions import Question, _Row, asked, design_rows
+from tlmsearch.stats.noise import Noise, TwoWay, two_way
+from tlmsearch.stats.questions import (
+    Question,
+    _Row,
+    asked,
+    design_rows,
+)
 from tlmsearch.stats.rows import OWN, RowNoise
 from tlmsearch.stats.words import INCONCLUSIVE, MIN_DF, decide_words, family_rule
 
@@ -73,32 +79,22 @@ CONTRAST_COLUMNS = (
 
 @dataclass(frozen=True)
 class _Fit:
-    """One setting's block-design fit, value ~ row + seed: its rows' keys per cell, the design
-    and its pseudo-inverse, the values."""
+    """One setting's block-design fit, value ~ row + seed (:class:`~tlmsearch.stats.noise.TwoWay`,
+    in its structure: no cells x columns pseudo-inverse): its rows' keys per cell, the values."""
 
     keys: tuple[Any, ...]  # per cell
-    names: tuple[Any, ...]  # the distinct rows, in the design's column order
-    x: np.ndarray
-    pinv: np.ndarray
+    two: TwoWay
     y: np.ndarray
-
-    @functools.cached_property
-    def projection(self) -> np.ndarray:
-        """pinv x: l is estimable exactly when l pinv x = l (once per fit, not per contrast)."""
-        return self.pinv @ self.x
 
     @functools.cached_property
     def cells(self) -> dict[Any, int]:
         """Each row's number of cells in this fit."""
-        out: dict[Any, int] = {}
-        for k in self.keys:
-            out[k] = out.get(k, 0) + 1
-        return out
+        return {name: int(n) for name, n in zip(self.two.names, self.two.n, strict=True)}
 
     @functools.cached_property
     def column(self) -> dict[Any, int]:
-        """Each row's design column (the first row is the intercept's, column 0)."""
-        return {name: j for j, name in enumerate(self.names)}
+        """Each row's index in the fit."""
+        return {name: j for j, name in enumerate(self.two.names)}
 
 
 def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
@@ -112,14 +108,8 @@ def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
     out = {}
     for s, done in by.items():
         keys, seeds, ys = zip(*done, strict=True)
-        k_codes, k_names = pd.factorize(pd.Series(list(keys), dtype="object"))
-        s_codes = pd.factorize(pd.Series([str(x) for x in seeds], dtype="object"))[0]
-        cols = [np.ones(len(ys))]
-        cols += [(k_codes == j).astype(float) for j in range(1, len(k_names))]
-        cols += [(s_codes == j).astype(float) for j in range(1, s_codes.max() + 1)]
-        x = np.column_stack(cols)
-        out[s] = _Fit(tuple(keys), tuple(k_names), x, np.linalg.pinv(x),
-                      np.asarray(ys, dtype="float64"))  # fmt: skip
+        y = np.asarray(ys, dtype="float64")
+        out[s] = _Fit(tuple(keys), two_way(keys, [str(x) for x in seeds], y), y)
     return out
 
 
@@ -130,17 +120,15 @@ def _weights_on_cells(fit: _Fit, weights: Mapping[Any, float]) -> np.ndarray | N
         return None
     if not math.isclose(sum(w for k, w in weights.items() if k in fit.column), 0.0, abs_tol=1e-9):
         return None
-    # l is sparse (a contrast reads a few rows): only its non-zero columns enter the products,
-    # so a study of k candidates costs k contrasts x k, not k x k^2
-    cols = [fit.column[k] for k, w in weights.items() if w != 0.0 and fit.column[k] > 0]
-    lv = np.array([weights[fit.names[j]] for j in cols], dtype="float64")
-    lvec = np.zeros(fit.x.shape[1])
-    lvec[cols] = lv
-    if not np.allclose(lv @ fit.projection[cols, :], lvec, atol=1e-8):
+    # l is sparse (a contrast reads a few rows): only its rows enter, so a study of k
+    # candidates costs k contrasts x cells, not k x k^2
+    idx = np.array([fit.column[k] for k, w in weights.items() if w != 0.0], dtype=int)
+    lv = np.array([weights[fit.two.names[j]] for j in idx], dtype="float64")
+    a = fit.two.contrast(idx, lv)
+    if a is None:
         return None
-    a = fit.pinv[cols, :].T @ lv
-    # the pseudo-inverse's rounding leaves ~1e-17 on cells the contrast does not read: zero,
-    # so that only the rows it reads bring their variance (and their df) into it
+    # rounding leaves ~1e-17 on cells the contrast does not read: zero, so that only the rows
+    # it reads bring their variance (and their df) into it
     a[np.abs(a) <= 1e-12 * max(float(np.abs(a).max()), 1e-300)] = 0.0
     return a
 
@@ -183,9 +171,10 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
         a = _weights_on_cells(fit, w) if fit is not None else None
         if a is None:
             return math.nan, math.nan, 0.0
-        est += float(a @ fit.y)
+        read = np.flatnonzero(a)  # a few rows' cells: a dot over every cell cost more (BLAS)
+        est += float(a[read] @ fit.y[read])
         model = models.get(s, only)
-        for i in np.flatnonzero(a):
+        for i in read:
             c, ai = fit.keys[i], float(a[i])
             part = _cell_variance(model, c)
             if part is None:

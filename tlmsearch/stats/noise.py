@@ -71,24 +71,75 @@ def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[
     y = np.asarray(values, dtype="float64")
     if len(y) == 0:
         return 0.0, 0
-    x = _block_design(candidates, seeds)
-    beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
-    resid = y - x @ beta
-    rss = float(resid @ resid)
+    fit = two_way(candidates, seeds, y)
+    rss = float(fit.resid @ fit.resid)
     if rss <= len(y) * (1e-12 * float(np.abs(y).max())) ** 2:  # rounding, not noise: exactly 0
         rss = 0.0
-    return rss, int(len(y) - rank)
+    return rss, int(len(y) - fit.rank)
 
 
-def _block_design(candidates: Sequence[Any], blocks: Sequence[Any]) -> np.ndarray:
-    """The design matrix of value ~ candidate + block: intercept, then dummies (first levels
-    dropped)."""
-    c_codes = pd.factorize(pd.Series(list(candidates), dtype="object").astype(str))[0]
-    s_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
-    cols = [np.ones(len(c_codes))]
-    cols += [(c_codes == k).astype(float) for k in range(1, c_codes.max() + 1)]
-    cols += [(s_codes == k).astype(float) for k in range(1, s_codes.max() + 1)]
-    return np.column_stack(cols)
+@dataclass(frozen=True)
+class TwoWay:
+    """The least-squares fit of value ~ row + block, kept in its structure: the hat matrix is
+    H = P_G + U U' with P_G the within-row means and U (cells x r) the block indicators
+    centred within their row (W), whitened by W'W's pseudo-inverse (r = rank W). Nothing
+    here is cells x cells or cells x rows, so a fit of 5,000 candidates on 3 seeds costs
+    milliseconds, where the design's pseudo-inverse took minutes."""
+
+    codes: np.ndarray  # each cell's row (index into names)
+    names: pd.Index  # the rows, in order of first appearance
+    n: np.ndarray  # cells per row
+    means: np.ndarray  # rows x blocks: each row's share of its cells in each block
+    vec: np.ndarray  # blocks x r: an orthonormal basis of W's row space (W'W's eigenvectors)
+    lam: np.ndarray  # r: their eigenvalues
+    u: np.ndarray  # cells x r: W vec / sqrt(lam), so the block part of H is u u'
+    resid: np.ndarray  # the fit's residuals, cell by cell
+    rank: int  # rank of the design: rows + r
+
+    @property
+    def leverage(self) -> np.ndarray:
+        """H's diagonal, cell by cell: 1 / n_row + |u_k|^2."""
+        return 1.0 / self.n[self.codes] + (self.u * self.u).sum(axis=1)
+
+    def contrast(self, rows: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """a with a'y the least-squares estimate of sum_j weights_j tau_(rows_j) (row effects,
+        weights summing to 0), None where that is not estimable (rows in unconnected parts of
+        the design). A row's effect is its mean less its cells' block effects, so
+        a = sum_j w_j (g_j / n_j - W K m_j) with m_j the row's block shares, K = (W'W)^+;
+        estimable when sum_j w_j m_j lies in W's row space."""
+        m = weights @ self.means[rows]
+        along = self.vec.T @ m
+        if not np.allclose(m - self.vec @ along, 0.0, atol=1e-8):
+            return None
+        per_row = np.zeros(len(self.names))
+        np.add.at(per_row, rows, weights / self.n[rows])
+        return per_row[self.codes] - self.u @ (along / np.sqrt(self.lam))
+
+
+def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float]) -> TwoWay:
+    """:class:`TwoWay` of value ~ row + block (an intercept, row and block effects).
+
+    >>> f = two_way(["u", "u", "a", "a"], [0, 1, 0, 1], [1.0, 2.0, 1.5, 2.1])
+    >>> f.rank, f.resid.round(4).tolist(), f.leverage.round(4).tolist()
+    (3, [-0.1, 0.1, 0.1, -0.1], [0.75, 0.75, 0.75, 0.75])
+    """
+    y = np.asarray(values, dtype="float64")
+    codes, names = pd.factorize(pd.Series(list(rows), dtype="object"))
+    b_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
+    n_rows, n_blocks = len(names), int(b_codes.max()) + 1 if len(y) else 0
+    n = np.bincount(codes, minlength=n_rows).astype("float64")
+    means = np.zeros((n_rows, n_blocks))
+    np.add.at(means, (codes, b_codes), 1.0)
+    means /= np.maximum(n, 1.0)[:, None]
+    w = -means[codes]
+    w[np.arange(len(y)), b_codes] += 1.0
+    lam, vec = np.linalg.eigh(w.T @ w) if n_blocks else (np.zeros(0), np.zeros((0, 0)))
+    keep = lam > 1e-10 * max(float(lam.max()), 1.0) if lam.size else np.zeros(0, dtype=bool)
+    u = w @ (vec[:, keep] / np.sqrt(lam[keep]))
+    centred = y - (np.bincount(codes, weights=y, minlength=n_rows) / np.maximum(n, 1.0))[codes]
+    resid = centred - u @ (u.T @ centred)
+    return TwoWay(codes, pd.Index(names), n, means, vec[:, keep], lam[keep], u, resid,
+                  n_rows + int(keep.sum()))  # fmt: skip
 
 
 def block_noise(
@@ -224,7 +275,5 @@ def interaction(
     # indicators and P the projection onto candidate + seed: S, the cells per block, in a
     # complete balanced grid, less where settings hold different numbers of cells
     z = pd.get_dummies(pd.Series(blocks)).to_numpy(dtype="float64")
-    x = _block_design(cands, seeds)
-    resid = z - x @ np.linalg.lstsq(x, z, rcond=None)[0]
-    c = float((resid * resid).sum()) / df_x
+    c = sum(float(r @ r) for r in (two_way(cands, seeds, col).resid for col in z.T)) / df_x
     return var_e, int(df_in), ms_x, int(df_x), c

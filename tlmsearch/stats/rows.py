@@ -48,7 +48,7 @@ import pandas as pd
 
 from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruned_in, pruner_selected
-from tlmsearch.stats.noise import Noise, _block_design
+from tlmsearch.stats.noise import Noise, two_way
 
 POOLED, OWN = "pooled", "own"  # where a row's variance comes from
 # the variance models a study's comparisons can use: rows (this module) or pooled (the block
@@ -184,37 +184,53 @@ def row_fit(
     (4, {'u': -0.0067, 'a': 0.02, 'b': 0.05}, 0.0211)
     """
     y = np.asarray(values, dtype="float64")
-    x = _block_design(rows, blocks)
-    pinv = np.linalg.pinv(x)
-    m = np.eye(len(y)) - x @ pinv
-    m[np.abs(m) < 1e-12] = 0.0
-    resid = m @ y
-    rank = int(np.linalg.matrix_rank(x))
-    df = len(y) - rank
+    fit = two_way(rows, blocks, y)
+    codes, names, n = fit.codes, fit.names, fit.n
+    df = len(y) - fit.rank
+    resid = fit.resid
     rss = float(resid @ resid)
     tiny = len(y) * (1e-12 * float(np.abs(y).max())) ** 2 if len(y) else 0.0
     if rss <= tiny:  # rounding, not noise: exactly 0 (as block_fit)
         rss, resid = 0.0, np.zeros_like(resid)
-    codes, names = pd.factorize(pd.Series(list(rows), dtype="object"))
-    g = np.zeros((len(y), len(names)))
-    g[np.arange(len(y)), codes] = 1.0
-    a = g.T @ (m * m) @ g  # A_ir
-    ss = g.T @ (resid * resid)
-    share = g.T @ np.diag(m)  # each row's share of the residual df: E[SS_i] / sigma^2
+    ss = np.bincount(codes, weights=resid * resid, minlength=len(names))
+    # M = I - P_G - u u' (stats.noise.TwoWay). Within row i, sum_k M_kk = n_i - 1 - t_i with
+    # t_i = sum_k |u_k|^2 (row i's share of the residual df); A_ir = sum of M_kj^2 over row i's
+    # cells k and row r's cells j is f_i . f_r with f_i = sum_k vec(u_k u_k') (M_kj = -u_k.u_j
+    # across rows; u sums to 0 within a row), plus n_i - 1 - 2 t_i on the diagonal
+    t = np.bincount(codes, weights=(fit.u * fit.u).sum(axis=1), minlength=len(names))
+    share = n - 1.0 - t
+    r = fit.u.shape[1]
+    f = np.zeros((len(names), r * r))
+    np.add.at(f, codes, (fit.u[:, :, None] * fit.u[:, None, :]).reshape(len(y), r * r))
     informative = share > 1e-9
     own = np.full(len(names), math.nan)
-    sub = np.ix_(informative, informative)
     # Two rows (uniform and one candidate) share every residual (one is minus the other): only
     # their sum is measured, and a least-squares split of it is the linear algebra library's
     # choice, not the data's. Own variances exist where the system pins each of them.
     if informative.any() and df > 0:
-        solved, _, rank, _ = np.linalg.lstsq(a[sub], ss[informative], rcond=1e-9)
-        if rank == informative.sum():
+        solved = _solve_rows(n[informative] - 1.0 - 2.0 * t[informative], f[informative],
+                             ss[informative])  # fmt: skip
+        if solved is not None:
             own[informative] = solved
-    n = g.sum(axis=0)
     out = {name: (float(own[i]), float(ss[i]), float(share[i]), int(n[i]))
            for i, name in enumerate(names)}  # fmt: skip
     return out, rss, df
+
+
+def _solve_rows(d: np.ndarray, f: np.ndarray, ss: np.ndarray) -> np.ndarray | None:
+    """x with (diag(d) + f f') x = ss, None where the system does not pin every x (rank below
+    its size at rcond 1e-9). Woodbury's identity (f has r^2 columns, r = the blocks' rank)
+    where diag(d) and the r^2 x r^2 capacitance are well conditioned; else the explicit
+    rows x rows least squares."""
+    if len(d) and float(np.abs(d).min()) > 1e-6 * max(float(np.abs(d).max()), 1.0):
+        fd = f / d[:, None]
+        cap = np.eye(f.shape[1]) + f.T @ fd
+        if np.linalg.cond(cap) < 1e6:
+            x = ss / d
+            return x - fd @ np.linalg.solve(cap, f.T @ x)
+    a = np.diag(d) + f @ f.T
+    solved, _, rank, _ = np.linalg.lstsq(a, ss, rcond=1e-9)
+    return solved if rank == len(d) else None
 
 
 def row_noise(
