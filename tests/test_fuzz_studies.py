@@ -9,7 +9,9 @@ present in a shipped study or not. Every case must end with exit 0 or 2 and no t
 within a time limit, and the whole loop runs in a child process under an address-space cap
 (``RLIMIT_AS``): a size that is not bounded before something is allocated fails here instead of
 taking the machine down.
-Deterministic: case i is drawn from ``random.Random(f"{seed}/{i}")``.
+Deterministic: case i is drawn from ``random.Random(f"{seed}/{i}")``. The suite's seed is the
+run's (pytest-randomly's ``--randomly-seed``, 0 without it), so every run fuzzes cases no run
+before it tried; a failure prints the seed and the line that replays its case.
 
 By hand, more cases or one case replayed::
 
@@ -33,9 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-CASES = 2400  # validate cases; then WIDTHS_CASES of the widths command
-WIDTHS_CASES = 300
+CASES = 1200  # validate cases a run; then WIDTHS_CASES of the widths command
+WIDTHS_CASES = 150
 MEMORY_CAP = 1 << 30  # address space for the whole loop; the imports alone take ~170 MB
 CASE_SECONDS = 20  # a case slower than this is a finding (validate should answer in ~1 s)
 
@@ -454,20 +458,26 @@ def main(argv: list[str]) -> None:
 # The test
 
 
-def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(tmp_path: Path) -> None:
+def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seed = request.config.getoption("randomly_seed", None)
+    seed = seed if isinstance(seed, int) else 0  # the run's: new cases every run
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, __file__, "--tmp", str(tmp_path)],
+        [sys.executable, __file__, "--tmp", str(tmp_path), "--seed", str(seed)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": pythonpath},
         timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    replay = f"python tests/test_fuzz_studies.py --seed {seed} --case N --show"
+    assert proc.returncode == 0, f"fuzz seed {seed} ({replay}):\n{proc.stderr[-3000:]}"
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     print({k: v for k, v in summary.items() if k != "crashes"})  # shown with pytest -s
-    assert summary["cases"] >= 2000
-    assert not summary["crashes"], json.dumps(summary["crashes"][:5], indent=1)
+    assert summary["cases"] == CASES + WIDTHS_CASES
+    crashes = json.dumps(summary["crashes"][:5], indent=1)
+    assert not summary["crashes"], f"fuzz seed {seed}, replay a case: {replay}\n{crashes}"
     assert set(summary["exits"]) <= {"0", "2"}, summary["exits"]
     assert summary["peak_rss_bytes"] < MEMORY_CAP
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -102,16 +103,21 @@ def test_bad_slurm_options_are_input_errors(tmp_path: Path) -> None:
         assert out.exit_code == 2 and flag in out.output, out.output
 
 
+@pytest.fixture(scope="module")
+def fuzz_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    tmp_path = tmp_path_factory.mktemp("fuzz")
+    return tmp_path, study_from_mapping(_study(tmp_path)[1])
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     field=st.sampled_from(["time", "partition", "account", "sbatch"]),
     value=st.text(min_size=0, max_size=30),
 )
 def test_a_fuzzed_sbatch_value_is_refused_or_stays_on_its_own_line(
-    tmp_path_factory: pytest.TempPathFactory, field: str, value: str
+    fuzz_study: tuple[Path, Any], field: str, value: str
 ) -> None:
-    tmp_path = tmp_path_factory.mktemp("fuzz")
-    cfg = study_from_mapping(_study(tmp_path)[1])
+    tmp_path, cfg = fuzz_study
     job = SlurmJob(**{field: [value] if field == "sbatch" else value})
     try:
         script = render(cfg, tmp_path / "s.yaml", job)
