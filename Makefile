@@ -30,8 +30,10 @@ quickstart: setup
 test: setup
 	bash .ci/with-services.sh bash .ci/fresh-home $(BIN)/python -m pytest
 
+# tests/test_lint.py runs both in the suite (and so in CI); `ruff format PATHS` fixes the second.
 lint: setup
 	$(BIN)/ruff check tlmsearch tests benchmarks docs/hooks
+	$(BIN)/ruff format --check tlmsearch tests benchmarks docs/hooks
 
 # The generated reference pages (the study YAML's schema and reference from the pydantic models,
 # the CLI's from the typer app; tests/test_schema.py and tests/test_docs.py fail when a committed

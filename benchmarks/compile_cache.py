@@ -158,8 +158,12 @@ def main() -> None:
     size = CPU_SIZES["tiny-32"] if args.quick else GPU_SIZES["quickstart"]
     args.steps = args.steps or (2 if args.quick else 20)
     trial_steps = math.ceil(QUICKSTART_TOKENS / size["train"]["batch_tokens"])
-    train = {"tokens": 10**12, "warmup_tokens": 2 * size["train"]["batch_tokens"],
-             "compile": "on", **size["train"]}  # fmt: skip
+    train = {
+        "tokens": 10**12,
+        "warmup_tokens": 2 * size["train"]["batch_tokens"],
+        "compile": "on",
+        **size["train"],
+    }
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as name:
@@ -168,23 +172,33 @@ def main() -> None:
         for r in range(args.rounds):
             for label, cache, candidates, dynamic in rows_to_run(args):
                 folder = str(tmp / f"compile-{cache}-{r}")  # a cache per group and round
-                spec = {"model": size["model"], "data": data_section(size, str(tmp / "cache")),
-                        "train": train, "candidates": candidates, "steps": args.steps,
-                        "cache": folder, "dynamic": dynamic}  # fmt: skip
+                spec = {
+                    "model": size["model"],
+                    "data": data_section(size, str(tmp / "cache")),
+                    "train": train,
+                    "candidates": candidates,
+                    "steps": args.steps,
+                    "cache": folder,
+                    "dynamic": dynamic,
+                }
                 row = {"row": label, "round": r, **run_row(spec, args.timeout)}
                 if "error" not in row:
                     row["of_trial"] = share(row, trial_steps)
                 results.append(row)
                 print(json.dumps(row), flush=True)
-    print(f"# {os.cpu_count()} CPUs, one thread a process, {args.rounds} round(s), "
-          f"{time.perf_counter() - t0:.0f} s in all; a quickstart trial: {trial_steps} steps")
+    print(
+        f"# {os.cpu_count()} CPUs, one thread a process, {args.rounds} round(s), "
+        f"{time.perf_counter() - t0:.0f} s in all; a quickstart trial: {trial_steps} steps"
+    )
     print(f"{'row':40}{'compile_s':>11}{'step_s':>9}{'of a trial':>12}{'hit':>5}{'miss':>6}")
     for row in results:
         if "error" in row:
             print(f"{row['row']:40}  {row['error']}")
             continue
-        print(f"{row['row']:40}{row['compile_s']:>11.1f}{row['step_s']:>9.3f}"
-              f"{row['of_trial']:>12.1%}{row['hit']:>5}{row['miss']:>6}")  # fmt: skip
+        print(
+            f"{row['row']:40}{row['compile_s']:>11.1f}{row['step_s']:>9.3f}"
+            f"{row['of_trial']:>12.1%}{row['hit']:>5}{row['miss']:>6}"
+        )
     out = args.out or Path(tempfile.gettempdir()) / "tlmsearch-compile-cache-bench.json"
     out.write_text(json.dumps({"rows": results, "trial_steps": trial_steps}, indent=1))
     print(f"# JSON: {out}")

@@ -71,9 +71,15 @@ SCENARIOS = {
 }
 
 
-def draw(rng: np.random.Generator, effect: float, seeds: int = 3, sd_u: float = 0.005,
-         sd_g: float = 0.005, sd_e: float = 0.005,
-         uniform_sd: Sequence[float] = (1.0,) * len(LRS)) -> pd.DataFrame:  # fmt: skip
+def draw(
+    rng: np.random.Generator,
+    effect: float,
+    seeds: int = 3,
+    sd_u: float = 0.005,
+    sd_g: float = 0.005,
+    sd_e: float = 0.005,
+    uniform_sd: Sequence[float] = (1.0,) * len(LRS),
+) -> pd.DataFrame:
     """One complete study: every early-heavy schedule ``effect`` noise sds from uniform;
     ``uniform_sd``: uniform's residual sd over the others' at each LR."""
     noise = math.sqrt(2.0) * sd_e
@@ -82,25 +88,34 @@ def draw(rng: np.random.Generator, effect: float, seeds: int = 3, sd_u: float = 
     for lr, k in zip(LRS, uniform_sd, strict=True):
         g = rng.normal(0.0, sd_g, seeds)
         for r in (None, *R_STARTS):
-            params = ({"shape": "uniform"} if r is None
-                      else {"shape": "cosine", "r_start": r})  # fmt: skip
+            params = {"shape": "uniform"} if r is None else {"shape": "cosine", "r_start": r}
             params["train.lr"] = lr
             label = "uniform" if r is None else f"cosine {r:g}->{2 - r:g}"
             shift = 0.0 if r is None else effect * noise
             for s in range(seeds):
-                rows.append({
-                    "candidate": f"{label} @ lr={lr:g}", "schedule": label,
-                    "setting": f"lr={lr!r}", "params_json": json.dumps(params, sort_keys=True),
-                    "taper": 0.0 if r is None else 2.0 * r - 2.0, "is_baseline": r is None,
-                    "seed": s, "state": "COMPLETE",
-                    VALUE: 2.0 + shift + u[s] + g[s]
-                    + rng.normal(0.0, sd_e * (k if r is None else 1.0)),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "candidate": f"{label} @ lr={lr:g}",
+                        "schedule": label,
+                        "setting": f"lr={lr!r}",
+                        "params_json": json.dumps(params, sort_keys=True),
+                        "taper": 0.0 if r is None else 2.0 * r - 2.0,
+                        "is_baseline": r is None,
+                        "seed": s,
+                        "state": "COMPLETE",
+                        VALUE: 2.0
+                        + shift
+                        + u[s]
+                        + g[s]
+                        + rng.normal(0.0, sd_e * (k if r is None else 1.0)),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-def judge(trials: pd.DataFrame, effect: float, margin: float,
-          variance: str = "rows") -> dict[str, int]:  # fmt: skip
+def judge(
+    trials: pd.DataFrame, effect: float, margin: float, variance: str = "rows"
+) -> dict[str, int]:
     """One study's counts: the family contrast's word, any per-cell separation, and false
     claims among the contrasts (truth: ``effect`` x noise for every contrast of the early-heavy
     schedules vs uniform, 0 for the interactions)."""
@@ -108,11 +123,16 @@ def judge(trials: pd.DataFrame, effect: float, margin: float,
     c = ev.contrasts
     fam = c.set_index("name").loc[FAMILY, "word"]
     truth = np.where(c["kind"] == "interaction", 0.0, effect)
-    false_eq = any(w == "equivalent" and abs(x) >= margin * (1 - 1e-9)
-                   for w, x in zip(c["word"], truth, strict=True))  # fmt: skip
-    false_dir = any((w in ("better", "worse") and x == 0) or (w == "better" and x > 0)
-                    or (w == "worse" and x < 0)
-                    for w, x in zip(c["word"], truth, strict=True))  # fmt: skip
+    false_eq = any(
+        w == "equivalent" and abs(x) >= margin * (1 - 1e-9)
+        for w, x in zip(c["word"], truth, strict=True)
+    )
+    false_dir = any(
+        (w in ("better", "worse") and x == 0)
+        or (w == "better" and x > 0)
+        or (w == "worse" and x < 0)
+        for w, x in zip(c["word"], truth, strict=True)
+    )
     sep = ev.effects["separated"].fillna(False).astype(bool)
     right = (ev.effects["mean_delta"] < 0) if effect < 0 else (ev.effects["mean_delta"] > 0)
     return {
@@ -129,8 +149,9 @@ def _rate(hits: int, n: int) -> dict[str, float]:
     return {"rate": p, "se": math.sqrt(p * (1 - p) / n) if n else math.nan, "n": n}
 
 
-def run(reps: int = 100, seed: int = 0, which: Sequence[str] = tuple(SCENARIOS),
-        variance: str = "rows") -> dict[str, dict[str, Any]]:  # fmt: skip
+def run(
+    reps: int = 100, seed: int = 0, which: Sequence[str] = tuple(SCENARIOS), variance: str = "rows"
+) -> dict[str, dict[str, Any]]:
     """scenario -> {count: rate}, over ``reps`` studies each (the draws depend on ``seed`` and
     the scenario only); ``variance``: the Evidence's variance model (rows, as shipped, or
     pooled: each setting's one block-fit noise, for contrast).
@@ -144,8 +165,12 @@ def run(reps: int = 100, seed: int = 0, which: Sequence[str] = tuple(SCENARIOS),
     for k in which:
         rng = np.random.default_rng([seed, *k.encode()])
         effect, uniform_sd = SCENARIOS[k]
-        counts = [judge(draw(rng, effect, uniform_sd=uniform_sd), effect * noise,
-                        MARGIN * noise, variance) for _ in range(reps)]  # fmt: skip
+        counts = [
+            judge(
+                draw(rng, effect, uniform_sd=uniform_sd), effect * noise, MARGIN * noise, variance
+            )
+            for _ in range(reps)
+        ]
         out[k] = {name: _rate(sum(c[name] for c in counts), reps) for name in counts[0]}
         out[k]["studies"] = reps
     return out
@@ -161,9 +186,11 @@ def within(r: dict[str, float], goal: float = GOAL) -> bool:
 
 def table(res: dict[str, dict[str, Any]]) -> str:
     """The goals, one row per scenario."""
-    lines = ["| scenario | family contrast better | any per-cell separated | false "
-             "\"equivalent\" | false better/worse | any equivalent | goal |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| scenario | family contrast better | any per-cell separated | false "
+        '"equivalent" | false better/worse | any equivalent | goal |',
+        "|---|---|---|---|---|---|---|",
+    ]
     for k, r in res.items():
         if k == "power":
             fam, cell = r["family_better"]["rate"], r["cell_separated"]["rate"]
@@ -173,9 +200,11 @@ def table(res: dict[str, dict[str, Any]]) -> str:
             goal = "ok" if within(r["false_equivalent"]) else "**FAILS**"
         else:  # the nulls
             goal = "ok" if within(r["false_direction"]) else "**FAILS**"
-        lines.append(f"| {k} | {fmt(r['family_better'])} | {fmt(r['cell_separated'])} | "
-                     f"{fmt(r['false_equivalent'])} | {fmt(r['false_direction'])} | "
-                     f"{fmt(r['any_equivalent'])} | {goal} |")  # fmt: skip
+        lines.append(
+            f"| {k} | {fmt(r['family_better'])} | {fmt(r['cell_separated'])} | "
+            f"{fmt(r['false_equivalent'])} | {fmt(r['false_direction'])} | "
+            f"{fmt(r['any_equivalent'])} | {goal} |"
+        )
     return "\n".join(lines)
 
 
@@ -193,10 +222,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--json", help="write the numbers here")
     a = p.parse_args(argv)
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
-    print(f"## Contrasts: {a.reps} studies per scenario, seed {a.seed}; {len(R_STARTS)} "
-          f"early-heavy schedules and uniform x {len(LRS)} LRs x 3 seeds; margin {MARGIN} "
-          f"noise sds; variance model {a.variance}; rate ± one MC standard error\n",
-          flush=True)  # fmt: skip
+    print(
+        f"## Contrasts: {a.reps} studies per scenario, seed {a.seed}; {len(R_STARTS)} "
+        f"early-heavy schedules and uniform x {len(LRS)} LRs x 3 seeds; margin {MARGIN} "
+        f"noise sds; variance model {a.variance}; rate ± one MC standard error\n",
+        flush=True,
+    )
     t0 = time.perf_counter()
     res = run(a.reps, a.seed, which, a.variance)
     print(table(res))

@@ -158,8 +158,17 @@ def _rate(hits: Sequence[bool]) -> dict[str, float]:
     return {"rate": p, "se": math.sqrt(p * (1 - p) / n) if n else math.nan, "n": n}
 
 
-def run_scenario(truth: str, c: int, s: int, rho: float, snr: float, *, reps: int,
-                 resamples: int, rng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
+def run_scenario(
+    truth: str,
+    c: int,
+    s: int,
+    rho: float,
+    snr: float,
+    *,
+    reps: int,
+    resamples: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
     old, new, plugin, cover = [], [], [], []
     for _ in range(reps):
         lo, hi, t = ladder(truth, c, s, rho, snr, rng)
@@ -170,14 +179,26 @@ def run_scenario(truth: str, c: int, s: int, rho: float, snr: float, *, reps: in
         if truth in ("same", "half") and a.tau_ci95 is not None:
             true_tau = fid.kendall_tau(t[0], t[1])
             cover.append(a.tau_ci95[0] - 1e-12 <= true_tau <= a.tau_ci95[1] + 1e-12)
-    return {"truth": truth, "C": c, "S": s, "rho": rho, "snr": snr,
-            "null": truth in ("none", "indep"), "old": _rate(old), "new": _rate(new),
-            "plugin": _rate(plugin),
-            "coverage": _rate(cover) if cover else None}  # fmt: skip
+    return {
+        "truth": truth,
+        "C": c,
+        "S": s,
+        "rho": rho,
+        "snr": snr,
+        "null": truth in ("none", "indep"),
+        "old": _rate(old),
+        "new": _rate(new),
+        "plugin": _rate(plugin),
+        "coverage": _rate(cover) if cover else None,
+    }
 
 
-def run(reps: int = 400, seed: int = 0, resamples: int = 400,
-        scenarios: Sequence[tuple] = tuple(SCENARIOS)) -> list[dict[str, Any]]:  # fmt: skip
+def run(
+    reps: int = 400,
+    seed: int = 0,
+    resamples: int = 400,
+    scenarios: Sequence[tuple] = tuple(SCENARIOS),
+) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     return [run_scenario(*sc[1:], reps=reps, resamples=resamples, rng=rng) for sc in scenarios]
 
@@ -187,18 +208,22 @@ def _cell(r: dict[str, float] | None) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'scenario':<8} {'C':>2} {'S':>2} {'rho':>5} {'snr':>4}  {'old trust':<15} "
-            f"{'new trust':<15} {'plug-in rho':<15} {'coverage':<15} goal")  # fmt: skip
+    head = (
+        f"{'scenario':<8} {'C':>2} {'S':>2} {'rho':>5} {'snr':>4}  {'old trust':<15} "
+        f"{'new trust':<15} {'plug-in rho':<15} {'coverage':<15} goal"
+    )
     out = [head]
     for r in rows:
         if r["null"]:  # false trust: <= 5% + 2 se
             goal = "ok" if r["new"]["rate"] <= 0.05 + 2 * r["new"]["se"] else "MISSED"
         else:
             goal = "power"
-        out.append(f"{r['truth']:<8} {r['C']:>2} {r['S']:>2} {r['rho']:>5.2f} {r['snr']:>4.1f}  "
-                   f"{_cell(r['old']):<15} {_cell(r['new']):<15} {_cell(r['plugin']):<15} "
-                   f"{_cell(r['coverage']):<15} "
-                   f"{goal}")  # fmt: skip
+        out.append(
+            f"{r['truth']:<8} {r['C']:>2} {r['S']:>2} {r['rho']:>5.2f} {r['snr']:>4.1f}  "
+            f"{_cell(r['old']):<15} {_cell(r['new']):<15} {_cell(r['plugin']):<15} "
+            f"{_cell(r['coverage']):<15} "
+            f"{goal}"
+        )
     return "\n".join(out)
 
 
@@ -212,8 +237,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     t0 = time.perf_counter()
     rows = run(args.reps, args.seed, args.resamples)
     print(table(rows))
-    print(f"({args.reps} ladders a row, {args.resamples} bootstrap resamples, seed {args.seed}, "
-          f"{time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    print(
+        f"({args.reps} ladders a row, {args.resamples} bootstrap resamples, seed {args.seed}, "
+        f"{time.perf_counter() - t0:.0f} s)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

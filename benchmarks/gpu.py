@@ -58,36 +58,62 @@ CANDIDATES = {"uniform": {"shape": "uniform"}, "taper": TAPER}
 # name -> model, data and train sections; chunk: steps between timing points (evals)
 GPU_SIZES: dict[str, dict[str, Any]] = {
     "quickstart": {
-        "model": {"n_layer": 4, "d_model": 128, "n_head": 4, "d_ff": 512, "multiple_of": 32,
-                  "tie_embeddings": False, "vocab_size": 16384},
+        "model": {
+            "n_layer": 4,
+            "d_model": 128,
+            "n_head": 4,
+            "d_ff": 512,
+            "multiple_of": 32,
+            "tie_embeddings": False,
+            "vocab_size": 16384,
+        },
         "seq_len": 128,
         "train": {"batch_tokens": 2048, "micro_batch_size": 16, "lr": 0.0025},
         "chunk": 50,
     },
     "125m": {
-        "model": {"n_layer": 12, "d_model": 768, "n_head": 12, "d_ff": 2048, "multiple_of": 64,
-                  "tie_embeddings": True, "vocab_size": 50304},
+        "model": {
+            "n_layer": 12,
+            "d_model": 768,
+            "n_head": 12,
+            "d_ff": 2048,
+            "multiple_of": 64,
+            "tie_embeddings": True,
+            "vocab_size": 50304,
+        },
         "seq_len": 1024,
         "train": {"batch_tokens": 16384, "micro_batch_size": 16, "lr": 0.0006},
         "chunk": 10,
     },
-}  # fmt: skip
+}
 CPU_SIZES: dict[str, dict[str, Any]] = {
     "tiny-32": {
-        "model": {"n_layer": 2, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16,
-                  "vocab_size": 1024},
+        "model": {
+            "n_layer": 2,
+            "d_model": 32,
+            "n_head": 2,
+            "d_ff": 64,
+            "multiple_of": 16,
+            "vocab_size": 1024,
+        },
         "seq_len": 64,
         "train": {"batch_tokens": 1024, "micro_batch_size": 16, "lr": 0.003},
         "chunk": 4,
     },
     "tiny-64": {
-        "model": {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 256, "multiple_of": 16,
-                  "vocab_size": 4096},
+        "model": {
+            "n_layer": 4,
+            "d_model": 64,
+            "n_head": 4,
+            "d_ff": 256,
+            "multiple_of": 16,
+            "vocab_size": 4096,
+        },
         "seq_len": 128,
         "train": {"batch_tokens": 2048, "micro_batch_size": 16, "lr": 0.003},
         "chunk": 4,
     },
-}  # fmt: skip
+}
 
 
 # -------------------------------------------------------------------------------------------------
@@ -147,8 +173,16 @@ def one(spec: dict[str, Any]) -> dict[str, Any]:
         return "stop" if state["done"] and all_there("done") else None
 
     widths = model.plan(spec["candidate"]).widths
-    s = train_proxy(model, widths, data, train, seed=0, threads=spec.get("threads"),
-                    on_eval=on_eval, device=spec["device"])  # fmt: skip
+    s = train_proxy(
+        model,
+        widths,
+        data,
+        train,
+        seed=0,
+        threads=spec.get("threads"),
+        on_eval=on_eval,
+        device=spec["device"],
+    )
     cuda = s.setup["device"].startswith("cuda")
     return {
         "status": s.status,
@@ -282,17 +316,24 @@ def search_row(name: str, size: dict[str, Any], args: Any, tmp: Path, timeout: f
 
     study = {
         "name": "gpu-bench",
-        "space": {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                                 "r_start": {"type": "fixed", "value": 1.5}}},
+        "space": {
+            "dimensions": {
+                "shape": {"type": "fixed", "value": "cosine"},
+                "r_start": {"type": "fixed", "value": 1.5},
+            }
+        },
         "model": size["model"],
         "data": data_section(size, str(tmp / "cache")),
-        "train": {**size["train"], "tokens": args.search_tokens,
-                  "warmup_tokens": args.search_tokens // 10,
-                  "eval_every_tokens": args.search_tokens // 4},
+        "train": {
+            **size["train"],
+            "tokens": args.search_tokens,
+            "warmup_tokens": args.search_tokens // 10,
+            "eval_every_tokens": args.search_tokens // 4,
+        },
         "search": {"sampler": "grid", "pruner": "none", "concurrency": 2, "seeds": [0]},
         "storage": {"runs_dir": str(tmp / "runs")},
         "ray": {"cpus_per_trial": 1} if args.cpu else {"cpus_per_trial": 1, "gpus_per_trial": 0.5},
-    }  # fmt: skip
+    }
     path = tmp / "gpu-bench.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     row: dict[str, Any] = {"size": name, "model": "uniform + taper", "trials": "2 (search)"}
@@ -340,8 +381,20 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    cols = ["size", "model", "trials", "params", "tok/s trial", "tok/s all", "MFU all",
-            "vs uniform", "compile_s", "mem GB", "wall_s", "status"]  # fmt: skip
+    cols = [
+        "size",
+        "model",
+        "trials",
+        "params",
+        "tok/s trial",
+        "tok/s all",
+        "MFU all",
+        "vs uniform",
+        "compile_s",
+        "mem GB",
+        "wall_s",
+        "status",
+    ]
     for c in cols:
         table.add_column(c, justify="left" if c in ("size", "model", "status") else "right")
     for r in rows:
@@ -418,14 +471,24 @@ def main() -> None:
                 for kind in CANDIDATES:
                     left = args.budget_s - (time.perf_counter() - t_start)
                     if left < (60 if gpu else 10):
-                        rows.append({"size": name, "model": kind, "trials": procs,
-                                     "error": "skipped: time budget spent"})  # fmt: skip
+                        rows.append(
+                            {
+                                "size": name,
+                                "model": kind,
+                                "trials": procs,
+                                "error": "skipped: time budget spent",
+                            }
+                        )
                         continue
                     try:
                         row = throughput_row(name, size, kind, procs, args, tmp, min(left, 300))
                     except Exception as err:  # the table still comes out
-                        row = {"size": name, "model": kind, "trials": procs,
-                               "error": f"{type(err).__name__}: {err}"[:160]}  # fmt: skip
+                        row = {
+                            "size": name,
+                            "model": kind,
+                            "trials": procs,
+                            "error": f"{type(err).__name__}: {err}"[:160],
+                        }
                     rows.append(row)
                     print(json.dumps(row), flush=True)
         peak = peak or next((r["peak_flops"] for r in rows if r.get("peak_flops")), None)
@@ -433,17 +496,29 @@ def main() -> None:
         try:
             row = search_row(first, sizes[first], args, tmp, args.search_timeout)
         except Exception as err:
-            row = {"size": first, "model": "uniform + taper", "trials": "2 (search)",
-                   "error": f"{type(err).__name__}: {err}"[:160]}  # fmt: skip
+            row = {
+                "size": first,
+                "model": "uniform + taper",
+                "trials": "2 (search)",
+                "error": f"{type(err).__name__}: {err}"[:160],
+            }
         rows.append(row)
         print(json.dumps(row), flush=True)
         add_ratios(rows, peak)
         total = time.perf_counter() - t_start
-        print_table(rows, f"{device}; peak {_fmt(peak and peak / 1e12, '.1f')} TFLOP/s; "
-                          f"{args.seconds:g} s timed a row; {total:.0f} s in all")  # fmt: skip
+        print_table(
+            rows,
+            f"{device}; peak {_fmt(peak and peak / 1e12, '.1f')} TFLOP/s; "
+            f"{args.seconds:g} s timed a row; {total:.0f} s in all",
+        )
         out = args.out or Path(tempfile.gettempdir()) / "tlmsearch-gpu-bench.json"
-        result = {"device": device, "peak_flops": peak, "seconds": args.seconds,
-                  "total_s": total, "rows": rows}  # fmt: skip
+        result = {
+            "device": device,
+            "peak_flops": peak,
+            "seconds": args.seconds,
+            "total_s": total,
+            "rows": rows,
+        }
         out.write_text(json.dumps(result, indent=1))
         print(f"# JSON: {out}")
 

@@ -66,8 +66,10 @@ def _members(size: dict[str, Any], mix: str, k: int, train: Any) -> list:
 
     model = ModelConfig(**size["model"])
     cands = MIXES[mix]
-    return [Member(model, tuple(model.plan(cands[i % len(cands)]).widths), train, seed=i)
-            for i in range(k)]  # fmt: skip
+    return [
+        Member(model, tuple(model.plan(cands[i % len(cands)]).widths), train, seed=i)
+        for i in range(k)
+    ]
 
 
 def _sync(device: Any) -> None:
@@ -112,8 +114,13 @@ def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> d
     from tlmsearch.train.trial_array import TrialArray, padded_widths
     from tlmsearch.widths import budget
 
-    train = TrainConfig(tokens=10**12, warmup_tokens=2 * size["train"]["batch_tokens"],
-                        eval_every_tokens=10**12, compile="off", **size["train"])  # fmt: skip
+    train = TrainConfig(
+        tokens=10**12,
+        warmup_tokens=2 * size["train"]["batch_tokens"],
+        eval_every_tokens=10**12,
+        compile="off",
+        **size["train"],
+    )
     members = _members(size, mix, k, train)
     dev = "cpu" if args.cpu else "cuda"
     if not args.cpu:
@@ -126,14 +133,18 @@ def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> d
         step_tokens = arr.trainers[0].step_tokens
         vocab = arr.trainers[0].model.wte.num_embeddings
         seq = data.seq_len
-        fpt = [budget.trial_counts(m.model, m.widths, vocab, seq)["flops_per_token"]
-               for m in members]  # fmt: skip
-        padded = budget.trial_counts(members[0].model,
-                                     padded_widths([m.widths for m in members]), vocab, seq)
+        fpt = [
+            budget.trial_counts(m.model, m.widths, vocab, seq)["flops_per_token"] for m in members
+        ]
+        padded = budget.trial_counts(
+            members[0].model, padded_widths([m.widths for m in members]), vocab, seq
+        )
         tps_member = n * step_tokens / dt
         peak = arr.trainers[0].setup["peak_flops"]
         row = {
-            "rows": "array", "mix": mix, "members": k,
+            "rows": "array",
+            "mix": mix,
+            "members": k,
             "tokens_per_s_member": tps_member,
             "tokens_per_s_all": k * tps_member,
             "mfu": tps_member * sum(fpt) / peak if peak else math.nan,
@@ -147,7 +158,7 @@ def array_row(size: dict[str, Any], mix: str, k: int, args: Any, data: Any) -> d
             "dtype": arr.trainers[0].setup["dtype"],
             "vmap_fallbacks": sorted(arr.fallbacks),
             "mem_gb": None if args.cpu else torch.cuda.max_memory_allocated() / 1e9,
-        }  # fmt: skip
+        }
     finally:
         arr.close()
     return row
@@ -158,37 +169,62 @@ def solo_row(size: dict[str, Any], args: Any, data: Any) -> dict[str, Any]:
     from tlmsearch.config import TrainConfig
     from tlmsearch.train.trainer import Trainer
 
-    train = TrainConfig(tokens=10**12, warmup_tokens=2 * size["train"]["batch_tokens"],
-                        eval_every_tokens=10**12, compile="off" if args.cpu else "on",
-                        **size["train"])  # fmt: skip
+    train = TrainConfig(
+        tokens=10**12,
+        warmup_tokens=2 * size["train"]["batch_tokens"],
+        eval_every_tokens=10**12,
+        compile="off" if args.cpu else "on",
+        **size["train"],
+    )
     (m,) = _members(size, "uniform", 1, train)
-    t = Trainer(m.model, m.widths, data, train, seed=0, threads=args.threads,
-                device="cpu" if args.cpu else "cuda")  # fmt: skip
+    t = Trainer(
+        m.model,
+        m.widths,
+        data,
+        train,
+        seed=0,
+        threads=args.threads,
+        device="cpu" if args.cpu else "cuda",
+    )
     try:
         compile_s, n, dt = _first_then_timed(t.step, t.device, args.seconds)
         tps = n * t.step_tokens / dt
         fpt = t.counts["flops_per_token"]
         return {
-            "rows": "solo Trainer", "mix": "uniform", "members": 1,
-            "tokens_per_s_member": tps, "tokens_per_s_all": tps,
-            "mfu": tps * fpt / t.peak if t.peak else math.nan, "padding_flops": 0.0,
+            "rows": "solo Trainer",
+            "mix": "uniform",
+            "members": 1,
+            "tokens_per_s_member": tps,
+            "tokens_per_s_all": tps,
+            "mfu": tps * fpt / t.peak if t.peak else math.nan,
+            "padding_flops": 0.0,
             "compile_s": compile_s,
             "gpu_s_per_member": TOKENS_PER_MEMBER / tps,
             "gpu_s_per_member_with_compile": compile_s + TOKENS_PER_MEMBER / tps,
-            "steps": n, "timed_s": dt, "dtype": t.setup["dtype"],
-        }  # fmt: skip
+            "steps": n,
+            "timed_s": dt,
+            "dtype": t.setup["dtype"],
+        }
     finally:
         t.close()
 
 
 def print_table(rows: list[dict[str, Any]], title: str) -> None:
     """A plain-text table (no rich: the GPU box may not have it)."""
-    cols = [("rows", "rows", "s"), ("mix", "mix", "s"), ("members", "K", "d"),
-            ("tokens_per_s_member", "tok/s member", ",.0f"), ("tokens_per_s_all", "tok/s all",
-            ",.0f"), ("mfu", "MFU all", ".1%"), ("padding_flops", "padding", ".0%"),
-            ("compile_s", "compile_s", ".1f"), ("gpu_s_per_member", "GPU s/2M member", ".2f"),
-            ("gpu_s_per_member_with_compile", "+compile", ".2f"), ("mem_gb", "mem GB", ".1f"),
-            ("error", "status", "s")]  # fmt: skip
+    cols = [
+        ("rows", "rows", "s"),
+        ("mix", "mix", "s"),
+        ("members", "K", "d"),
+        ("tokens_per_s_member", "tok/s member", ",.0f"),
+        ("tokens_per_s_all", "tok/s all", ",.0f"),
+        ("mfu", "MFU all", ".1%"),
+        ("padding_flops", "padding", ".0%"),
+        ("compile_s", "compile_s", ".1f"),
+        ("gpu_s_per_member", "GPU s/2M member", ".2f"),
+        ("gpu_s_per_member_with_compile", "+compile", ".2f"),
+        ("mem_gb", "mem GB", ".1f"),
+        ("error", "status", "s"),
+    ]
 
     def cell(r: dict[str, Any], key: str, spec: str) -> str:
         v = r.get(key)
@@ -202,8 +238,12 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
     widths = [max(len(line[i]) for line in table) for i in range(len(cols))]
     print(title)
     for line in table:
-        print("  ".join(c.rjust(w) if i > 1 else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(line, widths, strict=True))))  # fmt: skip
+        print(
+            "  ".join(
+                c.rjust(w) if i > 1 else c.ljust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            )
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,10 +262,16 @@ def main(argv: list[str] | None = None) -> None:
 
     if not args.cpu and not torch.cuda.is_available():
         sys.exit("no CUDA device: run with --cpu (tiny sizes on this CPU)")
-    size = (CPU_SIZES["tiny-32"] if args.quick else CPU_SIZES["tiny-64"]) if args.cpu \
-        else GPU_SIZES["quickstart"]  # fmt: skip
-    ks = [int(k) for k in args.members.split(",")] if args.members else \
-        ([1, 2] if args.quick else [1, 2, 4] if args.cpu else [1, 4, 16, 64])  # fmt: skip
+    size = (
+        (CPU_SIZES["tiny-32"] if args.quick else CPU_SIZES["tiny-64"])
+        if args.cpu
+        else GPU_SIZES["quickstart"]
+    )
+    ks = (
+        [int(k) for k in args.members.split(",")]
+        if args.members
+        else ([1, 2] if args.quick else [1, 2, 4] if args.cpu else [1, 4, 16, 64])
+    )
     args.seconds = args.seconds or (0.5 if args.quick else 2.0 if args.cpu else 4.0)
     args.budget_s = args.budget_s or (330.0 if not args.cpu else 300.0)
     if not args.cpu:
@@ -233,8 +279,11 @@ def main(argv: list[str] | None = None) -> None:
 
         # one compile per (K, widths): more than dynamo's default 8 entries per function
         dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
-    device = (f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA "
-              f"{torch.version.cuda}") if not args.cpu else f"CPU, torch {torch.__version__}"
+    device = (
+        (f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+        if not args.cpu
+        else f"CPU, torch {torch.__version__}"
+    )
     print(f"# {device}", flush=True)
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -245,14 +294,20 @@ def main(argv: list[str] | None = None) -> None:
         plan = [("solo", "uniform", 1)] + [("array", mix, k) for k in ks for mix in MIXES]
         rows = []
         for kind, mix, k in plan:
-            base = {"rows": "solo Trainer" if kind == "solo" else "array", "mix": mix,
-                    "members": k}  # fmt: skip
+            base = {
+                "rows": "solo Trainer" if kind == "solo" else "array",
+                "mix": mix,
+                "members": k,
+            }
             if time.perf_counter() - t_start > args.budget_s:
                 rows.append({**base, "error": "skipped: time budget spent"})
                 continue
             try:
-                row = solo_row(size, args, data) if kind == "solo" else \
-                    array_row(size, mix, k, args, data)  # fmt: skip
+                row = (
+                    solo_row(size, args, data)
+                    if kind == "solo"
+                    else array_row(size, mix, k, args, data)
+                )
             except Exception as err:  # the table still comes out
                 row = {**base, "error": f"{type(err).__name__}: {err}"[:300]}
             rows.append(row)
@@ -262,8 +317,11 @@ def main(argv: list[str] | None = None) -> None:
     total = time.perf_counter() - t_start
     print_table(rows, f"# {device}; {args.seconds:g} s timed a row; {total:.0f} s in all")
     out = args.out or Path(tempfile.gettempdir()) / "tlmsearch-gpu-array.json"
-    out.write_text(json.dumps({"device": device, "seconds": args.seconds, "total_s": total,
-                               "rows": rows}, indent=1))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"device": device, "seconds": args.seconds, "total_s": total, "rows": rows}, indent=1
+        )
+    )
     print(f"# JSON: {out}")
 
 

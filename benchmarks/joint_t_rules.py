@@ -80,9 +80,12 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.reps):
             ev = Evidence.build(bench.draw(sc, rng), bench.VALUE, "minimize")
             for rule, x in rules(ev.effects, ev.level).items():
-                claims = {str(c): bench._sign(d) if bool(s) else 0 for c, d, s in
-                          zip(x["candidate"], x["mean_delta"], x["separated"].fillna(False),
-                              strict=True)}  # fmt: skip
+                claims = {
+                    str(c): bench._sign(d) if bool(s) else 0
+                    for c, d, s in zip(
+                        x["candidate"], x["mean_delta"], x["separated"].fillna(False), strict=True
+                    )
+                }
                 counts.setdefault(rule, []).append(bench._claims_vs_uniform(eff, claims))
         line = []
         for rule, cs in counts.items():

@@ -110,8 +110,15 @@ def train_one(job: tuple) -> dict:
     widths = cfg.model.plan(CANDIDATES[name]).widths
     s = train_proxy(cfg.model, widths, data, train, seed=seed, threads=1)
     bpb = s.metrics.get("val_bpb", float("nan")) if s.status == "completed" else float("nan")
-    return {"candidate": name, "parametrization": par, "lr_factor": factor, "seed": seed,
-            "val_bpb": bpb, "status": s.status, "wall_s": s.wall_s}  # fmt: skip
+    return {
+        "candidate": name,
+        "parametrization": par,
+        "lr_factor": factor,
+        "seed": seed,
+        "val_bpb": bpb,
+        "status": s.status,
+        "wall_s": s.wall_s,
+    }
 
 
 def _mean(xs: list[float]) -> float:
@@ -138,11 +145,16 @@ def summarise(rows: list[dict]) -> dict:
             if name == "uniform":
                 bpb = uni
             else:
-                bpb = {(r["seed"], r["lr_factor"]): r["val_bpb"] for r in rows
-                       if r["candidate"] == name and r["parametrization"] == par}  # fmt: skip
+                bpb = {
+                    (r["seed"], r["lr_factor"]): r["val_bpb"]
+                    for r in rows
+                    if r["candidate"] == name and r["parametrization"] == par
+                }
             means = {f: _mean([bpb[s, f] for s in seeds if (s, f) in bpb]) for f in factors}
-            deltas = {f: [bpb[s, f] - uni[s, f] for s in seeds if (s, f) in bpb and (s, f) in uni]
-                      for f in factors}  # fmt: skip
+            deltas = {
+                f: [bpb[s, f] - uni[s, f] for s in seeds if (s, f) in bpb and (s, f) in uni]
+                for f in factors
+            }
             # a diverged run (nan) is never the best
             best = min(factors, key=lambda f: means[f] if not math.isnan(means[f]) else math.inf)
             table[name] = {
@@ -155,9 +167,11 @@ def summarise(rows: list[dict]) -> dict:
         ub = table["uniform"]["best"] if "uniform" in table else None
         for name in names:
             b = table[name]["best"]
-            bpb = {(r["seed"], r["lr_factor"]): r["val_bpb"] for r in rows
-                   if r["candidate"] == name and (name == "uniform" or
-                                                  r["parametrization"] == par)}  # fmt: skip
+            bpb = {
+                (r["seed"], r["lr_factor"]): r["val_bpb"]
+                for r in rows
+                if r["candidate"] == name and (name == "uniform" or r["parametrization"] == par)
+            }
             tuned = [bpb[s, b] - uni[s, ub] for s in seeds if (s, b) in bpb and (s, ub) in uni]
             table[name]["tuned_effect"] = _mean(tuned)
             table[name]["tuned_sd"] = _sd(tuned)
@@ -171,8 +185,10 @@ def complete_seeds(rows: list[dict]) -> tuple[list[dict], list[int]]:
     mean and best LR is over the same seeds."""
     runs = {(r["candidate"], r["parametrization"], r["lr_factor"]) for r in rows}
     seeds = sorted({r["seed"] for r in rows})
-    have = {s: {(r["candidate"], r["parametrization"], r["lr_factor"]) for r in rows
-                if r["seed"] == s} for s in seeds}  # fmt: skip
+    have = {
+        s: {(r["candidate"], r["parametrization"], r["lr_factor"]) for r in rows if r["seed"] == s}
+        for s in seeds
+    }
     whole = [s for s in seeds if have[s] == runs]
     return [r for r in rows if r["seed"] in whole], [s for s in seeds if s not in whole]
 
@@ -241,22 +257,35 @@ def main() -> None:
 
     cfg, train = _setup(args.study, args.sets, args.tokens)
     prepare_data(cfg.data, progress=False)  # once, before the workers read the cache
-    print(json.dumps({"study": args.study, "tokens": train.tokens, "seeds": seeds,
-                      "lr_factors": factors, "train": train.model_dump(mode="json")}),
-          flush=True)  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "study": args.study,
+                "tokens": train.tokens,
+                "seeds": seeds,
+                "lr_factors": factors,
+                "train": train.model_dump(mode="json"),
+            }
+        ),
+        flush=True,
+    )
     jobs = jobs_for(args.study, args.sets, train.tokens, seeds, factors)
     t0 = time.perf_counter()
     rows = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for r in pool.map(train_one, jobs):
             rows.append(r)
-            print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
-                              for k, v in r.items()}), flush=True)  # fmt: skip
+            print(
+                json.dumps({k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()}),
+                flush=True,
+            )
     rows, dropped = complete_seeds(rows)
     s = summarise(rows)
     print(report(s, train.lr))
-    print(f"\n{len(rows)} trainings, {time.perf_counter() - t0:.0f} s; incomplete seeds: "
-          f"{dropped or 'none'}")  # fmt: skip
+    print(
+        f"\n{len(rows)} trainings, {time.perf_counter() - t0:.0f} s; incomplete seeds: "
+        f"{dropped or 'none'}"
+    )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": s}, indent=2, default=str))
 

@@ -57,9 +57,14 @@ def run(args: argparse.Namespace) -> None:
         multiples = args.multiples if arch == "transformer" else [args.multiple_of]
         for mult in multiples:
             cfg = ModelConfig(
-                arch=arch, n_layer=args.layers, d_model=args.d_model, n_head=args.heads,
-                d_ff=args.d_ff, multiple_of=mult, titans={"chunk_size": args.chunk},
-            )  # fmt: skip
+                arch=arch,
+                n_layer=args.layers,
+                d_model=args.d_model,
+                n_head=args.heads,
+                d_ff=args.d_ff,
+                multiple_of=mult,
+                titans={"chunk_size": args.chunk},
+            )
             plans = {"uniform": {"shape": "uniform"}, "cosine": COSINE}
             if ARCH_SPECS[arch].heads and mult == args.multiple_of:
                 plans.update(HEADS)  # per-layer heads: the cost of unequal heads
@@ -122,8 +127,10 @@ def run(args: argparse.Namespace) -> None:
     for arch, label, _, _, widths, *_ in cases[:: len(args.dtypes)]:
         if label != "uniform":
             heads = heads_of.get((arch, label))
-            print(f"{arch} {label}: widths {' '.join(map(str, widths))}"
-                  + (f"; heads {' '.join(map(str, heads))}" if heads else ""))  # fmt: skip
+            print(
+                f"{arch} {label}: widths {' '.join(map(str, widths))}"
+                + (f"; heads {' '.join(map(str, heads))}" if heads else "")
+            )
 
 
 def main() -> None:

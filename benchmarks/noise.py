@@ -96,8 +96,13 @@ def train_one(job: tuple) -> dict:
     s = train_proxy(cfg.model, widths, data, train, seed=seed, threads=1)
     if s.status != "completed":
         raise SystemExit(f"noise: {name} seed {seed}: {s.status} ({s.reason})")
-    return {"candidate": name, "seed": seed, "avg": s.metrics["val_bpb"],
-            "raw": s.metrics["val_bpb_raw"], "wall_s": s.wall_s}  # fmt: skip
+    return {
+        "candidate": name,
+        "seed": seed,
+        "avg": s.metrics["val_bpb"],
+        "raw": s.metrics["val_bpb_raw"],
+        "wall_s": s.wall_s,
+    }
 
 
 def sd(xs: list[float]) -> float:
@@ -116,10 +121,15 @@ def summarise(rows: list[dict]) -> dict:
     for kind in ("raw", "avg"):
         d = [by["cosine", s][kind] - by["uniform", s][kind] for s in seeds]
         u = [by["uniform", s][kind] for s in seeds]
-        out[kind] = {"deltas": d, "mean_delta": statistics.fmean(d), "sd_delta": sd(d),
-                     "sd_uniform": sd(u)}  # fmt: skip
-    out["ratio"], out["pitman_morgan_p"] = pitman_morgan(out["avg"]["deltas"],
-                                                         out["raw"]["deltas"])  # fmt: skip
+        out[kind] = {
+            "deltas": d,
+            "mean_delta": statistics.fmean(d),
+            "sd_delta": sd(d),
+            "sd_uniform": sd(u),
+        }
+    out["ratio"], out["pitman_morgan_p"] = pitman_morgan(
+        out["avg"]["deltas"], out["raw"]["deltas"]
+    )
     return out
 
 
@@ -139,17 +149,32 @@ def main() -> None:
 
     cfg, train = _setup(args.study, args.sets, args.tokens, args.weights)
     prepare_data(cfg.data, progress=False)  # once, before the workers read the cache
-    print(json.dumps({"study": args.study, "tokens": train.tokens, "weights": args.weights,
-                      "seeds": seeds, "train": train.model_dump(mode="json")}), flush=True)
-    jobs = [(args.study, args.sets, args.tokens, args.weights, name, seed)
-            for seed in seeds for name in CANDIDATES]  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "study": args.study,
+                "tokens": train.tokens,
+                "weights": args.weights,
+                "seeds": seeds,
+                "train": train.model_dump(mode="json"),
+            }
+        ),
+        flush=True,
+    )
+    jobs = [
+        (args.study, args.sets, args.tokens, args.weights, name, seed)
+        for seed in seeds
+        for name in CANDIDATES
+    ]
     t0 = time.perf_counter()
     rows = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for r in pool.map(train_one, jobs):
             rows.append(r)
-            print(json.dumps({k: round(v, 5) if isinstance(v, float) else v
-                              for k, v in r.items()}), flush=True)  # fmt: skip
+            print(
+                json.dumps({k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()}),
+                flush=True,
+            )
     s = summarise(rows)
     by = {(r["candidate"], r["seed"]): r for r in rows}
     print(f"\n{'seed':>4}  {'weights':<8} {'uniform':>9} {'cosine':>9} {'delta':>9}")
@@ -165,10 +190,12 @@ def main() -> None:
         nums = f"{k['mean_delta']:>+11.5f} {k['sd_delta']:>9.5f} {k['sd_uniform']:>11.5f}"
         print(f"{name:<8} {nums}")
     cut = 1 - s["ratio"]
-    print(f"\nsd_{args.weights} / sd_raw of the paired delta: {s['ratio']:.3f} ({len(seeds)} "
-          f"seeds; Pitman-Morgan test of equal variances p {s['pitman_morgan_p']:.2f}); goal: a "
-          "cut of >= 30%, "
-          f"measured {cut:+.0%}; {time.perf_counter() - t0:.0f} s")  # fmt: skip
+    print(
+        f"\nsd_{args.weights} / sd_raw of the paired delta: {s['ratio']:.3f} ({len(seeds)} "
+        f"seeds; Pitman-Morgan test of equal variances p {s['pitman_morgan_p']:.2f}); goal: a "
+        "cut of >= 30%, "
+        f"measured {cut:+.0%}; {time.perf_counter() - t0:.0f} s"
+    )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": s}, indent=2))
 

@@ -49,8 +49,9 @@ def _evidence(trials: pd.DataFrame, study: Any, value: str) -> Any:
     from nothing here."""
     from tlmsearch.evidence import Evidence
 
-    return Evidence.build(trials, value, level=study.stats.level, family=study.stats.family,
-                          config=study)  # fmt: skip
+    return Evidence.build(
+        trials, value, level=study.stats.level, family=study.stats.family, config=study
+    )
 
 
 def effects_table(run: Path) -> str:
@@ -94,9 +95,12 @@ def effects_table(run: Path) -> str:
     verdict = [x for x in said.supported + said.unsupported if "comparisons with the best" in x]
     noise = "unknown" if ev.noise is None else f"sd {ev.noise.sd:.4f} over {ev.noise.df} df"
     kept = int(ev.effects["separated"].fillna(False).astype(bool).sum())
-    lines += ["", f"Noise of one paired delta (block design: value ~ candidate + seed): {noise}.",
-              f"Separated from uniform: {kept} of {len(ev.effects)}, {ev.decision_words()}."]
-    lines += ([f"The best: {verdict[0]}."] if verdict else [])  # fmt: skip
+    lines += [
+        "",
+        f"Noise of one paired delta (block design: value ~ candidate + seed): {noise}.",
+        f"Separated from uniform: {kept} of {len(ev.effects)}, {ev.decision_words()}.",
+    ]
+    lines += [f"The best: {verdict[0]}."] if verdict else []
     return "\n".join(lines)
 
 
@@ -214,11 +218,16 @@ def grid_table(run: Path) -> str:
     eff = ev.effects.assign(params_json=ev.effects["candidate"].map(key_of))
     eff = eff.set_index("params_json")
     # the grid's claims as one family: every pair the tables below show, Holm over them
-    pairs = stats.pairwise(t, "val_bpb", list(cells.values()), key="params_json",
-                           noise=ev.noise, family="none")  # fmt: skip
+    pairs = stats.pairwise(
+        t, "val_bpb", list(cells.values()), key="params_json", noise=ev.noise, family="none"
+    )
     head = " | ".join(f"{r:g}->{2 - r:g}" for r in ratios)
-    lines = ["Effect on val_bpb vs uniform (mean paired delta, seeds):", "",
-             f"| shape | {head} |", "|---" * (1 + len(ratios)) + "|"]  # fmt: skip
+    lines = [
+        "Effect on val_bpb vs uniform (mean paired delta, seeds):",
+        "",
+        f"| shape | {head} |",
+        "|---" * (1 + len(ratios)) + "|",
+    ]
     for shape in GRID_SHAPES:
         row = []
         for r in ratios:
@@ -230,12 +239,21 @@ def grid_table(run: Path) -> str:
             sep = "*" if pd.notna(e["separated"]) and bool(e["separated"]) else ""
             row.append(f"{e['mean_delta']:+.4f}{sep} ({int(e['n'])})")
         lines.append(f"| {shape} | " + " | ".join(row) + " |")
-    lines += ["", f"(* separated from uniform: {ev.decision_words()})", "",
-              "Cosine best at every ratio? cosine minus the other shape (negative: cosine "
-              "better), 95% CI per pair (common seeds; **sep**: Holm over this table's pairs):",
-              "", "| ratio | cosine - linear | cosine - sigmoid |", "|---|---|---|"]  # fmt: skip
-    asked = [(cells.get(("cosine", r)), cells.get((o, r))) for r in ratios
-             for o in ("linear", "sigmoid")]  # fmt: skip
+    lines += [
+        "",
+        f"(* separated from uniform: {ev.decision_words()})",
+        "",
+        "Cosine best at every ratio? cosine minus the other shape (negative: cosine "
+        "better), 95% CI per pair (common seeds; **sep**: Holm over this table's pairs):",
+        "",
+        "| ratio | cosine - linear | cosine - sigmoid |",
+        "|---|---|---|",
+    ]
+    asked = [
+        (cells.get(("cosine", r)), cells.get((o, r)))
+        for r in ratios
+        for o in ("linear", "sigmoid")
+    ]
     adj = _family(pairs, asked)
     for r in ratios:
         cos = cells.get(("cosine", r))
@@ -246,11 +264,19 @@ def grid_table(run: Path) -> str:
     lower = max((r for r in ratios if r < 1.5), default=None)
     upper = min((r for r in ratios if r > 1.5), default=None)
     if 1.5 in ratios and lower is not None and upper is not None:
-        lines += ["", "Best at 1.5/0.5 (a U in the ratio)? 1.5->0.5 minus its neighbours "
-                  "(negative: 1.5 better; **sep**: Holm over this table's pairs):", "",
-                  f"| shape | 1.5 - {lower:g} | 1.5 - {upper:g} |", "|---|---|---|"]  # fmt: skip
-        asked = [(cells.get((sh, 1.5)), cells.get((sh, x))) for sh in GRID_SHAPES
-                 for x in (lower, upper)]  # fmt: skip
+        lines += [
+            "",
+            "Best at 1.5/0.5 (a U in the ratio)? 1.5->0.5 minus its neighbours "
+            "(negative: 1.5 better; **sep**: Holm over this table's pairs):",
+            "",
+            f"| shape | 1.5 - {lower:g} | 1.5 - {upper:g} |",
+            "|---|---|---|",
+        ]
+        asked = [
+            (cells.get((sh, 1.5)), cells.get((sh, x)))
+            for sh in GRID_SHAPES
+            for x in (lower, upper)
+        ]
         adj = _family(pairs, asked)
         for shape in GRID_SHAPES:
             mid = cells.get((shape, 1.5))
@@ -270,8 +296,10 @@ def ablation_table(run: Path) -> str:
     g = a.groupby(["candidate", "layer"])
     table = g[["ablation_nats", "cosine", "rel_norm"]].mean().reset_index()
     seeds = a.groupby("candidate")["seed"].nunique()
-    lines = ["| candidate (seeds) | " + " | ".join(f"L{i}" for i in sorted(a["layer"].unique()))
-             + " |", "|---" * (1 + a["layer"].nunique()) + "|"]  # fmt: skip
+    lines = [
+        "| candidate (seeds) | " + " | ".join(f"L{i}" for i in sorted(a["layer"].unique())) + " |",
+        "|---" * (1 + a["layer"].nunique()) + "|",
+    ]
     for what in ("ablation_nats", "cosine"):
         lines.append(f"| **{what}** |" + " |" * a["layer"].nunique())
         for cand, rows in table.groupby("candidate"):

@@ -186,8 +186,9 @@ def parse_settings(text: str) -> list[Setting]:
         if r == "pooled":
             continue
         alpha = float(a[0]) if a else SHIPPED_ALPHA
-        out.append(Setting(f"R {r}, C {c}" + (f", A {a[0]}" if a else ""), float(r), float(c),
-                           alpha))  # fmt: skip
+        out.append(
+            Setting(f"R {r}, C {c}" + (f", A {a[0]}" if a else ""), float(r), float(c), alpha)
+        )
     return out
 
 
@@ -224,14 +225,14 @@ def threshold(s: Setting, seeds: int) -> float:
         return s.ratio
     sc = scenarios()["a"]
     trials = draw(replace(sc, seeds=seeds), np.random.default_rng(0))
-    fit, _, df = rows.row_fit(list(trials["candidate"]), list(trials["seed"]),
-                              list(trials[VALUE]))  # fmt: skip
+    fit, _, df = rows.row_fit(list(trials["candidate"]), list(trials["seed"]), list(trials[VALUE]))
     share = fit[UNIFORM][2]
     return s.ratio * float(f_dist.ppf(1.0 - s.confidence, share, df - share))
 
 
-def judge_study(trials: pd.DataFrame, sc: Scenario, settings: Sequence[Setting],
-                memo: bool = True) -> list[dict[str, Any]]:  # fmt: skip
+def judge_study(
+    trials: pd.DataFrame, sc: Scenario, settings: Sequence[Setting], memo: bool = True
+) -> list[dict[str, Any]]:
     """One study's counts (judge_conclusions' ``holm``, or ``holm-pooled`` for the pooled
     model) per setting, and ``uniform_own``: uniform took its own variance."""
     pooled = Evidence.build(trials, VALUE, "minimize", variance="pooled")
@@ -258,8 +259,9 @@ def judge_study(trials: pd.DataFrame, sc: Scenario, settings: Sequence[Setting],
     return [o or {**reference, "uniform_own": 0} for o in out]
 
 
-def run(*, reps: int = 300, seed: int = 0, settings: Sequence[Setting] = GRID,
-        memo: bool = True) -> dict[str, dict[str, Any]]:  # fmt: skip
+def run(
+    *, reps: int = 300, seed: int = 0, settings: Sequence[Setting] = GRID, memo: bool = True
+) -> dict[str, dict[str, Any]]:
     """setting label -> scenario -> summarise's rates (+ ``uniform_own``, and the per-study
     ``won`` of the power scenarios for the paired differences)."""
     out: dict[str, dict[str, Any]] = {s.label: {} for s in settings}
@@ -292,24 +294,27 @@ def _paired(x: Sequence[int], y: Sequence[int]) -> tuple[float, float]:
 
 def table(results: dict[str, dict[str, Any]], settings: Sequence[Setting]) -> str:
     ref = results[POOLED_MODEL.label]["c3"]["won"] if POOLED_MODEL.label in results else None
-    head = ("| setting | t (3 / 5 seeds) | uniform own, eq. var (3 / 5 seeds) | "
-            + " | ".join(f"FWER {k}" for k in NULLS)
-            + " | worst FWER | power c3 | c3 - pooled (paired) | power c5 |")  # fmt: skip
+    head = (
+        "| setting | t (3 / 5 seeds) | uniform own, eq. var (3 / 5 seeds) | "
+        + " | ".join(f"FWER {k}" for k in NULLS)
+        + " | worst FWER | power c3 | c3 - pooled (paired) | power c5 |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for s in settings:
         r = results[s.label]
         worst = max(r[k]["fwer"]["rate"] for k in NULLS)
-        t = ("—" if s.ratio is None else
-             f"{threshold(s, 3):.2f} / {threshold(s, 5):.2f}")  # fmt: skip
+        t = "—" if s.ratio is None else f"{threshold(s, 3):.2f} / {threshold(s, 5):.2f}"
         own = f"{r['a']['uniform_own']:.2f} / {r['c5']['uniform_own']:.2f}"
         diff = "—"
         if ref is not None and s is not POOLED_MODEL:
             d, se = _paired(r["c3"]["won"], ref)
             diff = f"{100 * d:+.1f} ± {100 * se:.1f}"
-        lines.append(f"| {s.label} | {t} | {own} | "
-                     + " | ".join(_pct(r[k]["fwer"]) for k in NULLS)
-                     + f" | {100 * worst:.1f} | {_pct(r['c3']['power'])} | {diff} | "
-                     f"{_pct(r['c5']['power'])} |")  # fmt: skip
+        lines.append(
+            f"| {s.label} | {t} | {own} | "
+            + " | ".join(_pct(r[k]["fwer"]) for k in NULLS)
+            + f" | {100 * worst:.1f} | {_pct(r['c3']['power'])} | {diff} | "
+            f"{_pct(r['c5']['power'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -318,17 +323,22 @@ def verdicts(results: dict[str, dict[str, Any]], settings: Sequence[Setting]) ->
     with every FWER within 2 MC standard errors of 5%; each against the target."""
 
     def best(ok: Any) -> Setting | None:  # the pooled model is the reference, not a gate
-        fits = [s for s in settings if s is not POOLED_MODEL
-                and all(ok(results[s.label][k]["fwer"]) for k in NULLS)]  # fmt: skip
+        fits = [
+            s
+            for s in settings
+            if s is not POOLED_MODEL and all(ok(results[s.label][k]["fwer"]) for k in NULLS)
+        ]
         return max(fits, key=lambda s: results[s.label]["c3"]["power"]["rate"], default=None)
 
     lines = []
     pooled = results.get(POOLED_MODEL.label)
     if pooled is not None:
         p = pooled["c3"]["power"]["rate"]
-        lines.append(f"pooled model's c3 power on these studies: {100 * p:.1f}% (stats.py's "
-                     f"300: 65.7%); target 65.7 - 10 = {100 * TARGET:.1f}% (on these studies: "
-                     f"{100 * (p - 0.10):.1f}%)")  # fmt: skip
+        lines.append(
+            f"pooled model's c3 power on these studies: {100 * p:.1f}% (stats.py's "
+            f"300: 65.7%); target 65.7 - 10 = {100 * TARGET:.1f}% (on these studies: "
+            f"{100 * (p - 0.10):.1f}%)"
+        )
     for tag, words, ok in (
         ("a", "every FWER <= 5% (point estimate)", lambda r: r["rate"] <= GOAL),
         ("b", "every FWER <= 5% + 2 MC se", within_goal),
@@ -339,8 +349,9 @@ def verdicts(results: dict[str, dict[str, Any]], settings: Sequence[Setting]) ->
             continue
         pw = results[s.label]["c3"]["power"]
         reach = "reaches" if pw["rate"] >= TARGET else "misses"
-        lines.append(f"({tag}) {words}: {s.label}, c3 power {_pct(pw)}% — {reach} "
-                     f"{100 * TARGET:.1f}%")  # fmt: skip
+        lines.append(
+            f"({tag}) {words}: {s.label}, c3 power {_pct(pw)}% — {reach} {100 * TARGET:.1f}%"
+        )
     return "\n".join(lines)
 
 
@@ -361,11 +372,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--json", help="write the numbers here")
     a = p.parse_args(argv)
     settings = parse_settings(a.settings) if a.settings else list(GRID)
-    print(f"## The uniform gate's frontier: {a.reps} studies per scenario "
-          f"({', '.join(all_scenarios())}), seed {a.seed}, {len(settings)} settings, "
-          f"15 candidates, candidates' test at {SHIPPED_ALPHA:g} unless said; shipped R "
-          f"{SHIPPED_RATIO:g}, C {SHIPPED_CONFIDENCE:g}; memo {not a.no_memo}; rates in % ± "
-          "one MC standard error\n", flush=True)  # fmt: skip
+    print(
+        f"## The uniform gate's frontier: {a.reps} studies per scenario "
+        f"({', '.join(all_scenarios())}), seed {a.seed}, {len(settings)} settings, "
+        f"15 candidates, candidates' test at {SHIPPED_ALPHA:g} unless said; shipped R "
+        f"{SHIPPED_RATIO:g}, C {SHIPPED_CONFIDENCE:g}; memo {not a.no_memo}; rates in % ± "
+        "one MC standard error\n",
+        flush=True,
+    )
     t0 = time.perf_counter()
     results = run(reps=a.reps, seed=a.seed, settings=settings, memo=not a.no_memo)
     wall = time.perf_counter() - t0
@@ -375,8 +389,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(verdicts(results, settings))
     print(f"\n{wall:.0f} s")
     if a.json:
-        meta = {"reps": a.reps, "seed": a.seed, "memo": not a.no_memo, "seconds": wall,
-                "settings": [asdict(s) for s in settings]}  # fmt: skip
+        meta = {
+            "reps": a.reps,
+            "seed": a.seed,
+            "memo": not a.no_memo,
+            "seconds": wall,
+            "settings": [asdict(s) for s in settings],
+        }
         with open(a.json, "w") as f:
             json.dump({"settings": meta, "results": results}, f, indent=1, default=str)
 

@@ -50,12 +50,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from tlmsearch.cli import main; main()"]  # `tlmsearch`
-SURROGATE = {"offset": -0.01, "curvature": 0.05, "optimum": {"r_start": 1.6, "r_end": 0.4},
-             "noise_sd": 0.01, "seed_sd": 0.005}  # fmt: skip
+SURROGATE = {
+    "offset": -0.01,
+    "curvature": 0.05,
+    "optimum": {"r_start": 1.6, "r_end": 0.4},
+    "noise_sd": 0.01,
+    "seed_sd": 0.005,
+}
 
 
-def study(name: str, runs: Path, n: int, storage: str, sampler: str,
-          tpe_history: int | None = 300) -> dict[str, Any]:  # fmt: skip
+def study(
+    name: str, runs: Path, n: int, storage: str, sampler: str, tpe_history: int | None = 300
+) -> dict[str, Any]:
     """The benchmark's study (see the module docstring)."""
     optuna = {"sqlite": None, "journal": "journal"}.get(storage)
     if storage == "postgresql":
@@ -187,8 +193,11 @@ def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
     from tlmsearch.search.storage import open_storage
 
     trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials()
-    secs = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials
-            if t.state.is_finished() and t.datetime_start and t.datetime_complete]  # fmt: skip
+    secs = [
+        (t.datetime_complete - t.datetime_start).total_seconds()
+        for t in trials
+        if t.state.is_finished() and t.datetime_start and t.datetime_complete
+    ]
     return np.array(secs), len(trials)
 
 
@@ -202,8 +211,9 @@ def _pg_size() -> float:
         return c.execute(sqlalchemy.text("select pg_database_size(current_database())")).scalar()
 
 
-def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None,
-            history: int | None = 300) -> dict:  # fmt: skip
+def measure(
+    tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None, history: int | None = 300
+) -> dict:
     """One row of the table (see the module docstring)."""
     name = f"scale-{storage}-{n}-{int(time.time())}"
     runs = tmp / "runs"
@@ -218,7 +228,6 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
     if kill_at is None:
         wall, peak, cpu = drive(["run", str(path)], log, env)
     else:
-
         polled, ready = [0.0], [False]
 
         def stop() -> bool:  # every 5 s: a poll reads the whole study from the storage
@@ -237,14 +246,16 @@ def measure(tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None
         row["killed_at"] = killed_at
     secs, total = _overheads(url, name)
     k = max(1, len(secs) // 10)
-    row.update({
-        "ms_median": round(1000 * float(np.median(secs)), 1),
-        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
-        "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
-        "s_per_trial": round(wall / len(secs), 3),
-        "cpu_ms_per_trial": round(1000 * cpu / len(secs), 1),
-        "driver_mb": round(peak),
-    })  # fmt: skip
+    row.update(
+        {
+            "ms_median": round(1000 * float(np.median(secs)), 1),
+            "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+            "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
+            "s_per_trial": round(wall / len(secs), 3),
+            "cpu_ms_per_trial": round(1000 * cpu / len(secs), 1),
+            "driver_mb": round(peak),
+        }
+    )
     if kill_at is not None:  # every planned trial once: n sampled + uniform's, none twice
         import pandas as pd
 
@@ -290,15 +301,28 @@ def first_paint(html: Path) -> dict[str, float]:
         page = Path(tmp) / "report.html"
         text = html.read_text()
         page.write_text(text.replace("</body>", PAINT + "</body>", 1))
-        out = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
-                              f"--user-data-dir={tmp}/profile", "--dump-dom", page.as_uri()],
-                             capture_output=True, text=True, timeout=300).stdout  # fmt: skip
+        out = subprocess.run(
+            [
+                exe,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--user-data-dir={tmp}/profile",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
     found = re.search(r'<pre id="paint-times"[^>]*>(.*?)</pre>', out, re.S)
     if not found or not found.group(1).strip():
         return {}
     times = json.loads(found.group(1))
-    return {"fcp_ms": round(times.get("first-contentful-paint", float("nan"))),
-            "load_ms": round(times["load"])}  # fmt: skip
+    return {
+        "fcp_ms": round(times.get("first-contentful-paint", float("nan"))),
+        "load_ms": round(times["load"]),
+    }
 
 
 def _evidence_s(run: Path) -> float:
@@ -324,8 +348,9 @@ def _drop(url: str, name: str) -> None:
         optuna.delete_study(study_name=name, storage=open_storage(url))
 
 
-def sampler_ms(sizes: list[int], sampler: str, history: int | None,
-               asks: int = 20) -> list[dict[str, Any]]:  # fmt: skip
+def sampler_ms(
+    sizes: list[int], sampler: str, history: int | None, asks: int = 20
+) -> list[dict[str, Any]]:
     """The study's sampler alone (no Ray, no storage): ms per ask (the candidate drawn, as the
     searcher draws it) with n finished candidates already in an in-memory study."""
     import optuna
@@ -334,8 +359,9 @@ def sampler_ms(sizes: list[int], sampler: str, history: int | None,
     from tlmsearch.search.samplers import make_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    cfg = study_from_mapping(study("tpe", Path(tempfile.gettempdir()), 10, "sqlite", sampler,
-                                   history))  # fmt: skip
+    cfg = study_from_mapping(
+        study("tpe", Path(tempfile.gettempdir()), 10, "sqlite", sampler, history)
+    )
     space = cfg.space
     rng = np.random.default_rng(0)
     rows = []
@@ -347,14 +373,21 @@ def sampler_ms(sizes: list[int], sampler: str, history: int | None,
             t = warm.ask()
             c = space.suggest(t)
             v = (c["r_start"] - 1.6) ** 2 + (c["r_end"] - 0.4) ** 2 + rng.normal(0, 0.01)
-            done.append(optuna.trial.create_trial(params=t.params, distributions=t.distributions,
-                                                  value=v))  # fmt: skip
+            done.append(
+                optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=v)
+            )
         st.add_trials(done)
         t0 = time.time()
         for _ in range(asks):
             space.suggest(st.ask())  # left running: constant_liar counts them, as live
-        rows.append({"sampler": sampler, "tpe_history": history, "finished": n,
-                     "ms_per_ask": round(1000 * (time.time() - t0) / asks, 1)})  # fmt: skip
+        rows.append(
+            {
+                "sampler": sampler,
+                "tpe_history": history,
+                "finished": n,
+                "ms_per_ask": round(1000 * (time.time() - t0) / asks, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -369,21 +402,47 @@ def evidence_s(sizes: list[int], seeds: int = 1) -> list[dict[str, Any]]:
     from tlmsearch.stats.contrasts import contrast_table
 
     rng = np.random.default_rng(0)
-    stats.row_noise(pd.DataFrame({"candidate": ["u", "c"] * 2, "is_baseline": [True, False] * 2,
-                                  "seed": [0, 0, 1, 1], "state": "COMPLETE",
-                                  "v": [1.0, 1.1, 1.2, 1.0]}), "v")  # imports, once  # fmt: skip
+    stats.row_noise(
+        pd.DataFrame(
+            {
+                "candidate": ["u", "c"] * 2,
+                "is_baseline": [True, False] * 2,
+                "seed": [0, 0, 1, 1],
+                "state": "COMPLETE",
+                "v": [1.0, 1.1, 1.2, 1.0],
+            }
+        ),
+        "v",
+    )  # imports, once
     rows = []
     for k in sizes:
-        t = pd.DataFrame([{"candidate": f"c{c}" if c else "u", "is_baseline": c == 0, "seed": s,
-                           "state": "COMPLETE", "v": 2.0 + 0.01 * rng.standard_normal()}
-                          for c in range(k + 1) for s in range(max(seeds, 2))])  # fmt: skip
+        t = pd.DataFrame(
+            [
+                {
+                    "candidate": f"c{c}" if c else "u",
+                    "is_baseline": c == 0,
+                    "seed": s,
+                    "state": "COMPLETE",
+                    "v": 2.0 + 0.01 * rng.standard_normal(),
+                }
+                for c in range(k + 1)
+                for s in range(max(seeds, 2))
+            ]
+        )
         t0 = time.time()
         model = stats.row_noise(t, "v")
         t1 = time.time()
         table = contrast_table(t, "v", models={"": model}, margin=0.01)
         t2 = time.time()
-        rows.append({"candidates": k, "seeds": max(seeds, 2), "contrasts": len(table),
-                     "row_noise_s": round(t1 - t0, 2), "contrasts_s": round(t2 - t1, 2)})
+        rows.append(
+            {
+                "candidates": k,
+                "seeds": max(seeds, 2),
+                "contrasts": len(table),
+                "row_noise_s": round(t1 - t0, 2),
+                "contrasts_s": round(t2 - t1, 2),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -393,15 +452,25 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1000", help="trials per study, comma-separated")
     ap.add_argument("--storages", default="sqlite,journal", help="sqlite,journal,postgresql")
     ap.add_argument("--sampler", default="tpe")
-    ap.add_argument("--kill-at", type=float, default=None,
-                    help="SIGKILL the driver once this share finished, then resume")  # fmt: skip
+    ap.add_argument(
+        "--kill-at",
+        type=float,
+        default=None,
+        help="SIGKILL the driver once this share finished, then resume",
+    )
     ap.add_argument("--keep", type=Path, default=None, help="keep the run dirs here")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     ap.add_argument("--tpe-history", default="300", help="search.tpe_history, or all")
-    ap.add_argument("--sampler-only", action="store_true",
-                    help="time the sampler's asks alone at --sizes finished trials")  # fmt: skip
-    ap.add_argument("--evidence-only", action="store_true",
-                    help="time the rows model and every contrast at --sizes candidates")
+    ap.add_argument(
+        "--sampler-only",
+        action="store_true",
+        help="time the sampler's asks alone at --sizes finished trials",
+    )
+    ap.add_argument(
+        "--evidence-only",
+        action="store_true",
+        help="time the rows model and every contrast at --sizes candidates",
+    )
     args = ap.parse_args()
     if args.evidence_only:
         evidence_s([int(x) for x in args.sizes.split(",")], seeds=3)

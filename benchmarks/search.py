@@ -93,15 +93,25 @@ def study(name: str, runs: Path, tokens: int, pruner: str, space: Any) -> dict[s
         "name": name,
         "space": space,
         "model": {"n_layer": 4, "d_model": 64, "n_head": 2, "d_ff": 256, "multiple_of": 16},
-        "data": {"sources": ["classics"], "tokenizer": {"kind": "bpe", "vocab_size": 4096},
-                 "seq_len": 128, "val_tokens": 16384},
-        "train": {"tokens": tokens, "batch_tokens": 2048, "micro_batch_size": 16,
-                  "warmup_tokens": tokens // 10, "eval_every_tokens": tokens // 8,
-                  "lr": 0.003, "compile": "off"},
+        "data": {
+            "sources": ["classics"],
+            "tokenizer": {"kind": "bpe", "vocab_size": 4096},
+            "seq_len": 128,
+            "val_tokens": 16384,
+        },
+        "train": {
+            "tokens": tokens,
+            "batch_tokens": 2048,
+            "micro_batch_size": 16,
+            "warmup_tokens": tokens // 10,
+            "eval_every_tokens": tokens // 8,
+            "lr": 0.003,
+            "compile": "off",
+        },
         "search": {"sampler": "grid", "pruner": pruner, "concurrency": 2},
         "storage": {"runs_dir": str(runs)},
         "ray": {"num_cpus": 2, "cpus_per_trial": 1},
-    }  # fmt: skip
+    }
 
 
 def timed_run(cfg_dict: dict[str, Any]) -> tuple[pd.DataFrame, float, float]:
@@ -124,9 +134,12 @@ def timed_run(cfg_dict: dict[str, Any]) -> tuple[pd.DataFrame, float, float]:
 
 
 def overhead(runs: Path, tokens: int) -> dict[str, Any]:
-    space = {"dimensions": {  # 9 cosine tapers + uniform: 10 trials, 5 rounds of 2
-        "shape": {"type": "fixed", "value": "cosine"},
-        "r_start": {"type": "float", "low": 1.25, "high": 1.75, "step": 0.0625}}}  # fmt: skip
+    space = {
+        "dimensions": {  # 9 cosine tapers + uniform: 10 trials, 5 rounds of 2
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "float", "low": 1.25, "high": 1.75, "step": 0.0625},
+        }
+    }
     trials, wall, start = timed_run(study("overhead", runs, tokens, "none", space))
     ideal = trials["wall_s"].sum() / 2
     # The same trials packed on 2 slots in launch order with zero overhead: with an odd count
@@ -178,12 +191,14 @@ TARGET = {"shape": "cosine", "r_start": 1.6, "r_end": 0.4}
 
 
 def sampler_config(sampler: str, seed: int, n_trials: int) -> StudyConfig:
-    return study_from_mapping({
-        "name": f"samplers-{sampler}-{seed}",
-        "space": "continuous",
-        "model": {"n_layer": 12, "d_model": 256, "n_head": 4, "d_ff": 1024, "multiple_of": 8},
-        "search": {"sampler": sampler, "sampler_seed": seed, "n_trials": n_trials},
-    })  # fmt: skip
+    return study_from_mapping(
+        {
+            "name": f"samplers-{sampler}-{seed}",
+            "space": "continuous",
+            "model": {"n_layer": 12, "d_model": 256, "n_head": 4, "d_ff": 1024, "multiple_of": 8},
+            "search": {"sampler": sampler, "sampler_seed": seed, "n_trials": n_trials},
+        }
+    )
 
 
 def profile_loss(cfg: StudyConfig, candidate: dict[str, Any]) -> float:
@@ -246,14 +261,17 @@ def samplers(n_trials: int, n_seeds: int) -> list[dict[str, Any]]:
             if name == "random":
                 random_best[seed] = bests[-1]
         q = pd.Series(bests).quantile([0.25, 0.5, 0.75])
-        out.append({
-            "sampler": name,
-            "variant": variant,
-            "median_best": round(q[0.5], 4),
-            "iqr": f"{q[0.25]:.4f}-{q[0.75]:.4f}",
-            "beats_random": f"{sum(b < random_best[s] for s, b in enumerate(bests))}/{n_seeds}",
-            "s_per_study": round((time.time() - t0) / n_seeds, 2),
-        })  # fmt: skip
+        out.append(
+            {
+                "sampler": name,
+                "variant": variant,
+                "median_best": round(q[0.5], 4),
+                "iqr": f"{q[0.25]:.4f}-{q[0.75]:.4f}",
+                "beats_random": f"{sum(b < random_best[s] for s, b in enumerate(bests))}"
+                f"/{n_seeds}",
+                "s_per_study": round((time.time() - t0) / n_seeds, 2),
+            }
+        )
     base = profile_loss(sampler_config("random", 0, n_trials), dict(UNIFORM))
     print(f"uniform baseline's value: {base:.4f}; optimum 0 at {TARGET}", flush=True)
     return out
@@ -274,9 +292,13 @@ REPLAYS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ("paired margin 1, patience 1", "paired", {"margin_sds": 1.0, "patience": 1}, None),
     ("race vs best", "none", {}, {"against": "best"}),
     ("race vs best + paired", "paired", {}, {"against": "best"}),
-    ("race vs best + paired margin 1", "paired", {"margin_sds": 1.0, "patience": 1},
-     {"against": "best"}),
-]  # fmt: skip
+    (
+        "race vs best + paired margin 1",
+        "paired",
+        {"margin_sds": 1.0, "patience": 1},
+        {"against": "best"},
+    ),
+]
 
 
 class _Replayer:
@@ -289,8 +311,14 @@ class _Replayer:
     trial at a time, so every pruner sees every earlier trial finished: its best case.
     """
 
-    def __init__(self, cfg: StudyConfig, trials: pd.DataFrame, curves: pd.DataFrame, pruner: str,
-                 options: dict) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: StudyConfig,
+        trials: pd.DataFrame,
+        curves: pd.DataFrame,
+        pruner: str,
+        options: dict,
+    ) -> None:
         import optuna
 
         from tlmsearch.search.blackbox import TabularBlackbox
@@ -321,8 +349,9 @@ class _Replayer:
             if spent >= self.grace and not final and not tr.is_baseline and ot.should_prune():
                 state = "PRUNED"
                 break
-        self.study.tell(ot, None if state == "PRUNED" else last,
-                        state=getattr(optuna.trial.TrialState, state))  # fmt: skip
+        self.study.tell(
+            ot, None if state == "PRUNED" else last, state=getattr(optuna.trial.TrialState, state)
+        )
         row = {"candidate": tr.candidate, "seed": int(tr.seed), "state": state}
         return {**row, "is_baseline": bool(tr.is_baseline), "val_bpb": last, "tokens": spent}
 
@@ -408,17 +437,19 @@ def pruner_table(runs: Path, tokens: int, seeds: list[int], reuse: Path | None) 
         gap = float(mean[picked] - mean[best])
         pos = {c: i for i, c in enumerate(ranked["candidate"])}
         tau = kendalltau([order.index(c) for c in order], [pos[c] for c in order]).statistic
-        out.append({
-            "replay": name,
-            "trials": len(rep),
-            "tokens_share": round(rep["tokens"].sum() / full["tokens"].sum(), 3),
-            "pruned": int((rep["state"] == "PRUNED").sum()),
-            "best_kept": picked == best,
-            "picked": picked,
-            "gap_bpb": round(gap, 4),
-            "gap_in_noise": round(gap / noise, 2) if noise > 0 else math.nan,
-            "kendall_tau": round(float(tau), 3),
-        })  # fmt: skip
+        out.append(
+            {
+                "replay": name,
+                "trials": len(rep),
+                "tokens_share": round(rep["tokens"].sum() / full["tokens"].sum(), 3),
+                "pruned": int((rep["state"] == "PRUNED").sum()),
+                "best_kept": picked == best,
+                "picked": picked,
+                "gap_bpb": round(gap, 4),
+                "gap_in_noise": round(gap / noise, 2) if noise > 0 else math.nan,
+                "kendall_tau": round(float(tau), 3),
+            }
+        )
     return out
 
 
@@ -440,12 +471,21 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
     pairs = pairs[pairs["a"] == best].set_index("b")
     stop = {c for c in names if bool(pairs.loc[c, "separated"]) and c != "uniform"}
     grace = grace_tokens(cfg)
-    spent = sum(min(grace, t) if c in stop else t for c, t in zip(full["candidate"],
-                full["tokens"], strict=True))  # fmt: skip
-    return {"replay": "oracle: stop only what the end separates from the best", "trials":
-            len(full), "tokens_share": round(spent / full["tokens"].sum(), 3), "pruned":
-            len(stop) * full["seed"].nunique(), "best_kept": True, "picked": best,
-            "gap_bpb": 0.0, "gap_in_noise": 0.0, "kendall_tau": math.nan}  # fmt: skip
+    spent = sum(
+        min(grace, t) if c in stop else t
+        for c, t in zip(full["candidate"], full["tokens"], strict=True)
+    )
+    return {
+        "replay": "oracle: stop only what the end separates from the best",
+        "trials": len(full),
+        "tokens_share": round(spent / full["tokens"].sum(), 3),
+        "pruned": len(stop) * full["seed"].nunique(),
+        "best_kept": True,
+        "picked": best,
+        "gap_bpb": 0.0,
+        "gap_in_noise": 0.0,
+        "kendall_tau": math.nan,
+    }
 
 
 def _pooled(trials: pd.DataFrame) -> float:

@@ -290,8 +290,15 @@ def scenarios(m: int = 15) -> dict[str, Scenario]:
 
 DRAWN = ("a", "b", "c3", "c5", "u2", "u3", "n3", "n5")
 # the run-and-read rows (extras(): how a study is run or read), on --race-reps studies each
-EXTRAS = ("prior_half", "prior_equal", "prior_double", "arrive", "prune_median", "prune_paired",
-          "matrix60")  # fmt: skip
+EXTRAS = (
+    "prior_half",
+    "prior_equal",
+    "prior_double",
+    "arrive",
+    "prune_median",
+    "prune_paired",
+    "matrix60",
+)
 DEFAULT = DRAWN + EXTRAS
 NULLS = ("a", "u2", "u3", "n3", "n5")  # every candidate equal to uniform
 RACED = ("a", "b", "c3", "c5", "u3")  # the races and the pruner (the slow part) run on these
@@ -306,8 +313,9 @@ def truth(sc: Scenario) -> dict[str, float]:
     return {UNIFORM: 0.0, **dict(zip(names(sc), sc.effects, strict=True))}
 
 
-def draw(sc: Scenario, rng: np.random.Generator, sd_u: float = 0.005,
-         sd_e: float = 0.005) -> pd.DataFrame:  # fmt: skip
+def draw(
+    sc: Scenario, rng: np.random.Generator, sd_u: float = 0.005, sd_e: float = 0.005
+) -> pd.DataFrame:
     """One complete study: a trials table with every (candidate, seed) cell, rows ordered
     candidate-major (uniform first) so that row ``i * seeds + s`` is candidate i on seed s."""
     eff = truth(sc)
@@ -318,13 +326,15 @@ def draw(sc: Scenario, rng: np.random.Generator, sd_u: float = 0.005,
     e[1] *= sc.sd_first
     noise = math.sqrt(2.0) * sd_e  # one paired delta's sd (with every row equally noisy)
     y = 2.0 + np.array([eff[c] * noise for c in cands])[:, None] + u[None, :] + e
-    return pd.DataFrame({
-        "candidate": np.repeat(cands, sc.seeds),
-        "seed": np.tile(np.arange(sc.seeds), len(cands)),
-        "state": "COMPLETE",
-        "is_baseline": np.repeat([c == UNIFORM for c in cands], sc.seeds),
-        VALUE: y.ravel(),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "candidate": np.repeat(cands, sc.seeds),
+            "seed": np.tile(np.arange(sc.seeds), len(cands)),
+            "state": "COMPLETE",
+            "is_baseline": np.repeat([c == UNIFORM for c in cands], sc.seeds),
+            VALUE: y.ravel(),
+        }
+    )
 
 
 def _sign(x: float) -> int:
@@ -396,14 +406,18 @@ def judge_conclusions(
     for rule, (family, variance, interval, joint) in RULES.items():
         ev = built[variance]
         if not joint:  # Holm's Bonferroni steps: no joint distribution
-            ev = replace(ev, effects=decide(ev.effects.assign(noise_shared=math.nan), family,
-                                            ev.level))  # fmt: skip
+            ev = replace(
+                ev, effects=decide(ev.effects.assign(noise_shared=math.nan), family, ev.level)
+            )
         elif family != ev.family:
             ev = replace(ev, family=family, effects=decide(ev.effects, family, ev.level))
         e = ev.effects
-        claims = {str(c): _sign(d) if bool(s) else 0
-                  for c, d, s in zip(e["candidate"], e["mean_delta"],
-                                     e["separated"].fillna(False), strict=True)}  # fmt: skip
+        claims = {
+            str(c): _sign(d) if bool(s) else 0
+            for c, d, s in zip(
+                e["candidate"], e["mean_delta"], e["separated"].fillna(False), strict=True
+            )
+        }
         counts: dict[str, Any] = _claims_vs_uniform(eff, claims)
         excl = _best_excludes_zero(ev, interval)
         counts.update(best_first=int(excl is not None), best_excludes=excl or 0)
@@ -477,9 +491,13 @@ def drive_race(
     """
     search: dict[str, Any] = {
         "seeds": list(range(sc.seeds)),
-        "racing": {"max_seeds": sc.seeds, "confidence": 0.95, "against": against,
-                   **(racing or {})},
-    }  # fmt: skip
+        "racing": {
+            "max_seeds": sc.seeds,
+            "confidence": 0.95,
+            "against": against,
+            **(racing or {}),
+        },
+    }
     if n_trials is not None:
         search["n_trials"] = n_trials
     study = PartialStudy.model_validate({"search": search, "objectives": [{"metric": VALUE}]})
@@ -539,8 +557,9 @@ def _claim(ln: Lane) -> tuple[str, str, str]:
     return ln.candidate, m.group(1), m.group(2)
 
 
-def _race_counts(eff: dict[str, float], cands: list[str], claims: set[tuple[str, str, str]],
-                 against: str) -> dict[str, int]:  # fmt: skip
+def _race_counts(
+    eff: dict[str, float], cands: list[str], claims: set[tuple[str, str, str]], against: str
+) -> dict[str, int]:
     """One race's counts (see :func:`judge_race`) from its claims (candidate, side, ref)."""
     if against == "uniform":
         side = {c: -1 if s == "better" else 1 for c, s, _ in claims}
@@ -563,8 +582,9 @@ def _race_counts(eff: dict[str, float], cands: list[str], claims: set[tuple[str,
     }
 
 
-def judge_race(trials: pd.DataFrame, sc: Scenario, against: str, variance: str = "rows",
-               **how: Any) -> dict[str, Any]:  # fmt: skip
+def judge_race(
+    trials: pd.DataFrame, sc: Scenario, against: str, variance: str = "rows", **how: Any
+) -> dict[str, Any]:
     """One race's decisions against the truth: its final lanes' (the race's decisions as
     the run reports them), and ``ever_false`` / ``ever_strict``: a false claim at any look
     (what Bonferroni over the looks bounds; a later look may reopen a separated lane).
@@ -604,8 +624,11 @@ class _Trial:
         from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
 
         self.number, self.state = number, TrialState.RUNNING
-        self.user_attrs = {SEED: seed, CANDIDATE: cand, **({CONTROL: True} if cand == UNIFORM
-                                                           else {})}  # fmt: skip
+        self.user_attrs = {
+            SEED: seed,
+            CANDIDATE: cand,
+            **({CONTROL: True} if cand == UNIFORM else {}),
+        }
         self.intermediate_values: dict[int, float] = {}
 
     @property
@@ -623,8 +646,9 @@ class _Study:
         return [t for t in self._trials if states is None or t.state in states]
 
 
-def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
-                 sd_e: float = 0.005) -> dict[str, Any]:  # fmt: skip
+def judge_pruner(
+    trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator, sd_e: float = 0.005
+) -> dict[str, Any]:
     """The paired pruner (search.pruner: paired, its defaults) on the study's curves, as a
     run sees them: every training reports EVALS evals in lockstep, each eval its final value
     plus a learning curve shared by all (it cancels in a delta) plus its own jitter (sd
@@ -639,8 +663,10 @@ def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
     cands = [c for c in eff if c != UNIFORM]
     best = min(eff[c] for c in cands)
     pruner = PairedPruner(grace_tokens=0)
-    objs = [_Trial(i, str(c), int(s)) for i, (c, s) in
-            enumerate(zip(trials["candidate"], trials["seed"], strict=True))]  # fmt: skip
+    objs = [
+        _Trial(i, str(c), int(s))
+        for i, (c, s) in enumerate(zip(trials["candidate"], trials["seed"], strict=True))
+    ]
     final = trials[VALUE].to_numpy()
     jitter = rng.normal(0.0, sd_e / 2.0, size=(len(objs), EVALS))
     study = _Study(objs)
@@ -657,14 +683,25 @@ def judge_pruner(trials: pd.DataFrame, sc: Scenario, rng: np.random.Generator,
                 if tr.state == TrialState.RUNNING:
                     tr.state = TrialState.COMPLETE
     pruned = [tr.user_attrs["candidate"] for tr in objs if tr.state == TrialState.PRUNED]
-    null = [tr for tr in objs if tr.user_attrs["candidate"] in cands
-            and eff[tr.user_attrs["candidate"]] == best]  # fmt: skip
-    worse = [tr for tr in objs if tr.user_attrs["candidate"] in cands
-             and eff[tr.user_attrs["candidate"]] > best]  # fmt: skip
+    null = [
+        tr
+        for tr in objs
+        if tr.user_attrs["candidate"] in cands and eff[tr.user_attrs["candidate"]] == best
+    ]
+    worse = [
+        tr
+        for tr in objs
+        if tr.user_attrs["candidate"] in cands and eff[tr.user_attrs["candidate"]] > best
+    ]
     false = [c for c in pruned if eff[c] == best]
-    return {"null": len(null), "null_sep": len(false), "any_false": int(bool(false)),
-            "real": len(worse), "power": sum(eff[c] > best for c in pruned),
-            "trainings": 1.0 - len(pruned) / max(1, len(cands) * sc.seeds)}  # fmt: skip
+    return {
+        "null": len(null),
+        "null_sep": len(false),
+        "any_false": int(bool(false)),
+        "real": len(worse),
+        "power": sum(eff[c] > best for c in pruned),
+        "trainings": 1.0 - len(pruned) / max(1, len(cands) * sc.seeds),
+    }
 
 
 # -- the run-and-read rows: a prior, arriving candidates, pruned studies, the matrix ----------
@@ -674,8 +711,9 @@ GRACE = 1  # the first eval prunable: a quarter of the run (search/samplers.grac
 SPARED = 2
 
 
-def prune_study(trials: pd.DataFrame, pruner: str, blur: np.ndarray,
-                spared: int = SPARED) -> pd.DataFrame:  # fmt: skip
+def prune_study(
+    trials: pd.DataFrame, pruner: str, blur: np.ndarray, spared: int = SPARED
+) -> pd.DataFrame:
     """The trials table a run with ``search.pruner`` (``median``: Optuna's MedianPruner with
     tlmsearch's defaults; ``paired``: search/paired_pruner.py) and ``search.unpruned_candidates:
     spared`` leaves of a complete study.
@@ -699,8 +737,10 @@ def prune_study(trials: pd.DataFrame, pruner: str, blur: np.ndarray,
     steps = np.arange(1, EVALS + 1)
     curve = 0.5 * (EVALS - steps) / EVALS  # shared by every training: cancels at a step
     final = trials[VALUE].to_numpy(dtype="float64")
-    objs = [_Trial(i, str(c), int(s)) for i, (c, s) in
-            enumerate(zip(trials["candidate"], trials["seed"], strict=True))]  # fmt: skip
+    objs = [
+        _Trial(i, str(c), int(s))
+        for i, (c, s) in enumerate(zip(trials["candidate"], trials["seed"], strict=True))
+    ]
     order = sorted(range(len(objs)), key=lambda j: (objs[j].user_attrs["seed"], j))
     queue = [objs[i].user_attrs["candidate"] for i in order]
     first = list(dict.fromkeys(c for c in queue if c != UNIFORM))[:spared]
@@ -717,8 +757,11 @@ def prune_study(trials: pd.DataFrame, pruner: str, blur: np.ndarray,
                 break
         else:
             tr.state, values[i] = TrialState.COMPLETE, final[i]
-    return trials.assign(state=[tr.state.name for tr in objs], **{VALUE: values},
-                         spared=trials["candidate"].isin(first).to_numpy())  # fmt: skip
+    return trials.assign(
+        state=[tr.state.name for tr in objs],
+        **{VALUE: values},
+        spared=trials["candidate"].isin(first).to_numpy(),
+    )
 
 
 def _noise_ratios(model: Any, trials: pd.DataFrame, truth_sd: float) -> dict[str, float]:
@@ -728,8 +771,12 @@ def _noise_ratios(model: Any, trials: pd.DataFrame, truth_sd: float) -> dict[str
     variance ratios (an unbiased variance estimate has a variance ratio of 1 on average)."""
     if model is None:
         nan = math.nan
-        return {"noise_sd_ratio": nan, "noise_var_ratio": nan, "pair_sd_ratio": nan,
-                "pair_var_ratio": nan}  # fmt: skip
+        return {
+            "noise_sd_ratio": nan,
+            "noise_var_ratio": nan,
+            "pair_sd_ratio": nan,
+            "pair_var_ratio": nan,
+        }
     done = trials[(trials["state"] == "COMPLETE") & ~trials["is_baseline"]]
     pairs = [model.pair(c, UNIFORM) for c in done["candidate"].unique()]
     pair = float(np.median([p.sd for p in pairs if p is not None and p.df >= 1] or [math.nan]))
@@ -750,19 +797,26 @@ def _spread_ratio(snr: Any, truth_sd: float) -> float:
 
 
 PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule it shows)
-    "rows": (f"rows, the pruner's selected rows out of the fit, {SPARED} spared "
-             f"(search.unpruned_candidates: {SPARED}): tlmsearch", SPARED, "holm"),
+    "rows": (
+        f"rows, the pruner's selected rows out of the fit, {SPARED} spared "
+        f"(search.unpruned_candidates: {SPARED}): tlmsearch",
+        SPARED,
+        "holm",
+    ),
     "rows-0": ("the same, unpruned_candidates: 0 (unknown once anything is pruned)", 0, "holm"),
-    "survivors": ("rows, survivors in the fit: stats.row_noise of the "
-                  "rows never pruned", 0, None),
-    "pooled": ("pooled block fit of the complete cells: "
-               "stats.block_noise(unselected=False)", 0, "holm-pooled"),
+    "survivors": ("rows, survivors in the fit: stats.row_noise of the rows never pruned", 0, None),
+    "pooled": (
+        "pooled block fit of the complete cells: stats.block_noise(unselected=False)",
+        0,
+        "holm-pooled",
+    ),
     "unpruned": ("no pruner: the same studies complete (stats.row_noise)", 0, "holm"),
-}  # fmt: skip
+}
 
 
-def judge_prune(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.Generator,
-                sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def judge_prune(
+    trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.Generator, sd_e: float = 0.005
+) -> dict[str, dict[str, Any]]:
     """A null study pruned as a run would (:func:`prune_study`), with and without spared
     candidates (the same curves), read with each noise model of :data:`PRUNE_RULES`: its
     estimates over the truth (sqrt(2) sd_e for one paired delta), and the conclusions'
@@ -791,8 +845,9 @@ def judge_prune(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.
             model = stats.row_noise(table, VALUE)
         else:
             if spared not in built:
-                built[spared] = {v: Evidence.build(pruned, VALUE, "minimize", variance=v)
-                                 for v in VARIANCES}  # fmt: skip
+                built[spared] = {
+                    v: Evidence.build(pruned, VALUE, "minimize", variance=v) for v in VARIANCES
+                }
                 concl[spared] = judge_conclusions(pruned, sc, built[spared])
             ev = built[spared]["pooled" if rule == "pooled" else "rows"]
             model, table, snr = ev.model, pruned, ev.snr
@@ -809,8 +864,12 @@ def judge_prune(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.
         }
         if decided:
             at = "whole" if rule == "unpruned" else spared
-            counts.update({k: concl[at][decided][k] for k in (
-                "null", "null_sep", "any_false", "real", "power", "said_false")})  # fmt: skip
+            counts.update(
+                {
+                    k: concl[at][decided][k]
+                    for k in ("null", "null_sep", "any_false", "real", "power", "said_false")
+                }
+            )
         out[rule] = counts
     return out
 
@@ -818,9 +877,10 @@ def judge_prune(trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.
 def _run_table(trials: pd.DataFrame) -> pd.DataFrame:
     """A simulated table with the columns the report's collect functions read of a run's
     (tlmsearch/report/collect.py: trial ids, the schedule's shape and ratios)."""
-    out = trials.assign(trial_id=[f"{c}-{s}" for c, s in zip(trials["candidate"],
-                                                              trials["seed"], strict=True)],
-                        shape=trials["candidate"])  # fmt: skip
+    out = trials.assign(
+        trial_id=[f"{c}-{s}" for c, s in zip(trials["candidate"], trials["seed"], strict=True)],
+        shape=trials["candidate"],
+    )
     for col in ("r_start", "r_end", "realised_start", "realised_end", "realised_taper"):
         out[col] = math.nan
     return out
@@ -833,8 +893,9 @@ MATRIX_RULES = {  # rule -> what it is
 }
 
 
-def judge_matrix(trials: pd.DataFrame, sc: Scenario, k: int, rng: Any = None,
-                 sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def judge_matrix(
+    trials: pd.DataFrame, sc: Scenario, k: int, rng: Any = None, sd_e: float = 0.005
+) -> dict[str, dict[str, Any]]:
     """The report's "can these be told apart" matrix (report/effects.py separation(): the top
     ``k`` candidates by the ranking, and uniform) of a null study, decided per
     :data:`MATRIX_RULES`: a false cell is any separated pair (every candidate equals uniform).
@@ -849,17 +910,32 @@ def judge_matrix(trials: pd.DataFrame, sc: Scenario, k: int, rng: Any = None,
     ev = replace(Evidence.build(table, VALUE, "minimize", family="none"), family="holm")
     shown = separation(table, VALUE, "minimize", k=k, evidence=ev)
     cells = {"every-pair": shown.cells}
-    for rule, noise in (("shown-rows", ev.pair_noise or ev.noise),
-                        ("shown-pooled", stats.block_noise(table, VALUE))):  # fmt: skip
-        cells[rule] = stats.pairwise(table, VALUE, shown.names, "minimize", level=ev.level,
-                                     noise=noise, family=ev.family, family_size=0)  # fmt: skip
+    for rule, noise in (
+        ("shown-rows", ev.pair_noise or ev.noise),
+        ("shown-pooled", stats.block_noise(table, VALUE)),
+    ):
+        cells[rule] = stats.pairwise(
+            table,
+            VALUE,
+            shown.names,
+            "minimize",
+            level=ev.level,
+            noise=noise,
+            family=ev.family,
+            family_size=0,
+        )
     where = {c: i for i, c in enumerate(shown.names)}
     out: dict[str, dict[str, Any]] = {}
     for rule, c in cells.items():
         once = c[[where[a] < where[b] for a, b in zip(c["a"], c["b"], strict=True)]]
         sep = once["separated"].fillna(False).astype(bool)
-        out[rule] = {"null": len(once), "null_sep": int(sep.sum()), "any_false": int(sep.any()),
-                     "real": 0, "power": 0}  # fmt: skip
+        out[rule] = {
+            "null": len(once),
+            "null_sep": int(sep.sum()),
+            "any_false": int(sep.any()),
+            "real": 0,
+            "power": 0,
+        }
     return out
 
 
@@ -869,13 +945,16 @@ PRIOR_RULES = {
 }
 
 
-def judge_prior(trials: pd.DataFrame, sc: Scenario, factor: float, rng: Any = None,
-                sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def judge_prior(
+    trials: pd.DataFrame, sc: Scenario, factor: float, rng: Any = None, sd_e: float = 0.005
+) -> dict[str, dict[str, Any]]:
     """A race against uniform (rows) with ``racing.prior_sd`` = ``factor`` x the true sd of
     one paired delta (sqrt(2) sd_e), per :data:`PRIOR_RULES`."""
     prior = {"prior_sd": factor * math.sqrt(2.0) * sd_e}
-    return {rule: judge_race(trials, sc, "uniform", racing=prior, prior_final=rule == "final")
-            for rule in PRIOR_RULES}  # fmt: skip
+    return {
+        rule: judge_race(trials, sc, "uniform", racing=prior, prior_final=rule == "final")
+        for rule in PRIOR_RULES
+    }
 
 
 ARRIVE_RULES = {
@@ -884,13 +963,16 @@ ARRIVE_RULES = {
 }
 
 
-def judge_arrive(trials: pd.DataFrame, sc: Scenario, per_look: int, rng: Any = None,
-                 sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def judge_arrive(
+    trials: pd.DataFrame, sc: Scenario, per_look: int, rng: Any = None, sd_e: float = 0.005
+) -> dict[str, dict[str, Any]]:
     """A race against uniform (rows) whose sampler adds ``per_look`` candidates per look, its
     family per :data:`ARRIVE_RULES`."""
     planned = {"planned": {"n_trials": len(sc.effects)}, "counted": {"family_size": 0}}
-    return {rule: judge_race(trials, sc, "uniform", arrive=per_look, **planned[rule])
-            for rule in ARRIVE_RULES}  # fmt: skip
+    return {
+        rule: judge_race(trials, sc, "uniform", arrive=per_look, **planned[rule])
+        for rule in ARRIVE_RULES
+    }
 
 
 @dataclass(frozen=True)
@@ -905,22 +987,29 @@ class Extra:
     bases: tuple[str, ...]
 
 
-JUDGES = {"prior": judge_prior, "arrive": judge_arrive, "prune": judge_prune,
-          "matrix": judge_matrix}  # fmt: skip
+JUDGES = {
+    "prior": judge_prior,
+    "arrive": judge_arrive,
+    "prune": judge_prune,
+    "matrix": judge_matrix,
+}
 
 
 def extras() -> dict[str, Extra]:
     """The run-and-read scenarios, beyond unequal variances (the module docstring)."""
     both = ("a", "c3")
-    return {x.name: x for x in (
-        Extra("prior_half", "racing.prior_sd half the true noise sd", "prior", 0.5, both),
-        Extra("prior_equal", "racing.prior_sd the true noise sd", "prior", 1.0, both),
-        Extra("prior_double", "racing.prior_sd twice the true noise sd", "prior", 2.0, both),
-        Extra("arrive", "2 candidates arrive per look (a sampler)", "arrive", 2, both),
-        Extra("prune_median", "the default median pruner", "prune", "median", ("a", "c3z")),
-        Extra("prune_paired", "the paired pruner", "prune", "paired", ("a",)),
-        Extra("matrix60", "the matrix of the top 5 and uniform", "matrix", 5, ("a60",)),
-    )}  # fmt: skip
+    return {
+        x.name: x
+        for x in (
+            Extra("prior_half", "racing.prior_sd half the true noise sd", "prior", 0.5, both),
+            Extra("prior_equal", "racing.prior_sd the true noise sd", "prior", 1.0, both),
+            Extra("prior_double", "racing.prior_sd twice the true noise sd", "prior", 2.0, both),
+            Extra("arrive", "2 candidates arrive per look (a sampler)", "arrive", 2, both),
+            Extra("prune_median", "the default median pruner", "prune", "median", ("a", "c3z")),
+            Extra("prune_paired", "the paired pruner", "prune", "paired", ("a",)),
+            Extra("matrix60", "the matrix of the top 5 and uniform", "matrix", 5, ("a60",)),
+        )
+    }
 
 
 def base_scenario(name: str) -> Scenario:
@@ -930,13 +1019,15 @@ def base_scenario(name: str) -> Scenario:
         return replace(scenarios(60)["a"], name="a60")
     if name == "c3z":  # the winner queued last: a pruner can stop it (it is not spared)
         c3 = scenarios()["c3"]
-        return replace(c3, name="c3z", title=c3.title + ", queued last",
-                       effects=tuple(reversed(c3.effects)))  # fmt: skip
+        return replace(
+            c3, name="c3z", title=c3.title + ", queued last", effects=tuple(reversed(c3.effects))
+        )
     return scenarios()[name]
 
 
-def simulate_extra(ex: Extra, reps: int, seed: int = 0, sd_u: float = 0.005,
-                   sd_e: float = 0.005) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+def simulate_extra(
+    ex: Extra, reps: int, seed: int = 0, sd_u: float = 0.005, sd_e: float = 0.005
+) -> dict[str, list[dict[str, Any]]]:
     """Per ``base/rule``, one dict of counts per simulated study. The draws depend on
     (``seed``, the extra's kind, the base) only: the three priors race the same studies, the
     two pruners prune the same ones."""
@@ -1097,17 +1188,21 @@ def extra_tables(results: dict[str, dict[str, Any]]) -> str:
     of = {kind: [k for k, x in ex.items() if x.kind == kind] for kind in JUDGES}
     lines: list[str] = []
     if of["prior"]:
-        lines += ["### Racing with a prior (racing.prior_sd; against uniform, rows, confidence "
-                  "0.95, max_seeds 3)", "",
-                  "The prior stands in for the noise until the fit has residual df: "
-                  "a lane the prior would separate is held and judged again on measured noise; "
-                  "prior final: that separation recorded for good (racing.PAUSED lanes "
-                  "recorded as separated). FWER: a false \"separated\" "
-                  "at the end; any look: one printed at some look.", "",
-                  "| study | prior_sd / true sd | rule | false sep. / candidate | FWER | "
-                  "FWER, any look | power | lanes held on the prior / race | trainings / all | "
-                  "goal (<= 5% within 2 se) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "### Racing with a prior (racing.prior_sd; against uniform, rows, confidence "
+            "0.95, max_seeds 3)",
+            "",
+            "The prior stands in for the noise until the fit has residual df: "
+            "a lane the prior would separate is held and judged again on measured noise; "
+            "prior final: that separation recorded for good (racing.PAUSED lanes "
+            'recorded as separated). FWER: a false "separated" '
+            "at the end; any look: one printed at some look.",
+            "",
+            "| study | prior_sd / true sd | rule | false sep. / candidate | FWER | "
+            "FWER, any look | power | lanes held on the prior / race | trainings / all | "
+            "goal (<= 5% within 2 se) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         bases = dict.fromkeys(b for k in of["prior"] for b in ex[k].bases)
         for base in bases:
             for k in of["prior"]:
@@ -1116,73 +1211,98 @@ def extra_tables(results: dict[str, dict[str, Any]]) -> str:
                     if r is None:
                         continue
                     ok = _ok(within_goal(r["fwer"]), within_goal(r["ever_false"]))
-                    lines.append(f"| {_study(base)} | {ex[k].arg:g} | {words} | "
-                                 f"{fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} | "
-                                 f"{fmt(r['ever_false'])} | {fmt(r['power'])} | "
-                                 f"{r['held']:.2f} | {r['trainings']:.2f} | {ok} |")  # fmt: skip
+                    lines.append(
+                        f"| {_study(base)} | {ex[k].arg:g} | {words} | "
+                        f"{fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} | "
+                        f"{fmt(r['ever_false'])} | {fmt(r['power'])} | "
+                        f"{r['held']:.2f} | {r['trainings']:.2f} | {ok} |"
+                    )
     for k in of["arrive"]:
-        lines += ["", f"### Arriving candidates: {ex[k].arg} per look, each on seed 0 (a "
-                  "race against uniform, rows, fed by a sampler)", "",
-                  "| study | family | false sep. / candidate | FWER | FWER, any look | power "
-                  "| trainings / all | goal (<= 5% within 2 se) |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"### Arriving candidates: {ex[k].arg} per look, each on seed 0 (a "
+            "race against uniform, rows, fed by a sampler)",
+            "",
+            "| study | family | false sep. / candidate | FWER | FWER, any look | power "
+            "| trainings / all | goal (<= 5% within 2 se) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for base in ex[k].bases:
             for rule, words in ARRIVE_RULES.items():
                 r = results[k][f"{base}/{rule}"]
                 ok = _ok(within_goal(r["fwer"]), within_goal(r["ever_false"]))
-                lines.append(f"| {_study(base)} | {words} | {fmt(r['false_per_candidate'])} | "
-                             f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | "
-                             f"{fmt(r['power'])} | {r['trainings']:.2f} | {ok} |")  # fmt: skip
+                lines.append(
+                    f"| {_study(base)} | {words} | {fmt(r['false_per_candidate'])} | "
+                    f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | "
+                    f"{fmt(r['power'])} | {r['trainings']:.2f} | {ok} |"
+                )
     if of["prune"]:
-        lines += ["", f"### Pruners on a null study ({EVALS} evals per training, one training "
-                  f"at a time, seed-major; prunable from eval {GRACE} to the last but one)", "",
-                  "Estimates over the truth (one paired delta's sd, sqrt(2) sd_e): the study's "
-                  "noise (Evidence.noise: the pooled part) and a typical candidate's noise vs "
-                  "uniform (the median over the candidates of model.pair(c, uniform)); an "
-                  "unbiased variance has a variance ratio of 1. The pair's is conservative by "
-                  "design even in the complete study (uniform's gate, stats/rows.py): "
-                  "\"unbiased\" asks the noise's variance ratio within 2 se of 1 and the "
-                  "pair's not below the complete study's (2 se; the pooled fit's pair is its "
-                  "noise: within 2 se of 1). FWER: the conclusions (holm) "
-                  "on the pruned study, where the model is one Evidence uses: a false "
-                  "\"separated\" in the effects table, or a false claim in the conclusions' "
-                  "words (which refuse \"beats uniform\" to a candidate pruned on some "
-                  "seed). Power (c3z: the winner queued last, so the pruner may stop it): the "
-                  "winner separated in the effects table.", "",
-                  "| pruner | study | noise model | cells pruned | a candidate never pruned | "
-                  "studies with a noise | noise sd ratio | noise var ratio | pair sd ratio | "
-                  "pair var ratio | unbiased | SNR spread / noise alone's | FWER, effects "
-                  "separated | "
-                  "FWER, claims in words | power | goal (<= 5% within 2 se) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"### Pruners on a null study ({EVALS} evals per training, one training "
+            f"at a time, seed-major; prunable from eval {GRACE} to the last but one)",
+            "",
+            "Estimates over the truth (one paired delta's sd, sqrt(2) sd_e): the study's "
+            "noise (Evidence.noise: the pooled part) and a typical candidate's noise vs "
+            "uniform (the median over the candidates of model.pair(c, uniform)); an "
+            "unbiased variance has a variance ratio of 1. The pair's is conservative by "
+            "design even in the complete study (uniform's gate, stats/rows.py): "
+            '"unbiased" asks the noise\'s variance ratio within 2 se of 1 and the '
+            "pair's not below the complete study's (2 se; the pooled fit's pair is its "
+            "noise: within 2 se of 1). FWER: the conclusions (holm) "
+            "on the pruned study, where the model is one Evidence uses: a false "
+            '"separated" in the effects table, or a false claim in the conclusions\' '
+            'words (which refuse "beats uniform" to a candidate pruned on some '
+            "seed). Power (c3z: the winner queued last, so the pruner may stop it): the "
+            "winner separated in the effects table.",
+            "",
+            "| pruner | study | noise model | cells pruned | a candidate never pruned | "
+            "studies with a noise | noise sd ratio | noise var ratio | pair sd ratio | "
+            "pair var ratio | unbiased | SNR spread / noise alone's | FWER, effects "
+            "separated | "
+            "FWER, claims in words | power | goal (<= 5% within 2 se) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for k in of["prune"]:
             for base in ex[k].bases:
                 whole = results[k][f"{base}/unpruned"]["pair_var_ratio"]
                 for rule, (words, _, _) in PRUNE_RULES.items():
                     r = results[k][f"{base}/{rule}"]
-                    pair = (unbiased(r["pair_var_ratio"]) if rule == "pooled"  # its one noise
-                            else _not_below(r["pair_var_ratio"], whole))  # fmt: skip
+                    pair = (
+                        unbiased(r["pair_var_ratio"])
+                        if rule == "pooled"  # its one noise
+                        else _not_below(r["pair_var_ratio"], whole)
+                    )
                     fair = _ok(unbiased(r["noise_var_ratio"]), pair)
                     measured = r["noise_sd_ratio"]["n"] / max(1, r["studies"])
-                    lines.append(f"| {ex[k].arg} | {base} | {words} | {r['pruned']['mean']:.2f} | "
-                                 f"{fmt(r['never_pruned'])} | {measured:.2f} | "
-                                 f"{fmt(r['noise_sd_ratio'])} | "
-                                 f"{fmt(r['noise_var_ratio'])} | {fmt(r['pair_sd_ratio'])} | "
-                                 f"{fmt(r['pair_var_ratio'])} | {fair} | "
-                                 f"{fmt(r.get('spread_ratio'))} | {fmt(r['fwer'])} | "
-                                 f"{fmt(r.get('said_false'))} | {fmt(r.get('power'))} | "
-                                 f"{_ok(within_goal(r['fwer']), within_goal(r.get('said_false')))}"
-                                 " |")  # fmt: skip
+                    lines.append(
+                        f"| {ex[k].arg} | {base} | {words} | {r['pruned']['mean']:.2f} | "
+                        f"{fmt(r['never_pruned'])} | {measured:.2f} | "
+                        f"{fmt(r['noise_sd_ratio'])} | "
+                        f"{fmt(r['noise_var_ratio'])} | {fmt(r['pair_sd_ratio'])} | "
+                        f"{fmt(r['pair_var_ratio'])} | {fair} | "
+                        f"{fmt(r.get('spread_ratio'))} | {fmt(r['fwer'])} | "
+                        f"{fmt(r.get('said_false'))} | {fmt(r.get('power'))} | "
+                        f"{_ok(within_goal(r['fwer']), within_goal(r.get('said_false')))}"
+                        " |"
+                    )
     for k in of["matrix"]:
         base = ex[k].bases[0]
-        lines += ["", f"### The separation matrix: the top {ex[k].arg} by the data and uniform "
-                  f"(report/effects.py separation()), {_study(base)}", "",
-                  "| rule | false sep. / shown pair | studies with a false cell (FWER) | goal "
-                  "(<= 5% within 2 se) |", "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"### The separation matrix: the top {ex[k].arg} by the data and uniform "
+            f"(report/effects.py separation()), {_study(base)}",
+            "",
+            "| rule | false sep. / shown pair | studies with a false cell (FWER) | goal "
+            "(<= 5% within 2 se) |",
+            "|---|---|---|---|",
+        ]
         for rule, words in MATRIX_RULES.items():
             r = results[k][f"{base}/{rule}"]
-            lines.append(f"| {words} | {fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} | "
-                         f"{_ok(within_goal(r['fwer']))} |")  # fmt: skip
+            lines.append(
+                f"| {words} | {fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} | "
+                f"{_ok(within_goal(r['fwer']))} |"
+            )
     return "\n".join(lines).strip("\n")
 
 
@@ -1197,32 +1317,43 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
         sc = specs[k]
         return f"{k}: {sc.title}, {sc.seeds} seeds"
 
-    lines = ["### Conclusions vs uniform (no racing; Evidence.build, level 0.95)", "",
-             "holm: each comparison on its rows' own noise (uniform's always, a candidate's "
-             "where its seeds show it noisier), Holm's step-down and the intervals at "
-             "the comparisons' joint t critical value; holm-rows-bonferroni: the same noise, "
-             "Holm's Bonferroni steps; holm-pooled: one block-design noise for every "
-             "comparison, the best's interval per comparison; none: no "
-             "correction (the contrast).", "",
-             "| scenario | rule | false sep. / candidate | FWER | power | best's interval "
-             "excludes 0 | goal (<= 5% within 2 se) |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "### Conclusions vs uniform (no racing; Evidence.build, level 0.95)",
+        "",
+        "holm: each comparison on its rows' own noise (uniform's always, a candidate's "
+        "where its seeds show it noisier), Holm's step-down and the intervals at "
+        "the comparisons' joint t critical value; holm-rows-bonferroni: the same noise, "
+        "Holm's Bonferroni steps; holm-pooled: one block-design noise for every "
+        "comparison, the best's interval per comparison; none: no "
+        "correction (the contrast).",
+        "",
+        "| scenario | rule | false sep. / candidate | FWER | power | best's interval "
+        "excludes 0 | goal (<= 5% within 2 se) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for k, res in drawn.items():
         for rule in RULES:
             r = res[f"conclusions/{rule}"]
             best = r.get("best_excludes")
-            ok = _ok(within_goal(r["false_per_candidate"]), within_goal(r["fwer"]),
-                     within_goal(best) if k in NULLS else None)  # fmt: skip
+            ok = _ok(
+                within_goal(r["false_per_candidate"]),
+                within_goal(r["fwer"]),
+                within_goal(best) if k in NULLS else None,
+            )
             if rule == "none" and ok != "—":
                 ok += " (no family claim)"
             lines.append(
                 f"| {label(k)} | {rule} | {fmt(r['false_per_candidate'])} | "
                 f"{fmt(r['fwer'])} | {fmt(r['power'])} | {fmt(best)} | {ok} |"
             )
-    lines += ["", "### The verdict (top_group: Hsu's MCB, uniform included)", "",
-              "| scenario | noise | selected any | wrong winner | uniform ranked first | "
-              "uniform selected | true winner selected (power) | goal |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "### The verdict (top_group: Hsu's MCB, uniform included)",
+        "",
+        "| scenario | noise | selected any | wrong winner | uniform ranked first | "
+        "uniform selected | true winner selected (power) | goal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for k, res in drawn.items():
         for rule in ("holm", "holm-pooled"):
             r = res[f"conclusions/{rule}"]
@@ -1232,9 +1363,11 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
             elif k in NULLS:
                 goal = _ok(within_goal(r["wrong_winner"]))
             winner = fmt(r["winner_selected"]) if k.startswith("c") else "—"
-            lines.append(f"| {label(k)} | {RULES[rule][1]} | {fmt(r['selected'])} | "
-                         f"{fmt(r['wrong_winner'])} | {fmt(r['uniform_first'])} | "
-                         f"{fmt(r['uniform_selected'])} | {winner} | {goal} |")  # fmt: skip
+            lines.append(
+                f"| {label(k)} | {RULES[rule][1]} | {fmt(r['selected'])} | "
+                f"{fmt(r['wrong_winner'])} | {fmt(r['uniform_first'])} | "
+                f"{fmt(r['uniform_selected'])} | {winner} | {goal} |"
+            )
     lines += [
         "",
         "### Racing, as it runs live (confidence 0.95, max_seeds = the seeds)",
@@ -1252,30 +1385,50 @@ def tables(results: dict[str, dict[str, Any]], specs: dict[str, Scenario]) -> st
             best = against == "best"
             strict = fmt(r["ever_strict"]) if best else "—"
             inc = fmt(r["winner_incumbent"]) if best and k.startswith("c") else "—"
-            ok = _ok(within_goal(r["false_per_candidate"]), within_goal(r["fwer"]),
-                     within_goal(r["ever_false"]),
-                     within_goal(r["ever_strict"]) if best else None)  # fmt: skip
-            lines.append(f"| {label(k)} | {against}, {variance} | "
-                         f"{fmt(r['false_per_candidate'])} | "
-                         f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | {strict} | "
-                         f"{fmt(r['power'])} | {inc} | {r['trainings']:.2f} | "
-                         f"{r['undone']:.3f} | {ok} |")  # fmt: skip
-    lines += ["", f"### The paired pruner (its defaults: margin 2.5 noise sds, patience 2; "
-              f"{EVALS} evals per curve)", "",
-              "| scenario | best pruned / trial | studies with a best pruned | worse pruned / "
-              "trial (power) | trainings kept |", "|---|---|---|---|---|"]  # fmt: skip
+            ok = _ok(
+                within_goal(r["false_per_candidate"]),
+                within_goal(r["fwer"]),
+                within_goal(r["ever_false"]),
+                within_goal(r["ever_strict"]) if best else None,
+            )
+            lines.append(
+                f"| {label(k)} | {against}, {variance} | "
+                f"{fmt(r['false_per_candidate'])} | "
+                f"{fmt(r['fwer'])} | {fmt(r['ever_false'])} | {strict} | "
+                f"{fmt(r['power'])} | {inc} | {r['trainings']:.2f} | "
+                f"{r['undone']:.3f} | {ok} |"
+            )
+    lines += [
+        "",
+        f"### The paired pruner (its defaults: margin 2.5 noise sds, patience 2; "
+        f"{EVALS} evals per curve)",
+        "",
+        "| scenario | best pruned / trial | studies with a best pruned | worse pruned / "
+        "trial (power) | trainings kept |",
+        "|---|---|---|---|---|",
+    ]
     for k, res in drawn.items():
         r = res.get("pruner/paired")
         if r is not None:
-            lines.append(f"| {label(k)} | {fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} "
-                         f"| {fmt(r['power'])} | {r['trainings']:.2f} |")  # fmt: skip
+            lines.append(
+                f"| {label(k)} | {fmt(r['false_per_candidate'])} | {fmt(r['fwer'])} "
+                f"| {fmt(r['power'])} | {r['trainings']:.2f} |"
+            )
     more = extra_tables(results)
     return "\n".join(lines) + ("\n\n" + more if more else "")
 
 
-def run(*, reps: int = 300, seed: int = 0, which: Sequence[str] = DEFAULT,
-        sd_u: float = 0.005, sd_e: float = 0.005, races: bool | int = True,
-        m: int = 15, extra_reps: int | None = None) -> dict[str, dict[str, Any]]:  # fmt: skip
+def run(
+    *,
+    reps: int = 300,
+    seed: int = 0,
+    which: Sequence[str] = DEFAULT,
+    sd_u: float = 0.005,
+    sd_e: float = 0.005,
+    races: bool | int = True,
+    m: int = 15,
+    extra_reps: int | None = None,
+) -> dict[str, dict[str, Any]]:
     """Scenario -> rule -> :func:`summarise`'s rates, for ``reps`` studies of each scenario of
     :func:`scenarios` and ``extra_reps`` (None: ``reps``) of each of :func:`extras` (rules
     ``base/rule``). ``races``: how many of them to race and prune (True: all, False: none), on
@@ -1288,15 +1441,17 @@ def run(*, reps: int = 300, seed: int = 0, which: Sequence[str] = DEFAULT,
     specs, more = scenarios(m), extras()
     unknown = [k for k in which if k not in specs and k not in more]
     if unknown:
-        raise ValueError(f"scenarios must be among {', '.join([*specs, *more])}, but got "
-                         f"{unknown}")  # fmt: skip
+        raise ValueError(
+            f"scenarios must be among {', '.join([*specs, *more])}, but got {unknown}"
+        )
     out: dict[str, dict[str, Any]] = {}
     for k in which:
         if k in specs:
             studies = simulate(specs[k], reps, seed, sd_u, sd_e, races if k in RACED else False)
         else:
-            studies = simulate_extra(more[k], reps if extra_reps is None else extra_reps, seed,
-                                     sd_u, sd_e)  # fmt: skip
+            studies = simulate_extra(
+                more[k], reps if extra_reps is None else extra_reps, seed, sd_u, sd_e
+            )
         out[k] = {rule: summarise(s) for rule, s in studies.items()}
     return out
 
@@ -1316,9 +1471,15 @@ def judge_gate(trials: pd.DataFrame) -> int:
     return int(bool(eff["separated"].fillna(False).any()))
 
 
-def gate_grid(reps: int = 100, seed: int = 0, seeds: Sequence[int] = GATE_SEEDS,
-              ratios: Sequence[float] = GATE_RATIOS, m: int = 15, sd_u: float = 0.005,
-              sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def gate_grid(
+    reps: int = 100,
+    seed: int = 0,
+    seeds: Sequence[int] = GATE_SEEDS,
+    ratios: Sequence[float] = GATE_RATIOS,
+    m: int = 15,
+    sd_u: float = 0.005,
+    sd_e: float = 0.005,
+) -> dict[str, dict[str, Any]]:
     """``"seeds/ratio"`` -> the family-wise rate of a false "separated" (:func:`_rate`) over
     ``reps`` null studies of ``m`` candidates equal to uniform, uniform's residual sd ``ratio``
     times the candidates'. The draws depend on (``seed``, seeds, ratio) only.
@@ -1330,8 +1491,9 @@ def gate_grid(reps: int = 100, seed: int = 0, seeds: Sequence[int] = GATE_SEEDS,
     out = {}
     for s in seeds:
         for k in ratios:
-            sc = Scenario(f"gate{s}x{k:g}", f"{m} equal, uniform's sd {k:g}x", s, (0.0,) * m,
-                          sd_uniform=k)  # fmt: skip
+            sc = Scenario(
+                f"gate{s}x{k:g}", f"{m} equal, uniform's sd {k:g}x", s, (0.0,) * m, sd_uniform=k
+            )
             rng = np.random.default_rng([seed, s, round(k * 100)])
             hits = sum(judge_gate(draw(sc, rng, sd_u, sd_e)) for _ in range(reps))
             out[f"{s}/{k:g}"] = {"studies": reps, "fwer": _rate(hits, reps, reps)}
@@ -1343,9 +1505,12 @@ def gate_table(grid: dict[str, dict[str, Any]]) -> str:
     against 5% within 2 MC standard errors."""
     seeds = sorted({int(k.split("/")[0]) for k in grid})
     ratios = sorted({float(k.split("/")[1]) for k in grid})
-    lines = ["### Uniform's variance gate: family-wise false \"separated\" (null studies, Holm)",
-             "", "| seeds | " + " | ".join(f"uniform's sd {k:g}x" for k in ratios) + " |",
-             "|---|" + "---|" * len(ratios)]  # fmt: skip
+    lines = [
+        '### Uniform\'s variance gate: family-wise false "separated" (null studies, Holm)',
+        "",
+        "| seeds | " + " | ".join(f"uniform's sd {k:g}x" for k in ratios) + " |",
+        "|---|" + "---|" * len(ratios),
+    ]
     for s in seeds:
         cells = []
         for k in ratios:
@@ -1371,9 +1536,15 @@ TUNED_ROWS = (
 )
 
 
-def draw_tuned(rng: np.random.Generator, seeds: int, sd_uniform: float = 1.0,
-               spared: int | None = None, sd_u: float = 0.005, sd_e: float = 0.005,
-               sd_g: float = 0.005) -> pd.DataFrame:  # fmt: skip
+def draw_tuned(
+    rng: np.random.Generator,
+    seeds: int,
+    sd_uniform: float = 1.0,
+    spared: int | None = None,
+    sd_u: float = 0.005,
+    sd_e: float = 0.005,
+    sd_g: float = 0.005,
+) -> pd.DataFrame:
     """A null study with a ``train.lr`` dimension: uniform and TUNED_SCHEDULES schedules at
     every LR of TUNED_LRS on every seed, all equal at every LR (an LR level shared by all),
 
@@ -1401,12 +1572,14 @@ def draw_tuned(rng: np.random.Generator, seeds: int, sd_uniform: float = 1.0,
     t = pd.DataFrame(rows, columns=["schedule", "lr", "seed", VALUE, "early"])
     t["setting"] = [f"lr={lr}" for lr in t["lr"]]
     t["candidate"] = t["schedule"] + " @ " + t["setting"]
-    t["params_json"] = [json.dumps({"shape": s, "train.lr": lr})
-                        for s, lr in zip(t["schedule"], t["lr"], strict=True)]  # fmt: skip
+    t["params_json"] = [
+        json.dumps({"shape": s, "train.lr": lr})
+        for s, lr in zip(t["schedule"], t["lr"], strict=True)
+    ]
     t["is_baseline"] = t["schedule"] == "uniform"
     t["state"] = "COMPLETE"
     if spared is not None:
-        keep = set(scheds[1:1 + spared])
+        keep = set(scheds[1 : 1 + spared])
         med = t.groupby(["lr", "seed"])["early"].transform("median")
         at_risk = ~t["is_baseline"] & ~t["schedule"].isin(keep)
         cut = at_risk & (t["early"] > med)
@@ -1429,8 +1602,9 @@ def judge_tuned(trials: pd.DataFrame) -> dict[str, int]:
     return {"tuned": int(own), "shared": int(shared), "either": int(own or shared)}
 
 
-def tuned_grid(reps: int = 100, seed: int = 0, rows: Sequence[tuple] = TUNED_ROWS
-               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+def tuned_grid(
+    reps: int = 100, seed: int = 0, rows: Sequence[tuple] = TUNED_ROWS
+) -> dict[str, dict[str, Any]]:
     """row name -> the family-wise rates of a false "separated" over ``reps`` null studies
     (:func:`draw_tuned`, :func:`judge_tuned`); each row's draws depend on (``seed``, its
     index) only, so two engines judge the same studies.
@@ -1453,10 +1627,13 @@ def tuned_grid(reps: int = 100, seed: int = 0, rows: Sequence[tuple] = TUNED_ROW
 def tuned_table(grid: dict[str, dict[str, Any]]) -> str:
     """:func:`tuned_grid` as a table, each rate ``ok`` or ``**FAILS**`` against 5% within 2
     MC standard errors."""
-    lines = ["### The tuned and shared-LR comparisons: family-wise false \"separated\" (null "
-             "studies, uniform and 6 schedules at 4 LRs, held-out seeds)", "",
-             "| study | tuned (each at its best LR) | at uniform's best LR | either |",
-             "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        '### The tuned and shared-LR comparisons: family-wise false "separated" (null '
+        "studies, uniform and 6 schedules at 4 LRs, held-out seeds)",
+        "",
+        "| study | tuned (each at its best LR) | at uniform's best LR | either |",
+        "|---|---|---|---|",
+    ]
     for name, r in grid.items():
         cells = [f"{fmt(r[k])} {_ok(within_goal(r[k]))}" for k in ("tuned", "shared", "either")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -1473,8 +1650,9 @@ SHRINK_ROWS = (  # (name, seeds, sd of the candidates' true effects in noise sds
 )
 
 
-def shrink_grid(reps: int = 300, seed: int = 0, m: int = 15, sd_u: float = 0.005,
-                sd_e: float = 0.005) -> dict[str, dict[str, Any]]:  # fmt: skip
+def shrink_grid(
+    reps: int = 300, seed: int = 0, m: int = 15, sd_u: float = 0.005, sd_e: float = 0.005
+) -> dict[str, dict[str, Any]]:
     """row -> the mean error (in noise sds: one paired delta's sd, sqrt(2) sd_e) of the
     best-ranked candidate's raw mean delta and of its selection-adjusted one
     (:func:`tlmsearch.stats.shrunk` of :func:`tlmsearch.stats.effects`, what best.yaml prints),
@@ -1501,19 +1679,28 @@ def shrink_grid(reps: int = 300, seed: int = 0, m: int = 15, sd_u: float = 0.005
             true = truth(sc)[best]
             raw.append(eff.at[best, "mean_delta"] / unit - true)
             adj.append(eff.at[best, "shrunk"] / unit - true)
-        out[name] = {"raw": _mean(raw), "adjusted": _mean(adj),
-                     "abs_raw": _mean([abs(x) for x in raw]),
-                     "abs_adjusted": _mean([abs(x) for x in adj])}  # fmt: skip
+        out[name] = {
+            "raw": _mean(raw),
+            "adjusted": _mean(adj),
+            "abs_raw": _mean([abs(x) for x in raw]),
+            "abs_adjusted": _mean([abs(x) for x in adj]),
+        }
     return out
 
 
 def shrink_table(grid: dict[str, dict[str, Any]]) -> str:
-    lines = ["### The best's estimate: mean error vs its true effect, in noise sds (± MC se)", "",
-             "| study | raw mean (bias) | selection-adjusted (bias) | raw, mean abs error | "
-             "adjusted, mean abs error |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "### The best's estimate: mean error vs its true effect, in noise sds (± MC se)",
+        "",
+        "| study | raw mean (bias) | selection-adjusted (bias) | raw, mean abs error | "
+        "adjusted, mean abs error |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in grid.items():
-        cells = [f"{r[k]['mean']:+.3f} ± {r[k]['se']:.3f}"
-                 for k in ("raw", "adjusted", "abs_raw", "abs_adjusted")]  # fmt: skip
+        cells = [
+            f"{r[k]['mean']:+.3f} ± {r[k]['se']:.3f}"
+            for k in ("raw", "adjusted", "abs_raw", "abs_adjusted")
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -1521,9 +1708,13 @@ def shrink_table(grid: dict[str, dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
-    p.add_argument("--race-reps", type=int, default=100,
-                   help=f"of them, how many to race and prune (on {', '.join(RACED)}); "
-                        f"also the studies of each of {', '.join(EXTRAS)}")  # fmt: skip
+    p.add_argument(
+        "--race-reps",
+        type=int,
+        default=100,
+        help=f"of them, how many to race and prune (on {', '.join(RACED)}); "
+        f"also the studies of each of {', '.join(EXTRAS)}",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--scenarios",
@@ -1532,29 +1723,63 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--sd-u", type=float, default=0.005, help="sd of the shared seed level")
     p.add_argument("--sd-e", type=float, default=0.005, help="sd of a cell's own error")
-    p.add_argument("--no-race", action="store_true",
-                   help=f"skip the races and the pruner of {', '.join(RACED)} (the slow part; "
-                        "the run-and-read rows run when named)")  # fmt: skip
+    p.add_argument(
+        "--no-race",
+        action="store_true",
+        help=f"skip the races and the pruner of {', '.join(RACED)} (the slow part; "
+        "the run-and-read rows run when named)",
+    )
     p.add_argument("--json", help="write the numbers here")
-    p.add_argument("--gate", type=int, default=0, metavar="REPS",
-                   help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
-                        "null studies per cell")  # fmt: skip
-    p.add_argument("--gate-seeds", default=",".join(str(s) for s in GATE_SEEDS),
-                   help="--gate's seeds per study, comma-separated (e.g. 10,20)")
-    p.add_argument("--gate-ratios", default=",".join(f"{k:g}" for k in GATE_RATIOS),
-                   help="--gate's uniform sd over the candidates', comma-separated (e.g. 1.5,2)")
-    p.add_argument("--tuned", type=int, default=0, metavar="REPS",
-                   help="only the tuned and shared-setting comparisons' rows (null studies "
-                        "with 4 LRs), REPS studies per row")  # fmt: skip
-    p.add_argument("--shrink", type=int, default=0, metavar="REPS",
-                   help="only the best's selection-adjusted estimate's rows, REPS studies each")
+    p.add_argument(
+        "--gate",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="only the uniform variance gate's grid (seeds x uniform's sd), REPS "
+        "null studies per cell",
+    )
+    p.add_argument(
+        "--gate-seeds",
+        default=",".join(str(s) for s in GATE_SEEDS),
+        help="--gate's seeds per study, comma-separated (e.g. 10,20)",
+    )
+    p.add_argument(
+        "--gate-ratios",
+        default=",".join(f"{k:g}" for k in GATE_RATIOS),
+        help="--gate's uniform sd over the candidates', comma-separated (e.g. 1.5,2)",
+    )
+    p.add_argument(
+        "--tuned",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="only the tuned and shared-setting comparisons' rows (null studies "
+        "with 4 LRs), REPS studies per row",
+    )
+    p.add_argument(
+        "--shrink",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="only the best's selection-adjusted estimate's rows, REPS studies each",
+    )
     a = p.parse_args(argv)
     for reps, name, grid_of, table in (
         (a.shrink, "shrink", lambda: shrink_grid(a.shrink, a.seed), shrink_table),
         (a.tuned, "tuned", lambda: tuned_grid(a.tuned, a.seed), tuned_table),
-        (a.gate, "gate", lambda: gate_grid(
-            a.gate, a.seed, [int(x) for x in a.gate_seeds.split(",")],
-            [float(x) for x in a.gate_ratios.split(",")], sd_u=a.sd_u, sd_e=a.sd_e), gate_table),
+        (
+            a.gate,
+            "gate",
+            lambda: gate_grid(
+                a.gate,
+                a.seed,
+                [int(x) for x in a.gate_seeds.split(",")],
+                [float(x) for x in a.gate_ratios.split(",")],
+                sd_u=a.sd_u,
+                sd_e=a.sd_e,
+            ),
+            gate_table,
+        ),
     ):
         if reps:  # one study kind alone: its rows, its wall time, its JSON
             t0 = time.perf_counter()
@@ -1578,8 +1803,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"MC standard error\n",
         flush=True,
     )
-    results = run(reps=a.reps, seed=a.seed, which=which, sd_u=a.sd_u, sd_e=a.sd_e,
-                  races=races, extra_reps=extra_reps)  # fmt: skip
+    results = run(
+        reps=a.reps,
+        seed=a.seed,
+        which=which,
+        sd_u=a.sd_u,
+        sd_e=a.sd_e,
+        races=races,
+        extra_reps=extra_reps,
+    )
     wall = time.perf_counter() - t0
     print(tables(results, scenarios()))
     print(f"\n{wall:.0f} s")

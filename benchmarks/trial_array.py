@@ -67,10 +67,17 @@ def array_one(spec: dict[str, Any]) -> dict[str, Any]:
     model = ModelConfig(**spec["model"])
     data = prepare_data(DataConfig(**spec["data"]), progress=False)
     train = TrainConfig(**{**spec["train"], "compile": "off"})
-    members = [Member(model, tuple(model.plan(c).widths), train, seed=0)
-               for c in spec["candidates"].values()]  # fmt: skip
-    arr = TrialArray(members, data, device="cpu", threads=spec["threads"],
-                     compile=spec["train"]["compile"] == "on")  # fmt: skip
+    members = [
+        Member(model, tuple(model.plan(c).widths), train, seed=0)
+        for c in spec["candidates"].values()
+    ]
+    arr = TrialArray(
+        members,
+        data,
+        device="cpu",
+        threads=spec["threads"],
+        compile=spec["train"]["compile"] == "on",
+    )
     timed = [{"tokens": 0, "time": 0.0} for _ in members]
     windows, last = 0, [0] * len(members)
     try:
@@ -94,19 +101,24 @@ def array_one(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         arr.close()
     return {
-        "tokens_per_s": {name: t["tokens"] / t["time"]
-                         for name, t in zip(spec["candidates"], timed, strict=True)},
+        "tokens_per_s": {
+            name: t["tokens"] / t["time"]
+            for name, t in zip(spec["candidates"], timed, strict=True)
+        },
         "timed_s": min(t["time"] for t in timed),
         "first_step_s": first_step_s,
-    }  # fmt: skip
+    }
 
 
 def run_array(size: dict[str, Any], args: Any, tmp: Path) -> dict[str, Any]:
     spec = {
-        "model": size["model"], "data": data_section(size, str(tmp / "cache")),
-        "train": _train(size, args.compile), "candidates": CANDIDATES,
-        "threads": args.threads, "seconds": args.seconds,
-    }  # fmt: skip
+        "model": size["model"],
+        "data": data_section(size, str(tmp / "cache")),
+        "train": _train(size, args.compile),
+        "candidates": CANDIDATES,
+        "threads": args.threads,
+        "seconds": args.seconds,
+    }
     cmd = [sys.executable, __file__, "--array-one", json.dumps(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=args.timeout)
     if proc.returncode != 0:
@@ -118,26 +130,36 @@ def run_processes(size: dict[str, Any], args: Any, tmp: Path) -> dict[str, Any]:
     """Three ``benchmarks/gpu.py --one`` processes at once, one candidate each."""
     sync = Path(tempfile.mkdtemp(dir=tmp))
     spec = {
-        "model": size["model"], "data": data_section(size, str(tmp / "cache")),
-        "train": _train(size, args.compile), "device": "cpu", "threads": 1,
-        "seconds": args.seconds, "timeout": args.timeout, "sync": str(sync),
+        "model": size["model"],
+        "data": data_section(size, str(tmp / "cache")),
+        "train": _train(size, args.compile),
+        "device": "cpu",
+        "threads": 1,
+        "seconds": args.seconds,
+        "timeout": args.timeout,
+        "sync": str(sync),
         "n": len(CANDIDATES),
-    }  # fmt: skip
+    }
     children = []
     for i, cand in enumerate(CANDIDATES.values()):
         with open(sync / f"out.{i}", "w") as out, open(sync / f"err.{i}", "w") as err:
-            argv = [sys.executable, str(HERE / "gpu.py"), "--one",
-                    json.dumps({**spec, "candidate": cand, "index": i})]  # fmt: skip
+            argv = [
+                sys.executable,
+                str(HERE / "gpu.py"),
+                "--one",
+                json.dumps({**spec, "candidate": cand, "index": i}),
+            ]
             children.append(subprocess.Popen(argv, stdout=out, stderr=err, env=_env()))
     outs, errors = wait_all(children, sync, time.perf_counter() + args.timeout)
     if errors:
         raise RuntimeError(errors[0])
     return {
-        "tokens_per_s": {name: o["tokens_per_s"] for name, o in zip(CANDIDATES, outs,
-                                                                   strict=True)},
+        "tokens_per_s": {
+            name: o["tokens_per_s"] for name, o in zip(CANDIDATES, outs, strict=True)
+        },
         "timed_s": min(o["timed_s"] for o in outs),
         "first_step_s": max(o["first_step_s"] for o in outs),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -175,18 +197,35 @@ def main() -> None:
     total = {setup: sum(m.values()) for setup, m in mean.items()}
     ratio = total["array"] / total["processes"]
     width = max(len(c) for c in CANDIDATES) + 2
-    print(f"# {os.cpu_count()} CPUs, {'compiled' if args.compile else 'eager'}, "
-          f"{args.seconds:g} s timed a setup, {args.rounds} round(s), "
-          f"{time.perf_counter() - t0:.0f} s in all; tokens/s:")  # fmt: skip
+    print(
+        f"# {os.cpu_count()} CPUs, {'compiled' if args.compile else 'eager'}, "
+        f"{args.seconds:g} s timed a setup, {args.rounds} round(s), "
+        f"{time.perf_counter() - t0:.0f} s in all; tokens/s:"
+    )
     print("setup".ljust(22) + "".join(c.rjust(width + 6) for c in CANDIDATES) + "all".rjust(12))
-    for setup, label in (("processes", "3 processes x 1 thread"),
-                         ("array", f"array x {args.threads} threads")):  # fmt: skip
-        print(label.ljust(22) + "".join(f"{mean[setup][c]:>{width + 6},.0f}" for c in CANDIDATES)
-              + f"{total[setup]:>12,.0f}")  # fmt: skip
+    for setup, label in (
+        ("processes", "3 processes x 1 thread"),
+        ("array", f"array x {args.threads} threads"),
+    ):
+        print(
+            label.ljust(22)
+            + "".join(f"{mean[setup][c]:>{width + 6},.0f}" for c in CANDIDATES)
+            + f"{total[setup]:>12,.0f}"
+        )
     print(f"array / processes: {ratio:.2f}x (goal >= 1.3)")
     out = args.out or Path(tempfile.gettempdir()) / "tlmsearch-trial-array-bench.json"
-    out.write_text(json.dumps({"rounds": results, "mean": mean, "total": total,
-                               "ratio": ratio, "compile": args.compile}, indent=1))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "rounds": results,
+                "mean": mean,
+                "total": total,
+                "ratio": ratio,
+                "compile": args.compile,
+            },
+            indent=1,
+        )
+    )
     print(f"# JSON: {out}")
 
 

@@ -35,9 +35,11 @@ ORDER_DIR = Path(".pytest_cache") / "tlmsearch-order"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--replay", metavar="FILE", default=None,
+        "--replay",
+        metavar="FILE",
+        default=None,
         help="run exactly the test ids in FILE, in its order (a failed run's summary names it)",
-    )  # fmt: skip
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -97,8 +99,11 @@ class _Order:
         shuffled = config.pluginmanager.hasplugin("randomly") and isinstance(seed, int)
         seed_arg = f"-p randomly --randomly-seed={seed}" if shuffled else "-p no:randomly"
         python = Path(sys.executable)
-        python = python.relative_to(config.rootpath) if python.is_relative_to(
-            config.rootpath) else python  # fmt: skip
+        python = (
+            python.relative_to(config.rootpath)
+            if python.is_relative_to(config.rootpath)
+            else python
+        )
         terminalreporter.section("replaying a failure in the order it ran")
         for worker in workers:
             path = out / f"{worker}.txt"

@@ -81,8 +81,9 @@ def make_trials(
     cands += [{"shape": s, "r_start": r} for s in shapes for r in ratios]
     n_cands = len(cands)
     cut = {json.dumps(cands[i % n_cands], sort_keys=True) for i in pruned}
-    spare = [c for c in cands if c["shape"] != "uniform"
-             and json.dumps(c, sort_keys=True) not in cut][:spared]  # fmt: skip
+    spare = [
+        c for c in cands if c["shape"] != "uniform" and json.dumps(c, sort_keys=True) not in cut
+    ][:spared]
     trials, curves = [], []
     i = 0
     for seed in seeds:

@@ -80,9 +80,9 @@ def _set_library_levels(saved: dict[str, int]) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-def _torch(read: Callable[[Any], Any], write: Callable[[Any, Any], None]) -> tuple[
-    Callable[[], Any], Callable[[Any], None]
-]:  # fmt: skip
+def _torch(
+    read: Callable[[Any], Any], write: Callable[[Any, Any], None]
+) -> tuple[Callable[[], Any], Callable[[Any], None]]:
     """A torch global's reader and writer, live only once torch is imported (None before)."""
 
     def get() -> Any:
@@ -118,16 +118,25 @@ STATE: tuple[Global, ...] = (
     Global("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
     Global("the root logger", _root_logging, _set_root_logging),
     Global("Ray's and Optuna's log levels", _library_levels, _set_library_levels),
-    Global("torch.get_num_threads()", *_torch(lambda t: t.get_num_threads(),
-                                                lambda t, v: t.set_num_threads(v))),
-    Global("torch.get_default_dtype()", *_torch(lambda t: t.get_default_dtype(),
-                                                  lambda t, v: t.set_default_dtype(v))),
-    Global("torch.is_grad_enabled()", *_torch(lambda t: t.is_grad_enabled(),
-                                                lambda t, v: t.set_grad_enabled(v))),
-    Global("torch's global RNG", *_torch(lambda t: t.get_rng_state(),
-                                          lambda t, v: t.set_rng_state(v)), same=_same_rng),
+    Global(
+        "torch.get_num_threads()",
+        *_torch(lambda t: t.get_num_threads(), lambda t, v: t.set_num_threads(v)),
+    ),
+    Global(
+        "torch.get_default_dtype()",
+        *_torch(lambda t: t.get_default_dtype(), lambda t, v: t.set_default_dtype(v)),
+    ),
+    Global(
+        "torch.is_grad_enabled()",
+        *_torch(lambda t: t.is_grad_enabled(), lambda t, v: t.set_grad_enabled(v)),
+    ),
+    Global(
+        "torch's global RNG",
+        *_torch(lambda t: t.get_rng_state(), lambda t, v: t.set_rng_state(v)),
+        same=_same_rng,
+    ),
     Global("torch._dynamo's recompile_limit", _dynamo_limit, _set_dynamo_limit),
-)  # fmt: skip
+)
 
 
 def snapshot() -> dict[str, Any]:

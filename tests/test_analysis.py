@@ -209,8 +209,13 @@ def test_grouped_and_per_layer_heads() -> None:
     a = attention_diagnostics(model, vx, vy, batch=2)
     assert [(r["layer"], r["heads"], r["kv_heads"]) for r in a.layers] == [(0, 4, 2), (1, 2, 1)]
     assert [(h["layer"], h["head"], h["kv_head"]) for h in a.heads] == [
-        (0, 0, 0), (0, 1, 0), (0, 2, 1), (0, 3, 1), (1, 0, 0), (1, 1, 0),
-    ]  # fmt: skip
+        (0, 0, 0),
+        (0, 1, 0),
+        (0, 2, 1),
+        (0, 3, 1),
+        (1, 0, 0),
+        (1, 1, 0),
+    ]
     for r in a.layers:
         own = [h["entropy_nats"] for h in a.heads if h["layer"] == r["layer"]]
         assert math.isclose(r["attn_entropy_nats"], sum(own) / len(own), rel_tol=1e-9)
@@ -507,7 +512,9 @@ def test_an_attention_only_taper_is_no_control_of_the_analysis() -> None:
 
     trials = pd.DataFrame({"number": [0, 1], "trial_id": ["u", "a"]})
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
-    info = [_trial_info({"number": n, "seed": 0, "candidate": c}, trials)
-            for n, c in ((0, {"shape": "uniform"}), (1, attention))]  # fmt: skip
+    info = [
+        _trial_info({"number": n, "seed": 0, "candidate": c}, trials)
+        for n, c in ((0, {"shape": "uniform"}), (1, attention))
+    ]
     assert [i["is_control"] for i in info] == [True, False]
     assert [i["shape"] for i in info] == ["uniform", "uniform"]  # the MLP shape alone

@@ -25,8 +25,12 @@ def test_a_warm_cache_serves_the_same_widths_and_the_table_compares_the_rows(
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/compile_cache.py"), "--quick", "--out", str(out)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["row"]: r for r in json.loads(out.read_text())["rows"]}
     assert list(rows) == ["solo, cold", "solo, warm, same widths", "solo, warm, other widths"]

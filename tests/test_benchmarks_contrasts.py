@@ -34,5 +34,6 @@ def test_the_table_names_each_goal() -> None:
     res = bench.run(reps=2, which=["power", "null"])
     text = bench.table(res)
     assert "| power |" in text and "| null |" in text
-    assert all(0.0 <= r["rate"] <= 1.0 for k in res for r in res[k].values()
-               if isinstance(r, dict))  # fmt: skip
+    assert all(
+        0.0 <= r["rate"] <= 1.0 for k in res for r in res[k].values() if isinstance(r, dict)
+    )

@@ -31,8 +31,15 @@ def _rows() -> list[dict]:
         for f, v in by_f.items():
             for seed in (0, 1):
                 noise = 0.004 * seed if name == "wider_early" else 0.0
-                rows.append({"candidate": name, "parametrization": par, "lr_factor": f,
-                             "seed": seed, "val_bpb": v + 0.1 * seed + noise})  # fmt: skip
+                rows.append(
+                    {
+                        "candidate": name,
+                        "parametrization": par,
+                        "lr_factor": f,
+                        "seed": seed,
+                        "val_bpb": v + 0.1 * seed + noise,
+                    }
+                )
     return rows
 
 

@@ -49,6 +49,10 @@ def test_pitman_morgan_holds_its_rate_on_correlated_pairs_where_the_f_test_does_
     assert abs(pm / reps - 0.05) < 0.015 and ft / reps < 0.005
     # and it sees a 30% cut in the sd of correlated pairs that the F test misses
     common = rng.normal(0, 1, (reps, n))
-    power = np.mean([pitman_morgan(c * 0.7 + rng.normal(0, 0.1, n),
-                                   c + rng.normal(0, 0.1, n))[1] < 0.05 for c in common])
+    power = np.mean(
+        [
+            pitman_morgan(c * 0.7 + rng.normal(0, 0.1, n), c + rng.normal(0, 0.1, n))[1] < 0.05
+            for c in common
+        ]
+    )
     assert power > 0.8

@@ -16,8 +16,11 @@ def test_the_paper_tables_come_from_the_run_dir(tmp_path: Path) -> None:
     run = make_run(tmp_path / "syn", seeds=(0, 1, 2))
     res = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/paper.py"), str(run)],
-        capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT)},
+    )
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert out.startswith("## syn") and "uniform: val_bpb 1.49" in out

@@ -23,10 +23,16 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     bench = _bench()
     res = bench.run(reps=20, which=["a"], seed=1)
     rules = res["a"]
-    assert set(rules) == {"conclusions/holm", "conclusions/holm-pooled", "conclusions/none",
-                          "conclusions/holm-rows-bonferroni",
-                          "race/uniform", "race/best", "race/uniform-pooled",
-                          "pruner/paired"}  # fmt: skip
+    assert set(rules) == {
+        "conclusions/holm",
+        "conclusions/holm-pooled",
+        "conclusions/none",
+        "conclusions/holm-rows-bonferroni",
+        "race/uniform",
+        "race/best",
+        "race/uniform-pooled",
+        "pruner/paired",
+    }
     for r in rules.values():
         assert r["studies"] == 20
         assert {"false_per_candidate", "fwer", "power"} <= set(r)
@@ -105,8 +111,11 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
     expect = {
         "prior_half": {f"{b}/{r}" for b in ("a", "c3") for r in ("steers", "final")},
         "arrive": {f"{b}/{r}" for b in ("a", "c3") for r in ("planned", "counted")},
-        "prune_median": {f"{b}/{r}" for b in ("a", "c3z")
-                         for r in ("rows", "rows-0", "survivors", "pooled", "unpruned")},
+        "prune_median": {
+            f"{b}/{r}"
+            for b in ("a", "c3z")
+            for r in ("rows", "rows-0", "survivors", "pooled", "unpruned")
+        },
         "matrix60": {f"a60/{r}" for r in ("every-pair", "shown-rows", "shown-pooled")},
     }
     expect["prior_equal"] = expect["prior_double"] = expect["prior_half"]
@@ -134,12 +143,17 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
     assert med["c3z/rows"]["power"]["n"] == med["c3z/unpruned"]["power"]["n"] == 3
     assert 0.0 < med["a/rows"]["pruned"]["mean"] < 1.0
     assert res["matrix60"]["a60/every-pair"]["false_per_candidate"]["n"] == 3 * 15  # 6 shown
-    rates = [x for v in res.values() for r in v.values() for x in _rates(r)
-             if x["rate"] is not None]  # fmt: skip
+    rates = [
+        x for v in res.values() for r in v.values() for x in _rates(r) if x["rate"] is not None
+    ]
     assert rates and all(0.0 <= x["rate"] <= 1.0 and x["se"] >= 0.0 for x in rates)
     table = bench.tables(res, bench.scenarios())
-    for head in ("### Racing with a prior", "### Arriving candidates", "### Pruners on a null",
-                 "### The separation matrix"):  # fmt: skip
+    for head in (
+        "### Racing with a prior",
+        "### Arriving candidates",
+        "### Pruners on a null",
+        "### The separation matrix",
+    ):
         assert head in table
     assert "### Conclusions vs uniform" not in table  # no drawn scenario asked for
     assert table.count("| prior final |") == 3 * 2

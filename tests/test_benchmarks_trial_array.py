@@ -31,14 +31,19 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def _run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TLMSEARCH_CACHE": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-c", BLOCKED, *argv], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
 
 
 def test_the_gpu_array_rows_run_on_a_cpu_without_ray_or_optuna(tmp_path: Path) -> None:
     out = tmp_path / "array.json"
-    proc = _run(tmp_path, str(ROOT / "benchmarks/gpu.py"), "--array", "--quick", "--out",
-                str(out))  # fmt: skip
+    proc = _run(tmp_path, str(ROOT / "benchmarks/gpu.py"), "--array", "--quick", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert [(r["rows"], r["mix"], r["members"]) for r in rows] == [
@@ -61,8 +66,15 @@ def test_the_gpu_array_rows_run_on_a_cpu_without_ray_or_optuna(tmp_path: Path) -
 def test_the_cpu_benchmark_prints_both_setups_and_their_ratio(tmp_path: Path) -> None:
     out = tmp_path / "cpu.json"
     # --timeout: the benchmark's own limit inside the test's, so a hang says where it hung
-    proc = _run(tmp_path, str(ROOT / "benchmarks/trial_array.py"), "--quick", "--timeout", "240",
-                "--out", str(out))  # fmt: skip
+    proc = _run(
+        tmp_path,
+        str(ROOT / "benchmarks/trial_array.py"),
+        "--quick",
+        "--timeout",
+        "240",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
     for setup in ("array", "processes"):

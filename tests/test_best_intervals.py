@@ -22,9 +22,15 @@ def _study(seed: int = 0, n_seeds: int = 4, m: int = 15, winners: int = 3) -> pd
             name = "uniform" if i == 0 else f"c{i:02d}"
             v = 2.0 + level + rng.normal(0, 0.005) - (0.05 if 1 <= i <= winners else 0.0)
             rows.append((name, s, v))
-    return pd.DataFrame({"candidate": [r[0] for r in rows], "seed": [r[1] for r in rows],
-                         "is_baseline": [r[0] == "uniform" for r in rows],
-                         "state": "COMPLETE", "v": [r[2] for r in rows]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "candidate": [r[0] for r in rows],
+            "seed": [r[1] for r in rows],
+            "is_baseline": [r[0] == "uniform" for r in rows],
+            "state": "COMPLETE",
+            "v": [r[2] for r in rows],
+        }
+    )
 
 
 def test_under_bh_the_best_gets_the_simultaneous_interval_not_the_false_coverage_one():
@@ -48,25 +54,46 @@ def test_best_yaml_prints_the_simultaneous_interval_under_bh(tmp_path):
     from tlmsearch.run_dir.tables import trials_frame
 
     rows = []
-    for i, (name, s, v) in enumerate(_study(n_seeds=3, m=3, winners=1)[["candidate", "seed", "v"]]
-                                     .itertuples(index=False)):  # fmt: skip
-        params = {"shape": "uniform"} if name == "uniform" else {
-            "shape": "linear", "r_start": 1.0 + 0.25 * int(name[1:])}
-        rows.append({"trial_id": f"t{i}", "seed": int(s), "params": params,
-                     "state": "COMPLETE", "val_bpb": float(v)})  # fmt: skip
+    for i, (name, s, v) in enumerate(
+        _study(n_seeds=3, m=3, winners=1)[["candidate", "seed", "v"]].itertuples(index=False)
+    ):
+        params = (
+            {"shape": "uniform"}
+            if name == "uniform"
+            else {"shape": "linear", "r_start": 1.0 + 0.25 * int(name[1:])}
+        )
+        rows.append(
+            {
+                "trial_id": f"t{i}",
+                "seed": int(s),
+                "params": params,
+                "state": "COMPLETE",
+                "val_bpb": float(v),
+            }
+        )
     frame = trials_frame(rows)
     (best,) = best_candidates(frame, cfg)
     ev = evidences(frame, cfg)["val_bpb"]
     key = frame.loc[frame["candidate"] == best["candidate"], "params_json"].iloc[0]
     e = ev.effects.set_index("params_json").loc[key]
     assert ev.family == "bh" and e["lo"] != pytest.approx(e["sim_lo"])
-    assert best["delta_ci95"]["val_bpb"] == [pytest.approx(e["sim_lo"]),
-                                             pytest.approx(e["sim_hi"])]  # fmt: skip
+    assert best["delta_ci95"]["val_bpb"] == [
+        pytest.approx(e["sim_lo"]),
+        pytest.approx(e["sim_hi"]),
+    ]
 
 
 def _row(**kw) -> pd.Series:
-    base = dict(noise_df=10, noise_sd=0.02, lo=-0.1, hi=0.01, sim_lo=-0.1, sim_hi=0.01,
-                separated=True, decided_by="family")  # fmt: skip
+    base = dict(
+        noise_df=10,
+        noise_sd=0.02,
+        lo=-0.1,
+        hi=0.01,
+        sim_lo=-0.1,
+        sim_hi=0.01,
+        separated=True,
+        decided_by="family",
+    )
     return pd.Series({**base, **kw})
 
 
@@ -90,11 +117,18 @@ def test_the_note_says_which_decides_when_the_step_down_and_the_interval_disagre
 
 
 def test_best_yaml_states_the_families_combined_error():
-    doc = {"best": [{}], "tuned": {"schedules": [
-        {"at_shared_setting": {"separated_from_uniform": False}}]}, "contrasts": {"x": 1}}
+    doc = {
+        "best": [{}],
+        "tuned": {"schedules": [{"at_shared_setting": {"separated_from_uniform": False}}]},
+        "contrasts": {"x": 1},
+    }
     r = error_rates(doc, 0.95)
-    assert r["families"] == ["effects vs uniform", "tuned (each at its best setting)",
-                             "at uniform's best setting", "contrasts"]
+    assert r["families"] == [
+        "effects vs uniform",
+        "tuned (each at its best setting)",
+        "at uniform's best setting",
+        "contrasts",
+    ]
     assert r["combined"] == pytest.approx(0.2) and "80%" in r["note"]
     one = error_rates({"best": [{}]}, 0.95)
     assert one["combined"] == pytest.approx(0.05) and one["note"].startswith("one family")
@@ -108,6 +142,11 @@ def test_a_sentence_on_one_df_says_it_cannot_be_bounded_instead_of_a_huge_interv
     text = _numbers(d, "val_bpb", 0.95)
     assert "±" not in text and "cannot be bounded yet (its noise has 1 df" in text
     assert text.startswith("-0.05") and "tlmsearch plan" in text
-    ok = _numbers(d._replace(df=3) if hasattr(d, "_replace") else _Diff(
-        2, 2, -0.0505, 0.02, "model", -2.7, 0.01, "family", True, "", "", 3), "val_bpb", 0.95)
+    ok = _numbers(
+        d._replace(df=3)
+        if hasattr(d, "_replace")
+        else _Diff(2, 2, -0.0505, 0.02, "model", -2.7, 0.01, "family", True, "", "", 3),
+        "val_bpb",
+        0.95,
+    )
     assert "±" in ok

@@ -239,8 +239,15 @@ def test_a_planned_heads_candidate_builds_uniforms_budget_exactly(hold: str, arc
 
     from tlmsearch.models import build_model
 
-    cfg = ModelConfig(arch=arch, n_layer=4, d_model=32, n_head=4, n_kv_head=2, d_ff=64,
-                      attention={"hold": hold, "seq_len": 16})  # fmt: skip
+    cfg = ModelConfig(
+        arch=arch,
+        n_layer=4,
+        d_model=32,
+        n_head=4,
+        n_kv_head=2,
+        d_ff=64,
+        attention={"hold": hold, "seq_len": 16},
+    )
     idx = torch.randint(0, VOCAB, (1, 16))
     measured = {}
     for share in (1.0, 0.5, 1.5):

@@ -15,8 +15,10 @@ from tlmsearch.config import ModelConfig
 from tlmsearch.widths.candidate import Candidate, plan
 
 values = st.one_of(st.integers(-5, 5), st.floats(0.1, 3.0), st.sampled_from(["cosine", "linear"]))
-params = st.dictionaries(st.sampled_from(["shape", "r_start", "r_end", "k", "lr.shape",
-                                          "train.lr", "heads.r_start"]), values)  # fmt: skip
+params = st.dictionaries(
+    st.sampled_from(["shape", "r_start", "r_end", "k", "lr.shape", "train.lr", "heads.r_start"]),
+    values,
+)
 
 
 @given(params)
@@ -36,13 +38,26 @@ def test_equal_candidates_hash_equal(p: dict) -> None:
 
 
 def test_a_candidate_is_frozen_and_parses_its_parts() -> None:
-    c = Candidate({"shape": "cosine", "r_start": 1.25, "heads.shape": "linear",
-                   "lr.shape": "cosine", "lr.r_start": 1.5, "train.lr": 0.01})  # fmt: skip
+    c = Candidate(
+        {
+            "shape": "cosine",
+            "r_start": 1.25,
+            "heads.shape": "linear",
+            "lr.shape": "cosine",
+            "lr.r_start": 1.5,
+            "train.lr": 0.01,
+        }
+    )
     assert c.mlp == {"shape": "cosine", "r_start": 1.25}
     assert c.heads == {"shape": "linear"} and c.settings == {"train.lr": 0.01}
     assert c.profiles == {"lr": {"shape": "cosine", "r_start": 1.5}} and not c.is_control
-    for change in (lambda: c.update(r_start=2), lambda: c.pop("shape"), lambda: c.clear(),
-                   lambda: c.__setitem__("k", 1), lambda: c.setdefault("k", 1)):  # fmt: skip
+    for change in (
+        lambda: c.update(r_start=2),
+        lambda: c.pop("shape"),
+        lambda: c.clear(),
+        lambda: c.__setitem__("k", 1),
+        lambda: c.setdefault("k", 1),
+    ):
         with pytest.raises(TypeError, match="frozen"):
             change()
     assert Candidate() == {} and Candidate(None) == {}
@@ -66,10 +81,11 @@ def test_the_layer_plan_holds_every_per_layer_quantity_and_the_training_key() ->
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 
 
 @given(st.one_of(st.text(max_size=40), json_values.map(json.dumps)))
@@ -101,11 +117,18 @@ def test_the_per_layer_registry_names_every_per_layer_column_of_the_trials_table
 
     assert list(LAYERED) == ["mlp", "heads", *QUANTITIES]
     assert [e.column for e in LAYERED.values()] == [
-        "widths_json", "heads_json", *(q.column for q in QUANTITIES.values())]  # fmt: skip
+        "widths_json",
+        "heads_json",
+        *(q.column for q in QUANTITIES.values()),
+    ]
     assert [e.record for e in LAYERED.values()] == [
-        "widths", "heads", *(q.profile_field for q in QUANTITIES.values())]  # fmt: skip
+        "widths",
+        "heads",
+        *(q.profile_field for q in QUANTITIES.values()),
+    ]
     assert [c for c in TRIAL_COLUMNS if c.endswith("_json") and c != "params_json"] == [
-        e.column for e in LAYERED.values()]  # fmt: skip
+        e.column for e in LAYERED.values()
+    ]
     assert LAYERED["mlp"].prefix == "" and LAYERED["heads"].prefix == "heads."
     assert all(LAYERED[q.name].prefix == q.prefix for q in QUANTITIES.values())
 
@@ -121,8 +144,14 @@ def test_a_records_per_layer_lists_land_in_their_registry_columns(widths, heads,
     from tlmsearch.run_dir.tables import trials_frame
     from tlmsearch.widths.profiles import LAYERED
 
-    rec = {"params": {"shape": "uniform"}, "seed": 0, "state": "COMPLETE",
-           "widths": widths, "heads": heads, "lr_profile": lrs}  # fmt: skip
+    rec = {
+        "params": {"shape": "uniform"},
+        "seed": 0,
+        "state": "COMPLETE",
+        "widths": widths,
+        "heads": heads,
+        "lr_profile": lrs,
+    }
     row = trials_frame([rec]).iloc[0]
     assert json.loads(row[LAYERED["mlp"].column]) == widths
     assert json.loads(row[LAYERED["heads"].column]) == heads
@@ -134,8 +163,12 @@ def test_a_records_per_layer_lists_land_in_their_registry_columns(widths, heads,
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from(["uniform", "linear", "cosine"]), st.floats(1.05, 1.5),
-       st.sampled_from(["uniform", "linear"]), st.floats(0.6, 1.4))  # fmt: skip
+@given(
+    st.sampled_from(["uniform", "linear", "cosine"]),
+    st.floats(1.05, 1.5),
+    st.sampled_from(["uniform", "linear"]),
+    st.floats(0.6, 1.4),
+)
 def test_a_plans_layers_are_its_widths_heads_and_non_flat_profiles(shape, r, lr_shape, r_lr):
     from tlmsearch.widths.profiles import LAYERED
 

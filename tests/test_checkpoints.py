@@ -140,8 +140,11 @@ def _pickled(folder: Path, tokens: int = 2048) -> Path:
 
     _write(folder, tokens)
     model = build_model(MODEL, WIDTHS, 64, seed=tokens)
-    state = {"model": model.state_dict(), "tokens": tokens, "loop": {"curve": [
-        {"tokens": tokens, "val_loss": np.float64(3.5)}]}}  # fmt: skip
+    state = {
+        "model": model.state_dict(),
+        "tokens": tokens,
+        "loop": {"curve": [{"tokens": tokens, "val_loss": np.float64(3.5)}]},
+    }
     torch.save(state, folder / "state.pt")
     meta = json.loads((folder / "meta.json").read_text())
     meta.update(bytes=(folder / "state.pt").stat().st_size, sha256=ck._sha256(folder / "state.pt"))
@@ -153,9 +156,13 @@ def test_a_new_checkpoint_loads_without_pickle(tmp_path: Path) -> None:
     import numpy as np
 
     model = build_model(MODEL, WIDTHS, 64, seed=0)
-    state = {"model": model.state_dict(), "tokens": 4096, "rng": {"torch": torch.get_rng_state()},
-             "batches": {"bit_generator": np.random.default_rng(0).bit_generator.state},
-             "loop": {"curve": [{"tokens": 4096, "val_loss": np.float64(3.5)}]}}  # fmt: skip
+    state = {
+        "model": model.state_dict(),
+        "tokens": 4096,
+        "rng": {"torch": torch.get_rng_state()},
+        "batches": {"bit_generator": np.random.default_rng(0).bit_generator.state},
+        "loop": {"curve": [{"tokens": 4096, "val_loss": np.float64(3.5)}]},
+    }
     folder = ck.write_checkpoint(tmp_path / "c", state, _meta(4096))
     raw = torch.load(folder / "state.pt", weights_only=True)  # no pickle needed
     assert type(raw["loop"]["curve"][0]["val_loss"]) is float
@@ -219,10 +226,14 @@ def test_what_cannot_load_without_pickle_is_refused_when_written(tmp_path: Path)
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**130), 2**130), st.floats(allow_nan=False),
-    st.text(max_size=5), st.integers(-(2**62), 2**62).map(lambda i: __import__("numpy").int64(i)),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**130), 2**130),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.integers(-(2**62), 2**62).map(lambda i: __import__("numpy").int64(i)),
     st.floats(allow_nan=False).map(lambda f: __import__("numpy").float64(f)),
-)  # fmt: skip
+)
 _PLAIN = st.recursive(
     _SCALARS,
     lambda inner: st.one_of(

@@ -58,14 +58,21 @@ def _validated(sets: list[str]) -> str:
     [
         ([], None),
         (["search.array={size: 3}"], "trial arrays: up to 3 trainings a Ray trial, fused in one"),
-        (["search.array={size: auto}"], "trial arrays: size auto (the trainings due over the "
-                                         "trial slots, at most 4 a Ray trial on CPUs"),
-        (["search.array={size: 3}", "model.arch=hope_attention"],
-         "trial arrays: off, one process per trial: model.arch 'hope_attention' does not fuse"),
-        (["search.array={size: 3}", "ray.workers_per_trial=2"],
-         "trial arrays: off, one process per trial: ray.workers_per_trial > 1"),
+        (
+            ["search.array={size: auto}"],
+            "trial arrays: size auto (the trainings due over the "
+            "trial slots, at most 4 a Ray trial on CPUs",
+        ),
+        (
+            ["search.array={size: 3}", "model.arch=hope_attention"],
+            "trial arrays: off, one process per trial: model.arch 'hope_attention' does not fuse",
+        ),
+        (
+            ["search.array={size: 3}", "ray.workers_per_trial=2"],
+            "trial arrays: off, one process per trial: ray.workers_per_trial > 1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], line) -> None:
     out = _validated(sets)
     assert ("trial arrays:" in out) == (line is not None)
@@ -77,24 +84,39 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
     [
         (["search.pruner=none"], None),
         # the quickstart's 2 candidates, both spared (its median pruner is idle anyway)
-        ([], "pruning: median stops nothing: search.unpruned_candidates (2) spares every "
-             "candidate of the grid"),
-        (["space=paper"], "pruning: median; 2 candidates of each setting, drawn at random "
-                          "before the first trial (the run dir's spared.json), are never pruned "
-                          "(search.unpruned_candidates)"),
-        (["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
-         "pruning: paired; the sampler spares each new candidate with probability"),
+        (
+            [],
+            "pruning: median stops nothing: search.unpruned_candidates (2) spares every "
+            "candidate of the grid",
+        ),
+        (
+            ["space=paper"],
+            "pruning: median; 2 candidates of each setting, drawn at random "
+            "before the first trial (the run dir's spared.json), are never pruned "
+            "(search.unpruned_candidates)",
+        ),
+        (
+            ["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
+            "pruning: paired; the sampler spares each new candidate with probability",
+        ),
         # review: a continuous setting makes every draw its own setting: all of them spared
-        (["search.pruner=median", "search.sampler=tpe",
-          "space.dimensions={train.lr: {type: float, low: 0.001, high: 0.01, log: true}, "
-          "shape: {type: categorical, choices: [cosine, linear]}}"],
-         "pruning: median stops nothing: train.lr is continuous, so every draw is a setting of "
-         "its own"),
-        (["search.pruner=median", "search.unpruned_candidates=0"],
-         "no candidate spared (search.unpruned_candidates: 0): once anything is pruned the "
-         "study's noise is unknown and nothing is separated"),
+        (
+            [
+                "search.pruner=median",
+                "search.sampler=tpe",
+                "space.dimensions={train.lr: {type: float, low: 0.001, high: 0.01, log: true}, "
+                "shape: {type: categorical, choices: [cosine, linear]}}",
+            ],
+            "pruning: median stops nothing: train.lr is continuous, so every draw is a setting of "
+            "its own",
+        ),
+        (
+            ["search.pruner=median", "search.unpruned_candidates=0"],
+            "no candidate spared (search.unpruned_candidates: 0): once anything is pruned the "
+            "study's noise is unknown and nothing is separated",
+        ),
     ],
-)  # fmt: skip
+)
 def test_validate_says_which_candidates_the_pruner_spares(sets: list[str], line) -> None:
     out = _validated(sets)
     assert ("pruning:" in out) == (line is not None)
@@ -269,8 +291,10 @@ def test_widths_previews_a_heads_schedule_too() -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0 and "heads 4 7 9 12 (sum 32 = 4 x 8)" in result.output
     assert "heads" not in runner.invoke(app, ["widths", "--json"]).output
-    for bad, needle in ((["--heads-start", "0.01"], "heads.r_start: layer 0 would get no head"),
-                        (["--heads-shape", "custom"], "heads.shape: 'custom' needs parameters")):
+    for bad, needle in (
+        (["--heads-start", "0.01"], "heads.r_start: layer 0 would get no head"),
+        (["--heads-shape", "custom"], "heads.shape: 'custom' needs parameters"),
+    ):
         result = runner.invoke(app, [*args, *bad])
         assert result.exit_code == 2 and needle in result.output, result.output
 
@@ -427,13 +451,29 @@ def test_plan_from_a_pilot_prints_seeds_trainings_power_and_hours(tmp_path: Path
     # each comparison on its own df: uniform's own 4 beside the pool's 20
     assert _row(out, "needed") == ["needed", "(t,", "df", "13)", "5", "30", "89%", "1.7", "0.87"]
     assert _row(out, "normal approximation")[2:5] == ["3", "18", "47%"]
-    assert _row(out, "this study") == ["this", "study", "(search.seeds)", "3", "18", "47%",
-                                       "1.0", "0.52"]  # fmt: skip
+    assert _row(out, "this study") == [
+        "this",
+        "study",
+        "(search.seeds)",
+        "3",
+        "18",
+        "47%",
+        "1.0",
+        "0.52",
+    ]
     assert "at the pilot's median 4,802 tokens/s per trial" in out
     assert "2 trial(s) at once (search.concurrency)" in out
     # the same with the override and BH: more seeds for a smaller effect, said approximate
-    args = ["plan", str(study), "--from", str(pilot), "--min-effect", "0.002",
-            "--set", "stats.family=bh"]  # fmt: skip
+    args = [
+        "plan",
+        str(study),
+        "--from",
+        str(pilot),
+        "--min-effect",
+        "0.002",
+        "--set",
+        "stats.family=bh",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "smallest effect 0.002 (--min-effect)" in result.output
@@ -462,15 +502,19 @@ def _no_trials(tmp_path: Path) -> Path:
 
 PLAN_BAD = {
     "missing min_effect": (
-        {"min_effect": None}, ["--from", "pilot"],
+        {"min_effect": None},
+        ["--from", "pilot"],
         "objectives[0].min_effect: not set, and no --min-effect: give the smallest val_bpb",
     ),
     "zero --min-effect": ({}, ["--from", "pilot", "--min-effect", "0"], "--min-effect: 0.0 is"),
     "negative --min-effect": (
-        {}, ["--from", "pilot", "--min-effect", "-0.01"], "--min-effect: -0.01 is not a positive",
+        {},
+        ["--from", "pilot", "--min-effect", "-0.01"],
+        "--min-effect: -0.01 is not a positive",
     ),
     "negative min_effect": (
-        {"min_effect": -0.01}, ["--from", "pilot"],
+        {"min_effect": -0.01},
+        ["--from", "pilot"],
         "objectives[0].min_effect: -0.01 is invalid: must be > 0",
     ),
     "no trials table": ({}, ["--from", "empty"], "has no trials table (trials.parquet or"),
@@ -479,18 +523,21 @@ PLAN_BAD = {
     "no noise": ({}, [], "no noise to size with: pass --from RUN"),
     "power": ({}, ["--from", "pilot", "--power", "1.5"], "--power: 1.5 must lie strictly"),
     "metric": ({}, ["--from", "pilot", "--metric", "mfu"], "--metric 'mfu' is not an objective"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(PLAN_BAD))
 def test_plan_bad_input_exits_2_naming_the_field(tmp_path: Path, case: str) -> None:
     search, args, needle = PLAN_BAD[case]
     study = _plan_study(tmp_path, **search)
-    runs = {"pilot": lambda: make_run(tmp_path / "pilot", seeds=(0, 1)),
-            "one-seed": lambda: make_run(tmp_path / "one-seed", seeds=(0,)),
-            "empty": lambda: _no_trials(tmp_path)}  # fmt: skip
-    args = [str(runs[a]()) if a in runs else str(tmp_path / a) if a == "nowhere" else a
-            for a in args]  # fmt: skip
+    runs = {
+        "pilot": lambda: make_run(tmp_path / "pilot", seeds=(0, 1)),
+        "one-seed": lambda: make_run(tmp_path / "one-seed", seeds=(0,)),
+        "empty": lambda: _no_trials(tmp_path),
+    }
+    args = [
+        str(runs[a]()) if a in runs else str(tmp_path / a) if a == "nowhere" else a for a in args
+    ]
     result = runner.invoke(app, ["plan", str(study), *args])
     out = " ".join(result.output.split())
     assert result.exit_code == 2, out
@@ -509,24 +556,35 @@ def test_the_one_seed_pilot_says_what_to_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("search", "warned"),
-    [({"racing": {"prior_sd": 0.006}}, True), ({"racing": {"prior_sd": 0.001}}, False),
-     ({}, False)],
-)  # fmt: skip
+    [
+        ({"racing": {"prior_sd": 0.006}}, True),
+        ({"racing": {"prior_sd": 0.001}}, False),
+        ({}, False),
+    ],
+)
 def test_validate_warns_when_the_seeds_cannot_reach_80_percent_power(
     tmp_path: Path, search: dict, warned: bool
 ) -> None:
     result = runner.invoke(app, ["validate", str(_plan_study(tmp_path, **search)), "--no-config"])
     out = " ".join(result.output.split())
     assert result.exit_code == 0, out  # a warning, not a failure
-    assert ("warning: objectives[0].min_effect 0.005: 3 seed(s) per candidate (search.seeds) "
-            "give 6% power" in out) == warned  # fmt: skip
+    assert (
+        "warning: objectives[0].min_effect 0.005: 3 seed(s) per candidate (search.seeds) "
+        "give 6% power" in out
+    ) == warned
     if warned:
         assert "80% needs 18 seeds" in out
 
 
 def test_the_documented_plan_example() -> None:
-    args = ["plan", str(ROOT / "studies/race.yaml"), "--min-effect", "0.01",
-            "--set", "search.racing.prior_sd=0.007"]  # fmt: skip
+    args = [
+        "plan",
+        str(ROOT / "studies/race.yaml"),
+        "--min-effect",
+        "0.01",
+        "--set",
+        "search.racing.prior_sd=0.007",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     text = (ROOT / "docs/statistics.md").read_text()
@@ -537,12 +595,20 @@ def test_the_documented_plan_example() -> None:
 
 @pytest.mark.parametrize(
     ("study", "one_lr", "lines"),
-    [("quickstart", True, ["cosine 1.5->0.5: standard: LR and init x1 everywhere"]),
-     ("paper_blocks", True, ["blocks wider_middle @0.333/0.667: standard:"]),
-     ("lr_sweep", False, ["cosine 1.5->0.5: standard:"]),
-     ("taper_lr", False, ["cosine 0.5->1.5: standard:",
-                          "cosine 0.5->1.5: mup: down-projection LR and init x0.67..x2.00"])],
-)  # fmt: skip
+    [
+        ("quickstart", True, ["cosine 1.5->0.5: standard: LR and init x1 everywhere"]),
+        ("paper_blocks", True, ["blocks wider_middle @0.333/0.667: standard:"]),
+        ("lr_sweep", False, ["cosine 1.5->0.5: standard:"]),
+        (
+            "taper_lr",
+            False,
+            [
+                "cosine 0.5->1.5: standard:",
+                "cosine 0.5->1.5: mup: down-projection LR and init x0.67..x2.00",
+            ],
+        ),
+    ],
+)
 def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines) -> None:
     """Every study says what its parametrization does to each schedule's layers, and a study
     that compares schedules at one LR says its effects may be an LR effect."""
@@ -551,8 +617,9 @@ def test_validate_prints_the_effective_lr_of_every_schedule(study, one_lr, lines
     assert "effective learning rate per layer, against uniform:" in out
     for line in lines:
         assert line in out
-    assert ("note: schedules are compared at one learning rate: may be an LR effect; see tuned"
-            in out) is one_lr  # fmt: skip
+    assert (
+        "note: schedules are compared at one learning rate: may be an LR effect; see tuned" in out
+    ) is one_lr
     assert "uniform: " not in out.partition("against uniform:")[2]  # uniform is the reference
 
 
@@ -563,7 +630,9 @@ HEADS_SPACE = {
         "r_start": {"type": "categorical", "choices": [1.5], "when": {"shape": ["cosine"]}},
         "heads.shape": {"type": "categorical", "choices": ["uniform", "linear"]},
         "heads.r_start": {
-            "type": "categorical", "choices": [0.5], "when": {"heads.shape": ["linear"]}
+            "type": "categorical",
+            "choices": [0.5],
+            "when": {"heads.shape": ["linear"]},
         },
         "heads.share": {"type": "categorical", "choices": [1.0, 0.5]},
     }

@@ -59,13 +59,16 @@ def test_without_residual_df_nothing_is_separated():
 def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown():
     # once a pruner stopped B, A (never stopped) survived by looking good: only
     # uniform and the spared candidates measure the noise, and here none is spared
-    t = with_deltas({"A": [-0.010, -0.012, -0.014], "B": [0.003, -0.007]},
-                    [("B", 2, "PRUNED", 9.0)])  # fmt: skip
+    t = with_deltas(
+        {"A": [-0.010, -0.012, -0.014], "B": [0.003, -0.007]}, [("B", 2, "PRUNED", 9.0)]
+    )
     c = conclusions(t, "val_bpb")
     assert c.supported == []
-    why = ("noise unknown (a pruner stopped a candidate, and only uniform and the candidates it "
-           "could not stop (none spared: search.unpruned_candidates was 0, or the run predates "
-           "it) measure the noise")
+    why = (
+        "noise unknown (a pruner stopped a candidate, and only uniform and the candidates it "
+        "could not stop (none spared: search.unpruned_candidates was 0, or the run predates "
+        "it) measure the noise"
+    )
     assert why in c.unsupported[0], c.unsupported
     assert "search.unpruned_candidates" in c.unsupported[-1]  # "no best: ..."
     # A spared (the search's default first candidates): it measures the noise again
@@ -79,14 +82,16 @@ def test_the_verdict_names_uniform_when_uniform_measures_best():
     t = with_deltas({"A": [0.050, 0.052, 0.048], "B": [0.100, 0.101, 0.099]})
     c = conclusions(t, "val_bpb")
     assert c.top_group["best"] == "uniform" and c.top_group["selected"]
-    assert any(x.startswith("uniform is the best: better than each of the other 2") for x in
-               c.supported)  # fmt: skip
+    assert any(
+        x.startswith("uniform is the best: better than each of the other 2") for x in c.supported
+    )
     assert not any(x.startswith(("A is the best", "B is the best")) for x in c.supported)
 
 
 def test_a_tie_at_the_top_names_every_candidate_that_could_be_the_best():
-    t = with_deltas({"A": [-0.010, -0.012, -0.014], "B": [-0.011, -0.013, -0.009],
-                     "C": [0.2, 0.21, 0.19]})  # fmt: skip
+    t = with_deltas(
+        {"A": [-0.010, -0.012, -0.014], "B": [-0.011, -0.013, -0.009], "C": [0.2, 0.21, 0.19]}
+    )
     c = conclusions(t, "val_bpb")
     g = c.top_group
     assert not g["selected"] and "C" in g["separated_from"]
@@ -138,12 +143,13 @@ def test_a_noisy_uniform_does_not_make_every_candidate_beat_it():
     # uniform's seeds scatter (+0.008, -0.004, -0.004) around a mean 0.01 worse
     # than the 15 candidates (which scatter 0.002): the pooled noise (uniform's scatter spread
     # over 30 df) called all 15 better than uniform; uniform's own noise (2 df) calls none
-    rows = [("uniform", s, "COMPLETE", 2.0 + 0.1 * s + 0.01 + e)
-            for s, e in enumerate((0.008, -0.004, -0.004))]  # fmt: skip
+    rows = [
+        ("uniform", s, "COMPLETE", 2.0 + 0.1 * s + 0.01 + e)
+        for s, e in enumerate((0.008, -0.004, -0.004))
+    ]
     pattern = [(0.002, -0.002, 0.0), (-0.002, 0.0, 0.002), (0.0, 0.002, -0.002)]
     for i in range(15):
-        rows += [(f"c{i}", s, "COMPLETE", 2.0 + 0.1 * s + e)
-                 for s, e in enumerate(pattern[i % 3])]  # fmt: skip
+        rows += [(f"c{i}", s, "COMPLETE", 2.0 + 0.1 * s + e) for s, e in enumerate(pattern[i % 3])]
     t = frame(rows)
     pooled = conclusions(t, "val_bpb", evidence=Evidence.build(t, "val_bpb", variance="pooled"))
     assert len(_vs_uniform(pooled)) == 15
@@ -161,7 +167,13 @@ def test_null_studies_with_a_noisy_uniform_rarely_support_anything():
 
     rng = np.random.default_rng(31)
     studies = [_noisy_uniform_study(rng) for _ in range(40)]
-    pooled = sum(bool(_vs_uniform(conclusions(t, "val_bpb", evidence=Evidence.build(
-        t, "val_bpb", variance="pooled")))) for t in studies)  # fmt: skip
+    pooled = sum(
+        bool(
+            _vs_uniform(
+                conclusions(t, "val_bpb", evidence=Evidence.build(t, "val_bpb", variance="pooled"))
+            )
+        )
+        for t in studies
+    )
     now = sum(bool(_vs_uniform(conclusions(t, "val_bpb"))) for t in studies)
     assert now <= 5 < pooled  # 5 of 40: the 5% bound plus Monte-Carlo noise

@@ -304,9 +304,15 @@ def test_a_space_named_like_another_users_home_is_just_not_found(tmp_path: Path)
 
 @pytest.mark.parametrize(
     "override",
-    ["train.tokens=true", "model.n_layer=false", "search.concurrency=true", "train.lr=true",
-     "search.seeds=[0, true]", "search.racing.max_seeds=true"],
-)  # fmt: skip
+    [
+        "train.tokens=true",
+        "model.n_layer=false",
+        "search.concurrency=true",
+        "train.lr=true",
+        "search.seeds=[0, true]",
+        "search.racing.max_seeds=true",
+    ],
+)
 def test_a_boolean_where_a_number_goes_is_refused(tmp_path: Path, override: str) -> None:
     # pydantic alone reads YAML `true` as 1 in an int field: a typo that trains something else
     field = override.split("=")[0]
@@ -451,15 +457,21 @@ def test_an_older_versions_study_yaml_is_read_without_what_it_no_longer_knows(
     (warning,) = caught
     text = str(warning.message)
     assert text.startswith("runs/old/study.yaml: read without ")
-    for key in ("search.grace_fraction (not a key of this version)",
-                "legacy_report (not a key of this version)", "search.pruner ('asha': "):
-        assert key in text  # fmt: skip
+    for key in (
+        "search.grace_fraction (not a key of this version)",
+        "legacy_report (not a key of this version)",
+        "search.pruner ('asha': ",
+    ):
+        assert key in text
 
 
 def test_a_partial_study_yaml_is_read_section_by_section_with_the_models_defaults() -> None:
     cfg = config.frozen_study({"name": "s", "objectives": [{"metric": "tokens_per_s"}]})
     assert isinstance(cfg, config.PartialStudy) and (cfg.name, cfg.space, cfg.model) == (
-        "s", None, None)  # fmt: skip
+        "s",
+        None,
+        None,
+    )
     assert cfg.objectives[0].sense == "maximize"
     assert cfg.stats == config.StatsConfig() and cfg.search == config.SearchConfig()
     assert "seeds" not in cfg.search.model_fields_set  # the readers tell "none named" apart

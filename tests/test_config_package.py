@@ -18,30 +18,77 @@ PACKAGE = ROOT / "tlmsearch" / "config"
 
 # Every public name tlmsearch/config.py defined before it became a package: still importable.
 NAMES = [
-    "ARCHS", "PLUGIN_ARCH", "HF_SET_BY", "HF_FILE_ONLY", "WIDTH_SITES", "SAMPLERS", "PRUNERS",
-    "METRICS", "EVAL_KEYS", "RAW_EVAL_KEYS", "MAX_D_MODEL", "MAX_VOCAB", "MAX_SEQ_LEN",
-    "MAX_TOKENS", "MAX_SEED", "MAX_WORKERS", "MAX_RUNGS", "RUNG_SECTIONS", "GatedAttentionOptions",
-    "TitansOptions", "HopeOptions", "HFOptions", "ModelConfig", "TokenizerConfig", "SOURCE_KINDS",
-    "split_source", "Source", "DataConfig", "TrainConfig", "RacingConfig", "SearchConfig",
-    "Objective", "StorageConfig", "RayConfig", "Training", "name_problem", "StatsConfig",
-    "TRACKER_PACKAGES", "MlflowTracking", "WandbTracking", "TrackingConfig", "tracking_problems",
-    "StudyConfig", "parse_override", "apply_overrides", "study_from_mapping", "rung_mapping",
-    "ladder_problems", "load_study", "external_problems", "check_widths", "MAX_LAYERS", "MAX_D_FF",
-    "MAX_CANDIDATES", "ConfigError",
-]  # fmt: skip
+    "ARCHS",
+    "PLUGIN_ARCH",
+    "HF_SET_BY",
+    "HF_FILE_ONLY",
+    "WIDTH_SITES",
+    "SAMPLERS",
+    "PRUNERS",
+    "METRICS",
+    "EVAL_KEYS",
+    "RAW_EVAL_KEYS",
+    "MAX_D_MODEL",
+    "MAX_VOCAB",
+    "MAX_SEQ_LEN",
+    "MAX_TOKENS",
+    "MAX_SEED",
+    "MAX_WORKERS",
+    "MAX_RUNGS",
+    "RUNG_SECTIONS",
+    "GatedAttentionOptions",
+    "TitansOptions",
+    "HopeOptions",
+    "HFOptions",
+    "ModelConfig",
+    "TokenizerConfig",
+    "SOURCE_KINDS",
+    "split_source",
+    "Source",
+    "DataConfig",
+    "TrainConfig",
+    "RacingConfig",
+    "SearchConfig",
+    "Objective",
+    "StorageConfig",
+    "RayConfig",
+    "Training",
+    "name_problem",
+    "StatsConfig",
+    "TRACKER_PACKAGES",
+    "MlflowTracking",
+    "WandbTracking",
+    "TrackingConfig",
+    "tracking_problems",
+    "StudyConfig",
+    "parse_override",
+    "apply_overrides",
+    "study_from_mapping",
+    "rung_mapping",
+    "ladder_problems",
+    "load_study",
+    "external_problems",
+    "check_widths",
+    "MAX_LAYERS",
+    "MAX_D_FF",
+    "MAX_CANDIDATES",
+    "ConfigError",
+]
 # Two setting dimensions, so a candidate's study and target differ from the study's.
 TINY = {
     "name": "tiny",
-    "space": {"dimensions": {
-        "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
-        "r_start": {"type": "float", "low": 1.25, "high": 1.5, "step": 0.25},
-        "train.lr": {"type": "categorical", "choices": [0.001, 0.003]},
-        "model.rope_theta": {"type": "fixed", "value": 500.0},
-    }},
+    "space": {
+        "dimensions": {
+            "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
+            "r_start": {"type": "float", "low": 1.25, "high": 1.5, "step": 0.25},
+            "train.lr": {"type": "categorical", "choices": [0.001, 0.003]},
+            "model.rope_theta": {"type": "fixed", "value": 500.0},
+        }
+    },
     "model": {"n_layer": 2, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16},
     "target": {"n_layer": 4, "d_model": 64, "n_head": 2, "d_ff": 128},
     "data": {"tokenizer": {"kind": "bytes"}},
-}  # fmt: skip
+}
 # The modules that hold a study's sections as data: they import no checks, planning or loading.
 SECTIONS = ("model", "data", "train", "search", "run", "tracking", "limits")
 
@@ -84,8 +131,12 @@ def test_a_section_module_is_data_only(name: str) -> None:
     }
     # candidate.py plans a candidate's layers (pure, no torch: ModelConfig.plan), heads.py and
     # profiles.py its attention heads and depth profiles (train's multiplier bounds)
-    allowed |= {"tlmsearch.config.limits", "tlmsearch.widths.heads", "tlmsearch.widths.profiles",
-                "tlmsearch.widths.candidate"}
+    allowed |= {
+        "tlmsearch.config.limits",
+        "tlmsearch.widths.heads",
+        "tlmsearch.widths.profiles",
+        "tlmsearch.widths.candidate",
+    }
     assert ours <= allowed, ours - allowed
 
 
@@ -115,8 +166,13 @@ def test_the_methods_are_the_planning_functions() -> None:
 
 
 def test_rung_mapping_merges_sections_key_by_key_and_drops_the_ladder() -> None:
-    study = {"name": "s", "model": {"n_layer": 2, "d_model": 32}, "ladder": [{}, {}],
-             "ladder_mode": "all", "promote_top": None}  # fmt: skip
+    study = {
+        "name": "s",
+        "model": {"n_layer": 2, "d_model": 32},
+        "ladder": [{}, {}],
+        "ladder_mode": "all",
+        "promote_top": None,
+    }
     got = planning.rung_mapping(study, {"model": {"d_model": 64}})
     assert got == {"name": "s", "model": {"n_layer": 2, "d_model": 64}}
     assert study["model"] == {"n_layer": 2, "d_model": 32}  # the study's mapping is unchanged

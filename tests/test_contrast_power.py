@@ -31,8 +31,9 @@ def _rows(schedules: dict[str, float], settings: tuple[float, ...] = (None,)) ->
         here = {} if lr is None else {"train.lr": lr}
         label = "" if lr is None else f"lr={lr}"
         out.append(planned_row(f"uniform {label}", "uniform", label, here, 0.0, True))
-        out += [planned_row(f"{s} {label}", s, label, here, t, False)
-                for s, t in schedules.items()]  # fmt: skip
+        out += [
+            planned_row(f"{s} {label}", s, label, here, t, False) for s, t in schedules.items()
+        ]
     return out
 
 
@@ -63,15 +64,25 @@ def test_a_family_contrast_is_narrower_and_an_interaction_wider() -> None:
     family = cp.shape(rows, _weights(rows, [f"e{i}" for i in range(5)], 4))
     # each taper cell 1/20 (20 of them), each uniform cell 1/4 (4): (0.05 + 0.25) / 2
     assert family.factor == pytest.approx(0.15)
-    lo_hi = {r.key: (1.0 if r.settings["train.lr"] == 0.008 else -1.0) * (1 if not r.baseline
-             else -1) for r in rows if r.settings["train.lr"] in (0.001, 0.008)
-             and r.schedule in ("uniform", "e0")}  # fmt: skip
+    lo_hi = {
+        r.key: (1.0 if r.settings["train.lr"] == 0.008 else -1.0) * (1 if not r.baseline else -1)
+        for r in rows
+        if r.settings["train.lr"] in (0.001, 0.008) and r.schedule in ("uniform", "e0")
+    }
     assert cp.shape(rows, lo_hi).factor == 2.0  # an effect minus an effect
     assert cp.shape(rows, {}) is None
 
 
-def _simulated(parts: list, n: int, theta: float, sd: float, alpha: float, margin: float,
-               reps: int, rng: np.random.Generator) -> tuple[float, float]:  # fmt: skip
+def _simulated(
+    parts: list,
+    n: int,
+    theta: float,
+    sd: float,
+    alpha: float,
+    margin: float,
+    reps: int,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
     """The rates at which a contrast is separated and called equivalent, drawing its estimate
     and each variance part as the study measures them (a part's sum of squares a chi-square on
     its df), with Satterthwaite's df from the *estimated* parts, at Holm's first step."""
@@ -131,8 +142,12 @@ def test_the_seeds_reach_the_power_in_a_simulation_of_the_test(name: str) -> Non
 
 
 @settings(max_examples=40, deadline=None)
-@given(factor=st.floats(0.05, 4.0), rate=st.floats(0.5, 20.0), d=st.floats(0.1, 3.0),
-       n=st.integers(2, 60))  # fmt: skip
+@given(
+    factor=st.floats(0.05, 4.0),
+    rate=st.floats(0.5, 20.0),
+    d=st.floats(0.1, 3.0),
+    n=st.integers(2, 60),
+)
 def test_equivalence_power_grows_with_the_seeds_and_the_margin(factor, rate, d, n) -> None:
     sh = cp.Shape(factor, ((2.0 * factor, rate),))
     alpha = 0.01
@@ -187,9 +202,13 @@ def _settings_study(tmp_path: Path, **stats_: object) -> dict:
     from search_helpers import tiny_study
 
     lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                            "r_start": {"type": "categorical", "choices": [1.5, 1.25, 0.5]},
-                            "train.lr": lr2}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "categorical", "choices": [1.5, 1.25, 0.5]},
+            "train.lr": lr2,
+        }
+    }
     d = tiny_study(tmp_path, space=space)
     d["objectives"] = [{"metric": "val_bpb", "min_effect": 0.01}]
     d.setdefault("stats", {}).update(stats_)
@@ -226,16 +245,24 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
     assert "equivalence within +-0.003, the smallest effect (--min-effect)" in text
     line = next(x for x in text.splitlines() if x.startswith(family.name))
     per_seed = plan.m + plan.controls
-    assert line.split()[-6:-3] == [str(family.separate), str(per_seed * family.separate),
-                                   power.percent(family.power_now)]  # fmt: skip
+    assert line.split()[-6:-3] == [
+        str(family.separate),
+        str(per_seed * family.separate),
+        power.percent(family.power_now),
+    ]
     assert line.split()[-3:-1] == [str(family.equivalent), str(per_seed * family.equivalent)]
     assert f"each schedule at one setting ({sum(r.kind == SETTING for r in c.rows)}" in text
 
 
 def test_named_contrasts_are_the_family_and_stats_equivalence_is_the_margin(tmp_path) -> None:
-    d = _settings_study(tmp_path, equivalence=0.02, contrasts=[
-        {"name": "tapers", "schedules": ["early-heavy"]},
-        {"name": "tapers x lr", "schedules": ["early-heavy"], "by": "train.lr"}])  # fmt: skip
+    d = _settings_study(
+        tmp_path,
+        equivalence=0.02,
+        contrasts=[
+            {"name": "tapers", "schedules": ["early-heavy"]},
+            {"name": "tapers x lr", "schedules": ["early-heavy"], "by": "train.lr"},
+        ],
+    )
     cfg = study_from_mapping(d)
     pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
     c = power.build_plan(cfg, pilot=pilot).contrasts

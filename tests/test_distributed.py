@@ -100,9 +100,18 @@ def _rank(
                 info.agree(True)  # a barrier: rank 0 has written it
                 resume = torch.load(ckpt, weights_only=True)
             s = train_proxy(
-                model, WIDTHS, data, TRAIN, seed=1, threads=1, on_eval=on_eval, dist=info,
-                device="cpu", on_checkpoint=on_checkpoint, resume=resume,
-            )  # fmt: skip
+                model,
+                WIDTHS,
+                data,
+                TRAIN,
+                seed=1,
+                threads=1,
+                on_eval=on_eval,
+                dist=info,
+                device="cpu",
+                on_checkpoint=on_checkpoint,
+                resume=resume,
+            )
             runs[name] = {"status": s.status, "curve": _untimed(s.curve), "setup": s.setup}
         Path(out, f"rank{rank}.json").write_text(json.dumps(runs))
         finished = True

@@ -92,8 +92,18 @@ def test_shipped_yaml_files_carry_the_modeline_of_their_schema(folder: str, kind
 OUTSIDE = re.compile(
     r"\b(?:STYLE|DESIGN|PAPER)\.md|\bnotes/[\w.-]+\.md|" + re.escape("/work" + "/shared/")
 )
-SCANNED = ("tlmsearch", "tests", "benchmarks", "docs", "studies", "search_spaces", ".ci",
-           "README.md", "Makefile", "pyproject.toml")  # fmt: skip
+SCANNED = (
+    "tlmsearch",
+    "tests",
+    "benchmarks",
+    "docs",
+    "studies",
+    "search_spaces",
+    ".ci",
+    "README.md",
+    "Makefile",
+    "pyproject.toml",
+)
 
 
 def _scanned_texts() -> list[tuple[Path, str]]:
@@ -158,8 +168,17 @@ def test_the_committed_cli_reference_is_current() -> None:
 
 def test_the_cli_reference_names_every_command_and_option() -> None:
     text = cli_reference.markdown()
-    for command in ("validate", "schema", "plan", "run", "resume", "status", "export", "report",
-                    "data prepare"):  # fmt: skip
+    for command in (
+        "validate",
+        "schema",
+        "plan",
+        "run",
+        "resume",
+        "status",
+        "export",
+        "report",
+        "data prepare",
+    ):
         assert f"`tlmsearch {command}`" in text, command
     assert "| `--retry-failed` | flag |" in text  # resume's flag, from the typer app
     assert "tlmsearch validate [OPTIONS] STUDY" in text
@@ -180,8 +199,13 @@ def test_the_site_builds_strictly_with_no_warning(tmp_path: Path) -> None:
     site = tmp_path / "site"
     out = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-4000:]
     assert "WARNING" not in log, log[-4000:]

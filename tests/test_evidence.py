@@ -23,16 +23,23 @@ def frame(rows: list[tuple]) -> pd.DataFrame:
 
 def racing_config(against: str = "uniform", **racing) -> PartialStudy:
     return PartialStudy.model_validate(
-        {"search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": against,
-                                                   **racing}},
-         "objectives": [{"metric": "val_bpb"}, {"metric": "val_loss"}]})  # fmt: skip
+        {
+            "search": {
+                "seeds": [0, 1, 2],
+                "racing": {"max_seeds": 3, "against": against, **racing},
+            },
+            "objectives": [{"metric": "val_bpb"}, {"metric": "val_loss"}],
+        }
+    )
 
 
 ROWS = [("uniform", s, 2.0 + 0.1 * s, 3.0 + 0.1 * s) for s in range(3)]
-ROWS += [("a", s, 2.0 + 0.1 * s + d, 3.0 + 0.1 * s + d) for s, d in
-         enumerate((-0.30, -0.31, -0.29))]  # fmt: skip
-ROWS += [("b", s, 2.0 + 0.1 * s + d, 3.0 + 0.1 * s + d) for s, d in
-         enumerate((0.01, -0.012, 0.002))]  # fmt: skip
+ROWS += [
+    ("a", s, 2.0 + 0.1 * s + d, 3.0 + 0.1 * s + d) for s, d in enumerate((-0.30, -0.31, -0.29))
+]
+ROWS += [
+    ("b", s, 2.0 + 0.1 * s + d, 3.0 + 0.1 * s + d) for s, d in enumerate((0.01, -0.012, 0.002))
+]
 
 
 def test_the_race_decides_only_the_metric_it_raced():
@@ -64,10 +71,15 @@ def test_the_race_corrects_over_the_planned_candidates_from_the_first_look(tmp_p
     # a grid's candidates, not those started so far: the early looks test at the same level
     from search_helpers import tiny_config
 
-    dims = {"shape": {"type": "categorical", "choices": ["linear", "cosine", "sigmoid"]},
-            "r_start": {"type": "categorical", "choices": [1.25, 1.5, 1.75]}}  # fmt: skip
-    study = tiny_config(tmp_path, space={"dimensions": dims},
-                        search={"seeds": [0, 1, 2], "racing": {"max_seeds": 3}})  # fmt: skip
+    dims = {
+        "shape": {"type": "categorical", "choices": ["linear", "cosine", "sigmoid"]},
+        "r_start": {"type": "categorical", "choices": [1.25, 1.5, 1.75]},
+    }
+    study = tiny_config(
+        tmp_path,
+        space={"dimensions": dims},
+        search={"seeds": [0, 1, 2], "racing": {"max_seeds": 3}},
+    )
     assert race_family_size(study) == len(study.candidates()) - 1 >= 6
     t = frame(ROWS)  # two candidates have started
     ev = Evidence.build(t, "val_bpb", config=study)
@@ -78,9 +90,24 @@ def test_the_race_corrects_over_the_planned_candidates_from_the_first_look(tmp_p
 def test_mcb_never_calls_a_censored_candidate_the_best():
     rows = list(ROWS) + [("c", s, 1.0 + 0.1 * s, 2.0) for s in range(2)]  # far ahead on 2 seeds
     t = frame(rows)
-    t = pd.concat([t, pd.DataFrame([{"candidate": "c", "seed": 2, "val_bpb": float("nan"),
-                                     "val_loss": float("nan"), "state": "PRUNED",
-                                     "is_baseline": False}])], ignore_index=True)  # fmt: skip
+    t = pd.concat(
+        [
+            t,
+            pd.DataFrame(
+                [
+                    {
+                        "candidate": "c",
+                        "seed": 2,
+                        "val_bpb": float("nan"),
+                        "val_loss": float("nan"),
+                        "state": "PRUNED",
+                        "is_baseline": False,
+                    }
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
     said = conclusions(t, "val_bpb")
     assert said.top_group["best"] != "c"
     assert not any(x.startswith("c is the best") for x in said.supported)
@@ -89,16 +116,22 @@ def test_mcb_never_calls_a_censored_candidate_the_best():
 def _recorded(t: pd.DataFrame, decided: dict[str, dict]) -> pd.DataFrame:
     import json
 
-    return t.assign(race_decision=[json.dumps(decided[c]) if c in decided else ""
-                                   for c in t["candidate"]])  # fmt: skip
+    return t.assign(
+        race_decision=[json.dumps(decided[c]) if c in decided else "" for c in t["candidate"]]
+    )
 
 
 def test_in_a_run_that_records_decisions_only_the_recorded_ones_decide():
     # the driver may keep a lane racing (its next seed queued, which the trials table does not
     # show); the report must not decide it from the table alone (a reviewer's find)
     t = frame(ROWS)
-    tied = {"status": "tied", "reason": "not separated from uniform after 3 of 3 seeds",
-            "seeds": [0, 1, 2], "mean_delta": 0.0, "half_width": 0.05}  # fmt: skip
+    tied = {
+        "status": "tied",
+        "reason": "not separated from uniform after 3 of 3 seeds",
+        "seeds": [0, 1, 2],
+        "mean_delta": 0.0,
+        "half_width": 0.05,
+    }
     ev = Evidence.build(_recorded(t, {"b": tied}), "val_bpb", config=racing_config())
     e = ev.effects.set_index("candidate")
     assert bool(e.loc["b", "separated"]) is False and e.loc["b", "decided_by"] == RACE
@@ -106,8 +139,9 @@ def test_in_a_run_that_records_decisions_only_the_recorded_ones_decide():
 
 
 def test_an_unreadable_record_leaves_the_decision_to_the_family():
-    t = frame(ROWS).assign(race_decision=lambda x: ["{not json" if c == "a" else ""
-                                                    for c in x["candidate"]])  # fmt: skip
+    t = frame(ROWS).assign(
+        race_decision=lambda x: ["{not json" if c == "a" else "" for c in x["candidate"]]
+    )
     ev = Evidence.build(t, "val_bpb", config=racing_config())
     assert set(ev.effects["decided_by"]) == {FAMILY} and ev.lanes is None
     assert "race not computable (race_decision of a: not a decision" in ev.decision_words()
@@ -119,8 +153,11 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
     t.loc[len(t)] = ["c", 0, 1.0, 1.0, "PRUNED", False, "t9"]  # pruned: its curve stops early
     t["spared"] = t["candidate"] != "c"  # search.unpruned_candidates: a and b measure the noise
     curves = pd.DataFrame(
-        [{"trial_id": tid, "tokens": 100 * k, "val_bpb": v + 0.1 * (5 - k) + 0.002 * (k % 2)}
-         for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True) for k in range(1, 6)]
+        [
+            {"trial_id": tid, "tokens": 100 * k, "val_bpb": v + 0.1 * (5 - k) + 0.002 * (k % 2)}
+            for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True)
+            for k in range(1, 6)
+        ]
     )
     ev = Evidence.build(t, "val_bpb", curves=curves)
     snr = ev.snr
@@ -130,7 +167,8 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
     assert snr.checkpoint.n_trials == 9  # the complete trials only
     assert snr.checkpoint.sd == pytest.approx(0.002 * math.sqrt(1.6) / 2)
     assert ev.snr.checkpoint_snr == pytest.approx(
-        snr.signal / (snr.checkpoint.sd / snr.checkpoint.mean))
+        snr.signal / (snr.checkpoint.sd / snr.checkpoint.mean)
+    )
     alone = Evidence.build(t, "val_bpb")
     assert alone.snr.seed_snr == snr.seed_snr and alone.snr.checkpoint_snr is None
     assert alone.snr.why_checkpoint == "no learning curves given"
@@ -141,7 +179,8 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
 def test_without_a_uniform_baseline_the_snr_says_so():
     t = frame([r for r in ROWS if r[0] != "uniform"])  # search.baseline: false
     assert Evidence.build(t, "val_bpb").snr.why_signal == (
-        "no uniform baseline (search.baseline: false): the means pair with uniform")
+        "no uniform baseline (search.baseline: false): the means pair with uniform"
+    )
 
 
 def test_pairs_are_the_evidences_pairwise_decisions():
@@ -194,9 +233,17 @@ def test_a_prune_in_one_setting_leaves_every_settings_survivors_out():
     for lr in (1, 2):
         for c in ("uniform", "c1", "c2", "c3"):
             for s in range(3):
-                rows.append({"candidate": f"{c} @ lr={lr}", "setting": f"lr={lr}", "seed": s,
-                             "is_baseline": c == "uniform", "spared": c == "c1",
-                             "state": "COMPLETE", "val_bpb": 2.0 + rng.normal(0, 0.01)})
+                rows.append(
+                    {
+                        "candidate": f"{c} @ lr={lr}",
+                        "setting": f"lr={lr}",
+                        "seed": s,
+                        "is_baseline": c == "uniform",
+                        "spared": c == "c1",
+                        "state": "COMPLETE",
+                        "val_bpb": 2.0 + rng.normal(0, 0.01),
+                    }
+                )
     t = pd.DataFrame(rows)
     cut = (t["candidate"] == "c3 @ lr=1") & (t["seed"] == 2)
     t.loc[cut, "state"] = "PRUNED"

@@ -14,11 +14,13 @@ from typer.testing import CliRunner
 
 from tlmsearch.cli import app
 
-SPACE = {"dimensions": {
-    "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
-    "r_start": {"type": "categorical", "choices": [1.5, 0.5]},
-    "train.lr": {"type": "categorical", "choices": [0.001, 0.01]},
-}}  # fmt: skip
+SPACE = {
+    "dimensions": {
+        "shape": {"type": "categorical", "choices": ["cosine", "linear"]},
+        "r_start": {"type": "categorical", "choices": [1.5, 0.5]},
+        "train.lr": {"type": "categorical", "choices": [0.001, 0.01]},
+    }
+}
 SEEDS = [0, 1, 2, 3]
 
 
@@ -53,10 +55,17 @@ def make_run(tmp_path: Path, stats: dict | None = None) -> tuple[Path, object]:
     for seed in SEEDS:
         for params in cfg.candidates():
             v = law(params, seed)
-            study.add_trial(optuna.trial.create_trial(
-                state=optuna.trial.TrialState.COMPLETE, value=v,
-                user_attrs={CANDIDATE: json.dumps(params), SEED: seed,
-                            "metrics": {"val_bpb": v, "tokens": 8192}}))  # fmt: skip
+            study.add_trial(
+                optuna.trial.create_trial(
+                    state=optuna.trial.TrialState.COMPLETE,
+                    value=v,
+                    user_attrs={
+                        CANDIDATE: json.dumps(params),
+                        SEED: seed,
+                        "metrics": {"val_bpb": v, "tokens": 8192},
+                    },
+                )
+            )
     return run, cfg
 
 
@@ -70,11 +79,15 @@ def _status(run: Path) -> str:
 def test_status_prints_each_familys_main_effect_the_interactions_and_a_word(tmp_path) -> None:
     run, _ = make_run(tmp_path)
     out = _status(run)
-    assert ('contrasts (Holm over 20 contrasts, family-wise error 5%; each asks "differs from '
-            '0?" and "within +-0.01?" (TOST), counted once (Shaffer)):') in out  # fmt: skip
+    assert (
+        'contrasts (Holm over 20 contrasts, family-wise error 5%; each asks "differs from '
+        '0?" and "within +-0.01?" (TOST), counted once (Shaffer)):'
+    ) in out
     # the main effect of each family over both LRs, with its word
-    assert ("early-heavy (2 schedules) vs uniform over 2 settings: better: -0.0450 val_bpb, "
-            "99.75% interval [") in out  # fmt: skip
+    assert (
+        "early-heavy (2 schedules) vs uniform over 2 settings: better: -0.0450 val_bpb, "
+        "99.75% interval ["
+    ) in out
     # objectives[0].min_effect is the margin
     assert "late-heavy (2 schedules) vs uniform over 2 settings: equivalent within +-0.01: " in out
     # the interactions: the taper's gain grows with the LR; the late-heavy one's does not move
@@ -104,12 +117,21 @@ def test_best_yaml_carries_every_contrast_with_its_word(tmp_path) -> None:
 
 
 def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
-    stats = {"equivalence": 0.002, "contrasts": [
-        {"name": "tapers at the high LR", "schedules": ["early-heavy"],
-         "where": {"train.lr": [0.01]}},
-        {"name": "cosine vs linear taper", "schedules": ["cosine 1.5->0.5"],
-         "vs": ["linear 1.5->0.5"]},
-    ]}  # fmt: skip
+    stats = {
+        "equivalence": 0.002,
+        "contrasts": [
+            {
+                "name": "tapers at the high LR",
+                "schedules": ["early-heavy"],
+                "where": {"train.lr": [0.01]},
+            },
+            {
+                "name": "cosine vs linear taper",
+                "schedules": ["cosine 1.5->0.5"],
+                "vs": ["linear 1.5->0.5"],
+            },
+        ],
+    }
     run, _ = make_run(tmp_path, stats)
     out = _status(run)
     assert "Holm over 2 contrasts" in out and "within +-0.002?" in out
@@ -117,19 +139,30 @@ def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
     assert "cosine vs linear taper: equivalent within +-0.002:" in out
 
 
-@pytest.mark.parametrize(("value", "needle"), [
-    ("[{name: a, schedules: [cosin]}]",
-     "stats.contrasts[0].schedules[0]: 'cosin' is not a schedule of the space; give one of "
-     "uniform, cosine 1.5->0.5"),
-    ("[{name: a, schedules: [early-heavy], by: train.lrr}]",
-     "stats.contrasts[0].by: 'train.lrr' is not a setting dimension of the space"),
-    ("[{name: a, schedules: [early-heavy], by: lr}]",
-     "stats.contrasts[0].by: 'lr' is invalid: 'lr' is not a setting dimension; name it with "
-     "its section, e.g. train.lr"),
-    ("[{name: a, schedules: [all], wher: {}}]",
-     "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, terms, vs, "
-     "where, by"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (
+            "[{name: a, schedules: [cosin]}]",
+            "stats.contrasts[0].schedules[0]: 'cosin' is not a schedule of the space; give one of "
+            "uniform, cosine 1.5->0.5",
+        ),
+        (
+            "[{name: a, schedules: [early-heavy], by: train.lrr}]",
+            "stats.contrasts[0].by: 'train.lrr' is not a setting dimension of the space",
+        ),
+        (
+            "[{name: a, schedules: [early-heavy], by: lr}]",
+            "stats.contrasts[0].by: 'lr' is invalid: 'lr' is not a setting dimension; "
+            "name it with its section, e.g. train.lr",
+        ),
+        (
+            "[{name: a, schedules: [all], wher: {}}]",
+            "stats.contrasts[0].wher: unknown key; valid keys here: name, schedules, terms, vs, "
+            "where, by",
+        ),
+    ],
+)
 def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) -> None:
     import yaml
     from search_helpers import tiny_study
@@ -137,8 +170,11 @@ def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) ->
     data = tiny_study(tmp_path, space=SPACE)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(data))
-    res = CliRunner().invoke(app, ["validate", str(path), "--no-config", "--set",
-                                   f"stats.contrasts={value}"], terminal_width=400)  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        ["validate", str(path), "--no-config", "--set", f"stats.contrasts={value}"],
+        terminal_width=400,
+    )
     assert res.exit_code == 2, res.output
     assert needle in " ".join(res.output.split())
 
@@ -149,8 +185,11 @@ def test_equivalence_must_be_positive(tmp_path) -> None:
 
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(tiny_study(tmp_path)))
-    res = CliRunner().invoke(app, ["validate", str(path), "--no-config", "--set",
-                                   "stats.equivalence=0"], terminal_width=400)  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        ["validate", str(path), "--no-config", "--set", "stats.equivalence=0"],
+        terminal_width=400,
+    )
     assert res.exit_code == 2 and "stats.equivalence" in res.output
 
 
@@ -167,9 +206,16 @@ def test_a_contrast_of_explicit_terms_is_the_factorial_interaction() -> None:
     for s in seeds:
         level = rng.normal(0, 0.05)
         for name, tau in effect.items():
-            rows.append({"candidate": name, "schedule": name, "seed": s, "state": "COMPLETE",
-                         "is_baseline": name == "uniform",
-                         "v": 2.0 + level + tau + rng.normal(0, 0.002)})  # fmt: skip
+            rows.append(
+                {
+                    "candidate": name,
+                    "schedule": name,
+                    "seed": s,
+                    "state": "COMPLETE",
+                    "is_baseline": name == "uniform",
+                    "v": 2.0 + level + tau + rng.normal(0, 0.002),
+                }
+            )
     t = pd.DataFrame(rows)
     q = Question("interaction", (), terms={"C": 1, "B": -1, "D": -1, "uniform": 1})
     table = contrast_table(t, "v", models={"": row_noise(t, "v")}, margin=0.01, questions=[q])
@@ -186,8 +232,12 @@ def test_terms_must_sum_to_zero_and_stand_alone() -> None:
     from tlmsearch.config.search import ContrastConfig
 
     ContrastConfig(name="x", terms={"a": 1, "uniform": -1})
-    for bad in ({"terms": {"a": 1, "b": 1}}, {"terms": {"a": 1}},
-                {"terms": {"a": 1, "uniform": -1}, "schedules": ["a"]}, {}):  # fmt: skip
+    for bad in (
+        {"terms": {"a": 1, "b": 1}},
+        {"terms": {"a": 1}},
+        {"terms": {"a": 1, "uniform": -1}, "schedules": ["a"]},
+        {},
+    ):
         with pytest.raises(ValidationError):
             ContrastConfig(name="x", **bad)
 
@@ -216,11 +266,11 @@ def test_two_by_two_names_must_be_contrasts() -> None:
     from tlmsearch.config.search import StatsConfig
 
     contrasts = [{"name": n, "schedules": ["a"]} for n in ("s", "c", "i")]
-    StatsConfig(contrasts=contrasts,
-                two_by_two={"first": "s", "second": "c", "interaction": "i"})  # fmt: skip
+    StatsConfig(contrasts=contrasts, two_by_two={"first": "s", "second": "c", "interaction": "i"})
     with pytest.raises(ValidationError, match=r"two_by_two.second: 'x' is not a contrast"):
-        StatsConfig(contrasts=contrasts,
-                    two_by_two={"first": "s", "second": "x", "interaction": "i"})  # fmt: skip
+        StatsConfig(
+            contrasts=contrasts, two_by_two={"first": "s", "second": "x", "interaction": "i"}
+        )
 
 
 def _factorial(seeds: int = 5, settings=(0.005, 0.01), drop=(), prune=()) -> pd.DataFrame:
@@ -237,10 +287,17 @@ def _factorial(seeds: int = 5, settings=(0.005, 0.01), drop=(), prune=()) -> pd.
                 if (name, lr, s) in drop:
                     continue
                 state = "PRUNED" if (name, lr, s) in prune else "COMPLETE"
-                rows.append({"candidate": f"{name} @ lr={lr}", "schedule": name, "seed": s,
-                             "setting": f"lr={lr}", "state": state,
-                             "is_baseline": name == "uniform",
-                             "v": 2.0 + level + tau + rng.normal(0, 0.002)})  # fmt: skip
+                rows.append(
+                    {
+                        "candidate": f"{name} @ lr={lr}",
+                        "schedule": name,
+                        "seed": s,
+                        "setting": f"lr={lr}",
+                        "state": state,
+                        "is_baseline": name == "uniform",
+                        "v": 2.0 + level + tau + rng.normal(0, 0.002),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -275,8 +332,13 @@ def test_two_by_two_reads_a_table_and_says_when_it_has_no_margin() -> None:
     from tlmsearch.evidence.factorial import two_by_two
 
     spec = SimpleNamespace(first="s", second="c", interaction="i")
-    table = pd.DataFrame({"name": ["s", "c", "i"], "word": ["better", "equivalent",
-                          "equivalent"], "margin": [0.01] * 3})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "name": ["s", "c", "i"],
+            "word": ["better", "equivalent", "equivalent"],
+            "margin": [0.01] * 3,
+        }
+    )
     assert "the effect is s's" in two_by_two(table, spec)
     table["margin"] = float("nan")
     table["word"] = ["better", "inconclusive", "inconclusive"]

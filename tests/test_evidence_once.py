@@ -160,7 +160,8 @@ def test_the_identity_keyed_evidence_says_the_words_a_label_keyed_one_says(tmp_p
     by_label = study_evidence(trials, cfg)
     assert by_identity.key == "params_json" and by_label.key == "candidate"
     assert [by_identity.name(k) for k in by_identity.ranking["params_json"]] == list(
-        by_label.ranking["candidate"])
+        by_label.ranking["candidate"]
+    )
     said = conclusions(trials, label="val_bpb", evidence=by_identity)
     fresh = conclusions(trials, label="val_bpb", evidence=by_label)
     assert said == fresh and said.supported + said.unsupported
@@ -182,8 +183,11 @@ def _against_best():
     from tlmsearch.config import PartialStudy
 
     return PartialStudy.model_validate(
-        {"search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": "best"}},
-         "objectives": [{"metric": "val_bpb"}]})  # fmt: skip
+        {
+            "search": {"seeds": [0, 1, 2], "racing": {"max_seeds": 3, "against": "best"}},
+            "objectives": [{"metric": "val_bpb"}],
+        }
+    )
 
 
 def _nested_race_table():
@@ -191,11 +195,25 @@ def _nested_race_table():
     worse; three seeds each, every seed's uniform complete."""
     import pandas as pd
 
-    deltas = {_U: (0.0, 0.0, 0.0), _A: (-0.29, -0.30, -0.28), _B: (-0.30, -0.31, -0.29),
-              _C: (0.2, 0.21, 0.19)}  # fmt: skip
-    rows = [{"params_json": k, "candidate": _LABELS[k], "seed": s, "state": "COMPLETE",
-             "val_bpb": 2.0 + 0.1 * s + d, "val_loss": 3.0 + 0.1 * s + d, "is_baseline": k == _U}
-            for k, ds in deltas.items() for s, d in enumerate(ds)]  # fmt: skip
+    deltas = {
+        _U: (0.0, 0.0, 0.0),
+        _A: (-0.29, -0.30, -0.28),
+        _B: (-0.30, -0.31, -0.29),
+        _C: (0.2, 0.21, 0.19),
+    }
+    rows = [
+        {
+            "params_json": k,
+            "candidate": _LABELS[k],
+            "seed": s,
+            "state": "COMPLETE",
+            "val_bpb": 2.0 + 0.1 * s + d,
+            "val_loss": 3.0 + 0.1 * s + d,
+            "is_baseline": k == _U,
+        }
+        for k, ds in deltas.items()
+        for s, d in enumerate(ds)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -205,21 +223,23 @@ def test_race_reasons_say_labels_from_the_start_and_no_text_is_renamed():
     (renaming keys inside finished text turned "not separated from <_B>" into a fragment of
     JSON, _A's identity replaced inside _B's)."""
     trials = _nested_race_table()
-    ev = Evidence.build(trials, "val_bpb", key="params_json",
-                        config=_against_best())  # fmt: skip
+    ev = Evidence.build(trials, "val_bpb", key="params_json", config=_against_best())
     lanes = {ln.candidate: ln for ln in ev.lanes}
     assert set(lanes) == {_A, _B, _C}  # keyed by identity
     assert lanes[_A].reason.startswith("not separated from cosine 1.5->0.5 after 3 of 3 seeds")
     assert lanes[_C].reason.startswith("worse than cosine 1.5->0.5 after 3 seed(s): ")
     assert lanes[_B].reason == "the incumbent: raced 3 seed(s)"
     assert all("{" not in ln.reason for ln in ev.lanes)
-    assert [ev.name(k) for k in (_A, _B, _C)] == ["cosine", "cosine 1.5->0.5",
-                                                  "better than cosine"]  # fmt: skip
+    assert [ev.name(k) for k in (_A, _B, _C)] == [
+        "cosine",
+        "cosine 1.5->0.5",
+        "better than cosine",
+    ]
     # without labels the keys name themselves, as a table keyed by labels does
-    plain = Evidence.build(trials, "val_bpb", key="params_json", labels={},
-                           config=_against_best())  # fmt: skip
+    plain = Evidence.build(trials, "val_bpb", key="params_json", labels={}, config=_against_best())
     assert {ln.candidate: ln for ln in plain.lanes}[_A].reason == (
-        f"not separated from {_B} after 3 of 3 seeds (no seed left with a control)")
+        f"not separated from {_B} after 3 of 3 seeds (no seed left with a control)"
+    )
 
 
 def test_a_race_note_names_the_candidate_by_its_label():
@@ -229,7 +249,6 @@ def test_a_race_note_names_the_candidate_by_its_label():
         "not json" if k == _B and s == 0 else None
         for k, s in zip(trials["params_json"], trials["seed"], strict=True)
     ]
-    ev = Evidence.build(trials, "val_bpb", key="params_json",
-                        config=_against_best())  # fmt: skip
+    ev = Evidence.build(trials, "val_bpb", key="params_json", config=_against_best())
     assert ev.note.startswith("race not computable (race_decision of cosine 1.5->0.5: ")
     assert ev.lanes is None and set(ev.effects["decided_by"]) == {"family"}

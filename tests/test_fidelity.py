@@ -177,8 +177,9 @@ def test_perfect_agreement_on_two_seeds_is_too_few_to_judge() -> None:
 
 def test_a_promoted_rung_makes_the_agreement_conditional() -> None:
     lo, hi = _agreeing(fid.MIN_SEEDS), _agreeing(fid.MIN_SEEDS)
-    doc = fid.fidelity([fid.Rung(lo, 1e9), fid.Rung(hi, 1e10, selected_by=0)], "val_bpb",
-                       resamples=100)  # fmt: skip
+    doc = fid.fidelity(
+        [fid.Rung(lo, 1e9), fid.Rung(hi, 1e10, selected_by=0)], "val_bpb", resamples=100
+    )
     (pair,) = doc["pairs"]
     assert pair["conditional_on"] == "the candidates rung 0 promoted by rank"
     assert "conditional on the candidates rung 0 promoted by rank" in doc["trust"]
@@ -188,10 +189,14 @@ def test_a_promoted_rung_makes_the_agreement_conditional() -> None:
 
 def _noisy(effects: dict[str, float], shift: dict[str, int]) -> pd.DataFrame:
     """4 seeds; each candidate's delta wiggles by +-0.001/0.002 in its own seed pattern."""
-    wiggle = [[0.002, -0.002, 0.001, -0.001], [-0.002, 0.002, -0.001, 0.001],
-              [0.001, -0.001, 0.002, -0.002]]  # fmt: skip
-    return _rung({r: [e + w for w in wiggle[shift[r]]] for r, e in effects.items()},
-                 [2.0, 2.1, 2.2, 2.3])  # fmt: skip
+    wiggle = [
+        [0.002, -0.002, 0.001, -0.001],
+        [-0.002, 0.002, -0.001, 0.001],
+        [0.001, -0.001, 0.002, -0.002],
+    ]
+    return _rung(
+        {r: [e + w for w in wiggle[shift[r]]] for r, e in effects.items()}, [2.0, 2.1, 2.2, 2.3]
+    )
 
 
 def test_decision_accuracy_per_flop_scores_the_top_rungs_separated_pairs_apart() -> None:
@@ -221,16 +226,20 @@ def test_separated_pairs_use_the_studys_level_and_family() -> None:
     shift = {"1.25": 0, "1.5": 1, "1.75": 2}
     top = _noisy({"1.25": -0.050, "1.5": -0.045, "1.75": 0.05}, shift)
     rungs = [fid.Rung(top, 1e9), fid.Rung(top, 1e10)]
-    n_sep = {(lv, fam): fid.fidelity(rungs, "val_bpb", resamples=10, level=lv,
-                                     family=fam)["decisions"][0]["n_separated"]
-             for lv, fam in ((0.95, "none"), (0.95, "holm"), (0.9999, "holm"))}  # fmt: skip
+    n_sep = {
+        (lv, fam): fid.fidelity(rungs, "val_bpb", resamples=10, level=lv, family=fam)["decisions"][
+            0
+        ]["n_separated"]
+        for lv, fam in ((0.95, "none"), (0.95, "holm"), (0.9999, "holm"))
+    }
     assert n_sep[0.95, "none"] >= n_sep[0.95, "holm"] > n_sep[0.9999, "holm"]
 
 
 def test_decisions_say_why_when_nothing_is_measured_or_separated() -> None:
     one_seed = _rung({"1.25": [-0.02], "1.5": [-0.01]}, [2.0])  # no seed noise: nothing separated
-    doc = fid.fidelity([fid.Rung(one_seed, 1e9), fid.Rung(one_seed, 1e10)], "val_bpb",
-                       resamples=10)  # fmt: skip
+    doc = fid.fidelity(
+        [fid.Rung(one_seed, 1e9), fid.Rung(one_seed, 1e10)], "val_bpb", resamples=10
+    )
     (d,) = doc["decisions"]
     assert d["n_pairs"] == 3 and d["n_separated"] == 0 and d["accuracy_separated"] is None
     assert "separates none of the 3 pairs" in d["note"]
@@ -247,11 +256,15 @@ def test_each_rung_reports_its_signal_to_noise_with_its_checkpoint_noise() -> No
     t = _noisy({"1.25": -0.050, "1.5": -0.049, "1.75": 0.05}, {"1.25": 0, "1.5": 1, "1.75": 2})
     t["trial_id"] = [f"t{i}" for i in range(len(t))]
     curves = pd.DataFrame(
-        [{"trial_id": tid, "tokens": k * 100, "val_bpb": v + 0.01 * (4 - k) + 0.001 * (k % 2)}
-         for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True) for k in range(1, 5)]
+        [
+            {"trial_id": tid, "tokens": k * 100, "val_bpb": v + 0.01 * (4 - k) + 0.001 * (k % 2)}
+            for tid, v in zip(t["trial_id"], t["val_bpb"], strict=True)
+            for k in range(1, 5)
+        ]
     )  # a line in tokens, plus 0.001 on every other eval
-    doc = fid.fidelity([fid.Rung(t, 1e9, curves=curves), fid.Rung(t, 1e10)], "val_bpb",
-                       resamples=10)  # fmt: skip
+    doc = fid.fidelity(
+        [fid.Rung(t, 1e9, curves=curves), fid.Rung(t, 1e10)], "val_bpb", resamples=10
+    )
     with_curves, without = (r["signal_to_noise"] for r in doc["rungs"])
     ck = with_curves["checkpoint_noise"]
     assert ck["trials"] == 16 and ck["sd"] == pytest.approx(0.0005 * math.sqrt(4 / 2 * 0.8))
@@ -328,10 +341,11 @@ def test_agreement_beyond_the_shared_noise_is_trusted_and_says_why() -> None:
     rng = np.random.default_rng(1)
     lo, hi = _shared_noise(6, 5, 0.0, rng, signal=1.0)
     base = [2.0 + 0.01 * s for s in range(5)]
-    rows = [_rung({str(1 + c / 10): (0.01 * x[c]).tolist() for c in range(1, 6)}, base)
-            for x in (lo, hi)]  # fmt: skip
-    doc = fid.fidelity([fid.Rung(rows[0], 1e9), fid.Rung(rows[1], 1e10)], "val_bpb",
-                       resamples=200)  # fmt: skip
+    rows = [
+        _rung({str(1 + c / 10): (0.01 * x[c]).tolist() for c in range(1, 6)}, base)
+        for x in (lo, hi)
+    ]
+    doc = fid.fidelity([fid.Rung(rows[0], 1e9), fid.Rung(rows[1], 1e10)], "val_bpb", resamples=200)
     (pair,) = doc["pairs"]
     assert pair["n_candidates"] == 6 and pair["rho_df"] == 5 * 4
     assert pair["null_tau95"] is not None and pair["kendall_tau"] >= pair["null_tau95"]

@@ -21,8 +21,11 @@ def test_a_ladder_shares_its_seeds_noise_between_the_rungs() -> None:
 
 def test_the_benchmark_reports_rates_for_old_and_new_rules() -> None:
     bench = _bench()
-    rows = bench.run(reps=8, resamples=20, scenarios=[("none", "none", 5, 5, 0.95, 0.0),
-                                                      ("same", "same", 5, 5, 0.0, 3.0)])
+    rows = bench.run(
+        reps=8,
+        resamples=20,
+        scenarios=[("none", "none", 5, 5, 0.95, 0.0), ("same", "same", 5, 5, 0.0, 3.0)],
+    )
     assert [r["null"] for r in rows] == [True, False]
     for r in rows:
         for rule in ("old", "new", "plugin"):

@@ -78,10 +78,33 @@ DATA_EDITS: list[dict[str, Any]] = [
     {"tokenizer": {"kind": "HF", "path": "tok"}},
 ]
 NASTY += SOURCES
-KEYS = ["n_layr", "choices", "r_start", "dimensions", "type", "value", "x", "", "1", "when",
-        "train.lr", "model.d_model", "train.nope", "model.init_std", "train.compile",
-        "lr.shape", "lr.r_start", "lr.part", "lr.width_power", "lr.embedding", "init.shape",
-        "init.part", "lr.ratios", "lr.", "lr.nope"]
+KEYS = [
+    "n_layr",
+    "choices",
+    "r_start",
+    "dimensions",
+    "type",
+    "value",
+    "x",
+    "",
+    "1",
+    "when",
+    "train.lr",
+    "model.d_model",
+    "train.nope",
+    "model.init_std",
+    "train.compile",
+    "lr.shape",
+    "lr.r_start",
+    "lr.part",
+    "lr.width_power",
+    "lr.embedding",
+    "init.shape",
+    "init.part",
+    "lr.ratios",
+    "lr.",
+    "lr.nope",
+]
 WIDTH_VALUES = ["0", "-1", "nan", "inf", "-inf", "1e308", "5e-324", "9223372036854775808"]
 WIDTH_VALUES += ["1e-20", "1" * 30, "abc", "", "2.5", "1000", "1025", "1e6", "700", "1e-4"]
 
@@ -119,11 +142,13 @@ def _bases() -> list[dict[str, Any]]:
     }
     bases.append({**copy.deepcopy(quick), "tracking": tracking})
     # setting dimensions (train.X / model.X) of every kind: log range, bool, name, int, fixed
-    dims = {"train.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
-            "train.thp": {"type": "categorical", "choices": [True, False]},
-            "train.lr_schedule": {"type": "categorical", "choices": ["cosine", "wsd"]},
-            "train.warmup_tokens": {"type": "int", "low": 0, "high": 40000, "step": 10000},
-            "model.init_std": {"type": "fixed", "value": 0.01}}  # fmt: skip
+    dims = {
+        "train.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+        "train.thp": {"type": "categorical", "choices": [True, False]},
+        "train.lr_schedule": {"type": "categorical", "choices": ["cosine", "wsd"]},
+        "train.warmup_tokens": {"type": "int", "low": 0, "high": 40000, "step": 10000},
+        "model.init_std": {"type": "fixed", "value": 0.01},
+    }
     study = copy.deepcopy(quick)
     study["space"]["dimensions"] = {**study["space"]["dimensions"], **dims}
     study["search"] = {**study["search"], "sampler": "random", "n_trials": 4}
@@ -486,14 +511,38 @@ def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(
 # Models built by other code (model.arch: hf, plugins): validating them imports transformers and
 # torch, which the capped loop above must not, so they are fuzzed here in-process.
 
-HF_KEYS = ["model_type", "config", "num_key_value_heads", "hidden_act", "attention_bias",
-           "rope_parameters", "layer_types", "mlp_bias", "head_dim", "hidden_size",
-           "intermediate_size", "num_kv_heads", "sliding_window"]  # fmt: skip
+HF_KEYS = [
+    "model_type",
+    "config",
+    "num_key_value_heads",
+    "hidden_act",
+    "attention_bias",
+    "rope_parameters",
+    "layer_types",
+    "mlp_bias",
+    "head_dim",
+    "hidden_size",
+    "intermediate_size",
+    "num_kv_heads",
+    "sliding_window",
+]
 HF_TYPES = ["llama", "qwen2", "mistral", "lama", "bert", "gpt2", "t5", "", "hf", "LLAMA"]
-PLUGINS = ["plugin_model:build", "plugin_model:raises", "plugin_model:wrong_logits",
-           "plugin_model:nothing", "plugin_model:NOT_CALLABLE", "no_such_mod_q:build",
-           "plugin_model:one_site_short", "json:loads", "tlmsearch.models:build_model",
-           "a.b.c:d", "plugin_model:", ":build", "plugin_model:build:x", "1mod:build"]  # fmt: skip
+PLUGINS = [
+    "plugin_model:build",
+    "plugin_model:raises",
+    "plugin_model:wrong_logits",
+    "plugin_model:nothing",
+    "plugin_model:NOT_CALLABLE",
+    "no_such_mod_q:build",
+    "plugin_model:one_site_short",
+    "json:loads",
+    "tlmsearch.models:build_model",
+    "a.b.c:d",
+    "plugin_model:",
+    ":build",
+    "plugin_model:build:x",
+    "1mod:build",
+]
 HF_CASES = 80
 
 
@@ -514,8 +563,17 @@ def hf_case(rng: random.Random, tmp: Path) -> dict[str, Any]:
         hf[key] = _nasty(rng) if rng.random() < 0.6 else rng.choice([*HF_TYPES, 1, 2, 3, 4])
     if "config" in hf and rng.random() < 0.5:
         path = tmp / "config.json"
-        path.write_text(rng.choice(['{"model_type": "qwen2", "layer_types": ["a", "b"]}',
-                                    '{"model_type": "llama"}', "[1]", "{", '{"x": 1}']))
+        path.write_text(
+            rng.choice(
+                [
+                    '{"model_type": "qwen2", "layer_types": ["a", "b"]}',
+                    '{"model_type": "llama"}',
+                    "[1]",
+                    "{",
+                    '{"x": 1}',
+                ]
+            )
+        )
         hf["config"] = str(path)
     model["hf"] = hf if rng.random() < 0.9 else rng.choice(NASTY)
     return doc

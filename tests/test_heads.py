@@ -46,8 +46,10 @@ def _counts(model: ModelConfig, candidate: dict) -> tuple[int, int]:
     headed = model.headed(candidate)
     assert headed.heads == plan.heads
     seq = model.attention.seq_len or 128
-    return (count_params(headed, plan.widths, 256).total,
-            flops_per_token(headed, plan.widths, 256, seq).training)  # fmt: skip
+    return (
+        count_params(headed, plan.widths, 256).total,
+        flops_per_token(headed, plan.widths, 256, seq).training,
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -72,8 +74,11 @@ def test_heads_keep_their_budget_in_groups_and_the_profile_order(
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["params", "flops"]).flatmap(models), st.floats(0.3, 2.5),
-       st.sampled_from(["uniform", "cosine"]))  # fmt: skip
+@given(
+    st.sampled_from(["params", "flops"]).flatmap(models),
+    st.floats(0.3, 2.5),
+    st.sampled_from(["uniform", "cosine"]),
+)
 def test_a_share_moves_capacity_at_exactly_uniforms_budget(
     model: ModelConfig, share: float, mlp_shape: str
 ) -> None:
@@ -85,8 +90,9 @@ def test_a_share_moves_capacity_at_exactly_uniforms_budget(
         return
     params, flops = _counts(model, cand)
     uniform_params, uniform_flops = _counts(model, {"shape": "uniform"})
-    held = params == uniform_params if model.attention.hold == "params" else (
-        flops == uniform_flops)  # fmt: skip
+    held = (
+        params == uniform_params if model.attention.hold == "params" else (flops == uniform_flops)
+    )
     assert held, (plan, model.attention.hold)
     assert sum(plan.heads) % model.kv_group == 0
     # the nearest payable total: never further from the share than half a step, unless clamped
@@ -133,10 +139,18 @@ def _study(dims: dict, **model: object) -> dict:
 
 
 def test_a_study_with_a_heads_dimension_plans_headed_candidates() -> None:
-    cfg = study_from_mapping(_study({
-        "heads.shape": {"type": "categorical", "choices": ["uniform", "cosine"]},
-        "heads.r_start": {"type": "fixed", "value": 1.5, "when": {"heads.shape": "cosine"}},
-    }))  # fmt: skip
+    cfg = study_from_mapping(
+        _study(
+            {
+                "heads.shape": {"type": "categorical", "choices": ["uniform", "cosine"]},
+                "heads.r_start": {
+                    "type": "fixed",
+                    "value": 1.5,
+                    "when": {"heads.shape": "cosine"},
+                },
+            }
+        )
+    )
     cands = cfg.candidates()
     assert cands[0] == {"shape": "uniform"}  # the control; heads uniform is the same model
     assert cands[1:] == [{"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}]
@@ -152,51 +166,111 @@ def test_flops_are_held_at_the_datas_sequence_length_unless_named() -> None:
     assert cfg.model.attention.seq_len == 64
     for cand in cfg.candidates()[1:]:
         plan, model = cfg.model.plan(cand), cfg.for_candidate(cand).model
-        assert flops_per_token(model, plan.widths, 256, 64).training == flops_per_token(
-            cfg.model, [128] * 4, 256, 64).training  # fmt: skip
+        assert (
+            flops_per_token(model, plan.widths, 256, 64).training
+            == flops_per_token(cfg.model, [128] * 4, 256, 64).training
+        )
 
 
 @pytest.mark.parametrize(
     ("study", "needle"),
     [
-        (_study({"heads.shape": {"type": "fixed", "value": "zigzag"}}),
-         "heads.shape.value: 'zigzag' is not one of"),
-        (_study({"heads.shape": {"type": "fixed", "value": "cosine"},
-                 "heads.k": {"type": "fixed", "value": 5.0}}), "heads.k"),
+        (
+            _study({"heads.shape": {"type": "fixed", "value": "zigzag"}}),
+            "heads.shape.value: 'zigzag' is not one of",
+        ),
+        (
+            _study(
+                {
+                    "heads.shape": {"type": "fixed", "value": "cosine"},
+                    "heads.k": {"type": "fixed", "value": 5.0},
+                }
+            ),
+            "heads.k",
+        ),
         (_study({"heads.share": {"type": "fixed", "value": 40.0}}), "heads.share: must be"),
         (_study({"heads.share": {"type": "fixed", "value": 6.0}}), "heads.share"),
-        (_study({"heads.shape": {"type": "fixed", "value": "cosine"}}, arch="titans"),
-         "heads.shape: arch titans has the same heads in every layer"),
-        (_study({"heads.shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[4] * 4),
-         "model.layer_heads fixes every candidate's heads"),
-        (_study({"shape": {"type": "fixed", "value": "cosine"}}, n_kv_head=3),
-         "n_kv_head (3) must divide n_head (4)"),
-        (_study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[4, 4]),
-         "layer_heads has 2 entries but n_layer is 4"),
-        (_study({"shape": {"type": "fixed", "value": "cosine"}}, n_kv_head=2,
-                layer_heads=[4, 3, 5, 4]), "layer_heads[1] = 3"),
+        (
+            _study({"heads.shape": {"type": "fixed", "value": "cosine"}}, arch="titans"),
+            "heads.shape: arch titans has the same heads in every layer",
+        ),
+        (
+            _study({"heads.shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[4] * 4),
+            "model.layer_heads fixes every candidate's heads",
+        ),
+        (
+            _study({"shape": {"type": "fixed", "value": "cosine"}}, n_kv_head=3),
+            "n_kv_head (3) must divide n_head (4)",
+        ),
+        (
+            _study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[4, 4]),
+            "layer_heads has 2 entries but n_layer is 4",
+        ),
+        (
+            _study(
+                {"shape": {"type": "fixed", "value": "cosine"}},
+                n_kv_head=2,
+                layer_heads=[4, 3, 5, 4],
+            ),
+            "layer_heads[1] = 3",
+        ),
         # candidates listed with heads keys while layer_heads fixes the control's (review)
-        ({**_study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[8] * 4),
-          "search": {"candidates": [{"shape": "uniform", "heads.shape": "linear",
-                                     "heads.r_start": 1.5}]}},
-         "model.layer_heads fixes every candidate's heads"),
-        ({**_study({"heads.shape": {"type": "fixed", "value": "uniform"}}),
-          "target": {**TINY["model"], "layer_heads": [2] * 4}},
-         "target.layer_heads fixes every candidate's heads"),
+        (
+            {
+                **_study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[8] * 4),
+                "search": {
+                    "candidates": [
+                        {"shape": "uniform", "heads.shape": "linear", "heads.r_start": 1.5}
+                    ]
+                },
+            },
+            "model.layer_heads fixes every candidate's heads",
+        ),
+        (
+            {
+                **_study({"heads.shape": {"type": "fixed", "value": "uniform"}}),
+                "target": {**TINY["model"], "layer_heads": [2] * 4},
+            },
+            "target.layer_heads fixes every candidate's heads",
+        ),
         # a string where a number is read: named, not a crash in the message's label (review)
-        ({**_study({"shape": {"type": "fixed", "value": "cosine"}}),
-          "search": {"candidates": [{"shape": "cosine", "heads.share": "2"}]}},
-         "heads.share: must be a number"),
-        ({**_study({"shape": {"type": "fixed", "value": "cosine"}}),
-          "search": {"candidates": [{"shape": "uniform", "heads.shape": "cosine",
-                                     "heads.r_start": "abc"}]}},
-         "heads.r_start: must be a finite number"),
-        (_study({"shape": {"type": "fixed", "value": "cosine"}}, arch="tests.plugin_model:build",
-                n_kv_head=2), "n_kv_head: arch tests.plugin_model:build has multi-head"),
-        (_study({"heads.shape": {"type": "fixed", "value": "cosine"},
-                 "heads.r_start": {"type": "fixed", "value": 1.99}}), "would get no head"),
+        (
+            {
+                **_study({"shape": {"type": "fixed", "value": "cosine"}}),
+                "search": {"candidates": [{"shape": "cosine", "heads.share": "2"}]},
+            },
+            "heads.share: must be a number",
+        ),
+        (
+            {
+                **_study({"shape": {"type": "fixed", "value": "cosine"}}),
+                "search": {
+                    "candidates": [
+                        {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": "abc"}
+                    ]
+                },
+            },
+            "heads.r_start: must be a finite number",
+        ),
+        (
+            _study(
+                {"shape": {"type": "fixed", "value": "cosine"}},
+                arch="tests.plugin_model:build",
+                n_kv_head=2,
+            ),
+            "n_kv_head: arch tests.plugin_model:build has multi-head",
+        ),
+        (
+            _study(
+                {
+                    "heads.shape": {"type": "fixed", "value": "cosine"},
+                    "heads.r_start": {"type": "fixed", "value": 1.99},
+                }
+            ),
+            "would get no head",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_heads_are_errors_that_name_the_field(
     tmp_path: Path, study: dict, needle: str
 ) -> None:
@@ -223,9 +297,10 @@ def test_every_share_in_range_plans_or_names_heads_share(share: float, n_layer: 
 @pytest.mark.parametrize("space", ["openelm", "joint"])
 def test_the_shipped_heads_spaces_plan_exact_budgets(space: str) -> None:
     root = Path(__file__).resolve().parent.parent
-    cfg = load_study(root / "studies/attention_depth.yaml",
-                     [f"space={space}", "search.candidates=null", "search.sampler=random",
-                      "search.n_trials=4"])  # fmt: skip
+    cfg = load_study(
+        root / "studies/attention_depth.yaml",
+        [f"space={space}", "search.candidates=null", "search.sampler=random", "search.n_trials=4"],
+    )
     cands = cfg.candidates()  # the grid, or a continuous space's corners
     assert len(cands) > 4 and cands[0] == {"shape": "uniform"}
     uniform = _counts(cfg.model, cands[0])[0]
@@ -235,17 +310,21 @@ def test_the_shipped_heads_spaces_plan_exact_budgets(space: str) -> None:
 
 def test_a_ladder_rung_holds_flops_at_its_own_sequence_length() -> None:
     data = {"tokenizer": {"kind": "bytes"}, "seq_len": 128}
-    study = {**_study({"heads.share": {"type": "fixed", "value": 0.5}},
-                      attention={"hold": "flops"}), "data": data,
-             "ladder": [{"data": {"seq_len": 32}}, {}]}  # fmt: skip
+    study = {
+        **_study({"heads.share": {"type": "fixed", "value": 0.5}}, attention={"hold": "flops"}),
+        "data": data,
+        "ladder": [{"data": {"seq_len": 32}}, {}],
+    }
     cfg = study_from_mapping(study)
     for index, seq in ((0, 32), (1, 128)):
         rung = cfg.rung(index)
         assert rung.model.attention.seq_len == seq
         cand = rung.candidates()[1]
         plan, model = rung.model.plan(cand), rung.for_candidate(cand).model
-        assert flops_per_token(model, plan.widths, 256, seq).training == flops_per_token(
-            rung.model, [128] * 4, 256, seq).training  # fmt: skip
+        assert (
+            flops_per_token(model, plan.widths, 256, seq).training
+            == flops_per_token(rung.model, [128] * 4, 256, seq).training
+        )
 
 
 def test_validate_notes_a_share_realised_far_from_its_request(tmp_path: Path) -> None:
@@ -253,8 +332,9 @@ def test_validate_notes_a_share_realised_far_from_its_request(tmp_path: Path) ->
 
     from tlmsearch.cli import app
 
-    study = _study({"heads.share": {"type": "categorical", "choices": [0.95, 0.5]}},
-                   multiple_of=64)  # fmt: skip
+    study = _study(
+        {"heads.share": {"type": "categorical", "choices": [0.95, 0.5]}}, multiple_of=64
+    )
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     out = " ".join(CliRunner().invoke(app, ["validate", str(path)]).output.split())

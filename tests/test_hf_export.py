@@ -91,11 +91,16 @@ def _best(cfg, best: dict | None = None) -> dict:
     """best.yaml of uniform against a better ``best`` (default a cosine taper), two seeds."""
     best = best or {"shape": "cosine", "r_start": 1.25}
     rows = [
-        {"trial_id": f"{i}/{seed}", "seed": seed, "params": p, "state": "COMPLETE",
-         "val_bpb": v + 0.01 * seed}
+        {
+            "trial_id": f"{i}/{seed}",
+            "seed": seed,
+            "params": p,
+            "state": "COMPLETE",
+            "val_bpb": v + 0.01 * seed,
+        }
         for seed in (0, 1)
         for i, (p, v) in enumerate((({"shape": "uniform"}, 2.0), (best, 1.9)))
-    ]  # fmt: skip
+    ]
     return best_document(add_deltas(trials_frame(rows), ["val_bpb"]), cfg)
 
 
@@ -135,9 +140,17 @@ def _ours_against_the_folder(cfg, doc: dict, tmp_path: Path) -> tuple[dict, Path
 
 @pytest.mark.slow  # a fresh process imports transformers: ~10-20 s on a busy CPU
 def test_an_hf_family_target_loads_with_best_yamls_widths_and_parameters(tmp_path: Path) -> None:
-    target = {"n_layer": 4, "d_model": 64, "n_head": 4, "n_kv_head": 2, "d_ff": 256,
-              "multiple_of": 16, "arch": "hf", "hf": {"model_type": "qwen2"},
-              "tie_embeddings": False}  # fmt: skip
+    target = {
+        "n_layer": 4,
+        "d_model": 64,
+        "n_head": 4,
+        "n_kv_head": 2,
+        "d_ff": 256,
+        "multiple_of": 16,
+        "arch": "hf",
+        "hf": {"model_type": "qwen2"},
+        "tie_embeddings": False,
+    }
     cfg = tiny_config(tmp_path, target=target)
     doc = _best(cfg)
     widths = doc["best"][0]["target"]["widths"]
@@ -157,8 +170,14 @@ def test_the_transformer_target_exports_as_llama_with_best_yamls_widths_and_logi
 ) -> None:
     """The built-in transformer is exactly Llama: best.yaml's target exports as a Llama folder
     whose model has the target's widths and parameters, and our weights in it give our logits."""
-    target = {"n_layer": 3, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16,
-              "init_std": 0.2}  # fmt: skip
+    target = {
+        "n_layer": 3,
+        "d_model": 32,
+        "n_head": 2,
+        "d_ff": 64,
+        "multiple_of": 16,
+        "init_std": 0.2,
+    }
     cfg = tiny_config(tmp_path, target=target)
     doc = _best(cfg)
     widths = doc["best"][0]["target"]["widths"]
@@ -166,9 +185,12 @@ def test_the_transformer_target_exports_as_llama_with_best_yamls_widths_and_logi
     got, folder = _ours_against_the_folder(cfg, doc, tmp_path)
     assert folder == tmp_path / "hf"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "block_configs.json", "config.json", "configuration_tapered.py",
-        "intermediate_sizes.json", "modeling_tapered.py",
-    ]  # fmt: skip
+        "block_configs.json",
+        "config.json",
+        "configuration_tapered.py",
+        "intermediate_sizes.json",
+        "modeling_tapered.py",
+    ]
     assert json.loads((folder / "intermediate_sizes.json").read_text()) == widths
     assert got["heads"] == got["kv_heads"] == [2, 2, 2]  # multi-head attention
     assert "num_attention_heads_per_layer" not in json.loads((folder / "config.json").read_text())
@@ -180,10 +202,15 @@ def test_per_layer_heads_with_grouped_query_attention_export_with_our_logits(
     """A heads schedule over grouped-query attention (4 heads, 2 key/value heads: groups of 2)
     exports as per-layer lists the Llama subclass builds; our weights, the fused qkv split by
     heads, give our logits, and block_configs names the heads DeciLM cannot hold."""
-    model = {"n_layer": 3, "d_model": 32, "n_head": 4, "n_kv_head": 2, "d_ff": 64,
-             "multiple_of": 16}  # fmt: skip
-    cfg = tiny_config(tmp_path, model=model, target={**model, "init_std": 0.2},
-                      space=HEADS_SPACE)  # fmt: skip
+    model = {
+        "n_layer": 3,
+        "d_model": 32,
+        "n_head": 4,
+        "n_kv_head": 2,
+        "d_ff": 64,
+        "multiple_of": 16,
+    }
+    cfg = tiny_config(tmp_path, model=model, target={**model, "init_std": 0.2}, space=HEADS_SPACE)
     doc = _best(cfg, HEADS)
     target = doc["best"][0]["target"]
     assert (target["heads"], target["kv_heads"]) == ([2, 4, 6], [1, 2, 3])
@@ -204,8 +231,14 @@ def test_per_layer_heads_with_grouped_query_attention_export_with_our_logits(
 def test_grouped_query_attention_with_the_same_heads_everywhere_is_a_plain_config(
     tmp_path: Path,
 ) -> None:
-    target = {"n_layer": 2, "d_model": 64, "n_head": 4, "n_kv_head": 1, "d_ff": 128,
-              "multiple_of": 16}  # fmt: skip
+    target = {
+        "n_layer": 2,
+        "d_model": 64,
+        "n_head": 4,
+        "n_kv_head": 1,
+        "d_ff": 128,
+        "multiple_of": 16,
+    }
     cfg = tiny_config(tmp_path, target=target)
     doc = _best(cfg)
     assert doc["best"][0]["target"]["kv_heads"] == [1, 1]  # GQA: best.yaml says so
@@ -276,21 +309,30 @@ def test_deci_heads_write_divisors_and_name_exactly_the_layers_they_change(
     heads = [kv * group for kv, group in layers]
     written, lines = deci_heads(n_head, heads, kv_heads)
     assert all(n_head % kv == 0 for kv in written)
-    changed = [i for i, (h, kv) in enumerate(zip(heads, kv_heads, strict=True))
-               if h != n_head or written[i] != kv]  # fmt: skip
+    changed = [
+        i
+        for i, (h, kv) in enumerate(zip(heads, kv_heads, strict=True))
+        if h != n_head or written[i] != kv
+    ]
     assert [int(line.split(":")[0].split()[1]) for line in lines] == changed
 
 
 def test_the_export_has_the_best_candidates_model_settings(tmp_path: Path) -> None:
     rope = {"type": "categorical", "choices": [10000.0, 500000.0]}
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                            "r_start": {"type": "categorical", "choices": [1.5]},
-                            "model.rope_theta": rope}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "categorical", "choices": [1.5]},
+            "model.rope_theta": rope,
+        }
+    }
     cfg = tiny_config(tmp_path, space=space)  # no target: the proxy is exported
     params = {"shape": "cosine", "r_start": 1.5, "model.rope_theta": 500000.0}
     widths = list(cfg.model.plan(params).widths)
     best = {"best": [{"params": params, "proxy": {"widths": widths}}]}
     folder = export_best(tmp_path, cfg, best, None)["folder"]
     config = json.loads((folder / "config.json").read_text())
-    assert 500000.0 in (config.get("rope_theta"), config.get("rope_parameters", {}).get(
-        "rope_theta"))  # fmt: skip
+    assert 500000.0 in (
+        config.get("rope_theta"),
+        config.get("rope_parameters", {}).get("rope_theta"),
+    )

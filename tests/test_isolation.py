@@ -30,8 +30,10 @@ def test_restore_puts_back_what_a_test_changed_and_names_only_test_bugs(tmp_path
     assert len(bugs) == 1 and bugs[0].startswith("the working directory: ")
     assert sys.getrecursionlimit() == limit and torch.get_num_threads() == threads
     assert "TLMSEARCH_ISOLATION_PROBE" not in os.environ
-    assert torch.get_default_dtype() == torch.float32 and os.getcwd() == saved[
-        "the working directory"]  # fmt: skip
+    assert (
+        torch.get_default_dtype() == torch.float32
+        and os.getcwd() == saved["the working directory"]
+    )
     assert torch.equal(torch.get_rng_state(), saved["torch's global RNG"])
     assert isolation.restore(saved) == []
 
@@ -66,28 +68,58 @@ def _suite(tmp_path: Path) -> Path:
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(cwd),
-         "-c", os.devnull, *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--rootdir",
+            str(cwd),
+            "-c",
+            os.devnull,
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_failed_run_prints_a_replay_line_that_runs_the_same_order(tmp_path: Path) -> None:
     suite = _suite(tmp_path)
-    run = _pytest(suite, "-n", "1", "--dist", "loadfile", "-p", "randomly",
-                  "--randomly-seed=3", "-p", "xdist")  # fmt: skip
+    run = _pytest(
+        suite,
+        "-n",
+        "1",
+        "--dist",
+        "loadfile",
+        "-p",
+        "randomly",
+        "--randomly-seed=3",
+        "-p",
+        "xdist",
+    )
     out = run.stdout
     assert run.returncode == 1, out
     assert "this test left process state changed" in out and "the working directory" in out
     assert "1 failed, 3 passed, 1 error" in out  # test_c saw no variable of test_a's fixture
     replays = [line for line in out.splitlines() if "--replay=" in line]
-    assert replays and all(" -m pytest -n 0 -p randomly --randomly-seed=3 " in line
-                           for line in replays), out  # fmt: skip
+    assert replays and all(
+        " -m pytest -n 0 -p randomly --randomly-seed=3 " in line for line in replays
+    ), out
     orders = sorted((suite / ".pytest_cache" / "tlmsearch-order").glob("gw*.txt"))
     ran = [nodeid for path in orders for nodeid in path.read_text().split()]
-    assert sorted(ran) == sorted(["test_a.py::test_leaves_cwd", "test_a.py::test_fine",
-                                  "test_b.py::test_fails",
-                                  "test_c.py::test_no_file_leaves_its_environment"])  # fmt: skip
+    assert sorted(ran) == sorted(
+        [
+            "test_a.py::test_leaves_cwd",
+            "test_a.py::test_fine",
+            "test_b.py::test_fails",
+            "test_c.py::test_no_file_leaves_its_environment",
+        ]
+    )
     # the replay runs exactly that worker's tests, in its order, in one process
     path = next(p for p in orders if "test_b.py::test_fails" in p.read_text())
     again = _pytest(suite, "-n", "0", "-p", "xdist", "--replay=" + str(path), "-vv")

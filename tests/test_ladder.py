@@ -200,8 +200,12 @@ def test_fidelity_command_report_and_best_yaml(tmp_path: Path) -> None:
     assert snr["candidates"] == 7 and snr["checkpoint_noise"]["trials"] == 21
     assert snr["seed_noise"]["snr"] > snr["seed_noise"]["snr_if_all_equal"]
     assert "signal-to-noise per rung" in res.output
-    assert doc["bootstrap"] == {"resamples": 2000, "rng_seed": 0, "level": 0.95,
-                                "resampled": "seeds, with replacement"}  # fmt: skip
+    assert doc["bootstrap"] == {
+        "resamples": 2000,
+        "rng_seed": 0,
+        "level": 0.95,
+        "resampled": "seeds, with replacement",
+    }
     again = json.loads(json.dumps(L.ladder_fidelity(run)))
     assert again == doc  # deterministic
     # a crossing of two candidates' lines lies between the rungs or beyond, never below

@@ -187,8 +187,16 @@ def test_a_checkpoint_rebuilds_the_model(kind: str, tmp_path: Path) -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.01)  # not the init
-    meta = {"number": 0, "seed": 5, "widths": list(WIDE_FIRST), "tokens": 1, "final": True,
-            "model": cfg.model_dump(mode="json"), "arch": cfg.arch, "candidate": {}}  # fmt: skip
+    meta = {
+        "number": 0,
+        "seed": 5,
+        "widths": list(WIDE_FIRST),
+        "tokens": 1,
+        "final": True,
+        "model": cfg.model_dump(mode="json"),
+        "arch": cfg.arch,
+        "candidate": {},
+    }
     folder = ck.write_checkpoint(tmp_path / "c", {"model": model.state_dict(), "tokens": 1}, meta)
     loaded, _ = ck.load_model(folder)
     idx = torch.randint(0, VOCAB, (2, 8))

@@ -21,8 +21,9 @@ VOCAB = 64
 LLAMA = dict(arch="hf", hf={"model_type": "llama"}, n_layer=2, d_model=32, n_head=4, d_ff=64)
 
 
-@pytest.mark.parametrize(("family", "n_kv_head", "kv"), [("llama", 2, 2), ("qwen2", 1, 1),
-                                                         ("qwen2", None, 4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("family", "n_kv_head", "kv"), [("llama", 2, 2), ("qwen2", 1, 1), ("qwen2", None, 4)]
+)
 def test_n_kv_head_sets_the_familys_key_value_heads(
     family: str, n_kv_head: int | None, kv: int
 ) -> None:
@@ -42,21 +43,30 @@ def test_model_hf_num_key_value_heads_is_read_as_n_kv_head() -> None:
     cfg = ModelConfig(**{**LLAMA, "hf": {"model_type": "llama", "num_key_value_heads": 2}})
     assert cfg.n_kv_head == 2 and "num_key_value_heads" not in (cfg.hf.model_extra or {})
     with pytest.raises(ValueError, match=r"hf\.num_key_value_heads \(2\) and n_kv_head \(1\)"):
-        ModelConfig(**{**LLAMA, "n_kv_head": 1,
-                       "hf": {"model_type": "llama", "num_key_value_heads": 2}})  # fmt: skip
+        ModelConfig(
+            **{**LLAMA, "n_kv_head": 1, "hf": {"model_type": "llama", "num_key_value_heads": 2}}
+        )
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"space": {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                                   "r_start": {"type": "categorical", "choices": [1.5]},
-                                   "heads.shape": {"type": "fixed", "value": "linear"},
-                                   "heads.r_start": {"type": "categorical", "choices": [0.5]}}}},
-         "heads.shape"),
+        (
+            {
+                "space": {
+                    "dimensions": {
+                        "shape": {"type": "fixed", "value": "cosine"},
+                        "r_start": {"type": "categorical", "choices": [1.5]},
+                        "heads.shape": {"type": "fixed", "value": "linear"},
+                        "heads.r_start": {"type": "categorical", "choices": [0.5]},
+                    }
+                }
+            },
+            "heads.shape",
+        ),
         ({"model": {**LLAMA, "layer_heads": [2, 6]}}, "layer_heads"),
     ],
-)  # fmt: skip
+)
 def test_validate_of_an_hf_study_with_per_layer_heads_exits_2_naming_the_field(
     change: dict, field: str, tmp_path: Path
 ) -> None:

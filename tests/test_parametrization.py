@@ -83,9 +83,7 @@ def test_the_mup_base_model_on_the_meta_device_draws_nothing(
     draws = []
     real = common._keyed_draw
     monkeypatch.setattr(common, "_keyed_draw", lambda *a: draws.append(a[3]) or real(*a))
-    parametrization.param_groups(
-        model, TINY, TrainConfig(parametrization="mup"), vocab_size=VOCAB
-    )
+    parametrization.param_groups(model, TINY, TrainConfig(parametrization="mup"), vocab_size=VOCAB)
     assert not any("mlp" not in key for key in draws), draws  # only muP's redraw of the MLPs
     draws.clear()
     with torch.device("meta"):
@@ -301,8 +299,11 @@ def test_effective_lr_of_a_4_layer_taper_by_hand() -> None:
     # weighted by parameters (d_model x width each): (96 * 2/3 + 80 * 0.8 + ...) / 256 = 1
     assert mup.lr_param_mean == pytest.approx(1.0)
     assert "x0.67..x2.00" in mup.line() and "layer mean 1.20, by parameters 1.00" in mup.line()
-    assert parametrization.effective_lr([64] * 4, BASE, "mup").line().endswith(
-        "x1 in every layer (the uniform model is the base)")
+    assert (
+        parametrization.effective_lr([64] * 4, BASE, "mup")
+        .line()
+        .endswith("x1 in every layer (the uniform model is the base)")
+    )
     with pytest.raises(ValueError, match=r"train\.parametrization"):
         parametrization.effective_lr(TAPER4, BASE, "ntk")
 
@@ -365,10 +366,12 @@ def _readout(model: nn.Module, opt: torch.optim.Optimizer, lr: float):
     mult = {n: 1.0 / factor.get(id(p), 1.0) for n, p in model.named_parameters()}
     leaves = {n: (p.detach() * mult[n]).requires_grad_() for n, p in model.named_parameters()}
     groups = [
-        {"params": [leaves[names[id(p)]] for p in g["params"]],
-         "weight_decay": g["weight_decay"] * g.get(LR_SCALE, 1.0)}
+        {
+            "params": [leaves[names[id(p)]] for p in g["params"]],
+            "weight_decay": g["weight_decay"] * g.get(LR_SCALE, 1.0),
+        }
         for g in opt.param_groups
-    ]  # fmt: skip
+    ]
     ref_opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-12)
     return leaves, mult, ref_opt
 
@@ -468,8 +471,9 @@ def test_attention_steps_follow_a_heads_schedule_and_a_block_profile() -> None:
     heads = parametrization.effective_lr([64] * 4, BASE, "standard", heads=[1, 2, 2, 3], n_head=2)
     assert heads.attention_step == (0.5, 1.0, 1.0, 1.5) and heads.attention_lr == (1, 1, 1, 1)
     assert not heads.uniform and "attention output x0.50..x1.50" in heads.line()
-    block = parametrization.effective_lr([64] * 2, BASE, "standard", lr_profile=[1.5, 0.5],
-                                         lr_profile_part="block")  # fmt: skip
+    block = parametrization.effective_lr(
+        [64] * 2, BASE, "standard", lr_profile=[1.5, 0.5], lr_profile_part="block"
+    )
     assert block.attention_lr == block.attention_step == (1.5, 0.5)
     assert block.as_dict()["attention_step"] == [1.5, 0.5]
     mlp = parametrization.effective_lr([64] * 2, BASE, "standard", lr_profile=[1.5, 0.5])
@@ -482,9 +486,13 @@ def test_validate_says_a_heads_schedules_attention_steps() -> None:
     from tlmsearch.config.study import StudyConfig
     from tlmsearch.config.summary import effective_lr_of
 
-    cfg = StudyConfig.model_validate({
-        "name": "h", "model": {"n_layer": 2, "d_model": 32, "n_head": 4, "d_ff": 64},
-        "space": {"dimensions": {"shape": {"type": "fixed", "value": "uniform"}}},
-        "train": {"parametrization": "mup"}})  # fmt: skip
+    cfg = StudyConfig.model_validate(
+        {
+            "name": "h",
+            "model": {"n_layer": 2, "d_model": 32, "n_head": 4, "d_ff": 64},
+            "space": {"dimensions": {"shape": {"type": "fixed", "value": "uniform"}}},
+            "train": {"parametrization": "mup"},
+        }
+    )
     e = effective_lr_of(cfg, {"shape": "uniform", "heads.shape": "linear", "heads.r_start": 1.5})
     assert e.attention_step == (1.5, 0.5) and e.step == (1.0, 1.0)

@@ -33,8 +33,11 @@ def test_the_t_refinement_of_the_notes_example() -> None:
     alpha = power.comparison_alpha(0.95, "holm", 5)
     n = power.t_seeds(0.02, 0.015, alpha, m=5, power=0.8)
     assert n == 8  # one more than the normal formula: df 5 x 7 = 35, not infinity
-    assert power.t_power(n, 0.02, 0.015, alpha, 5) >= 0.8 > power.t_power(n - 1, 0.02, 0.015,
-                                                                           alpha, 5)  # fmt: skip
+    assert (
+        power.t_power(n, 0.02, 0.015, alpha, 5)
+        >= 0.8
+        > power.t_power(n - 1, 0.02, 0.015, alpha, 5)
+    )
 
 
 def test_families() -> None:
@@ -47,9 +50,13 @@ def test_families() -> None:
 
 @pytest.mark.parametrize(
     ("n", "effect", "sd", "alpha", "m"),
-    [(8, 0.02, 0.015, 0.01, 5), (2, 2.0, 1.0, 0.05, 1), (3, 0.01, 0.006, 0.05 / 15, 15),
-     (40, 0.005, 0.007, 0.0125, 4)],
-)  # fmt: skip
+    [
+        (8, 0.02, 0.015, 0.01, 5),
+        (2, 2.0, 1.0, 0.05, 1),
+        (3, 0.01, 0.006, 0.05 / 15, 15),
+        (40, 0.005, 0.007, 0.0125, 4),
+    ],
+)
 def test_t_power_equals_statsmodels_at_the_comparison_df(n, effect, sd, alpha, m) -> None:
     from statsmodels.stats.power import TTestPower
 
@@ -83,7 +90,9 @@ def test_t_power_is_the_rejection_rate_of_the_block_design_test() -> None:
     rss = (resid**2).sum((1, 2))
     cands = [c for c in range(m + 1) for _ in range(n)]
     assert stats.block_fit(cands, list(range(n)) * (m + 1), y[0].ravel().tolist()) == (
-        pytest.approx(rss[0]), df)  # fmt: skip
+        pytest.approx(rss[0]),
+        df,
+    )
     noise = np.sqrt(2 * rss / df)
     t = (y[:, 1] - y[:, 0]).mean(1) / (noise / math.sqrt(n))
     rate = float((np.abs(t) > student_t.ppf(1 - alpha / 2, df)).mean())
@@ -102,11 +111,15 @@ def test_t_power_predicts_the_rows_models_rejection_rate() -> None:
     for _ in range(reps):
         y = rng.normal(0, sd / math.sqrt(2), (m + 1, n)) + rng.normal(0, 1, (1, n))
         y[1] += effect
-        frame = pd.DataFrame({"candidate": np.repeat(["u"] + [f"c{i}" for i in range(1, m + 1)],
-                                                     n),
-                              "seed": np.tile(np.arange(n), m + 1), "state": "COMPLETE",
-                              "is_baseline": np.repeat([True] + [False] * m, n),
-                              "v": y.ravel()})  # fmt: skip
+        frame = pd.DataFrame(
+            {
+                "candidate": np.repeat(["u"] + [f"c{i}" for i in range(1, m + 1)], n),
+                "seed": np.tile(np.arange(n), m + 1),
+                "state": "COMPLETE",
+                "is_baseline": np.repeat([True] + [False] * m, n),
+                "v": y.ravel(),
+            }
+        )
         pair = stats.row_noise(frame, "v").pair("c1", "u")
         t = (y[1] - y[0]).mean() / (pair.sd / math.sqrt(n))
         hits += abs(t) > student_t.ppf(1 - alpha / 2, pair.df)
@@ -199,7 +212,8 @@ def test_seeds_do_not_shrink_as_the_family_grows(effect, a, b, level) -> None:
     n_large = power.normal_seeds(effect, 1.0, power.comparison_alpha(level, "holm", large))
     assert n_small <= n_large
     assert power.t_seeds(effect, 1.0, power.comparison_alpha(level, "holm", large), large) >= (
-        n_small)  # fmt: skip
+        n_small
+    )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -255,9 +269,11 @@ def test_min_effect_override_and_metric_choice() -> None:
 
 @pytest.mark.parametrize(
     ("seeds", "needle"),
-    [((0,), "the pilot has one seed (1 seed(s) x 7 candidate(s) completed with val_bpb)"),
-     ((0, 1), None)],
-)  # fmt: skip
+    [
+        ((0,), "the pilot has one seed (1 seed(s) x 7 candidate(s) completed with val_bpb)"),
+        ((0, 1), None),
+    ],
+)
 def test_a_pilot_needs_two_seeds(tmp_path: Path, seeds, needle) -> None:
     pilot = load_run(make_run(tmp_path / "p", seeds=seeds)).trials
     cfg = study_from_mapping(_study())
@@ -275,8 +291,11 @@ def test_a_pruned_pilot_without_spared_candidates_says_why_it_cannot_size(tmp_pa
     trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,), spared=0)
     write_results(tmp_path, trials, curves)
     pilot = load_run(tmp_path).trials
-    with pytest.raises(ConfigError, match=r"the pilot's noise is unknown: a pruner stopped a "
-                                          r"candidate.*search\.unpruned_candidates"):
+    with pytest.raises(
+        ConfigError,
+        match=r"the pilot's noise is unknown: a pruner stopped a "
+        r"candidate.*search\.unpruned_candidates",
+    ):
         power.build_plan(study_from_mapping(_study()), pilot=pilot, pilot_name="p")
     trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,))  # 2 spared: (3 - 1)(3 - 1) df
     write_results(tmp_path / "b", trials, curves)
@@ -293,22 +312,29 @@ def test_no_baseline_or_no_noise_is_bad_input() -> None:
 
 @pytest.mark.parametrize(
     ("search", "warned"),
-    [({"racing": {"prior_sd": 0.006}}, True),  # 3 seeds: 6% power
-     ({"racing": {"prior_sd": 0.001}}, False),  # 3 seeds: enough
-     ({}, False)],  # no prior, no pilot: nothing to say
-)  # fmt: skip
+    [
+        ({"racing": {"prior_sd": 0.006}}, True),  # 3 seeds: 6% power
+        ({"racing": {"prior_sd": 0.001}}, False),  # 3 seeds: enough
+        ({}, False),
+    ],  # no prior, no pilot: nothing to say
+)
 def test_validate_seed_notes(search: dict, warned: bool) -> None:
     notes = power.seed_notes(study_from_mapping(_study(**search)))
     assert bool(notes) == warned
     if warned:
-        assert notes[0].startswith("warning: objectives[0].min_effect 0.005: 3 seed(s) per "
-                                   "candidate (search.seeds) give 6% power")  # fmt: skip
+        assert notes[0].startswith(
+            "warning: objectives[0].min_effect 0.005: 3 seed(s) per "
+            "candidate (search.seeds) give 6% power"
+        )
         assert "80% needs 18 seeds" in notes[0]
 
 
 def test_min_effect_is_validated_naming_the_field() -> None:
-    with pytest.raises(ConfigError, match=r"objectives\[0\].min_effect: -0.01 is invalid: must "
-                                          r"be > 0: the smallest difference"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"objectives\[0\].min_effect: -0.01 is invalid: must "
+        r"be > 0: the smallest difference",
+    ):
         study_from_mapping(_study(min_effect=-0.01))
     cfg = study_from_mapping(_study(min_effect=0.01))
     assert yaml.safe_load(cfg.to_yaml())["objectives"][0]["min_effect"] == 0.01
@@ -318,9 +344,13 @@ def test_a_settings_study_counts_each_settings_uniform_as_its_control(tmp_path: 
     from search_helpers import tiny_config
 
     lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                            "r_start": {"type": "categorical", "choices": [1.5]},
-                            "train.lr": lr2}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "categorical", "choices": [1.5]},
+            "train.lr": lr2,
+        }
+    }
     cfg = tiny_config(tmp_path, space=space)
     assert len(cfg.trainings()) == 4  # {uniform, cosine} x 2 lrs
     assert power.family_size(cfg) == 2  # cosine vs uniform at each lr, not 3
@@ -333,9 +363,13 @@ def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path
     from search_helpers import tiny_config
 
     lr3 = {"type": "categorical", "choices": [0.001, 0.002, 0.003]}
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                            "r_start": {"type": "categorical", "choices": [1.5]},
-                            "train.lr": lr3}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "categorical", "choices": [1.5]},
+            "train.lr": lr3,
+        }
+    }
     cfg = tiny_config(tmp_path, space=space)
     pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
     plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
@@ -379,14 +413,14 @@ def test_a_setting_with_only_uniform_does_not_shrink_the_df(tmp_path: Path) -> N
     lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
     cands = [{"shape": "cosine", "r_start": r, "train.lr": 0.001} for r in (1.5, 1.25, 0.5)]
     cands.append({"shape": "uniform", "train.lr": 0.003})
-    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": lr2}),
-                      search={"candidates": cands})  # fmt: skip
+    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": lr2}), search={"candidates": cands})
     assert len(cfg.trainings()) >= 4
     assert power.df_size(cfg, power.family_size(cfg)) == 3  # the lr=0.003 setting compares none
 
 
-@pytest.mark.parametrize(("hold", "differ"), [("params", "FLOPs per token"),
-                                              ("flops", "parameters")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("hold", "differ"), [("params", "FLOPs per token"), ("flops", "parameters")]
+)
 def test_a_plan_says_when_candidates_move_capacity_to_or_from_attention(hold, differ) -> None:
     moved = {"shape": "uniform", "heads.share": 0.5}
     taper = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}  # share 1
@@ -396,8 +430,9 @@ def test_a_plan_says_when_candidates_move_capacity_to_or_from_attention(hold, di
     assert "1 candidate(s) move capacity between attention and the MLPs" in text
     assert f"their {differ} differ" in text
     d["search"]["candidates"] = [taper]
-    assert "move capacity" not in " ".join(power.plan_lines(power.build_plan(
-        study_from_mapping(d))))  # fmt: skip
+    assert "move capacity" not in " ".join(
+        power.plan_lines(power.build_plan(study_from_mapping(d)))
+    )
 
 
 @pytest.mark.parametrize("over", [[], ["search.sampler=tpe", "search.n_trials=4"]])

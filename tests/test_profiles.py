@@ -101,8 +101,12 @@ def test_a_sampler_never_replays_uniforms_curve_for_an_lr_profile(tmp_path) -> N
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3})
     study = optuna.create_study()
-    attrs = {SEED: 0, CANDIDATE: json.dumps(UNIFORM), "curve": [{"tokens": 1, "val_bpb": 2.0}],
-             "widths": list(cfg.model.plan(UNIFORM).widths)}  # fmt: skip
+    attrs = {
+        SEED: 0,
+        CANDIDATE: json.dumps(UNIFORM),
+        "curve": [{"tokens": 1, "val_bpb": 2.0}],
+        "widths": list(cfg.model.plan(UNIFORM).widths),
+    }
     study.add_trial(optuna.trial.create_trial(value=2.0, user_attrs=attrs))
     assert find_twin(study, cfg, STEPS, 0) is None
     assert find_twin(study, cfg, {"shape": "uniform", "lr.shape": "uniform"}, 0) is not None
@@ -250,19 +254,25 @@ def test_a_profile_multiplier_out_of_range_names_the_layer() -> None:
 
 
 def test_a_space_searches_lr_dimensions(tmp_path) -> None:
-    space = {"dimensions": {
-        "shape": {"type": "categorical", "choices": ["uniform", "cosine"]},
-        "lr.shape": {"type": "fixed", "value": "cosine"},
-        "lr.r_start": {"type": "categorical", "choices": [1.5, 0.5]},
-        "lr.part": {"type": "categorical", "choices": ["mlp", "block"]},
-    }}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "categorical", "choices": ["uniform", "cosine"]},
+            "lr.shape": {"type": "fixed", "value": "cosine"},
+            "lr.r_start": {"type": "categorical", "choices": [1.5, 0.5]},
+            "lr.part": {"type": "categorical", "choices": ["mlp", "block"]},
+        }
+    }
     cfg = tiny_config(tmp_path, space=space)
     labels = [describe(t.candidate) for t in cfg.trainings()]
     assert labels[0] == "uniform" and "uniform | lr cosine 1.5->0.5" in labels
     assert "cosine 1.5->0.5 | lr cosine 0.5->1.5 block" in labels
     assert len(labels) == 1 + 2 * 2 * 2
-    bad = {"dimensions": {"shape": {"type": "fixed", "value": "uniform"},
-                          "lr.part": {"type": "fixed", "value": "attention"}}}  # fmt: skip
+    bad = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "uniform"},
+            "lr.part": {"type": "fixed", "value": "attention"},
+        }
+    }
     with pytest.raises(ConfigError, match=r"lr\.part.*block, mlp, down"):
         tiny_config(tmp_path, space=bad)
 
@@ -291,16 +301,22 @@ def test_an_embedding_multiplier_is_a_candidate_not_the_control(tmp_path) -> Non
     cfg = tiny_config(tmp_path, search={"candidates": [emb]})
     assert [t.candidate for t in cfg.trainings()] == [UNIFORM, emb]
     assert cfg.for_candidate(emb).train.embedding_lr_mult == 4.0
-    data = {**_study(tmp_path, search={"candidates": [emb]}), "train": {
-        **_study(tmp_path)["train"], "embedding_lr_mult": 2.0}}  # fmt: skip
+    data = {
+        **_study(tmp_path, search={"candidates": [emb]}),
+        "train": {**_study(tmp_path)["train"], "embedding_lr_mult": 2.0},
+    }
     with pytest.raises(ConfigError, match=r"train\.embedding_lr_mult fixes it"):
         study_from_mapping(data)
 
 
 def test_a_candidate_without_widths_is_reported_not_raised_by_the_profile_check(tmp_path) -> None:
     """Found by the fuzzer: the profile check planned widths a candidate could not meet."""
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                            "r_start": {"type": "fixed", "value": 1.99}}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "cosine"},
+            "r_start": {"type": "fixed", "value": 1.99},
+        }
+    }
     with pytest.raises(ConfigError, match="cannot be met"):
         tiny_config(tmp_path, space=space, model={"n_layer": 4, "multiple_of": 16})
 
@@ -321,8 +337,7 @@ def test_a_tied_model_with_two_end_multipliers_is_refused_at_validate(tmp_path) 
     cand = {"shape": "uniform", "lr.embedding": 2.0, "lr.head": 0.5}
     with pytest.raises(ConfigError, match=r"tie_embeddings makes the embedding"):
         tiny_config(tmp_path, search={"candidates": [cand]})
-    untied = tiny_config(tmp_path, search={"candidates": [cand]},
-                         model={"tie_embeddings": False})  # fmt: skip
+    untied = tiny_config(tmp_path, search={"candidates": [cand]}, model={"tie_embeddings": False})
     train = untied.for_candidate(cand).train
     assert (train.embedding_lr_mult, train.head_lr_mult) == (2.0, 0.5)
 
@@ -343,13 +358,19 @@ def test_a_profile_moves_the_steps_not_the_decay(tmp_path, par: str) -> None:
 def test_a_setting_dimension_and_a_candidate_key_for_one_field_are_refused(tmp_path) -> None:
     """Found in review: train.embedding_lr_mult as a dimension crossed with lr.embedding
     trained both at the candidate's value under labels that named the setting's."""
-    space = {"dimensions": {"shape": {"type": "fixed", "value": "uniform"},
-                            "lr.embedding": {"type": "categorical", "choices": [2.0]},
-                            "train.embedding_lr_mult": {"type": "categorical",
-                                                        "choices": [1.0, 3.0]}}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "fixed", "value": "uniform"},
+            "lr.embedding": {"type": "categorical", "choices": [2.0]},
+            "train.embedding_lr_mult": {"type": "categorical", "choices": [1.0, 3.0]},
+        }
+    }
     with pytest.raises(ConfigError, match=r"train\.embedding_lr_mult fixes it"):
         tiny_config(tmp_path, space=space, model={"tie_embeddings": False})
-    part = _study(tmp_path, train={**_study(tmp_path)["train"], "lr_profile_part": "block"},
-                  search={"candidates": [STEPS]})  # fmt: skip
+    part = _study(
+        tmp_path,
+        train={**_study(tmp_path)["train"], "lr_profile_part": "block"},
+        search={"candidates": [STEPS]},
+    )
     with pytest.raises(ConfigError, match=r"train\.lr_profile_part fixes it"):
         study_from_mapping(part)

@@ -36,8 +36,9 @@ BASE = [("uniform", s, "COMPLETE", 2.0 + 0.1 * s) for s in SEEDS]
 def test_a_clearly_bad_candidate_stops_at_one_seed() -> None:
     # "noisy" has 3 seeds of deltas +-0.01 around 0: the pooled noise is ~0.01;
     # "bad" is +0.5 on its one seed: 50 noise units, separated at once.
-    rows = BASE + [("noisy", s, "COMPLETE", 2.0 + 0.1 * s + d) for s, d in
-                   [(0, 0.01), (1, -0.01), (2, 0.0)]]  # fmt: skip
+    rows = BASE + [
+        ("noisy", s, "COMPLETE", 2.0 + 0.1 * s + d) for s, d in [(0, 0.01), (1, -0.01), (2, 0.0)]
+    ]
     rows += [("bad", 0, "COMPLETE", 2.5)]
     lanes = _lanes(rows)
     assert lanes["bad"].status == SEPARATED and lanes["bad"].seeds == (0,)
@@ -70,8 +71,9 @@ def test_without_a_noise_estimate_one_seed_never_separates_but_a_prior_can() -> 
     assert held.reason.startswith("on the prior: worse than uniform after 1 seed(s)")
     assert "(prior noise sd 0.05); seed 1 next, to measure the noise" in held.reason
     # while another lane runs, the held one waits (no seed for it yet)
-    busy = _lanes([*rows, ("c", 0, "COMPLETE", 2.0), ("c", 1, "RUNNING", math.nan)],
-                  prior_sd=0.05)["bad"]  # fmt: skip
+    busy = _lanes(
+        [*rows, ("c", 0, "COMPLETE", 2.0), ("c", 1, "RUNNING", math.nan)], prior_sd=0.05
+    )["bad"]
     assert busy.status == RACING and busy.next_seed is None and "held until" in busy.reason
 
 
@@ -81,8 +83,9 @@ def test_in_flight_seeds_wait_and_a_missing_control_waits_too() -> None:
     lane = _lanes(rows, prior_sd=1.0)["c"]
     assert lane.status == RACING and lane.next_seed is None and "in flight" in lane.reason
     # a queued pair is in flight as well
-    lane = _lanes([("uniform", 0, "COMPLETE", 2.0), ("c", 0, "COMPLETE", 2.0)],
-                  queued={("c", 1)})["c"]  # fmt: skip
+    lane = _lanes([("uniform", 0, "COMPLETE", 2.0), ("c", 0, "COMPLETE", 2.0)], queued={("c", 1)})[
+        "c"
+    ]
     assert lane.status == RACING and lane.next_seed is None
 
 
@@ -111,11 +114,13 @@ def test_maximize_flips_what_better_means() -> None:
 @given(
     deltas=st.lists(
         # deltas that survive being added to a value of ~2 (tiny ones round to exactly 0)
-        st.lists(st.floats(-1, 1).filter(lambda x: x == 0 or abs(x) > 1e-6), min_size=2,
-                 max_size=4), min_size=1,
+        st.lists(
+            st.floats(-1, 1).filter(lambda x: x == 0 or abs(x) > 1e-6), min_size=2, max_size=4
+        ),
+        min_size=1,
         max_size=4,
     )
-)  # fmt: skip
+)
 def test_the_race_judges_with_the_block_design_noise(deltas: list[list[float]]) -> None:
     rows = list(BASE)
     for i, ds in enumerate(deltas):
@@ -245,8 +250,10 @@ def _null_races(reps: int = 40, m: int = 15, against: str = "uniform") -> list[s
     for rep in range(reps):
         rng = np.random.default_rng(rep)
         level = rng.normal(0, 0.005, size=3)
-        y = {c: 2.0 + level + rng.normal(0, 0.005, size=3) for c in
-             ["uniform", *(f"c{i}" for i in range(m))]}  # fmt: skip
+        y = {
+            c: 2.0 + level + rng.normal(0, 0.005, size=3)
+            for c in ["uniform", *(f"c{i}" for i in range(m))]
+        }
         separated: set[str] = set()
         seen: dict[str, int] = {c: 1 for c in y}
         for _ in range(3):
@@ -373,8 +380,13 @@ def test_a_recorded_decision_stands_whatever_later_data_say() -> None:
     rows = BASE + rows_for("c", [0.3, 0.31, 0.29])  # clearly worse: separated on this data
     frame = _frame(rows)
     assert _lanes(rows, max_seeds=3)["c"].status == SEPARATED
-    tied = {"status": TIED, "reason": "not separated from uniform after 3 of 3 seeds",
-            "seeds": [0, 1, 2], "mean_delta": 0.3, "half_width": 0.4}  # fmt: skip
+    tied = {
+        "status": TIED,
+        "reason": "not separated from uniform after 3 of 3 seeds",
+        "seeds": [0, 1, 2],
+        "mean_delta": 0.3,
+        "half_width": 0.4,
+    }
     frame["race_decision"] = [json.dumps(tied) if c == "c" else "" for c in frame["candidate"]]
     (lane,) = race(frame, "v", seeds=SEEDS, max_seeds=3)
     assert (lane.status, lane.reason, lane.seeds) == (TIED, tied["reason"], (0, 1, 2))
@@ -409,8 +421,11 @@ def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(t
 def test_a_failure_of_its_own_stops_the_race_and_a_lost_seed_is_only_missing() -> None:
     # one predicate for the race and the ranking (tlmsearch/reasons.py): an exception or a
     # non-finite objective would fail the same way on the next seed; a dead worker says nothing
-    rows = BASE + rows_for("c", [0.01]) + [("own", 0, "FAIL", math.nan), ("lost", 0, "FAIL",
-                                                                           math.nan)]  # fmt: skip
+    rows = (
+        BASE
+        + rows_for("c", [0.01])
+        + [("own", 0, "FAIL", math.nan), ("lost", 0, "FAIL", math.nan)]
+    )
     frame = _frame(rows)
     frame["reason"] = ""
     frame.loc[frame["candidate"] == "own", "reason"] = "objective is not a finite number: nan"
@@ -431,8 +446,9 @@ def test_a_decision_is_strict_json_and_a_broken_record_is_a_clear_error() -> Non
     frame["race_decision"] = ["" if c == "uniform" else json.dumps(d) for c in frame["candidate"]]
     lane = recorded_lanes(frame)["c"]
     assert lane.status == STOPPED and math.isnan(lane.mean_delta)
-    frame["race_decision"] = ["" if c == "uniform" else '{"reason": "x"}'
-                              for c in frame["candidate"]]  # fmt: skip
+    frame["race_decision"] = [
+        "" if c == "uniform" else '{"reason": "x"}' for c in frame["candidate"]
+    ]
     with pytest.raises(ValueError, match="race_decision of c: not a decision"):
         recorded_lanes(frame)
 
@@ -475,7 +491,10 @@ def test_a_held_lane_gets_no_seed_beyond_max_seeds_nor_while_cells_are_queued() 
     rows = [("uniform", 0, "COMPLETE", 2.0), ("a", 0, "COMPLETE", 1.5), ("b", 0, "COMPLETE", 1.5)]
     lanes = _lanes(rows, max_seeds=1, prior_sd=0.01)
     assert all(ln.next_seed is None for ln in lanes.values())
-    rows = [("uniform", 0, "COMPLETE", 2.0), ("bad", 0, "COMPLETE", 2.5),
-            ("c", 0, "COMPLETE", 2.0)]  # fmt: skip
+    rows = [
+        ("uniform", 0, "COMPLETE", 2.0),
+        ("bad", 0, "COMPLETE", 2.5),
+        ("c", 0, "COMPLETE", 2.0),
+    ]
     held = _lanes(rows, prior_sd=0.05, queued={("c", 1), ("uniform", 1)})["bad"]
     assert held.status == RACING and held.next_seed is None  # the queued cells will measure it

@@ -84,7 +84,7 @@ def test_report_says_what_the_study_supports_and_shows_the_race(tmp_path):
     assert plain.index('id="fig-separation"') < plain.index("id='effects-box'")
     assert "beats uniform on 3/3 seeds" in plain and "noise units" in plain
     assert "<h3>Effects vs uniform</h3>" in plain and "<h3>Race</h3>" not in plain
-    snr = plain[plain.index("<h3>Signal-to-noise</h3>"):plain.index("<h3>Supported</h3>")]
+    snr = plain[plain.index("<h3>Signal-to-noise</h3>") : plain.index("<h3>Supported</h3>")]
     assert "arXiv 2508.13144" in snr and "over 7 candidates, uniform included" in snr
     assert "sd over the last evals of 21 trials, detrended" in snr  # the run's curves
     study["search"]["racing"] = {"max_seeds": 3, "confidence": 0.95}
@@ -250,8 +250,10 @@ def test_dashboard_command_listens_on_loopback_only(tmp_path):
     code = "import sys; from tlmsearch.cli import main; sys.argv[0] = 'tlmsearch'; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "dashboard", str(run), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline, line = time.time() + 60, ""
         while "live dashboard of" not in line and time.time() < deadline:
@@ -352,8 +354,10 @@ def test_a_report_builds_the_evidence_once_per_objective(tmp_path, monkeypatch, 
 
     from tlmsearch import evidence, stats
 
-    objectives = [{"metric": "val_bpb", "direction": "minimize"},
-                  {"metric": "params", "direction": "minimize"}][:n_objectives]  # fmt: skip
+    objectives = [
+        {"metric": "val_bpb", "direction": "minimize"},
+        {"metric": "params", "direction": "minimize"},
+    ][:n_objectives]
     run = make_run(tmp_path / "run", study=study_dict(objectives=objectives), pruned=(3,))
     data = load_run(run)
     builds, by_report = [], []

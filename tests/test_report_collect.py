@@ -269,8 +269,9 @@ def test_width_profiles_carry_an_lr_profile_and_the_figure_draws_it_on_its_own_a
     assert len(dotted) == 1 and list(dotted[0].y) == [1.5, 1.2, 0.8, 0.5]
     assert fig.layout.yaxis2.title.text == "LR multiplier (x train.lr)"
     t["lr_profile_json"] = ""
-    assert not [tr for tr in F.width_profiles(C.width_profiles(t, "val_bpb")).data
-                if tr.yaxis == "y2"]  # fmt: skip
+    assert not [
+        tr for tr in F.width_profiles(C.width_profiles(t, "val_bpb")).data if tr.yaxis == "y2"
+    ]
 
 
 def test_width_profiles_without_baseline_uses_the_budget():
@@ -422,8 +423,13 @@ def test_no_importances_draw_their_reason_without_axes():
     assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
     assert fig.layout.annotations[0].text.startswith("no importances: ")
     # with importances the bars keep their axes
-    shown = F.importances(P.Importances("val_bpb", pd.DataFrame(
-        {"param": ["r_start", "shape"], "importance": [0.7, 0.3]}), "fANOVA"))  # fmt: skip
+    shown = F.importances(
+        P.Importances(
+            "val_bpb",
+            pd.DataFrame({"param": ["r_start", "shape"], "importance": [0.7, 0.3]}),
+            "fANOVA",
+        )
+    )
     assert shown.layout.xaxis.visible is not False and not shown.layout.annotations
 
 
@@ -612,12 +618,21 @@ def test_every_collect_function_on_edge_cases(case, objectives):
 def test_the_best_attention_only_taper_shows_its_heads():
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
     rows = [
-        {"trial_id": f"{name}{seed}", "seed": seed, "params": params, "widths": [64, 64],
-         "heads": heads, "heads_share": 1.0, "val_bpb": value + 0.01 * seed}
-        for name, params, heads, value in (("u", {"shape": "uniform"}, [2, 2], 2.0),
-                                           ("a", attention, [3, 1], 1.9))
+        {
+            "trial_id": f"{name}{seed}",
+            "seed": seed,
+            "params": params,
+            "widths": [64, 64],
+            "heads": heads,
+            "heads_share": 1.0,
+            "val_bpb": value + 0.01 * seed,
+        }
+        for name, params, heads, value in (
+            ("u", {"shape": "uniform"}, [2, 2], 2.0),
+            ("a", attention, [3, 1], 1.9),
+        )
         for seed in (0, 1)
-    ]  # fmt: skip
+    ]
     t = trials_frame(rows)
     target = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128}
     cfg = frozen_study({"name": "s", "objectives": [{"metric": "val_bpb"}], "target": target})

@@ -10,14 +10,24 @@ from tlmsearch.run_dir.tables import trials_frame
 def _rows():
     out = []
     for seed in range(3):
-        for shape, params, v in [("u", {"shape": "uniform"}, 2.0),
-                                 ("c", {"shape": "cosine", "r_start": 1.5}, 1.9),
-                                 ("l", {"shape": "linear", "r_start": 1.5}, 1.95)]:
+        for shape, params, v in [
+            ("u", {"shape": "uniform"}, 2.0),
+            ("c", {"shape": "cosine", "r_start": 1.5}, 1.9),
+            ("l", {"shape": "linear", "r_start": 1.5}, 1.95),
+        ]:
             for lr in (0.001, 0.003):
-                out.append({"trial_id": f"{shape}{lr}{seed}", "seed": seed,
-                            "params": {**params, "train.lr": lr}, "state": "COMPLETE",
-                            "val_bpb": v + 0.01 * seed + 0.003 * ((seed * 7 + len(shape)) % 3)
-                            + (0.05 if lr == 0.003 else 0.0)})  # fmt: skip
+                out.append(
+                    {
+                        "trial_id": f"{shape}{lr}{seed}",
+                        "seed": seed,
+                        "params": {**params, "train.lr": lr},
+                        "state": "COMPLETE",
+                        "val_bpb": v
+                        + 0.01 * seed
+                        + 0.003 * ((seed * 7 + len(shape)) % 3)
+                        + (0.05 if lr == 0.003 else 0.0),
+                    }
+                )
     return out
 
 
@@ -59,11 +69,17 @@ def test_the_interaction_plot_has_a_line_per_schedule_and_family_and_the_band():
     row = c.loc["cosine 1.5->0.5 vs uniform at lr=0.001"]
     got = lines.loc[("cosine 1.5->0.5", 0.001)]
     assert (got["estimate"], got["lo"], got["hi"], got["word"]) == (
-        row["estimate"], row["lo"], row["hi"], row["word"])  # fmt: skip
+        row["estimate"],
+        row["lo"],
+        row["hi"],
+        row["word"],
+    )
     # the early-heavy family (cosine and linear 1.5->0.5): the mean of its schedules
     fam = lines.loc[("early-heavy", 0.003), "estimate"]
-    both = [c.loc[f"{s} vs uniform at lr=0.003", "estimate"]
-            for s in ("cosine 1.5->0.5", "linear 1.5->0.5")]  # fmt: skip
+    both = [
+        c.loc[f"{s} vs uniform at lr=0.003", "estimate"]
+        for s in ("cosine 1.5->0.5", "linear 1.5->0.5")
+    ]
     assert abs(fam - sum(both) / 2) < 1e-12
     fig = F.interaction(ix)
     by = {tr.name: tr for tr in fig.data}
@@ -103,10 +119,11 @@ def test_a_settings_report_has_the_interaction_plot(tmp_path):
     from tlmsearch.run_dir.tables import load_run
 
     study = study_dict(shapes=("cosine",))
-    study["space"]["dimensions"] = {"shape": {"type": "fixed", "value": "cosine"},
-                                    "r_start": {"type": "categorical", "choices": [1.5]},
-                                    "train.lr": {"type": "categorical",
-                                                 "choices": [0.001, 0.003]}}  # fmt: skip
+    study["space"]["dimensions"] = {
+        "shape": {"type": "fixed", "value": "cosine"},
+        "r_start": {"type": "categorical", "choices": [1.5]},
+        "train.lr": {"type": "categorical", "choices": [0.001, 0.003]},
+    }
     run = load_run(make_run(tmp_path / "run", study, trials=lr_rows(VALUES)))
     rep = build(run)
     fig = next(f for f in rep.figures if f.id == "fig-interaction")

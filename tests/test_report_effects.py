@@ -22,20 +22,30 @@ SIG = {"shape": "sigmoid", "r_start": 1.5}  # sigmoid 1.5->0.5 k=10
 UNI = {"shape": "uniform"}
 
 
-def table(deltas: list[tuple[dict, list[float | None]]], states: dict | None = None,
-          spared: int = 2):  # fmt: skip
+def table(
+    deltas: list[tuple[dict, list[float | None]]], states: dict | None = None, spared: int = 2
+):
     """uniform on three seeds, each candidate ``BASE[seed] + delta`` (None: no trial); the
     first ``spared`` candidates the pruner could not stop (``search.unpruned_candidates``)."""
-    recs = [{"trial_id": f"u{s}", "seed": s, "params": UNI, "val_bpb": v} for s, v in
-            enumerate(BASE)]  # fmt: skip
+    recs = [
+        {"trial_id": f"u{s}", "seed": s, "params": UNI, "val_bpb": v} for s, v in enumerate(BASE)
+    ]
     for i, (params, ds) in enumerate(deltas):
         for s, d in enumerate(ds):
             if d is None:
                 continue
             tid = f"c{i}-{s}"
             state = (states or {}).get(tid, "COMPLETE")
-            recs.append({"trial_id": tid, "seed": s, "params": params, "state": state,
-                         "val_bpb": BASE[s] + d, "spared": i < spared})  # fmt: skip
+            recs.append(
+                {
+                    "trial_id": tid,
+                    "seed": s,
+                    "params": params,
+                    "state": state,
+                    "val_bpb": BASE[s] + d,
+                    "spared": i < spared,
+                }
+            )
     return trials_frame(recs)
 
 
@@ -52,8 +62,11 @@ def study() -> pd.DataFrame:
 def test_effects_table_in_rank_order_with_the_noise_said():
     e = E.effects(study(), "val_bpb", seeds=[0, 1, 2])
     t = e.table.set_index("candidate")
-    assert list(e.table["candidate"]) == ["cosine 1.5->0.5", "linear 1.5->0.5",
-                                          "sigmoid 1.5->0.5 k=10"]  # fmt: skip
+    assert list(e.table["candidate"]) == [
+        "cosine 1.5->0.5",
+        "linear 1.5->0.5",
+        "sigmoid 1.5->0.5 k=10",
+    ]
     cos = t.loc["cosine 1.5->0.5"]
     assert cos["rank"] == 1 and cos["noise"] == "model" and bool(cos["separated"])
     assert cos["mean_delta"] == pytest.approx(-0.10) and cos["n_better"] == 3
@@ -126,8 +139,9 @@ def test_separation_without_noise_or_common_seeds():
 
 def racing(max_seeds: int | None = 3, **kw) -> PartialStudy:
     race = {"max_seeds": max_seeds, "confidence": 0.95, "against": "uniform", **kw}
-    return PartialStudy.model_validate({"search": {"seeds": [0, 1, 2], "racing": race},
-                                        "objectives": [{"metric": "val_bpb"}]})  # fmt: skip
+    return PartialStudy.model_validate(
+        {"search": {"seeds": [0, 1, 2], "racing": race}, "objectives": [{"metric": "val_bpb"}]}
+    )
 
 
 def test_race_shows_seeds_per_candidate_and_why_it_stopped():
@@ -135,10 +149,14 @@ def test_race_shows_seeds_per_candidate_and_why_it_stopped():
     # over 4 candidates x 3 looks with linear's noisy deltas in the study's noise, tied too;
     # sigmoid: +0.3 on seed 0, separated at once; pruned one: stopped
     t = table(
-        [(COS, [-0.10, -0.11, -0.09]), (LIN, [0.05, -0.06, 0.02]), (SIG, [0.3]),
-         ({"shape": "linear", "r_start": 1.25}, [0.4])],
+        [
+            (COS, [-0.10, -0.11, -0.09]),
+            (LIN, [0.05, -0.06, 0.02]),
+            (SIG, [0.3]),
+            ({"shape": "linear", "r_start": 1.25}, [0.4]),
+        ],
         states={"c3-0": "PRUNED"},
-    )  # fmt: skip
+    )
     r = E.race(t, racing())
     assert r.settings == "up to 3 of seeds [0, 1, 2], 95% confidence, against uniform"
     lanes = r.lanes.set_index("candidate")
@@ -174,7 +192,8 @@ def test_a_racing_section_of_defaults_races_with_the_models_defaults():
     r = E.race(t, study)
     assert r is not None and r.settings == (
         f"up to 3 of seeds [0, 1, 2], {RacingConfig().confidence:.0%} confidence, against "
-        f"{RacingConfig().against}")  # fmt: skip
+        f"{RacingConfig().against}"
+    )
     assert r.lanes.equals(E.race(t, racing()).lanes)
 
 

@@ -29,17 +29,26 @@ def test_sweep_has_one_line_per_schedule_with_its_best_marked():
 
 
 def test_no_sweep_without_settings():
-    rows = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"},
-             "state": "COMPLETE", "val_bpb": 2.0} for s in (0, 1)]  # fmt: skip
+    rows = [
+        {
+            "trial_id": f"u{s}",
+            "seed": s,
+            "params": {"shape": "uniform"},
+            "state": "COMPLETE",
+            "val_bpb": 2.0,
+        }
+        for s in (0, 1)
+    ]
     assert setting_sweep(trials_frame(rows), "val_bpb", "minimize") is None
 
 
 def test_report_of_an_lr_study_has_the_tuned_section(tmp_path):
     study = study_dict(shapes=("cosine",))
-    study["space"]["dimensions"] = {"shape": {"type": "fixed", "value": "cosine"},
-                                    "r_start": {"type": "categorical", "choices": [1.5]},
-                                    "train.lr": {"type": "categorical",
-                                                 "choices": [0.001, 0.003]}}  # fmt: skip
+    study["space"]["dimensions"] = {
+        "shape": {"type": "fixed", "value": "cosine"},
+        "r_start": {"type": "categorical", "choices": [1.5]},
+        "train.lr": {"type": "categorical", "choices": [0.001, 0.003]},
+    }
     run = load_run(make_run(tmp_path / "run", study, trials=_rows(VALUES)))
     rep = build(run)
     assert "fig-settings" in [f.id for f in rep.figures]

@@ -119,8 +119,10 @@ def test_a_realised_heads_share_comes_from_the_plan_when_not_recorded():
     # 4 layers of 4 heads: share 0.5 asks for 8 of 16 heads; the nearest payable total trains
     model = {"n_layer": 4, "d_model": 64, "n_head": 4, "d_ff": 128, "multiple_of": 16}
     moved = {"shape": "uniform", "heads.share": 0.5}
-    recs = [{"trial_id": "m", "params": moved, "state": "FAIL"},
-            {"trial_id": "u", "params": {"shape": "uniform"}, "state": "FAIL"}]  # fmt: skip
+    recs = [
+        {"trial_id": "m", "params": moved, "state": "FAIL"},
+        {"trial_id": "u", "params": {"shape": "uniform"}, "state": "FAIL"},
+    ]
     t = trials_frame(recs, model).set_index("trial_id")
     from tlmsearch.config import ModelConfig
 
@@ -305,11 +307,20 @@ def test_two_candidates_one_label_stay_two_candidates():
     # label; keyed by it, the statistics pooled their seeds as one candidate
     from tlmsearch.evidence import Evidence
 
-    recs = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"}, "val_bpb": 2.0 + s}
-            for s in range(2)]  # fmt: skip
+    recs = [
+        {"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"}, "val_bpb": 2.0 + s}
+        for s in range(2)
+    ]
     for r, d in ((1.2500001, -0.1), (1.2500002, 0.1)):
-        recs += [{"trial_id": f"{r}-{s}", "seed": s, "val_bpb": 2.0 + s + d,
-                  "params": {"shape": "cosine", "r_start": r}} for s in range(2)]  # fmt: skip
+        recs += [
+            {
+                "trial_id": f"{r}-{s}",
+                "seed": s,
+                "val_bpb": 2.0 + s + d,
+                "params": {"shape": "cosine", "r_start": r},
+            }
+            for s in range(2)
+        ]
     t = trials_frame(recs)
     labels = set(t.loc[~t["is_baseline"], "candidate"])
     assert len(labels) == 2 and all(x.startswith("cosine 1.25->0.75 {") for x in labels)

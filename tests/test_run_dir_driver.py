@@ -36,8 +36,13 @@ def _dead_pid() -> int:
 
 def test_a_run_whose_driver_died_on_this_host_says_so() -> None:
     now = time.time()
-    info = {"status": "running", "driver_host": HERE, "driver_pid": _dead_pid(),
-            "heartbeat": _iso(5, now), "phase": "best"}  # fmt: skip
+    info = {
+        "status": "running",
+        "driver_host": HERE,
+        "driver_pid": _dead_pid(),
+        "heartbeat": _iso(5, now),
+        "phase": "best",
+    }
     line = driver.driver_gone(info, "runs/x", now=now)
     assert line is not None and line.startswith("driver gone (last seen ")
     assert "while best" in line and line.endswith("run `tlmsearch resume runs/x`")
@@ -51,8 +56,12 @@ def test_a_run_whose_driver_died_on_this_host_says_so() -> None:
 
 
 def test_a_driver_that_died_writing_the_report_leaves_a_finished_run_without_one() -> None:
-    info = {"status": "finished", "phase": "report", "driver_host": HERE,
-            "driver_pid": _dead_pid()}  # fmt: skip
+    info = {
+        "status": "finished",
+        "phase": "report",
+        "driver_host": HERE,
+        "driver_pid": _dead_pid(),
+    }
     line = driver.driver_gone(info, "runs/x")
     assert line is not None and line.startswith("report not written")
     assert line.endswith("`tlmsearch report runs/x`")
@@ -63,8 +72,12 @@ def test_a_driver_that_died_writing_the_report_leaves_a_finished_run_without_one
 def test_from_another_host_the_heartbeat_decides(age: float, pid: int) -> None:
     """Gone exactly when the heartbeat is older than STALE_S (the pid means nothing here)."""
     now = 2e9
-    info = {"status": "running", "driver_host": "node-elsewhere", "driver_pid": pid,
-            "heartbeat": _iso(age, now)}  # fmt: skip
+    info = {
+        "status": "running",
+        "driver_host": "node-elsewhere",
+        "driver_pid": pid,
+        "heartbeat": _iso(age, now),
+    }
     gone = driver.driver_gone(info, "r", now=now, host="login-node")
     # the heartbeat keeps whole seconds: compare with the age it records
     recorded = driver.beat_age(info, now)
@@ -143,8 +156,13 @@ def test_the_report_of_a_run_whose_driver_is_gone_says_so(tmp_path: Path) -> Non
 def test_a_run_json_without_driver_start_needs_a_tlmsearch_process() -> None:
     """A run.json written before driver_start names only the pid: a recycled pid running
     something else (here init, pid 1) is no driver, so the run is not locked as running."""
-    info = {"status": "running", "driver_host": HERE, "driver_pid": 1,
-            "heartbeat": _iso(5, time.time()), "phase": "trials"}  # fmt: skip
+    info = {
+        "status": "running",
+        "driver_host": HERE,
+        "driver_pid": 1,
+        "heartbeat": _iso(5, time.time()),
+        "phase": "trials",
+    }
     assert not driver.alive(1)
     assert driver.driver_gone(info, "runs/x") is not None
 
@@ -200,14 +218,20 @@ def test_the_heartbeat_goes_on_while_the_report_is_written(
     ("recorded", "now", "refused"),
     [
         ({"slurm_job": "77", "slurm_restart": 0}, {"SLURM_JOB_ID": "77"}, True),  # same allocation
-        ({"slurm_job": "77", "slurm_restart": 0},
-         {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"}, False),  # requeued since
-        ({"slurm_job": "77", "slurm_restart": 1},
-         {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"}, True),  # same restart
+        (
+            {"slurm_job": "77", "slurm_restart": 0},
+            {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"},
+            False,
+        ),  # requeued since
+        (
+            {"slurm_job": "77", "slurm_restart": 1},
+            {"SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"},
+            True,
+        ),  # same restart
         ({"slurm_job": "77"}, {"SLURM_JOB_ID": "77"}, False),  # recorded before the count: trusted
         ({"slurm_job": "77", "slurm_restart": 0}, {"SLURM_JOB_ID": "78"}, True),  # another job
     ],
-)  # fmt: skip
+)
 def test_a_second_resume_in_the_same_slurm_allocation_is_refused(
     monkeypatch: pytest.MonkeyPatch, recorded: dict, now: dict, refused: bool
 ) -> None:

@@ -81,9 +81,12 @@ def test_every_setting_is_documented_in_the_schema() -> None:
     config.py / space.py (a section, a $ref, is documented by its own table)."""
     schema = study_schema()
     nodes = {"StudyConfig": schema, **schema["$defs"]}
-    bare = [f"{name}.{field}" for name, node in nodes.items()
-            for field, prop in node["properties"].items()
-            if not prop.get("description") and "$ref" not in json.dumps(prop)]  # fmt: skip
+    bare = [
+        f"{name}.{field}"
+        for name, node in nodes.items()
+        for field, prop in node["properties"].items()
+        if not prop.get("description") and "$ref" not in json.dumps(prop)
+    ]
     assert bare == [], f"fields without a comment in tlmsearch/config.py or space.py: {bare}"
 
 

@@ -91,10 +91,16 @@ def test_auto_size_spreads_what_is_due_over_the_slots_with_a_cap() -> None:
 
 
 def test_members_fuse_unless_their_settings_change_the_model_or_batch(tmp_path):
-    cfg = tiny_config(tmp_path, space={"dimensions": {
-        "shape": {"type": "fixed", "value": "cosine"},
-        "train.lr": {"type": "categorical", "choices": [0.01, 0.02]},
-        "model.init_std": {"type": "categorical", "choices": [0.02, 0.03]}}})  # fmt: skip
+    cfg = tiny_config(
+        tmp_path,
+        space={
+            "dimensions": {
+                "shape": {"type": "fixed", "value": "cosine"},
+                "train.lr": {"type": "categorical", "choices": [0.01, 0.02]},
+                "model.init_std": {"type": "categorical", "choices": [0.02, 0.03]},
+            }
+        },
+    )
     key = fuse_key(cfg, {"shape": "uniform"})
     assert fuse_key(cfg, GOOD) == key == fuse_key(cfg, {**GOOD, "train.lr": 0.02})
     assert fuse_key(cfg, {**GOOD, "model.init_std": 0.03}) != key  # another model
@@ -111,16 +117,29 @@ def _array_pair(tmp: Path, size, budget: int = 3, **search):
     from tlmsearch.search.runner import searcher_and_scheduler
 
     searcher, sched = searcher_and_scheduler(
-        cfg, plain.study.study_name, plain.study._storage, budget=budget, slots=1,
+        cfg,
+        plain.study.study_name,
+        plain.study._storage,
+        budget=budget,
+        slots=1,
         trial_root=str(tmp / "session"),
-    )  # fmt: skip
+    )
     ctrl = SimpleNamespace(search_alg=SimpleNamespace(searcher=searcher))
     return cfg, searcher, sched, ctrl
 
 
 def _result(k: int, tokens: int, value: float, final: bool = False, **extra) -> dict:
-    return {MEMBER: k, "tokens": tokens, "val_bpb": value, "val_loss": value, "final": final,
-            "wall_s": 1.0, "widths": [64, 64], "n_params": 100, **extra}  # fmt: skip
+    return {
+        MEMBER: k,
+        "tokens": tokens,
+        "val_bpb": value,
+        "val_loss": value,
+        "final": final,
+        "wall_s": 1.0,
+        "widths": [64, 64],
+        "n_params": 100,
+        **extra,
+    }
 
 
 def test_one_suggest_packs_k_optuna_trials_each_its_own(tmp_path):
@@ -137,9 +156,14 @@ def test_one_suggest_packs_k_optuna_trials_each_its_own(tmp_path):
 
 
 def _array_trial(searcher, sched, ctrl, tid: str) -> SimpleNamespace:
-    trial = SimpleNamespace(trial_id=tid, config=searcher.suggest(tid), path=None,
-                            error_file=None, get_error=lambda: None,
-                            should_recover=lambda: False)  # fmt: skip
+    trial = SimpleNamespace(
+        trial_id=tid,
+        config=searcher.suggest(tid),
+        path=None,
+        error_file=None,
+        get_error=lambda: None,
+        should_recover=lambda: False,
+    )
     sched.on_trial_add(ctrl, trial)
     return trial
 
@@ -153,8 +177,9 @@ def _finish(sched, ctrl, trial, k: int, values) -> None:
 
 def test_a_pruned_member_is_told_pruned_and_marked_and_the_array_goes_on(tmp_path):
     # GOOD (the queue's first candidate) is spared, BAD (the second) is not
-    _, searcher, sched, ctrl = _array_pair(tmp_path, 3, budget=6, pruner="median",
-                                          seeds=[0, 1], unpruned_candidates=1)  # fmt: skip
+    _, searcher, sched, ctrl = _array_pair(
+        tmp_path, 3, budget=6, pruner="median", seeds=[0, 1], unpruned_candidates=1
+    )
     first = _array_trial(searcher, sched, ctrl, "a")  # seed 0's three: finished to compare with
     for k in range(3):
         _finish(sched, ctrl, first, k, [3.0, 2.5, 2.2, 2.0])
@@ -209,8 +234,16 @@ def reports(monkeypatch) -> list[dict]:
 
 def _members(tmp: Path, cfg, n: int) -> list[dict]:
     cands = [{"shape": "uniform"}, GOOD, BAD][:n]
-    return [{"candidate": c, "seed": 0, "number": i, "id": f"x-{i}",
-             MEMBER_DIR: str(tmp / f"trial_x-{i}")} for i, c in enumerate(cands)]  # fmt: skip
+    return [
+        {
+            "candidate": c,
+            "seed": 0,
+            "number": i,
+            "id": f"x-{i}",
+            MEMBER_DIR: str(tmp / f"trial_x-{i}"),
+        }
+        for i, c in enumerate(cands)
+    ]
 
 
 def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(tmp_path, reports):
@@ -219,8 +252,9 @@ def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(t
     from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint
 
     cfg = _cfg(tmp_path, keep_weights="final")
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
-        update={"checkpoint_every_tokens": 4096})})  # fmt: skip
+    cfg = cfg.model_copy(
+        update={"train": cfg.train.model_copy(update={"checkpoint_every_tokens": 4096})}
+    )
     data = prepare_data(cfg.data, progress=False)
     members = _members(tmp_path, cfg, 3)
     (Path(members[2][MEMBER_DIR])).mkdir(parents=True)
@@ -253,9 +287,16 @@ def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(t
         if state["tokens"] == 4096:
             write_checkpoint(mid, state, {**meta, "tokens": 4096, "final": False})
 
-    train_proxy(cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
-                cfg.model.plan(GOOD).widths, data, cfg.train, seed=0, threads=1, device="cpu",
-                on_checkpoint=at)  # fmt: skip
+    train_proxy(
+        cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
+        cfg.model.plan(GOOD).widths,
+        data,
+        cfg.train,
+        seed=0,
+        threads=1,
+        device="cpu",
+        on_checkpoint=at,
+    )
     for p in Path(members[1][MEMBER_DIR]).glob("checkpoint_*"):
         shutil.rmtree(p)
     retry = [m if m["number"] != 1 else {**m, "resume_from": str(mid)} for m in members]
@@ -287,12 +328,20 @@ def test_a_retried_array_resumes_a_profiled_member_only_from_its_own_profiles_ch
     from tlmsearch.train.loop import train_proxy
 
     cfg = _cfg(tmp_path, keep_weights="final")
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
-        update={"checkpoint_every_tokens": 4096})})  # fmt: skip
+    cfg = cfg.model_copy(
+        update={"train": cfg.train.model_copy(update={"checkpoint_every_tokens": 4096})}
+    )
     data = prepare_data(cfg.data, progress=False)
-    members = [{"candidate": c, "seed": 0, "number": i, "id": f"x-{i}",
-                MEMBER_DIR: str(tmp_path / f"trial_x-{i}")}
-               for i, c in enumerate([{"shape": "uniform"}, LR_PROFILE])]  # fmt: skip
+    members = [
+        {
+            "candidate": c,
+            "seed": 0,
+            "number": i,
+            "id": f"x-{i}",
+            MEMBER_DIR: str(tmp_path / f"trial_x-{i}"),
+        }
+        for i, c in enumerate([{"shape": "uniform"}, LR_PROFILE])
+    ]
     run_array({MEMBERS: members}, cfg.to_dict(), data)  # uninterrupted: the reference
     finals = {r[MEMBER]: r for r in reports if r["final"]}
     assert finals[1]["lr_profile"] == pytest.approx([1.5, 0.5])
@@ -307,8 +356,7 @@ def test_a_retried_array_resumes_a_profiled_member_only_from_its_own_profiles_ch
     def mid(folder: Path, train) -> Path:
         """A checkpoint at 4,096 tokens of the LR member's widths and seed, trained by
         ``train`` (its tensors are live in the callback: written at once)."""
-        meta_at = {**meta, "tokens": 4096, "final": False,
-                   "train": train.model_dump(mode="json")}  # fmt: skip
+        meta_at = {**meta, "tokens": 4096, "final": False, "train": train.model_dump(mode="json")}
 
         def at(state: dict) -> None:
             if state["tokens"] == 4096:
@@ -334,8 +382,11 @@ def test_a_retried_array_resumes_a_profiled_member_only_from_its_own_profiles_ch
             shutil.rmtree(p)  # the retry finds only the checkpoint it is given
         resumed.clear()
         before = len(reports)
-        run_array({MEMBERS: [members[0], {**members[1], "resume_from": str(folder)}]},
-                  cfg.to_dict(), data)  # fmt: skip
+        run_array(
+            {MEMBERS: [members[0], {**members[1], "resume_from": str(folder)}]},
+            cfg.to_dict(),
+            data,
+        )
         again = reports[before:]
         assert resumed == [expect]
         assert {r[MEMBER] for r in again} == {1}
@@ -425,8 +476,11 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
     assert "pruned by Median at 2,048 tokens" in bad.user_attrs["reason"]
     assert [ft.state for ft in trials].count(S.COMPLETE) == 5
     # it stopped costing compute: its array evaluated it no more after the prune
-    evals = [e["tokens"] for e in read_jsonl(faults / "evals.jsonl")
-             if e["candidate"] == BAD and e["seed"] == 1]  # fmt: skip
+    evals = [
+        e["tokens"]
+        for e in read_jsonl(faults / "evals.jsonl")
+        if e["candidate"] == BAD and e["seed"] == 1
+    ]
     assert evals == [2048]
     assert res.status == "finished"
     # both arrays (processes of a Ray this run did not start) compiled into the run's cache
@@ -438,10 +492,17 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
 def test_an_arch_that_does_not_fuse_runs_one_process_per_trial(ray_up, tmp_path):
     model = {"arch": "hope_attention", "hope": {"levels": 1, "periods": [1]}}
     _, trials, lines, _ = _run(
-        tmp_path, "hope", model=model, search={"pruner": "none", "array": {"size": 3}},
-        space={"dimensions": {"shape": {"type": "fixed", "value": "cosine"},
-                              "r_start": {"type": "fixed", "value": 1.5}}},
-    )  # fmt: skip
+        tmp_path,
+        "hope",
+        model=model,
+        search={"pruner": "none", "array": {"size": 3}},
+        space={
+            "dimensions": {
+                "shape": {"type": "fixed", "value": "cosine"},
+                "r_start": {"type": "fixed", "value": 1.5},
+            }
+        },
+    )
     assert any("trial arrays: off, one process per trial" in ln for ln in lines)
     assert [ft.state for ft in trials] == [S.COMPLETE] * 2
     ids = [ft.user_attrs["ray_trial_id"] for ft in trials]

@@ -62,9 +62,13 @@ def cluster_env(base) -> dict[str, str]:
     # replicas); a test cluster has none, and the wait was 30 s of every teardown. Ray Train's
     # controller looks at its workers every 2 s: a two-worker trial ended up to 2 s after them
     # (a look that goes unanswered is only repeated; Ray gives up on a worker after 10 minutes)
-    return {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
-            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}  # fmt: skip
+    return {
+        **env,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +85,34 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     try:
         head_log = tmp_path / "head.log"
         head = subprocess.Popen(
-            [str(BIN / "ray"), "start", "--head", f"--node-ip-address={HEAD}", f"--port={port}",
-             "--include-dashboard=false", *common],
-            stdout=head_log.open("w"), stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            [
+                str(BIN / "ray"),
+                "start",
+                "--head",
+                f"--node-ip-address={HEAD}",
+                f"--port={port}",
+                "--include-dashboard=false",
+                *common,
+            ],
+            stdout=head_log.open("w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         procs.append(head)
         _wait_for(head_log, "block forever", head)
         worker_log = tmp_path / "worker.log"
         worker = subprocess.Popen(
-            [str(BIN / "ray"), "start", f"--address={address}", f"--node-ip-address={WORKER}",
-             *common],
-            stdout=worker_log.open("w"), stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            [
+                str(BIN / "ray"),
+                "start",
+                f"--address={address}",
+                f"--node-ip-address={WORKER}",
+                *common,
+            ],
+            stdout=worker_log.open("w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         procs.append(worker)
         _wait_for(worker_log, "block forever", worker)
         yield address, env
@@ -171,8 +191,11 @@ def _run_on(address: str, env: dict, tmp_path: Path, data: dict, name: str):
     study.write_text(yaml.safe_dump(data))
     res = subprocess.run(
         [str(BIN / "tlmsearch"), "run", str(study), "--address", address],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return res, pd.read_parquet(tmp_path / "runs" / name / "trials.parquet")
 

@@ -200,13 +200,17 @@ def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
     for i, v in enumerate(values):
         state = S.RUNNING if i in running else S.PRUNED if i in pruned else S.COMPLETE
         value = v if state == S.COMPLETE else None
-        trials.append(optuna.trial.create_trial(state=state, value=value, params={"x": 0.5},
-                                                distributions={"x": X}))  # fmt: skip
+        trials.append(
+            optuna.trial.create_trial(
+                state=state, value=value, params={"x": 0.5}, distributions={"x": X}
+            )
+        )
         trials[-1].number = i
     kept = {t.number for t in _window(trials, history, sense)}
     done = [t for t in trials if t.state != S.RUNNING]
-    complete = sorted((t for t in done if t.state == S.COMPLETE),
-                      key=lambda t: (sense * t.value, t.number))  # fmt: skip
+    complete = sorted(
+        (t for t in done if t.state == S.COMPLETE), key=lambda t: (sense * t.value, t.number)
+    )
     assert {t.number for t in trials if t.state == S.RUNNING} <= kept
     assert {t.number for t in done[-history:]} <= kept
     assert {t.number for t in complete[:BEST_KEPT]} <= kept  # TPE's good trials, all of them
@@ -219,8 +223,9 @@ def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
 def test_a_tpe_with_a_window_reads_it_once_per_ask_and_pickles_without_it():
     import pickle
 
-    sampler = ControlBlindSampler(optuna.samplers.TPESampler(seed=0, multivariate=True),
-                                  history=20)  # fmt: skip
+    sampler = ControlBlindSampler(
+        optuna.samplers.TPESampler(seed=0, multivariate=True), history=20
+    )
     study = _study(sampler, 80)
     calls = []
     real = study._get_trials

@@ -174,6 +174,8 @@ def test_sigterm_preempts_the_driver_and_resume_continues_from_the_checkpoints(
     assert list(eval_attempts(faults, C125, 0).values()) == [[2048], [4096, 6144, 8192]]
     curve = trial_losses(run, C125, 0)
     assert curve == straight_losses(data, C125, 0)
-    print("preempted trial's curve (tokens, val_loss):",
-          [(r["tokens"], round(r["val_loss"], 4)) for r in curve])  # fmt: skip
+    print(
+        "preempted trial's curve (tokens, val_loss):",
+        [(r["tokens"], round(r["val_loss"], 4)) for r in curve],
+    )
     assert "1 preempted" in _status(run)

@@ -117,10 +117,17 @@ def test_best_yaml_shows_heads_only_for_studies_with_heads_schedules_or_gqa(cfg,
     target = {**model, "n_layer": 6, "d_model": 64}
     headed = tiny_config(tmp_path, model=model, target=target, space=space)
     heads = {"shape": "cosine", "r_start": 1.5, "heads.shape": "linear", "heads.r_start": 0.5}
-    rows = [{"trial_id": f"{i}/{seed}", "seed": seed, "params": p, "state": "COMPLETE",
-             "val_bpb": v + 0.01 * seed}
-            for seed in (0, 1)
-            for i, (p, v) in enumerate((({"shape": "uniform"}, 2.0), (heads, 1.9)))]  # fmt: skip
+    rows = [
+        {
+            "trial_id": f"{i}/{seed}",
+            "seed": seed,
+            "params": p,
+            "state": "COMPLETE",
+            "val_bpb": v + 0.01 * seed,
+        }
+        for seed in (0, 1)
+        for i, (p, v) in enumerate((({"shape": "uniform"}, 2.0), (heads, 1.9)))
+    ]
     (best,) = best_document(add_deltas(trials_frame(rows), ["val_bpb"]), headed)["best"]
     proxy, at_target = best["proxy"], best["target"]
     assert proxy["heads"] == list(headed.model.plan(heads).heads) == [2, 4, 6]
@@ -244,8 +251,11 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
 
     reports = []
     monkeypatch.setattr(tune, "report", lambda metrics, **kw: reports.append(metrics))
-    replay = {"candidate": {"shape": "linear", "r_start": 1.25}, "seed": 0, REPLAY: {
-        "number": first.number, "curve": curve}}  # fmt: skip
+    replay = {
+        "candidate": {"shape": "linear", "r_start": 1.25},
+        "seed": 0,
+        REPLAY: {"number": first.number, "curve": curve},
+    }
     run_trial(replay, study=cfg.to_dict(), data=SimpleNamespace(vocab_size=256))
     assert [r["val_bpb"] for r in reports] == [2.5, 2.25, 2.25]
     assert [r["final"] for r in reports] == [False, False, True]
@@ -271,8 +281,14 @@ CENSORED_ROWS = [
 
 def _censored_frame():
     rows = [
-        {"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v,
-         **({"spared": True} if p is B else {})}
+        {
+            "trial_id": f"t{i}",
+            "seed": s,
+            "params": p,
+            "state": st,
+            "val_bpb": v,
+            **({"spared": True} if p is B else {}),
+        }
         for i, (s, p, st, v) in enumerate(CENSORED_ROWS)
     ]
     return add_deltas(trials_frame(rows), ["val_bpb"])
@@ -312,12 +328,19 @@ def test_a_one_seed_best_is_judged_with_the_pooled_noise(tmp_path):
     # Seed 2 has not run for anyone: every candidate is pending, compared on seed 0, where the
     # one-seed A is best. Its interval uses B's seed noise (sd of -0.10, -0.08; 1 df), said so.
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2]})
-    rows = [(0, {"shape": "uniform"}, 2.0), (1, {"shape": "uniform"}, 2.2), (0, A, 1.7),
-            (0, B, 1.9), (1, B, 2.12)]  # fmt: skip
+    rows = [
+        (0, {"shape": "uniform"}, 2.0),
+        (1, {"shape": "uniform"}, 2.2),
+        (0, A, 1.7),
+        (0, B, 1.9),
+        (1, B, 2.12),
+    ]
     frame = trials_frame(
-        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
-         for i, (s, p, v) in enumerate(rows)]
-    )  # fmt: skip
+        [
+            {"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
+            for i, (s, p, v) in enumerate(rows)
+        ]
+    )
     (best,) = best_candidates(frame, cfg)
     assert best["candidate"] == "linear 2->1.5" and best["delta_n_seeds"]["val_bpb"] == 1
     sd, half = 0.02 / 2**0.5, 12.706204736174698 * 0.02 / 2**0.5
@@ -346,12 +369,15 @@ def test_best_yaml_says_what_trained_and_names_the_censored_candidate(cfg):
 
 def test_with_only_censored_candidates_the_best_is_flagged(cfg):
     rows = [r for r in CENSORED_ROWS if r[1] is A or r[1]["shape"] == "uniform"]
-    rows = [(s, p, "PRUNED" if p["shape"] == "uniform" and s == 1 else st, v)
-            for s, p, st, v in rows]  # fmt: skip
+    rows = [
+        (s, p, "PRUNED" if p["shape"] == "uniform" and s == 1 else st, v) for s, p, st, v in rows
+    ]
     frame = trials_frame(
-        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v}
-         for i, (s, p, st, v) in enumerate(rows)]
-    )  # fmt: skip
+        [
+            {"trial_id": f"t{i}", "seed": s, "params": p, "state": st, "val_bpb": v}
+            for i, (s, p, st, v) in enumerate(rows)
+        ]
+    )
     (best,) = best_candidates(frame, cfg)
     assert best["censored"] and best["n_of_k"] == "1 of 2 seeds"
     assert best["flag"].startswith("censored: 1 of 2 seeds")
@@ -374,8 +400,12 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     (run / "run.json").write_text(json.dumps({"status": state, "n_trials_planned": 6}))
     study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
     for seed, params, trial_state, value in CENSORED_ROWS:
-        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value},
-                 **({SPARED: True} if params is B else {})}
+        attrs = {
+            CANDIDATE: json.dumps(params),
+            SEED: seed,
+            "metrics": {"val_bpb": value},
+            **({SPARED: True} if params is B else {}),
+        }
         study.add_trial(
             optuna.trial.create_trial(
                 state=getattr(optuna.trial.TrialState, trial_state),
@@ -394,9 +424,11 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     assert ("provisional (the run is still going)" in out) == (state == "running")
     assert f"{tag}supported: linear 1.5->0.5 beats uniform on 2/2 seeds: -0.10" in out
     assert f"{tag}not supported: linear 2->1.5 beats uniform on 1/1 seed" in out
-    assert ("signal-to-noise (arXiv 2508.13144): n/a over seeds (the seed noise is exactly 0); "
-            "n/a over checkpoints (no complete trial has 4 evals with this metric); spread of "
-            "2 candidates' means 0.1") in out  # fmt: skip
+    assert (
+        "signal-to-noise (arXiv 2508.13144): n/a over seeds (the seed noise is exactly 0); "
+        "n/a over checkpoints (no complete trial has 4 evals with this metric); spread of "
+        "2 candidates' means 0.1"
+    ) in out
 
 
 def _running_run(tmp_path, reported_at: float):
@@ -512,9 +544,11 @@ def test_status_of_a_stopped_run_shows_its_unfinished_trials_without_an_eta(tmp_
 
 def _race_frame(rows):
     frame = trials_frame(
-        [{"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
-         for i, (s, p, v) in enumerate(rows)]
-    )  # fmt: skip
+        [
+            {"trial_id": f"t{i}", "seed": s, "params": p, "state": "COMPLETE", "val_bpb": v}
+            for i, (s, p, v) in enumerate(rows)
+        ]
+    )
     return add_deltas(frame, ["val_bpb"])
 
 
@@ -553,9 +587,16 @@ def test_a_lower_ranked_candidate_better_on_common_seeds_means_no_best_yet(tmp_p
     # first (fully measured) but best.yaml must not call it the best
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1, 2], "pruner": "none"})
     a, b = {"shape": "cosine", "r_start": 1.25}, {"shape": "linear", "r_start": 1.5}
-    rows = [(0, {"shape": "uniform"}, 3.0), (1, {"shape": "uniform"}, 3.1),
-            (2, {"shape": "uniform"}, 2.9), (0, a, 2.9), (1, a, 3.0), (2, a, 2.8),
-            (0, b, 2.5), (1, b, 2.61)]  # fmt: skip
+    rows = [
+        (0, {"shape": "uniform"}, 3.0),
+        (1, {"shape": "uniform"}, 3.1),
+        (2, {"shape": "uniform"}, 2.9),
+        (0, a, 2.9),
+        (1, a, 3.0),
+        (2, a, 2.8),
+        (0, b, 2.5),
+        (1, b, 2.61),
+    ]
     frame = _race_frame(rows)
     doc = best_document(frame, cfg)
     group = doc["conclusions"]["top_group"]
@@ -574,13 +615,24 @@ def test_keep_best_weights_keeps_the_twin_that_trained_a_replayed_best(tmp_path,
         checkpoints, "keep_only", lambda run, numbers, paths=(): kept.append(numbers) or []
     )
     best = {"shape": "cosine", "r_start": 1.25}
-    trials = pd.DataFrame({
-        "number": [0, 1, 2, 3],
-        "is_baseline": [True, False, False, False],
-        "params_json": ['{"shape": "uniform"}', '{"r_start": 1.5, "shape": "linear"}',
-                        json.dumps(best, sort_keys=True), '{"shape": "sigmoid"}'],
-        "same_as": [None, None, 1, None],  # the best replayed trial 1's curve: 1 has its weights
-    })  # fmt: skip
+    trials = pd.DataFrame(
+        {
+            "number": [0, 1, 2, 3],
+            "is_baseline": [True, False, False, False],
+            "params_json": [
+                '{"shape": "uniform"}',
+                '{"r_start": 1.5, "shape": "linear"}',
+                json.dumps(best, sort_keys=True),
+                '{"shape": "sigmoid"}',
+            ],
+            "same_as": [
+                None,
+                None,
+                1,
+                None,
+            ],  # the best replayed trial 1's curve: 1 has its weights
+        }
+    )
 
     class _Study:
         def get_trials(self, deepcopy=False):
@@ -607,13 +659,18 @@ def test_keep_best_weights_keeps_weights_a_resumed_best_took_over(tmp_path):
             {**meta, "number": number, "tokens": 8192},
         )
     best = {"shape": "cosine", "r_start": 1.25}
-    trials = pd.DataFrame({
-        "number": [0, 5, 3],
-        "is_baseline": [True, False, False],
-        "params_json": ['{"shape": "uniform"}', json.dumps(best, sort_keys=True),
-                        '{"shape": "sigmoid"}'],
-        "weights": [str(folders[0]), str(folders[2]), str(folders[3])],
-    })  # fmt: skip
+    trials = pd.DataFrame(
+        {
+            "number": [0, 5, 3],
+            "is_baseline": [True, False, False],
+            "params_json": [
+                '{"shape": "uniform"}',
+                json.dumps(best, sort_keys=True),
+                '{"shape": "sigmoid"}',
+            ],
+            "weights": [str(folders[0]), str(folders[2]), str(folders[3])],
+        }
+    )
 
     assert keep_best(tmp_path, trials, [best]) == 1
     assert folders[0].is_dir() and folders[2].is_dir() and not folders[3].exists()
@@ -647,12 +704,17 @@ def test_a_finished_run_keeping_the_best_weights_thins_them_and_its_table(tmp_pa
             {"model": {}},
             {**meta, "number": number, "seed": seed},
         )
-        attrs = {CANDIDATE: json.dumps(params), SEED: seed, "weights": str(folder),
-                 "metrics": {"val_bpb": value, "tokens": 8192}}  # fmt: skip
+        attrs = {
+            CANDIDATE: json.dumps(params),
+            SEED: seed,
+            "weights": str(folder),
+            "metrics": {"val_bpb": value, "tokens": 8192},
+        }
         study.add_trial(
-            optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE,
-                                      value=value, user_attrs=attrs)
-        )  # fmt: skip
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.COMPLETE, value=value, user_attrs=attrs
+            )
+        )
     result = _finish(run, cfg, study, url, "finished", 0.0, echo=lambda _: None)
     assert result.status == "finished"
     kept = {w["number"] for w in checkpoints.kept_weights(run)}
@@ -670,8 +732,11 @@ def test_a_tie_with_every_compared_candidate_says_the_ones_below_were_not_compar
     rows = [(s, {"shape": "uniform"}, 2.0 + 0.1 * s) for s in range(3)]
     # 6 candidates 0.001 apart in the mean, each with its own seed noise of 0.05: all tied
     noise = [(5, -5, 0), (0, 5, -5), (-5, 0, 5), (5, 0, -5), (0, -5, 5), (-5, 5, 0)]
-    cands = [{"shape": sh, "r_start": r, **({"k": 10.0} if sh == "sigmoid" else {})}
-             for r in (1.25, 1.5) for sh in ("cosine", "linear", "sigmoid")]  # fmt: skip
+    cands = [
+        {"shape": sh, "r_start": r, **({"k": 10.0} if sh == "sigmoid" else {})}
+        for r in (1.25, 1.5)
+        for sh in ("cosine", "linear", "sigmoid")
+    ]
     for n, cand in enumerate(cands):
         rows += [(s, cand, 2.0 + 0.1 * s - 0.001 * n + 0.01 * noise[n][s]) for s in range(3)]
     doc = best_document(_race_frame(rows), cfg)
@@ -762,8 +827,9 @@ def test_status_prints_the_best_ones_effective_lr_and_the_one_lr_caveat(tmp_path
     result = CliRunner().invoke(app, ["status", str(run)], terminal_width=400)
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    assert ("effective LR vs uniform: standard: x1 in every layer (the uniform model is the "
-            "base)") in out  # fmt: skip
+    assert (
+        "effective LR vs uniform: standard: x1 in every layer (the uniform model is the base)"
+    ) in out
     assert "note: effects are at one learning rate: may be an LR effect; see tuned" in out
 
 
@@ -780,9 +846,13 @@ def _stored_run(run: Path, study_yaml: str) -> Path:
     study = optuna.create_study(study_name="tiny", storage=f"sqlite:///{run / 'optuna.db'}")
     for seed, params, state, value in CENSORED_ROWS:
         attrs = {CANDIDATE: json.dumps(params), SEED: seed, "metrics": {"val_bpb": value}}
-        study.add_trial(optuna.trial.create_trial(
-            state=getattr(optuna.trial.TrialState, state),
-            value=value if state == "COMPLETE" else None, user_attrs=attrs))  # fmt: skip
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=getattr(optuna.trial.TrialState, state),
+                value=value if state == "COMPLETE" else None,
+                user_attrs=attrs,
+            )
+        )
     return run
 
 
@@ -815,8 +885,11 @@ def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path
             report, data = build_run(run)
         assert status.exit_code == 0 and export.exit_code == 0, status.output + export.output
         page = shown.sub("", render(report, data.name))  # study.yaml is shown as written
-        seen[name] = (status.output.replace(str(run), "RUN"), (run / "best.yaml").read_text(),
-                      page)  # fmt: skip
+        seen[name] = (
+            status.output.replace(str(run), "RUN"),
+            (run / "best.yaml").read_text(),
+            page,
+        )
         warned = {str(w.message) for w in caught if issubclass(w.category, StudyYamlWarning)}
         assert bool(warned) == (name == "older")
         for line in warned:

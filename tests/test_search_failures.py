@@ -223,9 +223,7 @@ def test_a_final_error_that_is_no_lost_worker_removes_its_checkpoints(tmp_path, 
     sched.on_trial_add(ctrl, cand)
     _lose(sched, ctrl, cand)  # out of retries
     searcher.on_trial_complete("b", error=True)
-    assert searcher.study.get_trials()[1].user_attrs["reason"] == (
-        "the trial raised an exception"
-    )
+    assert searcher.study.get_trials()[1].user_attrs["reason"] == ("the trial raised an exception")
     assert checkpoint_dirs(cand.path) == ([saved] if keep == "all" else [])
 
 
@@ -332,11 +330,21 @@ def test_a_retried_seed_clears_the_race_decision_taken_without_it(tmp_path):
     trial.set_user_attr("reason", "diverged: loss nan")
     study.tell(trial, None, state=S.FAIL)
     name = RACE_DECISION + study.trials[0].user_attrs[CANDIDATE]
-    study.set_user_attr(name, {"status": "stopped", "reason": "diverged on a seed",
-                               "seeds": [], "mean_delta": None, "half_width": None})
+    study.set_user_attr(
+        name,
+        {
+            "status": "stopped",
+            "reason": "diverged on a seed",
+            "seeds": [],
+            "mean_delta": None,
+            "half_width": None,
+        },
+    )
     other = RACE_DECISION + '{"shape": "cosine"}'
-    study.set_user_attr(other, {"status": "tied", "reason": "x", "seeds": [0, 1],
-                                "mean_delta": 0.0, "half_width": 0.1})  # fmt: skip
+    study.set_user_attr(
+        other,
+        {"status": "tied", "reason": "x", "seeds": [0, 1], "mean_delta": 0.0, "half_width": 0.1},
+    )
     assert requeue_failed(study, cfg) == [None]
     assert study.user_attrs[name] is None and study.user_attrs[other]["status"] == "tied"
     rows, _ = records.trial_records(study)

@@ -102,8 +102,11 @@ def test_find_cycle_on_known_graphs() -> None:
     assert find_cycle({"a": {"b": 1}, "b": {"c": 1}, "c": {}}) == []
     assert find_cycle({"a": {"b": 1}, "b": {"c": 1}, "c": {"b": 1}}) == ["b", "c", "b"]
     assert find_cycle({"x": {"a": 1}, "a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}}) == [
-        "a", "b", "c", "a"
-    ]  # fmt: skip
+        "a",
+        "b",
+        "c",
+        "a",
+    ]
 
 
 def test_the_graph_sees_function_local_and_submodule_imports() -> None:

@@ -54,8 +54,14 @@ def test_a_consistent_loser_is_pruned_and_a_slow_starter_is_kept() -> None:
     assert not pruner.prune(study, _frozen(study, slow))
     # the median pruner, which compares raw values from the first step on, kills the slow one
     median = optuna.pruners.MedianPruner(n_startup_trials=1)
-    early = _add(study, "slow2", 0, lambda s: 0.4 if s < 3000 else -0.06, state="RUNNING",
-                 steps=[1000, 2000])  # fmt: skip
+    early = _add(
+        study,
+        "slow2",
+        0,
+        lambda s: 0.4 if s < 3000 else -0.06,
+        state="RUNNING",
+        steps=[1000, 2000],
+    )
     assert median.prune(study, _frozen(study, early))
 
 
@@ -106,10 +112,14 @@ def test_maximize_flips_the_sign() -> None:
 
 @pytest.mark.parametrize(
     ("kw", "needle"),
-    [({"patience": 0}, "patience"), ({"patience": 1.5}, "patience"),
-     ({"margin_sds": -1}, "margin_sds"), ({"prior_sd": 0}, "prior_sd"),
-     ({"grace_tokens": -1}, "grace_tokens")],
-)  # fmt: skip
+    [
+        ({"patience": 0}, "patience"),
+        ({"patience": 1.5}, "patience"),
+        ({"margin_sds": -1}, "margin_sds"),
+        ({"prior_sd": 0}, "prior_sd"),
+        ({"grace_tokens": -1}, "grace_tokens"),
+    ],
+)
 def test_bad_options_name_themselves(kw, needle) -> None:
     with pytest.raises(ValueError, match=needle):
         PairedPruner(**kw)

@@ -187,9 +187,13 @@ def test_a_sampled_uniform_takes_no_spared_slot_and_the_cache_answers_alike(tmp_
     # control, never a spared row
     cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 2})
     study = optuna.create_study()
-    cands = [{"shape": "uniform"}, {"shape": "linear", "r_start": 1.5},
-             {"shape": "cosine", "r_start": 1.5}, {"shape": "cosine", "r_start": 1.25}]
-    for cand in cands:  # fmt: skip
+    cands = [
+        {"shape": "uniform"},
+        {"shape": "linear", "r_start": 1.5},
+        {"shape": "cosine", "r_start": 1.5},
+        {"shape": "cosine", "r_start": 1.25},
+    ]
+    for cand in cands:
         study.enqueue_trial({}, user_attrs={CANDIDATE: json.dumps(cand, sort_keys=True)})
     plain = [spared(study, cfg, c) for c in cands]
     assert plain == [False, True, True, False]
@@ -449,8 +453,9 @@ def test_a_simulated_trial_shows_no_tokens_per_second_and_the_eta_counts_trials(
     clock.t += 10
     p.on_trial_result(0, trials, a, _eval(400_000, 0.001, 2.5))
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith("EVAL     uniform (seed 0): 400,000/2,000,000 tokens (20%), "
-                           "val_bpb 2.5000, simulated   [")  # fmt: skip
+    assert line.startswith(
+        "EVAL     uniform (seed 0): 400,000/2,000,000 tokens (20%), val_bpb 2.5000, simulated   ["
+    )
     assert "tok/s" not in line and line.endswith("ETA ?]")  # nothing finished yet
     a.last_result = {"final": True, "status": "completed", "val_bpb": 2.5, "tokens": 2_000_000}
     p.on_trial_complete(1, trials, a)
@@ -559,14 +564,20 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     (faults / "faults.json").write_text(json.dumps({"shift": [[bad, 1.0]]}))
     # cosine 1.25 is spared (search.unpruned_candidates: sampler_seed 1's draw), the bad one
     # is not
-    search = {"pruner": "median", "seeds": [0, 1], "concurrency": 1, "unpruned_candidates": 1,
-              "sampler_seed": 1}
+    search = {
+        "pruner": "median",
+        "seeds": [0, 1],
+        "concurrency": 1,
+        "unpruned_candidates": 1,
+        "sampler_seed": 1,
+    }
     data = tiny_study(tmp_path, search=search)
     from tlmsearch.config import study_from_mapping
     from tlmsearch.search.samplers import draw_spared
 
     assert draw_spared(study_from_mapping(data))["by_setting"]["{}"] == [
-        json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)]
+        json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)
+    ]
     data["name"] = "pruned"
     (tmp_path / "pruned.yaml").write_text(yaml.safe_dump(data))
     exe = str(Path(sys.executable).with_name("tlmsearch"))
@@ -604,8 +615,9 @@ def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_le
     cfg = tiny_config(tmp_path, search={"pruner": "none", "sampler": "grid"})
     queue, _ = search_pair(cfg)
     # open-ended as a race is (samplers.open_ended): the trials are an upper bound
-    searcher = StudySearcher(queue.study, SpaceFn(cfg), metric="val_bpb", mode="min",
-                             open_ended=cfg)  # fmt: skip
+    searcher = StudySearcher(
+        queue.study, SpaceFn(cfg), metric="val_bpb", mode="min", open_ended=cfg
+    )
     queued = len(searcher.study.get_trials(states=(S.WAITING,)))
     ids = [f"t{i}" for i in range(queued)]
     assert all(isinstance(searcher.suggest(t), dict) for t in ids)
@@ -619,13 +631,16 @@ def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_le
 def test_an_attention_only_taper_is_a_candidate_not_the_baseline(tmp_path):
     # its MLPs are uniform, its heads are not: pruned like any candidate, retried like one
     attention = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
-    _, searcher, sched, ctrl = _setup(tmp_path, seeds=[0, 1], candidates=[attention],
-                                      max_retries=1)  # fmt: skip
+    _, searcher, sched, ctrl = _setup(
+        tmp_path, seeds=[0, 1], candidates=[attention], max_retries=1
+    )
     _complete(searcher, sched, ctrl, "base0", [3.0, 2.5, 2.2, 2.0])  # grid: seed-major
     _complete(searcher, sched, ctrl, "att0", [3.0, 2.5, 2.2, 2.0])
     base1, att1 = _trial(searcher, sched, ctrl, "base1"), _trial(searcher, sched, ctrl, "att1")
-    assert (base1.config["candidate"], att1.config["candidate"]) == ({"shape": "uniform"},
-                                                                     attention)  # fmt: skip
+    assert (base1.config["candidate"], att1.config["candidate"]) == (
+        {"shape": "uniform"},
+        attention,
+    )
     assert (base1.max_failures, att1.max_failures) == (2, 1)  # the baseline gets one more
     assert sched.on_trial_result(ctrl, base1, _result(2048, 9.0)) == TrialScheduler.CONTINUE
     assert sched.on_trial_result(ctrl, att1, _result(2048, 9.0)) == TrialScheduler.STOP

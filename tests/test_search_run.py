@@ -291,12 +291,23 @@ def test_an_hf_family_study_runs_analyzes_and_exports_a_folder_transformers_load
     from tlmsearch.config import load_study
     from tlmsearch.widths.budget import count_params
 
-    target = {"arch": "hf", "hf": {"model_type": "llama"}, "n_layer": 4, "d_model": 64,
-              "n_head": 2, "d_ff": 256, "multiple_of": 16}  # fmt: skip
+    target = {
+        "arch": "hf",
+        "hf": {"model_type": "llama"},
+        "n_layer": 4,
+        "d_model": 64,
+        "n_head": 2,
+        "d_ff": 256,
+        "multiple_of": 16,
+    }
     path = _study_file(
-        workdir, "hf", model={"arch": "hf", "hf": {"model_type": "qwen2"}}, target=target,
-        search={"seeds": [0], "keep_weights": "best"}, tracking={"mlflow": True},
-    )  # fmt: skip
+        workdir,
+        "hf",
+        model={"arch": "hf", "hf": {"model_type": "qwen2"}},
+        target=target,
+        search={"seeds": [0], "keep_weights": "best"},
+        tracking={"mlflow": True},
+    )
     res = runner.invoke(app, ["run", str(path)])
     assert res.exit_code == 0, res.output
     run = workdir / "runs" / "hf"

@@ -45,8 +45,10 @@ def test_the_run_compiles_into_its_own_cache_unless_the_user_names_one(
     monkeypatch.chdir(tmp_path)
     run = Path("runs") / "tiny"  # relative, as runs_dir usually is
     assert compile_cache(run) == str(tmp_path / "runs" / "tiny" / "compile-cache")
-    assert compile_cache(run) == compile_cache(run.resolve()) == str(
-        RunDir(run.resolve()).compile_cache
+    assert (
+        compile_cache(run)
+        == compile_cache(run.resolve())
+        == str(RunDir(run.resolve()).compile_cache)
     )  # a resume (which resolves the run dir) gets the run's cache back
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     assert compile_cache(run) == str(tmp_path / "mine")

@@ -364,6 +364,7 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path, indexed):
     grow = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 0.5}
     assert cfg.model.plan(ATTENTION_ONLY).heads == (3, 1)
     assert cfg.model.plan(grow).heads == (1, 3)
+
     def twin(cand: dict) -> int | None:
         found = find_twin(study, cfg, cand, 0, index)
         return None if found is None else found.number

@@ -19,11 +19,18 @@ LRS = [0.002, 0.02]
 
 
 def test_an_lr_grid_runs_crossed_with_uniform_and_writes_the_tuned_comparison(local_ray, tmp_path):
-    data = tiny_study(tmp_path, space={"dimensions": {
-        "shape": {"type": "fixed", "value": "cosine"},
-        "r_start": {"type": "categorical", "choices": [1.5]},
-        "train.lr": {"type": "categorical", "choices": LRS}}},
-        search={"seeds": [0, 1]}, train={"tokens": 4096, "eval_every_tokens": 2048})  # fmt: skip
+    data = tiny_study(
+        tmp_path,
+        space={
+            "dimensions": {
+                "shape": {"type": "fixed", "value": "cosine"},
+                "r_start": {"type": "categorical", "choices": [1.5]},
+                "train.lr": {"type": "categorical", "choices": LRS},
+            }
+        },
+        search={"seeds": [0, 1]},
+        train={"tokens": 4096, "eval_every_tokens": 2048},
+    )
     data["name"] = "lrgrid"
     path = tmp_path / "lrgrid.yaml"
     path.write_text(yaml.safe_dump(data))

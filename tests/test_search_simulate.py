@@ -129,16 +129,32 @@ def _stored(box: SurrogateBlackbox, cands: list[dict], seeds: list[int]):
     for i, (c, s) in enumerate((c, s) for c in cands for s in seeds):
         evals = box.curve(c, s).evals
         tid = f"t{i}"
-        trials.append({"trial_id": tid, "params_json": key(c), "seed": s, "state": "COMPLETE",
-                       "reason": "", "val_loss": evals[-1]["val_loss"],
-                       "val_bpb": evals[-1]["val_bpb"]})  # fmt: skip
+        trials.append(
+            {
+                "trial_id": tid,
+                "params_json": key(c),
+                "seed": s,
+                "state": "COMPLETE",
+                "reason": "",
+                "val_loss": evals[-1]["val_loss"],
+                "val_bpb": evals[-1]["val_bpb"],
+            }
+        )
         curves += [{"trial_id": tid, "seed": s, **e} for e in evals]
     return pd.DataFrame(trials), pd.DataFrame(curves)
 
 
 def test_a_fit_recovers_the_surrogate_that_drew_the_run(tmp_path, monkeypatch):
-    truth = _box(tmp_path, final=2.5, seed_sd=0.02, noise_sd=0.01, amplitude=0.8, alpha=0.7,
-                 eval_sd=0.001, bytes_per_token=1.3)  # fmt: skip
+    truth = _box(
+        tmp_path,
+        final=2.5,
+        seed_sd=0.02,
+        noise_sd=0.01,
+        amplitude=0.8,
+        alpha=0.7,
+        eval_sd=0.001,
+        bytes_per_token=1.3,
+    )
     cands = [{"shape": "uniform"}] + [
         {"shape": s, "r_start": r} for s in ("cosine", "linear", "sigmoid") for r in (1.25, 1.5)
     ]
@@ -169,14 +185,31 @@ def test_a_fit_recovers_the_surrogate_that_drew_the_run(tmp_path, monkeypatch):
 
 
 def test_a_tabular_blackbox_answers_what_the_run_stored_and_no_more():
-    trials = pd.DataFrame([
-        {"trial_id": "a", "params_json": key({"shape": "cosine"}), "seed": 0, "state": "PRUNED",
-         "reason": "pruned"},
-        {"trial_id": "b", "params_json": key({"shape": "cosine"}), "seed": 0,
-         "state": "COMPLETE", "reason": ""},
-        {"trial_id": "c", "params_json": key({"shape": "linear"}), "seed": 0, "state": "PRUNED",
-         "reason": "pruned"},
-    ])  # fmt: skip
+    trials = pd.DataFrame(
+        [
+            {
+                "trial_id": "a",
+                "params_json": key({"shape": "cosine"}),
+                "seed": 0,
+                "state": "PRUNED",
+                "reason": "pruned",
+            },
+            {
+                "trial_id": "b",
+                "params_json": key({"shape": "cosine"}),
+                "seed": 0,
+                "state": "COMPLETE",
+                "reason": "",
+            },
+            {
+                "trial_id": "c",
+                "params_json": key({"shape": "linear"}),
+                "seed": 0,
+                "state": "PRUNED",
+                "reason": "pruned",
+            },
+        ]
+    )
     curves = pd.DataFrame(
         [{"trial_id": "a", "tokens": 10, "val_loss": 2.0}]
         + [{"trial_id": "b", "tokens": t, "val_loss": 3.0 - t / 100} for t in (10, 20)]
@@ -206,9 +239,18 @@ def _run(tmp: Path, data: dict) -> Path:
 @pytest.mark.slow
 def test_a_simulated_study_runs_end_to_end(local_ray, tmp_path):
     # trial arrays: two members a Ray trial, each reporting its blackbox curve in step
-    data = _sim(tmp_path, {"surrogate": SURROGATE}, name="simulated",
-                search={"sampler": "random", "n_trials": 6, "seeds": [0, 1],
-                        "pruner": "median", "array": {"size": 2}})  # fmt: skip
+    data = _sim(
+        tmp_path,
+        {"surrogate": SURROGATE},
+        name="simulated",
+        search={
+            "sampler": "random",
+            "n_trials": 6,
+            "seeds": [0, 1],
+            "pruner": "median",
+            "array": {"size": 2},
+        },
+    )
     run = _run(tmp_path, data)
     df = pd.read_parquet(run / "trials.parquet")
     assert len(df) == 14 and set(df["state"]) <= {"COMPLETE", "PRUNED"}  # 6 x 2 + uniform x 2
@@ -219,8 +261,13 @@ def test_a_simulated_study_runs_end_to_end(local_ray, tmp_path):
 
 def _decisions(run: Path) -> tuple:
     df = pd.read_parquet(run / "trials.parquet")
-    pruned = sorted(zip(df.loc[df["state"] == "PRUNED", "params_json"],
-                        df.loc[df["state"] == "PRUNED", "seed"], strict=True))  # fmt: skip
+    pruned = sorted(
+        zip(
+            df.loc[df["state"] == "PRUNED", "params_json"],
+            df.loc[df["state"] == "PRUNED", "seed"],
+            strict=True,
+        )
+    )
     ran = sorted(zip(df["params_json"], df["seed"], strict=True))
     races = sorted(df["race_decision"].dropna()) if "race_decision" in df else []
     best = yaml.safe_load((run / "best.yaml").read_text())["best"][0]["params"]
@@ -231,16 +278,25 @@ def _decisions(run: Path) -> tuple:
 def test_replaying_a_stored_run_reproduces_its_decisions(local_ray, tmp_path):
     """A live run with a pruner and a race, then its stored curves replayed through the real
     driver: the same trials run, the same are pruned, the race decides the same, the same best."""
-    search = {"pruner": "percentile", "pruner_options": {"percentile": 40.0},
-              "unpruned_candidates": 0, "concurrency": 1, "seeds": [0, 1, 2],
-              "racing": {"max_seeds": 3, "prior_sd": 1e-9}}  # fmt: skip
+    search = {
+        "pruner": "percentile",
+        "pruner_options": {"percentile": 40.0},
+        "unpruned_candidates": 0,
+        "concurrency": 1,
+        "seeds": [0, 1, 2],
+        "racing": {"max_seeds": 3, "prior_sd": 1e-9},
+    }
     # three distinct models at 2 layers (a shape changes nothing there)
-    space = {"dimensions": {"shape": {"type": "categorical", "choices": ["cosine"]},
-                            "r_start": {"type": "float", "low": 1.25, "high": 1.75,
-                                        "step": 0.25}}}  # fmt: skip
+    space = {
+        "dimensions": {
+            "shape": {"type": "categorical", "choices": ["cosine"]},
+            "r_start": {"type": "float", "low": 1.25, "high": 1.75, "step": 0.25},
+        }
+    }
     live = _run(tmp_path, tiny_study(tmp_path, name="live", search=search, space=space))
-    sim = _run(tmp_path, _sim(tmp_path, {"run": str(live)}, name="replayed", search=search,
-                              space=space))  # fmt: skip
+    sim = _run(
+        tmp_path, _sim(tmp_path, {"run": str(live)}, name="replayed", search=search, space=space)
+    )
     got, want = _decisions(sim), _decisions(live)
     assert want[0], "the live run pruned nothing: the test would not test pruning"
     assert want[2], "the live race decided nothing: the test would not test racing"

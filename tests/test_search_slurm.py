@@ -48,15 +48,34 @@ def test_the_dry_run_prints_head_workers_driver_and_requeue(tmp_path: Path) -> N
     study, _ = _study(tmp_path, concurrency=4)
     out = CliRunner().invoke(
         app,
-        ["slurm", str(study), "--dry-run", "--nodes", "2", "--time", "02:00:00",
-         "--signal-lead", "240", "--sbatch=--qos=low", "--setup", "module load cuda"],
-    )  # fmt: skip
+        [
+            "slurm",
+            str(study),
+            "--dry-run",
+            "--nodes",
+            "2",
+            "--time",
+            "02:00:00",
+            "--signal-lead",
+            "240",
+            "--sbatch=--qos=low",
+            "--setup",
+            "module load cuda",
+        ],
+    )
     assert out.exit_code == 0, out.output
     text = out.output
     lines = text.splitlines()
     # 4 trials of 1 CPU on 2 nodes: 2 a node, + 1 CPU (the driver, the Ray worker)
-    for opt in ("--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=3", "--requeue",
-                "--signal=B:TERM@240", "--time=02:00:00", "--qos=low"):  # fmt: skip
+    for opt in (
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=3",
+        "--requeue",
+        "--signal=B:TERM@240",
+        "--time=02:00:00",
+        "--qos=low",
+    ):
         assert f"#SBATCH {opt}" in lines, opt
     assert not any(line.startswith("#SBATCH --gpus") for line in lines)  # no GPU asked
     assert lines.index("module load cuda") < next(
@@ -84,11 +103,13 @@ def test_resources_and_storage_advice_follow_the_study(tmp_path: Path) -> None:
     assert node_resources(cfg, 2) == (13, 2)  # 3 trials a node: 12 CPUs + 1, 1.5 -> 2 GPUs
     script = render(cfg, tmp_path / "s.yaml", SlurmJob(nodes=2, port=7000))
     assert "#SBATCH --gpus-per-node=2" in script and "port=7000" in script
-    pg = cfg.model_copy(update={"storage": cfg.storage.model_copy(
-        update={"optuna": "postgresql://u:p@db/x"})})  # fmt: skip
+    pg = cfg.model_copy(
+        update={"storage": cfg.storage.model_copy(update={"optuna": "postgresql://u:p@db/x"})}
+    )
     assert storage_advice(pg).startswith("storage: PostgreSQL")
-    journal = cfg.model_copy(update={"storage": cfg.storage.model_copy(
-        update={"optuna": "journal"})})  # fmt: skip
+    journal = cfg.model_copy(
+        update={"storage": cfg.storage.model_copy(update={"optuna": "journal"})}
+    )
     assert "NFS" in storage_advice(journal)
 
 
@@ -140,8 +161,9 @@ def _slurm_env() -> dict[str, str]:
 
 
 def _job_state(job: str, env: dict) -> str:
-    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                         text=True, env=env)  # fmt: skip
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, env=env
+    )
     return out.stdout.strip()
 
 
@@ -162,10 +184,13 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
     run = tmp_path / "runs" / "onslurm"
     t0 = time.time()
     out = subprocess.run(
-        [EXE, "slurm", str(study), "--token", str(tmp_path / "ray.token"),
-         "--signal-lead", "60"],
-        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        [EXE, "slurm", str(study), "--token", str(tmp_path / "ray.token"), "--signal-lead", "60"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     job = out.stdout.split("Submitted batch job ", 1)[1].split(":")[0].strip()
     log = tmp_path / "runs" / f"onslurm.slurm-{job}.out"
@@ -183,8 +208,9 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
         while _job_state(job, env) != "PENDING":
             assert time.time() < deadline, log.read_text()
             time.sleep(0.5)
-        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env,
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True
+        )
         deadline = time.time() + 600
         while _job_state(job, env):
             assert time.time() < deadline, log.read_text()
@@ -207,8 +233,10 @@ def test_a_study_on_slurm_requeued_mid_trial_completes_with_nothing_lost(tmp_pat
     # the requeue sent the driver SIGTERM: its running trial was preempted, not failed
     said = CliRunner().invoke(app, ["status", str(run)], env={"COLUMNS": "400"}).output
     assert "1 preempted" in " ".join(said.split()) and "0 failed" in said, said
-    print(f"trials {len(df)}, tokens {int(df['tokens'].sum()):,}; requeued trial's curve:",
-          [(r["tokens"], round(r["val_loss"], 4)) for r in curve])  # fmt: skip
+    print(
+        f"trials {len(df)}, tokens {int(df['tokens'].sum()):,}; requeued trial's curve:",
+        [(r["tokens"], round(r["val_loss"], 4)) for r in curve],
+    )
 
 
 @settings(max_examples=80, deadline=None)
@@ -244,7 +272,8 @@ def test_the_script_survives_an_early_signal_a_strict_setup_and_refuses_spaces(
     strict = next(i for i, ln in enumerate(lines) if ln.startswith("set -u"))
     driver = next(i for i, ln in enumerate(lines) if ln.startswith("driver=$!"))
     assert early < setup < strict < driver  # a TERM while Ray starts requeues the job
-    spaced = cfg.model_copy(update={"storage": cfg.storage.model_copy(
-        update={"runs_dir": str(tmp_path / "my runs")})})  # fmt: skip
+    spaced = cfg.model_copy(
+        update={"storage": cfg.storage.model_copy(update={"runs_dir": str(tmp_path / "my runs")})}
+    )
     with pytest.raises(ConfigError, match=r"storage\.runs_dir.*space"):
         render(spaced, tmp_path / "s.yaml", SlurmJob())

@@ -32,9 +32,11 @@ SIX = {
 
 
 def _cfg(tmp: Path, seed: int = 0, n: int = 2, **search):
-    return tiny_config(tmp, space={"dimensions": SIX},
-                       search={"pruner": "median", "unpruned_candidates": n,
-                               "sampler_seed": seed, **search})  # fmt: skip
+    return tiny_config(
+        tmp,
+        space={"dimensions": SIX},
+        search={"pruner": "median", "unpruned_candidates": n, "sampler_seed": seed, **search},
+    )
 
 
 def _queued(cfg) -> list[str]:
@@ -89,8 +91,11 @@ def test_the_draw_is_uniform_over_the_candidates_and_fixed_by_the_seed(tmp_path)
 
 def test_the_draw_is_per_setting_and_never_uniform(tmp_path):
     lr = {"type": "categorical", "choices": [0.001, 0.003]}
-    cfg = tiny_config(tmp_path, space={"dimensions": {**SIX, "train.lr": lr}},
-                      search={"pruner": "median", "unpruned_candidates": 2})  # fmt: skip
+    cfg = tiny_config(
+        tmp_path,
+        space={"dimensions": {**SIX, "train.lr": lr}},
+        search={"pruner": "median", "unpruned_candidates": 2},
+    )
     by = draw_spared(cfg)["by_setting"]
     assert sorted(by) == ['{"train.lr": 0.001}', '{"train.lr": 0.003}']
     for setting, keys in by.items():
@@ -130,7 +135,8 @@ def test_a_run_an_older_version_started_keeps_the_queue_order_rule(tmp_path):
     assert record_spared(study, cfg, None) is None and SPARED_CHOICE not in study.user_attrs
     queued = _queued(cfg)
     assert [spared(study, cfg, Candidate.from_identity(k)) for k in queued] == [True, True] + [
-        False] * 4  # fmt: skip
+        False
+    ] * 4
 
 
 def test_create_run_records_the_draw_before_queueing(tmp_path):

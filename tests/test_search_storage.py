@@ -70,8 +70,13 @@ def test_a_results_attributes_are_one_transaction_on_a_database(tmp_path: Path) 
         commits.clear()
         ledger.record(ot, ray_trial, {**facts, "tokens": tokens, "val_bpb": 1.0, "final": False})
         assert len(commits) == 1
-    stored = optuna.load_study(study_name="s", storage=storage.open_storage(
-        f"sqlite:///{tmp_path / 'optuna.db'}")).trials[0].user_attrs  # fmt: skip
+    stored = (
+        optuna.load_study(
+            study_name="s", storage=storage.open_storage(f"sqlite:///{tmp_path / 'optuna.db'}")
+        )
+        .trials[0]
+        .user_attrs
+    )
     assert stored == ot.user_attrs  # what the trial object keeps is what the database holds
     assert [e["tokens"] for e in stored["curve"]] == [10, 20] and stored["widths"] == [64, 64]
     assert stored["metrics"]["val_bpb"] == 1.0

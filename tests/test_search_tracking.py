@@ -51,12 +51,21 @@ def test_study_summary_is_flat_and_skips_what_is_not_a_number():
 def test_study_summary_flattens_a_per_setting_uniform_baseline():
     from mlflow.utils.validation import validate_param_and_metric_name
 
-    doc = {"best": [], "uniform_baseline": {"val_bpb": {"lr=0.001": 2.05, "lr=0.003": 1.95},
-                                            "val_loss": {"init_std=0.01, lr=0.003": 3.0}}}
+    doc = {
+        "best": [],
+        "uniform_baseline": {
+            "val_bpb": {"lr=0.001": 2.05, "lr=0.003": 1.95},
+            "val_loss": {"init_std=0.01, lr=0.003": 3.0},
+        },
+    }
     out = study_summary(doc, "finished")
-    assert out == {"status": "finished", "verdict": "", "uniform.val_bpb/lr:0.001": 2.05,
-                   "uniform.val_bpb/lr:0.003": 1.95,
-                   "uniform.val_loss/init_std:0.01 lr:0.003": 3.0}  # fmt: skip
+    assert out == {
+        "status": "finished",
+        "verdict": "",
+        "uniform.val_bpb/lr:0.001": 2.05,
+        "uniform.val_bpb/lr:0.003": 1.95,
+        "uniform.val_loss/init_std:0.01 lr:0.003": 3.0,
+    }
     assert all(validate_param_and_metric_name(k) for k in out)
 
 
@@ -93,8 +102,11 @@ def _private_uses(source: str, name: str = "<source>") -> list[str]:
             names = [*node.module.split("."), *(a.name for a in node.names)]
             out += [f"{at} from {node.module} import {n}" for n in names if _private(n)]
         elif isinstance(node, ast.Import):
-            out += [f"{at} import {a.name}" for a in node.names
-                    if a.name.split(".")[0] in LIBRARIES and "._" in a.name]  # fmt: skip
+            out += [
+                f"{at} import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in LIBRARIES and "._" in a.name
+            ]
         elif isinstance(node, ast.Attribute) and _private(node.attr):
             owner = node.value
             if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
@@ -153,9 +165,12 @@ def test_off_by_default_and_true_is_every_default(tmp_path):
 
 @pytest.mark.parametrize(
     ("name", "module", "extra"),
-    [("mlflow", "mlflow", "mlflow"), ("wandb", "wandb", "wandb"),
-     ("tensorboard", "tensorboardX", "tensorboard")],
-)  # fmt: skip
+    [
+        ("mlflow", "mlflow", "mlflow"),
+        ("wandb", "wandb", "wandb"),
+        ("tensorboard", "tensorboardX", "tensorboard"),
+    ],
+)
 def test_a_missing_tracker_package_is_exit_2_naming_the_extra(
     tmp_path, monkeypatch, name, module, extra
 ):

@@ -32,8 +32,10 @@ def test_the_study_run_is_found_again_and_interrupted_trials_are_closed(tmp_path
     parent = tracking_mlflow.study_run(client, exp, run_dir, "tiny")
     assert tracking_mlflow.study_run(client, exp, run_dir, "tiny") == parent
     assert tracking_mlflow.study_run(client, exp, str(tmp_path / "other"), "tiny") != parent
-    tags = {tracking_mlflow.RUN_KEY: tracking_mlflow.run_key(run_dir),
-            tracking_mlflow.KIND: "trial"}  # fmt: skip
+    tags = {
+        tracking_mlflow.RUN_KEY: tracking_mlflow.run_key(run_dir),
+        tracking_mlflow.KIND: "trial",
+    }
     left = client.create_run(exp, tags=tags).info.run_id  # a dead driver's trial
     done = client.create_run(exp, tags=tags).info.run_id
     client.set_terminated(done, status="FINISHED")
@@ -69,7 +71,10 @@ def test_a_retried_trial_keeps_one_run_and_each_token_count_once(played):
     curve = client.get_metric_history(a.info.run_id, "val_bpb")
     assert [m.step for m in curve] == [2048, 4096, 6144]
     assert [m.step for m in client.get_metric_history(a.info.run_id, "tokens")] == [
-        2048, 4096, 6144]  # fmt: skip
+        2048,
+        4096,
+        6144,
+    ]
     assert a.info.status == "FINISHED" and a.data.tags["outcome"] == "complete"
     assert a.data.params["seed"] == "0" and a.data.params["shape"] == "uniform"
     assert json.loads(a.data.params["widths"]) == [96, 32] and a.data.params["n_layer"] == "2"

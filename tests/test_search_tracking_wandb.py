@@ -69,9 +69,13 @@ def recorded(tmp_path, monkeypatch):
 
 def test_a_run_per_trial_grouped_by_candidate_offline_in_the_run_dir(recorded):
     runs, tmp_path = recorded
-    assert sorted(runs) == ["linear 1.5->0.5 seed 0 #1", "linear 1.5->0.5 seed 1 #2",
-                            "linear 1.5->0.5 seed 2 #3", "linear 1.5->0.5 seed 3 #4",
-                            "uniform seed 0 #0"]  # fmt: skip
+    assert sorted(runs) == [
+        "linear 1.5->0.5 seed 0 #1",
+        "linear 1.5->0.5 seed 1 #2",
+        "linear 1.5->0.5 seed 2 #3",
+        "linear 1.5->0.5 seed 3 #4",
+        "uniform seed 0 #0",
+    ]
     a = runs["uniform seed 0 #0"]
     assert a.kwargs["group"] == "uniform" and a.kwargs["job_type"] == "trial"
     assert a.kwargs["project"] == "p" and a.kwargs["mode"] == "offline"
@@ -86,16 +90,28 @@ def test_a_retried_trial_keeps_its_run_and_logs_each_token_count_once(recorded):
     a = runs["uniform seed 0 #0"]
     assert [p["tokens"] for p in a.logged] == [2048, 4096, 6144]
     assert set(a.logged[0]) == {"tokens", "val_bpb", "val_loss", "params"}
-    assert a.config == {"shape": "uniform", "seed": 0, "candidate": "uniform",
-                               "study": "tiny", "trial": 0, "widths": "[96, 32]",
-                               "n_layer": 2, "outcome": "complete"}  # fmt: skip
+    assert a.config == {
+        "shape": "uniform",
+        "seed": 0,
+        "candidate": "uniform",
+        "study": "tiny",
+        "trial": 0,
+        "widths": "[96, 32]",
+        "n_layer": 2,
+        "outcome": "complete",
+    }
 
 
 def test_each_way_a_trial_ends_is_its_outcome_and_every_run_is_finished(recorded):
     runs, _ = recorded
     outcomes = {name[-2:]: r.config["outcome"] for name, r in runs.items()}
-    assert outcomes == {"#0": "complete", "#1": "failed", "#2": "failed", "#3": "pruned",
-                        "#4": "interrupted"}  # fmt: skip
+    assert outcomes == {
+        "#0": "complete",
+        "#1": "failed",
+        "#2": "failed",
+        "#3": "pruned",
+        "#4": "interrupted",
+    }
     assert all(r.finished == 1 for r in runs.values())
 
 

@@ -100,8 +100,12 @@ def test_a_trial_compiles_into_the_cache_the_run_hands_it(
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))
     cache = str(tmp_path / "runs" / "tiny" / "compile-cache")
     for given in (cache, None):
-        run_trial({"candidate": {"shape": "uniform"}, "seed": 0}, study=cfg.to_dict(), data=data,
-                  compile_cache=given)  # fmt: skip
+        run_trial(
+            {"candidate": {"shape": "uniform"}, "seed": 0},
+            study=cfg.to_dict(),
+            data=data,
+            compile_cache=given,
+        )
         assert reports[-1]["status"] == "completed", reports[-1].get("reason")
     assert seen == [cache, cache]  # None: the process keeps the cache it has
 

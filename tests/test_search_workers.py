@@ -98,8 +98,10 @@ def test_a_two_worker_run_trains_the_one_worker_curve_and_listens_on_loopback_on
     log = tmp_path / "run.log"
     proc = subprocess.Popen(
         [str(BIN / "tlmsearch"), "run", str(path)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, env={**env, **POLLS},
-    )  # fmt: skip
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**env, **POLLS},
+    )
     seen: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, port) -> (name, host)
     ray_env: dict[str, str] = {}
     session_dir = ""
@@ -127,8 +129,11 @@ def test_a_two_worker_run_trains_the_one_worker_curve_and_listens_on_loopback_on
     assert any(name.startswith("ray::") for name in names), seen  # and a trial worker
     # and its two Ray Train workers (a process's comm holds 15 characters)
     assert "ray::RayTrainWo" in names, seen
-    open_ = {f"{name} (pid {pid}) on {host}:{port}" for (pid, port), (name, host) in seen.items()
-             if not is_loopback(host)}  # fmt: skip
+    open_ = {
+        f"{name} (pid {pid}) on {host}:{port}"
+        for (pid, port), (name, host) in seen.items()
+        if not is_loopback(host)
+    }
     assert not open_, f"listening beyond loopback: {sorted(open_)}"
 
     # Token authentication with a secret of this run's alone: not the user's ~/.ray/auth_token,
@@ -139,11 +144,17 @@ def test_a_two_worker_run_trains_the_one_worker_curve_and_listens_on_loopback_on
     home_token = Path.home() / ".ray" / "auth_token"
     assert not home_token.exists() or home_token.read_text().strip() != token
     assert token not in out
-    leaks = [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and token.encode()
-             in p.read_bytes()]  # fmt: skip
+    leaks = [
+        p
+        for p in (tmp_path / "runs").rglob("*")
+        if p.is_file() and token.encode() in p.read_bytes()
+    ]
     assert session_dir and Path(session_dir).is_dir()
-    leaks += [p for p in Path(session_dir).rglob("*") if p.is_file()
-              and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()]  # fmt: skip
+    leaks += [
+        p
+        for p in Path(session_dir).rglob("*")
+        if p.is_file() and p.stat().st_size < 50_000_000 and token.encode() in p.read_bytes()
+    ]
     assert not leaks, leaks
 
     # The one-worker curve, rank by rank on this node, and rank 0's final weights
@@ -212,8 +223,15 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
     resumed = tuner("resumed", FIFOScheduler(), **{RESUME_FROM: stopped.checkpoint.path})[0]
     curve = resumed.metrics_dataframe
     assert list(curve["tokens"]) == [2048, 4096, 6144, 8192, 8192]  # the earlier evals again
-    one = train_proxy(cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
-                      (64, 64), data, cfg.train, seed=0, threads=1, device="cpu")  # fmt: skip
+    one = train_proxy(
+        cfg.model.model_copy(update={"vocab_size": data.vocab_size}),
+        (64, 64),
+        data,
+        cfg.train,
+        seed=0,
+        threads=1,
+        device="cpu",
+    )
     _same_curves(curve[~curve["final"]], pd.DataFrame(one.curve))
 
 
@@ -242,9 +260,18 @@ def test_each_worker_is_handed_the_runs_compile_cache(
     monkeypatch.setattr(ray, "put", lambda value: value)
     cfg = study_from_mapping(study(tmp_path, "two", 2))
     cache = str(tmp_path / "runs" / "two" / "compile-cache")
-    workers._ray_trainer(cfg, cfg.model, [64, 64], None, seed=0, threads=1, resume=None,
-                         checkpoints=False, final_checkpoint=False,
-                         compile_cache=cache)  # fmt: skip
+    workers._ray_trainer(
+        cfg,
+        cfg.model,
+        [64, 64],
+        None,
+        seed=0,
+        threads=1,
+        resume=None,
+        checkpoints=False,
+        final_checkpoint=False,
+        compile_cache=cache,
+    )
     assert made[0]["compile_cache"] == cache
 
     class Started(Exception):  # the worker got as far as asking Ray Train for its rank

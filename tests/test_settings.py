@@ -48,19 +48,25 @@ def _refused(tmp_path, **sections) -> str:
 def test_lr_grid_crosses_every_schedule_and_uniform(tmp_path):
     cfg = _cfg(tmp_path, **{"train.lr": LR2})
     labels = [describe(c) for c in cfg.candidates()]
-    assert labels == ["uniform @ lr=0.001", "uniform @ lr=0.003", "cosine 1.5->0.5 @ lr=0.001",
-                      "cosine 1.5->0.5 @ lr=0.003"]  # fmt: skip
+    assert labels == [
+        "uniform @ lr=0.001",
+        "uniform @ lr=0.003",
+        "cosine 1.5->0.5 @ lr=0.001",
+        "cosine 1.5->0.5 @ lr=0.003",
+    ]
     # the same widths at another lr is another model: four trainings per seed, not two
     assert len(cfg.trainings()) == 4
-    queue = initial_queue(cfg.model_copy(update={"search": cfg.search.model_copy(
-        update={"seeds": [0, 1]})}))  # fmt: skip
+    queue = initial_queue(
+        cfg.model_copy(update={"search": cfg.search.model_copy(update={"seeds": [0, 1]})})
+    )
     assert len(queue) == 8 and {s for _, s in queue} == {0, 1}
 
 
 def test_a_trial_trains_at_its_candidates_setting(tmp_path):
     cfg = _cfg(tmp_path, **{"train.lr": LR2, "model.init_std": {"type": "fixed", "value": 0.01}})
-    one = cfg.for_candidate({"shape": "cosine", "r_start": 1.5, "train.lr": 0.003,
-                             "model.init_std": 0.01})  # fmt: skip
+    one = cfg.for_candidate(
+        {"shape": "cosine", "r_start": 1.5, "train.lr": 0.003, "model.init_std": 0.01}
+    )
     assert (one.train.lr, one.model.init_std) == (0.003, 0.01)
     assert cfg.train.lr == 0.01 and one.model.n_layer == cfg.model.n_layer
     assert cfg.for_candidate({"shape": "uniform"}) is cfg
@@ -81,16 +87,22 @@ def test_a_value_train_lr_rejects_is_a_validation_error(tmp_path, dim, want):
 
 def test_a_continuous_log_lr_range_is_checked_at_both_ends(tmp_path):
     ok = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
-    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": ok}),
-                      search={"sampler": "random", "n_trials": 2})  # fmt: skip
+    cfg = tiny_config(
+        tmp_path, space=_space(**{"train.lr": ok}), search={"sampler": "random", "n_trials": 2}
+    )
     assert cfg.space.settings == ["train.lr"]
     wide = {"type": "float", "low": 0.1, "high": 2.0, "log": True}
-    text = _refused(tmp_path, space=_space(**{"train.min_lr_ratio": wide}),
-                    search={"sampler": "random", "n_trials": 2})  # fmt: skip
+    text = _refused(
+        tmp_path,
+        space=_space(**{"train.min_lr_ratio": wide}),
+        search={"sampler": "random", "n_trials": 2},
+    )
     assert "space.dimensions.train.min_lr_ratio: low..high: 2.0" in text
     # a value the section's cross-field checks refuse: a warm-up as long as the run
-    text = _refused(tmp_path, space=_space(**{"train.warmup_tokens": {
-        "type": "categorical", "choices": [0, 8192]}}))  # fmt: skip
+    text = _refused(
+        tmp_path,
+        space=_space(**{"train.warmup_tokens": {"type": "categorical", "choices": [0, 8192]}}),
+    )
     assert "choices[1]: 8192" in text and "must be below tokens" in text
 
 
@@ -114,14 +126,15 @@ def test_settings_cross_every_schedule_and_race_no_seed(tmp_path):
     when = {**LR2, "when": {"shape": "cosine"}}
     assert "remove when" in _refused(tmp_path, space=_space(**{"train.lr": when}))
     on_lr = {"type": "fixed", "value": 10.0, "when": {"train.lr": 0.001}}
-    text = _refused(tmp_path, space={"dimensions": {"train.lr": LR2, "shape": COSINE,
-                                                    "k": on_lr}})  # fmt: skip
+    text = _refused(tmp_path, space={"dimensions": {"train.lr": LR2, "shape": COSINE, "k": on_lr}})
     assert "refers to the setting 'train.lr'" in text
-    racing = _refused(tmp_path, space=_space(**{"train.lr": LR2}),
-                      search={"seeds": [0, 1], "racing": {}})  # fmt: skip
+    racing = _refused(
+        tmp_path, space=_space(**{"train.lr": LR2}), search={"seeds": [0, 1], "racing": {}}
+    )
     assert "search.racing" in racing and "train.lr" in racing
-    assert "paired" in _refused(tmp_path, space=_space(**{"train.lr": LR2}),
-                                search={"pruner": "paired"})  # fmt: skip
+    assert "paired" in _refused(
+        tmp_path, space=_space(**{"train.lr": LR2}), search={"pruner": "paired"}
+    )
 
 
 # -- pairing within a setting -------------------------------------------------------------------
@@ -131,11 +144,20 @@ def _rows(values, seeds=(0, 1)):
     """values: {(shape, lr): [value per seed]} -> trial records."""
     out = []
     for (shape, lr), per_seed in values.items():
-        params = {"shape": shape, "train.lr": lr} | ({"r_start": 1.5} if shape != "uniform"
-                                                    else {})  # fmt: skip
+        params = {"shape": shape, "train.lr": lr} | (
+            {"r_start": 1.5} if shape != "uniform" else {}
+        )
         for seed, v in zip(seeds, per_seed, strict=True):
-            out.append({"trial_id": f"{shape}{lr}{seed}", "seed": seed, "params": params,
-                        "state": "COMPLETE", "val_bpb": v, "n_params": 1000})  # fmt: skip
+            out.append(
+                {
+                    "trial_id": f"{shape}{lr}{seed}",
+                    "seed": seed,
+                    "params": params,
+                    "state": "COMPLETE",
+                    "val_bpb": v,
+                    "n_params": 1000,
+                }
+            )
     return out
 
 
@@ -160,11 +182,13 @@ def test_deltas_and_effects_pair_with_the_uniform_of_the_same_setting():
 
 
 @settings(max_examples=30, deadline=None)
-@given(shift=st.floats(-5, 5, allow_nan=False), vals=st.lists(
-    st.floats(1, 3, allow_nan=False), min_size=8, max_size=8))  # fmt: skip
+@given(
+    shift=st.floats(-5, 5, allow_nan=False),
+    vals=st.lists(st.floats(1, 3, allow_nan=False), min_size=8, max_size=8),
+)
 def test_shifting_one_setting_leaves_the_other_settings_effects(shift, vals):
     """Each setting's effects depend on that setting's trials only (no cross-setting pairing)."""
-    values = dict(zip(VALUES, [vals[i:i + 2] for i in range(0, 8, 2)], strict=True))
+    values = dict(zip(VALUES, [vals[i : i + 2] for i in range(0, 8, 2)], strict=True))
     moved = {k: [v + shift for v in vs] if k[1] == 0.003 else vs for k, vs in values.items()}
     a = stats.effects(trials_frame(_rows(values)), "val_bpb").set_index("candidate")
     b = stats.effects(trials_frame(_rows(moved)), "val_bpb").set_index("candidate")
@@ -180,8 +204,10 @@ def test_tuned_compares_each_schedule_at_its_own_best_lr_and_flags_edges():
     best = tu.best.set_index("schedule")
     assert best.at["uniform", "setting"] == "lr=0.003"
     assert best.at["cosine 1.5->0.5", "setting"] == "lr=0.001"
-    assert "high end" in best.at["uniform", "edge"] and "low end" in best.at[
-        "cosine 1.5->0.5", "edge"]  # fmt: skip
+    assert (
+        "high end" in best.at["uniform", "edge"]
+        and "low end" in best.at["cosine 1.5->0.5", "edge"]
+    )
     # cosine @ 0.001 minus uniform @ 0.003, paired by seed: -0.10 and -0.08
     eff = tu.effects.set_index("schedule")
     assert eff.at["cosine 1.5->0.5", "mean_delta"] == pytest.approx(-0.09)
@@ -189,8 +215,11 @@ def test_tuned_compares_each_schedule_at_its_own_best_lr_and_flags_edges():
 
 
 def test_an_interior_best_is_not_flagged():
-    values = {("uniform", 0.001): [2.0, 2.1], ("uniform", 0.002): [1.9, 2.0],
-              ("uniform", 0.003): [2.0, 2.1]}  # fmt: skip
+    values = {
+        ("uniform", 0.001): [2.0, 2.1],
+        ("uniform", 0.002): [1.9, 2.0],
+        ("uniform", 0.003): [2.0, 2.1],
+    }
     tu = tuned(trials_frame(_rows(values)), "val_bpb")
     assert tu.best.at[0, "setting"] == "lr=0.002" and tu.best.at[0, "edge"] == ""
     assert tu.edges == []
@@ -199,9 +228,12 @@ def test_an_interior_best_is_not_flagged():
 def test_with_four_seeds_the_best_lr_is_chosen_on_half_and_measured_on_the_rest():
     seeds = (0, 1, 2, 3)
     # on seeds 0-1 lr 0.001 looks best for cosine; on 2-3 it is worse than 0.003
-    values = {("uniform", 0.001): [2.0, 2.0, 2.0, 2.0], ("uniform", 0.003): [2.1, 2.1, 2.1, 2.1],
-              ("cosine", 0.001): [1.5, 1.5, 2.5, 2.5],
-              ("cosine", 0.003): [1.9, 1.9, 1.9, 1.9]}  # fmt: skip
+    values = {
+        ("uniform", 0.001): [2.0, 2.0, 2.0, 2.0],
+        ("uniform", 0.003): [2.1, 2.1, 2.1, 2.1],
+        ("cosine", 0.001): [1.5, 1.5, 2.5, 2.5],
+        ("cosine", 0.003): [1.9, 1.9, 1.9, 1.9],
+    }
     tu = tuned(trials_frame(_rows(values, seeds)), "val_bpb", seeds=seeds)
     assert tu.selection == HELD_OUT and tu.caveat == ""
     assert tu.selection_seeds == (0, 1) and tu.measure_seeds == (2, 3)
@@ -213,8 +245,11 @@ def test_with_four_seeds_the_best_lr_is_chosen_on_half_and_measured_on_the_rest(
 def test_a_diverged_lr_cannot_win_by_its_missing_seed():
     rows = _rows(VALUES)
     for r in rows:  # cosine at 0.001 failed on seed 1: its one seed's 1.80 looks best
-        if r["params"].get("shape") == "cosine" and r["params"]["train.lr"] == 0.001 \
-                and r["seed"] == 1:
+        if (
+            r["params"].get("shape") == "cosine"
+            and r["params"]["train.lr"] == 0.001
+            and r["seed"] == 1
+        ):
             r["state"], r["val_bpb"] = "FAIL", float("nan")
     tu = tuned(trials_frame(rows), "val_bpb")
     assert tu.best.set_index("schedule").at["cosine 1.5->0.5", "setting"] == "lr=0.003"
@@ -222,8 +257,12 @@ def test_a_diverged_lr_cannot_win_by_its_missing_seed():
 
 def test_tuned_says_when_no_setting_completed_every_selection_seed():
     # cosine pruned at 0.001 on seed 1 and at 0.003 on seed 0: neither is fully measured
-    values = {("uniform", 0.001): [2.0, 2.1], ("uniform", 0.003): [1.9, 2.0],
-              ("cosine", 0.001): [1.5, None], ("cosine", 0.003): [None, 2.0]}  # fmt: skip
+    values = {
+        ("uniform", 0.001): [2.0, 2.1],
+        ("uniform", 0.003): [1.9, 2.0],
+        ("cosine", 0.001): [1.5, None],
+        ("cosine", 0.003): [None, 2.0],
+    }
     rows = _rows({k: [2.5 if v is None else v for v in vs] for k, vs in values.items()})
     for r, v in zip(rows, [v for vs in values.values() for v in vs], strict=True):
         if v is None:
@@ -243,14 +282,19 @@ def test_tuned_report_table_reads_censored_not_judged():
     from tlmsearch.report.tuned import setting_sweep
 
     seeds = (0, 1, 2, 3)
-    values = {("uniform", 0.001): [2.0, 2.01, 2.02, 2.0],
-              ("uniform", 0.003): [2.1, 2.12, 2.1, 2.11],
-              ("cosine", 0.001): [1.9, 1.92, 1.91, 1.9],
-              ("cosine", 0.003): [2.05, 2.06, 2.04, 2.07]}  # fmt: skip
+    values = {
+        ("uniform", 0.001): [2.0, 2.01, 2.02, 2.0],
+        ("uniform", 0.003): [2.1, 2.12, 2.1, 2.11],
+        ("cosine", 0.001): [1.9, 1.92, 1.91, 1.9],
+        ("cosine", 0.003): [2.05, 2.06, 2.04, 2.07],
+    }
     rows = _rows(values, seeds)
     for r in rows:  # cosine at its best lr failed on held-out seed 3
-        if r["params"].get("shape") == "cosine" and r["params"]["train.lr"] == 0.001 \
-                and r["seed"] == 3:
+        if (
+            r["params"].get("shape") == "cosine"
+            and r["params"]["train.lr"] == 0.001
+            and r["seed"] == 3
+        ):
             r["state"], r["val_bpb"] = "FAIL", float("nan")
     t = trials_frame(rows)
     tu = tuned(t, "val_bpb", seeds=seeds)
@@ -262,8 +306,16 @@ def test_tuned_report_table_reads_censored_not_judged():
 
 
 def test_a_study_without_settings_has_no_tuned_comparison():
-    rows = [{"trial_id": f"u{s}", "seed": s, "params": {"shape": "uniform"},
-             "state": "COMPLETE", "val_bpb": 2.0 + s} for s in (0, 1)]  # fmt: skip
+    rows = [
+        {
+            "trial_id": f"u{s}",
+            "seed": s,
+            "params": {"shape": "uniform"},
+            "state": "COMPLETE",
+            "val_bpb": 2.0 + s,
+        }
+        for s in (0, 1)
+    ]
     t = trials_frame(rows)
     assert tuned(t, "val_bpb") is None and Evidence.build(t, "val_bpb").tuned is None
 
@@ -272,8 +324,9 @@ def test_best_yaml_has_the_tuned_comparison(tmp_path):
     cfg = _cfg(tmp_path, **{"train.lr": LR2})
     cfg = cfg.model_copy(update={"search": cfg.search.model_copy(update={"seeds": [0, 1]})})
     doc = best_document(trials_frame(_rows(VALUES)), cfg)
-    assert doc["uniform_baseline"]["val_bpb"] == pytest.approx({"lr=0.001": 2.05,
-                                                                "lr=0.003": 1.95})  # fmt: skip
+    assert doc["uniform_baseline"]["val_bpb"] == pytest.approx(
+        {"lr=0.001": 2.05, "lr=0.003": 1.95}
+    )
     tu = doc["tuned"]
     assert tu["metric"] == "val_bpb" and tu["selection"] == SAME_SEEDS
     assert "optimistic" in tu["caveat"]
@@ -301,8 +354,11 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
     )
 
     log_lr = {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}
-    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": log_lr}),
-                      search={"sampler": "random", "n_trials": 3, "seeds": [0, 1]})  # fmt: skip
+    cfg = tiny_config(
+        tmp_path,
+        space=_space(**{"train.lr": log_lr}),
+        search={"sampler": "random", "n_trials": 3, "seeds": [0, 1]},
+    )
     assert open_ended(cfg) and planned_trials(cfg) == (3 + 3) * 2
     study = optuna.create_study(sampler=make_sampler(cfg))
     write_initial_queue(study, cfg)
@@ -321,8 +377,12 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
     assert len(lrs) == 3
     for lr in lrs:  # the taper and uniform at every sampled lr, on both seeds, uniform a control
         runs = {(c["shape"], s, ctl) for c, s, ctl in asked if c["train.lr"] == lr}
-        assert runs == {("cosine", 0, False), ("cosine", 1, False), ("uniform", 0, True),
-                        ("uniform", 1, True)}  # fmt: skip
+        assert runs == {
+            ("cosine", 0, False),
+            ("cosine", 1, False),
+            ("uniform", 0, True),
+            ("uniform", 1, True),
+        }
     for t in study.trials:
         if t.user_attrs.get(CONTROL):
             assert t.params == {}  # uniform is no draw of the sampler (search/control.py)
@@ -341,7 +401,8 @@ def test_validate_exits_2_naming_a_non_positive_lr(tmp_path):
     res = CliRunner().invoke(app, ["validate", str(path), "--no-config"])
     assert res.exit_code == 2
     assert "space.dimensions.train.lr: choices[1]: -0.001 is not a valid train.lr" in " ".join(
-        res.output.split())
+        res.output.split()
+    )
     study = Path(__file__).resolve().parent.parent / "studies" / "lr_sweep.yaml"
     shipped = CliRunner().invoke(app, ["validate", str(study), "--no-config"])
     assert shipped.exit_code == 0, shipped.output
@@ -349,8 +410,12 @@ def test_validate_exits_2_naming_a_non_positive_lr(tmp_path):
 
 def test_two_sampled_lrs_with_one_printed_label_keep_their_own_uniform():
     a, b = 0.00123456781, 0.00123456789  # both print as lr=0.00123457
-    values = {("uniform", a): [2.0, 2.1], ("uniform", b): [3.0, 3.1],
-              ("cosine", a): [1.9, 2.0], ("cosine", b): [2.9, 3.0]}  # fmt: skip
+    values = {
+        ("uniform", a): [2.0, 2.1],
+        ("uniform", b): [3.0, 3.1],
+        ("cosine", a): [1.9, 2.0],
+        ("cosine", b): [2.9, 3.0],
+    }
     t = trials_frame(_rows(values))
     assert t["setting"].nunique() == 2
     d = add_deltas(t, ["val_bpb"])
@@ -362,8 +427,14 @@ def test_two_sampled_lrs_with_one_printed_label_keep_their_own_uniform():
 
 def test_mup_as_a_setting_needs_a_builtin_arch(tmp_path):
     mup = {"type": "categorical", "choices": ["standard", "mup"]}
-    hf = {"arch": "hf", "hf": {"model_type": "llama"}, "n_layer": 2, "d_model": 32,
-          "n_head": 2, "d_ff": 64}  # fmt: skip
+    hf = {
+        "arch": "hf",
+        "hf": {"model_type": "llama"},
+        "n_layer": 2,
+        "d_model": 32,
+        "n_head": 2,
+        "d_ff": 64,
+    }
     text = _refused(tmp_path, model=hf, space=_space(**{"train.parametrization": mup}))
     assert "space.dimensions.train.parametrization: choices[1]: 'mup'" in text
     assert "only the built-in architectures" in text
@@ -373,8 +444,9 @@ def test_mup_as_a_setting_needs_a_builtin_arch(tmp_path):
 
 def test_a_batch_setting_must_split_over_the_trials_workers(tmp_path):
     batch = {"type": "categorical", "choices": [256, 96]}  # 96 / seq_len 32 = 3 sequences
-    text = _refused(tmp_path, space=_space(**{"train.batch_tokens": batch}),
-                    ray={"workers_per_trial": 2})  # fmt: skip
+    text = _refused(
+        tmp_path, space=_space(**{"train.batch_tokens": batch}), ray={"workers_per_trial": 2}
+    )
     assert "space.dimensions.train.batch_tokens: choices[1]: 96" in text
     assert "ray.workers_per_trial (2) must divide the 3 sequences" in text
 
@@ -382,10 +454,13 @@ def test_a_batch_setting_must_split_over_the_trials_workers(tmp_path):
 def test_crossed_settings_are_checked_together_and_trials_see_only_their_own(tmp_path):
     tokens = {"type": "categorical", "choices": [50000, 200000]}
     warmup = {"type": "categorical", "choices": [30000, 100000]}
-    text = _refused(tmp_path, space=_space(**{"train.tokens": tokens,
-                                              "train.warmup_tokens": warmup}))  # fmt: skip
-    assert ("space.dimensions.train.tokens: choices[0]: 50000 with "
-            "space.dimensions.train.warmup_tokens: choices[1]: 100000") in text  # fmt: skip
+    text = _refused(
+        tmp_path, space=_space(**{"train.tokens": tokens, "train.warmup_tokens": warmup})
+    )
+    assert (
+        "space.dimensions.train.tokens: choices[0]: 50000 with "
+        "space.dimensions.train.warmup_tokens: choices[1]: 100000"
+    ) in text
     assert "must be below tokens" in text
     # warmup 40000 is above the study's train.tokens (8192) but below every train.tokens value
     warmup = {"type": "categorical", "choices": [30000, 40000]}
@@ -393,14 +468,17 @@ def test_crossed_settings_are_checked_together_and_trials_see_only_their_own(tmp
     for cand in cfg.candidates():
         one = cfg.for_candidate(cand)  # the old check refused (50000, 30000): warmup 100000
         assert (one.train.tokens, one.train.warmup_tokens) == (
-            cand["train.tokens"], cand["train.warmup_tokens"])
+            cand["train.tokens"],
+            cand["train.warmup_tokens"],
+        )
 
 
 def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
     rope = {"type": "categorical", "choices": [10000.0, 500000.0]}
     target = {"n_layer": 3, "d_model": 32, "n_head": 2, "d_ff": 64, "multiple_of": 16}
-    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": LR2, "model.rope_theta": rope}),
-                      target=target)  # fmt: skip
+    cfg = tiny_config(
+        tmp_path, space=_space(**{"train.lr": LR2, "model.rope_theta": rope}), target=target
+    )
     rows = [{**r, "params": {**r["params"], "model.rope_theta": 500000.0}} for r in _rows(VALUES)]
     best = best_document(trials_frame(rows), cfg)["best"][0]
     assert best["params"]["train.lr"] == 0.001  # cosine at its own best lr
@@ -412,13 +490,18 @@ def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
 
 def _lr_frame(rows) -> pd.DataFrame:
     """(schedule, lr, seed, value) tuples -> a trials table keyed by (schedule, lr) cells."""
-    return pd.DataFrame({
-        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
-        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
-        "state": "COMPLETE", "v": [r[3] for r in rows],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "schedule": [r[0] for r in rows],
+            "setting": [f"lr={r[1]}" for r in rows],
+            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+            "is_baseline": [r[0] == "uniform" for r in rows],
+            "seed": [r[2] for r in rows],
+            "state": "COMPLETE",
+            "v": [r[3] for r in rows],
+        }
+    )
 
 
 def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
@@ -443,10 +526,12 @@ def test_tuned_separation_keeps_its_family_wise_rate_under_the_null(n_seeds):
     at 4, 0.050 at 6 over 400 studies, SE 0.011; here 150 studies, bound 0.05 + 2.5 SE)."""
     rng, reps = np.random.default_rng(0), 150
     false = sum(
-        any(r.get("separated_from_uniform") for r in tuned(_null_settings_study(rng, n_seeds), "v")
-            .as_dict()["schedules"])
+        any(
+            r.get("separated_from_uniform")
+            for r in tuned(_null_settings_study(rng, n_seeds), "v").as_dict()["schedules"]
+        )
         for _ in range(reps)
-    )  # fmt: skip
+    )
     assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
 
 
@@ -476,11 +561,20 @@ def _par_rows(values, seeds=(0, 1)):
     """values: {(shape, lr, parametrization): [value per seed]} -> trial records."""
     out = []
     for (shape, lr, par), per_seed in values.items():
-        params = ({"shape": shape, "train.lr": lr, "train.parametrization": par}
-                  | ({"r_start": 1.5} if shape != "uniform" else {}))  # fmt: skip
+        params = {"shape": shape, "train.lr": lr, "train.parametrization": par} | (
+            {"r_start": 1.5} if shape != "uniform" else {}
+        )
         for seed, v in zip(seeds, per_seed, strict=True):
-            out.append({"trial_id": f"{shape}{lr}{par}{seed}", "seed": seed, "params": params,
-                        "state": "COMPLETE", "val_bpb": v, "n_params": 1000})  # fmt: skip
+            out.append(
+                {
+                    "trial_id": f"{shape}{lr}{par}{seed}",
+                    "seed": seed,
+                    "params": params,
+                    "state": "COMPLETE",
+                    "val_bpb": v,
+                    "n_params": 1000,
+                }
+            )
     return out
 
 
@@ -488,14 +582,24 @@ def test_each_parametrization_tunes_its_own_lr_against_its_own_uniform():
     """train.parametrization is a stratum, not a knob: under mup cosine's best LR is 0.001, under
     standard 0.003, and each is compared with uniform under the same parametrization only."""
     std, mup = "standard", "mup"
-    values = {("uniform", 0.001, std): [2.0, 2.1], ("uniform", 0.003, std): [1.9, 2.0],
-              ("cosine", 0.001, std): [1.95, 2.05], ("cosine", 0.003, std): [1.8, 1.9],
-              ("uniform", 0.001, mup): [2.05, 2.15], ("uniform", 0.003, mup): [1.95, 2.05],
-              ("cosine", 0.001, mup): [1.7, 1.8], ("cosine", 0.003, mup): [2.2, 2.3]}  # fmt: skip
+    values = {
+        ("uniform", 0.001, std): [2.0, 2.1],
+        ("uniform", 0.003, std): [1.9, 2.0],
+        ("cosine", 0.001, std): [1.95, 2.05],
+        ("cosine", 0.003, std): [1.8, 1.9],
+        ("uniform", 0.001, mup): [2.05, 2.15],
+        ("uniform", 0.003, mup): [1.95, 2.05],
+        ("cosine", 0.001, mup): [1.7, 1.8],
+        ("cosine", 0.003, mup): [2.2, 2.3],
+    }
     tu = tuned(trials_frame(_par_rows(values)), "val_bpb")
     best = tu.best.set_index("schedule")
-    assert sorted(best.index) == ["cosine 1.5->0.5 (mup)", "cosine 1.5->0.5 (standard)",
-                                  "uniform (mup)", "uniform (standard)"]  # fmt: skip
+    assert sorted(best.index) == [
+        "cosine 1.5->0.5 (mup)",
+        "cosine 1.5->0.5 (standard)",
+        "uniform (mup)",
+        "uniform (standard)",
+    ]
     assert best.at["cosine 1.5->0.5 (mup)", "setting"] == "lr=0.001, parametrization=mup"
     assert best.at["cosine 1.5->0.5 (standard)", "stratum"] == "parametrization=standard"
     low = "lr at the low end of the values tried (0.001)"
@@ -504,8 +608,10 @@ def test_each_parametrization_tunes_its_own_lr_against_its_own_uniform():
     # against mup's own uniform (2.00 at 0.003), never standard's (1.95)
     assert eff.at["cosine 1.5->0.5 (mup)", "mean_delta"] == pytest.approx(-0.25)  # 1.75 - 2.0
     assert eff.at["cosine 1.5->0.5 (standard)", "mean_delta"] == pytest.approx(-0.1)
-    assert tu.shared_setting == {"parametrization=mup": "lr=0.003, parametrization=mup",
-                                 "parametrization=standard": "lr=0.003, parametrization=standard"}
+    assert tu.shared_setting == {
+        "parametrization=mup": "lr=0.003, parametrization=mup",
+        "parametrization=standard": "lr=0.003, parametrization=standard",
+    }
     shared = tu.shared.set_index("schedule")
     assert shared.at["cosine 1.5->0.5 (mup)", "mean_delta"] == pytest.approx(0.25)  # flips
     assert set(tu.effects["family_size"]) == {1}  # one comparison per stratum, one family each
@@ -522,11 +628,21 @@ def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
     from tlmsearch.train.parametrization import AT_ONE_LR
 
     cfg = tiny_config(tmp_path)
-    rows = [{"trial_id": f"{n}{s}", "seed": s, "params": p, "state": "COMPLETE",
-             "val_bpb": v + 0.1 * s, "n_params": 1000}
-            for s in (0, 1)
-            for n, p, v in [("u", {"shape": "uniform"}, 2.0),
-                            ("c", {"shape": "cosine", "r_start": 1.5}, 1.9)]]  # fmt: skip
+    rows = [
+        {
+            "trial_id": f"{n}{s}",
+            "seed": s,
+            "params": p,
+            "state": "COMPLETE",
+            "val_bpb": v + 0.1 * s,
+            "n_params": 1000,
+        }
+        for s in (0, 1)
+        for n, p, v in [
+            ("u", {"shape": "uniform"}, 2.0),
+            ("c", {"shape": "cosine", "r_start": 1.5}, 1.9),
+        ]
+    ]
     doc = best_document(add_deltas(trials_frame(rows), ["val_bpb"]), cfg)
     lr = doc["learning_rate"]
     assert lr["at_one_lr"] is True and lr["compared"].startswith(AT_ONE_LR)
@@ -534,8 +650,10 @@ def test_a_one_lr_study_says_its_effects_may_be_an_lr_effect(tmp_path):
     assert list(lr["effective_lr"]) == ["cosine 1.5->0.5 (standard)"]
     best = doc["best"][0]
     assert best["candidate"] == "cosine 1.5->0.5"
-    assert best["effective_lr"]["step_range"] == [pytest.approx(min(best["effective_lr"]["step"])),
-                                                  pytest.approx(max(best["effective_lr"]["step"]))]
+    assert best["effective_lr"]["step_range"] == [
+        pytest.approx(min(best["effective_lr"]["step"])),
+        pytest.approx(max(best["effective_lr"]["step"])),
+    ]
 
 
 def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
@@ -548,9 +666,14 @@ def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
     seeds = (0, 1, 2, 3)
     level = {(lr, s): rng.normal(0, 0.02) for lr in (0.001, 0.003) for s in seeds}
     best = {"uniform": 0.003, "cosine": 0.001, "linear": 0.003}
-    values = {(shape, lr): [2.0 + level[lr, s] + 0.001 * rng.standard_normal()
-                            - 0.1 * (lr == best[shape]) for s in seeds]
-              for shape in best for lr in (0.001, 0.003)}  # fmt: skip
+    values = {
+        (shape, lr): [
+            2.0 + level[lr, s] + 0.001 * rng.standard_normal() - 0.1 * (lr == best[shape])
+            for s in seeds
+        ]
+        for shape in best
+        for lr in (0.001, 0.003)
+    }
     trials = trials_frame(_rows(values, seeds))
     tu = tuned(trials, "val_bpb", seeds=seeds)
     assert tu.measure_seeds == (2, 3)
@@ -560,8 +683,13 @@ def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
     at = {lr: measured[measured["setting"] == f"lr={lr}"] for lr in (0.001, 0.003)}
     models = {lr: stats.row_noise(sub, "val_bpb") for lr, sub in at.items()}
     within = models[0.003].pair(cand["linear 1.5->0.5"], cand["uniform"])
-    across, _, _ = stats.across_pair(cand["cosine 1.5->0.5"], models[0.001], cand["uniform"],
-                                     models[0.003], stats.noise_interaction(measured, "val_bpb"))
+    across, _, _ = stats.across_pair(
+        cand["cosine 1.5->0.5"],
+        models[0.001],
+        cand["uniform"],
+        models[0.003],
+        stats.noise_interaction(measured, "val_bpb"),
+    )
     assert eff.at["linear 1.5->0.5", "noise_sd"] == pytest.approx(within.sd)
     assert eff.at["linear 1.5->0.5", "noise_df"] == within.df
     assert models[0.003].pooled.df == 2  # (3 - 1) x (2 - 1)
@@ -570,8 +698,10 @@ def test_the_tuned_noise_pools_every_cell_and_fits_each_rows_pairing():
     assert set(eff["family_size"]) == {2}  # one Holm family over both rows
     shared = tu.shared.set_index("schedule")
     assert shared.at["cosine 1.5->0.5", "noise_sd"] == pytest.approx(
-        models[0.003].pair(f"{cand['cosine 1.5->0.5'].split(' @ ')[0]} @ lr=0.003",
-                           cand["uniform"]).sd)
+        models[0.003]
+        .pair(f"{cand['cosine 1.5->0.5'].split(' @ ')[0]} @ lr=0.003", cand["uniform"])
+        .sd
+    )
 
 
 def _opposite_optima_null(rng, n_seeds: int) -> pd.DataFrame:
@@ -604,20 +734,21 @@ def test_tuned_keeps_its_rate_when_the_optima_differ_and_each_lr_treats_a_seed_i
 
 @pytest.mark.parametrize(
     ("dim", "one_lr", "shown"),
-    [(None, True, "0.003"),  # no dimension: the study's train.lr (tiny_config's)
-     ({"type": "fixed", "value": "3e-3"}, True, "0.003"),  # YAML's 3e-3 is a string
-     ({"type": "categorical", "choices": [0.002]}, True, "0.002"),
-     ({"type": "categorical", "choices": [0.002, 0.002]}, True, "0.002"),  # one distinct value
-     ({"type": "categorical", "choices": [0.002, "4e-3"]}, False, ""),
-     ({"type": "float", "low": 1e-3, "high": 1e-2, "log": True}, False, "")],
-)  # fmt: skip
+    [
+        (None, True, "0.003"),  # no dimension: the study's train.lr (tiny_config's)
+        ({"type": "fixed", "value": "3e-3"}, True, "0.003"),  # YAML's 3e-3 is a string
+        ({"type": "categorical", "choices": [0.002]}, True, "0.002"),
+        ({"type": "categorical", "choices": [0.002, 0.002]}, True, "0.002"),  # one distinct value
+        ({"type": "categorical", "choices": [0.002, "4e-3"]}, False, ""),
+        ({"type": "float", "low": 1e-3, "high": 1e-2, "log": True}, False, ""),
+    ],
+)
 def test_lr_comparison_reads_every_spelling_of_one_lr(tmp_path, dim, one_lr, shown):
     from tlmsearch.train.parametrization import AT_ONE_LR, lr_comparison
 
     extra = {} if dim is None else {"train.lr": dim}
     search = {} if dim is None or dim["type"] != "float" else {"sampler": "random"}
-    cfg = tiny_config(tmp_path, space=_space(**extra), search=search,
-                      train={"lr": 0.003})  # fmt: skip
+    cfg = tiny_config(tmp_path, space=_space(**extra), search=search, train={"lr": 0.003})
     note = lr_comparison(cfg.space, cfg.train.lr)
     assert note.startswith(AT_ONE_LR) is one_lr
     if one_lr:
@@ -641,8 +772,11 @@ def test_a_sampled_settings_plan_counts_the_uniforms_the_driver_may_add(tmp_path
     from tlmsearch.search.samplers import planned_trials
 
     lr3 = {"type": "categorical", "choices": [0.001, 0.002, 0.003]}
-    cfg = tiny_config(tmp_path, space=_space(**{"train.lr": lr3}),
-                      search={"sampler": "random", "n_trials": 5, "seeds": [0, 1]})  # fmt: skip
+    cfg = tiny_config(
+        tmp_path,
+        space=_space(**{"train.lr": lr3}),
+        search={"sampler": "random", "n_trials": 5, "seeds": [0, 1]},
+    )
     assert power.controls(cfg) == 3  # uniform at each LR the sampler may draw
     assert planned_trials(cfg) == (5 + 3) * 2
 
@@ -653,8 +787,11 @@ def test_a_noisy_lr_does_not_set_the_noise_of_a_comparison_at_a_quiet_one():
     rng = np.random.default_rng(3)
     seeds = (0, 1, 2, 3)
     sd = {0.001: 0.002, 0.01: 0.05}
-    values = {(shape, lr): [2.0 + (lr == 0.01) * 0.1 + rng.normal(0, sd[lr]) for _ in seeds]
-              for shape in ("uniform", "cosine", "linear") for lr in sd}  # fmt: skip
+    values = {
+        (shape, lr): [2.0 + (lr == 0.01) * 0.1 + rng.normal(0, sd[lr]) for _ in seeds]
+        for shape in ("uniform", "cosine", "linear")
+        for lr in sd
+    }
     trials = trials_frame(_rows(values, seeds))
     tu = tuned(trials, "val_bpb", seeds=seeds)
     assert set(tu.best["setting"]) == {"lr=0.001"}
@@ -667,8 +804,11 @@ def _two_noise_levels(rng, n_seeds: int = 4) -> pd.DataFrame:
     """A null study (every schedule equal to uniform) at a quiet LR (delta sd ~0.003) and a
     noisy one (~0.07), as taper_lr measured at 1.25e-3 and 5e-3."""
     sd = {0.001: 0.002, 0.005: 0.05}
-    values = {(shape, lr): [2.0 + rng.normal(0, sd[lr]) for _ in range(n_seeds)]
-              for shape in ("uniform", "cosine", "linear", "sigmoid") for lr in sd}  # fmt: skip
+    values = {
+        (shape, lr): [2.0 + rng.normal(0, sd[lr]) for _ in range(n_seeds)]
+        for shape in ("uniform", "cosine", "linear", "sigmoid")
+        for lr in sd
+    }
     return trials_frame(_rows(values, tuple(range(n_seeds))))
 
 
@@ -693,8 +833,15 @@ def test_a_noisy_setting_keeps_its_rate_under_the_null():
     of null studies claimed a separation (measured over 300); each setting's own noise holds
     the 5% it states (3.3% over the same 300; here 150, bound 0.05 + 2.5 SE)."""
     rng, reps = np.random.default_rng(2), 150
-    false = sum(bool(Evidence.build(_two_noise_levels(rng), "val_bpb").effects["separated"]
-                     .fillna(False).any()) for _ in range(reps))  # fmt: skip
+    false = sum(
+        bool(
+            Evidence.build(_two_noise_levels(rng), "val_bpb")
+            .effects["separated"]
+            .fillna(False)
+            .any()
+        )
+        for _ in range(reps)
+    )
     assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
 
 

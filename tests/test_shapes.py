@@ -307,8 +307,10 @@ def test_a_new_shape_is_one_entry(step: Shape) -> None:
     args = ["widths", "--shape", "step", "--layers", "4", "--d-ff", "64"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0 and result.output.startswith("96 96 32 32\n"), result.output
-    assert shapes_table().endswith("| `step` | `r_start` (1.5), `r_end`, `at` (0.5) | "
-                                   "r_start before depth fraction at, r_end after |")  # fmt: skip
+    assert shapes_table().endswith(
+        "| `step` | `r_start` (1.5), `r_end`, `at` (0.5) | "
+        "r_start before depth fraction at, r_end after |"
+    )
 
 
 def test_a_study_over_the_new_shape_validates(step: Shape, tmp_path: Path) -> None:

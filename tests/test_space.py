@@ -270,7 +270,10 @@ ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 
 def test_the_control_is_uniform_in_both_halves_of_the_block(candidate: dict, control: bool):
     assert is_control(candidate) is control
     # a candidate that moves capacity is one of its own; one that does not is a flat copy
-    moves = candidate.get("heads.shape", "uniform") != "uniform" or candidate.get(
-        "heads.share", 1) != 1 or candidate.get("shape") != "uniform"  # fmt: skip
+    moves = (
+        candidate.get("heads.shape", "uniform") != "uniform"
+        or candidate.get("heads.share", 1) != 1
+        or candidate.get("shape") != "uniform"
+    )
     if not control:
         assert is_flat(candidate, [4]) is not moves

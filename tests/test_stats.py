@@ -260,8 +260,11 @@ def test_no_common_seed_is_flagged():
     t = frame([("A", 0, "COMPLETE", 2.0), ("B", 1, "COMPLETE", 1.0)])
     r = stats.rank(t, "v")
     assert r["candidate"].tolist() == ["B", "A"] and (r["tier"] == 1).all()
-    assert r["flag"].str.endswith("no seed common to the compared candidates: ranked on its "
-                                  "own seeds").all()  # fmt: skip
+    assert (
+        r["flag"]
+        .str.endswith("no seed common to the compared candidates: ranked on its own seeds")
+        .all()
+    )
     assert r["n_best"].tolist() == [1, 0] and math.isnan(r["delta_best"].iloc[1])
 
 
@@ -422,8 +425,10 @@ def test_the_interval_holds_over_the_family_the_decision_does(seed, m, family):
         assert (excludes == (e["p"] < 0.05)).all() and (e["ci_level"] == 0.95).all()
         conf = [0.95]
     conf = conf * len(e) if len(conf) == 1 else conf
-    half = [stats.t_quantile(int(df), c) * sd / math.sqrt(n)
-            for df, sd, n, c in zip(e["noise_df"], e["noise_sd"], e["n"], conf, strict=True)]
+    half = [
+        stats.t_quantile(int(df), c) * sd / math.sqrt(n)
+        for df, sd, n, c in zip(e["noise_df"], e["noise_sd"], e["n"], conf, strict=True)
+    ]
     assert list(e["half_width"]) == pytest.approx(half)
 
 
@@ -548,10 +553,19 @@ def test_pairwise_is_antisymmetric_and_blind_to_a_seed_effect(cells_, shift):
 
 def _hand_table() -> pd.DataFrame:
     """4 candidates x 3 seeds, one cell missing (a raced or pruned cell): an incomplete block."""
-    rows = [("uniform", 0, 2.00), ("uniform", 1, 2.11), ("uniform", 2, 1.93),
-            ("a", 0, 1.97), ("a", 1, 2.05), ("a", 2, 1.92),
-            ("b", 0, 2.02), ("b", 1, 2.16),
-            ("c", 0, 1.99), ("c", 1, 2.08), ("c", 2, 1.96)]  # fmt: skip
+    rows = [
+        ("uniform", 0, 2.00),
+        ("uniform", 1, 2.11),
+        ("uniform", 2, 1.93),
+        ("a", 0, 1.97),
+        ("a", 1, 2.05),
+        ("a", 2, 1.92),
+        ("b", 0, 2.02),
+        ("b", 1, 2.16),
+        ("c", 0, 1.99),
+        ("c", 1, 2.08),
+        ("c", 2, 1.96),
+    ]
     return pd.DataFrame(rows, columns=["candidate", "seed", "v"])
 
 
@@ -629,8 +643,10 @@ def test_signal_to_noise_by_hand_and_na_with_the_reason() -> None:
     assert "4.0 over seeds" in s.line() and "10.0 over checkpoints" in s.line()
     lone = stats.signal_to_noise([2.0], [2], stats.Noise(0.05, 2), ck)
     assert lone.signal is None and lone.seed_snr is None and lone.checkpoint_snr is None
-    assert lone.line() == ("signal-to-noise: n/a (fewer than 2 candidates measured: uniform and "
-                           "those with a seed paired with it that no pruner selected)")
+    assert lone.line() == (
+        "signal-to-noise: n/a (fewer than 2 candidates measured: uniform and "
+        "those with a seed paired with it that no pruner selected)"
+    )
     blind = stats.signal_to_noise([2.0, 2.1], [1, 1], None, None)
     assert blind.seed_snr is None and "no seed noise yet" in blind.why_seed
     assert blind.checkpoint_snr is None and "4 evals" in blind.why_checkpoint
@@ -647,8 +663,9 @@ def test_signal_to_noise_by_hand_and_na_with_the_reason() -> None:
 def test_signal_to_noise_is_free_of_the_metrics_scale(means, sd, ck_sd, c) -> None:
     def snr(scale: float) -> stats.SignalToNoise:
         ck = stats.CheckpointNoise(ck_sd * scale, ck_sd * scale, 3.0 * scale, 2, 4)
-        return stats.signal_to_noise([m * scale for m in means], [3] * len(means),
-                                     stats.Noise(sd * scale, 4), ck)  # fmt: skip
+        return stats.signal_to_noise(
+            [m * scale for m in means], [3] * len(means), stats.Noise(sd * scale, 4), ck
+        )
 
     one, scaled = snr(1.0), snr(c)
     assert one.seed_snr == pytest.approx(np.ptp(means) / sd)  # the mean cancels
@@ -658,9 +675,16 @@ def test_signal_to_noise_is_free_of_the_metrics_scale(means, sd, ck_sd, c) -> No
 
 
 def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() -> None:
-    t = frame([("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "COMPLETE", 2.4),
-               ("a", 0, "COMPLETE", 1.9), ("a", 1, "RUNNING", math.nan),
-               ("b", 0, "COMPLETE", 1.5), ("b", 1, "PRUNED", 3.0)])  # fmt: skip
+    t = frame(
+        [
+            ("uniform", 0, "COMPLETE", 2.0),
+            ("uniform", 1, "COMPLETE", 2.4),
+            ("a", 0, "COMPLETE", 1.9),
+            ("a", 1, "RUNNING", math.nan),
+            ("b", 0, "COMPLETE", 1.5),
+            ("b", 1, "PRUNED", 3.0),
+        ]
+    )
     t["spared"] = t["candidate"] == "a"  # search.unpruned_candidates: the pruner could not stop a
     m = stats.candidate_means(t, "v").set_index("candidate")
     assert list(m.index) == ["a", "uniform"]  # b: pruned on seed 1, its seed 0 flatters it
@@ -675,16 +699,42 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
 def test_candidate_means_use_each_settings_own_uniform() -> None:
     # 2 settings x {uniform, cosine}: a candidate is its own setting's uniform plus its delta;
     # each uniform sits at its own mean over its own seeds (never one mean pooled over settings)
-    vals = {("uniform", 1): [2.0, 2.1], ("uniform", 3): [1.5, 1.6],
-            ("cosine", 1): [1.9, 2.0], ("cosine", 3): [1.45, 1.56]}  # fmt: skip
-    t = pd.DataFrame([{"candidate": f"{s} @ lr={lr}", "schedule": s, "setting": f"lr={lr}",
-                       "is_baseline": s == "uniform", "seed": seed, "state": "COMPLETE", "v": v}
-                      for (s, lr), vs in vals.items() for seed, v in enumerate(vs)])  # fmt: skip
+    vals = {
+        ("uniform", 1): [2.0, 2.1],
+        ("uniform", 3): [1.5, 1.6],
+        ("cosine", 1): [1.9, 2.0],
+        ("cosine", 3): [1.45, 1.56],
+    }
+    t = pd.DataFrame(
+        [
+            {
+                "candidate": f"{s} @ lr={lr}",
+                "schedule": s,
+                "setting": f"lr={lr}",
+                "is_baseline": s == "uniform",
+                "seed": seed,
+                "state": "COMPLETE",
+                "v": v,
+            }
+            for (s, lr), vs in vals.items()
+            for seed, v in enumerate(vs)
+        ]
+    )
     m = stats.candidate_means(t, "v").set_index("candidate")
-    assert m["mean"].to_dict() == pytest.approx({"cosine @ lr=1": 1.95, "cosine @ lr=3": 1.505,
-                                                 "uniform @ lr=1": 2.05, "uniform @ lr=3": 1.55})
-    assert m["n"].to_dict() == {"cosine @ lr=1": 2, "cosine @ lr=3": 2,
-                                "uniform @ lr=1": 2, "uniform @ lr=3": 2}  # fmt: skip
+    assert m["mean"].to_dict() == pytest.approx(
+        {
+            "cosine @ lr=1": 1.95,
+            "cosine @ lr=3": 1.505,
+            "uniform @ lr=1": 2.05,
+            "uniform @ lr=3": 1.55,
+        }
+    )
+    assert m["n"].to_dict() == {
+        "cosine @ lr=1": 2,
+        "cosine @ lr=3": 2,
+        "uniform @ lr=1": 2,
+        "uniform @ lr=3": 2,
+    }
 
 
 def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
@@ -692,8 +742,18 @@ def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
     k, n, got = 6, 4, []
     for _ in range(60):  # a null study: seed levels shared by every candidate, then noise
         level = rng.normal(0.0, 0.1, n)
-        t = frame([("uniform" if c == 0 else f"c{c}", s, "COMPLETE",
-                    2.0 + level[s] + rng.normal(0.0, 0.01)) for c in range(k) for s in range(n)])
+        t = frame(
+            [
+                (
+                    "uniform" if c == 0 else f"c{c}",
+                    s,
+                    "COMPLETE",
+                    2.0 + level[s] + rng.normal(0.0, 0.01),
+                )
+                for c in range(k)
+                for s in range(n)
+            ]
+        )
         m = stats.candidate_means(t, "v")
         s = stats.signal_to_noise(m["mean"], m["n"], stats.block_noise(t, "v"))
         got.append(s.seed_snr)
@@ -702,8 +762,9 @@ def test_with_equal_candidates_the_seed_snr_is_what_noise_alone_gives() -> None:
     assert np.mean(got) == pytest.approx(s.null_snr, rel=0.15)
 
 
-def _two_settings(rng, cells: tuple[int, int], n_seeds: int, sd_g: float, sd_e: float,
-                  missing: float = 0.0) -> pd.DataFrame:  # fmt: skip
+def _two_settings(
+    rng, cells: tuple[int, int], n_seeds: int, sd_g: float, sd_e: float, missing: float = 0.0
+) -> pd.DataFrame:
     """Cells at two settings (uniform + others each), a level per (setting, seed) shared by the
     setting's cells, and cell noise; ``missing``: the share of non-uniform cells left out."""
     rows = []
@@ -714,19 +775,23 @@ def _two_settings(rng, cells: tuple[int, int], n_seeds: int, sd_g: float, sd_e: 
                 if c and rng.random() < missing:
                     continue
                 rows.append((f"c{c} @ {setting}", setting, s, c == 0, g + rng.normal(0, sd_e)))
-    return pd.DataFrame(rows, columns=["candidate", "setting", "seed", "is_baseline", "v"]
-                        ).assign(state="COMPLETE")  # fmt: skip
+    return pd.DataFrame(rows, columns=["candidate", "setting", "seed", "is_baseline", "v"]).assign(
+        state="COMPLETE"
+    )
 
 
-@pytest.mark.parametrize(("cells", "missing"), [((3, 3), 0.0), ((2, 6), 0.0), ((2, 10), 0.0),
-                                                ((4, 4), 0.4)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cells", "missing"), [((3, 3), 0.0), ((2, 6), 0.0), ((2, 10), 0.0), ((4, 4), 0.4)]
+)
 def test_setting_noise_is_unbiased_for_a_delta_across_settings(cells, missing) -> None:
     """E[var] = 2 sigma_e^2 + 2 sigma_g^2 in balanced, unbalanced and incomplete grids (the mean
     cells per block, not the design's coefficient, gave 0.65x with 2 vs 10 cells)."""
     rng = np.random.default_rng(0)
     sd_g, sd_e = 0.02, 0.01
-    var = [stats.setting_noise(_two_settings(rng, cells, 6, sd_g, sd_e, missing), "v").sd ** 2
-           for _ in range(300)]  # fmt: skip
+    var = [
+        stats.setting_noise(_two_settings(rng, cells, 6, sd_g, sd_e, missing), "v").sd ** 2
+        for _ in range(300)
+    ]
     assert np.mean(var) / (2 * sd_e**2 + 2 * sd_g**2) == pytest.approx(1.0, abs=0.1)
 
 

@@ -50,13 +50,19 @@ def grid(values: dict, lrs=(None,), seeds=(0, 1, 2), missing=frozenset()) -> pd.
         for seed in seeds:
             if (sched, lr, seed) in missing:
                 continue
-            rows.append({
-                "candidate": sched if lr is None else f"{sched} @ lr={lr}",
-                "schedule": sched, "setting": "" if lr is None else f"lr={lr}",
-                "params_json": json.dumps(p, sort_keys=True), "taper": taper,
-                "is_baseline": sched == "uniform", "seed": seed, "state": "COMPLETE",
-                "v": float(ys[seed]),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "candidate": sched if lr is None else f"{sched} @ lr={lr}",
+                    "schedule": sched,
+                    "setting": "" if lr is None else f"lr={lr}",
+                    "params_json": json.dumps(p, sort_keys=True),
+                    "taper": taper,
+                    "is_baseline": sched == "uniform",
+                    "seed": seed,
+                    "state": "COMPLETE",
+                    "v": float(ys[seed]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -65,8 +71,10 @@ def models(t: pd.DataFrame, pooled: bool = False) -> dict:
     settings_ = stats.setting_column(t)
     if settings_ is None:
         return {"": stats.block_noise(t, "v") if pooled else stats.row_noise(t, "v")}
-    return {str(s): (stats.block_noise(g, "v") if pooled else stats.row_noise(g, "v"))
-            for s, g in t.groupby(settings_)}  # fmt: skip
+    return {
+        str(s): (stats.block_noise(g, "v") if pooled else stats.row_noise(g, "v"))
+        for s, g in t.groupby(settings_)
+    }
 
 
 def draw(rng, scheds, lrs=(None,), seeds=3, effect=None, sd=1.0) -> pd.DataFrame:
@@ -86,8 +94,10 @@ def table(t: pd.DataFrame, value: str = "v", **kw) -> pd.DataFrame:
     them."""
     from tlmsearch.widths.space import settings_of
 
-    given = {c: settings_of(json.loads(p)) for c, p in zip(t["candidate"], t["params_json"],
-                                                            strict=True)}  # fmt: skip
+    given = {
+        c: settings_of(json.loads(p))
+        for c, p in zip(t["candidate"], t["params_json"], strict=True)
+    }
     return contrast_table(t, value, settings=given, **kw)
 
 
@@ -149,8 +159,7 @@ def test_a_contrast_with_missing_cells_matches_statsmodels_ols() -> None:
     assert row["se"] == pytest.approx(fit.bse[name], rel=1e-9)
     assert row["df"] == fit.df_resid
     # the early-heavy family: the mean of the two tapers' effects
-    tt = fit.t_test(" + ".join(f"0.5 * {n}" for n in fit.params.index
-                               if "1.5->0.5" in n))  # fmt: skip
+    tt = fit.t_test(" + ".join(f"0.5 * {n}" for n in fit.params.index if "1.5->0.5" in n))
     fam = c.loc["early-heavy (2 schedules) vs uniform"]
     assert fam["estimate"] == pytest.approx(float(tt.effect[0]), abs=1e-12)
     assert fam["se"] == pytest.approx(float(tt.sd[0, 0]), rel=1e-9)
@@ -169,8 +178,12 @@ def test_the_families_follow_the_taper_strength() -> None:
 def test_a_named_question_restricts_settings_and_takes_another_reference() -> None:
     rng = np.random.default_rng(4)
     t = draw(rng, ["cosine 1.5->0.5", "linear 0.5->1.5"], lrs=(0.001, 0.01), seeds=3)
-    q = Question("cosine vs late at 0.01", ("cosine 1.5->0.5",), vs=("linear 0.5->1.5",),
-                 where={"train.lr": (0.01,)})  # fmt: skip
+    q = Question(
+        "cosine vs late at 0.01",
+        ("cosine 1.5->0.5",),
+        vs=("linear 0.5->1.5",),
+        where={"train.lr": (0.01,)},
+    )
     c = table(t, "v", models=models(t), questions=[q])
     assert list(c["name"]) == ["cosine vs late at 0.01"] and c.iloc[0]["settings"] == 1
     at = t[t["setting"] == "lr=0.01"].pivot_table(index="seed", columns="schedule", values="v")
@@ -191,8 +204,13 @@ def test_two_df_cannot_be_bounded_and_unknown_noise_says_so() -> None:
 
 def test_a_censored_member_is_never_better_nor_equivalent() -> None:
     rng = np.random.default_rng(6)
-    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5"], seeds=6, sd=0.01,
-             effect={"cosine 1.5->0.5": -1.0})  # fmt: skip
+    t = draw(
+        rng,
+        ["cosine 1.5->0.5", "linear 1.5->0.5"],
+        seeds=6,
+        sd=0.01,
+        effect={"cosine 1.5->0.5": -1.0},
+    )
     clean = by_name(table(t, "v", models=models(t)))
     assert clean.loc["cosine 1.5->0.5 vs uniform", "word"] == BETTER
     t.loc[(t["schedule"] == "cosine 1.5->0.5") & (t["seed"] == 5), "state"] = "PRUNED"
@@ -308,20 +326,25 @@ def test_uniforms_part_is_its_own_where_the_sum_over_settings_exceeds_the_pool()
     # 0.35 exceeds 0.2, so both settings' own (2 df each) though one is below its pool
     terms = [("lr=1", 0.1, 3.0, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
     got = _uniform_part(terms)
-    assert got == [(("lr=1", "uniform own"), pytest.approx(0.3), 2),
-                   (("lr=2", "uniform own"), pytest.approx(0.05), 2)]  # fmt: skip
+    assert got == [
+        (("lr=1", "uniform own"), pytest.approx(0.3), 2),
+        (("lr=2", "uniform own"), pytest.approx(0.05), 2),
+    ]
     # below the pool in sum: the pooled parts, on the pool's df
     quiet = [("lr=1", 0.1, 1.2, 2, 1.0, 10), ("lr=2", 0.1, 0.5, 2, 1.0, 10)]
-    assert _uniform_part(quiet) == [(("lr=1", "pooled"), pytest.approx(0.1), 10),
-                                    (("lr=2", "pooled"), pytest.approx(0.1), 10)]  # fmt: skip
+    assert _uniform_part(quiet) == [
+        (("lr=1", "pooled"), pytest.approx(0.1), 10),
+        (("lr=2", "pooled"), pytest.approx(0.1), 10),
+    ]
     # an own estimate that cannot be made (one cell): the pool
     assert _uniform_part([("x", 0.1, math.nan, 0, 1.0, 10)])[0][0] == ("x", "pooled")
 
 
 def test_a_noisier_uniform_widens_every_contrast_through_its_own_variance() -> None:
     rng = np.random.default_rng(9)
-    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"],
-             lrs=(0.001, 0.01), seeds=6)  # fmt: skip
+    t = draw(
+        rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], lrs=(0.001, 0.01), seeds=6
+    )
     loud = t.copy()
     u = loud["is_baseline"]
     loud.loc[u, "v"] = loud.loc[u, "v"] + rng.normal(0, 4.0, int(u.sum()))
@@ -333,14 +356,21 @@ def test_a_noisier_uniform_widens_every_contrast_through_its_own_variance() -> N
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4),
-       st.floats(0.0, 0.6), st.booleans())  # fmt: skip
-def test_any_table_gives_a_word_per_contrast_and_never_raises(seed, n_lrs, n_seeds, drop,
-                                                               prune) -> None:  # fmt: skip
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.floats(0.0, 0.6),
+    st.booleans(),
+)
+def test_any_table_gives_a_word_per_contrast_and_never_raises(
+    seed, n_lrs, n_seeds, drop, prune
+) -> None:
     rng = np.random.default_rng(seed)
     lrs = (0.001, 0.003, 0.01)[:n_lrs] if n_lrs > 1 else (None,)
-    t = draw(rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], lrs=lrs,
-             seeds=n_seeds)  # fmt: skip
+    t = draw(
+        rng, ["cosine 1.5->0.5", "linear 1.5->0.5", "linear 0.5->1.5"], lrs=lrs, seeds=n_seeds
+    )
     t = t[rng.uniform(size=len(t)) >= drop].reset_index(drop=True)
     if prune and len(t):
         t.loc[rng.integers(len(t)), "state"] = "PRUNED"
@@ -354,8 +384,11 @@ def test_any_table_gives_a_word_per_contrast_and_never_raises(seed, n_lrs, n_see
 
 def test_a_noise_of_exactly_zero_decides_as_the_effects_do() -> None:
     # every schedule's seed-to-seed deltas identical: the fit leaves residuals of exactly 0
-    vals = {("uniform", None): [2.0, 2.1, 2.2], ("cosine 1.5->0.5", None): [1.9, 2.0, 2.1],
-            ("linear 0.5->1.5", None): [2.0, 2.1, 2.2]}  # fmt: skip
+    vals = {
+        ("uniform", None): [2.0, 2.1, 2.2],
+        ("cosine 1.5->0.5", None): [1.9, 2.0, 2.1],
+        ("linear 0.5->1.5", None): [2.0, 2.1, 2.2],
+    }
     t = grid(vals)
     c = by_name(table(t, models=models(t), margin=0.05))
     assert c.loc["cosine 1.5->0.5 vs uniform", "se"] == 0.0

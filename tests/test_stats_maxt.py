@@ -13,8 +13,9 @@ from tlmsearch import stats
 from tlmsearch.stats import maxt
 
 
-@pytest.mark.parametrize(("shares", "df", "c"), [([0.5] * 4, 6, 2.6), ([0.2, 0.5, 0.9], 12, 2.3),
-                                                  ([0.5] * 15, 30, 3.0)])
+@pytest.mark.parametrize(
+    ("shares", "df", "c"), [([0.5] * 4, 6, 2.6), ([0.2, 0.5, 0.9], 12, 2.3), ([0.5] * 15, 30, 3.0)]
+)
 def test_the_joint_chance_matches_a_multivariate_t(shares, df, c) -> None:
     # corr(i, j) = sqrt(s_i s_j): the one-factor structure of comparisons with one control
     lam = np.sqrt(shares)
@@ -32,10 +33,14 @@ def test_groups_with_different_controls_are_independent() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(0.0, 0.95), min_size=2, max_size=8), st.integers(2, 60),
-       st.sampled_from([0.9, 0.95]))
-def test_the_joint_critical_value_lies_between_one_comparisons_and_bonferronis(shares, df,
-                                                                                level) -> None:
+@given(
+    st.lists(st.floats(0.0, 0.95), min_size=2, max_size=8),
+    st.integers(2, 60),
+    st.sampled_from([0.9, 0.95]),
+)
+def test_the_joint_critical_value_lies_between_one_comparisons_and_bonferronis(
+    shares, df, level
+) -> None:
     m = len(shares)
     c = maxt.joint_critical(shares, df, level)
     one = student_t.ppf(0.5 + level / 2, df)
@@ -74,6 +79,5 @@ def test_the_steps_go_by_each_comparisons_own_p_value() -> None:
     assert all(a < 0.01 for a in adj[2:])
     # the 2-df comparison is stepped last, alone: its own two-sided p
     assert adj[1] == pytest.approx(2 * student_t.sf(5.43, 2), abs=2e-4)
-    holm = stats.adjust([2 * student_t.sf(abs(x), d) for x, d in zip(t, dfs, strict=True)],
-                        "holm")  # fmt: skip
+    holm = stats.adjust([2 * student_t.sf(abs(x), d) for x, d in zip(t, dfs, strict=True)], "holm")
     assert all(a <= h + 2e-4 for a, h in zip(adj, holm, strict=True))

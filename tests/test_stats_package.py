@@ -24,22 +24,71 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules([str(PACKAGE)]))
 # Every public name tlmsearch/stats.py defined before it became a package (its top-level
 # functions, classes and assignments, read with ast): still importable from tlmsearch.stats.
 NAMES = [
-    "UNKNOWN_SEED", "PENDING_STATES", "TIERS", "t_quantile", "Interval", "mean_interval", "t_sf",
-    "range_critical", "Noise", "block_fit", "block_noise", "setting_column", "setting_noises",
-    "setting_noise", "pitman_morgan", "FAMILIES", "adjust", "family_words", "Seeds",
-    "seed_outcomes", "baseline_by_seed", "paired_deltas", "SUMMARY_COLUMNS", "summarise",
-    "RANK_COLUMNS", "rank", "tier_name", "MODEL", "UNKNOWN", "EFFECT_COLUMNS", "PAIR_COLUMNS",
-    "effects", "decide", "pairwise", "MCB_COLUMNS", "mcb", "CHECKPOINT_EVALS",
-    "relative_dispersion", "expected_range", "CheckpointNoise", "checkpoint_noise",
-    "SignalToNoise", "candidate_means", "signal_to_noise",
-]  # fmt: skip
+    "UNKNOWN_SEED",
+    "PENDING_STATES",
+    "TIERS",
+    "t_quantile",
+    "Interval",
+    "mean_interval",
+    "t_sf",
+    "range_critical",
+    "Noise",
+    "block_fit",
+    "block_noise",
+    "setting_column",
+    "setting_noises",
+    "setting_noise",
+    "pitman_morgan",
+    "FAMILIES",
+    "adjust",
+    "family_words",
+    "Seeds",
+    "seed_outcomes",
+    "baseline_by_seed",
+    "paired_deltas",
+    "SUMMARY_COLUMNS",
+    "summarise",
+    "RANK_COLUMNS",
+    "rank",
+    "tier_name",
+    "MODEL",
+    "UNKNOWN",
+    "EFFECT_COLUMNS",
+    "PAIR_COLUMNS",
+    "effects",
+    "decide",
+    "pairwise",
+    "MCB_COLUMNS",
+    "mcb",
+    "CHECKPOINT_EVALS",
+    "relative_dispersion",
+    "expected_range",
+    "CheckpointNoise",
+    "checkpoint_noise",
+    "SignalToNoise",
+    "candidate_means",
+    "signal_to_noise",
+]
 # The functions with a level or family default, in the package and in the modules that call it.
 WITH_DEFAULTS = {
-    "stats": ["t_quantile", "mean_interval", "summarise", "rank", "effects", "pairwise", "mcb",
-              "adjust"],
-    "callers": [conclusions.conclusions, evidence.Evidence.build, evidence.pair_noise,
-                tuned.tuned, fidelity.fidelity],
-}  # fmt: skip
+    "stats": [
+        "t_quantile",
+        "mean_interval",
+        "summarise",
+        "rank",
+        "effects",
+        "pairwise",
+        "mcb",
+        "adjust",
+    ],
+    "callers": [
+        conclusions.conclusions,
+        evidence.Evidence.build,
+        evidence.pair_noise,
+        tuned.tuned,
+        fidelity.fidelity,
+    ],
+}
 
 
 def test_every_former_name_is_importable_and_listed() -> None:
@@ -112,8 +161,17 @@ def test_a_module_imports_only_the_package_and_leaves(name: str) -> None:
         "tlmsearch.reasons",
     }
     others = {m.split(".")[0] for m in imports_of(PACKAGE / f"{name}.py")} - {"tlmsearch"}
-    assert others <= {"__future__", "collections", "dataclasses", "functools", "math", "numpy",
-                      "pandas", "scipy", "typing"}, others  # fmt: skip
+    assert others <= {
+        "__future__",
+        "collections",
+        "dataclasses",
+        "functools",
+        "math",
+        "numpy",
+        "pandas",
+        "scipy",
+        "typing",
+    }, others
 
 
 @pytest.mark.parametrize("name", ["__init__", *MODULES])

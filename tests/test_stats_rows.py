@@ -16,16 +16,28 @@ from tlmsearch.stats.rows import OWN, POOLED, RowNoise, RowVariance, row_fit
 
 def table(values: np.ndarray, missing: frozenset = frozenset()) -> pd.DataFrame:
     """Row 0 is uniform; values[r, s] is row r on seed s; ``missing``: (r, s) not run."""
-    rows = [{"candidate": "uniform" if r == 0 else f"c{r}", "seed": s, "state": "COMPLETE",
-             "is_baseline": r == 0, "v": float(values[r, s])}
-            for r in range(values.shape[0]) for s in range(values.shape[1])
-            if (r, s) not in missing]  # fmt: skip
+    rows = [
+        {
+            "candidate": "uniform" if r == 0 else f"c{r}",
+            "seed": s,
+            "state": "COMPLETE",
+            "is_baseline": r == 0,
+            "v": float(values[r, s]),
+        }
+        for r in range(values.shape[0])
+        for s in range(values.shape[1])
+        if (r, s) not in missing
+    ]
     return pd.DataFrame(rows)
 
 
 def _long(values: np.ndarray, missing: frozenset = frozenset()):
-    cells = [(r, s, values[r, s]) for r in range(values.shape[0])
-             for s in range(values.shape[1]) if (r, s) not in missing]  # fmt: skip
+    cells = [
+        (r, s, values[r, s])
+        for r in range(values.shape[0])
+        for s in range(values.shape[1])
+        if (r, s) not in missing
+    ]
     return tuple(zip(*cells, strict=True))
 
 
@@ -65,8 +77,9 @@ def test_row_variances_are_unbiased_with_cells_missing(n_rows, n_seeds, seed, da
         unit[k] = 1.0
         own, _, _ = row_fit(rows, blocks, unit)
         informative = [i for i in range(n_rows) if math.isfinite(own[i][0])]
-        expected += sigma2[r] * np.array([own[i][0] if i in informative else 0.0
-                                          for i in range(n_rows)])  # fmt: skip
+        expected += sigma2[r] * np.array(
+            [own[i][0] if i in informative else 0.0 for i in range(n_rows)]
+        )
     assert informative
     assert expected[informative] == pytest.approx(sigma2[informative], rel=1e-6)
 
@@ -305,12 +318,17 @@ def test_two_rows_have_no_own_variances_only_their_sum() -> None:
     their variances is measured. A split of it was the linear algebra library's choice (numpy
     2.4's least squares gave uniform +0.007 and the candidate -0.007), so uniform took an
     "own" variance 140x the pool and a clear paired effect read inconclusive."""
-    fit, _, df = row_fit(["u"] * 3 + ["c"] * 3, [0, 1, 2] * 2,
-                                [2.0, 2.1, 1.9, 1.9, 2.01, 1.79])  # fmt: skip
+    fit, _, df = row_fit(["u"] * 3 + ["c"] * 3, [0, 1, 2] * 2, [2.0, 2.1, 1.9, 1.9, 2.01, 1.79])
     assert df == 2 and all(math.isnan(v[0]) for v in fit.values())
-    t = pd.DataFrame({"candidate": ["u"] * 3 + ["c"] * 3, "is_baseline": [True] * 3 + [False] * 3,
-                      "seed": [0, 1, 2] * 2, "state": "COMPLETE",
-                      "v": [2.0, 2.1, 1.9, 1.9, 2.01, 1.79]})  # fmt: skip
+    t = pd.DataFrame(
+        {
+            "candidate": ["u"] * 3 + ["c"] * 3,
+            "is_baseline": [True] * 3 + [False] * 3,
+            "seed": [0, 1, 2] * 2,
+            "state": "COMPLETE",
+            "v": [2.0, 2.1, 1.9, 1.9, 2.01, 1.79],
+        }
+    )
     noise = stats.row_noise(t, "v")
     assert noise.rows["u"].source == POOLED and noise.rows["u"].var == pytest.approx(5e-5)
 
@@ -321,9 +339,11 @@ def _dense_row_fit(rows, blocks, values):
     y = np.asarray(values, dtype="float64")
     r_codes = pd.factorize(pd.Series(list(rows), dtype="object").astype(str))[0]
     b_codes = pd.factorize(pd.Series(list(blocks), dtype="object").astype(str))[0]
-    x = np.column_stack([np.ones(len(y))]
-                        + [(r_codes == k).astype(float) for k in range(1, r_codes.max() + 1)]
-                        + [(b_codes == k).astype(float) for k in range(1, b_codes.max() + 1)])
+    x = np.column_stack(
+        [np.ones(len(y))]
+        + [(r_codes == k).astype(float) for k in range(1, r_codes.max() + 1)]
+        + [(b_codes == k).astype(float) for k in range(1, b_codes.max() + 1)]
+    )
     m = np.eye(len(y)) - x @ np.linalg.pinv(x)
     m[np.abs(m) < 1e-12] = 0.0
     resid = m @ y
@@ -343,13 +363,17 @@ def _dense_row_fit(rows, blocks, values):
         if rank == informative.sum():
             own[informative] = solved
     n = g.sum(axis=0)
-    return ({name: (own[i], ss[i], share[i], int(n[i])) for i, name in enumerate(names)},
-            rss, df)  # fmt: skip
+    return ({name: (own[i], ss[i], share[i], int(n[i])) for i, name in enumerate(names)}, rss, df)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(2, 9), st.integers(1, 6), st.floats(0.0, 0.6), st.integers(0, 2**32 - 1),
-       st.booleans())  # fmt: skip
+@given(
+    st.integers(2, 9),
+    st.integers(1, 6),
+    st.floats(0.0, 0.6),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+)
 def test_the_structured_row_fit_is_the_dense_one(n_rows, n_blocks, drop, seed, ties) -> None:
     # any design: cells missing anywhere (a row or block may vanish, the design may fall apart
     # into unconnected pieces), rows of very different noise, or exact ties (rounded values)
@@ -358,8 +382,10 @@ def test_the_structured_row_fit_is_the_dense_one(n_rows, n_blocks, drop, seed, t
     if not cells:
         return
     rows, blocks = [f"r{r}" for r, _ in cells], [b for _, b in cells]
-    y = 2.0 + rng.normal(size=len(cells)) * rng.uniform(0.01, 3.0, size=n_rows)[
-        [r for r, _ in cells]]  # fmt: skip
+    y = (
+        2.0
+        + rng.normal(size=len(cells)) * rng.uniform(0.01, 3.0, size=n_rows)[[r for r, _ in cells]]
+    )
     if ties:
         y = np.round(y, 1)
     got, rss, df = row_fit(rows, blocks, y)

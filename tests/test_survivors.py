@@ -17,10 +17,16 @@ def _pruned(rng, n_seeds: int = 4) -> pd.DataFrame:
         for c in ("uniform", "a", "b", "w", "p"):
             state = "PRUNED" if (c, s) == ("p", 0) else "COMPLETE"
             rows.append((c, s, 2.0 + level + rng.normal(0, 0.003) - 0.05 * (c == "w"), state))
-    return pd.DataFrame({"candidate": [r[0] for r in rows], "seed": [r[1] for r in rows],
-                         "is_baseline": [r[0] == "uniform" for r in rows],
-                         "state": [r[3] for r in rows], "v": [r[2] for r in rows],
-                         "spared": [r[0] in ("a", "b") for r in rows]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "candidate": [r[0] for r in rows],
+            "seed": [r[1] for r in rows],
+            "is_baseline": [r[0] == "uniform" for r in rows],
+            "state": [r[3] for r in rows],
+            "v": [r[2] for r in rows],
+            "spared": [r[0] in ("a", "b") for r in rows],
+        }
+    )
 
 
 def test_a_survivor_of_the_pruner_is_never_separated_and_the_sentence_says_why():

@@ -68,8 +68,9 @@ def _members(settings: list[dict] | None = None) -> list[Member]:
 
 
 def _solo(m: Member, data: PreparedData, **kw: object) -> list[dict]:
-    return train_proxy(m.model, m.widths, data, m.train, seed=m.seed, threads=1, device="cpu",
-                       **kw).curve  # fmt: skip
+    return train_proxy(
+        m.model, m.widths, data, m.train, seed=m.seed, threads=1, device="cpu", **kw
+    ).curve
 
 
 @pytest.fixture(scope="module")
@@ -208,8 +209,10 @@ def test_the_array_matches_torchs_adamw_and_clipping_weight_for_weight(
     (measured 1.2e-7; weights are ~0.02)."""
     members = _members()
     arr = TrialArray(members, data, device="cpu", threads=1)
-    solos = [Trainer(m.model, m.widths, data, m.train, seed=m.seed, threads=1, device="cpu")
-             for m in members]  # fmt: skip
+    solos = [
+        Trainer(m.model, m.widths, data, m.train, seed=m.seed, threads=1, device="cpu")
+        for m in members
+    ]
     try:
         for _ in range(16):
             arr.step()
@@ -256,8 +259,9 @@ def test_a_wrong_clipping_breaks_the_equivalence(
     curves of members that clip."""
     import tlmsearch.train.trial_array as ta
 
-    def global_clip(grad: torch.Tensor, max_norm: torch.Tensor,
-                    frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def global_clip(
+        grad: torch.Tensor, max_norm: torch.Tensor, frame: torch.Tensor | None = None
+    ) -> torch.Tensor:
         norm = torch.linalg.vector_norm(grad if frame is None else grad * frame)
         grad.mul_((max_norm / (norm + 1e-6)).clamp(max=1.0)[:, None])
         return norm
@@ -329,8 +333,10 @@ def test_a_diverging_member_leaves_and_the_others_do_not_change(
     # the same step and rule (the losses an exploding run prints agree to no tolerance)
     assert got[1].tokens == alone.tokens and len(got[1].curve) == len(alone.curve)
     rule = re.compile(r"\d+(\.\d+)?")
-    assert rule.sub("#", got[1].reason) == rule.sub("#", alone.reason), (got[1].reason,
-                                                                         alone.reason)  # fmt: skip
+    assert rule.sub("#", got[1].reason) == rule.sub("#", alone.reason), (
+        got[1].reason,
+        alone.reason,
+    )
     for i in (0, 2):
         assert got[i].status == "completed"
         _same_curve(got[i].curve, solo_curves[i])
@@ -357,15 +363,15 @@ def test_members_of_another_model_or_batch_shape_are_refused(data: PreparedData)
     members = _members()
     other = TINY.model_copy(update={"d_model": 64})
     with pytest.raises(ConfigError, match=r"members\[1\]\.model\.d_model"):
-        TrialArray([members[0], Member(other, WIDTHS[1], members[1].train, 1)], data,
-                   device="cpu")  # fmt: skip
+        TrialArray([members[0], Member(other, WIDTHS[1], members[1].train, 1)], data, device="cpu")
     odd = members[1].train.model_copy(update={"micro_batch_size": 4})
     with pytest.raises(ConfigError, match="batch_tokens / micro_batch_size"):
         TrialArray([members[0], Member(TINY, WIDTHS[1], odd, 1)], data, device="cpu")
     headed = ModelConfig(**{**TINY.model_dump(), "layer_heads": [1, 3]})  # another heads layout
     with pytest.raises(ConfigError, match=r"members\[1\]\.model\.layer_heads \(\[1, 3\]\)"):
-        TrialArray([members[0], Member(headed, WIDTHS[1], members[1].train, 1)], data,
-                   device="cpu")  # fmt: skip
+        TrialArray(
+            [members[0], Member(headed, WIDTHS[1], members[1].train, 1)], data, device="cpu"
+        )
     titans = TINY.model_copy(update={"arch": "titans"})
     with pytest.raises(ConfigError, match=r"model\.arch: 'titans' does not run as a trial array"):
         TrialArray([Member(titans, WIDTHS[0], members[0].train, 0)], data, device="cpu")
@@ -390,6 +396,11 @@ def test_the_array_imports_neither_ray_nor_optuna() -> None:
         "bad = sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'optuna'})\n"
         "assert not bad, bad"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, env={"PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]

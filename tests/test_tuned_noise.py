@@ -18,14 +18,18 @@ from tlmsearch.evidence.tuned import tuned
 
 def _frame(rows, spared=()) -> pd.DataFrame:
     """(schedule, lr, seed, value[, state]) tuples -> a trials table of (schedule, lr) cells."""
-    t = pd.DataFrame({
-        "schedule": [r[0] for r in rows], "setting": [f"lr={r[1]}" for r in rows],
-        "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-        "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-        "is_baseline": [r[0] == "uniform" for r in rows], "seed": [r[2] for r in rows],
-        "state": [r[4] if len(r) > 4 else "COMPLETE" for r in rows],
-        "v": [r[3] for r in rows],
-    })  # fmt: skip
+    t = pd.DataFrame(
+        {
+            "schedule": [r[0] for r in rows],
+            "setting": [f"lr={r[1]}" for r in rows],
+            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+            "is_baseline": [r[0] == "uniform" for r in rows],
+            "seed": [r[2] for r in rows],
+            "state": [r[4] if len(r) > 4 else "COMPLETE" for r in rows],
+            "v": [r[3] for r in rows],
+        }
+    )
     if spared:
         t["spared"] = t["schedule"].isin(spared)
     return t
@@ -138,8 +142,13 @@ def test_across_settings_the_noise_adds_each_rows_own_variance():
 
 
 @settings(max_examples=60, deadline=None)
-@given(var_e=st.floats(1e-4, 1.0), ms_ratio=st.floats(0.0, 20.0), c=st.floats(1.01, 12.0),
-       df_in=st.integers(1, 60), df_x=st.integers(1, 30))  # fmt: skip
+@given(
+    var_e=st.floats(1e-4, 1.0),
+    ms_ratio=st.floats(0.0, 20.0),
+    c=st.floats(1.01, 12.0),
+    df_in=st.integers(1, 60),
+    df_x=st.integers(1, 30),
+)
 def test_across_pair_on_the_pool_is_setting_noise(var_e, ms_ratio, c, df_in, df_x):
     """Both rows on their setting's pool (each sigma_e^2): var 2 sigma_e^2 + (2 / c) (MS_x -
     sigma_e^2), never below 2 sigma_e^2 (stats.setting_noise's formula)."""

@@ -24,16 +24,26 @@ SEEDS = {"a": 0, "b": 0, "c": 1, "d": 2, "e": 3}
 
 
 def trial(trial_id: str) -> SimpleNamespace:
-    config = {"candidate": dict(CANDIDATES[trial_id]), "seed": SEEDS[trial_id],
-              "number": "abcde".index(trial_id)}  # fmt: skip
+    config = {
+        "candidate": dict(CANDIDATES[trial_id]),
+        "seed": SEEDS[trial_id],
+        "number": "abcde".index(trial_id),
+    }
     return SimpleNamespace(trial_id=trial_id, config=config, last_result={}, status="PENDING")
 
 
 def result(tokens: int, **more: Any) -> dict[str, Any]:
     """A report of trainable.py's shape: the eval keys, the widths, and Ray's own keys."""
     ray_keys = {"training_iteration": 1, "node_ip": "127.0.0.1", "done": False}
-    return {"tokens": tokens, "val_bpb": 3.0 - tokens / 10_000, "val_loss": 2.0, "params": 1000,
-            "widths": [96, 32], **ray_keys, **more}  # fmt: skip
+    return {
+        "tokens": tokens,
+        "val_bpb": 3.0 - tokens / 10_000,
+        "val_loss": 2.0,
+        "params": 1000,
+        "widths": [96, 32],
+        **ray_keys,
+        **more,
+    }
 
 
 def play(cb: Any) -> dict[str, SimpleNamespace]:

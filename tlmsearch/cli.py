@@ -114,9 +114,12 @@ def validate(
             f"space [bold]{cfg.space.name}[/]: {size} candidates; {n_runs} trainings per seed"
             + (" (uniform baseline first)" if cfg.search.baseline else "")
             + f" x {n_seeds} seed(s) = {n_runs * n_seeds} trials"
-            + (" at most (racing stops a candidate once it is separated)" if cfg.search.racing
-               else "")
-        )  # fmt: skip
+            + (
+                " at most (racing stops a candidate once it is separated)"
+                if cfg.search.racing
+                else ""
+            )
+        )
         if cfg.search.sampler == "grid":  # a sampler draws candidates; the grid enqueues them
             for line in same_widths_notes(cfg):
                 console.print(line, markup=False)
@@ -160,8 +163,11 @@ def schema(
     from tlmsearch.config.schema import reference_markdown, schema_text, space_schema, study_schema
 
     if space and markdown:
-        _bad_input(ConfigError("--space and --markdown: give one of them (the reference "
-                               "covers the space too)"))  # fmt: skip
+        _bad_input(
+            ConfigError(
+                "--space and --markdown: give one of them (the reference covers the space too)"
+            )
+        )
     if markdown:
         text = reference_markdown()
     else:
@@ -208,8 +214,14 @@ def plan(
             from tlmsearch.run_dir.tables import load_run
 
             trials = load_run(pilot).trials
-        result = build_plan(cfg, pilot=trials, pilot_name=str(pilot or ""), metric=metric,
-                            min_effect=min_effect, power=power)  # fmt: skip
+        result = build_plan(
+            cfg,
+            pilot=trials,
+            pilot_name=str(pilot or ""),
+            metric=metric,
+            min_effect=min_effect,
+            power=power,
+        )
     except ConfigError as err:
         _bad_input(err)
     for line in plan_lines(result):
@@ -250,8 +262,9 @@ def _preview_heads(shape: str, options: dict[str, Any], layers: int, n_head: int
         )
 
     try:
-        return plan_units(shape, layers, layers * n_head, too_few,
-                          **_preview_params(shape, options))  # fmt: skip
+        return plan_units(
+            shape, layers, layers * n_head, too_few, **_preview_params(shape, options)
+        )
     except ScheduleError as err:
         raise ScheduleError("heads." + err.field, err.message) from None
 
@@ -291,8 +304,7 @@ def widths(
 
     heads: list[int] | None = None
     try:
-        params = _preview_params(shape, {"r_start": start, "r_end": end, "k": k,
-                                         "preset": preset})  # fmt: skip
+        params = _preview_params(shape, {"r_start": start, "r_end": end, "k": k, "preset": preset})
         plan = plan_widths(shape, n_layer=layers, d_ff=d_ff, multiple_of=multiple_of, **params)
         if heads_shape is not None:
             options = {"r_start": heads_start, "r_end": heads_end, "k": k}
@@ -318,8 +330,9 @@ def widths(
         f"{plan.realised_end:.4f}"
     )
     if heads is not None:
-        typer.echo(f"heads {' '.join(str(h) for h in heads)} (sum {sum(heads)} = {layers} x "
-                   f"{n_head})")  # fmt: skip
+        typer.echo(
+            f"heads {' '.join(str(h) for h in heads)} (sum {sum(heads)} = {layers} x {n_head})"
+        )
 
 
 data_app = typer.Typer(help="Prepare corpora and token files.", no_args_is_help=True)
@@ -472,9 +485,15 @@ def slurm(
     from tlmsearch.search.slurm import SlurmJob
 
     job = SlurmJob(
-        nodes=nodes, time=time, partition=partition, account=account, signal_lead_s=signal_lead,
-        setup=setup, token=str(token) if token else None, sbatch=list(sbatch or []),
-    )  # fmt: skip
+        nodes=nodes,
+        time=time,
+        partition=partition,
+        account=account,
+        signal_lead_s=signal_lead,
+        setup=setup,
+        token=str(token) if token else None,
+        sbatch=list(sbatch or []),
+    )
     try:
         code = slurm_command(
             study, set_ or [], job, name=name, dry_run=dry_run, console=_console()

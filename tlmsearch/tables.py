@@ -31,8 +31,10 @@ class Table:
     def __post_init__(self) -> None:
         for row in self.rows:
             if len(row) != len(self.columns):
-                raise ValueError(f"{self.title}: a row has {len(row)} cells for "
-                                 f"{len(self.columns)} columns: {row}")  # fmt: skip
+                raise ValueError(
+                    f"{self.title}: a row has {len(row)} cells for "
+                    f"{len(self.columns)} columns: {row}"
+                )
 
     def rich(self) -> Any:
         """A ``rich.table.Table`` (the terminal)."""

@@ -161,16 +161,23 @@ def contrast_problems(cfg: StudyConfig) -> list[str]:
     valid = ", ".join([*labels, *SCHEDULE_FAMILIES]) if labels else ""
     for i, c in enumerate(cfg.stats.contrasts):
         where = f"stats.contrasts[{i}]"
-        for field, names in (("schedules", c.schedules), ("vs", c.vs),
-                             ("terms", list(c.terms or ()))):  # fmt: skip
+        for field, names in (
+            ("schedules", c.schedules),
+            ("vs", c.vs),
+            ("terms", list(c.terms or ())),
+        ):
             for j, name in enumerate(names):
                 if labels and name not in labels and name not in SCHEDULE_FAMILIES:
-                    problems.append(f"{where}.{field}[{j}]: {name!r} is not a schedule of the "
-                                    f"space; give one of {valid}")  # fmt: skip
+                    problems.append(
+                        f"{where}.{field}[{j}]: {name!r} is not a schedule of the "
+                        f"space; give one of {valid}"
+                    )
         for field, dim in [("by", c.by), *(("where", d) for d in c.where)]:
             if dim is not None and dim not in dims:
-                problems.append(f"{where}.{field}: {dim!r} is not a setting dimension of the "
-                                f"space; its settings: {', '.join(dims) or 'none'}")  # fmt: skip
+                problems.append(
+                    f"{where}.{field}: {dim!r} is not a setting dimension of the "
+                    f"space; its settings: {', '.join(dims) or 'none'}"
+                )
     return problems
 
 

@@ -146,8 +146,7 @@ def load_frozen_study(path: str | Path, *, whole: bool = False) -> StudyConfig:
     data = read_yaml(path)
     cfg, problems = _read(data if isinstance(data, Mapping) else {}, str(path), path.parent)
     if whole and isinstance(cfg, PartialStudy):
-        raise ConfigError([f"not a study this version can read: {p}" for p in problems],
-                          str(path))  # fmt: skip
+        raise ConfigError([f"not a study this version can read: {p}" for p in problems], str(path))
     return cfg
 
 
@@ -210,10 +209,12 @@ def _drop_failing(data: dict[str, Any], err: ValidationError, sections: bool) ->
             continue
         at = tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p))  # no tags
         why = (
-            "not a key of this version" if unknown
-            else f"{short(parent[key])}: {e['msg']}" if at == loc
+            "not a key of this version"
+            if unknown
+            else f"{short(parent[key])}: {e['msg']}"
+            if at == loc
             else f"{dotted(at)}: {e['msg']}"
-        )  # fmt: skip
+        )
         targets.setdefault((id(parent), key), (parent, key, f"{dotted(loc)} ({why})"))
     for parent, key, _ in targets.values():
         parent.pop(key, None)

@@ -53,14 +53,23 @@ class Arch:
 ARCH_SPECS: dict[str, Arch] = {
     a.name: a
     for a in (
-        Arch("transformer", "Llama-style pre-norm attention + SwiGLU", fusable=True,
-             hf_family="llama", heads=True),
-        Arch("gated_attention", "attention with a sigmoid output gate (arXiv 2505.06708)",
-             fusable=True, heads=True),
+        Arch(
+            "transformer",
+            "Llama-style pre-norm attention + SwiGLU",
+            fusable=True,
+            hf_family="llama",
+            heads=True,
+        ),
+        Arch(
+            "gated_attention",
+            "attention with a sigmoid output gate (arXiv 2505.06708)",
+            fusable=True,
+            heads=True,
+        ),
         Arch("titans", "a neural long-term memory layer (arXiv 2501.00663)"),
         Arch("hope_attention", "attention + continuum memory levels (Hope, arXiv 2512.24695)"),
     )
-}  # fmt: skip
+}
 # the archs trial arrays fuse (tlmsearch.train.trial_array says why the others cannot)
 FUSABLE_ARCHS = tuple(a.name for a in ARCH_SPECS.values() if a.fusable)
 ARCHS = tuple(ARCH_SPECS)
@@ -269,8 +278,10 @@ class ModelConfig(Strict):
         hf = data.get("hf")
         if isinstance(hf, dict) and "num_key_value_heads" in hf:  # a study written before
             # n_kv_head: its inline key is n_kv_head (a run's frozen study.yaml stays readable)
-            inline, hf = hf["num_key_value_heads"], {k: v for k, v in hf.items()
-                                                     if k != "num_key_value_heads"}  # fmt: skip
+            inline, hf = (
+                hf["num_key_value_heads"],
+                {k: v for k, v in hf.items() if k != "num_key_value_heads"},
+            )
             if data.get("n_kv_head") not in (None, inline):
                 raise ValueError(
                     f"hf.num_key_value_heads ({short(inline)}) and n_kv_head "

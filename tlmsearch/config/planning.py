@@ -167,8 +167,10 @@ def fallback(cfg: StudyConfig) -> str | None:
     if cfg.search.array is None or cfg.search.array.size == 1:
         return None
     if cfg.model.arch not in FUSABLE_ARCHS:
-        return (f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: "
-                f"{', '.join(FUSABLE_ARCHS)})")  # fmt: skip
+        return (
+            f"model.arch {cfg.model.arch!r} does not fuse (trial arrays: "
+            f"{', '.join(FUSABLE_ARCHS)})"
+        )
     if cfg.ray.workers_per_trial > 1:
         return "ray.workers_per_trial > 1 (a trial is several processes already)"
     if cfg.tracking.enabled():
@@ -192,9 +194,11 @@ def array_line(cfg: StudyConfig) -> str | None:
     if why:
         return f"trial arrays: off, one process per trial: {why}"
     if array.size == "auto":
-        return (f"trial arrays: size auto (the trainings due over the trial slots, at most "
-                f"{AUTO_MAX_CPU} a Ray trial on CPUs, {AUTO_MAX_GPU} on a GPU), fused in one "
-                "process")  # fmt: skip
+        return (
+            f"trial arrays: size auto (the trainings due over the trial slots, at most "
+            f"{AUTO_MAX_CPU} a Ray trial on CPUs, {AUTO_MAX_GPU} on a GPU), fused in one "
+            "process"
+        )
     return f"trial arrays: up to {array.size} trainings a Ray trial, fused in one process"
 
 
@@ -206,31 +210,41 @@ def pruner_line(cfg: StudyConfig) -> str | None:
         return None
     n = search.unpruned_candidates
     if n == 0:
-        return (f"pruning: {search.pruner}, no candidate spared (search.unpruned_candidates: 0): "
-                "once anything is pruned the study's noise is unknown and nothing is separated")
+        return (
+            f"pruning: {search.pruner}, no candidate spared (search.unpruned_candidates: 0): "
+            "once anything is pruned the study's noise is unknown and nothing is separated"
+        )
     grid = search.sampler == "grid"
     continuous = [d for d in cfg.space.settings if not cfg.space.dimensions[d].finite]
     if not grid and continuous:
-        return (f"pruning: {search.pruner} stops nothing: {', '.join(continuous)} is continuous, "
-                "so every draw is a setting of its own, with its own uniform, and "
-                f"{n} candidate{'s' * (n > 1)} of each setting are never pruned "
-                "(search.unpruned_candidates); set search.pruner: none, or "
-                "search.unpruned_candidates: 0 to prune (a pruned study's noise is then unknown)")
+        return (
+            f"pruning: {search.pruner} stops nothing: {', '.join(continuous)} is continuous, "
+            "so every draw is a setting of its own, with its own uniform, and "
+            f"{n} candidate{'s' * (n > 1)} of each setting are never pruned "
+            "(search.unpruned_candidates); set search.pruner: none, or "
+            "search.unpruned_candidates: 0 to prune (a pruned study's noise is then unknown)"
+        )
     per_setting: dict[str, int] = {}
     for t in cfg.trainings() if grid else ():
         if not is_control(t.candidate):
             key = json.dumps(settings_of(t.candidate), sort_keys=True)
             per_setting[key] = per_setting.get(key, 0) + 1
     if grid and max(per_setting.values(), default=0) <= n:
-        return (f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
-                "spares every candidate of the grid")
+        return (
+            f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
+            "spares every candidate of the grid"
+        )
     if grid:
-        return (f"pruning: {search.pruner}; {n} candidate{'s' * (n > 1)} of each setting, drawn "
-                "at random before the first trial (the run dir's spared.json), are never pruned "
-                "(search.unpruned_candidates): with uniform they measure the noise once "
-                "anything is pruned")
+        return (
+            f"pruning: {search.pruner}; {n} candidate{'s' * (n > 1)} of each setting, drawn "
+            "at random before the first trial (the run dir's spared.json), are never pruned "
+            "(search.unpruned_candidates): with uniform they measure the noise once "
+            "anything is pruned"
+        )
     planned = search.n_trials or SAMPLER_TRIALS
-    return (f"pruning: {search.pruner}; the sampler spares each new candidate with probability "
-            f"{min(1.0, n / planned):.2g} ({n} / {planned} planned, a seeded draw when it is "
-            f"asked for), about {n} in all (search.unpruned_candidates): with uniform they "
-            "measure the noise once anything is pruned")
+    return (
+        f"pruning: {search.pruner}; the sampler spares each new candidate with probability "
+        f"{min(1.0, n / planned):.2g} ({n} / {planned} planned, a seeded draw when it is "
+        f"asked for), about {n} in all (search.unpruned_candidates): with uniform they "
+        "measure the noise once anything is pruned"
+    )

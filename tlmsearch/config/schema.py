@@ -66,8 +66,11 @@ def field_comments(cls: type[BaseModel]) -> dict[str, str]:
         while line >= 1 and lines[line - 1].lstrip().startswith("#"):
             above.insert(0, comments[line])
             line -= 1
-        beside = [comments[i] for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
-                  if i in comments]  # fmt: skip
+        beside = [
+            comments[i]
+            for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            if i in comments
+        ]
         text = " ".join(c for c in above + beside if c and not c.startswith(("type:", "fmt:")))
         if text:
             found[node.target.id] = text
@@ -224,8 +227,11 @@ def _default(prop: dict[str, Any], required: bool) -> str:
     v = prop["default"]
     if isinstance(v, dict) and v:
         return "(see its section)"
-    return f"`{json.dumps(v)}`" if not isinstance(v, (int, float)) or isinstance(v, bool) \
-        else f"`{_number(v)}`"  # fmt: skip
+    return (
+        f"`{json.dumps(v)}`"
+        if not isinstance(v, (int, float)) or isinstance(v, bool)
+        else f"`{_number(v)}`"
+    )
 
 
 def _cell(text: str) -> str:
@@ -241,8 +247,13 @@ def _section(name: str, node: dict[str, Any], path: str) -> list[str]:
     required = set(node.get("required", []))
     out += ["| field | type | default | limits | meaning |", "|---|---|---|---|---|"]
     for field, prop in node["properties"].items():
-        cells = [f"`{field}`", _type(prop), _default(prop, field in required), _limits(prop),
-                 prop.get("description", "")]  # fmt: skip
+        cells = [
+            f"`{field}`",
+            _type(prop),
+            _default(prop, field in required),
+            _limits(prop),
+            prop.get("description", ""),
+        ]
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return [*out, ""]
 
@@ -306,8 +317,7 @@ def reference_markdown() -> str:
         where = paths.get(name, "")
         out.append(f"- [{name}](#{name.lower()})" + (f": `{where}`" if where else ""))
     out.append("")
-    out += _section("StudyConfig", {**schema, "description": "The top level of a study YAML."},
-                    "")  # fmt: skip
+    out += _section("StudyConfig", {**schema, "description": "The top level of a study YAML."}, "")
     for name in order[1:]:
         out += _section(name, schema["$defs"][name], paths.get(name, ""))
     return "\n".join(out).rstrip() + "\n"

@@ -39,23 +39,43 @@ class PrunerSpec:
 PRUNER_SPECS: dict[str, PrunerSpec] = {
     p.name: p
     for p in (
-        PrunerSpec("median", frozenset({"n_startup_trials", "n_min_trials", "interval_steps"}),
-                   "Optuna's median rule", {"n_startup_trials": 2}),
-        PrunerSpec("percentile", frozenset({"percentile", "n_startup_trials", "n_min_trials",
-                                            "interval_steps"}),
-                   "Optuna's percentile rule", {"percentile": 25.0, "n_startup_trials": 2}),
-        PrunerSpec("successive_halving", frozenset({"reduction_factor", "min_early_stopping_rate",
-                                                    "bootstrap_count"}),
-                   "asynchronous successive halving", {"reduction_factor": 3}),
-        PrunerSpec("hyperband", frozenset({"reduction_factor", "bootstrap_count"}),
-                   "Hyperband over successive halving brackets", {"reduction_factor": 3}),
-        PrunerSpec("wilcoxon", frozenset({"p_threshold", "n_startup_steps"}),
-                   "Optuna's Wilcoxon test against the best, after the grace period"),
-        PrunerSpec("paired", frozenset({"patience", "margin_sds", "prior_sd"}),
-                   "paired deltas vs the same seed's uniform (search/paired_pruner.py)"),
+        PrunerSpec(
+            "median",
+            frozenset({"n_startup_trials", "n_min_trials", "interval_steps"}),
+            "Optuna's median rule",
+            {"n_startup_trials": 2},
+        ),
+        PrunerSpec(
+            "percentile",
+            frozenset({"percentile", "n_startup_trials", "n_min_trials", "interval_steps"}),
+            "Optuna's percentile rule",
+            {"percentile": 25.0, "n_startup_trials": 2},
+        ),
+        PrunerSpec(
+            "successive_halving",
+            frozenset({"reduction_factor", "min_early_stopping_rate", "bootstrap_count"}),
+            "asynchronous successive halving",
+            {"reduction_factor": 3},
+        ),
+        PrunerSpec(
+            "hyperband",
+            frozenset({"reduction_factor", "bootstrap_count"}),
+            "Hyperband over successive halving brackets",
+            {"reduction_factor": 3},
+        ),
+        PrunerSpec(
+            "wilcoxon",
+            frozenset({"p_threshold", "n_startup_steps"}),
+            "Optuna's Wilcoxon test against the best, after the grace period",
+        ),
+        PrunerSpec(
+            "paired",
+            frozenset({"patience", "margin_sds", "prior_sd"}),
+            "paired deltas vs the same seed's uniform (search/paired_pruner.py)",
+        ),
         PrunerSpec("none", frozenset(), "never prune"),
     )
-}  # fmt: skip
+}
 PRUNERS = tuple(PRUNER_SPECS)
 
 
@@ -196,8 +216,6 @@ class Objective(Strict):
         return self.direction or METRICS[self.metric]
 
 
-
-
 class ContrastConfig(Strict):
     """One question a study asks, as a contrast (docs/statistics.md, "Contrasts and
     equivalence"): the mean effect of ``schedules`` minus that of ``vs``, over the settings
@@ -220,6 +238,7 @@ class ContrastConfig(Strict):
                 if isinstance(w, bool) or not isinstance(w, int | float):
                     raise ValueError(f"terms[{name!r}]: {w!r} is not a number; e.g. 1 or -1")
         return v
+
     # the reference the schedules are measured against: labels or families, as schedules
     vs: list[str] = Field(default_factory=lambda: ["uniform"], min_length=1)
     # setting dimension -> the values to pool over (default: every setting the study ran)
@@ -233,8 +252,9 @@ class ContrastConfig(Strict):
     def _settings_named(cls, v: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
         for dim, values in v.items():
             if "." not in dim:
-                raise ValueError(f"{dim!r} is not a setting dimension; name it with its "
-                                 "section, e.g. train.lr")  # fmt: skip
+                raise ValueError(
+                    f"{dim!r} is not a setting dimension; name it with its section, e.g. train.lr"
+                )
             if not values:
                 raise ValueError(f"{dim}: give at least one value")
         return v
@@ -243,8 +263,10 @@ class ContrastConfig(Strict):
     @classmethod
     def _dimension(cls, v: str | None) -> str | None:
         if v is not None and "." not in v:
-            raise ValueError(f"{v!r} is not a setting dimension; name it with its section, "
-                             "e.g. train.lr or train.parametrization")  # fmt: skip
+            raise ValueError(
+                f"{v!r} is not a setting dimension; name it with its section, "
+                "e.g. train.lr or train.parametrization"
+            )
         return v
 
     @model_validator(mode="after")
@@ -259,15 +281,17 @@ class ContrastConfig(Strict):
             total = sum(self.terms.values())
             weights = [w for w in self.terms.values() if w != 0]
             if len(weights) < 2 or not all(math.isfinite(w) for w in weights):
-                raise ValueError("terms: give two or more schedules with finite, non-zero "
-                                 "weights")  # fmt: skip
+                raise ValueError("terms: give two or more schedules with finite, non-zero weights")
             families = sorted(set(self.terms) & set(SCHEDULE_FAMILIES))
             if families:
-                raise ValueError(f"terms: {', '.join(families)} is a family; terms weigh "
-                                 "schedule labels (a family goes in schedules or vs)")  # fmt: skip
+                raise ValueError(
+                    f"terms: {', '.join(families)} is a family; terms weigh "
+                    "schedule labels (a family goes in schedules or vs)"
+                )
             if abs(total) > 1e-9:
-                raise ValueError(f"terms: the weights must sum to 0 (a contrast), but sum to "
-                                 f"{total:g}")  # fmt: skip
+                raise ValueError(
+                    f"terms: the weights must sum to 0 (a contrast), but sum to {total:g}"
+                )
         return self
 
 
@@ -305,13 +329,16 @@ class StatsConfig(Strict):
         names = [c.name for c in self.contrasts]
         given = [self.two_by_two.first, self.two_by_two.second, self.two_by_two.interaction]
         if len(set(given)) < 3:
-            raise ValueError("two_by_two: first, second and interaction name three different "
-                             "contrasts")  # fmt: skip
+            raise ValueError(
+                "two_by_two: first, second and interaction name three different contrasts"
+            )
         for part in ("first", "second", "interaction"):
             name = getattr(self.two_by_two, part)
             if name not in names:
-                raise ValueError(f"two_by_two.{part}: {name!r} is not a contrast of "
-                                 f"stats.contrasts; give one of {short(names)}")  # fmt: skip
+                raise ValueError(
+                    f"two_by_two.{part}: {name!r} is not a contrast of "
+                    f"stats.contrasts; give one of {short(names)}"
+                )
         return self
 
     @field_validator("contrasts")

@@ -231,10 +231,16 @@ def effective_lr_of(cfg: StudyConfig, candidate: Candidate) -> Any:
 
     train = cfg.for_candidate(candidate).train
     plan = cfg.model.plan(candidate)
-    return effective_lr(plan.widths, cfg.model.d_ff_uniform, train.parametrization,
-                        lr_profile=train.lr_profile, init_profile=train.init_profile,
-                        lr_profile_part=train.lr_profile_part, heads=plan.heads,
-                        n_head=cfg.model.n_head)  # fmt: skip
+    return effective_lr(
+        plan.widths,
+        cfg.model.d_ff_uniform,
+        train.parametrization,
+        lr_profile=train.lr_profile,
+        init_profile=train.init_profile,
+        lr_profile_part=train.lr_profile_part,
+        heads=plan.heads,
+        n_head=cfg.model.n_head,
+    )
 
 
 def effective_lr_lines(cfg: StudyConfig, per_schedule: bool = True) -> list[str]:
@@ -266,9 +272,10 @@ def learning_rate(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
         except ValueError:  # not JSON: a hand-edited record, nothing to say about it
             continue
     return {
-        "compared": note or ("within each train.lr value, and each schedule at its own best LR "
-                             "(tuned)"),
+        "compared": note
+        or ("within each train.lr value, and each schedule at its own best LR (tuned)"),
         "at_one_lr": bool(note),
-        "effective_lr": {f"{label} ({e.parametrization})": e.line()
-                         for label, e in effective_lrs(cfg, params)},
-    }  # fmt: skip
+        "effective_lr": {
+            f"{label} ({e.parametrization})": e.line() for label, e in effective_lrs(cfg, params)
+        },
+    }

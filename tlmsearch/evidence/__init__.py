@@ -129,10 +129,12 @@ class Evidence:
         :func:`names_of`), what the race's reasons and :meth:`name` say."""
         labels = names_of(trials, key) if labels is None else dict(labels)
         if variance not in stats.VARIANCES:
-            raise ValueError(f"variance must be one of {', '.join(stats.VARIANCES)}, but got "
-                             f"{variance=}")  # fmt: skip
-        settings, lanes, plan, m, note = _raced(trials, value, key, variance, labels, config,
-                                                seeds)  # fmt: skip
+            raise ValueError(
+                f"variance must be one of {', '.join(stats.VARIANCES)}, but got {variance=}"
+            )
+        settings, lanes, plan, m, note = _raced(
+            trials, value, key, variance, labels, config, seeds
+        )
         model = _model(trials, value, key, level, variance)
         noise = model.pooled if isinstance(model, stats.RowNoise) else model
         ranking = stats.rank(trials, value, sense, key=key, level=level, seeds=plan)
@@ -140,32 +142,59 @@ class Evidence:
         planned = race_family_size(config) if config is not None else 0  # before the data
         models = _setting_models(trials, value, key, level, variance, model)
         against = settings["against"] if settings else None
-        eff = _effect_table(trials, value, sense, key, level, models, family, planned,
-                            lanes if against == "uniform" else None, labels)  # fmt: skip
-        measured = ranking[ranking["tier"] < 3]
-        # with setting dimensions the widest noise (docs/search_dimensions.md), never narrower
-        # than any comparison with uniform; else the model, each pair on its own rows' variances
-        pairs_noise = model
-        if by_setting:
-            used = [stats.Noise(float(sd), int(df)) for sd, df in
-                    zip(eff["noise_sd"], eff["noise_df"], strict=True) if df >= 1]  # fmt: skip
-            pairs_noise = pair_noise(trials, value, key, noise, level, by_setting, used)
-        best = _no_best_within_noise(
-            stats.mcb(trials, value, list(measured[key]), sense, key=key, level=level,
-                      noise=pairs_noise), eff, key)  # fmt: skip
+        eff = _effect_table(
+            trials,
+            value,
+            sense,
+            key,
+            level,
+            models,
+            family,
+            planned,
+            lanes if against == "uniform" else None,
+            labels,
+        )
+        pairs_noise = _pairs_noise(trials, value, key, level, model, noise, by_setting, eff)
+        measured = list(ranking.loc[ranking["tier"] < 3, key])
+        mcb = stats.mcb(trials, value, measured, sense, key=key, level=level, noise=pairs_noise)
+        best = _no_best_within_noise(mcb, eff, key)
         snr = _signal_to_noise(trials, value, key, noise, curves)
         order = plan if isinstance(plan, list) else None  # a race's plan is per candidate
-        tuned_ = (tuning.tuned(trials, value, sense, level=level, family=family, seeds=order)
-                  if "schedule" in trials and not trials.empty else None)  # fmt: skip
+        tuned_ = (
+            tuning.tuned(trials, value, sense, level=level, family=family, seeds=order)
+            if "schedule" in trials and not trials.empty
+            else None
+        )
         why = stats.unknown_why(trials, value, key=key) if noise is None else ""
         if questions is None:
             questions = _questions(config)
         if margin is None and config is not None:
             margin = equivalence_margin(config, value)
         asked = _contrasts(trials, value, sense, key, level, models, margin, questions)
-        return cls(value, sense, key, level, family, noise, ranking, eff, best, lanes, against,
-                   m, note, snr, tuned_, pairs_noise, plan, model, variance, why,
-                   asked, labels)  # fmt: skip
+        return cls(
+            value,
+            sense,
+            key,
+            level,
+            family,
+            noise,
+            ranking,
+            eff,
+            best,
+            lanes,
+            against,
+            m,
+            note,
+            snr,
+            tuned_,
+            pairs_noise,
+            plan,
+            model,
+            variance,
+            why,
+            asked,
+            labels,
+        )
 
     def pairs(self, trials: pd.DataFrame, candidates: Sequence[Any]) -> pd.DataFrame:
         """:func:`tlmsearch.stats.pairwise` of ``candidates`` (keys) on this evidence's noise,
@@ -175,9 +204,17 @@ class Evidence:
         top k shows the pairs the data make look most different."""
         measured = self.ranking.loc[self.ranking["tier"] < 3, self.key].nunique()
         k = max(int(measured), len(set(candidates)))
-        return stats.pairwise(trials, self.value, list(candidates), self.sense, key=self.key,
-                              level=self.level, noise=self.pair_noise or self.noise,
-                              family=self.family, family_size=k * (k - 1) // 2)  # fmt: skip
+        return stats.pairwise(
+            trials,
+            self.value,
+            list(candidates),
+            self.sense,
+            key=self.key,
+            level=self.level,
+            noise=self.pair_noise or self.noise,
+            family=self.family,
+            family_size=k * (k - 1) // 2,
+        )
 
     def name(self, key: Any) -> str:
         """The candidate ``key`` in words: its label (:attr:`labels`), else the key itself."""
@@ -192,9 +229,12 @@ class Evidence:
             )
         m = int(self.effects["family_size"].max()) if len(self.effects) else 0
         joint = uses_joint(self.effects, self.family, m)
-        return stats.family_words(self.family, m) + " with uniform" + (
-            ", each step at their joint t" if joint else "") + (
-            f"; {self.note}" if self.note else "")
+        return (
+            stats.family_words(self.family, m)
+            + " with uniform"
+            + (", each step at their joint t" if joint else "")
+            + (f"; {self.note}" if self.note else "")
+        )
 
 
 def _no_best_within_noise(best: pd.DataFrame, eff: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -210,10 +250,37 @@ def _no_best_within_noise(best: pd.DataFrame, eff: pd.DataFrame, key: str) -> pd
     return best
 
 
+def _pairs_noise(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    level: float,
+    model: Any,
+    noise: stats.Noise | None,
+    by_setting: Any,
+    eff: pd.DataFrame,
+) -> Any:
+    """The noise pairs of candidates are judged on: with setting dimensions the widest
+    (docs/search_dimensions.md), never narrower than any comparison with uniform; else the
+    model, each pair on its own rows' variances."""
+    if not by_setting:
+        return model
+    used = [
+        stats.Noise(float(sd), int(df))
+        for sd, df in zip(eff["noise_sd"], eff["noise_df"], strict=True)
+        if df >= 1
+    ]
+    return pair_noise(trials, value, key, noise, level, by_setting, used)
+
 
 def _raced(
-    trials: pd.DataFrame, value: str, key: str, variance: str, labels: Mapping[Any, str],
-    config: StudyConfig | None, seeds: Sequence[int] | None,
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    variance: str,
+    labels: Mapping[Any, str],
+    config: StudyConfig | None,
+    seeds: Sequence[int] | None,
 ) -> tuple[dict[str, Any] | None, tuple | None, Any, int, str]:
     """The study's race, replayed: (its settings, the lanes when ``value`` is the raced
     objective, each candidate's planned seeds, the family size, a note when it cannot be)."""
@@ -226,8 +293,15 @@ def _raced(
             # the driver races the first objective only: its lanes plan every metric's
             # seeds, and decide "separated from uniform" for that metric alone
             first, first_sense = _first_objective(config)
-            raced = race(trials, first, sense=first_sense, key=key, variance=variance,
-                         labels=labels, **settings)  # fmt: skip
+            raced = race(
+                trials,
+                first,
+                sense=first_sense,
+                key=key,
+                variance=variance,
+                labels=labels,
+                **settings,
+            )
             plan = planned_seeds(trials, raced, key=key)
             if first == value:
                 lanes = tuple(raced)
@@ -239,8 +313,16 @@ def _raced(
 
 
 def _effect_table(
-    trials: pd.DataFrame, value: str, sense: str, key: str, level: float, models: Any,
-    family: str, planned: int, lanes: tuple | None, labels: Mapping[Any, str],
+    trials: pd.DataFrame,
+    value: str,
+    sense: str,
+    key: str,
+    level: float,
+    models: Any,
+    family: str,
+    planned: int,
+    lanes: tuple | None,
+    labels: Mapping[Any, str],
 ) -> pd.DataFrame:
     """Each candidate against uniform: the family's decisions, the simultaneous intervals, the
     shrunk estimate, survivors flagged, and a race against uniform's own decisions."""
@@ -253,8 +335,15 @@ def _effect_table(
         eff = _race_decides(eff, lanes, key, trials, labels)
     return eff
 
-def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: str,
-           pruned: bool | None = None) -> stats.RowNoise | stats.Noise | None:  # fmt: skip
+
+def _model(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    level: float,
+    variance: str,
+    pruned: bool | None = None,
+) -> stats.RowNoise | stats.Noise | None:
     """The variance model of one table: :func:`tlmsearch.stats.row_noise`, or the block fit's
     pooled noise (``variance`` pooled); ``pruned``: whether the whole study pruned anything
     (for a table of one setting)."""
@@ -265,40 +354,63 @@ def _model(trials: pd.DataFrame, value: str, key: str, level: float, variance: s
     return stats.row_noise(trials, value, key=key, level=level, pruned=pruned)
 
 
-def _setting_models(trials: pd.DataFrame, value: str, key: str, level: float, variance: str,
-                    model: stats.RowNoise | stats.Noise | None
-                    ) -> dict[str, stats.RowNoise | stats.Noise | None]:  # fmt: skip
+def _setting_models(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    level: float,
+    variance: str,
+    model: stats.RowNoise | stats.Noise | None,
+) -> dict[str, stats.RowNoise | stats.Noise | None]:
     """Each setting's variance model ({"": ``model``}, the whole table's, without settings): the
     noise the effects vs uniform and the contrasts judge that setting's cells on."""
     settings = stats.setting_column(trials)
     if settings is None:
         return {"": model}
     pruned = stats.any_pruned(trials)  # the study's pruner judged every setting's trials
-    return {str(s): _model(sub, value, key, level, variance, pruned)
-            for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
+    return {
+        str(s): _model(sub, value, key, level, variance, pruned)
+        for s, sub in trials.groupby(settings, sort=True)
+    }
 
 
-def _effects(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
-             models: Mapping[str, stats.RowNoise | stats.Noise | None], family: str,
-             planned: int = 0) -> pd.DataFrame:  # fmt: skip
+def _effects(
+    trials: pd.DataFrame,
+    value: str,
+    sense: str,
+    key: str,
+    level: float,
+    models: Mapping[str, stats.RowNoise | stats.Noise | None],
+    family: str,
+    planned: int = 0,
+) -> pd.DataFrame:
     """The effects vs uniform, one family. With setting dimensions each setting's comparisons
     use that setting's own fit (its own uniform and rows, ``models``): at taper_lr a paired
     delta's sd was 0.012 at lr 1.25e-3 and ~0.07 at 5e-3 (docs/results.md section 7), so one
     pooled sd made the quiet LR's intervals 4x too wide and the noisy LRs' too narrow."""
     settings = stats.setting_column(trials)
     if settings is None:
-        return stats.effects(trials, value, sense, key=key, level=level, noise=models[""],
-                             family=family, planned=planned)  # fmt: skip
-    parts = [stats.effects(sub, value, sense, key=key, level=level, family=family,
-                           noise=models[str(s)])
-             .assign(noise_group=i)
-             for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))]  # fmt: skip
+        return stats.effects(
+            trials,
+            value,
+            sense,
+            key=key,
+            level=level,
+            noise=models[""],
+            family=family,
+            planned=planned,
+        )
+    parts = [
+        stats.effects(
+            sub, value, sense, key=key, level=level, family=family, noise=models[str(s)]
+        ).assign(noise_group=i)
+        for i, (s, sub) in enumerate(trials.groupby(settings, sort=True))
+    ]
     eff = stats.decide(pd.concat(parts, ignore_index=True), family, level, planned)
     return eff.sort_values(key, kind="stable").reset_index(drop=True)
 
 
-def _simultaneous(eff: pd.DataFrame, family: str, level: float,
-                  planned: int = 0) -> pd.DataFrame:  # fmt: skip
+def _simultaneous(eff: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd.DataFrame:
     """``eff`` with ``sim_lo``/``sim_hi``: each comparison's interval simultaneous over the
     family at the comparisons' joint t (holm's own ``lo``/``hi``), whatever ``family`` decides.
     The best is picked by the data; only an interval that holds for every comparison at once
@@ -331,10 +443,16 @@ def _conditional(eff: pd.DataFrame, trials: pd.DataFrame, value: str, key: str) 
     return eff
 
 
-def _contrasts(trials: pd.DataFrame, value: str, sense: str, key: str, level: float,
-               models: Mapping[str, stats.RowNoise | stats.Noise | None],
-               margin: float | None, questions: Sequence[stats.Question]
-               ) -> pd.DataFrame | None:  # fmt: skip
+def _contrasts(
+    trials: pd.DataFrame,
+    value: str,
+    sense: str,
+    key: str,
+    level: float,
+    models: Mapping[str, stats.RowNoise | stats.Noise | None],
+    margin: float | None,
+    questions: Sequence[stats.Question],
+) -> pd.DataFrame | None:
     """The study's contrasts (:func:`tlmsearch.stats.contrast_table`), each candidate's
     settings read from its params; None without uniform and a candidate."""
     if trials.empty or key not in trials or "is_baseline" not in trials:
@@ -365,10 +483,18 @@ def _questions(config: StudyConfig | None) -> list[stats.Question]:
     """A study's ``stats.contrasts`` as questions ([] without any: the default ones)."""
     if config is None:
         return []
-    return [stats.Question(c.name, tuple(c.schedules), tuple(c.vs),
-                           {d: tuple(v) for d, v in c.where.items()}, c.by,
-                           tuple(c.levels) if c.levels else None, c.terms)
-            for c in config.stats.contrasts]  # fmt: skip
+    return [
+        stats.Question(
+            c.name,
+            tuple(c.schedules),
+            tuple(c.vs),
+            {d: tuple(v) for d, v in c.where.items()},
+            c.by,
+            tuple(c.levels) if c.levels else None,
+            c.terms,
+        )
+        for c in config.stats.contrasts
+    ]
 
 
 def equivalence_margin(config: StudyConfig, value: str) -> float | None:
@@ -416,8 +542,13 @@ def pair_noise(
     return max(found, key=lambda n: n.sd * n.quantile(level))
 
 
-def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.Noise | None,
-                     curves: pd.DataFrame | None) -> stats.SignalToNoise:  # fmt: skip
+def _signal_to_noise(
+    trials: pd.DataFrame,
+    value: str,
+    key: str,
+    noise: stats.Noise | None,
+    curves: pd.DataFrame | None,
+) -> stats.SignalToNoise:
     """The study's SNR: its candidates' means over the seed noise and over the checkpoint noise
     of its complete trials' last evals (:mod:`tlmsearch.stats`, arXiv 2508.13144)."""
     means = stats.candidate_means(trials, value, key=key) if not trials.empty else None
@@ -429,16 +560,18 @@ def _signal_to_noise(trials: pd.DataFrame, value: str, key: str, noise: stats.No
     elif not trials.empty and "trial_id" in trials:
         done = trials.loc[trials["state"].astype(str).str.upper() == "COMPLETE", "trial_id"]
         if "same_as" in trials:  # a replayed twin repeats another trial's curve
-            done = trials.loc[trials["trial_id"].isin(done) & trials["same_as"].isna(),
-                              "trial_id"]  # fmt: skip
+            done = trials.loc[trials["trial_id"].isin(done) & trials["same_as"].isna(), "trial_id"]
         ck = stats.checkpoint_noise(curves[curves["trial_id"].isin(set(done))], value)
     if means is None or means.empty:
-        has_uniform = ("is_baseline" in trials
-                       and bool(trials["is_baseline"].fillna(False).astype(bool).any()))
-        return stats.signal_to_noise([], [], noise, ck, why_checkpoint=why,
-                                     baseline=trials.empty or has_uniform)  # fmt: skip
-    return stats.signal_to_noise(means["mean"].tolist(), means["n"].tolist(), noise, ck,
-                                 why_checkpoint=why)  # fmt: skip
+        has_uniform = "is_baseline" in trials and bool(
+            trials["is_baseline"].fillna(False).astype(bool).any()
+        )
+        return stats.signal_to_noise(
+            [], [], noise, ck, why_checkpoint=why, baseline=trials.empty or has_uniform
+        )
+    return stats.signal_to_noise(
+        means["mean"].tolist(), means["n"].tolist(), noise, ck, why_checkpoint=why
+    )
 
 
 def _study_seeds(config: StudyConfig) -> list[int] | None:
@@ -457,7 +590,10 @@ def _first_objective(config: StudyConfig) -> tuple[str, str]:
 
 
 def _race_decides(
-    eff: pd.DataFrame, lanes: Sequence[Lane], key: str, trials: pd.DataFrame,
+    eff: pd.DataFrame,
+    lanes: Sequence[Lane],
+    key: str,
+    trials: pd.DataFrame,
     labels: Mapping[Any, str] | None = None,
 ) -> pd.DataFrame:
     """Effects rows the race decides: its decision (separated / tied; <NA> while it races or
@@ -471,8 +607,9 @@ def _race_decides(
     if recorded:
         # a run that records its decisions: only those decide; a lane this table alone would
         # decide may be one the driver keeps racing (its next seed queued, not in the table)
-        lane_of = {c: ln if c in recorded else replace(ln, status="racing")
-                   for c, ln in lane_of.items()}  # fmt: skip
+        lane_of = {
+            c: ln if c in recorded else replace(ln, status="racing") for c, ln in lane_of.items()
+        }
     sep = []
     for i, cand in zip(out.index, out[key].astype(str), strict=True):
         ln = lane_of.get(cand)
@@ -491,9 +628,15 @@ def _race_decides(
     return out
 
 
-def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None = None,
-                   sense: str | None = None, *, key: str = "candidate",
-                   curves: pd.DataFrame | None = None) -> Evidence:  # fmt: skip
+def study_evidence(
+    trials: pd.DataFrame,
+    config: StudyConfig,
+    metric: str | None = None,
+    sense: str | None = None,
+    *,
+    key: str = "candidate",
+    curves: pd.DataFrame | None = None,
+) -> Evidence:
     """The :class:`Evidence` of a run: its study (its ``stats`` level and family, its race) and
     trials table (and its curves, for the checkpoint noise); the first objective unless
     ``metric`` / ``sense`` are given."""
@@ -501,14 +644,25 @@ def study_evidence(trials: pd.DataFrame, config: StudyConfig, metric: str | None
 
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]
-    return Evidence.build(trials, metric_column(metric), sense, key=key,
-                          level=config.stats.level, family=config.stats.family, config=config,
-                          curves=curves)  # fmt: skip
+    return Evidence.build(
+        trials,
+        metric_column(metric),
+        sense,
+        key=key,
+        level=config.stats.level,
+        family=config.stats.family,
+        config=config,
+        curves=curves,
+    )
 
 
-def study_evidences(trials: pd.DataFrame, config: StudyConfig,
-                    metrics: Sequence[str] | None = None, *,
-                    curves: pd.DataFrame | None = None) -> dict[str, Evidence]:  # fmt: skip
+def study_evidences(
+    trials: pd.DataFrame,
+    config: StudyConfig,
+    metrics: Sequence[str] | None = None,
+    *,
+    curves: pd.DataFrame | None = None,
+) -> dict[str, Evidence]:
     """metric -> the run's :class:`Evidence` of it, keyed by identity (one candidate, one
     key, named by the table's labels: :meth:`Evidence.name`), for each of ``metrics`` (default
     the study's objectives) the trials table has: the one set a run's tables, best.yaml and
@@ -528,8 +682,9 @@ def study_evidences(trials: pd.DataFrame, config: StudyConfig,
         if metric_column(metric) not in trials:
             continue
         sense = senses.get(metric) or METRICS.get(metric, "minimize")
-        out[metric] = study_evidence(trials, config, metric, sense, key=IDENTITY,
-                                     curves=curves if metric == first else None)  # fmt: skip
+        out[metric] = study_evidence(
+            trials, config, metric, sense, key=IDENTITY, curves=curves if metric == first else None
+        )
     return out
 
 

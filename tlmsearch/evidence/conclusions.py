@@ -73,8 +73,9 @@ def conclusions(
     it looks better but was pruned or failed on some seed (a pruned seed looked worse).
     """
     label = label or value
-    ev = evidence or Evidence.build(trials, value, sense, level=level, family=family,
-                                    seeds=seeds, config=config)  # fmt: skip
+    ev = evidence or Evidence.build(
+        trials, value, sense, level=level, family=family, seeds=seeds, config=config
+    )
     ranked = ev.ranking
     if ranked.empty:
         return Conclusions([], [])
@@ -88,8 +89,16 @@ def conclusions(
         row = eff.loc[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
-            ok, text = _versus(ev.name(cand), "uniform", d, label, ev.sense, ev.level, how=how,
-                               unknown=ev.noise_why or NO_DF)
+            ok, text = _versus(
+                ev.name(cand),
+                "uniform",
+                d,
+                label,
+                ev.sense,
+                ev.level,
+                how=how,
+                unknown=ev.noise_why or NO_DF,
+            )
             (yes if ok else no).append(text)
     if unpaired:
         if not ranked["is_baseline"].astype(bool).any():
@@ -125,12 +134,20 @@ class _Diff(NamedTuple):
     def of(cls, row: Any, censored_a: str = "") -> _Diff:
         """From an :attr:`Evidence.effects <tlmsearch.evidence.Evidence.effects>` row."""
         return cls(
-            int(row["n"]), int(row["n_better"]), float(row["mean_delta"]),
-            float(row["half_width"]), str(row["noise"]), float(row["effect_noise"]),
-            float(row["p_adj"]), str(row.get("decided_by", "family")), row["separated"],
-            censored_a, _over(row), int(row.get("noise_df", 0) or 0),
+            int(row["n"]),
+            int(row["n_better"]),
+            float(row["mean_delta"]),
+            float(row["half_width"]),
+            str(row["noise"]),
+            float(row["effect_noise"]),
+            float(row["p_adj"]),
+            str(row.get("decided_by", "family")),
+            row["separated"],
+            censored_a,
+            _over(row),
+            int(row.get("noise_df", 0) or 0),
             bool(row.get("conditional", False)),
-        )  # fmt: skip
+        )
 
 
 def _over(row: Any) -> str:
@@ -174,8 +191,10 @@ def _numbers(d: _Diff, label: str, level: float) -> str:
     undecided = pd.isna(d.separated) or not bool(d.separated)
     if 1 <= d.df < 3 and d.half > 0 and d.decided_by != RACE and undecided:
         k = decimals(math.nan, d.mean)
-        text = (f"{d.mean:+.{k}f} {label}, cannot be bounded yet (its noise has {d.df} df; "
-                "tlmsearch plan says the seeds it needs)")
+        text = (
+            f"{d.mean:+.{k}f} {label}, cannot be bounded yet (its noise has {d.df} df; "
+            "tlmsearch plan says the seeds it needs)"
+        )
     if math.isfinite(d.effect_noise):
         return f"{text}, {abs(d.effect_noise):.1f} noise units"
     return f"{text}, no seed-to-seed spread"
@@ -194,7 +213,14 @@ def _how(d: _Diff, how: str) -> str:
 
 
 def _versus(
-    a: str, b: str, d: _Diff, label: str, sense: str, level: float, *, how: str,
+    a: str,
+    b: str,
+    d: _Diff,
+    label: str,
+    sense: str,
+    level: float,
+    *,
+    how: str,
     unknown: str = NO_DF,
 ) -> tuple[bool, str]:
     """(supported, sentence) for a vs b: a beats / loses to b, or they cannot be told apart;
@@ -268,11 +294,14 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     yes: list[str] = []
     no: list[str] = []
     if ev.noise is None:
-        no.append(f"no best: {name} ranks first, but the noise is unknown ({method}; "
-                  f"{ev.noise_why or NO_DF})")
+        no.append(
+            f"no best: {name} ranks first, but the noise is unknown ({method}; "
+            f"{ev.noise_why or NO_DF})"
+        )
     elif selected:
         others = (
-            f"the other candidate, {next(ev.name(c) for c in keys if c != first)}," if k == 2
+            f"the other candidate, {next(ev.name(c) for c in keys if c != first)},"
+            if k == 2
             else f"each of the other {k - 1} candidates, uniform included,"
         )
         yes.append(f"{name} is the best: better than {others} jointly at {level:.0%} ({method})")

@@ -131,14 +131,20 @@ def _ratios(parts_: tuple[tuple[float, float], ...], n: int) -> tuple[Any, Any, 
         hi = 1.0 + 12.0 / math.sqrt(2.0 * k) + 8.0  # past it no mass, at any df
         x, w = _legendre()
         s = lo + (hi - lo) * (x + 1.0) / 2.0
-        log_f = (math.log(2.0) + (k - 1) * np.log(s) - k * s * s / 2.0
-                 + (k / 2.0) * math.log(k / 2.0) - gammaln(k / 2.0))  # fmt: skip
+        log_f = (
+            math.log(2.0)
+            + (k - 1) * np.log(s)
+            - k * s * s / 2.0
+            + (k / 2.0) * math.log(k / 2.0)
+            - gammaln(k / 2.0)
+        )
         return s, np.full(len(s), math.floor(k + 1e-9)), w * np.exp(log_f) * (hi - lo) / 2.0
     rng = np.random.default_rng(_SEED)
     comps = [c * rng.chisquare(g * (n - 1), _DRAWS) / (g * (n - 1)) for c, g in parts_]
     var = np.sum(comps, axis=0)
-    denom = np.sum([v * v / (g * (n - 1)) for v, (_, g) in zip(comps, parts_, strict=True)],
-                   axis=0)  # fmt: skip
+    denom = np.sum(
+        [v * v / (g * (n - 1)) for v, (_, g) in zip(comps, parts_, strict=True)], axis=0
+    )
     df = np.maximum(1.0, np.floor(var * var / denom + 1e-9))
     return np.sqrt(var / total), df, np.full(_DRAWS, 1.0 / _DRAWS)
 
@@ -174,8 +180,9 @@ def separate_power(n: int, effect: float, sd: float, sh: Shape, alpha: float) ->
     return _power(n, abs(effect) / sh.se(sd, n), sh.parts, alpha, "separate")
 
 
-def equivalent_power(n: int, margin: float, sd: float, sh: Shape, alpha: float,
-                     theta: float = 0.0) -> float:  # fmt: skip
+def equivalent_power(
+    n: int, margin: float, sd: float, sh: Shape, alpha: float, theta: float = 0.0
+) -> float:
     """The chance that TOST at one-sided ``alpha`` on each side calls a contrast whose true
     value is ``theta`` "equivalent within +-margin" on ``n`` seeds: its (1 - 2 alpha)
     interval inside (-margin, margin), P(|Z + theta / se| < margin / se - t s) averaged over
@@ -194,8 +201,14 @@ def equivalent_power(n: int, margin: float, sd: float, sh: Shape, alpha: float,
 
 
 @functools.lru_cache(maxsize=8192)
-def _power(n: int, shift: float, parts_: tuple[tuple[float, float], ...], alpha: float,
-           question: str, r: float = 0.0) -> float:  # fmt: skip
+def _power(
+    n: int,
+    shift: float,
+    parts_: tuple[tuple[float, float], ...],
+    alpha: float,
+    question: str,
+    r: float = 0.0,
+) -> float:
     import numpy as np
     from scipy.special import ndtr
 
@@ -265,27 +278,59 @@ def planned_rows(cfg: StudyConfig) -> list[_Row]:
             taper = strength(c)
         except ScheduleError:  # validate names it; the plan only cannot class it
             taper = math.nan
-        out.append(planned_row(c.label, describe(schedule_of(c)), setting_label(c, exact=True),
-                               settings_of(c), taper, c.is_control))  # fmt: skip
+        out.append(
+            planned_row(
+                c.label,
+                describe(schedule_of(c)),
+                setting_label(c, exact=True),
+                settings_of(c),
+                taper,
+                c.is_control,
+            )
+        )
     return out
 
 
 def _questions(cfg: StudyConfig) -> list[Question]:
-    return [Question(c.name, tuple(c.schedules), tuple(c.vs),
-                     {d: tuple(v) for d, v in c.where.items()}, c.by,
-                     tuple(c.levels) if c.levels else None, c.terms)
-            for c in cfg.stats.contrasts]  # fmt: skip
+    return [
+        Question(
+            c.name,
+            tuple(c.schedules),
+            tuple(c.vs),
+            {d: tuple(v) for d, v in c.where.items()},
+            c.by,
+            tuple(c.levels) if c.levels else None,
+            c.terms,
+        )
+        for c in cfg.stats.contrasts
+    ]
 
 
-def size_contrasts(cfg: StudyConfig, *, effect: float, sd: float, margin: float | None,
-                   margin_from: str, target: float, n_now: int) -> ContrastPlan:  # fmt: skip
+def size_contrasts(
+    cfg: StudyConfig,
+    *,
+    effect: float,
+    sd: float,
+    margin: float | None,
+    margin_from: str,
+    target: float,
+    n_now: int,
+) -> ContrastPlan:
     """Every contrast the study asks, sized at the contrasts' family level."""
     if cfg.search.sampler != "grid" and cfg.search.candidates is None:
-        return ContrastPlan(0, math.nan, margin, margin_from, (), note=(
-            "a sampler's schedules are drawn as it runs, so its contrasts are not known before "
-            "it does: each is sized like a comparison above by its weights (a family of k "
-            "schedules over s settings needs about (1 + 1/k) / (2 s) of a comparison's "
-            "variance)"))  # fmt: skip
+        return ContrastPlan(
+            0,
+            math.nan,
+            margin,
+            margin_from,
+            (),
+            note=(
+                "a sampler's schedules are drawn as it runs, so its contrasts are not known "
+                "before it does: each is sized like a comparison above by its weights (a "
+                "family of k schedules over s settings needs about (1 + 1/k) / (2 s) of a "
+                "comparison's variance)"
+            ),
+        )
     rows = planned_rows(cfg)
     family = asked(rows, _questions(cfg))
     m = max(1, len(family))
@@ -304,10 +349,17 @@ def size_contrasts(cfg: StudyConfig, *, effect: float, sd: float, margin: float 
             return equivalent_power(n, margin or 0.0, sd, sh, alpha)
 
         has_margin = margin is not None
-        out.append(ContrastSize(
-            q.name, kind, sh, smallest_seeds(sep, target),
-            smallest_seeds(eq, target) if has_margin else None, sep(n_now),
-            eq(n_now) if has_margin else 0.0))  # fmt: skip
+        out.append(
+            ContrastSize(
+                q.name,
+                kind,
+                sh,
+                smallest_seeds(sep, target),
+                smallest_seeds(eq, target) if has_margin else None,
+                sep(n_now),
+                eq(n_now) if has_margin else 0.0,
+            )
+        )
     return ContrastPlan(m, alpha, margin, margin_from, tuple(out))
 
 
@@ -317,8 +369,14 @@ def _n(n: int | None, per_seed: int) -> tuple[str, str]:
     return str(n), str(per_seed * n)
 
 
-def contrast_plan_lines(cp: ContrastPlan | None, effect: float, level: float, per_seed: int,
-                        n_now: int, percent: Callable[[float], str]) -> list[str]:  # fmt: skip
+def contrast_plan_lines(
+    cp: ContrastPlan | None,
+    effect: float,
+    level: float,
+    per_seed: int,
+    n_now: int,
+    percent: Callable[[float], str],
+) -> list[str]:
     """The contrasts' table of ``tlmsearch plan``: each contrast's seeds and trainings to
     separate ``effect`` and to call a true 0 equivalent, and its power at the study's seeds;
     the per-setting contrasts in one line (the most any of them needs)."""
@@ -327,20 +385,32 @@ def contrast_plan_lines(cp: ContrastPlan | None, effect: float, level: float, pe
     if not cp.rows:
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
-    head = (f"contrasts: Holm over {cp.m} contrast{'s' * (cp.m != 1)} at {level:.0%}, each "
-            f"question sized at its first step ({cp.alpha:.3g} two-sided to separate "
-            f"{effect:g}")  # fmt: skip
-    head += (f"; {cp.alpha:.3g} a side for equivalence within +-{cp.margin:g}, {cp.margin_from},"
-             " TOST at a true effect 0)" if eq else "; no equivalence margin: stats.equivalence"
-             " or min_effect)")  # fmt: skip
+    head = (
+        f"contrasts: Holm over {cp.m} contrast{'s' * (cp.m != 1)} at {level:.0%}, each "
+        f"question sized at its first step ({cp.alpha:.3g} two-sided to separate "
+        f"{effect:g}"
+    )
+    head += (
+        f"; {cp.alpha:.3g} a side for equivalence within +-{cp.margin:g}, {cp.margin_from},"
+        " TOST at a true effect 0)"
+        if eq
+        else "; no equivalence margin: stats.equivalence or min_effect)"
+    )
     shown = [r for r in cp.rows if r.kind != SETTING]
     at = [r for r in cp.rows if r.kind == SETTING and r.shape is not None]
     if at:
         worst = max(at, key=lambda r: (r.separate or MAX_SEEDS + 1, r.equivalent or 0))
-        shown.append(ContrastSize(f"each schedule at one setting ({len(at)}, the most any needs)",
-                                  SETTING, worst.shape, worst.separate, worst.equivalent,
-                                  min(r.power_now for r in at),
-                                  min(r.equivalent_now for r in at)))  # fmt: skip
+        shown.append(
+            ContrastSize(
+                f"each schedule at one setting ({len(at)}, the most any needs)",
+                SETTING,
+                worst.shape,
+                worst.separate,
+                worst.equivalent,
+                min(r.power_now for r in at),
+                min(r.equivalent_now for r in at),
+            )
+        )
     width = max(len("contrast"), *(len(r.name) for r in shown))
     cols = f"{'se/sd':>5}  {'separate: seeds':>15} {'trainings':>9} {'power':>5}"
     if eq:
@@ -348,17 +418,23 @@ def contrast_plan_lines(cp: ContrastPlan | None, effect: float, level: float, pe
     out = ["", head, "", f"{'contrast':<{width}}  {cols}"]
     for r in shown:
         if r.shape is None:
-            out.append(f"{r.name:<{width}}  not estimable in this design (a side has no training"
-                       " at a setting it reads)")  # fmt: skip
+            out.append(
+                f"{r.name:<{width}}  not estimable in this design (a side has no training"
+                " at a setting it reads)"
+            )
             continue
         s, t = _n(r.separate, per_seed)
-        line = (f"{r.name:<{width}}  {math.sqrt(r.shape.factor):>5.2f}  {s:>15} {t:>9} "
-                f"{percent(r.power_now):>5}")  # fmt: skip
+        line = (
+            f"{r.name:<{width}}  {math.sqrt(r.shape.factor):>5.2f}  {s:>15} {t:>9} "
+            f"{percent(r.power_now):>5}"
+        )
         if eq:
             s, t = _n(r.equivalent, per_seed)
             line += f"  {s:>17} {t:>9} {percent(r.equivalent_now):>5}"
         out.append(line)
-    out.append(f"se/sd: the contrast's standard error at one seed in units of one paired delta's "
-               f"sd (1: a comparison with uniform); seeds for every training of the study; "
-               f"power: at this study's {n_now} seed(s)")  # fmt: skip
+    out.append(
+        f"se/sd: the contrast's standard error at one seed in units of one paired delta's "
+        f"sd (1: a comparison with uniform); seeds for every training of the study; "
+        f"power: at this study's {n_now} seed(s)"
+    )
     return out

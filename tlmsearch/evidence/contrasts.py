@@ -45,8 +45,10 @@ def contrast_line(row: Any, label: str) -> str:
     df = int(row["df"])
     margin = row["margin"]
     if row["word"] in (BETTER, WORSE):
-        return (f"{row['name']}: {row['word']}: {est}, "
-                f"{_ci(row['lo'], row['hi'], row['ci_level'])} ({df} df)")  # fmt: skip
+        return (
+            f"{row['name']}: {row['word']}: {est}, "
+            f"{_ci(row['lo'], row['hi'], row['ci_level'])} ({df} df)"
+        )
     if row["word"] == EQUIVALENT:
         return (
             f"{row['name']}: equivalent within +-{margin:g}: {est}, "
@@ -55,9 +57,12 @@ def contrast_line(row: Any, label: str) -> str:
     why = row["why"] or ""
     if why.startswith("cannot be bounded") or not df >= 1:
         return f"{row['name']}: inconclusive: {est}; {why}"
-    said = (f"neither separated from 0 nor inside +-{margin:g}" if math.isfinite(margin)
-            else "not separated from 0; no equivalence margin (stats.equivalence or "
-                 "objectives[0].min_effect)")  # fmt: skip
+    said = (
+        f"neither separated from 0 nor inside +-{margin:g}"
+        if math.isfinite(margin)
+        else "not separated from 0; no equivalence margin (stats.equivalence or "
+        "objectives[0].min_effect)"
+    )
     tail = f"; {why}" if why else ""
     return (
         f"{row['name']}: inconclusive: {est}, "
@@ -65,8 +70,9 @@ def contrast_line(row: Any, label: str) -> str:
     )
 
 
-def contrast_lines(table: pd.DataFrame | None, label: str, level: float,
-                   per_setting: bool = False) -> list[str]:  # fmt: skip
+def contrast_lines(
+    table: pd.DataFrame | None, label: str, level: float, per_setting: bool = False
+) -> list[str]:
     """The family's rule, then one line per contrast (the per-setting ones only with
     ``per_setting``: status leaves them to best.yaml); [] without contrasts."""
     if table is None or table.empty:
@@ -76,8 +82,9 @@ def contrast_lines(table: pd.DataFrame | None, label: str, level: float,
     lines += [contrast_line(row, label) for _, row in shown.iterrows()]
     hidden = len(table) - len(shown)
     if hidden:
-        lines.append(f"({hidden} per-setting contrast{'s' * (hidden != 1)} of the same family "
-                     "in best.yaml)")  # fmt: skip
+        lines.append(
+            f"({hidden} per-setting contrast{'s' * (hidden != 1)} of the same family in best.yaml)"
+        )
     return lines
 
 
@@ -93,17 +100,26 @@ def contrast_records(table: pd.DataFrame | None, level: float) -> dict[str, Any]
         return None
     rows = []
     for _, r in table.iterrows():
-        rows.append({
-            "name": r["name"], "kind": r["kind"], "members": list(r["members"]),
-            "settings": int(r["settings"]), "word": r["word"],
-            "estimate": _num(r["estimate"]), "se": _num(r["se"]), "df": int(r["df"]),
-            "ci": ([_num(r["lo"]), _num(r["hi"])] if _num(r["lo"]) is not None else None),
-            "ci_level": _num(r["ci_level"]),
-            "equivalence_ci": ([_num(r["eq_lo"]), _num(r["eq_hi"])]
-                               if _num(r["eq_lo"]) is not None else None),
-            "equivalence_level": _num(r["eq_level"]),
-            "p_adjusted": _num(r["p_adj"]), "p_equivalence_adjusted": _num(r["p_equiv_adj"]),
-            "why": r["why"] or None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": r["name"],
+                "kind": r["kind"],
+                "members": list(r["members"]),
+                "settings": int(r["settings"]),
+                "word": r["word"],
+                "estimate": _num(r["estimate"]),
+                "se": _num(r["se"]),
+                "df": int(r["df"]),
+                "ci": ([_num(r["lo"]), _num(r["hi"])] if _num(r["lo"]) is not None else None),
+                "ci_level": _num(r["ci_level"]),
+                "equivalence_ci": (
+                    [_num(r["eq_lo"]), _num(r["eq_hi"])] if _num(r["eq_lo"]) is not None else None
+                ),
+                "equivalence_level": _num(r["eq_level"]),
+                "p_adjusted": _num(r["p_adj"]),
+                "p_equivalence_adjusted": _num(r["p_equiv_adj"]),
+                "why": r["why"] or None,
+            }
+        )
     margin = _num(table["margin"].iloc[0])
     return {"rule": stats.contrasts_rule(table, level), "margin": margin, "contrasts": rows}

@@ -32,36 +32,52 @@ from tlmsearch.stats.words import BETTER, EQUIVALENT, WORSE
 SEPARATED = (BETTER, WORSE)
 
 
-def reading(words: Mapping[str, str], first: str, second: str, interaction: str,
-            margin: float | None) -> str:  # fmt: skip
+def reading(
+    words: Mapping[str, str], first: str, second: str, interaction: str, margin: float | None
+) -> str:
     """The sentence for contrasts ``first`` and ``second`` (each factor's effect alone, against
     the control) and their ``interaction``, from ``words`` (contrast name -> word)."""
     a, b, i = (words.get(n, "inconclusive") for n in (first, second, interaction))
     if margin is None and i not in SEPARATED:
-        return ("no equivalence margin (stats.equivalence or objectives[0].min_effect): "
-                "without one no contrast can be called equivalent, so no reading but an "
-                "interaction can be stated")
+        return (
+            "no equivalence margin (stats.equivalence or objectives[0].min_effect): "
+            "without one no contrast can be called equivalent, so no reading but an "
+            "interaction can be stated"
+        )
     within = f"within +-{margin:g}"
     if i in SEPARATED:
-        return (f"{interaction} is {i}: the effect of {second} depends on {first} (and the "
-                f"reverse); report each factor's effect at each level of the other")
+        return (
+            f"{interaction} is {i}: the effect of {second} depends on {first} (and the "
+            f"reverse); report each factor's effect at each level of the other"
+        )
     if i == EQUIVALENT and a in SEPARATED and b == EQUIVALENT:
-        return (f"{first} has an effect of its own ({a}) while {second} is equivalent to 0 "
-                f"{within} and the interaction too: the effect is {first}'s; {second} adds "
-                f"less than {within.removeprefix('within ')}")
+        return (
+            f"{first} has an effect of its own ({a}) while {second} is equivalent to 0 "
+            f"{within} and the interaction too: the effect is {first}'s; {second} adds "
+            f"less than {within.removeprefix('within ')}"
+        )
     if i == EQUIVALENT and b in SEPARATED and a == EQUIVALENT:
-        return (f"{second} has an effect of its own ({b}) while {first} is equivalent to 0 "
-                f"{within} and the interaction too: the effect is {second}'s, independent "
-                f"of {first}")
+        return (
+            f"{second} has an effect of its own ({b}) while {first} is equivalent to 0 "
+            f"{within} and the interaction too: the effect is {second}'s, independent "
+            f"of {first}"
+        )
     if i == EQUIVALENT and a in SEPARATED and b in SEPARATED:
-        return (f"both have effects ({first}: {a}, {second}: {b}) and the interaction is "
-                f"equivalent to 0 {within}: additive")
+        return (
+            f"both have effects ({first}: {a}, {second}: {b}) and the interaction is "
+            f"equivalent to 0 {within}: additive"
+        )
     if a == b == i == EQUIVALENT:
         return f"neither factor nor their interaction moves the metric: all equivalent {within}"
-    open_ = [n for n, w in ((first, a), (second, b), (interaction, i)) if w not in
-             (*SEPARATED, EQUIVALENT)]  # fmt: skip
-    return (f"inconclusive: {', '.join(open_)} neither separated nor equivalent {within}; "
-            "`tlmsearch plan STUDY --from RUN` sizes the seeds that would decide them")
+    open_ = [
+        n
+        for n, w in ((first, a), (second, b), (interaction, i))
+        if w not in (*SEPARATED, EQUIVALENT)
+    ]
+    return (
+        f"inconclusive: {', '.join(open_)} neither separated nor equivalent {within}; "
+        "`tlmsearch plan STUDY --from RUN` sizes the seeds that would decide them"
+    )
 
 
 def two_by_two(table: Any, spec: Any) -> str | None:
@@ -71,5 +87,6 @@ def two_by_two(table: Any, spec: Any) -> str | None:
         return None
     words = dict(zip(table["name"], table["word"], strict=True))
     margin = float(table["margin"].iloc[0])
-    return reading(words, spec.first, spec.second, spec.interaction,
-                   margin if math.isfinite(margin) else None)  # fmt: skip
+    return reading(
+        words, spec.first, spec.second, spec.interaction, margin if math.isfinite(margin) else None
+    )

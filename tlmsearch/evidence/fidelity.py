@@ -224,8 +224,9 @@ def rho_upper(rho: float, df: int, level: float = 0.95) -> float | None:
 
 
 @functools.lru_cache(maxsize=256)
-def null_taus(n_candidates: int, rho: float, draws: int = NULL_DRAWS,
-              seed: int = NULL_SEED) -> np.ndarray:  # fmt: skip
+def null_taus(
+    n_candidates: int, rho: float, draws: int = NULL_DRAWS, seed: int = NULL_SEED
+) -> np.ndarray:
     """Sorted Kendall taus of ``draws`` null ladders: ``n_candidates`` candidates with equal true
     effects, each ranked at both rungs by its mean noise, correlated ``rho`` between the rungs
     and independent across candidates (uniform's own noise shifts every paired delta of a rung
@@ -324,8 +325,9 @@ def agreement(
     """
     lower, upper = np.asarray(lower, dtype="float64"), np.asarray(upper, dtype="float64")
     if lower.shape != upper.shape or lower.ndim != 2:
-        raise ValueError(f"effects must share one (candidates, seeds) shape: {lower.shape}, "
-                         f"{upper.shape}")  # fmt: skip
+        raise ValueError(
+            f"effects must share one (candidates, seeds) shape: {lower.shape}, {upper.shape}"
+        )
     n_cand, n_seeds = lower.shape
     a, b = lower.mean(axis=1), upper.mean(axis=1)
     point = (kendall_tau(a, b), spearman_rho(a, b), decision_accuracy(a, b))
@@ -342,9 +344,17 @@ def agreement(
         null_check(lower, upper, point[0]) if n_cand >= 2 else NullCheck(None, 0, None, None, None)
     )
     return Agreement(
-        n_cand, n_seeds, point[0], cis[0], point[1], cis[1], point[2], cis[2],
-        distinct_resamples(n_seeds), *check,
-    )  # fmt: skip
+        n_cand,
+        n_seeds,
+        point[0],
+        cis[0],
+        point[1],
+        cis[1],
+        point[2],
+        cis[2],
+        distinct_resamples(n_seeds),
+        *check,
+    )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -510,9 +520,7 @@ def _order(mean: float) -> int:
     return 0 if not math.isfinite(mean) or mean == 0 else (1 if mean > 0 else -1)
 
 
-def decisions_vs_top(
-    rungs: Sequence[Rung], evidence: Sequence[Evidence]
-) -> list[dict[str, Any]]:
+def decisions_vs_top(rungs: Sequence[Rung], evidence: Sequence[Evidence]) -> list[dict[str, Any]]:
     """Decision accuracy per FLOP (DataDecide, arXiv 2504.11393) of every cheaper rung against
     the top one (the last): see the module doc. ``evidence``: each rung's, keyed by identity.
 
@@ -536,19 +544,24 @@ def decisions_vs_top(
     for i in range(top):
         cands = sorted(measured(evidence[i]) & measured(top_ev), key=lambda k: labels.get(k, k))
         row: dict[str, Any] = {
-            "rung": i, "top": top, "compute": _clean(rungs[i].compute),
+            "rung": i,
+            "top": top,
+            "compute": _clean(rungs[i].compute),
             "compute_ratio": _clean(rungs[i].compute / rungs[top].compute)
-            if rungs[top].compute > 0 else None,
-            "n_candidates": len(cands), "candidates": [labels.get(k, k) for k in cands],
-        }  # fmt: skip
+            if rungs[top].compute > 0
+            else None,
+            "n_candidates": len(cands),
+            "candidates": [labels.get(k, k) for k in cands],
+        }
         hits: dict[bool, list[float]] = {True: [], False: []}
         if len(cands) >= 2:
             lo = evidence[i].pairs(rungs[i].trials, cands)
             hi = top_ev.pairs(rungs[top].trials, cands)
             first = {(a, b) for a, b in itertools.combinations(cands, 2)}
             lo_mean = {(a, b): m for a, b, m in zip(lo["a"], lo["b"], lo["mean"], strict=True)}
-            for a, b, m, n, sep in zip(hi["a"], hi["b"], hi["mean"], hi["n"], hi["separated"],
-                                       strict=True):  # fmt: skip
+            for a, b, m, n, sep in zip(
+                hi["a"], hi["b"], hi["mean"], hi["n"], hi["separated"], strict=True
+            ):
                 if (a, b) not in first or n < 1 or not math.isfinite(lo_mean[(a, b)]):
                     continue
                 x, y = _order(lo_mean[(a, b)]), _order(m)
@@ -559,14 +572,20 @@ def decisions_vs_top(
         def share(v: list[float]) -> float | None:
             return float(np.mean(v)) if v else None
 
-        row.update(n_pairs=len(every), accuracy=share(every), n_separated=len(hits[True]),
-                   accuracy_separated=share(hits[True]),
-                   accuracy_within_noise=share(hits[False]))  # fmt: skip
+        row.update(
+            n_pairs=len(every),
+            accuracy=share(every),
+            n_separated=len(hits[True]),
+            accuracy_separated=share(hits[True]),
+            accuracy_within_noise=share(hits[False]),
+        )
         if not every:
             row["note"] = "n/a: fewer than 2 candidates measured at both rungs"
         elif not hits[True]:
-            row["note"] = (f"the top rung separates none of the {len(every)} pairs: every "
-                           "decision it makes is within its noise")  # fmt: skip
+            row["note"] = (
+                f"the top rung separates none of the {len(every)} pairs: every "
+                "decision it makes is within its noise"
+            )
         else:
             row["note"] = ""
         out.append(row)
@@ -593,8 +612,12 @@ def fidelity(
     sign = 1.0 if sense == "minimize" else -1.0
     labels = _labels(rungs)
     base = _baseline_key(rungs)
-    evidence = [Evidence.build(r.trials, value, sense, key=IDENTITY, curves=r.curves,
-                               level=level, family=family) for r in rungs]  # fmt: skip
+    evidence = [
+        Evidence.build(
+            r.trials, value, sense, key=IDENTITY, curves=r.curves, level=level, family=family
+        )
+        for r in rungs
+    ]
     eff = [_effects_by_seed(r.trials, value, sign) for r in rungs]
     pairs = []
     for i, j in itertools.combinations(range(len(rungs)), 2):
@@ -616,11 +639,14 @@ def fidelity(
         ]
         pts = [(x, sign * y) for x, y in pts if math.isfinite(x)]
         line = fit_line([p[0] for p in pts], [p[1] for p in pts])
-        fits.append({
-            "candidate": labels.get(key, key), IDENTITY: key,
-            "points": [{"log10_compute": x, "compute": 10**x, "effect": y} for x, y in pts],
-            **{k: _clean(v) for k, v in line._asdict().items()},
-        })  # fmt: skip
+        fits.append(
+            {
+                "candidate": labels.get(key, key),
+                IDENTITY: key,
+                "points": [{"log10_compute": x, "compute": 10**x, "effect": y} for x, y in pts],
+                **{k: _clean(v) for k, v in line._asdict().items()},
+            }
+        )
     crossings = _crossings(fits, logc)
     return {
         "metric": value,
@@ -634,8 +660,13 @@ def fidelity(
             "resampled": "seeds, with replacement",
         },
         "rungs": [
-            {"index": i, "label": r.label, "compute": r.compute, "log10_compute": _clean(logc[i]),
-             "signal_to_noise": ev.snr.as_dict() if ev.snr is not None else None}
+            {
+                "index": i,
+                "label": r.label,
+                "compute": r.compute,
+                "log10_compute": _clean(logc[i]),
+                "signal_to_noise": ev.snr.as_dict() if ev.snr is not None else None,
+            }
             for i, (r, ev) in enumerate(zip(rungs, evidence, strict=True))
         ],
         "pairs": pairs,
@@ -646,24 +677,30 @@ def fidelity(
     }
 
 
-
 def _crossings(fits: list[dict[str, Any]], logc: list[float]) -> list[dict[str, Any]]:
     """Where each pair of candidates' effect-vs-compute lines cross, at or above the smallest
     rung (``logc``: each rung's log10 compute)."""
     crossings = []
     x_min = min((x for x in logc if math.isfinite(x)), default=math.nan)
     for fa, fb in itertools.combinations([f for f in fits if f["slope"] is not None], 2):
-        la, lb = (Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"])
-                  for f in (fa, fb))  # fmt: skip
+        la, lb = (
+            Line(f["intercept"], f["slope"], f["n_points"], None, f["kind"]) for f in (fa, fb)
+        )
         x = crossing(la, lb, x_min)
-        crossings.append({
-            "a": fa["candidate"], "b": fb["candidate"],
-            "log10_compute": x, "compute": None if x is None or x > 300 else 10**x,
-            "effect": None if x is None else la.intercept + la.slope * x,
-            "where": "no crossing at or above the smallest rung" if x is None
-            else rung_words(x, logc),
-        })  # fmt: skip
+        crossings.append(
+            {
+                "a": fa["candidate"],
+                "b": fb["candidate"],
+                "log10_compute": x,
+                "compute": None if x is None or x > 300 else 10**x,
+                "effect": None if x is None else la.intercept + la.slope * x,
+                "where": "no crossing at or above the smallest rung"
+                if x is None
+                else rung_words(x, logc),
+            }
+        )
     return crossings
+
 
 def with_ci(value: float | None, ci: Sequence[float] | None) -> str:
     """``+0.80 [+0.33, +1.00]``; ``-`` when not measured; no interval with one seed, said.
@@ -683,8 +720,11 @@ def snr_cells(snr: dict[str, Any] | None) -> list[str]:
         return ["-", "n/a", "n/a"]
     seed, ck = snr["seed_noise"], snr["checkpoint_noise"]
     spread = "-" if snr["dispersion"] is None else f"{snr['dispersion']:.4g}"
-    by_seed = (f"{seed['snr']:.1f} (all equal: ~{seed['snr_if_all_equal']:.1f})"
-               if seed["snr"] is not None else f"n/a ({seed['why']})")  # fmt: skip
+    by_seed = (
+        f"{seed['snr']:.1f} (all equal: ~{seed['snr_if_all_equal']:.1f})"
+        if seed["snr"] is not None
+        else f"n/a ({seed['why']})"
+    )
     by_ck = f"{ck['snr']:.1f}" if ck["snr"] is not None else f"n/a ({ck['why']})"
     return [spread, by_seed, by_ck]
 
@@ -721,16 +761,24 @@ def _null_verdict(pair: dict[str, Any]) -> str:
     if rho is None:
         return "no residual seed noise at a rung to test the agreement against: too few to judge"
     if up is None:
-        return (f"the seed noise's correlation between the rungs ({rho:+.2f}) rests on "
-                f"{pair.get('rho_df')} df, too few to bound: too few to judge")  # fmt: skip
-    shared = (f"the rungs share their seeds, whose noise correlates {rho:+.2f} between them "
-              f"(95% upper bound {up:+.2f}, {pair.get('rho_df')} df)")  # fmt: skip
+        return (
+            f"the seed noise's correlation between the rungs ({rho:+.2f}) rests on "
+            f"{pair.get('rho_df')} df, too few to bound: too few to judge"
+        )
+    shared = (
+        f"the rungs share their seeds, whose noise correlates {rho:+.2f} between them "
+        f"(95% upper bound {up:+.2f}, {pair.get('rho_df')} df)"
+    )
     if thr is None:
-        return (f"{shared}; with that correlation a ranking with no true agreement reaches even "
-                f"tau +1.00 in more than {NULL_ALPHA:.0%} of draws: too few to judge")  # fmt: skip
-    null = (f"{shared}; a ranking with no true agreement and that correlation reaches tau "
-            f"{thr:+.2f} or more in at most {NULL_ALPHA:.0%} of draws, this tau or more in "
-            f"{p:.1%}")  # fmt: skip
+        return (
+            f"{shared}; with that correlation a ranking with no true agreement reaches even "
+            f"tau +1.00 in more than {NULL_ALPHA:.0%} of draws: too few to judge"
+        )
+    null = (
+        f"{shared}; a ranking with no true agreement and that correlation reaches tau "
+        f"{thr:+.2f} or more in at most {NULL_ALPHA:.0%} of draws, this tau or more in "
+        f"{p:.1%}"
+    )
     if pair["kendall_tau"] >= thr - 1e-9:
         return f"{null}: the proxy's ranking can be trusted at this step"
     return f"{null}: the proxy's ranking is not shown to hold at the larger size"

@@ -30,12 +30,19 @@ def agreement(doc: dict[str, Any]) -> Table:
     """Rank agreement of the candidates' paired effects between every pair of rungs."""
     boot = doc["bootstrap"]
     rows = [
-        (f"{p['lower']} -> {p['upper']}", str(p["n_candidates"]), str(p["n_seeds"]),
-         str(p["distinct_resamples"]), with_ci(p["kendall_tau"], p["tau_ci95"]),
-         _null_cell(p), with_ci(p["spearman_rho"], p["rho_ci95"]),
-         _num(p["decision_accuracy"], ".0%"), ", ".join(p["left_out"]) or "-")
+        (
+            f"{p['lower']} -> {p['upper']}",
+            str(p["n_candidates"]),
+            str(p["n_seeds"]),
+            str(p["distinct_resamples"]),
+            with_ci(p["kendall_tau"], p["tau_ci95"]),
+            _null_cell(p),
+            with_ci(p["spearman_rho"], p["rho_ci95"]),
+            _num(p["decision_accuracy"], ".0%"),
+            ", ".join(p["left_out"]) or "-",
+        )
         for p in doc["pairs"]
-    ]  # fmt: skip
+    ]
     notes = [
         f"rung {p['lower']} -> {p['upper']}: conditional on {p['conditional_on']}"
         for p in doc["pairs"]
@@ -43,8 +50,17 @@ def agreement(doc: dict[str, Any]) -> Table:
     ]
     return Table(
         f"rank agreement of the candidates' paired effects on {doc['metric']} vs uniform",
-        ("rungs", "candidates", "seeds", "distinct resamples", "Kendall tau [95% CI]",
-         "tau beyond shared seeds", "Spearman rho [95% CI]", "decision accuracy", "left out"),
+        (
+            "rungs",
+            "candidates",
+            "seeds",
+            "distinct resamples",
+            "Kendall tau [95% CI]",
+            "tau beyond shared seeds",
+            "Spearman rho [95% CI]",
+            "decision accuracy",
+            "left out",
+        ),
         rows,
         caption="on the seeds both rungs paired (uniform at 0); "
         f"95% CI: percentile bootstrap over seeds ({boot['resamples']} resamples, "
@@ -71,10 +87,12 @@ def lines(doc: dict[str, Any]) -> Table:
     for fit in doc["fits"]:
         at = {round(pt["log10_compute"], 9): pt["effect"] for pt in fit["points"]}
         cells = [
-            _num(at.get(round(r["log10_compute"], 9)) if r["log10_compute"] is not None
-                 else None, "+.4f")
+            _num(
+                at.get(round(r["log10_compute"], 9)) if r["log10_compute"] is not None else None,
+                "+.4f",
+            )
             for r in rs
-        ]  # fmt: skip
+        ]
         kind = fit["kind"] + (
             f" (residual sd {fit['residual_sd']:.4f})" if fit["residual_sd"] is not None else ""
         )
@@ -92,10 +110,15 @@ def crossings(doc: dict[str, Any]) -> Table | None:
     found = [c for c in doc["crossings"] if c["log10_compute"] is not None]
     if not found:
         return None
-    rows = [(c["a"], c["b"], compute_text(c["log10_compute"]), c["where"], f"{c['effect']:+.4f}")
-            for c in found]  # fmt: skip
-    return Table("where two candidates' lines cross (predicted)",
-                 ("a", "b", "compute (FLOPs)", "where", "effect there"), rows)  # fmt: skip
+    rows = [
+        (c["a"], c["b"], compute_text(c["log10_compute"]), c["where"], f"{c['effect']:+.4f}")
+        for c in found
+    ]
+    return Table(
+        "where two candidates' lines cross (predicted)",
+        ("a", "b", "compute (FLOPs)", "where", "effect there"),
+        rows,
+    )
 
 
 def signal_to_noise(doc: dict[str, Any]) -> Table | None:
@@ -122,16 +145,28 @@ def decisions(doc: dict[str, Any]) -> Table | None:
     if not found:
         return None
     rows = [
-        (str(d["rung"]), _num(d["compute"], ".3g"), _num(d["compute_ratio"], ".3g"),
-         str(d["n_pairs"]), _num(d["accuracy"], ".0%"),
-         f"{d['n_separated']}: {_num(d['accuracy_separated'], '.0%')}",
-         f"{d['n_pairs'] - d['n_separated']}: {_num(d['accuracy_within_noise'], '.0%')}")
+        (
+            str(d["rung"]),
+            _num(d["compute"], ".3g"),
+            _num(d["compute_ratio"], ".3g"),
+            str(d["n_pairs"]),
+            _num(d["accuracy"], ".0%"),
+            f"{d['n_separated']}: {_num(d['accuracy_separated'], '.0%')}",
+            f"{d['n_pairs'] - d['n_separated']}: {_num(d['accuracy_within_noise'], '.0%')}",
+        )
         for d in found
-    ]  # fmt: skip
+    ]
     return Table(
         f"decision accuracy vs the top rung (rung {found[0]['top']}) per compute",
-        ("rung", "FLOPs per training", "x top", "pairs", "accuracy",
-         "separated pairs: accuracy", "within noise: accuracy"),
+        (
+            "rung",
+            "FLOPs per training",
+            "x top",
+            "pairs",
+            "accuracy",
+            "separated pairs: accuracy",
+            "within noise: accuracy",
+        ),
         rows,
         caption="DataDecide (arXiv 2504.11393): the share of the candidate pairs both rungs "
         "measured (uniform included) that the rung orders as the top rung does (ties half); "
@@ -143,6 +178,12 @@ def decisions(doc: dict[str, Any]) -> Table | None:
 
 def fidelity_tables(doc: dict[str, Any]) -> list[Table]:
     """Every table of a fidelity document, in the order both the CLI and the report show."""
-    out = [rungs(doc), agreement(doc), lines(doc), crossings(doc), signal_to_noise(doc),
-           decisions(doc)]  # fmt: skip
+    out = [
+        rungs(doc),
+        agreement(doc),
+        lines(doc),
+        crossings(doc),
+        signal_to_noise(doc),
+        decisions(doc),
+    ]
     return [t for t in out if t is not None]

@@ -243,11 +243,15 @@ def _family_words(family: str, m: int, level: float, alpha: float) -> str:
 
     head = f"{family_words(family, m)} with uniform at {level:.0%}"
     if family == "holm":
-        return (f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni, "
-                "Holm's first step: conservative, the seeds are an upper bound)")  # fmt: skip
+        return (
+            f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni, "
+            "Holm's first step: conservative, the seeds are an upper bound)"
+        )
     if family == "bh":
-        return (f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni; "
-                "approximate for BH, which rejects at least as much: an upper bound)")  # fmt: skip
+        return (
+            f"{head}: each comparison sized at {alpha:.3g} two-sided (Bonferroni; "
+            "approximate for BH, which rejects at least as much: an upper bound)"
+        )
     return f"{head}: each comparison at {alpha:.3g} two-sided, not family-wise"
 
 
@@ -306,8 +310,10 @@ def _objective(cfg: StudyConfig, metric: str | None) -> tuple[int, Any]:
     if metric is None:
         return 0, cfg.objectives[0]
     if metric not in names:
-        raise ConfigError(f"--metric {metric!r} is not an objective of the study "
-                          f"({', '.join(names)}); give one of them")  # fmt: skip
+        raise ConfigError(
+            f"--metric {metric!r} is not an objective of the study "
+            f"({', '.join(names)}); give one of them"
+        )
     i = names.index(metric)
     return i, cfg.objectives[i]
 
@@ -324,8 +330,9 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
             source=run,
         )
     if column not in trials or not trials[column].notna().any():
-        raise ConfigError(f"the pilot recorded no {column}: run a pilot of this study's "
-                          "objectives", source=run)  # fmt: skip
+        raise ConfigError(
+            f"the pilot recorded no {column}: run a pilot of this study's objectives", source=run
+        )
     done = trials[(trials["state"] == "COMPLETE") & trials[column].notna()]
     if "same_as" in done:  # a replayed twin repeats another trial's numbers (block_noise)
         done = done[done["same_as"].isna()]
@@ -338,8 +345,7 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
             source=run,
         )
     if noise is None:
-        what = ("one seed" if n_seeds < 2 else "one candidate" if n_cands < 2
-                else "no residual df")  # fmt: skip
+        what = "one seed" if n_seeds < 2 else "one candidate" if n_cands < 2 else "no residual df"
         raise ConfigError(
             f"the pilot has {what} ({n_seeds} seed(s) x {n_cands} candidate(s) completed "
             f"with {column}), so no noise to size with: run 2+ seeds of 2+ candidates "
@@ -353,8 +359,9 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
             "differ and its trials trained",
             source=run,
         )
-    words = (f"the pilot {run} (block-design fit on {n_seeds} seeds x {n_cands} candidates "
-             "completed)")  # fmt: skip
+    words = (
+        f"the pilot {run} (block-design fit on {n_seeds} seeds x {n_cands} candidates completed)"
+    )
     return noise.sd, noise.df, words
 
 
@@ -380,9 +387,11 @@ def _plan_effect(obj: Any, where: str, min_effect: float | None) -> tuple[float,
     """(min_effect, where it came from): ``--min-effect`` over the objective's own."""
     if min_effect is not None:
         if not (math.isfinite(min_effect) and min_effect > 0):
-            raise ConfigError(f"--min-effect: {min_effect!r} is not a positive number; give the "
-                              f"smallest {obj.metric} difference you care about, e.g. "
-                              "--min-effect 0.01")  # fmt: skip
+            raise ConfigError(
+                f"--min-effect: {min_effect!r} is not a positive number; give the "
+                f"smallest {obj.metric} difference you care about, e.g. "
+                "--min-effect 0.01"
+            )
         return float(min_effect), "--min-effect"
     if obj.min_effect is not None:
         return obj.min_effect, where
@@ -422,8 +431,10 @@ def _plan_noise(
             "candidates) or set search.racing.prior_sd (the sd of one paired delta of the "
             "first objective, an assumption)"
         )
-    noise_from = ("search.racing.prior_sd: an assumption, not a measurement (run a pilot "
-                  "and pass --from RUN to measure it)")  # fmt: skip
+    noise_from = (
+        "search.racing.prior_sd: an assumption, not a measurement (run a pilot "
+        "and pass --from RUN to measure it)"
+    )
     return _Noise(float(prior), None, noise_from, None, {})
 
 
@@ -448,13 +459,16 @@ def _settings_note(
     by_setting: dict[str, float], effect: float, alpha: float, m_df: int, power: float
 ) -> str:
     """The seeds the quietest and the noisiest setting of the pilot would each need."""
-    quiet, noisy = min(by_setting.items(), key=lambda kv: kv[1]), max(
-        by_setting.items(), key=lambda kv: kv[1])  # fmt: skip
+    quiet, noisy = (
+        min(by_setting.items(), key=lambda kv: kv[1]),
+        max(by_setting.items(), key=lambda kv: kv[1]),
+    )
     need = []
     for setting, s_sd in (quiet, noisy):
         try:
-            need.append(f"{t_seeds(effect, s_sd, alpha, m_df, power)} seeds at {setting} "
-                        f"(sd {s_sd:.3g})")  # fmt: skip
+            need.append(
+                f"{t_seeds(effect, s_sd, alpha, m_df, power)} seeds at {setting} (sd {s_sd:.3g})"
+            )
         except ValueError:
             need.append(f"more than {MAX_SEEDS:,} seeds at {setting} (sd {s_sd:.3g})")
     return (
@@ -489,13 +503,18 @@ def _study_notes(cfg: StudyConfig, n_t: int, n_now: int) -> list[str]:
             "plan needs"
         )
     if cfg.search.sampler == "grid" and len(cfg.trainings()) < len(cfg.candidates()):
-        notes.append("candidates with the same proxy widths train once per seed: m counts "
-                     "trainings, as the study's family does")  # fmt: skip
+        notes.append(
+            "candidates with the same proxy widths train once per seed: m counts "
+            "trainings, as the study's family does"
+        )
     moved = _heads_moved(cfg)
     if moved:
         hold = cfg.model.attention.hold
-        kept, other = ("FLOPs per token", "parameters") if hold == "flops" else (
-            "parameters", "FLOPs per token")  # fmt: skip
+        kept, other = (
+            ("FLOPs per token", "parameters")
+            if hold == "flops"
+            else ("parameters", "FLOPs per token")
+        )
         notes.append(
             f"{moved} candidate(s) move capacity between attention and the MLPs (heads.share "
             f"!= 1): model.attention.hold {hold} keeps their {kept} equal to uniform's, but "
@@ -551,8 +570,10 @@ def build_plan(
     if not 0 < power < 1:
         raise ConfigError(f"--power: {power!r} must lie strictly between 0 and 1, e.g. 0.8")
     if not cfg.search.baseline:
-        raise ConfigError("search.baseline: false: a plan sizes each candidate's comparison "
-                          "with the uniform baseline; set search.baseline: true")  # fmt: skip
+        raise ConfigError(
+            "search.baseline: false: a plan sizes each candidate's comparison "
+            "with the uniform baseline; set search.baseline: true"
+        )
     m = family_size(cfg)
     if m < 1:
         raise ConfigError("space: the study has no candidate besides uniform: nothing to size")
@@ -582,18 +603,41 @@ def build_plan(
     notes += _study_notes(cfg, n_t, n_now)
     from tlmsearch.evidence.contrast_power import size_contrasts
 
-    margin, margin_from = ((cfg.stats.equivalence, "stats.equivalence")
-                           if i == 0 and cfg.stats.equivalence is not None
-                           else (effect, f"the smallest effect ({effect_from})"))  # fmt: skip
-    contrasts = size_contrasts(cfg, effect=effect, sd=sd, margin=margin, margin_from=margin_from,
-                               target=power, n_now=n_now)  # fmt: skip
+    margin, margin_from = (
+        (cfg.stats.equivalence, "stats.equivalence")
+        if i == 0 and cfg.stats.equivalence is not None
+        else (effect, f"the smallest effect ({effect_from})")
+    )
+    contrasts = size_contrasts(
+        cfg,
+        effect=effect,
+        sd=sd,
+        margin=margin,
+        margin_from=margin_from,
+        target=power,
+        n_now=n_now,
+    )
     return Plan(
-        metric=obj.metric, effect=effect, effect_from=effect_from, sd=sd, df=df,
-        noise_from=noise.noise_from, family=cfg.stats.family, level=cfg.stats.level, m=m,
-        alpha=alpha, target=power, rows=rows, tokens=cfg.train.tokens,
-        tokens_per_s=noise.tokens_per_s, concurrency=cfg.search.concurrency, notes=tuple(notes),
-        controls=per_seed - m, m_df=m_df, contrasts=contrasts,
-    )  # fmt: skip
+        metric=obj.metric,
+        effect=effect,
+        effect_from=effect_from,
+        sd=sd,
+        df=df,
+        noise_from=noise.noise_from,
+        family=cfg.stats.family,
+        level=cfg.stats.level,
+        m=m,
+        alpha=alpha,
+        target=power,
+        rows=rows,
+        tokens=cfg.train.tokens,
+        tokens_per_s=noise.tokens_per_s,
+        concurrency=cfg.search.concurrency,
+        notes=tuple(notes),
+        controls=per_seed - m,
+        m_df=m_df,
+        contrasts=contrasts,
+    )
 
 
 def percent(p: float) -> str:
@@ -634,12 +678,17 @@ def plan_lines(plan: Plan) -> list[str]:
         out.append(line)
     out.append("")
     uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
-    out.append(f"seeds: per candidate, uniform on the same ones; trainings: "
-               f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
-               f"of the t test on each comparison's df (uniform's own seeds - 1 beside the "
-               f"pool, {plan.m_df or plan.m} x (seeds - 1): power.comparison_df)"
-               + ("" if not plan.m_df or plan.m_df == plan.m
-                  else " (each setting is judged on its own fit: the fewest candidates in one)"))
+    out.append(
+        f"seeds: per candidate, uniform on the same ones; trainings: "
+        f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
+        f"of the t test on each comparison's df (uniform's own seeds - 1 beside the "
+        f"pool, {plan.m_df or plan.m} x (seeds - 1): power.comparison_df)"
+        + (
+            ""
+            if not plan.m_df or plan.m_df == plan.m
+            else " (each setting is judged on its own fit: the fewest candidates in one)"
+        )
+    )
     if cost:
         out.append(
             f"cost: {plan.tokens:,} tokens a training (train.tokens) at the pilot's median "
@@ -653,8 +702,14 @@ def plan_lines(plan: Plan) -> list[str]:
     out += [f"note: {n}" for n in plan.notes]
     from tlmsearch.evidence.contrast_power import contrast_plan_lines
 
-    out += contrast_plan_lines(plan.contrasts, plan.effect, plan.level, plan.m + plan.controls,
-                               plan.rows[2].seeds, percent)  # fmt: skip
+    out += contrast_plan_lines(
+        plan.contrasts,
+        plan.effect,
+        plan.level,
+        plan.m + plan.controls,
+        plan.rows[2].seeds,
+        percent,
+    )
     return out
 
 

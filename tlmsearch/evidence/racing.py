@@ -79,9 +79,7 @@ class Lane:
     next_seed: int | None  # due now (not queued, not running); None otherwise
 
 
-def race_noise(
-    trials: pd.DataFrame, value: str, key: str, prior_sd: float | None
-) -> Noise | None:
+def race_noise(trials: pd.DataFrame, value: str, key: str, prior_sd: float | None) -> Noise | None:
     """The study's :func:`tlmsearch.stats.block_noise` of every completed cell (the pooled model:
     one noise for every comparison); before it has residual df the prior (df 0), or None
     without one."""
@@ -205,10 +203,21 @@ def race(
         d = by_cand.get(cand, pd.Series(dtype="float64"))
         ref = incumbent if incumbent is not None and incumbent != cand else control
         lane = _decide(
-            cand, d, stopped[cand], in_flight, tried, pool, max_seeds, look,
-            None if noise is None else noise.pair(cand, ref), incumbent, by_cand, sign,
-            parallel_seeds, labels,
-        )  # fmt: skip
+            cand,
+            d,
+            stopped[cand],
+            in_flight,
+            tried,
+            pool,
+            max_seeds,
+            look,
+            None if noise is None else noise.pair(cand, ref),
+            incumbent,
+            by_cand,
+            sign,
+            parallel_seeds,
+            labels,
+        )
         lanes.append(_provisional(lane, prior, busy_seeds))
     return _unpause(lanes, pool, trials, key, max_seeds, bool(queued)) if prior else lanes
 
@@ -239,8 +248,14 @@ def _provisional(lane: Lane, prior: bool, busy_seeds: set[int]) -> Lane:
     return lane
 
 
-def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: str,
-             max_seeds: int, queued: bool) -> list[Lane]:  # fmt: skip
+def _unpause(
+    lanes: list[Lane],
+    pool: Sequence[int],
+    trials: pd.DataFrame,
+    key: str,
+    max_seeds: int,
+    queued: bool,
+) -> list[Lane]:
     """When every lane is decided, held on the prior or waiting, and nothing is due, running or
     queued, the held lanes get their next seed (within ``max_seeds``): the race must measure
     the noise the prior stood in for."""
@@ -251,8 +266,9 @@ def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: 
     out = []
     for ln in lanes:
         if ln.status == RACING and ln.reason.startswith(PAUSED):
-            ran = set(trials.loc[trials[key].astype(str) == ln.candidate, "seed"].dropna()
-                      .astype(int))  # fmt: skip
+            ran = set(
+                trials.loc[trials[key].astype(str) == ln.candidate, "seed"].dropna().astype(int)
+            )
             left = [s for s in pool if s not in ran]
             if left and len(ran) < max_seeds:
                 why = ln.reason.replace(HELD, f"seed {left[0]} next, to measure the noise")
@@ -264,8 +280,9 @@ def _unpause(lanes: list[Lane], pool: Sequence[int], trials: pd.DataFrame, key: 
 FINAL = (SEPARATED, TIED, STOPPED)  # what the driver records (DONE: the incumbent may change)
 
 
-def recorded_lanes(trials: pd.DataFrame, key: str = "candidate",
-                   labels: Mapping[str, str] | None = None) -> dict[str, Lane]:  # fmt: skip
+def recorded_lanes(
+    trials: pd.DataFrame, key: str = "candidate", labels: Mapping[str, str] | None = None
+) -> dict[str, Lane]:
     """candidate -> the Lane the race recorded for it (the trials table's ``race_decision``,
     JSON of :func:`decision`); a candidate without one is still to be decided. ``labels``:
     each key's name in the error a record that is no decision raises."""
@@ -276,9 +293,15 @@ def recorded_lanes(trials: pd.DataFrame, key: str = "candidate",
         if isinstance(text, str) and text and cand not in out:
             try:
                 d = json.loads(text)
-                out[cand] = Lane(cand, str(d["status"]), str(d.get("reason") or ""),
-                                 tuple(int(x) for x in d.get("seeds") or ()),
-                                 _num(d.get("mean_delta")), _num(d.get("half_width")), None)
+                out[cand] = Lane(
+                    cand,
+                    str(d["status"]),
+                    str(d.get("reason") or ""),
+                    tuple(int(x) for x in d.get("seeds") or ()),
+                    _num(d.get("mean_delta")),
+                    _num(d.get("half_width")),
+                    None,
+                )
             except (ValueError, KeyError, TypeError, AttributeError) as err:
                 name = (labels or {}).get(cand, cand)
                 raise ValueError(f"race_decision of {name}: not a decision ({err})") from None
@@ -291,11 +314,17 @@ def _num(x: Any) -> float:
 
 def decision(lane: Lane) -> dict[str, Any]:
     """What the driver records once a lane is decided (:data:`FINAL`): JSON-ready."""
+
     def num(x: float) -> float | None:  # strict JSON: no NaN (optuna-dashboard reads it)
         return float(x) if math.isfinite(x) else None
 
-    return {"status": lane.status, "reason": lane.reason, "seeds": list(lane.seeds),
-            "mean_delta": num(lane.mean_delta), "half_width": num(lane.half_width)}  # fmt: skip
+    return {
+        "status": lane.status,
+        "reason": lane.reason,
+        "seeds": list(lane.seeds),
+        "mean_delta": num(lane.mean_delta),
+        "half_width": num(lane.half_width),
+    }
 
 
 def race_family_size(config: StudyConfig) -> int:
@@ -363,13 +392,15 @@ def planned_seeds(
     on those plus its next seed (pending). The uniform baseline: every seed any trial ran on.
     """
     ran: dict[Any, set[int]] = {}
-    for cand, seed in zip(trials[key], pd.to_numeric(trials["seed"], errors="coerce"),
-                          strict=True):  # fmt: skip
+    for cand, seed in zip(
+        trials[key], pd.to_numeric(trials["seed"], errors="coerce"), strict=True
+    ):
         if pd.notna(seed):
             ran.setdefault(cand, set()).add(int(seed))
     nxt = {ln.candidate: ln.next_seed for ln in lanes if ln.next_seed is not None}
-    out = {c: tuple(sorted(s | ({nxt[str(c)]} if str(c) in nxt else set())))
-           for c, s in ran.items()}  # fmt: skip
+    out = {
+        c: tuple(sorted(s | ({nxt[str(c)]} if str(c) in nxt else set()))) for c, s in ran.items()
+    }
     every = set().union(*out.values()) if out else set()
     base = trials[trials["is_baseline"].astype(bool)]
     done = set(pd.to_numeric(base.loc[base["state"] == "COMPLETE", "seed"]).dropna().astype(int))
@@ -442,8 +473,11 @@ def _decide(
     if n and noise is not None:
         conf, looks, m, against = look
         half = critical(noise, conf, looks, m, against) * noise.sd / math.sqrt(n)
-    waiting = lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half,
-                   None) if in_flight else None  # fmt: skip
+    waiting = (
+        lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half, None)
+        if in_flight
+        else None
+    )
     if waiting is not None and len(in_flight) >= parallel:
         return waiting
     left = [s for s in pool if s not in tried]
@@ -456,15 +490,23 @@ def _decide(
         or not left
     ):
         return waiting  # the verdict waits for the seeds in flight
-    said = "" if noise is None else (
-        f" (prior noise sd {noise.sd:.2g})" if noise.df < 1
-        else f" (noise sd {noise.sd:.2g}, {noise.df} df)")  # fmt: skip
+    said = (
+        ""
+        if noise is None
+        else (
+            f" (prior noise sd {noise.sd:.2g})"
+            if noise.df < 1
+            else f" (noise sd {noise.sd:.2g}, {noise.df} df)"
+        )
+    )
     if separated and not (challenger and side == "better"):
         return lane(
             SEPARATED,
             f"{side} than {ref} after {n} seed(s): {mean:+.4g} ± {half:.2g}{said}",
-            mean, half, None,
-        )  # fmt: skip
+            mean,
+            half,
+            None,
+        )
     if len(tried) >= max_seeds or not left:
         if incumbent == cand:
             return lane(DONE, f"the incumbent: raced {len(tried)} seed(s)", mean, half, None)
@@ -472,8 +514,9 @@ def _decide(
             why = f"better than {ref} after {n} seed(s) ({mean:+.4g} ± {half:.2g})"
             return lane(SEPARATED, why, mean, half, None)
         why = f"not separated from {ref} after {n} of {max_seeds} seeds"
-        return lane(TIED, why if left else why + " (no seed left with a control)", mean, half,
-                    None)  # fmt: skip
+        return lane(
+            TIED, why if left else why + " (no seed left with a control)", mean, half, None
+        )
     nxt = left[0]
     if waiting is not None:
         why = f"undecided on its finished seeds; seed {nxt} next, beside seed {min(in_flight)}"

@@ -41,8 +41,18 @@ SAME_SEEDS, HELD_OUT = "same seeds", "held-out seeds"
 # Settings that say *which* comparison rather than a knob to tune: each value is a comparison of
 # its own (each parametrization tunes its own LR, against its own uniform), never tuned across.
 STRATA = ("train.parametrization",)
-BEST_COLUMNS = ["schedule", "stratum", "is_baseline", "candidate", "setting", "settings", "mean",
-                "n", "edge", "fully_measured"]  # fmt: skip
+BEST_COLUMNS = [
+    "schedule",
+    "stratum",
+    "is_baseline",
+    "candidate",
+    "setting",
+    "settings",
+    "mean",
+    "n",
+    "edge",
+    "fully_measured",
+]
 OPTIMISTIC = (
     "each schedule's best setting was chosen on the same seeds that measure its effect: the "
     "tuned effects and intervals are optimistic, and the effects at uniform's best setting lean "
@@ -53,9 +63,11 @@ OPTIMISTIC = (
 # own noise happened to be lowest on the very seeds that measure the effect, so every schedule
 # looks worse there (7.6% false "loses to uniform" in null studies of 7 schedules, 4 LRs and 3
 # seeds, a bias of +0.41 noise sd): the numbers are shown, the decision is not made
-NOT_JUDGED = ("not judged: uniform's best setting was chosen on the seeds that measure this "
-              "effect, which leans it toward uniform (4 or more seeds measure it on held-out "
-              "ones)")
+NOT_JUDGED = (
+    "not judged: uniform's best setting was chosen on the seeds that measure this "
+    "effect, which leans it toward uniform (4 or more seeds measure it on held-out "
+    "ones)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,17 +91,25 @@ class Tuned:
         """The comparison as plain data (best.yaml's ``tuned``): per schedule its best setting,
         mean, edge flag and, for all but uniform, its effect vs uniform at uniform's best."""
         eff = self.effects.set_index("schedule")
-        shared = (self.shared if self.shared is not None else self.effects.iloc[0:0]
-                  ).set_index("schedule")  # fmt: skip
+        shared = (self.shared if self.shared is not None else self.effects.iloc[0:0]).set_index(
+            "schedule"
+        )
         rows = []
         for r in self.best.itertuples():
-            row: dict = {"schedule": r.schedule, "best_setting": dict(r.settings),
-                         "label": r.candidate, "mean": r.mean, "n_seeds": r.n,
-                         "best_at_edge": r.edge or None,
-                         "fully_measured": bool(r.fully_measured)}  # fmt: skip
+            row: dict = {
+                "schedule": r.schedule,
+                "best_setting": dict(r.settings),
+                "label": r.candidate,
+                "mean": r.mean,
+                "n_seeds": r.n,
+                "best_at_edge": r.edge or None,
+                "fully_measured": bool(r.fully_measured),
+            }
             if not r.fully_measured:
-                row["note"] = (f"no setting of {r.schedule} completed every selection seed: "
-                               "its best is chosen among partly measured ones")
+                row["note"] = (
+                    f"no setting of {r.schedule} completed every selection seed: "
+                    "its best is chosen among partly measured ones"
+                )
             if not r.is_baseline and r.schedule in eff.index:
                 e = eff.loc[r.schedule]
                 sep = e["separated"]
@@ -101,8 +121,9 @@ class Tuned:
                 # it, so the effect is not judged
                 row["censored"] = bool(e["censored"])
                 row["censored_seeds"] = [int(x) for x in e["censored_seeds"]]
-                row["separated_from_uniform"] = (None if pd.isna(sep) or row["censored"]
-                                                 else bool(sep))  # fmt: skip
+                row["separated_from_uniform"] = (
+                    None if pd.isna(sep) or row["censored"] else bool(sep)
+                )
                 if bool(e.get("conditional", False)):
                     row["conditional_on_surviving_the_pruner"] = True
             if r.stratum:
@@ -114,19 +135,17 @@ class Tuned:
                 row["at_shared_setting"] = {
                     "setting": (self.shared_setting or {}).get(r.stratum, ""),
                     "delta_vs_uniform": float(e["mean_delta"]),
-                    "delta_ci": None if math.isnan(e["lo"]) else [float(e["lo"]),
-                                                                  float(e["hi"])],
+                    "delta_ci": None if math.isnan(e["lo"]) else [float(e["lo"]), float(e["hi"])],
                     "delta_n_seeds": int(e["n"]),
                     "censored": censored,
-                    "separated_from_uniform": (None if pd.isna(sep) or censored
-                                               else bool(sep)),
-                }  # fmt: skip
+                    "separated_from_uniform": (None if pd.isna(sep) or censored else bool(sep)),
+                }
                 if self.selection == SAME_SEEDS:
                     row["at_shared_setting"]["note"] = NOT_JUDGED
             rows.append(row)
         return {
             "what": "each schedule at its own best setting, uniform at its own, paired by seed; "
-                    "at_shared_setting: each at uniform's best setting instead (one shared LR)",
+            "at_shared_setting: each at uniform's best setting instead (one shared LR)",
             "selection": self.selection,
             "selection_seeds": list(self.selection_seeds),
             "measure_seeds": list(self.measure_seeds),
@@ -230,8 +249,7 @@ def tuned(
     parts, lines = [], []
     pruned = stats.any_pruned(t)  # the study's pruner judged every trial, every stratum's
     for stratum, sub in t.groupby("stratum", sort=True):
-        parts.append(_within(sub, value, sense, level, family, select, measure, stratum,
-                             pruned))  # fmt: skip
+        parts.append(_within(sub, value, sense, level, family, select, measure, stratum, pruned))
         c = curve(sub, value)
         c["schedule"] = [_name(s, stratum) for s in c["schedule"]]
         lines.append(c)
@@ -240,9 +258,17 @@ def tuned(
         shared["separated"] = pd.array([pd.NA] * len(shared), dtype="boolean")
 
     shared_setting = {stratum: setting for _, _, _, stratum, setting in parts if setting}
-    return Tuned(best, eff, pd.concat(lines, ignore_index=True), how, select, measure,
-                 OPTIMISTIC if how == SAME_SEEDS else "", shared,
-                 shared_setting)  # fmt: skip
+    return Tuned(
+        best,
+        eff,
+        pd.concat(lines, ignore_index=True),
+        how,
+        select,
+        measure,
+        OPTIMISTIC if how == SAME_SEEDS else "",
+        shared,
+        shared_setting,
+    )
 
 
 def _conditional(eff: pd.DataFrame, cell_of: dict, selected: set) -> pd.DataFrame:
@@ -265,8 +291,9 @@ def _split(settings: dict) -> tuple[dict, str]:
     """A candidate's settings as (the ones to tune, its stratum's label: ``parametrization=mup``
     or "")."""
     tunable = {k: v for k, v in settings.items() if k not in STRATA}
-    stratum = ", ".join(f"{k.partition('.')[2]}={settings[k]}" for k in sorted(settings)
-                        if k in STRATA)  # fmt: skip
+    stratum = ", ".join(
+        f"{k.partition('.')[2]}={settings[k]}" for k in sorted(settings) if k in STRATA
+    )
     return tunable, stratum
 
 
@@ -309,28 +336,46 @@ def _within(
     at_best = at_best.drop(columns=["setting"])
     base_row = base.iloc[0] if len(base) else None
     others = best[~best["is_baseline"]]
-    noise = (_tuned_noise(measured, value, models, others, base_row, pruned)
-             if base_row is not None else None)  # fmt: skip
-    eff = stats.effects(at_best, value, sense, key="schedule", level=level, family=family,
-                        noise=noise, pruned=pruned)  # fmt: skip
+    noise = (
+        _tuned_noise(measured, value, models, others, base_row, pruned)
+        if base_row is not None
+        else None
+    )
+    eff = stats.effects(
+        at_best,
+        value,
+        sense,
+        key="schedule",
+        level=level,
+        family=family,
+        noise=noise,
+        pruned=pruned,
+    )
     eff = eff.sort_values("schedule", kind="stable").reset_index(drop=True)
-    at_shared = named[(named["setting"].astype(str) == shared_setting)
-                      & named["seed"].isin(measure)]  # fmt: skip
+    at_shared = named[
+        (named["setting"].astype(str) == shared_setting) & named["seed"].isin(measure)
+    ]
     shared = eff.iloc[0:0]
     if shared_setting:
         noise = _shared_noise(at_shared, models.get(shared_setting))
-        shared = stats.effects(at_shared.drop(columns=["setting"]), value, sense, key="schedule",
-                               level=level, family=family, noise=noise,
-                               pruned=pruned)  # fmt: skip
+        shared = stats.effects(
+            at_shared.drop(columns=["setting"]),
+            value,
+            sense,
+            key="schedule",
+            level=level,
+            family=family,
+            noise=noise,
+            pruned=pruned,
+        )
     # a cell the pruner could have stopped (not uniform, not spared) and let run survived by
     # looking good: its mean is conditional on surviving, never called separated
     selected = pruner_selected(_cells(named, value, "candidate"), pruned) if pruned else set()
-    eff = _conditional(eff, dict(zip(best["schedule"], best["candidate"], strict=True)),
-                       selected)  # fmt: skip
-    shared = _conditional(shared, dict(zip(at_shared["schedule"], at_shared["candidate"],
-                                           strict=True)), selected)  # fmt: skip
+    eff = _conditional(eff, dict(zip(best["schedule"], best["candidate"], strict=True)), selected)
+    shared = _conditional(
+        shared, dict(zip(at_shared["schedule"], at_shared["candidate"], strict=True)), selected
+    )
     return best, eff, shared, stratum, shared_setting
-
 
 
 def _best_per_schedule(
@@ -354,33 +399,44 @@ def _best_per_schedule(
             continue
         partial, _, _, cand = min(ranked)
         chosen = _settings(group.at[cand, IDENTITY])
-        rows.append({
-            "schedule": _name(str(schedule), stratum),
-            "stratum": stratum,
-            "is_baseline": bool(group.at[cand, "is_baseline"]),
-            "candidate": cand,
-            "setting": str(group.at[cand, "setting"]),
-            "settings": chosen,
-            "mean": float(by_cand.at[cand, "mean"]),
-            "n": int(by_cand.at[cand, "n"]),
-            "edge": _edge(_split(chosen)[0], tried),
-            "fully_measured": not partial,
-        })  # fmt: skip
+        rows.append(
+            {
+                "schedule": _name(str(schedule), stratum),
+                "stratum": stratum,
+                "is_baseline": bool(group.at[cand, "is_baseline"]),
+                "candidate": cand,
+                "setting": str(group.at[cand, "setting"]),
+                "settings": chosen,
+                "mean": float(by_cand.at[cand, "mean"]),
+                "n": int(by_cand.at[cand, "n"]),
+                "edge": _edge(_split(chosen)[0], tried),
+                "fully_measured": not partial,
+            }
+        )
     best = pd.DataFrame(rows, columns=BEST_COLUMNS)
     best = best.sort_values("is_baseline", ascending=False, kind="stable").reset_index(drop=True)
     return best
 
 
-def _models(measured: pd.DataFrame, value: str, level: float,
-            pruned: bool) -> dict[str, stats.RowNoise | None]:  # fmt: skip
+def _models(
+    measured: pd.DataFrame, value: str, level: float, pruned: bool
+) -> dict[str, stats.RowNoise | None]:
     """setting -> the rows model of its cells on the measure seeds (the effects' model)."""
     setting_of = measured["setting"].astype(str)
-    return {str(s): stats.row_noise(sub, value, key="candidate", level=level, pruned=pruned)
-            for s, sub in measured.groupby(setting_of, sort=True)}  # fmt: skip
+    return {
+        str(s): stats.row_noise(sub, value, key="candidate", level=level, pruned=pruned)
+        for s, sub in measured.groupby(setting_of, sort=True)
+    }
 
 
-def _tuned_noise(measured: pd.DataFrame, value: str, models: dict[str, stats.RowNoise | None],
-                 others: pd.DataFrame, base: Any, pruned: bool) -> stats.PairNoises:  # fmt: skip
+def _tuned_noise(
+    measured: pd.DataFrame,
+    value: str,
+    models: dict[str, stats.RowNoise | None],
+    others: pd.DataFrame,
+    base: Any,
+    pruned: bool,
+) -> stats.PairNoises:
     """Each schedule's comparison at its best setting with uniform at its own (``base``: the
     best table's uniform row), on the rows model: within one setting the model's pair, across
     two :func:`tlmsearch.stats.across_pair` (each row in its setting's model, plus the
@@ -403,10 +459,12 @@ def _tuned_noise(measured: pd.DataFrame, value: str, models: dict[str, stats.Row
             src = uname if src == str(u) else r.schedule if src == str(r.candidate) else src
             share = model.share(r.candidate, u) if model is not None else math.nan
         else:
-            parts = stats.noise_interaction(measured[setting_of.isin([at, at_u])], value,
-                                            key="candidate", pruned=pruned)  # fmt: skip
-            n, src, share = stats.across_pair(r.candidate, models.get(at), u, models.get(at_u),
-                                              parts, cells)  # fmt: skip
+            parts = stats.noise_interaction(
+                measured[setting_of.isin([at, at_u])], value, key="candidate", pruned=pruned
+            )
+            n, src, share = stats.across_pair(
+                r.candidate, models.get(at), u, models.get(at_u), parts, cells
+            )
             src = uname if src == str(u) else r.schedule if src == str(r.candidate) else src
         noises[r.schedule], sources[r.schedule], shares[r.schedule] = n, src, share
     return stats.PairNoises(noises, sources, shares)
@@ -442,15 +500,18 @@ def curve(trials: pd.DataFrame, value: str) -> pd.DataFrame:
         settings = _settings(getattr(r, IDENTITY))
         xs = [x for x in (_number(v) for _, v in sorted(settings.items())) if x is not None]
         row = s.loc[r.candidate]
-        rows.append({
-            "schedule": r.schedule,
-            "is_baseline": bool(r.is_baseline),
-            "setting": r.setting,
-            "x": xs[0] if xs else math.nan,
-            "mean": float(row["mean"]),
-            "sd": float(row["sd"]),
-            "n": int(row["n"]),
-        })  # fmt: skip
-    out = pd.DataFrame(rows, columns=["schedule", "is_baseline", "setting", "x", "mean", "sd",
-                                      "n"])  # fmt: skip
+        rows.append(
+            {
+                "schedule": r.schedule,
+                "is_baseline": bool(r.is_baseline),
+                "setting": r.setting,
+                "x": xs[0] if xs else math.nan,
+                "mean": float(row["mean"]),
+                "sd": float(row["sd"]),
+                "n": int(row["n"]),
+            }
+        )
+    out = pd.DataFrame(
+        rows, columns=["schedule", "is_baseline", "setting", "x", "mean", "sd", "n"]
+    )
     return out.sort_values(["schedule", "x", "setting"], kind="stable").reset_index(drop=True)

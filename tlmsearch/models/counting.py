@@ -50,13 +50,18 @@ def _counts(
     with torch.device("meta"):
         model = build_external(model_cfg, widths, vocab_size)
     params = {id(p): p.numel() for p in model.parameters()}
-    embedding = {id(m.weight): m.weight.numel() for m in model.modules()
-                 if isinstance(m, nn.Embedding)}  # fmt: skip
+    embedding = {
+        id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding)
+    }
     head = model._head[0] if model._head else None
     if isinstance(head, nn.Linear):
         embedding[id(head.weight)] = head.weight.numel()  # tied: the same id, counted once
-    mlp_weights = [m.weight for _, _, _, mlp in model.mlp_sites() for m in mlp.modules()
-                   if isinstance(m, nn.Linear)]  # fmt: skip
+    mlp_weights = [
+        m.weight
+        for _, _, _, mlp in model.mlp_sites()
+        for m in mlp.modules()
+        if isinstance(m, nn.Linear)
+    ]
     mlp = sum(p.numel() for _, _, _, m in model.mlp_sites() for p in m.parameters())
     dense = 2 * sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     head_flops = 2 * head.weight.numel() if isinstance(head, nn.Linear) else 0
@@ -93,9 +98,10 @@ def _measured_extra(
         ) from None
     if tuple(out.shape) != (1, seq_len, vocab_size):
         raise protocol_error(
-            spec, f"forward(idx) of shape (1, {seq_len}) returned {tuple(out.shape)}, "
+            spec,
+            f"forward(idx) of shape (1, {seq_len}) returned {tuple(out.shape)}, "
             f"not (1, {seq_len}, {vocab_size}) logits",
-        )  # fmt: skip
+        )
     return max(0, math.ceil(counter.get_total_flops() / seq_len) - dense)
 
 

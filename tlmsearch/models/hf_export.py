@@ -158,8 +158,12 @@ def family_of(model: ModelConfig) -> str:
 def llama_keys(model: ModelConfig) -> dict[str, Any]:
     """model.hf for a built-in transformer: Llama without biases (its key/value heads are
     model.n_kv_head's: ``num_key_value_heads``)."""
-    return {"model_type": "llama", "hidden_act": "silu", "attention_bias": False,
-            "mlp_bias": False}  # fmt: skip
+    return {
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+    }
 
 
 def as_family(model: ModelConfig) -> ModelConfig:
@@ -190,11 +194,14 @@ def deci_blocks(
             mult = round(3 * min((lo, hi), key=lambda v: abs(v - w)) / (2 * d_model), 6)
         blocks.append(
             {
-                "attention": {"n_heads_in_group": n_head // kv, "no_op": False,
-                              "replace_with_linear": False},
+                "attention": {
+                    "n_heads_in_group": n_head // kv,
+                    "no_op": False,
+                    "replace_with_linear": False,
+                },
                 "ffn": {"ffn_mult": mult, "no_op": False, "replace_with_linear": False},
             }
-        )  # fmt: skip
+        )
     return blocks, off
 
 
@@ -263,9 +270,13 @@ def _block_configs(model: ModelConfig, widths: Sequence[int]) -> tuple[str, list
 
 
 def write_hf_folder(
-    folder: str | Path, model: ModelConfig, widths: Sequence[int], vocab_size: int,
-    *, max_positions: int,
-) -> dict[str, Any]:  # fmt: skip
+    folder: str | Path,
+    model: ModelConfig,
+    widths: Sequence[int],
+    vocab_size: int,
+    *,
+    max_positions: int,
+) -> dict[str, Any]:
     """Write the Hugging Face folder for ``model`` (its per-layer heads: ``model.heads``) at
     ``widths``; returns a summary (files, family, block_configs lines: ``off`` for widths off
     the lattice, ``heads_off`` for heads it cannot express)."""
@@ -309,8 +320,13 @@ def write_hf_folder(
     }
     for name, text in files.items():
         (out / name).write_text(text)
-    return {"folder": out, "family": family, "files": [out / n for n in files], "off": off,
-            "heads_off": heads_off}  # fmt: skip
+    return {
+        "folder": out,
+        "family": family,
+        "files": [out / n for n in files],
+        "off": off,
+        "heads_off": heads_off,
+    }
 
 
 def llama_weights(lm: Any, model: ModelConfig) -> dict[str, Any]:
@@ -381,8 +397,9 @@ def export_best(run: Path, cfg: Any, best: Mapping[str, Any], out: str | Path | 
         import yaml
 
         path = folder / "training_recipe.yaml"
-        path.write_text(yaml.safe_dump({"note": recipe["note"], "train": recipe.get(scale)},
-                                       sort_keys=False))  # fmt: skip
+        path.write_text(
+            yaml.safe_dump({"note": recipe["note"], "train": recipe.get(scale)}, sort_keys=False)
+        )
         summary = {**summary, "files": [*summary["files"], path]}
     return {**summary, "scale": scale, "widths": widths, "heads": list(model.heads)}
 

@@ -149,9 +149,15 @@ def _recurrence(
             ys.append(_run(weights, q[:, :, sl])[0][-1])
             break
         y, weights, momentum = _read_write(
-            weights, momentum, q[:, :, sl], k[:, :, sl], v[:, :, sl], theta[..., sl],
-            log_eta[..., sl], log_keep[..., sl],
-        )  # fmt: skip
+            weights,
+            momentum,
+            q[:, :, sl],
+            k[:, :, sl],
+            v[:, :, sl],
+            theta[..., sl],
+            log_eta[..., sl],
+            log_keep[..., sl],
+        )
         ys.append(y)
     return torch.cat(ys, dim=2)[:, :, :T]
 

@@ -161,8 +161,11 @@ def ranked_candidates(
     report has one (a metric the study does not judge is ranked here).
     """
     sense = sense or sense_of(metric)
-    r = ranking if ranking is not None else stats.rank(trials, metric_column(metric), sense,
-                                                       seeds=seeds)  # fmt: skip
+    r = (
+        ranking
+        if ranking is not None
+        else stats.rank(trials, metric_column(metric), sense, seeds=seeds)
+    )
     layers = [e.column for e in LAYERED.values()]  # widths_json, heads_json, the profiles
     extra = [*_INFO, "trial_ids", IDENTITY, *layers, "heads_share", "label"]
     if r.empty:
@@ -182,10 +185,14 @@ def ranked_candidates(
         " ".join(x for x in (c, f"[{trained(a, b)}]" if trained(a, b) else "") if x)
         + (f" ({flag})" if tier in (1, 2) else "")
         for c, a, b, tier, flag in zip(
-            out["candidate"], out["realised_start"], out["realised_end"], out["tier"],
-            out["flag"], strict=True,
+            out["candidate"],
+            out["realised_start"],
+            out["realised_end"],
+            out["tier"],
+            out["flag"],
+            strict=True,
         )
-    ]  # fmt: skip
+    ]
     return out
 
 
@@ -491,8 +498,10 @@ def learning_curves(
     group_of = curve_groups(trials, metric, sense, seeds, k, ranking) if len(trials) else {}
     c["group"] = [group_of.get(x, OTHERS) for x in c["candidate"]]
     c["hover"] = c["trial_id"].map(hover).fillna("") if len(c) else []
-    c["hover"] = [f"{h or 'trial ' + t}<br>tokens {n:,}" for h, t, n in
-                  zip(c["hover"], c["trial_id"], c["tokens"], strict=True)]  # fmt: skip
+    c["hover"] = [
+        f"{h or 'trial ' + t}<br>tokens {n:,}"
+        for h, t, n in zip(c["hover"], c["trial_id"], c["tokens"], strict=True)
+    ]
     cols = ["trial_id", "candidate", "state", "tokens", "value", "hover", "group"]
     lines = c[cols].sort_values(["trial_id", "tokens"], kind="stable").reset_index(drop=True)
     pruned_ids = set(trials.loc[trials["state"] == "PRUNED", "trial_id"])
@@ -585,9 +594,26 @@ def paired_deltas(
         sd=summary["sd_delta"],
         n=summary["n_paired"],
     )
-    cols = ["candidate", "label", "mean", "sd", "n", "half_width", "lo", "hi", "within_noise",
-            "effect_noise", "noise", "noise_sd", "k", "n_of_k", "censored", "tier", "flag",
-            "rank"]  # fmt: skip
+    cols = [
+        "candidate",
+        "label",
+        "mean",
+        "sd",
+        "n",
+        "half_width",
+        "lo",
+        "hi",
+        "within_noise",
+        "effect_noise",
+        "noise",
+        "noise_sd",
+        "k",
+        "n_of_k",
+        "censored",
+        "tier",
+        "flag",
+        "rank",
+    ]
     summary = summary[cols].reset_index(drop=True)
     cells = stats.paired_deltas(trials, metric_column(metric))
     cells = cells[~cells["is_baseline"]]
@@ -606,8 +632,10 @@ def paired_deltas(
             "label": cells["candidate"].map(labels).to_numpy(),
             "seed": cells["seed"].to_numpy(),
             "delta": cells["delta"].to_numpy(),
-            "hover": [hover.get((c, float(x)), "") for c, x in zip(
-                cells["candidate"], cells["seed"], strict=True)],
+            "hover": [
+                hover.get((c, float(x)), "")
+                for c, x in zip(cells["candidate"], cells["seed"], strict=True)
+            ],
         }
-    )  # fmt: skip
+    )
     return Deltas(metric, sense, per_seed, summary)

@@ -79,23 +79,51 @@ def effects(
     ranked = ranked_candidates(trials, metric, sense, seeds, ranking=ev.ranking)
     eff = ev.effects
     if eff.empty:
-        table = pd.DataFrame(columns=["candidate", "rank", "n_of_k", "tier", "flag",
-                                      *stats.EFFECT_COLUMNS, "decided_by"])  # fmt: skip
-        return Effects(metric, sense, table, None, Conclusions([], []), snr=ev.snr,
-                       learning_rate=learning_rate_of(trials, config),
-                       per_setting=_per_setting(trials))
+        table = pd.DataFrame(
+            columns=[
+                "candidate",
+                "rank",
+                "n_of_k",
+                "tier",
+                "flag",
+                *stats.EFFECT_COLUMNS,
+                "decided_by",
+            ]
+        )
+        return Effects(
+            metric,
+            sense,
+            table,
+            None,
+            Conclusions([], []),
+            snr=ev.snr,
+            learning_rate=learning_rate_of(trials, config),
+            per_setting=_per_setting(trials),
+        )
     info = ranked.set_index("candidate")[["rank", "n_of_k", "tier", "flag"]]
     table = eff.join(info, on="candidate")
     order = {c: i for i, c in enumerate(ranked["candidate"])}
     table = table.assign(_o=table["candidate"].map(order)).sort_values("_o", kind="stable")
     table = table.drop(columns="_o").reset_index(drop=True)
-    table = table[["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS,
-                   "decided_by"]]  # fmt: skip
+    table = table[
+        ["candidate", "rank", "n_of_k", "tier", "flag", *stats.EFFECT_COLUMNS, "decided_by"]
+    ]
     said = conclusions(trials, label=metric, evidence=ev)
     rule = stats.contrasts_rule(ev.contrasts, ev.level) if ev.contrasts is not None else ""
-    return Effects(metric, sense, table, ev.noise, said, ev.decision_words(), ev.snr,
-                   learning_rate_of(trials, config), _per_setting(trials), ev.noise_why,
-                   ev.contrasts, rule)  # fmt: skip
+    return Effects(
+        metric,
+        sense,
+        table,
+        ev.noise,
+        said,
+        ev.decision_words(),
+        ev.snr,
+        learning_rate_of(trials, config),
+        _per_setting(trials),
+        ev.noise_why,
+        ev.contrasts,
+        rule,
+    )
 
 
 def _per_setting(trials: pd.DataFrame) -> bool:
@@ -246,10 +274,9 @@ def race(
         note = ev.note or f"the race runs on the first objective, not {metric}"
         return Race(settings, empty, {}, uniform_seeds, False, note)
     rows = [
-        (ln.candidate, ln.status, len(ln.seeds), ln.seeds, ln.mean_delta, ln.half_width,
-         ln.reason)
+        (ln.candidate, ln.status, len(ln.seeds), ln.seeds, ln.mean_delta, ln.half_width, ln.reason)
         for ln in lanes
-    ]  # fmt: skip
+    ]
     table = pd.DataFrame(rows, columns=cols)
     sign = 1.0 if sense == "minimize" else -1.0  # best mean delta first, undecided last
     table = table.assign(_k=sign * table["mean_delta"].astype("float64"))
@@ -333,9 +360,19 @@ def interaction(trials: pd.DataFrame, e: Effects) -> Interaction | None:
         if at is None or axis not in at or len(r["members"]) != 1:
             continue
         other = ", ".join(f"{d.partition('.')[2] or d}={at.get(d)}" for d in others)
-        recs.append({"group": r["members"][0], "kind": "schedule", "other": other,
-                     "x": at[axis], "estimate": r["estimate"], "lo": r["lo"], "hi": r["hi"],
-                     "word": r["word"], "ci_level": r["ci_level"]})  # fmt: skip
+        recs.append(
+            {
+                "group": r["members"][0],
+                "kind": "schedule",
+                "other": other,
+                "x": at[axis],
+                "estimate": r["estimate"],
+                "lo": r["lo"],
+                "hi": r["hi"],
+                "word": r["word"],
+                "ci_level": r["ci_level"],
+            }
+        )
     lines = pd.DataFrame(recs)
     if lines.empty:
         return None
@@ -347,12 +384,23 @@ def interaction(trials: pd.DataFrame, e: Effects) -> Interaction | None:
         members = set(row["members"].iloc[0])
         sub = lines[(lines["kind"] == "schedule") & lines["group"].isin(members)]
         for (other, x), g in sub.groupby(["other", "x"], sort=False):
-            recs.append({"group": fam, "kind": "family", "other": other, "x": x,
-                         "estimate": float(g["estimate"].mean()), "lo": math.nan,
-                         "hi": math.nan, "word": "", "ci_level": math.nan})  # fmt: skip
+            recs.append(
+                {
+                    "group": fam,
+                    "kind": "family",
+                    "other": other,
+                    "x": x,
+                    "estimate": float(g["estimate"].mean()),
+                    "lo": math.nan,
+                    "hi": math.nan,
+                    "word": "",
+                    "ci_level": math.nan,
+                }
+            )
     lines = pd.DataFrame(recs)
-    lines["line"] = [g if not o else f"{g} ({o})" for g, o in zip(lines["group"], lines["other"],
-                                                                 strict=True)]  # fmt: skip
+    lines["line"] = [
+        g if not o else f"{g} ({o})" for g, o in zip(lines["group"], lines["other"], strict=True)
+    ]
     lines["hover"] = [_interaction_hover(r, e.metric, axis) for r in lines.itertuples()]
     try:
         lines["x"] = lines["x"].astype(float)

@@ -390,10 +390,13 @@ def learning_curves(c: Curves) -> go.Figure:
                 text=texts,
                 hovertemplate=HOVER,
                 connectgaps=False,
-                line={"color": colors[group], "width": 2.5 if group == "uniform" else 1.8,
-                      "dash": "dash" if group == "uniform" else "solid"},
+                line={
+                    "color": colors[group],
+                    "width": 2.5 if group == "uniform" else 1.8,
+                    "dash": "dash" if group == "uniform" else "solid",
+                },
             )
-        )  # fmt: skip
+        )
     pruned = c.lines[c.lines["state"] == "PRUNED"]
     if len(pruned):
         xs, ys, texts = _gapped(pruned, "tokens", "value", "trial_id")
@@ -418,10 +421,13 @@ def learning_curves(c: Curves) -> go.Figure:
                 name=f"pruned here ({len(c.pruned_at)})",
                 text=c.pruned_at["hover"],
                 hovertemplate=HOVER,
-                marker={"symbol": "x", "size": 9,
-                        "color": [colors.get(g, "#444") for g in c.pruned_at["group"]]},
+                marker={
+                    "symbol": "x",
+                    "size": 9,
+                    "color": [colors.get(g, "#444") for g in c.pruned_at["group"]],
+                },
             )
-        )  # fmt: skip
+        )
     title = f"Learning curves: {label(c.metric)} vs tokens, one colour per candidate"
     if len(c.failed):
         title += f" ({len(c.failed)} failed trial(s) listed below)"
@@ -808,8 +814,12 @@ def setting_sweep(sw: SettingSweep) -> go.Figure:
     xs = sw.lines["x"].dropna()
     log = bool(len(xs) and xs.min() > 0 and xs.max() / xs.min() >= 4)
     title = f"{label(sw.metric)} against {sw.axis}, one line per schedule (star: its best)"
-    _layout(fig, title, xaxis={"title": {"text": sw.axis}, "type": "log" if log else "linear"},
-            yaxis_title=f"{label(sw.metric)} (mean ± sd over seeds)")  # fmt: skip
+    _layout(
+        fig,
+        title,
+        xaxis={"title": {"text": sw.axis}, "type": "log" if log else "linear"},
+        yaxis_title=f"{label(sw.metric)} (mean ± sd over seeds)",
+    )
     if sw.lines.empty:
         _note(fig, "no finished trial yet")
     return fig
@@ -829,31 +839,54 @@ def interaction(ix: Interaction) -> go.Figure:
     dashes = {o: _DASHES[i % len(_DASHES)] for i, o in enumerate(sorted(set(lines["other"])))}
     for name, sub in lines.groupby("line", sort=False):
         fam = sub["kind"].iloc[0] == "family"
-        err = None if fam else {"type": "data", "array": (sub["hi"] - sub["estimate"]).tolist(),
-                                "arrayminus": (sub["estimate"] - sub["lo"]).tolist(),
-                                "visible": True}  # fmt: skip
+        err = (
+            None
+            if fam
+            else {
+                "type": "data",
+                "array": (sub["hi"] - sub["estimate"]).tolist(),
+                "arrayminus": (sub["estimate"] - sub["lo"]).tolist(),
+                "visible": True,
+            }
+        )
         fig.add_trace(
             go.Scatter(
-                x=sub["x"], y=sub["estimate"], error_y=err, mode="lines+markers",
-                name=str(name), text=sub["hover"], hovertemplate=HOVER,
-                line={"color": colors[sub["group"].iloc[0]], "width": 4 if fam else 2,
-                      "dash": dashes[sub["other"].iloc[0]]},
+                x=sub["x"],
+                y=sub["estimate"],
+                error_y=err,
+                mode="lines+markers",
+                name=str(name),
+                text=sub["hover"],
+                hovertemplate=HOVER,
+                line={
+                    "color": colors[sub["group"].iloc[0]],
+                    "width": 4 if fam else 2,
+                    "dash": dashes[sub["other"].iloc[0]],
+                },
             )
-        )  # fmt: skip
+        )
     if ix.margin is not None:
-        fig.add_hrect(y0=-ix.margin, y1=ix.margin, fillcolor="#2ca02c", opacity=0.12,
-                      line_width=0)  # fmt: skip
+        fig.add_hrect(y0=-ix.margin, y1=ix.margin, fillcolor="#2ca02c", opacity=0.12, line_width=0)
     fig.add_hline(y=0.0, line={"color": UNIFORM_COLOR, "dash": "dash", "width": 1})
     xs = pd.to_numeric(lines["x"], errors="coerce").dropna()
     log = bool(len(xs) == len(lines) and xs.min() > 0 and xs.max() / xs.min() >= 4)
-    band = (f"; shaded: equivalent within +-{ix.margin:g}" if ix.margin is not None
-            else "; no equivalence margin")  # fmt: skip
-    title = (f"{label(ix.metric)} vs uniform against {ix.axis}: does the effect depend on it?"
-             "<br><sub>one line per schedule (bars: the interval its word was decided at) and "
-             f"per schedule family (thick: the mean of its schedules){band}"
-             f"<br>{ix.rule.partition(';')[0] or 'the contrasts family'}</sub>")  # fmt: skip
-    _layout(fig, title, height=520,
-            xaxis={"title": {"text": ix.axis}, "type": "log" if log else "-"},
-            yaxis_title=f"{label(ix.metric)} minus uniform's, same setting and seeds")  # fmt: skip
+    band = (
+        f"; shaded: equivalent within +-{ix.margin:g}"
+        if ix.margin is not None
+        else "; no equivalence margin"
+    )
+    title = (
+        f"{label(ix.metric)} vs uniform against {ix.axis}: does the effect depend on it?"
+        "<br><sub>one line per schedule (bars: the interval its word was decided at) and "
+        f"per schedule family (thick: the mean of its schedules){band}"
+        f"<br>{ix.rule.partition(';')[0] or 'the contrasts family'}</sub>"
+    )
+    _layout(
+        fig,
+        title,
+        height=520,
+        xaxis={"title": {"text": ix.axis}, "type": "log" if log else "-"},
+        yaxis_title=f"{label(ix.metric)} minus uniform's, same setting and seeds",
+    )
     fig.update_layout(margin={"t": 120})
     return fig

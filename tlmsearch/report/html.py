@@ -69,10 +69,16 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     ev = evidence[metric]
     seeds = ev.plan  # the seeds each candidate is planned on (a metric it does not judge)
     fronts = {
-        m: C.ratio_front(t, m, x=x, sense=C.sense_of(m, objectives), seeds=seeds,
-                         ranking=evidence[m].ranking if m in evidence else None)
+        m: C.ratio_front(
+            t,
+            m,
+            x=x,
+            sense=C.sense_of(m, objectives),
+            seeds=seeds,
+            ranking=evidence[m].ranking if m in evidence else None,
+        )
         for m in FRONT_METRICS
-    }  # fmt: skip
+    }
     if fronts["val_ppl"].points.empty and not fronts["val_bpb"].points.empty:
         fronts = {"val_bpb": fronts["val_bpb"], "val_ppl": fronts["val_ppl"]}
     figs.append(Figure("fig-ratio-front", "Ratio vs perplexity", F.ratio_front(fronts)))
@@ -169,6 +175,7 @@ th{background:#f5f5f5} code,pre{font-size:.88em} .plot{min-height:260px}
 .note{color:#444;max-width:900px}
 """
 
+
 def _e(v: Any) -> str:
     return html.escape(str(v))
 
@@ -213,8 +220,13 @@ def summary_html(s: dict[str, Any]) -> str:
         ]
         if b.get("heads"):  # a heads schedule: attention capacity moves too
             share = b.get("heads_share")
-            rows.append(("its attention heads (proxy, per layer)", f"<code>{_e(b['heads'])}</code>"
-                         + ("" if share is None else f" (heads share {share:.3f})")))
+            rows.append(
+                (
+                    "its attention heads (proxy, per layer)",
+                    f"<code>{_e(b['heads'])}</code>"
+                    + ("" if share is None else f" (heads share {share:.3f})"),
+                )
+            )
         if b.get("target_widths"):
             rows.append(("its widths at target scale", f"<code>{_e(b['target_widths'])}</code>"))
         if b.get("target_heads"):
@@ -289,9 +301,10 @@ def conclusions_html(report: Report) -> str:
         "seed on that value's cells: every delta of a seed shares its uniform; the table's "
         "noise column), as their noise differs; pooled over settings it is "
         f"{noise}. Which is best and the matrix below take the widest of them"
-        if e.per_setting else
-        "one fit of the whole study as a block design (value ~ candidate + seed: every delta "
-        f"of a seed shares its uniform): {noise}")  # fmt: skip
+        if e.per_setting
+        else "one fit of the whole study as a block design (value ~ candidate + seed: every delta "
+        f"of a seed shares its uniform): {noise}"
+    )
     parts = [
         "<p class='sub'>Each effect is a paired difference on the same seeds (same data order "
         f"and initial weights). The noise of one paired delta comes from {_e(source)}. "
@@ -327,12 +340,18 @@ def snr_html(snr: stats.SignalToNoise | None) -> str:
         return _e(format(v, fmt) if v is not None else f"n/a ({why})")
 
     rows = [
-        ("seeds: sd of one paired delta", cell(seed["sd"], seed["why"], ".3g"),
-         cell(seed["snr"], seed["why"], ".1f")
-         + (f" (all candidates equal: ~{seed['snr_if_all_equal']:.1f})" if seed["snr"] else "")),
-        (f"checkpoints: sd over the last evals of {ck['trials']} trials, detrended",
-         cell(ck["sd"], ck["why"], ".3g"), cell(ck["snr"], ck["why"], ".1f")),
-    ]  # fmt: skip
+        (
+            "seeds: sd of one paired delta",
+            cell(seed["sd"], seed["why"], ".3g"),
+            cell(seed["snr"], seed["why"], ".1f")
+            + (f" (all candidates equal: ~{seed['snr_if_all_equal']:.1f})" if seed["snr"] else ""),
+        ),
+        (
+            f"checkpoints: sd over the last evals of {ck['trials']} trials, detrended",
+            cell(ck["sd"], ck["why"], ".3g"),
+            cell(ck["snr"], ck["why"], ".1f"),
+        ),
+    ]
     body = "".join(f"<tr><td>{_e(a)}</td><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
     return (
         "<h3>Signal-to-noise</h3><p class='sub'>As in Signal and Noise (Heineman et al. 2025, "
@@ -373,9 +392,18 @@ def effects_html(report: Report) -> str:
     e = report.effects
     parts = []
     if e is not None and len(e.table):
-        head = ("rank (uniform counts)", "candidate", "seeds",
-                f"{e.metric} vs uniform (mean ± 95%)", "95% CI", "noise (sd of a delta)",
-                "effect / noise", "better on", "verdict", "decided by")  # fmt: skip
+        head = (
+            "rank (uniform counts)",
+            "candidate",
+            "seeds",
+            f"{e.metric} vs uniform (mean ± 95%)",
+            "95% CI",
+            "noise (sd of a delta)",
+            "effect / noise",
+            "better on",
+            "verdict",
+            "decided by",
+        )
         rows = []
         for r in e.table.itertuples():
             rank = "" if pd.isna(r.rank) else str(r.rank)
@@ -408,21 +436,27 @@ def contrasts_html(e: E.Effects) -> str:
     rows = []
     for _, r in table.iterrows():
         eq = r["word"] == "equivalent"
-        lo, hi, lev = ((r["eq_lo"], r["eq_hi"], r["eq_level"]) if eq
-                       else (r["lo"], r["hi"], r["ci_level"]))  # fmt: skip
-        iv = ("" if not (math.isfinite(lo) and math.isfinite(hi)) or int(r["df"]) < 3
-              else f"[{lo:+.4g}, {hi:+.4g}] ({100 * lev:.4g}%)")  # fmt: skip
+        lo, hi, lev = (
+            (r["eq_lo"], r["eq_hi"], r["eq_level"]) if eq else (r["lo"], r["hi"], r["ci_level"])
+        )
+        iv = (
+            ""
+            if not (math.isfinite(lo) and math.isfinite(hi)) or int(r["df"]) < 3
+            else f"[{lo:+.4g}, {hi:+.4g}] ({100 * lev:.4g}%)"
+        )
         est = f"{r['estimate']:+.4g}" if math.isfinite(r["estimate"]) else ""
-        word = (f"equivalent within ±{r['margin']:g}" if eq else str(r["word"]))
+        word = f"equivalent within ±{r['margin']:g}" if eq else str(r["word"])
         line = contrast_line(r, e.metric).partition(": ")[2]
         cells = (r["name"], r["kind"], word, est, iv, str(int(r["df"])), line)
         cls = " class='sep'" if r["word"] in ("better", "worse", "equivalent") else ""
         rows.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    return (f"<h3>Contrasts</h3><p class='sub'>{_e(e.contrasts_rule)}. Each question is a "
-            "contrast from one fit of every cell of the study; its answer is better, worse, "
-            "equivalent within the margin, or inconclusive (docs/statistics.md).</p>"
-            f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>")
+    return (
+        f"<h3>Contrasts</h3><p class='sub'>{_e(e.contrasts_rule)}. Each question is a "
+        "contrast from one fit of every cell of the study; its answer is better, worse, "
+        "equivalent within the margin, or inconclusive (docs/statistics.md).</p>"
+        f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"
+    )
 
 
 def learning_rate_html(lr: dict[str, Any] | None) -> str:
@@ -430,17 +464,21 @@ def learning_rate_html(lr: dict[str, Any] | None) -> str:
     LR effect), and what the parametrization does to each schedule's layers against uniform."""
     if not lr:
         return ""
-    head = ("<p id='lr-note'><b>At one learning rate:</b> these effects "
-            f"{_e(lr['compared'].removeprefix('at one learning rate: '))}.</p>"
-            if lr.get("at_one_lr") else
-            "<p class='sub' id='lr-note'>Each effect is within one learning rate (a schedule "
-            "against uniform at the same train.lr); each schedule at its own best LR: see "
-            f"{_e(TUNED)}.</p>")  # fmt: skip
+    head = (
+        "<p id='lr-note'><b>At one learning rate:</b> these effects "
+        f"{_e(lr['compared'].removeprefix('at one learning rate: '))}.</p>"
+        if lr.get("at_one_lr")
+        else "<p class='sub' id='lr-note'>Each effect is within one learning rate (a schedule "
+        "against uniform at the same train.lr); each schedule at its own best LR: see "
+        f"{_e(TUNED)}.</p>"
+    )
     items = "".join(f"<li>{_e(k)}: {_e(v)}</li>" for k, v in lr["effective_lr"].items())
     if not items:
         return head
-    return (head + "<details><summary>Effective learning rate per layer, against uniform"
-            f"</summary><ul class='said'>{items}</ul></details>")  # fmt: skip
+    return (
+        head + "<details><summary>Effective learning rate per layer, against uniform"
+        f"</summary><ul class='said'>{items}</ul></details>"
+    )
 
 
 def race_html(race: E.Race | None) -> str:
@@ -490,39 +528,73 @@ def tuned_html(sw: T.SettingSweep) -> str:
         "rate a study tuned on its baseline would share), on the same measuring seeds: an effect "
         "that shrinks or flips once each side is tuned was partly a learning-rate effect.</p>"
     )
-    head = ("schedule", "best setting", f"mean {sw.metric}", "seeds",
-            "vs uniform, each at its best (95% CI)", "verdict",
-            "vs uniform at uniform's best (95% CI)", "verdict",
-            "best at the edge of the grid")  # fmt: skip
+    head = (
+        "schedule",
+        "best setting",
+        f"mean {sw.metric}",
+        "seeds",
+        "vs uniform, each at its best (95% CI)",
+        "verdict",
+        "vs uniform at uniform's best (95% CI)",
+        "verdict",
+        "best at the edge of the grid",
+    )
     rows = []
     for r in sw.table.itertuples():
-        delta, verdict = _tuned_delta(r.is_baseline, r.mean_delta, r.lo, r.hi, r.separated,
-                                      r.censored)  # fmt: skip
-        shared, shared_verdict = _tuned_delta(r.is_baseline, r.shared_delta, r.shared_lo,
-                                              r.shared_hi, r.shared_separated,
-                                              r.shared_censored)  # fmt: skip
+        delta, verdict = _tuned_delta(
+            r.is_baseline, r.mean_delta, r.lo, r.hi, r.separated, r.censored
+        )
+        shared, shared_verdict = _tuned_delta(
+            r.is_baseline,
+            r.shared_delta,
+            r.shared_lo,
+            r.shared_hi,
+            r.shared_separated,
+            r.shared_censored,
+        )
         edge = f"<b>{_e(r.edge)}</b>" if r.edge else ""
         seeds = str(r.n) if r.fully_measured else f"{r.n} (no setting completed every seed)"
         if not r.is_baseline and not pd.isna(r.censored) and bool(r.censored):
             seeds += f"; pruned or failed on {', '.join(str(x) for x in r.censored_seeds)}"
-        cells = [_e(r.schedule), _e(r.setting), f"{r.mean:.4g}", _e(seeds), delta, verdict,
-                 shared, shared_verdict, edge]  # fmt: skip
+        cells = [
+            _e(r.schedule),
+            _e(r.setting),
+            f"{r.mean:.4g}",
+            _e(seeds),
+            delta,
+            verdict,
+            shared,
+            shared_verdict,
+            edge,
+        ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"
-                 + "".join(rows) + "</table>")  # fmt: skip
+    parts.append(
+        "<table><tr>"
+        + "".join(f"<th>{_e(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+    )
     return "".join(parts)
 
 
-def _tuned_delta(baseline: bool, mean: Any, lo: Any, hi: Any, separated: Any, censored: Any
-                 ) -> tuple[str, str]:  # fmt: skip
+def _tuned_delta(
+    baseline: bool, mean: Any, lo: Any, hi: Any, separated: Any, censored: Any
+) -> tuple[str, str]:
     """A tuned-table effect and its verdict ("" for uniform or without a paired seed)."""
     if baseline or pd.isna(mean):
         return "", ""
     ci = "" if pd.isna(lo) else f" ({lo:+.3g} .. {hi:+.3g})"
     censored = not pd.isna(censored) and bool(censored)
-    verdict = ("censored: not judged" if censored
-               else "not judged" if pd.isna(separated)
-               else "<b>separated</b>" if separated else "within noise")  # fmt: skip
+    verdict = (
+        "censored: not judged"
+        if censored
+        else "not judged"
+        if pd.isna(separated)
+        else "<b>separated</b>"
+        if separated
+        else "within noise"
+    )
     return f"{mean:+.4g}{ci}", verdict
 
 
@@ -629,9 +701,13 @@ BOXES: tuple[tuple[str, str, str, Any], ...] = (
     ("fig-curves", "after", "failed-box", lambda r: failed_html(r.failed)),
     ("fig-separation", "after", "effects-box", lambda r: effects_html(r)),
     ("fig-settings", "after", "tuned-box", lambda r: tuned_html(r.sweep) if r.sweep else None),
-    ("fig-fidelity", "after", "fidelity-box",
-     lambda r: fidelity_html(r.fidelity) if r.fidelity else None),
-)  # fmt: skip
+    (
+        "fig-fidelity",
+        "after",
+        "fidelity-box",
+        lambda r: fidelity_html(r.fidelity) if r.fidelity else None,
+    ),
+)
 
 
 def _boxes(report: Report, figure: str, where: str) -> list[str]:

@@ -165,4 +165,3 @@ def _evaluator() -> Any:
     with warnings.catch_warnings():  # experimental in Optuna
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.importance.PedAnovaImportanceEvaluator()
-

@@ -154,5 +154,8 @@ def _model_line(config: StudyConfig) -> dict[str, Any]:
     """The proxy model's size, as the summary shows it ({} without a model)."""
     model = config.model
     keys = ("arch", "n_layer", "d_model", "n_head", "d_ff")
-    return {} if model is None else {k: getattr(model, k) for k in keys
-                                     if getattr(model, k) is not None}  # fmt: skip
+    return (
+        {}
+        if model is None
+        else {k: getattr(model, k) for k in keys if getattr(model, k) is not None}
+    )

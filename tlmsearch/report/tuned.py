@@ -48,8 +48,9 @@ def setting_sweep(
         return None
     chosen = dict(zip(tu.best["schedule"], tu.best["setting"], strict=True))
     lines = tu.curve.copy()
-    lines["best"] = [chosen.get(s) == x for s, x in zip(lines["schedule"], lines["setting"],
-                                                         strict=True)]  # fmt: skip
+    lines["best"] = [
+        chosen.get(s) == x for s, x in zip(lines["schedule"], lines["setting"], strict=True)
+    ]
     lines["hover"] = [
         f"{r.schedule} @ {r.setting}<br>{metric} {r.mean:.4g}"
         + (f" ± {r.sd:.2g} (sd, {r.n} seeds)" if math.isfinite(r.sd) else f" ({r.n} seed)")
@@ -65,13 +66,13 @@ def setting_sweep(
     shared = (tu.shared if tu.shared is not None else tu.effects.iloc[0:0]).set_index("schedule")
     for col in ("mean_delta", "lo", "hi", "separated", "censored"):
         table[f"shared_{col.removeprefix('mean_')}"] = [
-            shared.at[s, col] if s in shared.index else pd.NA for s in table["schedule"]]
+            shared.at[s, col] if s in shared.index else pd.NA for s in table["schedule"]
+        ]
     return SettingSweep(metric, sense, axis, lines, table, tu.selection, tu.caveat)
 
 
 def _axis(params: pd.Series) -> str:
     """The field name of the first numeric setting (the x axis), e.g. ``lr``."""
-
 
     for text in params:
         for name, value in sorted(Candidate.from_identity(text).settings.items()):

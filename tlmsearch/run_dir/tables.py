@@ -308,8 +308,7 @@ def unique_labels(trials: pd.DataFrame) -> pd.DataFrame:
     if not shared.any():
         return trials
     out = trials.copy()
-    out.loc[shared, "candidate"] = out.loc[shared, "candidate"] + " " + out.loc[shared,
-                                                                              IDENTITY]
+    out.loc[shared, "candidate"] = out.loc[shared, "candidate"] + " " + out.loc[shared, IDENTITY]
     return out
 
 
@@ -542,8 +541,11 @@ def write_run_tables(
         metrics = [m for m, _ in objectives_of(study)]
     tdf = add_deltas(trials_frame(trials, study.model), metrics)
     cdf = curves_frame(curves)
-    evs = dict(evidences) if evidences is not None else study_evidences(tdf, study, metrics,
-                                                                         curves=cdf)
+    evs = (
+        dict(evidences)
+        if evidences is not None
+        else study_evidences(tdf, study, metrics, curves=cdf)
+    )
     tdf = add_effects(tdf, metrics, study, evs)
     for name, df in (("trials", tdf), ("curves", cdf)):
         atomic_write(run.table(name), lambda p, df=df: df.to_parquet(p, index=False))
@@ -602,9 +604,7 @@ def load_run(run_dir: str | Path) -> RunData:
     parts are empty)."""
     run = RunDir(run_dir)
     if not run.path.is_dir():
-        raise ConfigError(
-            f"run dir {str(run.path)!r} does not exist; give the folder a run wrote"
-        )
+        raise ConfigError(f"run dir {str(run.path)!r} does not exist; give the folder a run wrote")
     if not run.is_run():
         raise ConfigError(
             f"{str(run.path)!r} is not a run dir: it has none of {', '.join(MARKERS)}; "

@@ -81,8 +81,14 @@ class _Member:
         from tlmsearch.train.checkpoints import PREFIX, checkpoint_dirs, remove, write_checkpoint
 
         before = checkpoint_dirs(self.folder)
-        index = 1 + max((int(p.name.removeprefix(PREFIX)) for p in before
-                         if p.name.removeprefix(PREFIX).isdigit()), default=-1)  # fmt: skip
+        index = 1 + max(
+            (
+                int(p.name.removeprefix(PREFIX))
+                for p in before
+                if p.name.removeprefix(PREFIX).isdigit()
+            ),
+            default=-1,
+        )
         path = self.folder / f"{PREFIX}{index:06d}"
         tokens = int(state["tokens"])
         final = tokens >= self.cfg.train.tokens
@@ -122,8 +128,13 @@ class _Member:
 
         self.finished = True
         tb = traceback.format_exc()[-TRACEBACK_CHARS:]
-        failed = {"final": True, "status": "failed", "reason": exception_line(err),
-                  "traceback": tb, MEMBER: self.k}  # fmt: skip
+        failed = {
+            "final": True,
+            "status": "failed",
+            "reason": exception_line(err),
+            "traceback": tb,
+            MEMBER: self.k,
+        }
         tune.report({**_metrics({}, {}), **self.last, **failed})
 
 
@@ -148,8 +159,13 @@ def run_array(
             members.append(_Member(k, conf, base, data))
         except Exception as err:  # cannot be built (its widths): it fails alone
             tb = traceback.format_exc()[-TRACEBACK_CHARS:]
-            failed = {"final": True, "status": "failed", "reason": exception_line(err),
-                      "traceback": tb, MEMBER: k}  # fmt: skip
+            failed = {
+                "final": True,
+                "status": "failed",
+                "reason": exception_line(err),
+                "traceback": tb,
+                MEMBER: k,
+            }
             tune.report({**_metrics({}, {}), **failed})
     try:
         _train(base, members, data)
@@ -177,8 +193,12 @@ def _simulate(trainees: list[_Member], box: Any) -> None:
     for m, a in zip(trainees, answers, strict=True):
         if not m.finished and not m.ended():
             m.finished = True
-            m.report({**m.last, "wall_s": time.time() - start}, final=True, status=a.status,
-                     reason=a.reason)  # fmt: skip
+            m.report(
+                {**m.last, "wall_s": time.time() - start},
+                final=True,
+                status=a.status,
+                reason=a.reason,
+            )
 
 
 def _train(base: StudyConfig, members: list[_Member], data: Any) -> None:
@@ -207,17 +227,32 @@ def _train(base: StudyConfig, members: list[_Member], data: Any) -> None:
             m.on_eval(ev)
             return "stop" if m.ended() else False  # pruned: the driver said so
 
-        summary = train_proxy(m.model, m.plan.widths, data, m.cfg.train, seed=m.seed,
-                              threads=threads, device=device, on_eval=on_eval, resume=states[0],
-                              on_checkpoint=m.checkpoint,
-                              final_checkpoint=m.final_checkpoint)  # fmt: skip
+        summary = train_proxy(
+            m.model,
+            m.plan.widths,
+            data,
+            m.cfg.train,
+            seed=m.seed,
+            threads=threads,
+            device=device,
+            on_eval=on_eval,
+            resume=states[0],
+            on_checkpoint=m.checkpoint,
+            final_checkpoint=m.final_checkpoint,
+        )
         m.finish(summary, start)
         return
     if not trainees:
         return
     runs = [Member(m.model, tuple(m.plan.widths), m.cfg.train, m.seed) for m in trainees]
-    arr = TrialArray(runs, data, device=device, threads=threads,
-                     compile=base.train.compile == "on", states=states)  # fmt: skip
+    arr = TrialArray(
+        runs,
+        data,
+        device=device,
+        threads=threads,
+        compile=base.train.compile == "on",
+        states=states,
+    )
     try:
         while not arr.done:
             arr.step()

@@ -117,8 +117,12 @@ def fuse_key(cfg: StudyConfig, candidate: dict[str, Any]) -> str:
         c.model.plan(candidate)
     except Exception:
         return "alone:" + json.dumps(candidate, sort_keys=True, default=str)
-    shared = [c.model.model_dump(mode="json"), c.train.batch_tokens, c.train.micro_batch_size,
-              c.train.dtype]  # fmt: skip
+    shared = [
+        c.model.model_dump(mode="json"),
+        c.train.batch_tokens,
+        c.train.micro_batch_size,
+        c.train.dtype,
+    ]
     return json.dumps(shared, sort_keys=True, default=str)
 
 
@@ -183,8 +187,10 @@ class ArraySearcher(StudySearcher):
         **kw: Any,
     ) -> None:
         if not trial_root:  # members write checkpoints and their ended marker there
-            raise ValueError("trial_root: an array needs the folder its members' trial "
-                             "folders go in (the run's Ray session folder)")  # fmt: skip
+            raise ValueError(
+                "trial_root: an array needs the folder its members' trial "
+                "folders go in (the run's Ray session folder)"
+            )
         super().__init__(study, space, **kw)
         self._cfg, self._size, self._budget, self._slots, self._gpu = cfg, size, budget, slots, gpu
         self._root = trial_root
@@ -395,29 +401,44 @@ class MemberCallbacks(Callback):
             hook = "on_trial_error" if error else "on_trial_complete"
             self._call(hook, iteration=iteration, trials=trials, trial=view)
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:  # fmt: skip
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
         if not is_array(trial):
-            return self._call("on_trial_result", iteration=iteration, trials=trials,
-                              trial=trial, result=result, **info)  # fmt: skip
+            return self._call(
+                "on_trial_result",
+                iteration=iteration,
+                trials=trials,
+                trial=trial,
+                result=result,
+                **info,
+            )
         k = result.get(MEMBER)
         if isinstance(k, int):
             view = self._view(trial, k)
             self._last[view.trial_id] = result
-            self._call("on_trial_result", iteration=iteration, trials=trials, trial=view,
-                       result=result, **info)  # fmt: skip
+            self._call(
+                "on_trial_result",
+                iteration=iteration,
+                trials=trials,
+                trial=view,
+                result=result,
+                **info,
+            )
         self._ends(iteration, trials, trial)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if not is_array(trial):
-            return self._call("on_trial_complete", iteration=iteration, trials=trials,
-                              trial=trial, **info)  # fmt: skip
+            return self._call(
+                "on_trial_complete", iteration=iteration, trials=trials, trial=trial, **info
+            )
         self._ends(iteration, trials, trial)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if not is_array(trial):
-            return self._call("on_trial_error", iteration=iteration, trials=trials,
-                              trial=trial, **info)  # fmt: skip
+            return self._call(
+                "on_trial_error", iteration=iteration, trials=trials, trial=trial, **info
+            )
         self._ends(iteration, trials, trial, error=True)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

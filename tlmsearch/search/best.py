@@ -161,8 +161,10 @@ def _best_interval(e: Any) -> tuple[list[float] | None, str]:
     exact = float(e.get("noise_sd", math.nan)) == 0.0  # measured without noise: its width is 0
     sep = e["separated"]
     if 1 <= df < MIN_DF and not exact and (pd.isna(sep) or not bool(sep)):
-        return None, (f"cannot be bounded yet: its noise has {df} df; more seeds bound it "
-                      "(tlmsearch plan says how many)")  # fmt: skip
+        return None, (
+            f"cannot be bounded yet: its noise has {df} df; more seeds bound it "
+            "(tlmsearch plan says how many)"
+        )
     race = str(e.get("decided_by", "")) == "race"
     lo, hi = (e["lo"], e["hi"]) if race or "sim_lo" not in e else (e["sim_lo"], e["sim_hi"])
     if pd.isna(lo) or math.isnan(float(lo)):
@@ -171,11 +173,15 @@ def _best_interval(e: Any) -> tuple[list[float] | None, str]:
     excludes = ci[0] > 0 or ci[1] < 0
     note = ""
     if not pd.isna(sep) and bool(sep) and not excludes:
-        note = ("separated by the family's step-down test, which decides; the interval is the "
-                "single-step simultaneous bound and still touches 0")
+        note = (
+            "separated by the family's step-down test, which decides; the interval is the "
+            "single-step simultaneous bound and still touches 0"
+        )
     elif not pd.isna(sep) and not bool(sep) and excludes:
-        note = ("not separated: the family's test decides; the interval excludes 0 only as "
-                "the simultaneous bound, not at the test's level")
+        note = (
+            "not separated: the family's test decides; the interval excludes 0 only as "
+            "the simultaneous bound, not at the test's level"
+        )
     return ci, note
 
 
@@ -255,10 +261,12 @@ def best_document(
     base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
     if not base.empty and cfg.space.settings:  # a uniform per setting (train.lr): each its own
         doc["uniform_baseline"] = {
-            o.metric: {str(s): float(g[_metric_col(o.metric)].mean())
-                       for s, g in base.groupby("setting", sort=False)}
+            o.metric: {
+                str(s): float(g[_metric_col(o.metric)].mean())
+                for s, g in base.groupby("setting", sort=False)
+            }
             for o in cfg.objectives
-        }  # fmt: skip
+        }
     elif not base.empty:
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
@@ -292,8 +300,10 @@ def best_document(
         from tlmsearch.evidence.contrasts import contrast_records
         from tlmsearch.evidence.factorial import two_by_two
 
-        doc["contrasts"] = {"metric": cfg.objectives[0].metric,
-                            **contrast_records(ev.contrasts, cfg.stats.level)}  # fmt: skip
+        doc["contrasts"] = {
+            "metric": cfg.objectives[0].metric,
+            **contrast_records(ev.contrasts, cfg.stats.level),
+        }
         reading = two_by_two(ev.contrasts, cfg.stats.two_by_two)
         if reading:
             doc["contrasts"]["two_by_two"] = reading
@@ -324,8 +334,10 @@ def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
     tuned = doc.get("tuned")
     if tuned is not None:
         fams.append("tuned (each at its best setting)")
-        judged = any((r.get("at_shared_setting") or {}).get("separated_from_uniform") is not None
-                     for r in tuned.get("schedules", []))  # fmt: skip
+        judged = any(
+            (r.get("at_shared_setting") or {}).get("separated_from_uniform") is not None
+            for r in tuned.get("schedules", [])
+        )
         if judged:
             fams.append("at uniform's best setting")
     if doc.get("contrasts"):
@@ -335,11 +347,14 @@ def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
         "families": fams,
         "each": round(alpha, 6),
         "combined": round(min(1.0, k * alpha), 6),
-        "note": (f"each family holds its own {alpha:.0%} family-wise error; read together, the "
-                 f"{k} families' claims are all right with chance at least "
-                 f"{max(0.0, 1.0 - k * alpha):.0%} (Bonferroni)" if k > 1 else
-                 f"one family, at {alpha:.0%} family-wise error"),
-    }  # fmt: skip
+        "note": (
+            f"each family holds its own {alpha:.0%} family-wise error; read together, the "
+            f"{k} families' claims are all right with chance at least "
+            f"{max(0.0, 1.0 - k * alpha):.0%} (Bonferroni)"
+            if k > 1
+            else f"one family, at {alpha:.0%} family-wise error"
+        ),
+    }
 
 
 def verdict(group: Mapping[str, Any]) -> str:
@@ -402,17 +417,20 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
         "note": "a training recipe, not an architecture: train the model with these train "
         "fields (per-layer multipliers of train.lr / the init std); the exported model "
         "holds none of them",
-        "proxy": {k: [round(x, 6) for x in v] if isinstance(v, list) else v
-                  for k, v in proxy_train.items()},
-    }  # fmt: skip
+        "proxy": {
+            k: [round(x, 6) for x in v] if isinstance(v, list) else v
+            for k, v in proxy_train.items()
+        },
+    }
     if target is not None:
         try:
             planned = target.plan(params).train_update
         except ValueError as err:  # ScheduleError: a sampled candidate the target cannot take
             out["target"] = f"cannot be planned at the target: {err}"
             return out
-        out["target"] = {k: [round(x, 6) for x in v] if isinstance(v, list) else v
-                         for k, v in planned.items()}  # fmt: skip
+        out["target"] = {
+            k: [round(x, 6) for x in v] if isinstance(v, list) else v for k, v in planned.items()
+        }
     return out
 
 

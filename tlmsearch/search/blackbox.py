@@ -123,8 +123,9 @@ class TabularBlackbox:
     seconds_per_eval: float = 0.0
 
     @classmethod
-    def from_tables(cls, trials: Any, curves: Any, vocab_size: int,
-                    seconds_per_eval: float = 0.0) -> TabularBlackbox:  # fmt: skip
+    def from_tables(
+        cls, trials: Any, curves: Any, vocab_size: int, seconds_per_eval: float = 0.0
+    ) -> TabularBlackbox:
         """From a run dir's trials and curves tables (docs/run_dir.md). A (candidate, seed)
         stored more than once (a retry, a twin) answers with its most complete trial."""
         from tlmsearch.constants import EVAL_KEYS
@@ -151,15 +152,19 @@ class TabularBlackbox:
         a replay that runs past it ends failed (the stored run never trained the rest)."""
         found = self.table.get((key(candidate), int(seed)))
         if found is None:
-            return Replay([], "failed", f"the stored run holds no trial of this candidate at "
-                                        f"seed {seed}")  # fmt: skip
+            return Replay(
+                [], "failed", f"the stored run holds no trial of this candidate at seed {seed}"
+            )
         evals, state, reason = found
         if state == "COMPLETE":
             return Replay(evals)
         if state == "PRUNED":
             end = int(evals[-1]["tokens"])
-            return Replay(evals, "failed", f"the stored run pruned it at {end:,} tokens: its "
-                                           "curve ends there")  # fmt: skip
+            return Replay(
+                evals,
+                "failed",
+                f"the stored run pruned it at {end:,} tokens: its curve ends there",
+            )
         return Replay(evals, "failed", reason or "failed in the stored run")
 
 
@@ -206,8 +211,13 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
         if given.curvature is not None:  # the formula, not the stored candidates, gives effects
             fitted.pop("effects", None)
     values = {k: getattr(given, k) for k in DEFAULTS if getattr(given, k) is not None}
-    rest = {"optimum": dict(given.optimum), "noise": given.noise, "spread": given.spread,
-            "control_noise": given.control_noise, "seed": given.seed}  # fmt: skip
+    rest = {
+        "optimum": dict(given.optimum),
+        "noise": given.noise,
+        "spread": given.spread,
+        "control_noise": given.control_noise,
+        "seed": given.seed,
+    }
     return SurrogateParams(**{**DEFAULTS, **fitted, **values, **rest})
 
 
@@ -280,8 +290,13 @@ class SurrogateBlackbox:
     """Curves from :class:`SurrogateParams` at the study's eval points; deterministic per
     (candidate, seed, ``seed``): the same trial reports the same curve in any process."""
 
-    def __init__(self, params: SurrogateParams, tokens: Sequence[int], vocab_size: int,
-                 seconds_per_eval: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: SurrogateParams,
+        tokens: Sequence[int],
+        vocab_size: int,
+        seconds_per_eval: float = 0.0,
+    ) -> None:
         self.p = params
         self.tokens = [int(t) for t in tokens]
         self.vocab_size = vocab_size
@@ -308,19 +323,27 @@ class SurrogateBlackbox:
 
     def curve(self, candidate: Candidate, seed: int) -> Replay:
         p, k = self.p, key(candidate)
-        end = (p.final + self.effect(candidate) + p.seed_sd * _normal(p.seed, "seed", seed)
-               + self.noise_sd(candidate) * _normal(p.seed, "cell", k, seed))  # fmt: skip
+        end = (
+            p.final
+            + self.effect(candidate)
+            + p.seed_sd * _normal(p.seed, "seed", seed)
+            + self.noise_sd(candidate) * _normal(p.seed, "cell", k, seed)
+        )
         jitter = np.random.default_rng(_digest(p.seed, "evals", k, seed)).standard_normal(
             len(self.tokens)
         )
         total, evals = self.tokens[-1], []
         for i, t in enumerate(self.tokens):
             loss = end + p.amplitude * ((t / total) ** -p.alpha - 1) + p.eval_sd * jitter[i]
-            evals.append({
-                "tokens": t, "train_loss": loss, "val_loss": loss,
-                "val_ppl": math.exp(min(loss, 700.0)),
-                "val_bpb": loss / LN2 / p.bytes_per_token,
-            })  # fmt: skip
+            evals.append(
+                {
+                    "tokens": t,
+                    "train_loss": loss,
+                    "val_loss": loss,
+                    "val_ppl": math.exp(min(loss, 700.0)),
+                    "val_bpb": loss / LN2 / p.bytes_per_token,
+                }
+            )
         return Replay(evals)
 
 

@@ -114,11 +114,12 @@ def conclusion_lines(c: Any, limit: int = 12, provisional: bool = False) -> list
     planned one, but a look mid-run is one of several the reader takes)."""
     out = []
     if provisional and (c.supported or c.unsupported):
-        out.append("provisional (the run is still going): the trials so far, judged over the "
-                   "planned family; a later look may change any line")  # fmt: skip
+        out.append(
+            "provisional (the run is still going): the trials so far, judged over the "
+            "planned family; a later look may change any line"
+        )
     tag = "provisionally " if provisional else ""
-    for head, lines in ((f"{tag}supported", c.supported),
-                        (f"{tag}not supported", c.unsupported)):  # fmt: skip
+    for head, lines in ((f"{tag}supported", c.supported), (f"{tag}not supported", c.unsupported)):
         out += [f"{head}: {line}" for line in lines[:limit]]
         if len(lines) > limit:
             out.append(f"{head}: ... and {len(lines) - limit} more (see the report)")

@@ -107,16 +107,21 @@ def _window(trials: list[FrozenTrial], history: int, sign: float) -> list[Frozen
             elif item > heap[0]:
                 heapq.heapreplace(heap, item)
     keep = {-n for _, n in heap}.union(t.number for t in finished[-history:])
-    return [t for t in trials if not (t.state is complete or t.state is pruned)
-            or t.number in keep]  # fmt: skip
+    return [
+        t for t in trials if not (t.state is complete or t.state is pruned) or t.number in keep
+    ]
 
 
 class _CandidatesView:
     """The study as a sampler sees it: control trials look FAIL; all else is the study's (with
     ``history``, the finished trials of :func:`_window` only)."""
 
-    def __init__(self, study: Study, history: int | None = None,
-                 memo: dict[Any, list[FrozenTrial]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        study: Study,
+        history: int | None = None,
+        memo: dict[Any, list[FrozenTrial]] | None = None,
+    ) -> None:
         self._study = study
         self._history = history
         self._memo = memo  # this ask's answers by arguments (ControlBlindSampler._view)

@@ -58,8 +58,13 @@ def at_eval(candidate: Candidate, seed: int, tokens: Any) -> None:
     if not folder:
         return
     root = Path(folder)
-    me = {"pid": os.getpid(), "seed": seed, "candidate": dict(candidate), "tokens": tokens,
-          "compile_cache": os.environ.get(COMPILE_CACHE_ENV)}  # fmt: skip
+    me = {
+        "pid": os.getpid(),
+        "seed": seed,
+        "candidate": dict(candidate),
+        "tokens": tokens,
+        "compile_cache": os.environ.get(COMPILE_CACHE_ENV),
+    }
     pids = {e["pid"] for e in read_jsonl(root / "evals.jsonl") if _same(e, me)}
     with (root / "evals.jsonl").open("a") as f:
         f.write(json.dumps(me, sort_keys=True) + "\n")

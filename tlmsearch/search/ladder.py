@@ -116,9 +116,11 @@ def ladder_notes(cfg: StudyConfig) -> list[str]:
         c = rung_compute(sub)
         m = sub.model
         size = f"{m.n_layer} layers, d_model {m.d_model}, d_ff {m.d_ff_uniform}"
-        cost = "compute unknown until the data's vocabulary is read" if math.isnan(c) else (
-            f"{c:.3g} training FLOPs per training"
-        )  # fmt: skip
+        cost = (
+            "compute unknown until the data's vocabulary is read"
+            if math.isnan(c)
+            else (f"{c:.3g} training FLOPs per training")
+        )
         out.append(f"rung {i}: {size}, {sub.train.tokens:,} tokens: {cost}")
         if prev is not None and not math.isnan(c) and not math.isnan(prev) and c <= prev:
             out.append(
@@ -174,11 +176,15 @@ def _write_ladder(run: Path, cfg: StudyConfig, promoted_to: dict[int, Any]) -> N
         "mode": cfg.ladder_mode,
         "promote_top": cfg.promote_top,
         "rungs": [
-            {"index": i, "dir": rung_dir(run, i).name, "overrides": rung,
-             "candidates": promoted_to.get(i)}
+            {
+                "index": i,
+                "dir": rung_dir(run, i).name,
+                "overrides": rung,
+                "candidates": promoted_to.get(i),
+            }
             for i, rung in enumerate(cfg.ladder or [])
         ],
-    }  # fmt: skip
+    }
     text = json.dumps(doc, indent=2) + "\n"
     atomic_write(RunDir(run).ladder, lambda p: Path(p).write_text(text))
 
@@ -237,23 +243,31 @@ def resume_ladder(
 
 
 def _climb(
-    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, trust: bool,
+    run: Path,
+    cfg: StudyConfig,
+    *,
+    address: str | None,
+    retry_failed: bool,
+    trust: bool,
     echo: Any,
 ) -> LadderResult:
     from tlmsearch.run_dir.tables import write_status
     from tlmsearch.search.runner import RunFailed
 
     try:
-        return _rungs(
-            run, cfg, address=address, retry_failed=retry_failed, trust=trust, echo=echo
-        )
+        return _rungs(run, cfg, address=address, retry_failed=retry_failed, trust=trust, echo=echo)
     except RunFailed:
         write_status(run, "failed")
         raise
 
 
 def _rungs(
-    run: Path, cfg: StudyConfig, *, address: str | None, retry_failed: bool, trust: bool,
+    run: Path,
+    cfg: StudyConfig,
+    *,
+    address: str | None,
+    retry_failed: bool,
+    trust: bool,
     echo: Any,
 ) -> LadderResult:
     from tlmsearch.run_dir.tables import write_status
@@ -328,13 +342,15 @@ def ladder_fidelity(run_dir: str | Path) -> dict[str, Any]:
         if isinstance(sub, PartialStudy):  # no whole study: its compute is unknown
             sub = load_frozen_study(RunDir(d).study, whole=True)  # raises, saying why
         by = i - 1 if promoted_to[i] else None  # its candidates: the rung below's best by rank
-        rungs.append(fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by,
-                              data.curves))
+        rungs.append(
+            fid.Rung(data.trials, rung_compute(sub, data.trials), d.name, by, data.curves)
+        )
     if len(rungs) < 2:
         raise ConfigError(f"{run}: {len(rungs)} rung(s) have run; fidelity needs two")
     o = cfg.objectives[0]
-    doc = fid.fidelity(rungs, metric_column(o.metric), o.sense, level=cfg.stats.level,
-                       family=cfg.stats.family)  # fmt: skip
+    doc = fid.fidelity(
+        rungs, metric_column(o.metric), o.sense, level=cfg.stats.level, family=cfg.stats.family
+    )
     doc["mode"] = cfg.ladder_mode
     return doc
 

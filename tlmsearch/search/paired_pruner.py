@@ -130,8 +130,9 @@ def _deltas(
         ref = base.get(int(a[SEED]), {})
         for step, v in t.intermediate_values.items():
             if step in ref:
-                out[step].append((str(a.get(CANDIDATE, t.number)), int(a[SEED]), t.number,
-                                  v - ref[step]))  # fmt: skip
+                out[step].append(
+                    (str(a.get(CANDIDATE, t.number)), int(a[SEED]), t.number, v - ref[step])
+                )
     return out
 
 

@@ -181,8 +181,15 @@ class LiveProgress(Callback):
         label = describe(trial.config.get("candidate", {}))
         evals = self._evals.get(trial.trial_id) or [{}]
         value = evals[-1].get("value")  # Ray updates trial.last_result after the callbacks
-        text = progress_text(info.tokens, self.trial_tokens, self.shown, value, info.rate,
-                             self._trial_eta(info), self.simulated)  # fmt: skip
+        text = progress_text(
+            info.tokens,
+            self.trial_tokens,
+            self.shown,
+            value,
+            info.rate,
+            self._trial_eta(info),
+            self.simulated,
+        )
         return f"{label} (seed {trial.config.get('seed')}): {text}"
 
     def panel(self, trials: list[Any]) -> str:
@@ -206,8 +213,9 @@ class LiveProgress(Callback):
         info = Running(tokens, self.trial_tokens or 0, trial_rate(evals))
         label = describe(trial.config.get("candidate", {}))
         value, eta_s = result.get(self.shown), self._trial_eta(info)
-        text = progress_text(tokens, self.trial_tokens, self.shown, value, info.rate, eta_s,
-                             self.simulated)  # fmt: skip
+        text = progress_text(
+            tokens, self.trial_tokens, self.shown, value, info.rate, eta_s, self.simulated
+        )
         return f"{'EVAL':8s} {label} (seed {trial.config.get('seed')}): {text}"
 
     def _note_end(self, trial: Any, error: bool = False) -> str | None:

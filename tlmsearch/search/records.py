@@ -43,8 +43,11 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     rest)."""
     trials, curves = [], []
     again = requeued(study) | interrupted(study)
-    decided = {k[len(RACE_DECISION):]: v for k, v in study.user_attrs.items()
-               if k.startswith(RACE_DECISION) and v}  # fmt: skip (None: cleared by a retry)
+    decided = {
+        k[len(RACE_DECISION) :]: v
+        for k, v in study.user_attrs.items()
+        if k.startswith(RACE_DECISION) and v
+    }  # a decision of None was cleared by a retry
     for ft in study.get_trials(deepcopy=False):
         state = ft.state.name
         attrs = ft.user_attrs
@@ -123,8 +126,13 @@ def interrupted(study: Any) -> set[int]:
     """Numbers of the trials a dead driver left running, which ``tlmsearch resume`` queued
     again (the new trial names its predecessor; runs recorded before that marked the old one)."""
     trials = study.get_trials(deepcopy=False)
-    never_drawn = {int(k[len(INTERRUPTED_TRIAL):]) for k, v in study.user_attrs.items()
-                   if k.startswith(INTERRUPTED_TRIAL) and v}  # fmt: skip
-    return {ft.user_attrs[RESTART_OF] for ft in trials if RESTART_OF in ft.user_attrs} | {
-        ft.number for ft in trials if ft.user_attrs.get(INTERRUPTED)
-    } | never_drawn
+    never_drawn = {
+        int(k[len(INTERRUPTED_TRIAL) :])
+        for k, v in study.user_attrs.items()
+        if k.startswith(INTERRUPTED_TRIAL) and v
+    }
+    return (
+        {ft.user_attrs[RESTART_OF] for ft in trials if RESTART_OF in ft.user_attrs}
+        | {ft.number for ft in trials if ft.user_attrs.get(INTERRUPTED)}
+        | never_drawn
+    )

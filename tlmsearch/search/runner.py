@@ -505,9 +505,7 @@ def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
     cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
 
 
-def _progress(
-    run: Path, cfg: StudyConfig, study: Any, before: dict[str, int], slots: int
-) -> Any:
+def _progress(run: Path, cfg: StudyConfig, study: Any, before: dict[str, int], slots: int) -> Any:
     """The live progress line, starting from what earlier sessions finished."""
     from tlmsearch.search.progress import LiveProgress
 
@@ -618,9 +616,13 @@ def _tuner(
     )
     session = RunDir(run).sessions()
     searcher, scheduler = searcher_and_scheduler(
-        cfg, study.study_name, open_storage(url), budget=remaining, slots=slots,
+        cfg,
+        study.study_name,
+        open_storage(url),
+        budget=remaining,
+        slots=slots,
         trial_root=str(RunDir(run).ray.resolve() / RunDir(run).session(session)),
-    )  # fmt: skip
+    )
     if arrays:  # the live progress sees each member as a trial
         callbacks = [MemberCallbacks(callbacks, searcher)]
     return tune.Tuner(

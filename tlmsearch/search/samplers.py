@@ -391,8 +391,12 @@ def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
         return None
     if search.sampler != "grid":
         planned = search.n_trials or SAMPLER_TRIALS
-        return {"rule": SAMPLED_DRAW, "seed": search.sampler_seed, "n": n,
-                "probability": min(1.0, n / planned)}  # fmt: skip
+        return {
+            "rule": SAMPLED_DRAW,
+            "seed": search.sampler_seed,
+            "n": n,
+            "probability": min(1.0, n / planned),
+        }
     by: dict[str, list[str]] = {}
     for t in cfg.trainings():
         cand = Candidate.of(t.candidate)
@@ -438,8 +442,9 @@ def _unit_draw(seed: int, key: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def spared(study: Any, cfg: StudyConfig, cand: Candidate,
-           firsts: dict[str, list[str]] | None = None) -> bool:  # fmt: skip
+def spared(
+    study: Any, cfg: StudyConfig, cand: Candidate, firsts: dict[str, list[str]] | None = None
+) -> bool:
     """Whether the pruner may never stop ``cand``: one of ``search.unpruned_candidates`` of its
     setting drawn at random before any data (:func:`record_spared`; a retry or a seed repeat of
     one is one too). A race may still stop giving one seeds.
@@ -465,8 +470,9 @@ def spared(study: Any, cfg: StudyConfig, cand: Candidate,
     return mine in choice.get("by_setting", {}).get(_setting_key(cand), [])
 
 
-def _first_in_order(study: Any, cfg: StudyConfig, cand: Candidate,
-                    firsts: dict[str, list[str]] | None) -> bool:  # fmt: skip
+def _first_in_order(
+    study: Any, cfg: StudyConfig, cand: Candidate, firsts: dict[str, list[str]] | None
+) -> bool:
     """The rule of runs an older version started: ``cand`` is one of the first
     ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
     order. ``firsts``: a cache of each setting's, kept once all of them are known."""
@@ -492,8 +498,9 @@ def _first_in_order(study: Any, cfg: StudyConfig, cand: Candidate,
     return mine in first
 
 
-def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int,
-              index: TwinIndex | None = None) -> Any:  # fmt: skip
+def find_twin(
+    study: Any, cfg: StudyConfig, cand: Candidate, seed: int, index: TwinIndex | None = None
+) -> Any:
     """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths and attention
     heads, or None.
 
@@ -517,8 +524,10 @@ def find_twin(study: Any, cfg: StudyConfig, cand: Candidate, seed: int,
     index = TwinIndex() if index is None else index
     for ft in index.same(study, cfg, seed, widths, heads):
         try:
-            if cfg.model.plan(Candidate.from_identity(ft.user_attrs.get(CANDIDATE) or "")).key \
-                    == plan.key:  # fmt: skip
+            if (
+                cfg.model.plan(Candidate.from_identity(ft.user_attrs.get(CANDIDATE) or "")).key
+                == plan.key
+            ):
                 return ft
         except (ScheduleError, TypeError, ValueError):
             continue  # a record this version cannot plan is no twin
@@ -533,8 +542,9 @@ class TwinIndex:
         self._seen: set[int] = set()
         self._by: dict[tuple[Any, ...], list[Any]] = {}
 
-    def same(self, study: Any, cfg: StudyConfig, seed: int, widths: list[int],
-             heads: list[int]) -> list[Any]:  # fmt: skip
+    def same(
+        self, study: Any, cfg: StudyConfig, seed: int, widths: list[int], heads: list[int]
+    ) -> list[Any]:
         """The complete trials of ``seed`` with these widths and heads, in trial order."""
         import optuna
 
@@ -558,5 +568,8 @@ class TwinIndex:
 
 
 def _twin_key(seed: Any, widths: Any, heads: Any) -> tuple[Any, ...]:
-    return (seed, None if widths is None else tuple(widths),
-            None if heads is None else tuple(heads))  # fmt: skip
+    return (
+        seed,
+        None if widths is None else tuple(widths),
+        None if heads is None else tuple(heads),
+    )

@@ -147,8 +147,10 @@ def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None
     run = (Path(cfg.storage.runs_dir) / name).resolve()
     for what, path in (("storage.runs_dir", run), ("the working directory", Path.cwd())):
         if any(ch.isspace() for ch in str(path)):  # #SBATCH lines take no quoting
-            raise ConfigError(f"{what}: {str(path)!r} has a space, which #SBATCH --output / "
-                              "--chdir cannot take; use a path without one")
+            raise ConfigError(
+                f"{what}: {str(path)!r} has a space, which #SBATCH --output / "
+                "--chdir cannot take; use a path without one"
+            )
     cpus, gpus = node_resources(cfg, job.nodes)
     token = Path(job.token).resolve() if job.token else run.parent / f"{name}.ray-token"
     start = f"--num-cpus={cpus} --num-gpus={gpus} --port=$port"
@@ -156,41 +158,41 @@ def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None
     body = [
         f"# tlmsearch slurm {study}: Ray head + workers, then the driver (docs/cluster.md)",
         "# Slurm's --signal before the driver runs: nothing to stop yet, so requeue at once",
-        "trap 'echo \"tlmsearch slurm: SIGTERM before the driver started: requeueing\"; "
-        "scontrol requeue \"$SLURM_JOB_ID\"; exit 143' TERM",
+        'trap \'echo "tlmsearch slurm: SIGTERM before the driver started: requeueing"; '
+        'scontrol requeue "$SLURM_JOB_ID"; exit 143\' TERM',
         *([job.setup] if job.setup else []),
         "set -u  # after the setup: some activate scripts read unset variables",
         f"RUN={_q(run)}",
         f"STUDY={_q(Path(study).resolve())}",
         f"TOKEN={_q(token)}",
         f"PATH={_q(bin_)}:$PATH  # the env tlmsearch slurm ran from: its tlmsearch, ray, python",
-        "mkdir -p \"$(dirname \"$RUN\")\"",
+        'mkdir -p "$(dirname "$RUN")"',
         "# Ray's token authentication: one secret for the job's Ray, readable by the user only",
-        "if [ ! -s \"$TOKEN\" ]; then",
+        'if [ ! -s "$TOKEN" ]; then',
         "  (umask 077; python -c 'import secrets; print(secrets.token_hex(32))' > \"$TOKEN\")",
         "fi",
-        "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=\"$TOKEN\"",
-        "nodes=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
+        'export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$TOKEN"',
+        'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         "head=${nodes[0]}",
-        "head_ip=$(srun --nodes=1 --ntasks=1 -w \"$head\" hostname --ip-address "
+        'head_ip=$(srun --nodes=1 --ntasks=1 -w "$head" hostname --ip-address '
         "| awk '{print $1}')",
         f"port={job.port}" if job.port else "port=$((20000 + SLURM_JOB_ID % 20000))",
         "address=$head_ip:$port",
-        "echo \"tlmsearch slurm: job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}), "
-        "Ray head $address, nodes ${nodes[*]}\"",
-        "srun --nodes=1 --ntasks=1 --overlap -w \"$head\" "
-        f"ray start --head --node-ip-address=\"$head_ip\" {start} --block &",
-        "for _ in $(seq 1 120); do ray status --address \"$address\" >/dev/null 2>&1 && break; "
+        'echo "tlmsearch slurm: job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}), '
+        'Ray head $address, nodes ${nodes[*]}"',
+        'srun --nodes=1 --ntasks=1 --overlap -w "$head" '
+        f'ray start --head --node-ip-address="$head_ip" {start} --block &',
+        'for _ in $(seq 1 120); do ray status --address "$address" >/dev/null 2>&1 && break; '
         "sleep 1; done",
-        "for node in \"${nodes[@]:1}\"; do",
-        "  srun --nodes=1 --ntasks=1 --overlap -w \"$node\" ray start --address \"$address\" "
+        'for node in "${nodes[@]:1}"; do',
+        '  srun --nodes=1 --ntasks=1 --overlap -w "$node" ray start --address "$address" '
         f"--num-cpus={cpus} --num-gpus={gpus} --block &",
         "done",
         "# a requeued job (or a run dir that exists) continues the run: nothing is run twice",
-        "if [ \"${SLURM_RESTART_COUNT:-0}\" -gt 0 ] || [ -f \"$RUN/study.yaml\" ]; then",
-        "  tlmsearch resume \"$RUN\" --address \"$address\" &",
+        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] || [ -f "$RUN/study.yaml" ]; then',
+        '  tlmsearch resume "$RUN" --address "$address" &',
         "else",
-        f"  tlmsearch run \"$STUDY\" --name {_q(name)} --address \"$address\" &",
+        f'  tlmsearch run "$STUDY" --name {_q(name)} --address "$address" &',
         "fi",
         "driver=$!",
         "# Slurm's --signal (B: this shell only): the driver stops and marks its trials preempted",
@@ -198,8 +200,8 @@ def render(cfg: StudyConfig, study: Path, job: SlurmJob, name: str | None = None
         "wait $driver; rc=$?",
         "while kill -0 $driver 2>/dev/null; do wait $driver; rc=$?; done  # wait ends at a trap",
         f"if [ $rc = {PREEMPTED_EXIT} ]; then",
-        "  echo \"tlmsearch slurm: preempted: requeueing job $SLURM_JOB_ID\"",
-        "  scontrol requeue \"$SLURM_JOB_ID\"",
+        '  echo "tlmsearch slurm: preempted: requeueing job $SLURM_JOB_ID"',
+        '  scontrol requeue "$SLURM_JOB_ID"',
         "fi",
         "exit $rc",
     ]

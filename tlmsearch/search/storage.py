@@ -60,9 +60,27 @@ def open_storage(url: str) -> Any:
 
 # File systems where SQLite's write-ahead log must not be used: its index lives in shared memory
 # of one host (https://sqlite.org/wal.html, "WAL does not work over a network filesystem").
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
-              "glusterfs", "9p", "fuse", "afs", "gfs2", "ocfs2", "panfs", "wekafs", "pvfs2",
-              "autofs")  # fmt: skip
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "ceph",
+    "glusterfs",
+    "9p",
+    "fuse",
+    "afs",
+    "gfs2",
+    "ocfs2",
+    "panfs",
+    "wekafs",
+    "pvfs2",
+    "autofs",
+)
 
 
 def _local_disk(path: Path, mounts: str | None = None) -> bool:
@@ -84,7 +102,8 @@ def _local_disk(path: Path, mounts: str | None = None) -> bool:
     best = None
     for m in mounts:
         if (full == m[0] or full.startswith(m[0].rstrip("/") + "/")) and (
-                best is None or len(m[0]) >= len(best[0])):  # fmt: skip
+            best is None or len(m[0]) >= len(best[0])
+        ):
             best = m
     return best is not None and not best[1].startswith(NETWORK_FS)
 

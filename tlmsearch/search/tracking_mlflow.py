@@ -31,8 +31,12 @@ KIND, RUN_DIR, RUN_KEY = "tlmsearch.kind", "tlmsearch.run_dir", "tlmsearch.run_k
 # MLflow's system tag that nests a run under another (its UI shows the trials under the study)
 PARENT = "mlflow.parentRunId"
 # An MLflow trial run's end state from the trial's outcome (tracking_facts.ended_as)
-MLFLOW_STATUS = {"complete": "FINISHED", "pruned": "KILLED", "failed": "FAILED",
-                 "interrupted": "KILLED"}  # fmt: skip
+MLFLOW_STATUS = {
+    "complete": "FINISHED",
+    "pruned": "KILLED",
+    "failed": "FAILED",
+    "interrupted": "KILLED",
+}
 # MLflow's limits per log_batch call: 1,000 metrics, 100 params, 100 tags in all
 BATCH_PARAMS = 100
 

@@ -155,8 +155,11 @@ class WandbTracker(LoggerCallback):
             yield
         except Exception as err:
             if not self._off:
-                print(f"warning: W&B could not {what} ({type(err).__name__}: {err}); no more "
-                      "W&B logging in this session", file=sys.stderr)  # fmt: skip
+                print(
+                    f"warning: W&B could not {what} ({type(err).__name__}: {err}); no more "
+                    "W&B logging in this session",
+                    file=sys.stderr,
+                )
             self._off = True
             # no more logging: the open runs are finished (best effort) at the experiment's end
             self._abandoned += list(self._runs.values())

@@ -131,8 +131,9 @@ def _meta(config: dict[str, Any], cfg: StudyConfig, model: Any, plan: Any) -> di
     }
 
 
-def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
-            static: dict[str, Any]) -> None:  # fmt: skip
+def _replay(
+    report: Callable[[dict[str, Any]], Any], replay: dict[str, Any], static: dict[str, Any]
+) -> None:
     """A finished trial of this seed trained these exact widths: report its curve."""
     for ev in replay["curve"]:
         report({**_metrics(ev, static), **static, "final": False})
@@ -147,8 +148,13 @@ def _replay(report: Callable[[dict[str, Any]], Any], replay: dict[str, Any],
     )
 
 
-def _simulate(report: Callable[[dict[str, Any]], Any], answer: Any, static: dict[str, Any],
-              seconds_per_eval: float, last: dict) -> None:  # fmt: skip
+def _simulate(
+    report: Callable[[dict[str, Any]], Any],
+    answer: Any,
+    static: dict[str, Any],
+    seconds_per_eval: float,
+    last: dict,
+) -> None:
     """``train.backend: simulate``: report the blackbox's curve (:mod:`.blackbox`) as a trained
     trial reports its evals, then its final report with the blackbox's status."""
     start = time.time()
@@ -158,8 +164,15 @@ def _simulate(report: Callable[[dict[str, Any]], Any], answer: Any, static: dict
         row = {**_metrics({**ev, "wall_s": time.time() - start}, static), **static}
         report({**row, "final": False})
         last.update(row)
-    report({**_metrics({}, static), **last, "final": True, "status": answer.status,
-            "reason": answer.reason})  # fmt: skip
+    report(
+        {
+            **_metrics({}, static),
+            **last,
+            "final": True,
+            "status": answer.status,
+            "reason": answer.reason,
+        }
+    )
 
 
 def _train(
@@ -211,8 +224,9 @@ def _train(
         def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
             static["node"] = ",".join(nodes)
 
-        summary = train_on_workers(cfg, model, plan.widths, data, on_nodes=on_nodes,
-                                   compile_cache=compile_cache, **run)  # fmt: skip
+        summary = train_on_workers(
+            cfg, model, plan.widths, data, on_nodes=on_nodes, compile_cache=compile_cache, **run
+        )
     else:
         summary = train_proxy(model, plan.widths, data, cfg.train, device=trial_device(cfg), **run)
     metrics = faults.shifted(candidate, dict(summary.metrics or {}))

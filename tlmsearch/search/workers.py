@@ -196,10 +196,17 @@ def train_on_workers(
     worker's exception is raised here.
     """
     trainer, evals, answers = _ray_trainer(
-        cfg, model, widths, data, seed=seed, threads=threads, resume=resume,
-        checkpoints=on_checkpoint is not None, final_checkpoint=final_checkpoint,
+        cfg,
+        model,
+        widths,
+        data,
+        seed=seed,
+        threads=threads,
+        resume=resume,
+        checkpoints=on_checkpoint is not None,
+        final_checkpoint=final_checkpoint,
         compile_cache=compile_cache,
-    )  # fmt: skip
+    )
     runner, ended = _fit_in_background(trainer)
     summary = _serve(
         evals, answers, runner, on_eval=on_eval, on_nodes=on_nodes, on_checkpoint=on_checkpoint

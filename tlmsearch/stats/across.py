@@ -99,8 +99,7 @@ def across_pair(
     va, vb = cell_variance(model_a, a), cell_variance(model_b, b)
     if va is None or vb is None or parts is None:
         return None, "pooled", math.nan
-    source = ("both" if va[2] and vb[2] else str(b) if vb[2] else str(a) if va[2]
-              else "pooled")  # fmt: skip
+    source = "both" if va[2] and vb[2] else str(b) if vb[2] else str(a) if va[2] else "pooled"
     if va[2] and vb[2] and cells is not None:
         exact = _paired(cells.get(a, {}), cells.get(b, {}))
         if exact is not None:

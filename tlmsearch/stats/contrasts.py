@@ -97,8 +97,9 @@ class _Fit:
         return {name: j for j, name in enumerate(self.two.names)}
 
 
-def fits(trials: pd.DataFrame, value: str, rows: Sequence[_Row],
-         key: str = "candidate") -> dict[str, _Fit]:  # fmt: skip
+def fits(
+    trials: pd.DataFrame, value: str, rows: Sequence[_Row], key: str = "candidate"
+) -> dict[str, _Fit]:
     """setting -> :class:`_Fit` of its completed cells of known seeds."""
     setting_of = {r.key: r.setting for r in rows}
     by: dict[str, list[tuple[Any, int, float]]] = {}
@@ -145,10 +146,13 @@ def _cell_variance(model: RowNoise | Noise | None, key: Any) -> tuple[str, float
     return "pooled", model.sd**2 / 2.0, model.df
 
 
-def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
-             models: Mapping[str, RowNoise | Noise | None], rows: Sequence[_Row],
-             setting_of: Mapping[Any, str] | None = None,
-             ) -> tuple[float, float, float]:  # fmt: skip
+def estimate(
+    fitted: Mapping[str, _Fit],
+    weights: Mapping[Any, float],
+    models: Mapping[str, RowNoise | Noise | None],
+    rows: Sequence[_Row],
+    setting_of: Mapping[Any, str] | None = None,
+) -> tuple[float, float, float]:
     """(estimate, se, Satterthwaite df) of the contrast sum_r w_r tau_r over the settings its
     weights touch (:func:`fits`; ``models``: each setting's noise, one for all when it holds
     one); NaNs (df 0) when it is not estimable or a setting's noise is unknown.
@@ -181,8 +185,7 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
                 return est, math.nan, 0.0
             if isinstance(model, RowNoise) and c in model.control and c in model.rows:
                 own, n = model.rows[c].own, fit.cells[c]
-                uniform.append((s, ai * ai, own, n - 1, model.pooled.sd**2 / 2.0,
-                                model.pooled.df))  # fmt: skip
+                uniform.append((s, ai * ai, own, n - 1, model.pooled.sd**2 / 2.0, model.pooled.df))
                 continue
             name, var, df = part
             comp = comps.setdefault((s, name), [0.0, df])
@@ -201,8 +204,9 @@ def estimate(fitted: Mapping[str, _Fit], weights: Mapping[Any, float],
     return est, math.sqrt(var), float(max(1, math.floor(var * var / denom)))
 
 
-def _uniform_part(terms: Sequence[tuple[str, float, float, int, float, int]]
-                  ) -> list[tuple[Any, float, int]]:  # fmt: skip
+def _uniform_part(
+    terms: Sequence[tuple[str, float, float, int, float, int]],
+) -> list[tuple[Any, float, int]]:
     """Uniform's variance components of one contrast from its cells' terms (setting, sum of
     a_k^2 there, its own variance estimate there, its df, the setting's pooled cell variance,
     its df): each setting's own (one component each, n - 1 df) where their sum exceeds the
@@ -284,8 +288,15 @@ def contrast_table(
         )
     out = pd.DataFrame(recs)
     sign = 1.0 if sense == "minimize" else -1.0
-    dec = decide_words(out["estimate"].tolist(), out["se"].tolist(), out["df"].tolist(), sign,
-                       margin, level, out["blocked"].tolist())  # fmt: skip
+    dec = decide_words(
+        out["estimate"].tolist(),
+        out["se"].tolist(),
+        out["df"].tolist(),
+        sign,
+        margin,
+        level,
+        out["blocked"].tolist(),
+    )
     for k, v in dec.items():
         out[k] = v
     for i in out.index:  # a noise of 1-2 df bounds nothing the reader can use

@@ -70,15 +70,24 @@ def _cells(
     else:
         values = np.full(len(trials), np.nan)
     seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
-    reasons = (trials["reason"].fillna("").astype(str).to_numpy() if "reason" in trials
-               else np.full(len(trials), ""))  # fmt: skip
-    setting_of = (dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str),
-                           strict=True)) if "setting" in trials else {})  # fmt: skip
+    reasons = (
+        trials["reason"].fillna("").astype(str).to_numpy()
+        if "reason" in trials
+        else np.full(len(trials), "")
+    )
+    setting_of = (
+        dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str), strict=True))
+        if "setting" in trials
+        else {}
+    )
     # a candidate the pruner could stop on none of its trials (a run resumed under another
     # search.unpruned_candidates may have left it at risk on some)
     at_risk = ~trials["spared"].fillna(False).astype(bool) if "spared" in trials else None
-    spared = (set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
-              if at_risk is not None else set())  # fmt: skip
+    spared = (
+        set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
+        if at_risk is not None
+        else set()
+    )
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
         trials[key].to_numpy(),
@@ -165,12 +174,14 @@ def pruner_selected(
     >>> sorted(pruner_selected(c))  # d was pruned, so b's survival was selected too
     ['b', 'd']
     """
-    censored = {c for (c, _), cell in cells.items()
-                if cell.outcome == "censored" and not cell.is_baseline}  # fmt: skip
+    censored = {
+        c for (c, _), cell in cells.items() if cell.outcome == "censored" and not cell.is_baseline
+    }
     if not (pruned_in(cells) if pruned is None else pruned):
         return censored
-    return censored | {c for (c, _), cell in cells.items()
-                       if not (cell.is_baseline or cell.spared)}  # fmt: skip
+    return censored | {
+        c for (c, _), cell in cells.items() if not (cell.is_baseline or cell.spared)
+    }
 
 
 def _seeds_all(cells: Any) -> set[int]:
@@ -192,8 +203,10 @@ def seed_outcomes(
     Sorted by key then seed. ``seeds``: the study's seeds (see the module docstring).
     """
     cells = _cells(trials, value, key, seeds)
-    rows = [(c, s, cell.is_baseline, cell.outcome, cell.value, cell.states)
-            for (c, s), cell in cells.items()]  # fmt: skip
+    rows = [
+        (c, s, cell.is_baseline, cell.outcome, cell.value, cell.states)
+        for (c, s), cell in cells.items()
+    ]
     cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
     return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
 
@@ -216,8 +229,9 @@ def baseline_by_seed(trials: pd.DataFrame, value: str, *, key: str = "candidate"
     ref = _baseline(_cells(trials, value, key))
     if len({setting for setting, _ in ref}) > 1:
         raise ValueError("trials of several settings: select one setting's rows first")
-    return pd.Series(list(ref.values()), index=pd.Index([s for _, s in ref], dtype="int64"),
-                     dtype="float64")  # fmt: skip
+    return pd.Series(
+        list(ref.values()), index=pd.Index([s for _, s in ref], dtype="int64"), dtype="float64"
+    )
 
 
 def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
@@ -239,12 +253,20 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
     ]
     cols = [key, "seed", "is_baseline", "value", "baseline", "delta"]
     return pd.DataFrame(rows, columns=cols).astype(
-        {"seed": "int64", "is_baseline": bool, "value": "float64", "baseline": "float64",
-         "delta": "float64"}
-    )  # fmt: skip
+        {
+            "seed": "int64",
+            "is_baseline": bool,
+            "value": "float64",
+            "baseline": "float64",
+            "delta": "float64",
+        }
+    )
 
 
 def _paired(cells: dict[tuple[Any, int], _Cell]) -> list[tuple[tuple[Any, int], float, _Cell]]:
     ref = _baseline(cells)
-    return [(k, ref[c.setting, k[1]], c) for k, c in cells.items()
-            if c.outcome == "complete" and (c.setting, k[1]) in ref]  # fmt: skip
+    return [
+        (k, ref[c.setting, k[1]], c)
+        for k, c in cells.items()
+        if c.outcome == "complete" and (c.setting, k[1]) in ref
+    ]

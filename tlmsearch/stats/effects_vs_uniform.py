@@ -76,8 +76,17 @@ def _sign(sense: str) -> float:
     return 1.0 if sense == "minimize" else -1.0
 
 
-_NOISED = ("noise", "noise_from", "noise_sd", "noise_df", "lo", "hi", "half_width",
-           "effect_noise", "p")  # fmt: skip
+_NOISED = (
+    "noise",
+    "noise_from",
+    "noise_sd",
+    "noise_df",
+    "lo",
+    "hi",
+    "half_width",
+    "effect_noise",
+    "p",
+)
 
 
 def _noised(diffs: Sequence[float], noise: Noise | None, level: float) -> dict[str, Any]:
@@ -88,8 +97,9 @@ def _noised(diffs: Sequence[float], noise: Noise | None, level: float) -> dict[s
     """
     iv = mean_interval(diffs, level)
     nan = math.nan
-    out: dict[str, Any] = dict(mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_from="",
-                               noise_sd=nan, noise_df=0)
+    out: dict[str, Any] = dict(
+        mean=iv.mean, sd=iv.sd, noise=UNKNOWN, noise_from="", noise_sd=nan, noise_df=0
+    )
     out.update(lo=nan, hi=nan, half_width=nan, effect_noise=nan, p=nan)
     if iv.n >= 1 and noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
         se = noise.sd / math.sqrt(iv.n)
@@ -208,9 +218,13 @@ def uses_joint(out: pd.DataFrame, family: str, planned: int = 0) -> bool:
     comparison in the family, and every tested row saying how it shares uniform's noise."""
     tested = out["p"].notna() if "p" in out else pd.Series([], dtype=bool)
     m = int(tested.sum())
-    return (family == "holm" and "noise_shared" in out and m > 0
-            and max(m, int(planned)) > 1
-            and bool(out.loc[tested, "noise_shared"].notna().all()))  # fmt: skip
+    return (
+        family == "holm"
+        and "noise_shared" in out
+        and m > 0
+        and max(m, int(planned)) > 1
+        and bool(out.loc[tested, "noise_shared"].notna().all())
+    )
 
 
 def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd.DataFrame:
@@ -234,7 +248,8 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
     unseen = max(0, int(planned) - m)  # comparisons planned but without a p-value yet
     joint = uses_joint(out, family, planned)
     se = out["noise_sd"].to_numpy(dtype="float64") / np.sqrt(
-        np.maximum(out["n"].to_numpy(dtype="float64"), 1.0))
+        np.maximum(out["n"].to_numpy(dtype="float64"), 1.0)
+    )
     mean = out["mean_delta"].to_numpy(dtype="float64")
     df = out["noise_df"].to_numpy(dtype="float64")
     groups = out["noise_group"].tolist() if "noise_group" in out else [0] * len(out)
@@ -248,18 +263,22 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
         # max over them is the largest; a setting still to come has its own control anyway)
         p_adj = np.full(len(out), math.nan)
         p_adj[idx] = step_down(
-            t[idx].tolist() + [0.0] * unseen, shared.tolist() + [0.0] * unseen,
+            t[idx].tolist() + [0.0] * unseen,
+            shared.tolist() + [0.0] * unseen,
             [int(x) for x in df[idx]] + [int(np.min(df[idx]))] * unseen,
-            [groups[i] for i in idx] + [UNSEEN] * unseen)[:m]  # fmt: skip
+            [groups[i] for i in idx] + [UNSEEN] * unseen,
+        )[:m]
         out["p_adj"] = p_adj
     else:
         p = out["p"].astype("float64").tolist()
         out["p_adj"] = adjust(p + [1.0] * unseen, family)[: len(p)] if len(out) else []
     out["separated"] = pd.array(
-        [bool(q < 1.0 - level) if ok else pd.NA for q, ok in zip(out["p_adj"], tested,
-                                                                 strict=True)],
+        [
+            bool(q < 1.0 - level) if ok else pd.NA
+            for q, ok in zip(out["p_adj"], tested, strict=True)
+        ],
         dtype="boolean",
-    )  # fmt: skip
+    )
     out["family"] = family
     out["family_size"] = m + unseen
     known = df >= 1
@@ -269,20 +288,33 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
         shares, fam = shares + [0.0] * unseen, fam + [UNSEEN] * unseen
         crit = {int(x): joint_critical(shares, int(x), level, fam) for x in set(df[known])}
         q = np.array([crit[int(x)] if ok else math.nan for x, ok in zip(df, known, strict=True)])
-        out["ci_level"] = [_two_sided(c, int(x)) if ok else level
-                           for c, x, ok in zip(q, df, known, strict=True)]  # fmt: skip
+        out["ci_level"] = [
+            _two_sided(c, int(x)) if ok else level for c, x, ok in zip(q, df, known, strict=True)
+        ]
     else:
         conf = ci_level(family, level, m + unseen, int(out["separated"].fillna(False).sum()))
         out["ci_level"] = conf
-        q = np.array([t_quantile(int(x), conf) if ok else math.nan
-                      for x, ok in zip(df, known, strict=True)])  # fmt: skip
+        q = np.array(
+            [t_quantile(int(x), conf) if ok else math.nan for x, ok in zip(df, known, strict=True)]
+        )
     if known.any():
         half = np.where(known, q * se, out["half_width"].to_numpy(dtype="float64"))
         out["half_width"] = half
         out["lo"] = np.where(known, mean - half, out["lo"].to_numpy(dtype="float64"))
         out["hi"] = np.where(known, mean + half, out["hi"].to_numpy(dtype="float64"))
-    floats = ("mean_delta", "sd_delta", "noise_sd", "lo", "hi", "half_width", "effect_noise",
-              "p", "p_adj", "ci_level", "noise_shared")  # fmt: skip
+    floats = (
+        "mean_delta",
+        "sd_delta",
+        "noise_sd",
+        "lo",
+        "hi",
+        "half_width",
+        "effect_noise",
+        "p",
+        "p_adj",
+        "ci_level",
+        "noise_shared",
+    )
     return out.astype({c: "float64" for c in floats}).astype(
         {"n": "int64", "noise_df": "int64", "family_size": "int64"}
     )

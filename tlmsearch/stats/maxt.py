@@ -50,8 +50,9 @@ def _s_nodes(df: int) -> np.ndarray:
     return np.sqrt(chi2.ppf(q, df) / df)
 
 
-def joint_below(c: float, shares: Sequence[float], df: int,
-                groups: Sequence[object] | None = None) -> float:  # fmt: skip
+def joint_below(
+    c: float, shares: Sequence[float], df: int, groups: Sequence[object] | None = None
+) -> float:
     """P(max_i |T_i| < c) for the comparisons with uniform's variance shares ``shares``, each
     T_i on ``df`` degrees of freedom (the module docstring). ``groups``: comparisons with
     different controls (a study's settings, each with its own uniform and fit) are independent,
@@ -69,13 +70,17 @@ def joint_below(c: float, shares: Sequence[float], df: int,
         return 0.0
     if groups is not None and len(set(groups)) > 1:
         g = list(groups)
-        return math.prod(joint_below(c, [x for x, k in zip(shares, g, strict=True) if k == key],
-                                     df) for key in dict.fromkeys(g))  # fmt: skip
+        return math.prod(
+            joint_below(c, [x for x, k in zip(shares, g, strict=True) if k == key], df)
+            for key in dict.fromkeys(g)
+        )
     from scipy.special import ndtr
 
     # comparisons with the same share contribute the same factor: once each, to its power
-    share, count = np.unique(np.clip(np.round(np.asarray(shares, dtype="float64"), 9), 0.0,
-                                     1.0 - 1e-9), return_counts=True)  # fmt: skip
+    share, count = np.unique(
+        np.clip(np.round(np.asarray(shares, dtype="float64"), 9), 0.0, 1.0 - 1e-9),
+        return_counts=True,
+    )
     lam = np.sqrt(share)
     rest = np.sqrt(1.0 - lam**2)
     w, ww = _w_nodes()
@@ -83,19 +88,21 @@ def joint_below(c: float, shares: Sequence[float], df: int,
     cs = c * s[:, None, None]  # (S, 1, 1)
     mid = lam[None, None, :] * w[None, :, None]  # (1, W, distinct shares)
     inner = ndtr((cs - mid) / rest) - ndtr((-cs - mid) / rest)  # (S, W, distinct shares)
-    prob = np.prod(inner ** count, axis=2) @ ww  # over the comparisons, then W
+    prob = np.prod(inner**count, axis=2) @ ww  # over the comparisons, then W
     return float(np.clip(prob.mean(), 0.0, 1.0))
 
 
-def joint_sf(t: float, shares: Sequence[float], df: int,
-             groups: Sequence[object] | None = None) -> float:  # fmt: skip
+def joint_sf(
+    t: float, shares: Sequence[float], df: int, groups: Sequence[object] | None = None
+) -> float:
     """P(max_i |T_i| >= |t|): the chance that any of the comparisons is as extreme as ``t``
     when none differs from uniform (a single-step adjusted p-value)."""
     return 1.0 - joint_below(abs(t), shares, df, groups)
 
 
-def joint_critical(shares: Sequence[float], df: int, level: float,
-                   groups: Sequence[object] | None = None) -> float:  # fmt: skip
+def joint_critical(
+    shares: Sequence[float], df: int, level: float, groups: Sequence[object] | None = None
+) -> float:
     """The c with P(max_i |T_i| < c) = ``level``: an interval of c standard errors around every
     comparison covers all of them at once with chance ``level``.
 
@@ -109,12 +116,15 @@ def joint_critical(shares: Sequence[float], df: int, level: float,
     hi = 4.0
     while joint_below(hi, shares, df, groups) < level:
         hi *= 2.0
-    return float(brentq(lambda c: joint_below(c, shares, df, groups) - level, 0.0, hi,
-                        xtol=1e-5))  # fmt: skip
+    return float(brentq(lambda c: joint_below(c, shares, df, groups) - level, 0.0, hi, xtol=1e-5))
 
 
-def step_down(t: Sequence[float], shares: Sequence[float], dfs: Sequence[int],
-              groups: Sequence[object] | None = None) -> list[float]:  # fmt: skip
+def step_down(
+    t: Sequence[float],
+    shares: Sequence[float],
+    dfs: Sequence[int],
+    groups: Sequence[object] | None = None,
+) -> list[float]:
     """Adjusted p-values of the step-down max-t test (Holm's scheme, each step at the joint
     distribution of the comparisons not yet rejected, in the order of their own p-values):
     comparison i's is the largest over the steps up to its own of P(max over those left
@@ -139,7 +149,8 @@ def step_down(t: Sequence[float], shares: Sequence[float], dfs: Sequence[int],
     running = 0.0
     for j, i in enumerate(order):
         left = order[j:]
-        running = max(running, joint_sf(float(tt[i]), sh[left].tolist(), int(dfs[i]),
-                                        [gr[k] for k in left]))  # fmt: skip
+        running = max(
+            running, joint_sf(float(tt[i]), sh[left].tolist(), int(dfs[i]), [gr[k] for k in left])
+        )
         out[i] = min(running, 1.0)
     return out.tolist()

@@ -39,8 +39,11 @@ def adjust(p_values: Sequence[float], family: str = FAMILY) -> list[float]:
 
 def family_words(family: str, m: int) -> str:
     """How a decision's family is said: 'Holm over 15 comparisons with uniform'."""
-    name = {"holm": "Holm", "bh": "Benjamini-Hochberg (false discovery rate)",
-            "none": "no correction"}[family]  # fmt: skip
+    name = {
+        "holm": "Holm",
+        "bh": "Benjamini-Hochberg (false discovery rate)",
+        "none": "no correction",
+    }[family]
     if family == "none":
         return f"{name}: per comparison, {m} in the study"
     return f"{name} over {m} comparison{'s' * (m != 1)}"

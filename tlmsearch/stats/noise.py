@@ -51,9 +51,9 @@ class Noise:
         return 0.5
 
 
-def block_fit(candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]) -> tuple[
-    float, int
-]:
+def block_fit(
+    candidates: Sequence[Any], seeds: Sequence[int], values: Sequence[float]
+) -> tuple[float, int]:
     """(residual sum of squares, residual df) of the two-way additive fit value ~ candidate + seed.
 
     A study is a randomized block design: candidates are treatments (uniform one of them), seeds
@@ -138,8 +138,17 @@ def two_way(rows: Sequence[Any], blocks: Sequence[Any], values: Sequence[float])
     u = w @ (vec[:, keep] / np.sqrt(lam[keep]))
     centred = y - (np.bincount(codes, weights=y, minlength=n_rows) / np.maximum(n, 1.0))[codes]
     resid = centred - u @ (u.T @ centred)
-    return TwoWay(codes, pd.Index(names), n, means, vec[:, keep], lam[keep], u, resid,
-                  n_rows + int(keep.sum()))  # fmt: skip
+    return TwoWay(
+        codes,
+        pd.Index(names),
+        n,
+        means,
+        vec[:, keep],
+        lam[keep],
+        u,
+        resid,
+        n_rows + int(keep.sum()),
+    )
 
 
 def block_noise(
@@ -165,9 +174,11 @@ def block_noise(
     out = pruner_selected(cells, pruned) if unselected else set()
     # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
     # control of its own candidates on a seed
-    done = [(c, (cell.setting, s) if cell.setting else s, cell.value)
-            for (c, s), cell in cells.items()
-            if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out]  # fmt: skip
+    done = [
+        (c, (cell.setting, s) if cell.setting else s, cell.value)
+        for (c, s), cell in cells.items()
+        if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out
+    ]
     if not done:
         return None
     rss, df = block_fit(*zip(*done, strict=True))
@@ -195,8 +206,10 @@ def setting_noises(
     if settings is None:
         return {}
     pruned = any_pruned(trials)  # the study's pruner judged every setting's trials
-    return {str(s): block_noise(sub, value, key=key, pruned=pruned)
-            for s, sub in trials.groupby(settings, sort=True)}  # fmt: skip
+    return {
+        str(s): block_noise(sub, value, key=key, pruned=pruned)
+        for s, sub in trials.groupby(settings, sort=True)
+    }
 
 
 def setting_noise(
@@ -257,9 +270,11 @@ def interaction(
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
     out = pruner_selected(cells, pruned)  # a pruner's selected rows flatter the noise: left out
-    done = [(c, cell.setting, s, cell.value)
-            for (c, s), cell in cells.items()
-            if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out]  # fmt: skip
+    done = [
+        (c, cell.setting, s, cell.value)
+        for (c, s), cell in cells.items()
+        if cell.outcome == "complete" and s != UNKNOWN_SEED and c not in out
+    ]
     if not done:
         return None
     cands, settings, seeds, values = zip(*done, strict=True)

@@ -93,22 +93,34 @@ def pairwise(
             diffs = [va[x] - vb[x] for x in common]
             x = _noised(diffs, None if noise is None else noise.pair(a, b), level)
             rows.append(
-                {"a": a, "b": b, "n": len(common), "seeds": tuple(common),
-                 "n_better": sum(sign * v < 0 for v in diffs),
-                 **{c: x[c] for c in PAIR_COLUMNS if c in x}}
-            )  # fmt: skip
+                {
+                    "a": a,
+                    "b": b,
+                    "n": len(common),
+                    "seeds": tuple(common),
+                    "n_better": sum(sign * v < 0 for v in diffs),
+                    **{c: x[c] for c in PAIR_COLUMNS if c in x},
+                }
+            )
     out = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
     # the family: each unordered pair once (a vs b and b vs a are one comparison)
     index = {c: i for i, c in enumerate(candidates)}
-    first = np.array([index[a] < index[b] for a, b in zip(out["a"], out["b"], strict=True)],
-                     dtype=bool)  # fmt: skip
+    first = np.array(
+        [index[a] < index[b] for a, b in zip(out["a"], out["b"], strict=True)], dtype=bool
+    )
     half = out[first]
     p = half["p"].astype("float64").tolist()
     unseen = max(0, int(family_size) - len(p))  # pairs of the family not shown: p = 1
-    adj = dict(zip(zip(half["a"], half["b"], strict=True),
-                   adjust(p + [1.0] * unseen, family)[: len(p)], strict=True))  # fmt: skip
-    out["p_adj"] = [adj.get((a, b), adj.get((b, a), math.nan))
-                    for a, b in zip(out["a"], out["b"], strict=True)]  # fmt: skip
+    adj = dict(
+        zip(
+            zip(half["a"], half["b"], strict=True),
+            adjust(p + [1.0] * unseen, family)[: len(p)],
+            strict=True,
+        )
+    )
+    out["p_adj"] = [
+        adj.get((a, b), adj.get((b, a), math.nan)) for a, b in zip(out["a"], out["b"], strict=True)
+    ]
     out["separated"] = pd.array(
         [pd.NA if math.isnan(q) else bool(q < 1.0 - level) for q in out["p_adj"]],
         dtype="boolean",

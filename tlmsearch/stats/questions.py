@@ -92,26 +92,48 @@ def design_rows(
         setting = str(r.get("setting", "") or "") if "setting" in first else ""
         taper = pd.to_numeric(pd.Series([r.get("taper")]), errors="coerce").iloc[0]
         given = settings.get(k) if settings is not None else None
-        out.append(_Row(k, schedule, setting,
-                        dict(given) if given is not None else _from_label(setting),
-                        0.0 if base else float(taper), base, k in censored))  # fmt: skip
+        out.append(
+            _Row(
+                k,
+                schedule,
+                setting,
+                dict(given) if given is not None else _from_label(setting),
+                0.0 if base else float(taper),
+                base,
+                k in censored,
+            )
+        )
     return Rows(out)
 
 
-def planned_row(key: Any, schedule: str, setting: str, settings: Mapping[str, Any],
-                taper: float, baseline: bool) -> _Row:  # fmt: skip
+def planned_row(
+    key: Any,
+    schedule: str,
+    setting: str,
+    settings: Mapping[str, Any],
+    taper: float,
+    baseline: bool,
+) -> _Row:
     """A design row known before any data (``tlmsearch plan``: a study's trainings), never
     censored; uniform's schedule is ``uniform`` whatever ``schedule`` says.
 
     >>> planned_row("u", "x", "", {}, 0.0, True).schedule
     'uniform'
     """
-    return _Row(key, UNIFORM if baseline else schedule, setting, dict(settings),
-                0.0 if baseline else float(taper), bool(baseline), False)  # fmt: skip
+    return _Row(
+        key,
+        UNIFORM if baseline else schedule,
+        setting,
+        dict(settings),
+        0.0 if baseline else float(taper),
+        bool(baseline),
+        False,
+    )
 
 
-def asked(rows: Sequence[_Row], questions: Sequence[Question] = ()
-          ) -> list[tuple[str, Question, list[str], dict[Any, float], int]]:  # fmt: skip
+def asked(
+    rows: Sequence[_Row], questions: Sequence[Question] = ()
+) -> list[tuple[str, Question, list[str], dict[Any, float], int]]:
     """(kind, question, members, weights on row keys, settings read) of every contrast a study
     asks: ``questions`` (kind ``named``) or, without any, :func:`default_questions`."""
     pairs = [(NAMED, q) for q in questions] if questions else default_questions(rows)
@@ -160,8 +182,11 @@ def members(rows: Sequence[_Row], names: Sequence[str]) -> list[str]:
     (['cosine 1.5->0.5'], ['cosine 0.5->1.5', 'cosine 1.5->0.5'])
     """
     families = (EARLY, LATE, ALL)
-    scheds = {r.schedule: r.taper for r in rows if not r.baseline} if any(
-        n in families for n in names) else {}  # fmt: skip
+    scheds = (
+        {r.schedule: r.taper for r in rows if not r.baseline}
+        if any(n in families for n in names)
+        else {}
+    )
     out: list[str] = []
     for n in names:
         if n == EARLY:
@@ -190,13 +215,19 @@ class Rows(list):  # type: ignore[type-arg]
         return by_setting, by_schedule
 
 
-def _index(rows: Sequence[_Row]) -> tuple[dict[str, list[_Row]],
-                                          dict[tuple[str, str], list[_Row]]]:  # fmt: skip
+def _index(
+    rows: Sequence[_Row],
+) -> tuple[dict[str, list[_Row]], dict[tuple[str, str], list[_Row]]]:
     return (rows if isinstance(rows, Rows) else Rows(rows)).index
 
 
-def _weights(rows: Sequence[_Row], plus: Sequence[str], minus: Sequence[str],
-             settings: Sequence[str], scale: float = 1.0) -> dict[Any, float]:  # fmt: skip
+def _weights(
+    rows: Sequence[_Row],
+    plus: Sequence[str],
+    minus: Sequence[str],
+    settings: Sequence[str],
+    scale: float = 1.0,
+) -> dict[Any, float]:
     """Row key -> weight of "mean of ``plus`` minus mean of ``minus``", averaged over
     ``settings`` (each setting equally, each schedule equally within it); {} when a setting
     lacks either side."""
@@ -234,8 +265,9 @@ def dimensions(rows: Sequence[_Row]) -> dict[str, list[Any]]:
     return {d: _order(v) for d, v in sorted(dims.items()) if len(_order(v)) > 1}
 
 
-def _terms_weights(rows: Sequence[_Row], terms: Mapping[str, float],
-                   settings: Sequence[str], scale: float = 1.0) -> dict[Any, float]:  # fmt: skip
+def _terms_weights(
+    rows: Sequence[_Row], terms: Mapping[str, float], settings: Sequence[str], scale: float = 1.0
+) -> dict[Any, float]:
     """Row key -> weight of ``sum_s w_s x mean(schedule s)`` averaged over ``settings``; {}
     when a setting lacks one of the schedules."""
     out: dict[Any, float] = {}
@@ -288,13 +320,27 @@ def default_questions(rows: Sequence[_Row]) -> list[tuple[str, Question]]:
     out: list[tuple[str, Question]] = []
     many = len(settings) > 1
     for s in scheds:
-        out.append((MAIN, Question(f"{s} vs uniform" + (f" over {len(settings)} settings"
-                                                        if many else ""), (s,))))  # fmt: skip
+        out.append(
+            (
+                MAIN,
+                Question(
+                    f"{s} vs uniform" + (f" over {len(settings)} settings" if many else ""), (s,)
+                ),
+            )
+        )
     families = [f for f in (EARLY, LATE) if len(members(rows, [f])) >= 2]
     for f in families:
         n = len(members(rows, [f]))
-        out.append((FAMILY_KIND, Question(f"{f} ({n} schedules) vs uniform" + (
-            f" over {len(settings)} settings" if many else ""), (f,))))  # fmt: skip
+        out.append(
+            (
+                FAMILY_KIND,
+                Question(
+                    f"{f} ({n} schedules) vs uniform"
+                    + (f" over {len(settings)} settings" if many else ""),
+                    (f,),
+                ),
+            )
+        )
     if many:
         for s in scheds:
             for st in settings:

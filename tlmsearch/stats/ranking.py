@@ -178,7 +178,8 @@ def rank(
         if cell.outcome == "complete":
             per_seed.setdefault(cand, {})[seed] = cell.value
     tier = np.select(
-        [s["n"] == 0, s["n_censored"] > 0, (s["n_pending"] + s["n_missing"]) > 0], [3, 2, 1],
+        [s["n"] == 0, s["n_censored"] > 0, (s["n_pending"] + s["n_missing"]) > 0],
+        [3, 2, 1],
         default=0,
     ).astype(int)
     s["tier"] = tier

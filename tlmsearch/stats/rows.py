@@ -208,12 +208,15 @@ def row_fit(
     # their sum is measured, and a least-squares split of it is the linear algebra library's
     # choice, not the data's. Own variances exist where the system pins each of them.
     if informative.any() and df > 0:
-        solved = _solve_rows(n[informative] - 1.0 - 2.0 * t[informative], f[informative],
-                             ss[informative])  # fmt: skip
+        solved = _solve_rows(
+            n[informative] - 1.0 - 2.0 * t[informative], f[informative], ss[informative]
+        )
         if solved is not None:
             own[informative] = solved
-    out = {name: (float(own[i]), float(ss[i]), float(share[i]), int(n[i]))
-           for i, name in enumerate(names)}  # fmt: skip
+    out = {
+        name: (float(own[i]), float(ss[i]), float(share[i]), int(n[i]))
+        for i, name in enumerate(names)
+    }
     return out, rss, df
 
 
@@ -259,9 +262,11 @@ def row_noise(
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
     cells = _cells(trials, value, key)
-    done = [(c, (cell.setting, s) if cell.setting else s, cell.value, cell.is_baseline)
-            for (c, s), cell in cells.items()
-            if cell.outcome == "complete" and s != UNKNOWN_SEED]  # fmt: skip
+    done = [
+        (c, (cell.setting, s) if cell.setting else s, cell.value, cell.is_baseline)
+        for (c, s), cell in cells.items()
+        if cell.outcome == "complete" and s != UNKNOWN_SEED
+    ]
     if not done:
         return None
     # a row the pruner stopped on some seed kept only the seeds it did well on, and once it
@@ -300,8 +305,9 @@ def row_noise(
         by_row.setdefault(r, {})[b] = float(v)
     ref = out.get(control[0]) if control else None
     for row in {d[0] for d in done} - set(out):  # censored, left out of the fit
-        out[row] = _censored_row(by_row[row], by_row.get(control[0], {}) if control else {},
-                                 ref, var_p, df, level)  # fmt: skip
+        out[row] = _censored_row(
+            by_row[row], by_row.get(control[0], {}) if control else {}, ref, var_p, df, level
+        )
     for twin, original in twins.items():  # a replayed twin is its original's row
         if original in out and twin not in out:
             out[twin] = out[original]
@@ -331,11 +337,16 @@ def unknown_why(
     if not (pruned_in(cells) if pruned is None else pruned):
         return NO_DF
     spared = {c for (c, _), cell in cells.items() if cell.spared}
-    which = (f"{len(spared)} spared" if spared else
-             "none spared: search.unpruned_candidates was 0, or the run predates it")
-    return ("a pruner stopped a candidate, and only uniform and the candidates it could not "
-            f"stop ({which}) measure the noise; they leave no residual degrees of freedom "
-            "yet")  # fmt: skip
+    which = (
+        f"{len(spared)} spared"
+        if spared
+        else "none spared: search.unpruned_candidates was 0, or the run predates it"
+    )
+    return (
+        "a pruner stopped a candidate, and only uniform and the candidates it could not "
+        f"stop ({which}) measure the noise; they leave no residual degrees of freedom "
+        "yet"
+    )
 
 
 def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
@@ -351,9 +362,14 @@ def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
     return out
 
 
-def _censored_row(cells: Mapping[Any, float], control: Mapping[Any, float],
-                  ref: RowVariance | None, var_p: float, df: int,
-                  level: float) -> RowVariance:  # fmt: skip
+def _censored_row(
+    cells: Mapping[Any, float],
+    control: Mapping[Any, float],
+    ref: RowVariance | None,
+    var_p: float,
+    df: int,
+    level: float,
+) -> RowVariance:
     """A pruned row, left out of the fit: the pool, unless its own paired deltas with uniform
     scatter more than the model's pair says (one-sided F test at ``1 - level``, as a
     candidate row in the fit): then its own, the deltas' variance less uniform's."""

@@ -42,10 +42,14 @@ def shrunk(eff: pd.DataFrame) -> pd.Series:
     for _, idx in eff.groupby(groups, sort=False).groups.items():
         sub = eff.loc[idx]
         d = sub["mean_delta"].to_numpy(dtype="float64")
-        se2 = (sub["noise_sd"].to_numpy(dtype="float64") ** 2
-               / np.maximum(sub["n"].to_numpy(dtype="float64"), 1.0))  # fmt: skip
-        share = sub["noise_shared"].to_numpy(dtype="float64") if "noise_shared" in sub else (
-            np.full(len(sub), 0.5))
+        se2 = sub["noise_sd"].to_numpy(dtype="float64") ** 2 / np.maximum(
+            sub["n"].to_numpy(dtype="float64"), 1.0
+        )
+        share = (
+            sub["noise_shared"].to_numpy(dtype="float64")
+            if "noise_shared" in sub
+            else (np.full(len(sub), 0.5))
+        )
         own = se2 * (1.0 - np.where(np.isfinite(share), share, 0.5))
         ok = np.isfinite(d) & np.isfinite(own)
         if ok.sum() < 3:  # no spread to estimate: each keeps its own mean

@@ -109,8 +109,13 @@ def checkpoint_noise(
         values.extend(y.tolist())
     if n == 0:
         return None
-    return CheckpointNoise(math.sqrt(sse / (n * (k - 2))), math.sqrt(sse_raw / (n * (k - 1))),
-                           float(np.mean(values)), n, k)  # fmt: skip
+    return CheckpointNoise(
+        math.sqrt(sse / (n * (k - 2))),
+        math.sqrt(sse_raw / (n * (k - 1))),
+        float(np.mean(values)),
+        n,
+        k,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,10 +181,16 @@ class SignalToNoise:
         """One line for ``tlmsearch status``: both SNRs, or n/a and why."""
         if self.signal is None:
             return f"signal-to-noise: n/a ({self.why_signal})"
-        seed = (f"{self.seed_snr:.1f} over seeds (noise alone gives ~{self.null_snr:.1f})"
-                if self.seed_snr is not None else f"n/a over seeds ({self.why_seed})")  # fmt: skip
-        ck = (f"{self.checkpoint_snr:.1f} over checkpoints" if self.checkpoint_snr is not None
-              else f"n/a over checkpoints ({self.why_checkpoint})")  # fmt: skip
+        seed = (
+            f"{self.seed_snr:.1f} over seeds (noise alone gives ~{self.null_snr:.1f})"
+            if self.seed_snr is not None
+            else f"n/a over seeds ({self.why_seed})"
+        )
+        ck = (
+            f"{self.checkpoint_snr:.1f} over checkpoints"
+            if self.checkpoint_snr is not None
+            else f"n/a over checkpoints ({self.why_checkpoint})"
+        )
         return (
             f"signal-to-noise (arXiv 2508.13144): {seed}; {ck}; spread of "
             f"{self.n_candidates} candidates' means {self.dispersion:.4g}"
@@ -220,8 +231,13 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
         if u is None or not (r.is_baseline or (r[0] not in selected and r.n_paired > 0)):
             continue
         u_s = float(np.mean(u))
-        rows.append((r[0], u_s if r.is_baseline else u_s + r.mean_delta,
-                     len(u) if r.is_baseline else r.n_paired))  # fmt: skip
+        rows.append(
+            (
+                r[0],
+                u_s if r.is_baseline else u_s + r.mean_delta,
+                len(u) if r.is_baseline else r.n_paired,
+            )
+        )
     return pd.DataFrame(rows, columns=cols).astype({"mean": "float64", "n": "int64"})
 
 
@@ -263,8 +279,10 @@ def signal_to_noise(
     if not baseline:  # every mean is uniform's plus a paired delta: nothing to measure
         why_signal = "no uniform baseline (search.baseline: false): the means pair with uniform"
     elif k < 2:
-        why_signal = ("fewer than 2 candidates measured: uniform and those with a seed paired "
-                      "with it that no pruner selected")
+        why_signal = (
+            "fewer than 2 candidates measured: uniform and those with a seed paired "
+            "with it that no pruner selected"
+        )
     elif not math.isfinite(signal):
         why_signal = "the candidates' mean is 0: no relative dispersion"
     if noise is not None and noise.df >= 1 and math.isfinite(noise.sd):
@@ -281,13 +299,25 @@ def signal_to_noise(
         null = expected_range(k) / math.sqrt(2.0 * hmean)
     if checkpoint is None:
         why_checkpoint = why_checkpoint or (
-            f"no complete trial has {CHECKPOINT_EVALS} evals with this metric")
+            f"no complete trial has {CHECKPOINT_EVALS} evals with this metric"
+        )
     elif checkpoint.sd == 0 or checkpoint.mean == 0:
         why_checkpoint = why_checkpoint or "the checkpoint noise is exactly 0"
     if not why_signal and checkpoint is not None and not why_checkpoint:
         ck_snr = signal / (checkpoint.sd / abs(checkpoint.mean))
     return SignalToNoise(
-        k, hmean, centre, dispersion, None if why_signal else signal, seed_sd, df, seed_snr,
-        null, checkpoint, ck_snr, why_signal, why_seed if seed_snr is None else "",
+        k,
+        hmean,
+        centre,
+        dispersion,
+        None if why_signal else signal,
+        seed_sd,
+        df,
+        seed_snr,
+        null,
+        checkpoint,
+        ck_snr,
+        why_signal,
+        why_seed if seed_snr is None else "",
         why_checkpoint if ck_snr is None else "",
-    )  # fmt: skip
+    )

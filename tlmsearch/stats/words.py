@@ -81,8 +81,12 @@ def step_down(
     ([0.002, 1.0], [1.0, 0.02], [2, 2], [2, 2])
     """
     m = len(p_diff)
-    hyps = [(p, i, k) for k, ps in enumerate((p_diff, p_eq)) for i, p in enumerate(ps)
-            if p is not None and math.isfinite(p)]  # fmt: skip
+    hyps = [
+        (p, i, k)
+        for k, ps in enumerate((p_diff, p_eq))
+        for i, p in enumerate(ps)
+        if p is not None and math.isfinite(p)
+    ]
     hyps.sort(key=lambda h: (h[0], h[2], h[1]))
     left = [0] * m
     for _, i, _ in hyps:
@@ -129,12 +133,13 @@ def decide_words(
     m = len(est)
     alpha = 1.0 - level
     pd_ = [p_difference(e, s, d) for e, s, d in zip(est, se_, df_, strict=True)]
-    pe_ = [p_equivalent(e, s, d, margin) if margin is not None else math.nan
-           for e, s, d in zip(est, se_, df_, strict=True)]  # fmt: skip
+    pe_ = [
+        p_equivalent(e, s, d, margin) if margin is not None else math.nan
+        for e, s, d in zip(est, se_, df_, strict=True)
+    ]
     adj_d, adj_e, t_d, t_e = step_down(pd_, pe_, alpha)
     blocked = [False] * m if blocked is None else list(blocked)
-    out = {k: np.full(m, math.nan) for k in ("lo", "hi", "ci_level", "eq_lo", "eq_hi",
-                                              "eq_level")}  # fmt: skip
+    out = {k: np.full(m, math.nan) for k in ("lo", "hi", "ci_level", "eq_lo", "eq_hi", "eq_level")}
     words = []
     for i in range(m):
         known = se_[i] >= 0 and df_[i] >= 1
@@ -156,10 +161,14 @@ def decide_words(
             words.append(EQUIVALENT)
         else:
             words.append(INCONCLUSIVE)
-    return {"p": np.asarray(pd_, dtype="float64"), "p_adj": np.asarray(adj_d, dtype="float64"),
-            "p_equiv": np.asarray(pe_, dtype="float64"),
-            "p_equiv_adj": np.asarray(adj_e, dtype="float64"),
-            "word": np.asarray(words, dtype=object), **out}  # fmt: skip
+    return {
+        "p": np.asarray(pd_, dtype="float64"),
+        "p_adj": np.asarray(adj_d, dtype="float64"),
+        "p_equiv": np.asarray(pe_, dtype="float64"),
+        "p_equiv_adj": np.asarray(adj_e, dtype="float64"),
+        "word": np.asarray(words, dtype=object),
+        **out,
+    }
 
 
 def family_rule(m: int, level: float, margin: float | None) -> str:

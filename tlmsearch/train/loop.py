@@ -103,8 +103,9 @@ def train_proxy(
     """
     from tlmsearch.train.trainer import Trainer
 
-    t = Trainer(model_cfg, widths, data, train_cfg, seed=seed, threads=threads, device=device,
-                dist=dist)  # fmt: skip
+    t = Trainer(
+        model_cfg, widths, data, train_cfg, seed=seed, threads=threads, device=device, dist=dist
+    )
     if resume is not None:
         t.load_state_dict(resume)
     checkpointed = t.tokens if resume is not None else -1  # the state handed in is this point's

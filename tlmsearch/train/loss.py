@@ -92,10 +92,13 @@ def nll_sum(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
         h = model.hidden(x).flatten(0, 1)
         w, t = model.lm_head.weight, y.flatten()
         parts = [
-            F.cross_entropy(F.linear(h[i : i + CHUNK_TOKENS], w).float(), t[i : i + CHUNK_TOKENS],
-                            reduction="sum")
+            F.cross_entropy(
+                F.linear(h[i : i + CHUNK_TOKENS], w).float(),
+                t[i : i + CHUNK_TOKENS],
+                reduction="sum",
+            )
             for i in range(0, h.size(0), CHUNK_TOKENS)
-        ]  # fmt: skip
+        ]
         return torch.stack(parts).sum()
     return F.cross_entropy(model(x).float().flatten(0, 1), y.flatten(), reduction="sum")
 

@@ -205,8 +205,9 @@ def param_groups(model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int)
     return profile_groups(model, groups, train_cfg)
 
 
-def _parametrized_groups(model: Any, model_cfg: Any, train_cfg: Any, *,
-                         vocab_size: int) -> list[dict]:  # fmt: skip
+def _parametrized_groups(
+    model: Any, model_cfg: Any, train_cfg: Any, *, vocab_size: int
+) -> list[dict]:
     if train_cfg.parametrization == "standard":
         return model.param_groups(train_cfg.weight_decay)
     if train_cfg.parametrization != "mup":
@@ -256,8 +257,11 @@ def layer_parts(model: Any, part: str) -> dict[int, int]:
         raise ValueError(f"part: {part!r} is not one of block, mlp, down")
     tagged = None
     if wanted is not None:
-        tagged = {f"{name}.weight" for name, module in model.named_modules()
-                  if getattr(module, "unit_dim", None) in wanted}  # fmt: skip
+        tagged = {
+            f"{name}.weight"
+            for name, module in model.named_modules()
+            if getattr(module, "unit_dim", None) in wanted
+        }
     out: dict[int, int] = {}
     for name, p in model.named_parameters():
         match = _BLOCK.match(name)
@@ -476,7 +480,8 @@ class EffectiveLR:
         mup = self.parametrization == "mup"
         own = [1 / width_mult(w, self.base) if mup else 1.0 for w in self.widths]
         return any(abs(x - o) > 1e-12 for x, o in zip(self.lr, own, strict=True)) or any(
-            abs(x - o) > 1e-12 for x, o in zip(self.init, own, strict=True))  # fmt: skip
+            abs(x - o) > 1e-12 for x, o in zip(self.init, own, strict=True)
+        )
 
     def line(self) -> str:
         """The candidate's multipliers in one line (``validate``, ``status``, the report)."""
@@ -486,17 +491,22 @@ class EffectiveLR:
         if self.uniform:
             return f"{self.parametrization}: x1 in every layer (the uniform model is the base)"
         lo, hi = min(self.step), max(self.step)
-        step = (f"a step moves the MLP output x{lo:.2f}..x{hi:.2f} of uniform's (layer mean "
-                f"{self.step_layer_mean:.2f})" if hi - lo > 1e-9
-                else f"a step moves every MLP output x{lo:.2f} of uniform's")  # fmt: skip
+        step = (
+            f"a step moves the MLP output x{lo:.2f}..x{hi:.2f} of uniform's (layer mean "
+            f"{self.step_layer_mean:.2f})"
+            if hi - lo > 1e-9
+            else f"a step moves every MLP output x{lo:.2f} of uniform's"
+        )
         if self.profiled:
             lr = f"x{min(self.lr):.2f}..x{max(self.lr):.2f}"
             init = f"x{min(self.init):.2f}..x{max(self.init):.2f}"
             what = f"{self.parametrization} x depth profile: down-projection"
             return f"{what} LR {lr}, init {init} of uniform's; {step}"
         if self.parametrization == "standard":
-            return (f"standard: LR and init x1 everywhere; {step}: at one LR the wide layers are "
-                    "pushed harder")  # fmt: skip
+            return (
+                f"standard: LR and init x1 everywhere; {step}: at one LR the wide layers are "
+                "pushed harder"
+            )
         return (
             f"{self.parametrization}: down-projection LR and init x{min(self.lr):.2f}.."
             f"x{max(self.lr):.2f} of uniform's (layer mean {self.lr_layer_mean:.2f}, by "
@@ -519,17 +529,26 @@ class EffectiveLR:
             "lr_param_mean": round(self.lr_param_mean, 4),
             "step_range": [round(min(self.step), 4), round(max(self.step), 4)],
             "step_layer_mean": round(self.step_layer_mean, 4),
-            **({"attention_lr": r(self.attention_lr), "attention_step": r(self.attention_step)}
-               if self.attention_step else {}),
+            **(
+                {"attention_lr": r(self.attention_lr), "attention_step": r(self.attention_step)}
+                if self.attention_step
+                else {}
+            ),
             "line": self.line(),
         }
 
 
-def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
-                 lr_profile: Sequence[float] | None = None,
-                 init_profile: Sequence[float] | None = None, lr_profile_part: str = "mlp",
-                 heads: Sequence[int] | None = None, n_head: int | None = None,
-                 ) -> EffectiveLR:  # fmt: skip
+def effective_lr(
+    widths: Sequence[int],
+    base: int,
+    parametrization: str,
+    *,
+    lr_profile: Sequence[float] | None = None,
+    init_profile: Sequence[float] | None = None,
+    lr_profile_part: str = "mlp",
+    heads: Sequence[int] | None = None,
+    n_head: int | None = None,
+) -> EffectiveLR:
     """The :class:`EffectiveLR` of MLP ``widths`` against uniform width ``base``, with the
     study's depth profiles (``train.lr_profile``, ``train.init_profile``, the LR profile's
     ``lr_profile_part``) where it has them, and attention's ``heads`` per layer against
@@ -539,8 +558,10 @@ def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
     (1.5, 0.5)
     """
     if parametrization not in PARAMETRIZATIONS:
-        raise ValueError(f"train.parametrization: {parametrization!r} is not one of "
-                         f"{', '.join(PARAMETRIZATIONS)}")  # fmt: skip
+        raise ValueError(
+            f"train.parametrization: {parametrization!r} is not one of "
+            f"{', '.join(PARAMETRIZATIONS)}"
+        )
     ms = [width_mult(w, base) for w in widths]
     if not ms:
         raise ValueError("widths: give at least one layer's width")
@@ -557,9 +578,16 @@ def effective_lr(widths: Sequence[int], base: int, parametrization: str, *,
     share = [h / n_head for h in heads] if heads is not None and n_head else [1.0] * len(ms)
     attn_step = [s * x for s, x in zip(share, attn_lr, strict=True)]
     flat = all(abs(x - 1) < 1e-12 for x in attn_step + attn_lr)
-    return EffectiveLR(parametrization, tuple(int(w) for w in widths), int(base), tuple(lr),
-                       tuple(init), tuple(step), () if flat else tuple(attn_lr),
-                       () if flat else tuple(attn_step))  # fmt: skip
+    return EffectiveLR(
+        parametrization,
+        tuple(int(w) for w in widths),
+        int(base),
+        tuple(lr),
+        tuple(init),
+        tuple(step),
+        () if flat else tuple(attn_lr),
+        () if flat else tuple(attn_step),
+    )
 
 
 AT_ONE_LR = "at one learning rate: may be an LR effect; see tuned"
@@ -585,6 +613,8 @@ def lr_comparison(space: Any, train_lr: float) -> str:
         if len(values) > 1:
             return ""
         lr = next(iter(values), train_lr)
-    return (f"{AT_ONE_LR} (every schedule trains at train.lr {lr:g}; a train.lr dimension "
-            "compares each at its own best LR: studies/taper_lr.yaml, "
-            "docs/search_dimensions.md)")  # fmt: skip
+    return (
+        f"{AT_ONE_LR} (every schedule trains at train.lr {lr:g}; a train.lr dimension "
+        "compares each at its own best LR: studies/taper_lr.yaml, "
+        "docs/search_dimensions.md)"
+    )

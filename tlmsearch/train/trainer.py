@@ -90,8 +90,9 @@ class _Loss(torch.nn.Module):
     """The training loss of a micro-batch as a module, so that DDP and torch.compile wrap the
     whole of it (autocast, the attention kernel, the chunked loss)."""
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype,
-                 kernel: str) -> None:  # fmt: skip
+    def __init__(
+        self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype, kernel: str
+    ) -> None:
         super().__init__()
         self.model = model
         self.device, self.dtype, self.kernel = device, dtype, kernel

@@ -185,8 +185,9 @@ def _check_template(model: nn.Module) -> None:
 
 
 @torch.no_grad()
-def clip_rows_(grad: torch.Tensor, max_norm: torch.Tensor,
-               frame: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def clip_rows_(
+    grad: torch.Tensor, max_norm: torch.Tensor, frame: torch.Tensor | None = None
+) -> torch.Tensor:
     """Clip each member's gradient (a row of ``grad``, (K, P)) on its own global norm, as
     the member's Trainer does alone (:func:`tlmsearch.train.parametrization.clip_grad_norm_`):
     ``coef = min(1, max / (norm + 1e-6))``; ``max_norm`` (K,) with ``inf`` for a member that
@@ -210,11 +211,22 @@ def fused_adamw_(
     params, grads, exp_avgs, exp_avg_sqs = (list(t) for t in tensors)
     beta1, beta2 = group["betas"]
     torch._fused_adamw_(
-        params, grads, exp_avgs, exp_avg_sqs, [], [step] * len(params),
-        amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2,
-        weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-        grad_scale=None, found_inf=None,
-    )  # fmt: skip
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        [],
+        [step] * len(params),
+        amsgrad=False,
+        lr=group["lr"],
+        beta1=beta1,
+        beta2=beta2,
+        weight_decay=group["weight_decay"],
+        eps=group["eps"],
+        maximize=False,
+        grad_scale=None,
+        found_inf=None,
+    )
 
 
 class _Hidden(nn.Module):
@@ -294,10 +306,17 @@ class TrialArray:
         self.members = list(members)
         self.data = data
         self.trainers = [
-            Trainer(m.model, m.widths, data, m.train.model_copy(update={"compile": "off"}),
-                    seed=m.seed, threads=threads, device=device)
+            Trainer(
+                m.model,
+                m.widths,
+                data,
+                m.train.model_copy(update={"compile": "off"}),
+                seed=m.seed,
+                threads=threads,
+                device=device,
+            )
             for m in members
-        ]  # fmt: skip
+        ]
         for t, state in zip(self.trainers, states or [None] * len(members), strict=True):
             if state is not None:
                 t.load_state_dict(state)
@@ -305,10 +324,12 @@ class TrialArray:
         self._prefetch: Prefetch | None = None
         first = self.trainers[0]
         for field, of in (
-            ("batch_tokens / micro_batch_size (micro batch, accumulation)",
-             lambda t: (t.micro, t.accum)),
+            (
+                "batch_tokens / micro_batch_size (micro batch, accumulation)",
+                lambda t: (t.micro, t.accum),
+            ),
             ("dtype", lambda t: t.dtype),
-        ):  # fmt: skip
+        ):
             values = [of(t) for t in self.trainers]
             if len(set(values)) > 1:
                 self.close()
@@ -406,8 +427,9 @@ class TrialArray:
             p = params[name]
             w = p.size(dims[name]) if name in dims else 0
             state = t.optimizer.state[p]
-            state["step"] = torch.tensor(float(pk.steps[row]), dtype=torch.float32,
-                                         device=p.device)  # fmt: skip
+            state["step"] = torch.tensor(
+                float(pk.steps[row]), dtype=torch.float32, device=p.device
+            )
             for key, buf in (("exp_avg", pk.exp_avg), ("exp_avg_sq", pk.exp_avg_sq)):
                 block = unit_slice(_block(buf, row, entry), w, dims.get(name))
                 state[key] = block.clone(memory_format=torch.contiguous_format)
@@ -430,8 +452,9 @@ class TrialArray:
         head = next(n for n, p in named if p is template.lm_head.weight)
         # Matrices, then MLP down projections (muP gives them groups of their own), then
         # vectors: each member's AdamW groups become a few contiguous runs of its row.
-        order = sorted(range(len(named)), key=lambda j: (named[j][1].ndim < 2,
-                                                         dims.get(named[j][0]) == 1, j))
+        order = sorted(
+            range(len(named)), key=lambda j: (named[j][1].ndim < 2, dims.get(named[j][0]) == 1, j)
+        )
         layout, off = [], 0
         for j in order:
             name, p = named[j]
@@ -447,8 +470,11 @@ class TrialArray:
         for row, i in enumerate(ids):
             t = self.trainers[i]
             params = dict(t.model.named_parameters())
-            group_of = {id(p): g for g, group in enumerate(t.optimizer.param_groups)
-                        for p in group["params"]}  # fmt: skip
+            group_of = {
+                id(p): g
+                for g, group in enumerate(t.optimizer.param_groups)
+                for p in group["params"]
+            }
             step = 0
             views = {}
             runs: dict[int, list[tuple[int, int]]] = {}
@@ -458,8 +484,10 @@ class TrialArray:
                 w = p.size(dim) if dim is not None else 0
                 view = unit_slice(_block(flat, row, entry), w, dim)
                 if view.shape != p.shape:
-                    raise ConfigError(f"members[{i}]: {name} has shape {tuple(p.shape)}, the "
-                                      f"array's {tuple(view.shape)}")  # fmt: skip
+                    raise ConfigError(
+                        f"members[{i}]: {name} has shape {tuple(p.shape)}, the "
+                        f"array's {tuple(view.shape)}"
+                    )
                 view.copy_(p.detach())
                 views[name] = view
                 state = t.optimizer.state.get(p, {})
@@ -515,15 +543,16 @@ class TrialArray:
         # a GPU takes 16 such chunks at once (4.3 GB of logits at K = 64 there).
         rows = CHUNK_TOKENS * (16 if self.device.type == "cuda" else 1)
         chunk = max(1, rows // k)
-        batched = torch.vmap(
-            lambda params, x: torch.func.functional_call(hidden, params, (x,)))
+        batched = torch.vmap(lambda params, x: torch.func.functional_call(hidden, params, (x,)))
 
-        def losses(params: dict[str, torch.Tensor], x: torch.Tensor,
-                   y: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        def losses(
+            params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+        ) -> torch.Tensor:
             with autocast_context(self.device, self.dtype), attention_context(self.kernel):
                 h = batched({f"lm.{n}": p for n, p in params.items()}, x)  # (K, B, T, d)
-                return batched_linear_cross_entropy(h.flatten(1, 2), params[head],
-                                                    y.flatten(1), chunk)  # fmt: skip
+                return batched_linear_cross_entropy(
+                    h.flatten(1, 2), params[head], y.flatten(1), chunk
+                )
 
         return torch.compile(losses) if self.compile else losses
 
@@ -549,8 +578,7 @@ class TrialArray:
             return
         trainers = [self.trainers[i] for i in pk.ids]
         if self._prefetch is None:
-            self._prefetch = Prefetch(lambda: self._draw(trainers),
-                                      _Positions(trainers))  # type: ignore[arg-type]
+            self._prefetch = Prefetch(lambda: self._draw(trainers), _Positions(trainers))  # type: ignore[arg-type]
         first = self._fresh
         for t in trainers:
             if first:
@@ -605,8 +633,10 @@ class TrialArray:
         for row, i in enumerate(pk.ids):
             groups = self.trainers[i].optimizer.param_groups
             for g, spans in pk.segments[row]:
-                tensors = [[buf[row, a:b] for a, b in spans]
-                           for buf in (pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq)]
+                tensors = [
+                    [buf[row, a:b] for a, b in spans]
+                    for buf in (pk.flat, pk.grad, pk.exp_avg, pk.exp_avg_sq)
+                ]
                 fused_adamw_(tensors, pk.step_t[row], groups[g])
         pk.grad.zero_()
 
@@ -640,9 +670,10 @@ class TrialArray:
 # Helpers on modules
 
 
-
 def _norm_frame(
-    optimizers: list[torch.optim.Optimizer], segments: list[list[tuple[int, list]]], size: int,
+    optimizers: list[torch.optim.Optimizer],
+    segments: list[list[tuple[int, list]]],
+    size: int,
     device: Any,
 ) -> torch.Tensor | None:
     """The gradient norm's frame: each row's param groups' lr_scale (1/m under muP) over the
@@ -659,6 +690,7 @@ def _norm_frame(
                     frame[row, a:b] = f
     return frame
 
+
 def _block(buf: torch.Tensor, row: int, entry: tuple) -> torch.Tensor:
     _, off, shape, _ = entry
     return buf[row, off : off + math.prod(shape)].view(shape)
@@ -667,16 +699,18 @@ def _block(buf: torch.Tensor, row: int, entry: tuple) -> torch.Tensor:
 def _rebind(model: nn.Module, tensors: dict[str, torch.Tensor]) -> None:
     """Make ``model``'s parameters (tied ones once) the given tensors (views or copies)."""
     old = dict(model.named_parameters())
-    new = {id(old[n]): nn.Parameter(t, requires_grad=old[n].requires_grad)
-           for n, t in tensors.items()}  # fmt: skip
+    new = {
+        id(old[n]): nn.Parameter(t, requires_grad=old[n].requires_grad) for n, t in tensors.items()
+    }
     for module in model.modules():
         for key, p in list(module._parameters.items()):
             if p is not None and id(p) in new:
                 module._parameters[key] = new[id(p)]
 
 
-def _swap_optimizer_params(opt: torch.optim.Optimizer, old: dict[str, nn.Parameter],
-                           new: dict[str, nn.Parameter]) -> None:  # fmt: skip
+def _swap_optimizer_params(
+    opt: torch.optim.Optimizer, old: dict[str, nn.Parameter], new: dict[str, nn.Parameter]
+) -> None:
     """Point the optimizer's groups at the rebound parameters (its state is written at a
     :meth:`TrialArray.state_dict`; the array steps them)."""
     by_id = {id(old[n]): new[n] for n in old}
@@ -717,8 +751,7 @@ def train_array(
 
         summaries = train_array(members, data, device="cpu")
     """
-    arr = TrialArray(members, data, device=device, threads=threads, compile=compile,
-                     states=resume)  # fmt: skip
+    arr = TrialArray(members, data, device=device, threads=threads, compile=compile, states=resume)
     try:
         while not arr.done:
             arr.step()

@@ -249,9 +249,15 @@ def plan(model: ModelConfig, candidate: Mapping[str, Any]) -> LayerPlan:
     }
     train = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in update.items()))
     return LayerPlan(
-        width.widths, width.d_ff, width.multiple_of, heads=width.heads,
-        heads_share=width.heads_share, candidate=cand, profiles=mults, train=train,
-    )  # fmt: skip
+        width.widths,
+        width.d_ff,
+        width.multiple_of,
+        heads=width.heads,
+        heads_share=width.heads_share,
+        candidate=cand,
+        profiles=mults,
+        train=train,
+    )
 
 
 __all__ = ["IDENTITY", "Candidate", "LayerPlan", "plan"]

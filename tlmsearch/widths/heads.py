@@ -107,10 +107,12 @@ def costs(model: ModelConfig) -> tuple[int, int]:
 
     mixer = MIXERS[model.arch]
     h, g = model.n_head, model.kv_group
-    params, linear, attn = (b - a for a, b in zip(mixer(model, h), mixer(model, h + g),
-                                                  strict=True))  # fmt: skip
-    unit = mlp_params(model.model_copy(update={"n_layer": 1, "layer_heads": None}),
-                      [model.multiple_of])  # fmt: skip
+    params, linear, attn = (
+        b - a for a, b in zip(mixer(model, h), mixer(model, h + g), strict=True)
+    )
+    unit = mlp_params(
+        model.model_copy(update={"n_layer": 1, "layer_heads": None}), [model.multiple_of]
+    )
     if model.attention.hold == "params":
         return params, unit
     seq = model.attention.seq_len
@@ -186,14 +188,25 @@ def plan_candidate(model: ModelConfig, candidate: Mapping[str, Any]) -> WidthPla
             f"{-freed * m} hidden units of {L * model.d_ff_uniform}; lower heads.share",
         )
     shape = mlp["shape"]
-    widths = plan_units(shape, L, units, too_narrow, **{k: v for k, v in mlp.items()
-                                                        if k != "shape"})  # fmt: skip
+    widths = plan_units(
+        shape, L, units, too_narrow, **{k: v for k, v in mlp.items() if k != "shape"}
+    )
     share = total / (L * model.n_head // group)
-    return WidthPlan(tuple(u * m for u in widths), model.d_ff_uniform, m, heads=heads,
-                     heads_share=share)  # fmt: skip
+    return WidthPlan(
+        tuple(u * m for u in widths), model.d_ff_uniform, m, heads=heads, heads_share=share
+    )
 
 
 __all__ = [
-    "PREFIX", "SHARE", "check_heads", "costs", "heads_label", "heads_params", "heads_schedule",
-    "is_heads_key", "mlp_schedule", "plan_candidate", "share_of",
-]  # fmt: skip
+    "PREFIX",
+    "SHARE",
+    "check_heads",
+    "costs",
+    "heads_label",
+    "heads_params",
+    "heads_schedule",
+    "is_heads_key",
+    "mlp_schedule",
+    "plan_candidate",
+    "share_of",
+]

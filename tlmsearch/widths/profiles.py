@@ -108,8 +108,10 @@ class Quantity:
         >>> [f for f, _, _ in QUANTITIES["init"].train_fields()]
         ['init_profile', 'init_profile_part']
         """
-        out = [(self.profile_field, None, f"{self.prefix}*"),
-               (self.part_field, DEFAULT_PART, self.part_key)]  # fmt: skip
+        out = [
+            (self.profile_field, None, f"{self.prefix}*"),
+            (self.part_field, DEFAULT_PART, self.part_key),
+        ]
         out += [(f, d, self.key(e)) for e, (f, d) in self.extras.items() if f is not None]
         return tuple(out)
 
@@ -118,14 +120,24 @@ _COMMON = {"part": (None, DEFAULT_PART), "width_power": (None, 0.0)}
 QUANTITIES: dict[str, Quantity] = {
     q.name: q
     for q in (
-        Quantity("lr", "layer i's parameters step at train.lr x p_i (AdamW group LR)",
-                 "lr_profile", "lr_profile_part", "lr_profile_json",
-                 {**_COMMON, "embedding": ("embedding_lr_mult", 1.0),
-                  "head": ("head_lr_mult", 1.0)}),
-        Quantity("init", "layer i's matrices start at their init std x p_i",
-                 "init_profile", "init_profile_part", "init_profile_json", _COMMON),
+        Quantity(
+            "lr",
+            "layer i's parameters step at train.lr x p_i (AdamW group LR)",
+            "lr_profile",
+            "lr_profile_part",
+            "lr_profile_json",
+            {**_COMMON, "embedding": ("embedding_lr_mult", 1.0), "head": ("head_lr_mult", 1.0)},
+        ),
+        Quantity(
+            "init",
+            "layer i's matrices start at their init std x p_i",
+            "init_profile",
+            "init_profile_part",
+            "init_profile_json",
+            _COMMON,
+        ),
     )
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -157,22 +169,44 @@ class PerLayer:
 
 
 def _profile_entry(q: Quantity) -> PerLayer:
-    return PerLayer(q.name, q.prefix, "x1 (the study's own)", q.profile_field, q.column, float,
-                    f"train.{q.profile_field}: {q.doc}",
-                    lambda plan: plan.profiles.get(q.name))  # fmt: skip
+    return PerLayer(
+        q.name,
+        q.prefix,
+        "x1 (the study's own)",
+        q.profile_field,
+        q.column,
+        float,
+        f"train.{q.profile_field}: {q.doc}",
+        lambda plan: plan.profiles.get(q.name),
+    )
 
 
 LAYERED: dict[str, PerLayer] = {
     e.name: e
     for e in (
-        PerLayer("mlp", "", "model.d_ff (uniform)", "widths", "widths_json", int,
-                 "each layer's MLP hidden width (the model built)", lambda plan: plan.widths),
-        PerLayer("heads", "heads.", "model.n_head (or model.layer_heads)", "heads", "heads_json",
-                 int, "each layer's attention query heads (model.layer_heads)",
-                 lambda plan: plan.heads),
+        PerLayer(
+            "mlp",
+            "",
+            "model.d_ff (uniform)",
+            "widths",
+            "widths_json",
+            int,
+            "each layer's MLP hidden width (the model built)",
+            lambda plan: plan.widths,
+        ),
+        PerLayer(
+            "heads",
+            "heads.",
+            "model.n_head (or model.layer_heads)",
+            "heads",
+            "heads_json",
+            int,
+            "each layer's attention query heads (model.layer_heads)",
+            lambda plan: plan.heads,
+        ),
         *(_profile_entry(q) for q in QUANTITIES.values()),
     )
-}  # fmt: skip
+}
 
 
 def quantity_of(key: str) -> Quantity | None:
@@ -232,8 +266,9 @@ def part_of(candidate: Mapping[str, Any], q: Quantity) -> str:
     return part
 
 
-def _number(candidate: Mapping[str, Any], key: str, default: float,
-            bounds: tuple[float, float]) -> float:  # fmt: skip
+def _number(
+    candidate: Mapping[str, Any], key: str, default: float, bounds: tuple[float, float]
+) -> float:
     value = candidate.get(key, default)
     lo, hi = bounds
     ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -378,9 +413,23 @@ def _shown(value: Any) -> str:
 
 
 __all__ = [
-    "DEFAULT_PART", "LAYERED", "MULT_RANGE", "PARTS", "POWER_RANGE", "QUANTITIES", "PerLayer",
+    "DEFAULT_PART",
+    "LAYERED",
+    "MULT_RANGE",
+    "PARTS",
+    "POWER_RANGE",
+    "QUANTITIES",
+    "PerLayer",
     "Quantity",
-    "check_profile", "has_profile", "is_profile_key", "part_of", "plan_profile",
-    "profile_label", "profile_params", "profile_schedule", "quantity_of",
-    "train_update", "value_names",
-]  # fmt: skip
+    "check_profile",
+    "has_profile",
+    "is_profile_key",
+    "part_of",
+    "plan_profile",
+    "profile_label",
+    "profile_params",
+    "profile_schedule",
+    "quantity_of",
+    "train_update",
+    "value_names",
+]

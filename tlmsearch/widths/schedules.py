@@ -526,6 +526,7 @@ def plan_widths(
             if isinstance(d_ff, int)
             else f"must be an integer, but got {d_ff!r}",
         )
+
     def too_narrow(layer: int, smallest: float) -> str:
         return (
             f"layer {layer} would get no width: less than one unit of {multiple_of} "

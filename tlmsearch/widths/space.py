@@ -212,8 +212,9 @@ class SearchSpace(Strict):
             if problem:
                 raise ValueError(problem)
             seen.append(name)
-        if "shape" not in dims and any(is_heads_key(n) or profiles.is_profile_key(n)
-                                       for n in dims):  # fmt: skip
+        if "shape" not in dims and any(
+            is_heads_key(n) or profiles.is_profile_key(n) for n in dims
+        ):
             dims = {"shape": Dimension(type="fixed", value="uniform"), **dims}
         if "shape" not in dims:
             raise ValueError(
