@@ -44,6 +44,7 @@ import pandas as pd
 from tlmsearch import constants, stats
 from tlmsearch.config import PartialStudy, StudyConfig
 from tlmsearch.evidence import tuned as tuning  # the module: `tuned` is Evidence's field
+from tlmsearch.evidence.contrast_power import study_questions
 from tlmsearch.evidence.racing import (
     SEPARATED,
     TIED,
@@ -167,7 +168,7 @@ class Evidence:
         )
         why = stats.unknown_why(trials, value, key=key) if noise is None else ""
         if questions is None:
-            questions = _questions(config)
+            questions = study_questions(config)
         if margin is None and config is not None:
             margin = equivalence_margin(config, value)
         asked = _contrasts(trials, value, sense, key, level, models, margin, questions)
@@ -477,24 +478,6 @@ def _contrasts(
         settings=settings,
     )
     return table if len(table) else None
-
-
-def _questions(config: StudyConfig | None) -> list[stats.Question]:
-    """A study's ``stats.contrasts`` as questions ([] without any: the default ones)."""
-    if config is None:
-        return []
-    return [
-        stats.Question(
-            c.name,
-            tuple(c.schedules),
-            tuple(c.vs),
-            {d: tuple(v) for d, v in c.where.items()},
-            c.by,
-            tuple(c.levels) if c.levels else None,
-            c.terms,
-        )
-        for c in config.stats.contrasts
-    ]
 
 
 def equivalence_margin(config: StudyConfig, value: str) -> float | None:

@@ -291,7 +291,11 @@ def planned_rows(cfg: StudyConfig) -> list[_Row]:
     return out
 
 
-def _questions(cfg: StudyConfig) -> list[Question]:
+def study_questions(cfg: StudyConfig | None) -> list[Question]:
+    """A study's ``stats.contrasts`` as questions ([] without any, or without a study: the
+    default ones)."""
+    if cfg is None:
+        return []
     return [
         Question(
             c.name,
@@ -332,7 +336,7 @@ def size_contrasts(
             ),
         )
     rows = planned_rows(cfg)
-    family = asked(rows, _questions(cfg))
+    family = asked(rows, study_questions(cfg))
     m = max(1, len(family))
     alpha = (1.0 - cfg.stats.level) / m
     out = []
