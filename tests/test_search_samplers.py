@@ -378,3 +378,34 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path, indexed):
     assert twin(grow) is None
     if index is not None:  # Ray pickles the searcher: the index is rebuilt, not stored
         assert index._seen and not pickle.loads(pickle.dumps(index))._seen
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_resumed_session_draws_new_candidates_not_the_first_sessions_again(tmp_mod, sampler):
+    """A resume builds the sampler again: seeded as the first session was, it drew that
+    session's candidates again (a random sampler exactly)."""
+    from tlmsearch.search.samplers import make_sampler
+
+    cfg = tiny_config(
+        tmp_mod,
+        space="continuous",
+        search={"sampler": sampler, "n_trials": 40, "pruner": "none"},
+    )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=make_sampler(cfg))
+
+    def session(n: int) -> list[tuple]:
+        drawn = []
+        for _ in range(n):
+            trial = study.ask()
+            r = trial.suggest_float("r_start", 0.5, 1.5)
+            drawn.append((round(r, 12),))
+            study.tell(trial, r)
+        return drawn
+
+    first = session(12)
+    study.sampler = make_sampler(cfg, after=len(study.trials))  # as a resume does
+    second = session(12)
+    assert not set(first) & set(second), (first, second)
+    fresh = optuna.create_study(sampler=make_sampler(cfg, after=0))  # a new study: the seed
+    assert fresh.ask().suggest_float("r_start", 0.5, 1.5) == pytest.approx(first[0][0])

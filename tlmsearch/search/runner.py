@@ -549,9 +549,13 @@ def searcher_and_scheduler(
     single = len(cfg.objectives) == 1
     metrics = [o.metric for o in cfg.objectives]
     modes = ["min" if o.sense == "minimize" else "max" for o in cfg.objectives]
-    study = optuna.load_study(
-        study_name=study_name, storage=storage, sampler=make_sampler(cfg), pruner=make_pruner(cfg)
-    )
+    study = optuna.load_study(study_name=study_name, storage=storage, pruner=make_pruner(cfg))
+    # a resumed session's sampler draws on from where the study is, not from the first draw
+    # (the queue's waiting trials are not draws: a new study keeps search.sampler_seed)
+    asked = [
+        t for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING
+    ]
+    study.sampler = make_sampler(cfg, after=len(asked))
     kw: dict[str, Any] = {
         "metric": metrics[0] if single else metrics,
         "mode": modes[0] if single else modes,

@@ -55,8 +55,28 @@ def grace_tokens(cfg: StudyConfig) -> int:
     return max(cfg.search.grace_tokens, cfg.train.warmup_tokens)
 
 
-def make_sampler(cfg: StudyConfig) -> Any:
-    """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused).
+def sampler_seed(seed: int, after: int = 0) -> int:
+    """The sampler's RNG seed for a session that starts with ``after`` trials in its study:
+    ``search.sampler_seed`` itself for a new study, else one derived from both. A resumed
+    session seeded like the first would draw the first session's candidates again (a random
+    sampler exactly, TPE's random start and its candidate draws: 20 repeated (candidate,
+    seed) pairs in a 1,000-trial study killed and resumed at 511).
+
+    >>> sampler_seed(7), sampler_seed(7, 0), sampler_seed(7, 511) == sampler_seed(7, 511)
+    (7, 7, True)
+    >>> sampler_seed(7, 511) != sampler_seed(7, 512)
+    True
+    """
+    import numpy as np
+
+    if after <= 0:
+        return seed
+    return int(np.random.SeedSequence([seed, after]).generate_state(1)[0])
+
+
+def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
+    """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused),
+    for a session that starts with ``after`` trials in the study (:func:`sampler_seed`).
 
     Wrapped in :class:`~tlmsearch.search.control.ControlBlindSampler`: it learns from the
     candidates only, never from the uniform baseline.
@@ -66,7 +86,7 @@ def make_sampler(cfg: StudyConfig) -> Any:
     from tlmsearch.search.control import ControlBlindSampler
 
     s = cfg.search
-    seed = s.sampler_seed
+    seed = sampler_seed(s.sampler_seed, after)
     inner: Any
     if s.sampler in ("grid", "random"):
         inner = optuna.samplers.RandomSampler(seed=seed)
