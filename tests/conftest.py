@@ -21,6 +21,7 @@ that worker's sequence again in one process (``--replay=FILE``).
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -116,10 +117,23 @@ class _Order:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        _one_thread_per_worker()
     if config.getoption("--replay") and config.getoption("numprocesses", None):
         raise pytest.UsageError("--replay runs the sequence in one process: add -n 0")
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_Order(), "tlmsearch-order")
+
+
+def _one_thread_per_worker() -> None:
+    """Each xdist worker computes on one thread: the suite runs a worker per core, and torch's
+    default (a thread per core in every worker) oversubscribed the cores, where its threads
+    wait on each other: a tiny model trained 2.7x slower beside another worker. Set before
+    torch is imported, so its subprocesses (a ``tlmsearch`` run's driver) inherit it; a test
+    that trains with ``train.threads`` still sets its own count."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" in sys.modules:  # a plugin imported it first
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="module")

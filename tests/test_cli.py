@@ -97,7 +97,7 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
         ),
         (
             ["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
-            "pruning: paired; the sampler spares each new candidate with probability",
+            "pruning: paired; the first 1 candidate the sampler draws at each setting",
         ),
         # review: a continuous setting makes every draw its own setting: all of them spared
         (

@@ -92,3 +92,18 @@ def test_attributes_on_a_journal_go_one_by_one_with_the_same_result(tmp_path: Pa
     storage.set_user_attrs(ot, {"a": 1, "b": [1, 2], "c": {"x": None}})
     again = optuna.load_study(study_name="s", storage=storage.open_storage(url))
     assert again.trials[0].user_attrs == {"a": 1, "b": [1, 2], "c": {"x": None}} == ot.user_attrs
+
+
+def test_an_optuna_without_the_rdb_internals_writes_attributes_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    monkeypatch.setattr(storage, "_rdb_internals", lambda: None)
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(study_name="s", storage=storage.open_storage(url))
+    ot = study.ask()
+    storage.set_user_attrs(ot, {"a": 1, "b": [1, 2]})
+    again = optuna.load_study(study_name="s", storage=storage.open_storage(url))
+    assert again.trials[0].user_attrs == {"a": 1, "b": [1, 2]} == ot.user_attrs

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
-from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
 
@@ -241,10 +240,8 @@ def pruner_line(cfg: StudyConfig) -> str | None:
             "(search.unpruned_candidates): with uniform they measure the noise once "
             "anything is pruned"
         )
-    planned = search.n_trials or SAMPLER_TRIALS
     return (
-        f"pruning: {search.pruner}; the sampler spares each new candidate with probability "
-        f"{min(1.0, n / planned):.2g} ({n} / {planned} planned, a seeded draw when it is "
-        f"asked for), about {n} in all (search.unpruned_candidates): with uniform they "
-        "measure the noise once anything is pruned"
+        f"pruning: {search.pruner}; the first {n} candidate{'s' * (n > 1)} the sampler draws "
+        "at each setting (its random start) are never pruned (search.unpruned_candidates): "
+        "with uniform they measure the noise once anything is pruned"
     )

@@ -128,7 +128,7 @@ class SearchConfig(Strict):
     # the pruner's settings, e.g. {patience: 3, margin_sds: 2.5}
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
     # Candidates the pruner never stops: this many of each setting, drawn at random before any
-    # data (seeded by sampler_seed; a sampler spares each draw with probability n / n_trials)
+    # data (seeded by sampler_seed; a sampler spares the first n it draws, its random start)
     # and recorded in the run dir's spared.json, trained on every seed. Once the pruner stops
     # anything, the survivors' seeds are selected (they looked good), so the study's noise is
     # measured on these rows and uniform's; 0: unknown once anything is pruned.

@@ -10,7 +10,6 @@ study enqueues its whole grid x seeds and never samples.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import warnings
@@ -23,6 +22,7 @@ from tlmsearch.config.search import PRUNER_SPECS
 from tlmsearch.constants import SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
+from tlmsearch.run_dir.tables import atomic_write
 from tlmsearch.search.attrs import (
     CANDIDATE,
     CONTROL,
@@ -384,7 +384,7 @@ class SpaceFn:
         return conf
 
 
-GRID_DRAW, SAMPLED_DRAW = "grid", "sampled"  # spared.json's rule
+GRID_DRAW, FIRST_DRAWN = "grid", "first_drawn"  # spared.json's rule
 
 
 def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
@@ -393,10 +393,10 @@ def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
 
     A grid knows its candidates up front: ``search.unpruned_candidates`` of each setting's
     trainings (uniform is the control, never one), drawn without replacement by a RNG seeded
-    with ``search.sampler_seed``. A sampler draws its candidates as it runs: each new one is
-    spared with probability n / (its planned candidates, ``search.n_trials``), decided at ask
-    time by a draw seeded with the sampler's seed and the candidate (:func:`spared`), so about
-    n of them are, at random (with settings: n over all settings, not per setting).
+    with ``search.sampler_seed``. A sampler draws its candidates as it runs, and its first
+    draws are random ones (a random sampler's all; TPE's and the GP's first 10 and NSGA-II's
+    first generation are drawn at random before any model): the first n distinct candidates
+    it draws at each setting are spared, n of each setting for sure (:func:`spared`).
 
     >>> from tlmsearch.config import study_from_mapping
     >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 4, "d_model": 32,
@@ -410,13 +410,7 @@ def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
     if n < 1 or search.pruner == "none":
         return None
     if search.sampler != "grid":
-        planned = search.n_trials or SAMPLER_TRIALS
-        return {
-            "rule": SAMPLED_DRAW,
-            "seed": search.sampler_seed,
-            "n": n,
-            "probability": min(1.0, n / planned),
-        }
+        return {"rule": FIRST_DRAWN, "seed": search.sampler_seed, "n": n}
     by: dict[str, list[str]] = {}
     for t in cfg.trainings():
         cand = Candidate.of(t.candidate)
@@ -444,22 +438,17 @@ def record_spared(study: Any, cfg: StudyConfig, run: str | Path | None) -> dict[
         choice = draw_spared(cfg)
         if choice is None:
             return None
-    if path is not None and not path.exists():
-        path.write_text(json.dumps(choice, indent=1, sort_keys=True) + "\n")
-    if held is None:
-        study.set_user_attr(SPARED_CHOICE, json.dumps(choice, sort_keys=True))
+    if path is not None and not path.exists():  # whole or not at all: a resume reads it back
+        text = json.dumps(choice, indent=1, sort_keys=True) + "\n"
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    recorded = json.dumps(choice, sort_keys=True)
+    if held != recorded:  # the run dir's record decides, and spared() reads the study's copy
+        study.set_user_attr(SPARED_CHOICE, recorded)
     return choice
 
 
 def _setting_key(cand: Candidate) -> str:
     return json.dumps(cand.settings, sort_keys=True)
-
-
-def _unit_draw(seed: int, key: str) -> float:
-    """A uniform number in [0, 1) fixed by (seed, candidate): the same in every process and
-    every resume (Python's hash() is salted per process)."""
-    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 def spared(
@@ -485,17 +474,17 @@ def spared(
         return _first_in_order(study, cfg, cand, firsts)
     choice = json.loads(held)
     mine = cand.identity
-    if choice.get("rule") == SAMPLED_DRAW:
-        return _unit_draw(int(choice["seed"]), mine) < float(choice["probability"])
+    if choice.get("rule") == FIRST_DRAWN:
+        return _first_in_order(study, cfg, cand, firsts)
     return mine in choice.get("by_setting", {}).get(_setting_key(cand), [])
 
 
 def _first_in_order(
     study: Any, cfg: StudyConfig, cand: Candidate, firsts: dict[str, list[str]] | None
 ) -> bool:
-    """The rule of runs an older version started: ``cand`` is one of the first
-    ``search.unpruned_candidates`` distinct candidates of its setting in the study's trial
-    order. ``firsts``: a cache of each setting's, kept once all of them are known."""
+    """A sampler's rule, and that of runs an older version started: ``cand`` is one of the
+    first ``search.unpruned_candidates`` distinct candidates of its setting in the study's
+    trial order. ``firsts``: a cache of each setting's, kept once all of them are known."""
     n = cfg.search.unpruned_candidates
     mine, settings = cand.identity, cand.settings
     setting = json.dumps(settings, sort_keys=True)

@@ -209,16 +209,29 @@ def set_user_attrs(trial: Any, attrs: Mapping[str, Any]) -> None:
     from optuna.storages import RDBStorage
 
     backend = getattr(trial.storage, "_backend", trial.storage)  # under Optuna's cache
-    if len(attrs) < 2 or not isinstance(backend, RDBStorage):
+    internals = _rdb_internals() if isinstance(backend, RDBStorage) else None
+    if len(attrs) < 2 or internals is None:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         return
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-
-    with _create_scoped_session(backend.scoped_session) as session:
+    models, scoped = internals
+    # as Optuna's own set_trial_user_attr: a concurrent insert of the same key is not an error
+    with scoped(backend.scoped_session, True) as session:
         for key, value in attrs.items():
             backend._set_trial_attr_without_commit(
                 session, models.TrialUserAttributeModel, trial._trial_id, key, value
             )
     trial._cached_frozen_trial.user_attrs.update(attrs)  # as set_user_attr keeps it
+
+
+def _rdb_internals() -> tuple[Any, Any] | None:
+    """Optuna's RDB internals one transaction needs (its models module and scoped session),
+    or None where this Optuna lacks them (then each attribute is written on its own)."""
+    try:
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import RDBStorage, _create_scoped_session
+    except ImportError:
+        return None
+    if not hasattr(RDBStorage, "_set_trial_attr_without_commit"):
+        return None
+    return models, _create_scoped_session

@@ -136,6 +136,7 @@ def asked(
 ) -> list[tuple[str, Question, list[str], dict[Any, float], int]]:
     """(kind, question, members, weights on row keys, settings read) of every contrast a study
     asks: ``questions`` (kind ``named``) or, without any, :func:`default_questions`."""
+    rows = rows if isinstance(rows, Rows) else Rows(rows)  # indexed once, not per question
     pairs = [(NAMED, q) for q in questions] if questions else default_questions(rows)
     return [(kind, q, *_spec(rows, q)) for kind, q in pairs]
 
