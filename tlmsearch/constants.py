@@ -87,3 +87,6 @@ SCHEDULE_FAMILIES = ("early-heavy", "late-heavy", "all")
 # candidates a sampler draws when search.n_trials is not set: the race's, plan's and the
 # conclusions' planned family, and the samplers' own cap
 SAMPLER_TRIALS = 20
+
+# `tlmsearch plan`: a study that needs more seeds than this is not a plan
+MAX_SEEDS = 10**9

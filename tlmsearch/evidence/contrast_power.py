@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.evidence.power import MAX_SEEDS
+from tlmsearch.constants import MAX_SEEDS
 from tlmsearch.stats.questions import SETTING, Question, asked, planned_row
 
 _NODES = 256  # Gauss-Legendre nodes over one part's sd ratio (exact to ~1e-6 here)
@@ -224,7 +224,7 @@ def _power(
 
 def smallest_seeds(power_at: Callable[[int], float], target: float) -> int | None:
     """The smallest n >= 2 with ``power_at(n) >= target`` (power grows with n); None past
-    :data:`~tlmsearch.evidence.power.MAX_SEEDS`."""
+    :data:`~tlmsearch.constants.MAX_SEEDS`."""
     lo, hi = 1, 2
     while power_at(hi) < target:
         lo, hi = hi, hi * 2

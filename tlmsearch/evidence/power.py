@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from tlmsearch.constants import FAMILIES, SAMPLER_TRIALS
+from tlmsearch.constants import FAMILIES, MAX_SEEDS, SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from tlmsearch.evidence.contrast_power import ContrastPlan
 
 TARGET_POWER = 0.8
-MAX_SEEDS = 10**9  # beyond this a study is not a plan
 _NORMAL_DF = 10**5  # above it the t test is the normal one to ~1e-5 in power
 _MAX_NC = 1e8
 

@@ -286,7 +286,7 @@ def may_sample(cfg: StudyConfig, study: Any) -> bool:
 def enqueue(
     study: Any,
     cfg: StudyConfig,
-    candidate: Candidate,
+    candidate: Candidate | Mapping[str, Any],
     seed: int,
     stands_for: Sequence[Candidate] = (),
     retry_of: int | None = None,
@@ -300,7 +300,8 @@ def enqueue(
     marked, so the new one names it); ``restart_of``: likewise, an interrupted one (its driver
     died). ``resume_from``: a checkpoint folder to continue from.
     """
-    attrs: dict[str, Any] = {SEED: seed, CANDIDATE: _key(candidate)}
+    candidate = Candidate.of(candidate)  # a caller's mapping is parsed here
+    attrs: dict[str, Any] = {SEED: seed, CANDIDATE: candidate.identity}
     if retry_of is not None:
         attrs[RETRY_OF] = retry_of
     if restart_of is not None:
@@ -452,7 +453,10 @@ def _setting_key(cand: Candidate) -> str:
 
 
 def spared(
-    study: Any, cfg: StudyConfig, cand: Candidate, firsts: dict[str, list[str]] | None = None
+    study: Any,
+    cfg: StudyConfig,
+    cand: Candidate | Mapping[str, Any],
+    firsts: dict[str, list[str]] | None = None,
 ) -> bool:
     """Whether the pruner may never stop ``cand``: one of ``search.unpruned_candidates`` of its
     setting drawn at random before any data (:func:`record_spared`; a retry or a seed repeat of
@@ -467,6 +471,7 @@ def spared(
     each setting in its trial order (:func:`_first_in_order`; ``firsts`` caches them).
     """
     n = cfg.search.unpruned_candidates
+    cand = Candidate.of(cand)
     if n < 1 or cfg.search.pruner == "none" or cand.is_control:
         return False
     held = study.user_attrs.get(SPARED_CHOICE)
