@@ -7,6 +7,7 @@ that several people watch. ``optuna-dashboard <url>`` opens any of them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,7 @@ def set_user_attrs(trial: Any, attrs: Mapping[str, Any]) -> None:
     trial._cached_frozen_trial.user_attrs.update(attrs)  # as set_user_attr keeps it
 
 
+@functools.cache  # looked up once: set_user_attrs runs on every trial's result
 def _rdb_internals() -> tuple[Any, Any] | None:
     """Optuna's RDB internals one transaction needs (its models module and scoped session),
     or None where this Optuna lacks them (then each attribute is written on its own)."""
