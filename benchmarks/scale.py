@@ -169,7 +169,7 @@ def _timed(args: list[str], env: dict[str, str]) -> float:
 
 def _url(cfg: dict[str, Any], run: Path) -> str:
     from tlmsearch.config import study_from_mapping
-    from tlmsearch.search.storage import storage_url
+    from tlmsearch.search.sampling.storage import storage_url
 
     return storage_url(study_from_mapping(cfg).storage, run.resolve())
 
@@ -177,7 +177,7 @@ def _url(cfg: dict[str, Any], run: Path) -> str:
 def _finished(url: str, name: str) -> int:
     import optuna
 
-    from tlmsearch.search.storage import open_storage
+    from tlmsearch.search.sampling.storage import open_storage
 
     with contextlib.suppress(Exception):
         study = optuna.load_study(study_name=name, storage=open_storage(url))
@@ -190,7 +190,7 @@ def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
     are (finished or not)."""
     import optuna
 
-    from tlmsearch.search.storage import open_storage
+    from tlmsearch.search.sampling.storage import open_storage
 
     trials = optuna.load_study(study_name=name, storage=open_storage(url)).get_trials()
     secs = [
@@ -204,7 +204,7 @@ def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
 def _pg_size() -> float:
     import sqlalchemy
 
-    from tlmsearch.search.storage import open_storage
+    from tlmsearch.search.sampling.storage import open_storage
 
     eng = open_storage(os.environ["TLMSEARCH_TEST_PG_URL"]).engine
     with eng.connect() as c:
@@ -342,7 +342,7 @@ def _evidence_s(run: Path) -> float:
 def _drop(url: str, name: str) -> None:
     import optuna
 
-    from tlmsearch.search.storage import open_storage
+    from tlmsearch.search.sampling.storage import open_storage
 
     with contextlib.suppress(Exception):
         optuna.delete_study(study_name=name, storage=open_storage(url))
@@ -356,7 +356,7 @@ def sampler_ms(
     import optuna
 
     from tlmsearch.config import study_from_mapping
-    from tlmsearch.search.samplers import make_sampler
+    from tlmsearch.search.sampling.samplers import make_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     cfg = study_from_mapping(

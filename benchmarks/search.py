@@ -83,8 +83,13 @@ import yaml
 
 from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
-from tlmsearch.search.control import is_control
-from tlmsearch.search.samplers import SpaceFn, make_sampler, planned_trials, write_initial_queue
+from tlmsearch.search.sampling.control import is_control
+from tlmsearch.search.sampling.samplers import (
+    SpaceFn,
+    make_sampler,
+    planned_trials,
+    write_initial_queue,
+)
 from tlmsearch.widths.space import UNIFORM
 
 
@@ -228,7 +233,7 @@ def _old_tpe(seed: int) -> Any:
 
 
 def _tpe_no_group(seed: int) -> Any:
-    from tlmsearch.search.control import ControlBlindSampler
+    from tlmsearch.search.sampling.control import ControlBlindSampler
 
     return ControlBlindSampler(_old_tpe(seed))
 
@@ -321,8 +326,8 @@ class _Replayer:
     ) -> None:
         import optuna
 
-        from tlmsearch.search.blackbox import TabularBlackbox
-        from tlmsearch.search.samplers import grace_tokens, make_pruner
+        from tlmsearch.search.execution.blackbox import TabularBlackbox
+        from tlmsearch.search.sampling.samplers import grace_tokens, make_pruner
 
         search = cfg.search.model_copy(update={"pruner": pruner, "pruner_options": options})
         self.cfg = cfg.model_copy(update={"search": search})
@@ -463,7 +468,7 @@ def _oracle(cfg: StudyConfig, full: pd.DataFrame, best: str) -> dict[str, Any]:
     from the best can spend less (a race can: it runs fewer seeds).
     """
     from tlmsearch import stats
-    from tlmsearch.search.samplers import grace_tokens
+    from tlmsearch.search.sampling.samplers import grace_tokens
 
     noise = stats.block_noise(full, "val_bpb")
     names = [c for c in full["candidate"].unique() if c != best]

@@ -72,8 +72,8 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   plus a learning curve shared by all plus noise of sd sd_e (1 - t / 4), gone at the last eval
   (an early value is the final one blurred: a prune selects on it); ``search.pruner`` median
   (Optuna's MedianPruner with tlmsearch's defaults, n_startup_trials 2) or paired
-  (search/paired_pruner.py), built by search/samplers.PRUNER_BUILDERS, judges evals 1 to 3
-  (search/pruning.py: never the last eval, never uniform, never the first
+  (search/sampling/paired_pruner.py), built by search/sampling/samplers.PRUNER_BUILDERS, judges
+  evals 1 to 3 (search/sampling/pruning.py: never the last eval, never uniform, never the first
   ``search.unpruned_candidates`` of the queue: c00 and c01 by default); a pruned trial's row is
   PRUNED. The two pruners prune the same curves, each once with 2 candidates spared and once
   with none. Read with five noise models: the rows model with every row the pruner could
@@ -160,8 +160,8 @@ the true winner selected 0.210 -> 0.050 (c3), 0.717 -> 0.370 (c5): MCB must beat
 candidate, and with 15 of them about half the studies have one whose own seeds look noisy.
 The race against uniform (100 studies), pooled -> rows: FWER 0.010 -> 0.010 (a), 0.170 ->
 0.040 (u3), power 0.50 -> 0.36 (c3), 0.83 -> 0.70 (c5); against the best, every FWER <= 0.04.
-The paired pruner (its own pooled noise, search/paired_pruner.py): a best candidate pruned in
-at most 1 of 100 studies.
+The paired pruner (its own pooled noise, search/sampling/paired_pruner.py): a best candidate
+pruned in at most 1 of 100 studies.
 
 The run-and-read rows, the alternative rule -> tlmsearch, 100 studies per base (MC se ~0.02-0.03):
 
@@ -524,7 +524,7 @@ def drive_race(
         if prior_final:  # a separation on the prior is recorded for good
             lanes = [_prior_separation(ln) if ln.candidate in on_prior else ln for ln in lanes]
         seen += [ln for ln in lanes if ln.status == SEPARATED]
-        for ln in lanes:  # as search/race.py advance does: a decision stands from now on
+        for ln in lanes:  # as search/sampling/race.py advance does: a decision stands from now on
             if ln.status in FINAL and ln.candidate not in recorded:
                 recorded[ln.candidate] = json.dumps(decision(ln))
         due = [(ln.candidate, ln.next_seed) for ln in lanes if ln.next_seed is not None]
@@ -657,7 +657,7 @@ def judge_pruner(
     candidate (the incumbent a prune measures against); power: trials of worse ones pruned."""
     from optuna.trial import TrialState
 
-    from tlmsearch.search.paired_pruner import PairedPruner
+    from tlmsearch.search.sampling.paired_pruner import PairedPruner
 
     eff = truth(sc)
     cands = [c for c in eff if c != UNIFORM]
@@ -706,7 +706,7 @@ def judge_pruner(
 
 # -- the run-and-read rows: a prior, arriving candidates, pruned studies, the matrix ----------
 
-GRACE = 1  # the first eval prunable: a quarter of the run (search/samplers.grace_tokens)
+GRACE = 1  # the first eval prunable: a quarter of the run (search/sampling/samplers.grace_tokens)
 # search.unpruned_candidates' default: the first 2 candidates of the queue run on every seed
 SPARED = 2
 
@@ -715,14 +715,14 @@ def prune_study(
     trials: pd.DataFrame, pruner: str, blur: np.ndarray, spared: int = SPARED
 ) -> pd.DataFrame:
     """The trials table a run with ``search.pruner`` (``median``: Optuna's MedianPruner with
-    tlmsearch's defaults; ``paired``: search/paired_pruner.py) and ``search.unpruned_candidates:
-    spared`` leaves of a complete study.
+    tlmsearch's defaults; ``paired``: search/sampling/paired_pruner.py) and
+    ``search.unpruned_candidates: spared`` leaves of a complete study.
 
     One training at a time, seed-major with uniform first on each seed (a grid's queue,
-    search/samplers.initial_queue), each reporting EVALS evals; the pruner (built by
-    search/samplers.PRUNER_BUILDERS) judges each candidate eval from GRACE on but the last
-    (search/pruning.py: not in the grace period, not at the last eval, never the control, never
-    one of the first ``spared`` candidates of the queue, marked ``spared``). Eval t's value:
+    search/sampling/samplers.initial_queue), each reporting EVALS evals; the pruner (built by
+    search/sampling/samplers.PRUNER_BUILDERS) judges each candidate eval from GRACE on but the last
+    (search/sampling/pruning.py: not in the grace period, not at the last eval, never the control,
+    never one of the first ``spared`` candidates of the queue, marked ``spared``). Eval t's value:
     the final value, plus a learning curve shared by all, plus ``blur[i, t - 1]`` (noise of sd
     sd_e (1 - t / EVALS), gone at the last eval: an early value is the final one blurred, so a
     prune selects on the final value). A pruned trial's row: PRUNED, its value the last eval it
@@ -731,7 +731,7 @@ def prune_study(
     from optuna.trial import TrialState
 
     from tlmsearch.config.search import PRUNER_SPECS
-    from tlmsearch.search.samplers import PRUNER_BUILDERS
+    from tlmsearch.search.sampling.samplers import PRUNER_BUILDERS
 
     judge = PRUNER_BUILDERS[pruner](None, GRACE, dict(PRUNER_SPECS[pruner].defaults))
     steps = np.arange(1, EVALS + 1)

@@ -143,7 +143,7 @@ def local_ray():
     import ray
 
     from tlmsearch.config import RayConfig
-    from tlmsearch.search.cluster import start_ray, stop_ray
+    from tlmsearch.search.execution.cluster import start_ray, stop_ray
 
     if ray.is_initialized():  # a Ray this file started some other way: its owner stops it
         yield

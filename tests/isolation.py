@@ -44,7 +44,7 @@ class Global:
 
 # pytest's own: it names the running test and phase
 _PYTEST_OWN = "PYTEST_CURRENT_TEST"
-# loggers that tlmsearch.search.cluster.quiet_ray (and Optuna's set_verbosity) turn down
+# loggers that tlmsearch.search.execution.cluster.quiet_ray (and Optuna's set_verbosity) turn down
 _LIBRARY_LOGGERS = ("ray", "ray.tune", "ray.train", "ray.air", "ray.tune.tune", "optuna")
 
 
@@ -185,7 +185,7 @@ def _same_start_for_every_file() -> Iterator[None]:
     bugs = []
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        from tlmsearch.search.cluster import stop_ray
+        from tlmsearch.search.execution.cluster import stop_ray
 
         stop_ray()  # the embedded Ray's token and loopback settings go with it
         bugs.append("an embedded Ray was still running (stopped now): stop what you start")

@@ -149,7 +149,7 @@ def search_pair(cfg: StudyConfig, name: str = "unit") -> tuple[Any, Any]:
     import optuna
 
     from tlmsearch.search.runner import searcher_and_scheduler
-    from tlmsearch.search.samplers import write_initial_queue
+    from tlmsearch.search.sampling.samplers import write_initial_queue
 
     storage = optuna.storages.InMemoryStorage()
     senses = [o.sense for o in cfg.objectives]
@@ -196,7 +196,7 @@ def trial_losses(run: Path, candidate: dict[str, Any], seed: int) -> list[dict]:
 def eval_attempts(faults: Path, candidate: dict[str, Any], seed: int) -> dict[int, list[int]]:
     """pid -> the tokens of the evals that process trained for (candidate, seed) (not the ones
     it reported again from a checkpoint), from the fault hook's ``evals.jsonl``."""
-    from tlmsearch.search.faults import read_jsonl
+    from tlmsearch.search.execution.faults import read_jsonl
 
     out: dict[int, list[int]] = {}
     for e in read_jsonl(faults / "evals.jsonl"):

@@ -170,7 +170,7 @@ def test_two_gloo_workers_train_the_one_worker_model(
 
 def test_a_trial_whose_workers_never_fit_is_refused() -> None:
     from tlmsearch.config import RayConfig
-    from tlmsearch.search.workers import check_fits
+    from tlmsearch.search.execution.workers import check_fits
 
     two = RayConfig(workers_per_trial=2, cpus_per_worker=1, gpus_per_worker=1)
     check_fits(two, {"cpus": 2.0, "gpus": 2.0})

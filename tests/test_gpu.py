@@ -252,7 +252,7 @@ def test_a_trial_trains_on_the_gpu_ray_gave_it(
 ) -> None:
     import ray.tune
 
-    from tlmsearch.search import trainable
+    from tlmsearch.search.execution import trainable
     from tlmsearch.train import loop as train
 
     cfg = tiny_config(tmp_path, ray={"gpus_per_trial": gpus})
@@ -272,7 +272,8 @@ def test_a_trial_trains_on_the_gpu_ray_gave_it(
 def test_a_local_ray_without_a_gpu_refuses_gpu_trials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tlmsearch.search import cluster, runner
+    from tlmsearch.search import runner
+    from tlmsearch.search.execution import cluster
 
     released: list[bool] = []
     facts = {"joined": False, "owned": True, "address": "127.0.0.1:1", "nodes": ["n"]}

@@ -441,7 +441,7 @@ def test_a_plans_trainings_are_what_the_run_of_the_same_study_trains(over, tmp_p
     count what `run` trains: every (candidate, seed) the grid enqueues, each setting's uniform
     included (12 at 2 seeds, where plan said 8), or a sampler's most (planned_trials)."""
     from tlmsearch.config import load_study
-    from tlmsearch.search.samplers import initial_queue, planned_trials
+    from tlmsearch.search.sampling.samplers import initial_queue, planned_trials
 
     root = Path(__file__).resolve().parents[1]
     cfg = load_study(root / "studies" / "lr_sweep.yaml", over)

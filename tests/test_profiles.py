@@ -97,7 +97,7 @@ def test_the_grid_trains_an_lr_profile_on_uniform_widths(tmp_path) -> None:
 def test_a_sampler_never_replays_uniforms_curve_for_an_lr_profile(tmp_path) -> None:
     """Old code: find_twin compared widths, heads and settings, so a draw of STEPS replayed
     the uniform model's curve as its own."""
-    from tlmsearch.search.samplers import find_twin
+    from tlmsearch.search.sampling.samplers import find_twin
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3})
     study = optuna.create_study()

@@ -161,8 +161,8 @@ def _drive(study, cfg, value, stop_after: int | None = None) -> int:
     """Ask, train (``value(candidate, seed)``), tell, advance: as the driver does."""
     import optuna
 
-    from tlmsearch.search.race import advance
-    from tlmsearch.search.samplers import SpaceFn
+    from tlmsearch.search.sampling.race import advance
+    from tlmsearch.search.sampling.samplers import SpaceFn
 
     fn, n = SpaceFn(cfg), 0
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
@@ -205,7 +205,7 @@ def _value(cand: dict, seed: int) -> float:
 def test_a_race_stops_the_bad_candidate_at_one_seed_and_races_the_tie_to_k(tmp_path) -> None:
     import optuna
 
-    from tlmsearch.search.samplers import planned_trials, write_initial_queue
+    from tlmsearch.search.sampling.samplers import planned_trials, write_initial_queue
 
     cfg = _race_cfg(tmp_path, prior_sd=0.01)
     study = optuna.create_study()
@@ -221,8 +221,8 @@ def test_a_race_stops_the_bad_candidate_at_one_seed_and_races_the_tie_to_k(tmp_p
 def test_a_resumed_race_continues_without_running_anything_twice(tmp_path) -> None:
     import optuna
 
-    from tlmsearch.search.race import advance
-    from tlmsearch.search.samplers import write_initial_queue
+    from tlmsearch.search.sampling.race import advance
+    from tlmsearch.search.sampling.samplers import write_initial_queue
 
     cfg = _race_cfg(tmp_path, prior_sd=0.01)
     url = f"sqlite:///{tmp_path / 'race.db'}"
@@ -400,7 +400,7 @@ def test_the_driver_records_each_decision_once_and_the_trials_table_carries_it(t
 
     from tlmsearch.run_dir.tables import trials_frame
     from tlmsearch.search.records import trial_records
-    from tlmsearch.search.samplers import write_initial_queue
+    from tlmsearch.search.sampling.samplers import write_initial_queue
 
     cfg = _race_cfg(tmp_path, prior_sd=0.01)
     study = optuna.create_study()

@@ -1,4 +1,4 @@
-"""The search drives trial arrays (tlmsearch/search/arrays.py, array_trainable.py).
+"""The search drives trial arrays (tlmsearch/search/arrays/packing.py, array_trainable.py).
 
 Quick: the packing searcher and the member-routing scheduler fed synthetic results, the array
 trainable run in this process with ``tune.report`` captured (a retry skips recorded members and
@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config.planning import array_line, arrays_on
 from tlmsearch.run_dir import RunDir
-from tlmsearch.search.arrays import (
+from tlmsearch.search.arrays.packing import (
     CHECKPOINT,
     ENDED,
     MEMBER,
@@ -40,7 +40,7 @@ from tlmsearch.search.arrays import (
     fuse_key,
 )
 from tlmsearch.search.attrs import SPARED
-from tlmsearch.search.faults import ENV, read_jsonl
+from tlmsearch.search.execution.faults import ENV, read_jsonl
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -248,7 +248,7 @@ def _members(tmp: Path, cfg, n: int) -> list[dict]:
 
 def test_the_trainable_reports_each_member_as_a_solo_trial_and_a_retry_resumes(tmp_path, reports):
     from tlmsearch.data import prepare_data
-    from tlmsearch.search.array_trainable import run_array
+    from tlmsearch.search.arrays.trainable import run_array
     from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint
 
     cfg = _cfg(tmp_path, keep_weights="final")
@@ -321,9 +321,9 @@ def test_a_retried_array_resumes_a_profiled_member_only_from_its_own_profiles_ch
     checkpoint of the same widths and seed trained without the profile (uniform's) is not
     resumed from (it trains from zero, and still ends with those numbers): the profile is part
     of what a checkpoint must match."""
-    import tlmsearch.search.array_trainable as array_trainable
+    import tlmsearch.search.arrays.trainable as array_trainable
     from tlmsearch.data import prepare_data
-    from tlmsearch.search.array_trainable import run_array
+    from tlmsearch.search.arrays.trainable import run_array
     from tlmsearch.train.checkpoints import latest_checkpoint, load_checkpoint, write_checkpoint
     from tlmsearch.train.loop import train_proxy
 
@@ -546,7 +546,7 @@ def test_an_lr_profile_study_records_the_same_values_solo_and_as_an_array(ray_up
 def test_the_eta_schedules_an_arrays_members_not_its_ray_trials(tmp_path):
     """Old runner: the ETA had 2 slots for 8 trainings running as 2 arrays of 4, so it said
     2h20m for a study that took 39 min (the step_vs_capacity run)."""
-    from tlmsearch.search.arrays import training_slots
+    from tlmsearch.search.arrays.packing import training_slots
     from tlmsearch.search.eta import Running, study_eta
 
     cfg = _cfg(tmp_path, array={"size": "auto"})

@@ -28,7 +28,7 @@ from search_helpers import tiny_study
 
 from tlmsearch.config import RayConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.cluster import start_ray
+from tlmsearch.search.execution.cluster import start_ray
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -135,7 +135,7 @@ def test_embedded_ray_gives_every_worker_the_training_env():
     code = (
         "import os, ray\n"
         "from tlmsearch.config import RayConfig, TrainConfig\n"
-        "from tlmsearch.search.cluster import start_ray, stop_ray\n"
+        "from tlmsearch.search.execution.cluster import start_ray, stop_ray\n"
         "start_ray(RayConfig(num_cpus=1), env=TrainConfig().process_env())\n"
         "probe = ray.remote(lambda: os.environ.get('THP_MEM_ALLOC_ENABLE'))\n"
         "print('worker sees', ray.get(probe.remote()))\n"
@@ -160,7 +160,7 @@ def test_each_embedded_ray_has_a_fresh_token_and_stop_gives_the_environment_back
     code = (
         "import os, ray\n"
         "from tlmsearch.config import RayConfig\n"
-        "from tlmsearch.search.cluster import LOCAL_ONLY, start_ray, stop_ray\n"
+        "from tlmsearch.search.execution.cluster import LOCAL_ONLY, start_ray, stop_ray\n"
         "tokens = []\n"
         "for _ in range(2):\n"
         "    start_ray(RayConfig(num_cpus=1))\n"

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CONTROL
-from tlmsearch.search.control import ControlBlindSampler, check, is_control_trial
-from tlmsearch.search.nsga2 import PicklableNSGAIISampler
+from tlmsearch.search.sampling.control import ControlBlindSampler, check, is_control_trial
+from tlmsearch.search.sampling.nsga2 import PicklableNSGAIISampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -153,7 +153,7 @@ def test_the_private_optuna_method_is_checked_when_the_wrapper_is_built(monkeypa
         ControlBlindSampler(optuna.samplers.RandomSampler(seed=0))
     text = str(err.value)
     assert text.startswith(f"optuna {optuna.__version__}: optuna.study.Study._get_trials takes")
-    assert "pip install 'optuna==" in text and "tlmsearch/search/control.py" in text
+    assert "pip install 'optuna==" in text and "tlmsearch/search/sampling/control.py" in text
     monkeypatch.delattr(optuna.study.Study, "_get_trials")
     with pytest.raises(ConfigError, match="_get_trials is gone"):
         check()
@@ -194,7 +194,7 @@ def test_every_sampler_reads_the_study_through_the_checked_method(monkeypatch) -
 def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
     values, pruned, running, history, sense
 ):
-    from tlmsearch.search.control import BEST_KEPT, _window
+    from tlmsearch.search.sampling.control import BEST_KEPT, _window
 
     trials = []
     for i, v in enumerate(values):

@@ -2,9 +2,9 @@
 ``tlmsearch resume`` completes the run with every trial once. Slow: real ``tlmsearch`` processes
 with their own embedded Ray.
 
-Crashes are the fault hook's (tlmsearch/search/faults.py, ``"crash": [phase]``): the driver
-stops dead (``os._exit``) as it enters the phase, as a kill or a lost node would stop it. The
-Ray helpers a dead driver leaves behind are stopped by the test, only those it started, by PID.
+Crashes are the fault hook's (tlmsearch/search/execution/faults.py, ``"crash": [phase]``): the
+driver stops dead (``os._exit``) as it enters the phase, as a kill or a lost node would stop it.
+The Ray helpers a dead driver leaves behind are stopped by the test, only those it started, by PID.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from search_helpers import eval_attempts, straight_losses, tiny_study, trial_los
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
-from tlmsearch.search.faults import CRASH_EXIT, ENV, read_jsonl
+from tlmsearch.search.execution.faults import CRASH_EXIT, ENV, read_jsonl
 
 pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("tlmsearch"))

@@ -194,7 +194,7 @@ def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
     import optuna
 
     from tlmsearch.search.records import trial_records
-    from tlmsearch.search.samplers import SpaceFn, planned_trials, write_initial_queue
+    from tlmsearch.search.sampling.samplers import SpaceFn, planned_trials, write_initial_queue
 
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})
     assert len(cfg.candidates()) == 5 and planned_trials(cfg) == 3 * 2
@@ -225,8 +225,8 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
     from ray import tune
 
     from tlmsearch.search.attrs import REPLAY, SAME_AS
-    from tlmsearch.search.samplers import SpaceFn, make_sampler
-    from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.execution.trainable import run_trial
+    from tlmsearch.search.sampling.samplers import SpaceFn, make_sampler
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
     study = optuna.create_study(sampler=make_sampler(cfg))
@@ -771,7 +771,7 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
     from tlmsearch.run_dir.tables import load_run, write_results
     from tlmsearch.search.records import clean as _clean
     from tlmsearch.search.records import trial_records
-    from tlmsearch.search.samplers import SpaceFn, write_initial_queue
+    from tlmsearch.search.sampling.samplers import SpaceFn, write_initial_queue
 
     cfg = tiny_config(tmp_path)
     study = optuna.create_study()
@@ -905,8 +905,8 @@ def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path
 def test_resume_refuses_an_optuna_without_the_checked_method_before_touching_the_run(
     tmp_path, monkeypatch
 ):
-    """The sampler (and its check of Optuna's Study._get_trials, search/control.py) is built
-    before resume queues interrupted trials again, prepares data or starts Ray, as in run."""
+    """The sampler (and its check of Optuna's Study._get_trials, search/sampling/control.py) is
+    built before resume queues interrupted trials again, prepares data or starts Ray, as in run."""
     import optuna
     from typer.testing import CliRunner
 

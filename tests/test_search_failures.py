@@ -17,9 +17,10 @@ from ray import exceptions as rex
 from search_helpers import search_pair, tiny_config
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import records, status, trainable
+from tlmsearch.search import records, status
 from tlmsearch.search.attrs import INTERRUPTED
-from tlmsearch.search.failures import (
+from tlmsearch.search.execution import trainable
+from tlmsearch.search.execution.failures import (
     NODE_LOST,
     OOM_KILLED,
     RETRIED_AFTER,
@@ -31,7 +32,7 @@ from tlmsearch.search.failures import (
 )
 from tlmsearch.search.progress import LiveProgress
 from tlmsearch.search.runner import requeue_failed
-from tlmsearch.search.samplers import write_initial_queue
+from tlmsearch.search.sampling.samplers import write_initial_queue
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -526,7 +527,7 @@ def test_an_interrupted_trial_is_queued_once_even_if_resume_dies_half_way(tmp_pa
 
 def test_a_worker_the_memory_monitor_killed_reaches_tune_as_an_actor_error():
     """What handle_lost_workers hands Tune (through ray_internals) instead of Ray's error."""
-    from tlmsearch.search.failures import as_actor_error
+    from tlmsearch.search.execution.failures import as_actor_error
 
     for lost in (rex.OutOfMemoryError(MONITOR_KILLED), rex.NodeDiedError("node 12ab died")):
         exc = as_actor_error(lost)

@@ -112,7 +112,7 @@ def test_find_cycle_on_known_graphs() -> None:
 def test_the_graph_sees_function_local_and_submodule_imports() -> None:
     graph = import_graph()
     # samplers.make_sampler imports ControlBlindSampler inside the function (optuna stays lazy)
-    assert "tlmsearch.search.control" in graph["tlmsearch.search.samplers"]
+    assert "tlmsearch.search.sampling.control" in graph["tlmsearch.search.sampling.samplers"]
     # `from tlmsearch.search import export` in runner.py: the module, not the package
     assert "tlmsearch.search.export" in graph["tlmsearch.search.runner"]
     assert "tlmsearch.search" not in graph["tlmsearch.search.runner"]
@@ -128,9 +128,9 @@ def test_no_tlmsearch_module_imports_itself_back() -> None:
 @pytest.mark.parametrize(
     "a, b",
     [
-        ("tlmsearch.search.control", "tlmsearch.search.samplers"),
-        ("tlmsearch.search.export", "tlmsearch.search.race"),
-        ("tlmsearch.search.status", "tlmsearch.search.race"),
+        ("tlmsearch.search.sampling.control", "tlmsearch.search.sampling.samplers"),
+        ("tlmsearch.search.export", "tlmsearch.search.sampling.race"),
+        ("tlmsearch.search.status", "tlmsearch.search.sampling.race"),
     ],
 )
 def test_the_circles_of_issue_20_stay_broken(a: str, b: str) -> None:
@@ -145,4 +145,27 @@ def test_leaf_modules_import_nothing_that_needs_them() -> None:
     attrs = ast.parse((ROOT / "search" / "attrs.py").read_text())
     assert not [n for n in ast.walk(attrs) if isinstance(n, ast.Import | ast.ImportFrom)]
     search = {m for m in graph["tlmsearch.search.records"] if m.startswith("tlmsearch.search")}
-    assert search <= {"tlmsearch.search.attrs", "tlmsearch.search.failures"}
+    assert search <= {"tlmsearch.search.attrs", "tlmsearch.search.execution.failures"}
+
+
+SUBPACKAGES = ("sampling", "execution", "arrays", "tracking")
+DRIVERS = ("runner", "driver", "cli", "best", "status", "export", "ladder")
+
+
+def test_the_search_adapters_never_import_the_drivers_and_readers_above_them() -> None:
+    """search/'s subpackages (Optuna's side, Ray's side, trial arrays, trackers) sit below the
+    modules that drive a run and read what it stored (docs/contributing.md)."""
+    graph = import_graph()
+    adapters = [
+        m for m in graph if any(m.startswith(f"tlmsearch.search.{s}") for s in SUBPACKAGES)
+    ]
+    assert len(adapters) >= 4 + 20  # the four packages and their modules
+    above = {f"tlmsearch.search.{m}" for m in DRIVERS}
+    wrong = {m: sorted(set(graph[m]) & above) for m in adapters if set(graph[m]) & above}
+    assert not wrong
+
+
+def test_the_search_package_keeps_few_modules_at_its_top() -> None:
+    top = sorted(p.stem for p in (ROOT / "search").glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 13, top
+    assert {p.name for p in (ROOT / "search").iterdir() if p.is_dir()} >= set(SUBPACKAGES)

@@ -1,7 +1,8 @@
 """A trial killed from outside is retried or recorded FAIL, and the study goes on. Slow.
 
 Each test runs a real ``tlmsearch run`` with its own embedded Ray. Faults are injected through
-the trainable's test hook (tlmsearch/search/faults.py, inert without ``TLMSEARCH_TEST_FAULTS``):
+the trainable's test hook (tlmsearch/search/execution/faults.py, inert without
+``TLMSEARCH_TEST_FAULTS``):
 
 - SIGKILL: a targeted trial's worker writes its pid at its first eval and waits; the test kills
   it with SIGKILL, from outside, mid-trial (no race against the trial's end).
@@ -33,7 +34,7 @@ import pytest
 import yaml
 from search_helpers import eval_attempts, straight_losses, tiny_study, trial_losses, trial_row
 
-from tlmsearch.search.faults import ENV, read_jsonl
+from tlmsearch.search.execution.faults import ENV, read_jsonl
 
 pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("tlmsearch"))

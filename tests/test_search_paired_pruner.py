@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tlmsearch.search.paired_pruner import PairedPruner
+from tlmsearch.search.sampling.paired_pruner import PairedPruner
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 STEPS = [1000 * i for i in range(1, 9)]
@@ -169,7 +169,7 @@ def test_the_pruner_and_the_race_judge_with_the_same_block_design_noise(groups) 
     import pandas as pd
 
     from tlmsearch.evidence.racing import race_noise as noise_of
-    from tlmsearch.search.paired_pruner import _pooled_sd
+    from tlmsearch.search.sampling.paired_pruner import _pooled_sd
 
     rows = [(f"c{i}", s, 0, d) for i, g in enumerate(groups) for s, d in enumerate(g)]
     frame = pd.DataFrame(rows, columns=["candidate", "seed", "number", "v"])

@@ -15,12 +15,12 @@ from ray.tune.schedulers import TrialScheduler
 from search_helpers import search_pair, tiny_config
 
 from tlmsearch.search.attrs import CANDIDATE, CONTROL, SPARED
-from tlmsearch.search.failures import error_reason
+from tlmsearch.search.execution.failures import error_reason
 from tlmsearch.search.progress import LiveProgress, format_eta, outcome
-from tlmsearch.search.pruning import OptunaPruningScheduler
 from tlmsearch.search.records import trial_records
-from tlmsearch.search.samplers import spared
-from tlmsearch.search.searcher import searcher_of
+from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
+from tlmsearch.search.sampling.samplers import spared
+from tlmsearch.search.sampling.searcher import searcher_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = optuna.trial.TrialState
@@ -529,7 +529,7 @@ def test_a_trial_resumed_from_its_final_checkpoint_keeps_those_weights(tmp_path)
 
 
 def test_the_fault_hook_is_inert_and_says_when_it_is_armed(tmp_path, monkeypatch):
-    from tlmsearch.search import faults
+    from tlmsearch.search.execution import faults
 
     monkeypatch.delenv(faults.ENV, raising=False)
     ev = {"val_bpb": 2.0, "val_loss": 5.5}
@@ -556,7 +556,7 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     import yaml
     from search_helpers import tiny_study
 
-    from tlmsearch.search.faults import ENV
+    from tlmsearch.search.execution.faults import ENV
 
     bad = {"shape": "cosine", "r_start": 1.5}  # linear 1.5 has its widths at 2 layers
     faults = tmp_path / "faults"
@@ -573,7 +573,7 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     }
     data = tiny_study(tmp_path, search=search)
     from tlmsearch.config import study_from_mapping
-    from tlmsearch.search.samplers import draw_spared
+    from tlmsearch.search.sampling.samplers import draw_spared
 
     assert draw_spared(study_from_mapping(data))["by_setting"]["{}"] == [
         json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)
@@ -609,8 +609,8 @@ def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_le
     once the queue is empty, nothing runs and nothing is left to sample."""
     from ray.tune.search import Searcher
 
-    from tlmsearch.search.samplers import SpaceFn
-    from tlmsearch.search.searcher import StudySearcher
+    from tlmsearch.search.sampling.samplers import SpaceFn
+    from tlmsearch.search.sampling.searcher import StudySearcher
 
     cfg = tiny_config(tmp_path, search={"pruner": "none", "sampler": "grid"})
     queue, _ = search_pair(cfg)

@@ -1,5 +1,6 @@
-"""The private parts of Ray that tlmsearch uses (tlmsearch/search/ray_internals.py), checked on
-the Ray installed: each symbol is there with the parameters it had, and does what we lean on.
+"""The private parts of Ray that tlmsearch uses (tlmsearch/search/execution/ray_internals.py),
+checked on the Ray installed: each symbol is there with the parameters it had, and does what we
+lean on.
 
 A Ray upgrade that drops or changes one fails here (and a run refuses to start, naming it),
 instead of a run going wrong silently. No Ray is started: the end-to-end runs through these
@@ -21,9 +22,9 @@ from ray.air.execution._internal.actor_manager import RayActorManager
 
 from tlmsearch.config import RayConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import cluster, ray_internals
-from tlmsearch.search.failures import handle_lost_workers
-from tlmsearch.search.ray_internals import CHECKED_AGAINST, INTERNALS, RayInternalsError
+from tlmsearch.search.execution import cluster, ray_internals
+from tlmsearch.search.execution.failures import handle_lost_workers
+from tlmsearch.search.execution.ray_internals import CHECKED_AGAINST, INTERNALS, RayInternalsError
 
 
 def test_every_private_symbol_is_in_this_ray_with_its_parameters():

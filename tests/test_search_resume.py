@@ -5,8 +5,8 @@ The driver is a real ``tlmsearch run`` (then ``resume``) process with its own em
 test stops it with SIGKILL once a trial has completed and the next waits at its first eval
 (checkpointed), then SIGINT, then stops the Ray helpers a dead driver leaves behind (only those
 it started, by PID), and resumes. The wait is the trainable's test hook
-(tlmsearch/search/faults.py, inert without ``TLMSEARCH_TEST_FAULTS``): the worker waits there
-until it is killed, so the SIGKILL lands mid-trial, after a checkpoint, on any machine.
+(tlmsearch/search/execution/faults.py, inert without ``TLMSEARCH_TEST_FAULTS``): the worker waits
+there until it is killed, so the SIGKILL lands mid-trial, after a checkpoint, on any machine.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from search_helpers import eval_attempts, straight_losses, tiny_study, trial_los
 
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search import records
-from tlmsearch.search.faults import ENV, read_jsonl
+from tlmsearch.search.execution.faults import ENV, read_jsonl
 
 pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("tlmsearch"))

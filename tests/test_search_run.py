@@ -24,7 +24,7 @@ from search_helpers import tiny_study
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
-from tlmsearch.search.storage import open_storage
+from tlmsearch.search.sampling.storage import open_storage
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()

@@ -16,8 +16,8 @@ from search_helpers import tiny_config
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CANDIDATE, SEED
-from tlmsearch.search.control import ControlBlindSampler, is_control_trial
-from tlmsearch.search.samplers import (
+from tlmsearch.search.sampling.control import ControlBlindSampler, is_control_trial
+from tlmsearch.search.sampling.samplers import (
     SpaceFn,
     grace_tokens,
     initial_queue,
@@ -27,7 +27,7 @@ from tlmsearch.search.samplers import (
     searchable,
     write_initial_queue,
 )
-from tlmsearch.search.storage import dashboard_command, redact, storage_url
+from tlmsearch.search.sampling.storage import dashboard_command, redact, storage_url
 from tlmsearch.widths.space import UNIFORM
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -139,7 +139,7 @@ def test_every_pruner_spec_has_a_builder_and_its_defaults_are_options():
     """A pruner is one spec entry (config.search.PRUNER_SPECS) and one builder: same names."""
     from tlmsearch.config import PRUNERS
     from tlmsearch.config.search import PRUNER_SPECS
-    from tlmsearch.search.samplers import PRUNER_BUILDERS
+    from tlmsearch.search.sampling.samplers import PRUNER_BUILDERS
 
     assert set(PRUNER_BUILDERS) == set(PRUNER_SPECS) == set(PRUNERS)
     for spec in PRUNER_SPECS.values():
@@ -347,7 +347,7 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path, indexed):
     # the searcher's index (each complete trial read once) trials that finish later are found
     import pickle
 
-    from tlmsearch.search.samplers import TwinIndex, find_twin
+    from tlmsearch.search.sampling.samplers import TwinIndex, find_twin
 
     index = TwinIndex() if indexed else None
 
@@ -384,7 +384,7 @@ def test_a_twin_has_the_same_widths_and_the_same_heads(tmp_path, indexed):
 def test_a_resumed_session_draws_new_candidates_not_the_first_sessions_again(tmp_mod, sampler):
     """A resume builds the sampler again: seeded as the first session was, it drew that
     session's candidates again (a random sampler exactly)."""
-    from tlmsearch.search.samplers import make_sampler
+    from tlmsearch.search.sampling.samplers import make_sampler
 
     cfg = tiny_config(
         tmp_mod,

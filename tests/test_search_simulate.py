@@ -21,7 +21,7 @@ from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
 from tlmsearch.config.train import SurrogateConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.blackbox import (
+from tlmsearch.search.execution.blackbox import (
     SurrogateBlackbox,
     TabularBlackbox,
     _two_way,
@@ -159,7 +159,7 @@ def test_a_fit_recovers_the_surrogate_that_drew_the_run(tmp_path, monkeypatch):
         {"shape": s, "r_start": r} for s in ("cosine", "linear", "sigmoid") for r in (1.25, 1.5)
     ]
     trials, curves = _stored(truth, cands, list(range(8)))
-    import tlmsearch.search.blackbox as bb
+    import tlmsearch.search.execution.blackbox as bb
 
     monkeypatch.setattr(bb, "_stored", lambda run, where: (trials, curves))
     cfg = study_from_mapping(_sim(tmp_path, {"surrogate": {"fit": "stored"}}))

@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.faults import ENV, read_jsonl
-from tlmsearch.search.slurm import SlurmJob, node_resources, render, storage_advice
+from tlmsearch.search.execution.faults import ENV, read_jsonl
+from tlmsearch.search.execution.slurm import SlurmJob, node_resources, render, storage_advice
 
 C125 = {"shape": "cosine", "r_start": 1.25}
 EXE = str(Path(sys.executable).with_name("tlmsearch"))

@@ -1,5 +1,6 @@
 """The candidates the pruner never stops (search.unpruned_candidates): drawn at random before
-any data, recorded in the run dir and the study, read back on resume (search/samplers.py)."""
+any data, recorded in the run dir and the study, read back on resume
+(search/sampling/samplers.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from search_helpers import tiny_config
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search import runner
 from tlmsearch.search.attrs import CANDIDATE, SPARED_CHOICE
-from tlmsearch.search.samplers import (
+from tlmsearch.search.sampling.samplers import (
     _key,
     draw_spared,
     initial_queue,

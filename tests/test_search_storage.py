@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tlmsearch.search import storage
+from tlmsearch.search.sampling import storage
 
 AUTOFS_THEN_NFS = """autofs /scratch autofs rw 0 0
 host:/export /scratch nfs4 rw,relatime 0 0

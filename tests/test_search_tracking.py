@@ -1,4 +1,4 @@
-"""Trackers as Ray Tune callbacks (tlmsearch/search/tracking.py) and their YAML section.
+"""Trackers as Ray Tune callbacks (tlmsearch/search/tracking/callbacks.py) and their YAML section.
 
 Fast: which callbacks the YAML makes (Ray Tune's public callback types), the config section and
 its errors, the study's summary and its MLflow study run on a local store, the checks before
@@ -23,8 +23,10 @@ from typer.testing import CliRunner
 from tlmsearch.cli import app
 from tlmsearch.config import study_from_mapping
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import tracking, tracking_mlflow, tracking_study
-from tlmsearch.search.tracking_study import study_summary
+from tlmsearch.search.tracking import callbacks as tracking
+from tlmsearch.search.tracking import mlflow_tracker as tracking_mlflow
+from tlmsearch.search.tracking import study as tracking_study
+from tlmsearch.search.tracking.study import study_summary
 
 runner = CliRunner()
 
@@ -82,7 +84,7 @@ def test_only_the_trackers_turned_on_become_callbacks(tmp_path):
     assert all(isinstance(c, LoggerCallback) for c in tracking.tracker_callbacks(cfg, run))
 
 
-TRACKER_MODULES = sorted(Path(tracking.__file__).parent.glob("tracking*.py"))
+TRACKER_MODULES = sorted(Path(tracking.__file__).parent.glob("*.py"))
 LIBRARIES = ("ray", "mlflow", "wandb", "tensorboardX")
 
 
@@ -116,7 +118,7 @@ def _private_uses(source: str, name: str = "<source>") -> list[str]:
 
 def test_the_trackers_use_only_public_names_of_ray_mlflow_and_wandb():
     names = {p.stem for p in TRACKER_MODULES}
-    assert {"tracking", "tracking_facts", "tracking_mlflow", "tracking_wandb"} <= names
+    assert {"callbacks", "facts", "mlflow_tracker", "wandb_tracker", "study"} <= names
     uses = [u for p in TRACKER_MODULES for u in _private_uses(p.read_text(), p.name)]
     assert uses == []
     bad = (

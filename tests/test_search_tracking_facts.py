@@ -1,4 +1,4 @@
-"""What every tracker records of a trial (tlmsearch/search/tracking_facts.py): pure.
+"""What every tracker records of a trial (tlmsearch/search/tracking/facts.py): pure.
 
 The facts a trial's tracker run carries, its curve points (step = tokens, each once), its
 widths, and where each tracker writes by default.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from search_helpers import tiny_config
 
-from tlmsearch.search.tracking_facts import (
+from tlmsearch.search.tracking.facts import (
     TokenSteps,
     curve_point,
     mlflow_uri,

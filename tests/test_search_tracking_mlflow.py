@@ -1,4 +1,4 @@
-"""MLflow through Ray Tune's public hooks and ``MlflowClient`` (search/tracking_mlflow.py).
+"""MLflow through Ray Tune's public hooks and ``MlflowClient`` (search/tracking/mlflow_tracker.py).
 
 On a local file store, no Ray: the study run found again and interrupted runs closed; then the
 tracker driven through Ray's hooks by the trials of tests/tracking_trials.py (a retried trial,
@@ -13,8 +13,8 @@ import pytest
 from search_helpers import tiny_config
 from tracking_trials import play
 
-from tlmsearch.search import tracking_mlflow
-from tlmsearch.search.tracking import tracker_callbacks
+from tlmsearch.search.tracking import mlflow_tracker as tracking_mlflow
+from tlmsearch.search.tracking.callbacks import tracker_callbacks
 
 pytest.importorskip("mlflow")
 

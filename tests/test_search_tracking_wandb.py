@@ -1,4 +1,5 @@
-"""W&B through Ray Tune's public callback hooks and wandb's public API (search/tracking_wandb.py).
+"""W&B through Ray Tune's public callback hooks and wandb's public API
+(search/tracking/wandb_tracker.py).
 
 No Ray: the trials of tests/tracking_trials.py (a retried trial, an error, a diverged run, a
 pruned one, one the driver left running) through the tracker, first with ``wandb.init``
@@ -15,8 +16,9 @@ from search_helpers import tiny_config
 from tracking_trials import play
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import tracking, tracking_wandb
-from tlmsearch.search.tracking import tracker_callbacks
+from tlmsearch.search.tracking import callbacks as tracking
+from tlmsearch.search.tracking import wandb_tracker as tracking_wandb
+from tlmsearch.search.tracking.callbacks import tracker_callbacks
 
 wandb = pytest.importorskip("wandb")
 

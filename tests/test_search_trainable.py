@@ -1,4 +1,5 @@
-"""The Ray Tune trainable (tlmsearch/search/trainable.py) outside Ray: ``tune.report`` caught.
+"""The Ray Tune trainable (tlmsearch/search/execution/trainable.py) outside Ray: ``tune.report``
+caught.
 
 A real tiny training of an attention-only taper: its reports, its Optuna trial and
 its row of the trials table carry its heads per layer, and its parameters are uniform's."""
@@ -17,7 +18,7 @@ from search_helpers import tiny_config
 from tlmsearch.run_dir.tables import trials_frame
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import trial_records
-from tlmsearch.search.samplers import enqueue
+from tlmsearch.search.sampling.samplers import enqueue
 from tlmsearch.widths.budget import trial_counts
 
 ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
@@ -31,7 +32,7 @@ def test_an_attention_only_trial_trains_its_heads_and_records_them(
     from tlmsearch import models
     from tlmsearch.data import prepare_data
     from tlmsearch.models import build_model
-    from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.execution.trainable import run_trial
 
     cfg = tiny_config(tmp_path, train={"tokens": 2048, "eval_every_tokens": 1024})
     data = prepare_data(cfg.data, progress=False)
@@ -83,7 +84,7 @@ def test_a_trial_compiles_into_the_cache_the_run_hands_it(
     from tlmsearch import models
     from tlmsearch.data import prepare_data
     from tlmsearch.models import build_model
-    from tlmsearch.search.trainable import run_trial
+    from tlmsearch.search.execution.trainable import run_trial
 
     cfg = tiny_config(tmp_path, train={"tokens": 2048, "eval_every_tokens": 2048})
     data = prepare_data(cfg.data, progress=False)

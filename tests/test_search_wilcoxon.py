@@ -7,7 +7,7 @@ import warnings
 import optuna
 import pytest
 
-from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
+from tlmsearch.search.sampling.wilcoxon import AfterGraceWilcoxonPruner
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 STEPS = [1000 * i for i in range(1, 9)]

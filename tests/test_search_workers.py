@@ -184,8 +184,8 @@ def test_a_stop_of_the_scheduler_stops_every_worker(local_ray, tmp_path: Path) -
     from tlmsearch.config import study_from_mapping
     from tlmsearch.data import prepare_data
     from tlmsearch.search.attrs import RESUME_FROM
-    from tlmsearch.search.trainable import run_trial
-    from tlmsearch.search.workers import trial_resources
+    from tlmsearch.search.execution.trainable import run_trial
+    from tlmsearch.search.execution.workers import trial_resources
     from tlmsearch.train.loop import train_proxy
     from tlmsearch.widths.space import UNIFORM
 
@@ -246,7 +246,7 @@ def test_each_worker_is_handed_the_runs_compile_cache(
     from ray.train.v2.api import data_parallel_trainer
 
     from tlmsearch.config import study_from_mapping
-    from tlmsearch.search import workers
+    from tlmsearch.search.execution import workers
 
     made: list[dict] = []
 

@@ -20,7 +20,7 @@ from tlmsearch.evidence import Evidence
 from tlmsearch.evidence.tuned import HELD_OUT, OPTIMISTIC, SAME_SEEDS, tuned
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search.best import best_document
-from tlmsearch.search.samplers import initial_queue
+from tlmsearch.search.sampling.samplers import initial_queue
 from tlmsearch.widths.space import describe
 
 LR2 = {"type": "categorical", "choices": [0.001, 0.003]}
@@ -344,7 +344,7 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
     import optuna
 
     from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
-    from tlmsearch.search.samplers import (
+    from tlmsearch.search.sampling.samplers import (
         SpaceFn,
         make_sampler,
         may_sample,
@@ -385,7 +385,7 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
         }
     for t in study.trials:
         if t.user_attrs.get(CONTROL):
-            assert t.params == {}  # uniform is no draw of the sampler (search/control.py)
+            assert t.params == {}  # uniform is no draw of the sampler (search/sampling/control.py)
         assert SEED in t.user_attrs and CANDIDATE in t.user_attrs
 
 
@@ -769,7 +769,7 @@ def test_learning_rate_skips_trial_params_that_plan_no_model(tmp_path):
 
 def test_a_sampled_settings_plan_counts_the_uniforms_the_driver_may_add(tmp_path):
     from tlmsearch.evidence import power
-    from tlmsearch.search.samplers import planned_trials
+    from tlmsearch.search.sampling.samplers import planned_trials
 
     lr3 = {"type": "categorical", "choices": [0.001, 0.002, 0.003]}
     cfg = tiny_config(

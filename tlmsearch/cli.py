@@ -91,7 +91,7 @@ def validate(
         share_notes,
         worker_notes,
     )
-    from tlmsearch.search.samplers import planned_trials
+    from tlmsearch.search.sampling.samplers import planned_trials
 
     try:
         cfg = load_study(study, set_ or [])
@@ -482,7 +482,7 @@ def slurm(
     """Run a study as one Slurm job: a Ray head and workers, then the driver; preempted or out
     of time, it is requeued and resumes the same run dir (docs/cluster.md#slurm)."""
     from tlmsearch.search.cli import slurm_command
-    from tlmsearch.search.slurm import SlurmJob
+    from tlmsearch.search.execution.slurm import SlurmJob
 
     job = SlurmJob(
         nodes=nodes,

@@ -1,7 +1,7 @@
 """Why a trial failed, as far as the statistics care: the system's loss, or the candidate's own.
 
-A leaf (docs/contributing.md, rule 19): the failure handling (search/failures.py), the statistics
-(stats/) and the race (racing.py) must agree on which failed seeds say something about a
+A leaf (docs/contributing.md, rule 19): the failure handling (search/execution/failures.py), the
+statistics (stats/) and the race (racing.py) must agree on which failed seeds say something about a
 candidate, so the one predicate lives here, importing nothing.
 
 - *lost* (:func:`is_lost`): a dead worker or node, memory. The seed says nothing about the

@@ -1,7 +1,8 @@
 """``storage`` and ``ray``: where a study's run dirs and Optuna storage live, and the Ray it runs
 on (an embedded one or a cluster), with what each trial and worker reserves.
 
-``search/cluster.py`` and ``search/storage.py`` act on these. Pure data: no torch, no ray.
+``search/execution/cluster.py`` and ``search/sampling/storage.py`` act on these. Pure data: no
+torch, no ray.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class RayConfig(Strict):
     # size of the embedded Ray (default: all cores)
     num_cpus: int | None = Field(None, ge=1, le=MAX_WORKERS)
     # This driver's address when joining a cluster (None: Ray picks it). The embedded Ray is
-    # always on 127.0.0.1, the one address Ray listens on alone (search/cluster.py); a loopback
+    # always on 127.0.0.1, the one address Ray listens on alone (search/execution/cluster.py); a
+    # loopback
     # value is accepted there (run dirs before this change froze 127.0.0.2), any other is an error.
     node_ip: str | None = None
     shared_path: str | None = None  # prepared data on storage every node can read

@@ -1,7 +1,7 @@
 """``search``, ``objectives`` and ``stats``: how candidates are sampled, pruned, raced over seeds,
 ranked and compared with uniform.
 
-The sampler and pruner names are validated here (``search/samplers.py`` builds them); the
+The sampler and pruner names are validated here (``search/sampling/samplers.py`` builds them); the
 statistics' defaults come from :mod:`tlmsearch.constants`. Pure data: no torch, no ray, no
 optuna.
 """
@@ -27,8 +27,8 @@ SAMPLERS = ("grid", "random", "tpe", "gp", "nsga2")
 class PrunerSpec:
     """A pruner ``search.pruner`` names: the ``search.pruner_options`` it takes, tlmsearch's
     defaults where Optuna's do not fit a small study, and what it does. Its builder is
-    ``tlmsearch.search.samplers.PRUNER_BUILDERS[name]`` (a test holds the two tables to the
-    same names), so a new pruner is an entry here and a builder there."""
+    ``tlmsearch.search.sampling.samplers.PRUNER_BUILDERS[name]`` (a test holds the two tables to
+    the same names), so a new pruner is an entry here and a builder there."""
 
     name: str
     options: frozenset[str]
@@ -71,7 +71,7 @@ PRUNER_SPECS: dict[str, PrunerSpec] = {
         PrunerSpec(
             "paired",
             frozenset({"patience", "margin_sds", "prior_sd"}),
-            "paired deltas vs the same seed's uniform (search/paired_pruner.py)",
+            "paired deltas vs the same seed's uniform (search/sampling/paired_pruner.py)",
         ),
         PrunerSpec("none", frozenset(), "never prune"),
     )
@@ -96,9 +96,9 @@ class RacingConfig(Strict):
 
 
 class ArrayConfig(Strict):
-    """Trial arrays (tlmsearch/search/arrays.py): due (candidate, seed) trainings of a fusable
-    arch packed K to a Ray trial and trained as one fused model (tlmsearch/train/trial_array.py),
-    each still its own Optuna trial."""
+    """Trial arrays (tlmsearch/search/arrays/packing.py): due (candidate, seed) trainings of a
+    fusable arch packed K to a Ray trial and trained as one fused model
+    (tlmsearch/train/trial_array.py), each still its own Optuna trial."""
 
     # members per array: a number >= 1 (1: one process per trial, as without arrays) or auto
     # (what is due over the trial slots, at most 4 on CPUs and 16 on a GPU)
@@ -163,7 +163,7 @@ class SearchConfig(Strict):
     @model_validator(mode="after")
     def _pruner_options(self) -> SearchConfig:
         # Checked here, not only when the pruner is built, so `validate` (which imports no
-        # optuna) refuses them too; the names are checked by search/samplers.make_pruner.
+        # optuna) refuses them too; the names are checked by search/sampling/samplers.make_pruner.
         opts = self.pruner_options
         for key, v in opts.items():
             if isinstance(v, bool):

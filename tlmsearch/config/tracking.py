@@ -1,8 +1,8 @@
 """``tracking``: the experiment trackers (MLflow, W&B, TensorBoard) a study logs to.
 
-Each is one of Ray Tune's own logger callbacks (``tlmsearch/search/tracking.py``); every tracker
-is off unless named. Whether its package is installed is checked by ``config/checks.py``. Pure
-data: no torch, no ray.
+Each is one of Ray Tune's own logger callbacks (``tlmsearch/search/tracking/callbacks.py``); every
+tracker is off unless named. Whether its package is installed is checked by ``config/checks.py``.
+Pure data: no torch, no ray.
 """
 
 from __future__ import annotations

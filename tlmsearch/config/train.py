@@ -19,8 +19,8 @@ from tlmsearch.widths.schedules import MAX_LAYERS
 
 
 class SurrogateConfig(Strict):
-    """A parametric blackbox of learning curves (``tlmsearch/search/blackbox.py``): a trial's
-    val_loss at t tokens of T is ``final + effect(c) + seed_sd z_s + noise_sd(c) z_cs +
+    """A parametric blackbox of learning curves (``tlmsearch/search/execution/blackbox.py``): a
+    trial's val_loss at t tokens of T is ``final + effect(c) + seed_sd z_s + noise_sd(c) z_cs +
     amplitude ((t/T)^-alpha - 1) + eval_sd z_cst``. With ``fit`` the fields left null are fitted
     to that stored run's complete trials; without it they take the defaults below."""
 

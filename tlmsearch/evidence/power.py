@@ -288,8 +288,8 @@ def df_size(cfg: StudyConfig, m: int) -> int:
 
 def controls(cfg: StudyConfig) -> int:
     """Uniform trainings per seed: one per setting combination (each setting's control; a
-    sampler's settings: the most it may draw, as :func:`tlmsearch.search.samplers.planned_trials`
-    counts), else one."""
+    sampler's settings: the most it may draw, as
+    :func:`tlmsearch.search.sampling.samplers.planned_trials` counts), else one."""
     if not cfg.search.baseline:
         return 0
     if not cfg.space.settings:

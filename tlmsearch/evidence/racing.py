@@ -40,7 +40,7 @@ once it has as many seeds. A seed whose uniform baseline failed for good leaves 
 
 A final decision (separated, tied) is taken only when every cell of its seeds has landed
 (other candidates' and uniform's too: they change the noise it is judged with). Once taken it
-stands: the driver records it (search/race.py) and the trials table
+stands: the driver records it (search/sampling/race.py) and the trials table
 carries it (``race_decision``), and :func:`race` returns a recorded lane as it was decided,
 whatever later looks would say. Pure pandas (no ray, no optuna): a function of the trials table,
 so a resumed race continues where the stored trials left it.

@@ -89,7 +89,7 @@ def optuna_dashboard_hint(
     run.json's ``storage`` (what the run really used) wins over the study's ``storage``.
     """
     from tlmsearch.errors import ConfigError
-    from tlmsearch.search.storage import dashboard_command, storage_url
+    from tlmsearch.search.sampling.storage import dashboard_command, storage_url
 
     url = (status or {}).get("storage")
     if not url:

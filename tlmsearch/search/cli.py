@@ -17,7 +17,7 @@ from typing import Any
 from tlmsearch.run_dir import RunDir
 
 # The exit status of a preempted run (SIGTERM: 128 + 15, as a shell reports it): the sbatch
-# script requeues the job on it (tlmsearch/search/slurm.py)
+# script requeues the job on it (tlmsearch/search/execution/slurm.py)
 PREEMPTED_EXIT = 143
 
 
@@ -212,10 +212,10 @@ def slurm_command(
     console: Any,
 ) -> int:
     """``tlmsearch slurm``: the study (overrides applied) beside its run dir, the sbatch script
-    (tlmsearch/search/slurm.py), submitted unless ``dry_run`` (then printed)."""
+    (tlmsearch/search/execution/slurm.py), submitted unless ``dry_run`` (then printed)."""
     from tlmsearch.config import load_study, name_problem
     from tlmsearch.errors import ConfigError
-    from tlmsearch.search.slurm import render, storage_advice, submit
+    from tlmsearch.search.execution.slurm import render, storage_advice, submit
 
     cfg = load_study(study, overrides)  # exit 2 before anything is written
     if name is not None and name_problem(name):
@@ -292,8 +292,8 @@ def status_command(run_dir: Path, *, console: Any) -> int:
 
 
 def _status(run_dir: Path, *, console: Any) -> int:
+    from tlmsearch.search.sampling.storage import dashboard_command, storage_url
     from tlmsearch.search.status import status_report
-    from tlmsearch.search.storage import dashboard_command, storage_url
 
     rep = status_report(run_dir)
     c = rep["counts"]

@@ -24,8 +24,8 @@ from typing import Any
 
 from tlmsearch.run_dir import driver as run_driver
 from tlmsearch.run_dir.tables import write_status
-from tlmsearch.search import faults
 from tlmsearch.search.attrs import PREEMPTED
+from tlmsearch.search.execution import faults
 
 
 def _now() -> str:

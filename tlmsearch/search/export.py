@@ -16,7 +16,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.best import write_best
 from tlmsearch.search.records import trial_records
-from tlmsearch.search.storage import open_storage, storage_url
+from tlmsearch.search.sampling.storage import open_storage, storage_url
 
 
 def run_info(run_dir: str | Path) -> dict[str, Any]:

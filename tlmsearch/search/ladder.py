@@ -33,7 +33,7 @@ from tlmsearch.config import (
 )
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
-from tlmsearch.search.storage import check_names_free, storage_url
+from tlmsearch.search.sampling.storage import check_names_free, storage_url
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 LADDER_FILE = RunDir(".").ladder.name

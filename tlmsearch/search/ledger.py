@@ -15,9 +15,9 @@ from typing import Any
 
 from tlmsearch.config import EVAL_KEYS
 from tlmsearch.search import records
-from tlmsearch.search.failures import RETRIED_AFTER, RETRIES
+from tlmsearch.search.execution.failures import RETRIED_AFTER, RETRIES
 from tlmsearch.search.records import clean, finite
-from tlmsearch.search.storage import set_user_attrs
+from tlmsearch.search.sampling.storage import set_user_attrs
 from tlmsearch.widths.profiles import LAYERED
 
 # per-layer lists: widths, heads and the depth profiles (lr_profile, init_profile)

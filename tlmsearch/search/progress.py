@@ -25,7 +25,7 @@ from tlmsearch.search.eta import (
     trial_eta,
     trial_rate,
 )
-from tlmsearch.search.failures import error_reason, retry_line
+from tlmsearch.search.execution.failures import error_reason, retry_line
 from tlmsearch.search.records import finite
 from tlmsearch.widths.space import describe
 
@@ -349,7 +349,7 @@ class TableWriter(Callback):
             self._took = self._last - start
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        from tlmsearch.search import faults
+        from tlmsearch.search.execution import faults
 
         faults.crash_at("trials")  # the test hook (inert): the driver dies mid-study
         self._write()

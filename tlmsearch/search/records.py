@@ -27,7 +27,7 @@ from tlmsearch.search.attrs import (
     STANDS_FOR,
     WEIGHTS,
 )
-from tlmsearch.search.failures import RETRIES
+from tlmsearch.search.execution.failures import RETRIES
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.profiles import LAYERED
 from tlmsearch.widths.space import describe

@@ -50,7 +50,7 @@ from tlmsearch.search.driver import (
     set_phase,
     slurm_restart,
 )
-from tlmsearch.search.samplers import (
+from tlmsearch.search.sampling.samplers import (
     SpaceFn,
     enqueue,
     grace_tokens,
@@ -62,7 +62,7 @@ from tlmsearch.search.samplers import (
     record_spared,
     write_initial_queue,
 )
-from tlmsearch.search.storage import (
+from tlmsearch.search.sampling.storage import (
     check_names_free,
     dashboard_command,
     name_taken,
@@ -197,7 +197,7 @@ def resume_run(
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
     _refuse_if_running(run, export.run_info(run))
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
-    make_sampler(cfg)  # (and the Optuna method the sampler's wrapper needs, search/control.py)
+    make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/control.py)
     _check_trackers(cfg)
     record_spared(study, cfg, run)  # the draw made before the first trial, read back
     requeued = requeue_interrupted(study, cfg, run)
@@ -211,7 +211,7 @@ def resume_run(
     if upgraded := safe_resume_points(study, trust_checkpoints):
         echo(f"resume: {upgraded} pickled checkpoint(s) rewritten in the safe format")
     if cfg.search.racing:
-        from tlmsearch.search.race import advance
+        from tlmsearch.search.sampling.race import advance
 
         due = advance(study, cfg)  # seeds a dead driver decided on but never queued
         if due:
@@ -273,8 +273,8 @@ def _remaining(cfg: StudyConfig, study: Any) -> int:
 
 
 def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
-    from tlmsearch.search.cluster import start_ray
-    from tlmsearch.search.workers import check_fits
+    from tlmsearch.search.execution.cluster import start_ray
+    from tlmsearch.search.execution.workers import check_fits
 
     facts = start_ray(cfg.ray, address, env=cfg.train.process_env())
     try:
@@ -299,7 +299,7 @@ def _ray(cfg: StudyConfig, address: str | None, echo: Any) -> dict[str, Any]:
 
 
 def _release(facts: dict[str, Any]) -> None:
-    from tlmsearch.search.cluster import stop_ray
+    from tlmsearch.search.execution.cluster import stop_ray
 
     if facts.get("owned"):
         stop_ray()
@@ -440,7 +440,7 @@ def _execute(
     facts: dict[str, Any],
     echo: Any,
 ) -> RunResult:
-    from tlmsearch.search.failures import handle_lost_workers
+    from tlmsearch.search.execution.failures import handle_lost_workers
 
     _calibrate_peak(cfg, facts)
     t0 = time.time()
@@ -458,7 +458,7 @@ def _execute(
     # a preemption: stopped as a Ctrl-C is, its running trials marked at once
     previous = on_sigterm(lambda: mark_preempted(_study_again(url, study.study_name)))
     try:
-        from tlmsearch.search.arrays import training_slots
+        from tlmsearch.search.arrays.packing import training_slots
 
         trainings = training_slots(cfg, slots, remaining)  # an array's members run at once
         progress = _progress(run, cfg, study, before, trainings)
@@ -498,7 +498,7 @@ def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
         return
     import torch
 
-    from tlmsearch.search.trainable import trial_threads
+    from tlmsearch.search.execution.trainable import trial_threads
     from tlmsearch.train.mfu import cpu_peak
     from tlmsearch.train.runtime import resolve_dtype
 
@@ -542,9 +542,9 @@ def searcher_and_scheduler(
     import optuna
 
     from tlmsearch.config.planning import arrays_on
-    from tlmsearch.search.arrays import ArrayScheduler, ArraySearcher
-    from tlmsearch.search.pruning import OptunaPruningScheduler
-    from tlmsearch.search.searcher import StudySearcher
+    from tlmsearch.search.arrays.packing import ArrayScheduler, ArraySearcher
+    from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
+    from tlmsearch.search.sampling.searcher import StudySearcher
 
     single = len(cfg.objectives) == 1
     metrics = [o.metric for o in cfg.objectives]
@@ -598,14 +598,14 @@ def _tuner(
     from ray import tune
 
     from tlmsearch.config.planning import arrays_on
-    from tlmsearch.search.arrays import MemberCallbacks
+    from tlmsearch.search.arrays.packing import MemberCallbacks
+    from tlmsearch.search.execution.trainable import run_trial
+    from tlmsearch.search.execution.workers import trial_resources
     from tlmsearch.search.progress import TableWriter
-    from tlmsearch.search.trainable import run_trial
-    from tlmsearch.search.workers import trial_resources
 
     arrays = arrays_on(cfg)
     if arrays:
-        from tlmsearch.search.array_trainable import run_array
+        from tlmsearch.search.arrays.trainable import run_array
     simulated = cfg.train.backend == "simulate"  # data is the blackbox: no tokens, no torch
     # Data through the object store unless every node reads a shared path.
     payload = data if cfg.ray.shared_path or simulated else data.in_memory()
@@ -704,7 +704,7 @@ def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
     """Ray Tune callbacks of the trackers the YAML turns on (tracking.py imports them)."""
     if not cfg.tracking.enabled():
         return []
-    from tlmsearch.search.tracking import tracker_callbacks
+    from tlmsearch.search.tracking.callbacks import tracker_callbacks
 
     return tracker_callbacks(cfg, run, name)
 
@@ -712,7 +712,7 @@ def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
 def _check_trackers(cfg: StudyConfig) -> None:
     """A tracker's server reachable and its key found, before data and Ray (tracking.py)."""
     if cfg.tracking.enabled():
-        from tlmsearch.search.tracking import preflight
+        from tlmsearch.search.tracking.callbacks import preflight
 
         preflight(cfg)
 
@@ -724,7 +724,7 @@ def _track_study(
     warning (the run dir has them), never a failed run."""
     if not cfg.tracking.enabled():
         return
-    from tlmsearch.search.tracking_study import log_study
+    from tlmsearch.search.tracking.study import log_study
 
     try:
         names = log_study(cfg, run, doc, status, name)
@@ -803,13 +803,13 @@ def _prepare(cfg: StudyConfig, echo: Any, run: Path | None = None) -> Any:
     """The run's data (``run``: a resume's run dir, whose run.json then says so); a simulated
     study's blackbox instead (nothing to train on)."""
     if cfg.train.backend == "simulate":
-        from tlmsearch.search.blackbox import load_blackbox
+        from tlmsearch.search.execution.blackbox import load_blackbox
 
         box = load_blackbox(cfg)
         echo(f"simulate: {type(box).__name__}, no training (train.simulate)")
         return box
     from tlmsearch.data import prepare_data
-    from tlmsearch.search import faults
+    from tlmsearch.search.execution import faults
 
     if line := faults.warning():
         echo(line)

@@ -21,8 +21,8 @@ from tlmsearch.search.best import (
     study_conclusions,
 )
 from tlmsearch.search.export import open_run, run_info
-from tlmsearch.search.race import lanes
 from tlmsearch.search.records import interrupted, requeued, trial_records
+from tlmsearch.search.sampling.race import lanes
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import describe
 

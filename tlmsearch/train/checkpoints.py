@@ -20,9 +20,9 @@ A checkpoint folder holds
   weights of a completed run) and ``bytes`` and ``sha256`` of state.pt.
 
 Ray Tune copies such a folder into the trial's storage (``RUN/ray/session-N/trial_X/
-checkpoint_00000K``, search/trainable.py). A folder whose meta is missing or unreadable, or whose
-state.pt has another size or checksum, is not a checkpoint: :func:`load_checkpoint` refuses it
-and :func:`latest_checkpoint` falls back to the one before.
+checkpoint_00000K``, search/execution/trainable.py). A folder whose meta is missing or unreadable,
+or whose state.pt has another size or checksum, is not a checkpoint: :func:`load_checkpoint`
+refuses it and :func:`latest_checkpoint` falls back to the one before.
 
 state.pt holds tensors and plain data only (dicts, lists, tuples, str, int, float, bool, None:
 the RNG states as tensors and ints, the data position and the meta as plain data; :func:`plain`

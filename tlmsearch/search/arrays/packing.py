@@ -3,7 +3,7 @@
 With ``search.array`` on and a fusable arch (:data:`tlmsearch.config.model.FUSABLE_ARCHS`), one
 Ray trial (one trial's resources) trains up to K Optuna trials in one process as one fused model
 (:class:`tlmsearch.train.trial_array.TrialArray`;
-:func:`tlmsearch.search.array_trainable.run_array`). Every member stays its own Optuna trial,
+:func:`tlmsearch.search.arrays.trainable.run_array`). Every member stays its own Optuna trial,
 recorded exactly as a solo trial is:
 
 - **Asking.** :meth:`ArraySearcher.suggest` asks Optuna for up to K trials (``Study.ask``, each
@@ -57,9 +57,9 @@ from ray.tune.search import Searcher
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.planning import AUTO_MAX_CPU, AUTO_MAX_GPU
 from tlmsearch.reasons import is_lost
-from tlmsearch.search.failures import error_reason, max_failures
-from tlmsearch.search.pruning import OptunaPruningScheduler
-from tlmsearch.search.searcher import StudySearcher
+from tlmsearch.search.execution.failures import error_reason, max_failures
+from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
+from tlmsearch.search.sampling.searcher import StudySearcher
 from tlmsearch.widths.space import is_control
 
 TrialState = optuna.trial.TrialState

@@ -18,10 +18,10 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tlmsearch.reasons import is_lost
 from tlmsearch.search.attrs import REPLAY, RESUME_FROM, SPARED, WEIGHTS
-from tlmsearch.search.failures import error_reason, max_failures
+from tlmsearch.search.execution.failures import error_reason, max_failures
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import finite
-from tlmsearch.search.searcher import searcher_of
+from tlmsearch.search.sampling.searcher import searcher_of
 from tlmsearch.widths.space import is_control
 
 
@@ -38,7 +38,7 @@ class OptunaPruningScheduler(FIFOScheduler):
     ``metric``: the single objective the pruner watches; None (several objectives) disables
     pruning and intermediate values (Optuna keeps none for multi-objective studies).
     ``max_retries``: how often Ray starts a trial again after a system error (the uniform
-    baseline: once more, :func:`~tlmsearch.search.failures.max_failures`).
+    baseline: once more, :func:`~tlmsearch.search.execution.failures.max_failures`).
     ``keep_weights``: ``search.keep_weights``, applied to a trial's checkpoints when it ends
     (completed, pruned or failed in its final report); not when Ray retries it, nor when the
     system lost it for good (its last checkpoint is for ``resume --retry-failed``).

@@ -1,7 +1,7 @@
 """The Ray Tune trainable of a trial array: K (candidate, seed) members in one process.
 
-The members come packed by :class:`tlmsearch.search.arrays.ArraySearcher` (each its own Optuna
-trial). Each member reports exactly what a solo trial reports (:mod:`.trainable`: the static
+The members come packed by :class:`tlmsearch.search.arrays.packing.ArraySearcher` (each its own
+Optuna trial). Each member reports exactly what a solo trial reports (:mod:`.trainable`: the static
 facts, every eval, a final report with the trainer's status), tagged with its index
 (``member``), and writes its checkpoints in the solo format into its own trial folder. After
 each eval's reports the array drops the members the driver has recorded as ended (pruned: the
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.search import faults
-from tlmsearch.search.arrays import CHECKPOINT, ENDED, MEMBER, MEMBER_DIR, MEMBERS
+from tlmsearch.search.arrays.packing import CHECKPOINT, ENDED, MEMBER, MEMBER_DIR, MEMBERS
 from tlmsearch.search.attrs import REPLAY, RESUME_FROM
-from tlmsearch.search.failures import exception_line, is_out_of_memory
-from tlmsearch.search.trainable import (
+from tlmsearch.search.execution import faults
+from tlmsearch.search.execution.failures import exception_line, is_out_of_memory
+from tlmsearch.search.execution.trainable import (
     TRACEBACK_CHARS,
     _matching,
     _meta,

@@ -18,7 +18,7 @@ from typing import Any
 from ray.tune.logger import LoggerCallback
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.search.tracking_facts import (
+from tlmsearch.search.tracking.facts import (
     TokenSteps,
     ended_as,
     mlflow_uri,

@@ -238,8 +238,8 @@ def _gone(internal: Internal, what: str) -> str:
     return (
         f"{internal.path}, a private part of Ray that tlmsearch needs for {internal.needed_for}: "
         f"{what}; tlmsearch was checked against Ray {CHECKED_AGAINST} "
-        f"(pip install 'ray[tune]=={CHECKED_AGAINST}'; tlmsearch/search/ray_internals.py says "
-        "what each part does)"
+        f"(pip install 'ray[tune]=={CHECKED_AGAINST}'; "
+        "tlmsearch/search/execution/ray_internals.py says what each part does)"
     )
 
 

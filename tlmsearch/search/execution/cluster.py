@@ -25,7 +25,7 @@ from typing import Any
 
 from tlmsearch.config import RayConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search import ray_internals
+from tlmsearch.search.execution import ray_internals
 
 LOOPBACK = "127.0.0.1"  # the one node address Ray binds to loopback only
 # 1 (Ray's default on Linux): a node address of 127.0.0.1 becomes the external address

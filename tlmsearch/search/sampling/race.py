@@ -20,7 +20,7 @@ from tlmsearch.evidence.racing import FINAL, Lane, decision, race, race_family_s
 from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records
-from tlmsearch.search.samplers import _key, enqueue
+from tlmsearch.search.sampling.samplers import _key, enqueue
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 from tlmsearch.widths.space import UNIFORM
 

@@ -24,7 +24,7 @@ from typing import Any
 from ray.tune.logger import LoggerCallback
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.search.tracking_facts import (
+from tlmsearch.search.tracking.facts import (
     TokenSteps,
     TrialFacts,
     ended_as,

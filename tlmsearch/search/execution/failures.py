@@ -15,9 +15,9 @@ A trial ends in one of two kinds of failure:
   ``tlmsearch resume --retry-failed`` continues it from there.
 
 Two things in Ray 2.60 stand in the way, and :func:`handle_lost_workers` mends both, through
-the private parts of Ray that :mod:`tlmsearch.search.ray_internals` holds and checks (Ray has no
-public way to do either; that module says why, and tests/test_search_ray_internals.py fails on a
-Ray that lacks them):
+the private parts of Ray that :mod:`tlmsearch.search.execution.ray_internals` holds and checks
+(Ray has no public way to do either; that module says why, and tests/test_search_ray_internals.py
+fails on a Ray that lacks them):
 
 - a worker killed by Ray's memory monitor makes the trial's actor task raise
   ``ray.exceptions.OutOfMemoryError`` (a lost node: ``NodeDiedError``), which Tune's actor
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tlmsearch.reasons import NODE_LOST, OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED
-from tlmsearch.search import ray_internals
+from tlmsearch.search.execution import ray_internals
 
 CONTROL_EXTRA_RETRIES = 1  # the uniform baseline is retried this many times more
 

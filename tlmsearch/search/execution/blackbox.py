@@ -15,7 +15,7 @@ Two kinds, both looked up by (candidate, seed):
   or fitted to a stored run (:func:`fit_surrogate`).
 
 Pure Python + numpy + pandas: no torch, no Ray. The trainable reports what :meth:`curve` gives
-(``tlmsearch/search/trainable.py``).
+(``tlmsearch/search/execution/trainable.py``).
 """
 
 from __future__ import annotations

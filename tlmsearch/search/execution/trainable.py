@@ -7,7 +7,7 @@ last report with ``final: True`` carries the trainer's status, so the searcher c
 COMPLETE or FAIL with the reason. Divergence is a status of the trainer, not an exception, and so
 is an exception: the trial reports it as ``failed``, with its traceback (kept as the Optuna
 trial's ``traceback`` attribute), so Ray does not retry it. Only a lost worker or memory reaches
-Ray as an error, and Ray retries those (:mod:`tlmsearch.search.failures`).
+Ray as an error, and Ray retries those (:mod:`tlmsearch.search.execution.failures`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tlmsearch.config import METRICS, StudyConfig
-from tlmsearch.search import faults
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
-from tlmsearch.search.failures import exception_line, is_out_of_memory
+from tlmsearch.search.execution import faults
+from tlmsearch.search.execution.failures import exception_line, is_out_of_memory
 from tlmsearch.widths.budget import trial_counts
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.profiles import QUANTITIES
@@ -187,7 +187,7 @@ def _train(
     if replay:  # a finished trial of this seed trained these exact widths: report its curve
         _replay(tune.report, replay, static)
         return
-    if cfg.train.backend == "simulate":  # ``data`` is the blackbox (search/blackbox.py)
+    if cfg.train.backend == "simulate":  # ``data`` is the blackbox (search/execution/blackbox.py)
         _simulate(tune.report, data.curve(candidate, seed), static, data.seconds_per_eval, last)
         return
     from tlmsearch.train.loop import train_proxy
@@ -219,7 +219,7 @@ def _train(
         "final_checkpoint": cfg.search.keep_weights != "none",
     }
     if cfg.ray.workers_per_trial > 1:  # Ray Train workers; this trial is their driver
-        from tlmsearch.search.workers import train_on_workers
+        from tlmsearch.search.execution.workers import train_on_workers
 
         def on_nodes(nodes: list[str]) -> None:  # where the workers run, by rank
             static["node"] = ",".join(nodes)

@@ -60,7 +60,7 @@ def check() -> None:
             [
                 f"optuna.study.Study._get_trials {what}: samplers would learn from the uniform "
                 f"control; tlmsearch was checked against Optuna {CHECKED_AGAINST} (pip install "
-                f"'optuna=={CHECKED_AGAINST}'; tlmsearch/search/control.py says why)"
+                f"'optuna=={CHECKED_AGAINST}'; tlmsearch/search/sampling/control.py says why)"
             ],
             source=f"optuna {optuna.__version__}",
         )

@@ -39,7 +39,7 @@ from tlmsearch.search.attrs import (
     SPARED_CHOICE,
     STANDS_FOR,
 )
-from tlmsearch.search.storage import set_user_attrs
+from tlmsearch.search.sampling.storage import set_user_attrs
 from tlmsearch.widths.candidate import Candidate
 from tlmsearch.widths.space import UNIFORM, SearchSpace
 
@@ -78,12 +78,12 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
     """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused),
     for a session that starts with ``after`` trials in the study (:func:`sampler_seed`).
 
-    Wrapped in :class:`~tlmsearch.search.control.ControlBlindSampler`: it learns from the
+    Wrapped in :class:`~tlmsearch.search.sampling.control.ControlBlindSampler`: it learns from the
     candidates only, never from the uniform baseline.
     """
     import optuna
 
-    from tlmsearch.search.control import ControlBlindSampler
+    from tlmsearch.search.sampling.control import ControlBlindSampler
 
     s = cfg.search
     seed = sampler_seed(s.sampler_seed, after)
@@ -110,7 +110,7 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
         inner = optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
     elif s.sampler == "nsga2":
         n = s.n_trials or 50
-        from tlmsearch.search.nsga2 import PicklableNSGAIISampler
+        from tlmsearch.search.sampling.nsga2 import PicklableNSGAIISampler
 
         inner = PicklableNSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
     else:
@@ -179,13 +179,13 @@ def _wilcoxon(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
 
     with warnings.catch_warnings():  # experimental in Optuna: the user chose it knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        from tlmsearch.search.wilcoxon import AfterGraceWilcoxonPruner
+        from tlmsearch.search.sampling.wilcoxon import AfterGraceWilcoxonPruner
 
         return AfterGraceWilcoxonPruner(grace, **opts)
 
 
 def _paired(cfg: StudyConfig, grace: int, opts: dict[str, Any]) -> Any:
-    from tlmsearch.search.paired_pruner import PairedPruner
+    from tlmsearch.search.sampling.paired_pruner import PairedPruner
 
     return PairedPruner(grace, **opts)
 
@@ -240,7 +240,8 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     every seed, seed-major so that early results already compare candidates on one seed.
     """
     queue: list[tuple[Candidate, int]] = []
-    # a race starts every candidate on the first seed; the race adds the others (search/race.py)
+    # a race starts every candidate on the first seed; the race adds the others
+    # (search/sampling/race.py)
     seeds = cfg.search.seeds[:1] if cfg.search.racing else cfg.search.seeds
     if cfg.search.sampler == "grid":
         for seed in seeds:
@@ -295,10 +296,10 @@ def enqueue(
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
-    The uniform baseline is a control (samplers never learn from it, see search/control.py).
-    ``retry_of``: the number of a failed trial this one runs again (a finished trial cannot be
-    marked, so the new one names it); ``restart_of``: likewise, an interrupted one (its driver
-    died). ``resume_from``: a checkpoint folder to continue from.
+    The uniform baseline is a control (samplers never learn from it, see
+    search/sampling/control.py). ``retry_of``: the number of a failed trial this one runs again (a
+    finished trial cannot be marked, so the new one names it); ``restart_of``: likewise, an
+    interrupted one (its driver died). ``resume_from``: a checkpoint folder to continue from.
     """
     candidate = Candidate.of(candidate)  # a caller's mapping is parsed here
     attrs: dict[str, Any] = {SEED: seed, CANDIDATE: candidate.identity}

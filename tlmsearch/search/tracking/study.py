@@ -1,4 +1,5 @@
-"""The study's end in the trackers: the verdict and best.yaml (tlmsearch/search/tracking.py).
+"""The study's end in the trackers: the verdict and best.yaml
+(tlmsearch/search/tracking/callbacks.py).
 
 An MLflow run for the study (the trial runs' parent, found again on resume) with best.yaml and
 study.yaml as artifacts and the headline as tags and metrics; a W&B run of ``job_type`` study
@@ -14,8 +15,8 @@ from typing import Any
 from tlmsearch.config import StudyConfig
 from tlmsearch.run_dir import RunDir
 from tlmsearch.search.records import finite
-from tlmsearch.search.tracking_facts import mlflow_uri, wandb_dir
-from tlmsearch.search.tracking_mlflow import (
+from tlmsearch.search.tracking.facts import mlflow_uri, wandb_dir
+from tlmsearch.search.tracking.mlflow_tracker import (
     mlflow_client,
     mlflow_experiment,
     run_key,
@@ -31,8 +32,9 @@ def log_study(
 ) -> list[str]:
     """The verdict and best.yaml, to every tracker turned on: an MLflow study run (the trials'
     parent) with best.yaml and study.yaml as artifacts, a W&B run of job_type study, a
-    TensorBoard text. ``name`` as for :func:`~tlmsearch.search.tracking.tracker_callbacks`.
-    Returns the trackers written."""
+    TensorBoard text. ``name`` as for
+    :func:`~tlmsearch.search.tracking.callbacks.tracker_callbacks`. Returns the trackers
+    written."""
     name = name or cfg.name
     on = cfg.tracking.enabled()
     best = RunDir(run).best

@@ -5,7 +5,7 @@ trials in private fields and tells COMPLETE with whatever value a result last ca
 pruner or a ledger outside it had to reach into those fields. Here the study is ours: the runner
 loads it with the study's sampler and pruner (``optuna.load_study``), :meth:`StudySearcher.suggest`
 asks it for a trial (``Study.ask``) and fills it with the define-by-run space
-(:class:`~tlmsearch.search.samplers.SpaceFn`), and every end state goes through
+(:class:`~tlmsearch.search.sampling.samplers.SpaceFn`), and every end state goes through
 :meth:`StudySearcher.tell`: COMPLETE with the objective values of the trainable's final report,
 FAIL with the reason (divergence, an exception, a lost worker), or PRUNED when the scheduler
 (:mod:`.pruning`) stops a trial. A trial stopped with no final report (the driver was
@@ -38,7 +38,8 @@ class StudySearcher(Searcher):
     define-by-run space, called with each new ``optuna.Trial``, returning the Ray trial config.
     ``metric`` / ``mode``: one objective (str) or several (lists, a multi-objective study).
     ``race`` / ``open_ended``: the study config when the number of trials is an upper bound
-    (:func:`~tlmsearch.search.samplers.open_ended`); ``race`` also queues seeds as trials end.
+    (:func:`~tlmsearch.search.sampling.samplers.open_ended`); ``race`` also queues seeds as trials
+    end.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class StudySearcher(Searcher):
         self.study.tell(trial, values, state=state)
         self._told.add(trial_id)
         if self._race is not None:
-            from tlmsearch.search.race import advance
+            from tlmsearch.search.sampling.race import advance
 
             advance(self.study, self._race)
 
@@ -97,7 +98,7 @@ class StudySearcher(Searcher):
 
     def _more_to_run(self) -> bool:
         """A queued trial, or a candidate the sampler may still draw."""
-        from tlmsearch.search.samplers import may_sample
+        from tlmsearch.search.sampling.samplers import may_sample
 
         waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         return bool(waiting) or may_sample(self._open, self.study)

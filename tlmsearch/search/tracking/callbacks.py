@@ -16,7 +16,7 @@ tracking_facts.py:
   for the study; W&B ``group`` = the candidate's label, ``job_type`` trial;
 - how each trial ended (``outcome``: complete, pruned, failed; interrupted for the runs still
   open when the driver stops);
-- at the end (:mod:`tlmsearch.search.tracking_study`): the verdict and best.yaml, as an artifact
+- at the end (:mod:`tlmsearch.search.tracking.study`): the verdict and best.yaml, as an artifact
   of the MLflow study run, a W&B run of ``job_type`` study, and a TensorBoard text summary.
 
 Nothing leaves the machine unless the YAML names a server: MLflow writes a SQLite file in the
@@ -37,7 +37,7 @@ from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.tracking_facts import TokenSteps
+from tlmsearch.search.tracking.facts import TokenSteps
 
 
 def preflight(cfg: StudyConfig) -> None:
@@ -60,7 +60,7 @@ def preflight(cfg: StudyConfig) -> None:
                 "file in the run dir"
             ) from None
     if cfg.tracking.wandb is not None:
-        from tlmsearch.search.tracking_wandb import wandb_problem
+        from tlmsearch.search.tracking.wandb_tracker import wandb_problem
 
         problem = wandb_problem(cfg.tracking.wandb.mode)
         if problem:
@@ -77,11 +77,11 @@ def tracker_callbacks(cfg: StudyConfig, run: Path, name: str | None = None) -> l
     on = cfg.tracking.enabled()
     out: list[Any] = []
     if "mlflow" in on:
-        from tlmsearch.search.tracking_mlflow import MlflowTracker
+        from tlmsearch.search.tracking.mlflow_tracker import MlflowTracker
 
         out.append(MlflowTracker(cfg, run, name or cfg.name))
     if "wandb" in on:
-        from tlmsearch.search.tracking_wandb import WandbTracker
+        from tlmsearch.search.tracking.wandb_tracker import WandbTracker
 
         out.append(WandbTracker(cfg, run, name or cfg.name))
     if "tensorboard" in on:
