@@ -6,6 +6,11 @@ trial is (widths, heads, parameters, node), its last metrics and when they arriv
 checkpoint, and each time Ray started it again after a system error (:mod:`.failures`). The
 pruning scheduler calls it on every result, before it may tell Optuna the trial's end (a
 finished Optuna trial takes no more attributes).
+
+Why the scheduler and not a Ray Tune ``Callback``: Ray calls its callbacks' ``on_trial_result``
+and ``on_trial_complete`` after the scheduler's and the searcher's (``TuneController``), that is
+after the trial's end is told to Optuna, when its attributes can no longer be written. Weight
+retention (``search.keep_weights``) is decided at the same point for the same reason.
 """
 
 from __future__ import annotations
