@@ -133,7 +133,7 @@ def test_no_tlmsearch_module_imports_itself_back() -> None:
         ("tlmsearch.search.status", "tlmsearch.search.sampling.race"),
     ],
 )
-def test_the_circles_of_issue_20_stay_broken(a: str, b: str) -> None:
+def test_circles_that_once_existed_stay_broken(a: str, b: str) -> None:
     graph = import_graph()
     both_ways = _reaches(graph, a, b) and _reaches(graph, b, a)
     assert not both_ways, f"{a} and {b} import each other"
