@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> None:
                 plans.pop("uniform")  # the uniform row does not depend on multiple_of
             base = count_params(cfg, uniform_widths(args.layers, args.d_ff), vocab)
             for name, cand in plans.items():
-                widths, headed = cfg.plan(cand).widths, cfg.headed(cand)
+                widths, headed = cfg.plan(cand).widths, cfg.built_for(cand)
                 assert count_params(headed, widths, vocab) == base, name
                 torch.manual_seed(0)
                 model = build_model(headed, widths, vocab)

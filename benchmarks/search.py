@@ -85,7 +85,7 @@ from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
 from tlmsearch.search.sampling.control import is_control
 from tlmsearch.search.sampling.samplers import (
-    SpaceFn,
+    DefineByRunSpace,
     make_sampler,
     planned_trials,
     write_initial_queue,
@@ -219,7 +219,7 @@ def best_found(cfg: StudyConfig, sampler: Any) -> float:
 
     study = optuna.create_study(sampler=sampler)
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     for _ in range(planned_trials(cfg)):
         trial = study.ask()
         study.tell(trial, profile_loss(cfg, fn(trial)["candidate"]))

@@ -253,7 +253,7 @@ def test_a_planned_heads_candidate_builds_uniforms_budget_exactly(hold: str, arc
     for share in (1.0, 0.5, 1.5):
         candidate = {"shape": "uniform", "heads.share": share}
         plan = cfg.plan(candidate)
-        model = build_model(cfg.headed(candidate), plan.widths, VOCAB)
+        model = build_model(cfg.built_for(candidate), plan.widths, VOCAB)
         measured[share] = (sum(p.numel() for p in model.parameters()), _flop_count(model, idx))
     assert measured[0.5] != measured[1.0] != measured[1.5]  # capacity did move
     k = 0 if hold == "params" else 1

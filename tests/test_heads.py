@@ -43,7 +43,7 @@ def models(draw: st.DrawFn, hold: str = "params") -> ModelConfig:
 
 def _counts(model: ModelConfig, candidate: dict) -> tuple[int, int]:
     plan = model.plan(candidate)
-    headed = model.headed(candidate)
+    headed = model.built_for(candidate)
     assert headed.heads == plan.heads
     seq = model.attention.seq_len or 128
     return (

@@ -162,9 +162,9 @@ def _drive(study, cfg, value, stop_after: int | None = None) -> int:
     import optuna
 
     from tlmsearch.search.sampling.race import advance
-    from tlmsearch.search.sampling.samplers import SpaceFn
+    from tlmsearch.search.sampling.samplers import DefineByRunSpace
 
-    fn, n = SpaceFn(cfg), 0
+    fn, n = DefineByRunSpace(cfg), 0
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         if stop_after is not None and n >= stop_after:
             break

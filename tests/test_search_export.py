@@ -194,13 +194,17 @@ def test_a_grid_trial_records_the_candidates_with_its_widths(tmp_path):
     import optuna
 
     from tlmsearch.search.records import trial_records
-    from tlmsearch.search.sampling.samplers import SpaceFn, planned_trials, write_initial_queue
+    from tlmsearch.search.sampling.samplers import (
+        DefineByRunSpace,
+        planned_trials,
+        write_initial_queue,
+    )
 
     cfg = tiny_config(tmp_path, search={"seeds": [0, 1]})
     assert len(cfg.candidates()) == 5 and planned_trials(cfg) == 3 * 2
     study = optuna.create_study()
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     for _ in range(planned_trials(cfg)):
         trial = study.ask()
         fn(trial)
@@ -226,11 +230,11 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
 
     from tlmsearch.search.attrs import REPLAY, SAME_AS
     from tlmsearch.search.execution.trainable import run_trial
-    from tlmsearch.search.sampling.samplers import SpaceFn, make_sampler
+    from tlmsearch.search.sampling.samplers import DefineByRunSpace, make_sampler
 
     cfg = tiny_config(tmp_path, search={"sampler": "random", "n_trials": 3, "baseline": False})
     study = optuna.create_study(sampler=make_sampler(cfg))
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     curve = [{"tokens": 4096, "val_bpb": 2.5}, {"tokens": 8192, "val_bpb": 2.25}]
 
     def ask(params):
@@ -771,12 +775,12 @@ def test_the_raw_weights_metrics_reach_both_tables_nan_where_a_run_does_not_aver
     from tlmsearch.run_dir.tables import load_run, write_results
     from tlmsearch.search.records import clean as _clean
     from tlmsearch.search.records import trial_records
-    from tlmsearch.search.sampling.samplers import SpaceFn, write_initial_queue
+    from tlmsearch.search.sampling.samplers import DefineByRunSpace, write_initial_queue
 
     cfg = tiny_config(tmp_path)
     study = optuna.create_study()
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     evals = [
         {"tokens": 4096, "val_bpb": 2.5, "val_loss": 1.7, "val_bpb_raw": 2.6, "val_loss_raw": 1.8},
         {"tokens": 4096, "val_bpb": 2.4, "val_loss": 1.6},

@@ -609,14 +609,14 @@ def test_an_open_ended_search_waits_while_trials_run_and_ends_when_nothing_is_le
     once the queue is empty, nothing runs and nothing is left to sample."""
     from ray.tune.search import Searcher
 
-    from tlmsearch.search.sampling.samplers import SpaceFn
+    from tlmsearch.search.sampling.samplers import DefineByRunSpace
     from tlmsearch.search.sampling.searcher import StudySearcher
 
     cfg = tiny_config(tmp_path, search={"pruner": "none", "sampler": "grid"})
     queue, _ = search_pair(cfg)
     # open-ended as a race is (samplers.open_ended): the trials are an upper bound
     searcher = StudySearcher(
-        queue.study, SpaceFn(cfg), metric="val_bpb", mode="min", open_ended=cfg
+        queue.study, DefineByRunSpace(cfg), metric="val_bpb", mode="min", open_ended=cfg
     )
     queued = len(searcher.study.get_trials(states=(S.WAITING,)))
     ids = [f"t{i}" for i in range(queued)]

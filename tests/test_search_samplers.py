@@ -18,7 +18,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CANDIDATE, SEED
 from tlmsearch.search.sampling.control import ControlBlindSampler, is_control_trial
 from tlmsearch.search.sampling.samplers import (
-    SpaceFn,
+    DefineByRunSpace,
     grace_tokens,
     initial_queue,
     make_pruner,
@@ -59,7 +59,7 @@ def test_grid_queue_is_baseline_first_and_every_candidate_once_per_seed(tmp_mod,
 def _run_asks(cfg: StudyConfig, n: int) -> list[tuple[dict, int]]:
     study = optuna.create_study(sampler=make_sampler(cfg))
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     out = []
     for _ in range(n):
         trial = study.ask()
@@ -101,7 +101,7 @@ def test_enqueued_grid_points_record_their_params(tmp_mod):
     study = optuna.create_study()
     write_initial_queue(study, cfg)
     assert not write_initial_queue(study, cfg)  # once per study: a resume keeps its queue
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     params = []
     for _ in range(planned_trials(cfg)):
         t = study.ask()
@@ -260,7 +260,7 @@ def _run_toy_study(cfg: StudyConfig) -> optuna.Study:
     """The product's queue (baseline first) and asks, told the toy loss."""
     study = optuna.create_study(sampler=make_sampler(cfg))
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     for _ in range(planned_trials(cfg)):
         trial = study.ask()
         cand = fn(trial)["candidate"]
@@ -306,7 +306,7 @@ def test_pruners_still_compare_against_the_baseline(tmp_mod):
     pruner = optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0)
     study = optuna.create_study(sampler=make_sampler(cfg), pruner=pruner)
     write_initial_queue(study, cfg)
-    fn = SpaceFn(cfg)
+    fn = DefineByRunSpace(cfg)
     base = study.ask()
     assert fn(base)["candidate"] == UNIFORM
     base.report(1.0, 2048)
@@ -325,7 +325,7 @@ def test_samplers_survive_pickling_mid_study(tmp_mod, name):
     study = _run_toy_study(cfg)  # past every sampler's start-up: its model state is pickled too
     study.sampler = pickle.loads(pickle.dumps(study.sampler))
     trial = study.ask()
-    cand = SpaceFn(cfg)(trial)["candidate"]
+    cand = DefineByRunSpace(cfg)(trial)["candidate"]
     study.tell(trial, _toy_loss(cand))
     assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE
 

@@ -53,7 +53,7 @@ def test_an_attention_only_trial_trains_its_heads_and_records_them(
     assert all(r["heads"] == [3, 1] and r["widths"] == [64, 64] for r in reports)
     assert final["heads_share"] == 1.0
     # the model the trial built: its heads, and exactly uniform's parameters (share 1)
-    headed = cfg.model.headed(ATTENTION_ONLY).model_copy(update={"vocab_size": data.vocab_size})
+    headed = cfg.model.built_for(ATTENTION_ONLY).model_copy(update={"vocab_size": data.vocab_size})
     model = build_model(headed, [64, 64], data.vocab_size)
     assert final["n_params"] == sum(p.numel() for p in model.parameters())
     uniform = trial_counts(cfg.model, [64, 64], data.vocab_size, cfg.data.seq_len)

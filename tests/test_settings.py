@@ -345,7 +345,7 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
 
     from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
     from tlmsearch.search.sampling.samplers import (
-        SpaceFn,
+        DefineByRunSpace,
         make_sampler,
         may_sample,
         open_ended,
@@ -363,7 +363,7 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
     study = optuna.create_study(sampler=make_sampler(cfg))
     write_initial_queue(study, cfg)
     assert not study.trials  # no LR is known before the sampler draws one
-    fn, asked = SpaceFn(cfg), []
+    fn, asked = DefineByRunSpace(cfg), []
     while True:
         waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
         if not waiting and not may_sample(cfg, study):  # as StudySearch ends the search

@@ -41,7 +41,7 @@ def test_each_candidate_is_counted_as_its_heads_build_it(tmp_path: Path, hold: s
     vocab, seq = cfg.vocab_size, cfg.data.seq_len
     for cand in ({"shape": "uniform"}, TAPER, MOVED):
         cells = dict(zip(header, rows[_label(cand)], strict=True))
-        plan, headed = cfg.model.plan(cand), cfg.model.headed(cand)
+        plan, headed = cfg.model.plan(cand), cfg.model.built_for(cand)
         assert cells["heads"] == " ".join(map(str, plan.heads))
         assert cells["share"] == f"{plan.heads_share:.3f}"
         assert cells["total"] == f"{count_params(headed, plan.widths, vocab).total:,}"

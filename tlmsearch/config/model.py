@@ -421,7 +421,7 @@ class ModelConfig(Strict):
         exact-budget widths and heads and its depth profiles' multipliers."""
         return plan(self, candidate)
 
-    def headed(self, candidate: Candidate | Mapping[str, Any]) -> ModelConfig:
+    def built_for(self, candidate: Candidate | Mapping[str, Any]) -> ModelConfig:
         """This model as ``candidate`` builds it: with its heads schedule's ``layer_heads``
         (itself when the candidate has no heads schedule)."""
         if Candidate.of(candidate).heads is None:

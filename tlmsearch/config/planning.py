@@ -72,7 +72,7 @@ def for_candidate(cfg: StudyConfig, candidate: Candidate | Mapping[str, Any]) ->
 def _with_settings(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     settings = candidate.settings
     if not settings:
-        return _headed(cfg, candidate)
+        return _with_heads(cfg, candidate)
     sections: dict[str, dict[str, Any]] = {}
     for name, value in settings.items():
         section, _, field = name.partition(".")
@@ -86,7 +86,7 @@ def _with_settings(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     # validated again, nor the space's other setting values against this candidate's.
     out = cfg.model_copy(update=update)
     out._check_study()
-    return _headed(out, candidate)
+    return _with_heads(out, candidate)
 
 
 def _profiled(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
@@ -101,10 +101,10 @@ def _profiled(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     return cfg.model_copy(update={"train": type(cfg.train).model_validate(data)})
 
 
-def _headed(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
+def _with_heads(cfg: StudyConfig, candidate: Candidate) -> StudyConfig:
     """``cfg`` with the model as ``candidate`` builds it: its heads schedule's per-layer heads
-    (``ModelConfig.headed``); ``cfg`` itself without one."""
-    model = cfg.model.headed(candidate)
+    (``ModelConfig.built_for``); ``cfg`` itself without one."""
+    model = cfg.model.built_for(candidate)
     return cfg if model is cfg.model else cfg.model_copy(update={"model": model})
 
 
@@ -120,9 +120,9 @@ def target_for(cfg: StudyConfig, candidate: Candidate | Mapping[str, Any]) -> Mo
     if cfg.target is None:
         return None
     if not fields:
-        return cfg.target.headed(cand)
+        return cfg.target.built_for(cand)
     data = cfg.target.model_dump(mode="json", exclude_none=True)
-    return ModelConfig.model_validate({**data, **fields}).headed(cand)
+    return ModelConfig.model_validate({**data, **fields}).built_for(cand)
 
 
 def trainings(cfg: StudyConfig) -> list[Training]:

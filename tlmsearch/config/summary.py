@@ -21,7 +21,7 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
     """One row per candidate: its widths, its exact parameter counts (total, non-embedding, MLP)
     and training FLOPs per token (:mod:`tlmsearch.widths.budget`), against the uniform baseline.
 
-    Each candidate is counted as it is built (``model.headed(candidate)``: its heads schedule's
+    Each candidate is counted as it is built (``model.built_for(candidate)``: its heads schedule's
     per-layer heads); a study with a heads schedule shows each candidate's heads per layer and
     its realised ``heads.share``."""
     d_ff = model.d_ff_uniform
@@ -38,7 +38,7 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
 
     base = budget(model, uniform)
     cands = cfg.candidates()
-    headed = any(heads_schedule(c) is not None for c in cands)
+    has_heads = any(heads_schedule(c) is not None for c in cands)
     caption = f"FLOPs/tok: training FLOPs per token at seq_len {seq_len} (3 x forward)"
     if vocab is not None:
         f = flops_per_token(model, uniform, vocab, seq_len)
@@ -51,20 +51,20 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
         title=f"{title}: {model.arch}, {model.n_layer} layers, d_model {model.d_model}, "
         f"d_ff {d_ff} (multiple of {model.multiple_of}); uniform: {total}, "
         f"non-embedding {base[2]:,}, MLP {base[0]:,}"
-        + (f", heads {heads_text(model.heads)}" if headed else ""),
+        + (f", heads {heads_text(model.heads)}" if has_heads else ""),
         title_justify="left",
         caption=caption,
         caption_justify="left",
     )
     columns = ["candidate", "first", "last", "min", "max", "realised"]
-    columns += ["heads", "share"] if headed else []
+    columns += ["heads", "share"] if has_heads else []
     columns += ["MLP params", "total", "non-emb", "FLOPs/tok", "vs uniform"]
     for col in columns:
         table.add_column(col, justify="left" if col in ("candidate", "heads") else "right")
     shares = []
     for cand in cands[:limit]:
         plan = model.plan(cand)
-        counts = budget(model.headed(cand), plan.widths)
+        counts = budget(model.built_for(cand), plan.widths)
         deltas = [
             f"{name} {a - b:+,}"
             for name, a, b in zip(_NAMES, counts, base, strict=True)
@@ -79,11 +79,11 @@ def candidates_table(cfg: StudyConfig, model: ModelConfig, title: str, limit: in
             str(min(plan.widths)),
             str(max(plan.widths)),
             f"{plan.realised_start:.3f}->{plan.realised_end:.3f}",
-            *(heads if headed else []),
+            *(heads if has_heads else []),
             *("?" if c is None else f"{c:,}" for c in counts),
             "; ".join(deltas) or "equal",
         )
-    if headed:
+    if has_heads:
         caption += "; " + heads_caption(model, moved=any(s != 1.0 for s in shares))
     if len(cands) > limit:
         caption += f"; ... and {len(cands) - limit} more candidates"

@@ -51,7 +51,7 @@ from tlmsearch.search.driver import (
     slurm_restart,
 )
 from tlmsearch.search.sampling.samplers import (
-    SpaceFn,
+    DefineByRunSpace,
     enqueue,
     grace_tokens,
     make_pruner,
@@ -573,7 +573,7 @@ def searcher_and_scheduler(
             gpu=cfg.ray.gpus_per_trial > 0,
             trial_root=trial_root,
         )
-    searcher = (ArraySearcher if arrays else StudySearcher)(study, SpaceFn(cfg), **kw)
+    searcher = (ArraySearcher if arrays else StudySearcher)(study, DefineByRunSpace(cfg), **kw)
     scheduler = (ArrayScheduler if arrays else OptunaPruningScheduler)(
         grace_tokens(cfg),
         metrics[0] if single else None,

@@ -112,7 +112,7 @@ def _setup(
         },
         "node": _node_ip(),
     }
-    # counted up front, so pruned trials carry them too; of the headed model, as it is built
+    # counted up front, so pruned trials carry them too; of the model as the candidate builds it
     static.update(trial_counts(model, plan.widths, model.vocab_size, cfg.data.seq_len))
     return cfg, model, plan, static
 

@@ -249,7 +249,7 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     elif cfg.search.baseline and not cfg.space.settings:
         queue += [(Candidate(UNIFORM), seed) for seed in seeds]
     # a sampled space with setting dimensions gets uniform at each setting value it samples
-    # (SpaceFn): a continuous train.lr has no list of values to enqueue up front
+    # (DefineByRunSpace): a continuous train.lr has no list of values to enqueue up front
     return queue
 
 
@@ -258,8 +258,8 @@ def planned_trials(cfg: StudyConfig) -> int:
 
     With racing, the most it can run (every candidate on max_seeds): the race stops earlier.
     With setting dimensions and a sampler, the most it can run: every sample may need uniform
-    at a setting value not drawn before (:meth:`SpaceFn._control_at`); the search ends when
-    nothing is queued or left to sample (:func:`open_ended`).
+    at a setting value not drawn before (:meth:`DefineByRunSpace._control_at`); the search ends
+    when nothing is queued or left to sample (:func:`open_ended`).
     """
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
@@ -328,7 +328,7 @@ def write_initial_queue(study: Any, cfg: StudyConfig) -> bool:
     return True
 
 
-class SpaceFn:
+class DefineByRunSpace:
     """Ray's define-by-run space: a queued (candidate, seed) or a fresh sample + its repeats.
 
     A class, not a closure: Ray pickles the searcher (and so this) into its experiment state.

@@ -5,7 +5,7 @@ trials in private fields and tells COMPLETE with whatever value a result last ca
 pruner or a ledger outside it had to reach into those fields. Here the study is ours: the runner
 loads it with the study's sampler and pruner (``optuna.load_study``), :meth:`StudySearcher.suggest`
 asks it for a trial (``Study.ask``) and fills it with the define-by-run space
-(:class:`~tlmsearch.search.sampling.samplers.SpaceFn`), and every end state goes through
+(:class:`~tlmsearch.search.sampling.samplers.DefineByRunSpace`), and every end state goes through
 :meth:`StudySearcher.tell`: COMPLETE with the objective values of the trainable's final report,
 FAIL with the reason (divergence, an exception, a lost worker), or PRUNED when the scheduler
 (:mod:`.pruning`) stops a trial. A trial stopped with no final report (the driver was
