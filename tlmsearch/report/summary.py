@@ -15,13 +15,13 @@ from tlmsearch.report.collect import evidence_of, parse_widths, ranked_candidate
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 
-def target_widths(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
+def target_widths(config: StudyConfig, params: Candidate) -> list[int]:
     """The candidate's widths at the study's target scale (empty without a valid target)."""
     plan = _target_plan(config, params)
     return [] if plan is None else list(plan.widths)
 
 
-def target_heads(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
+def target_heads(config: StudyConfig, params: Candidate) -> list[int]:
     """The candidate's attention heads per layer at the study's target scale (empty without a
     valid target or without a heads schedule: then every layer has the target's own)."""
     from tlmsearch.widths.heads import heads_schedule
@@ -30,7 +30,7 @@ def target_heads(config: StudyConfig, params: Mapping[str, Any]) -> list[int]:
     return [] if plan is None else list(plan.heads or ())
 
 
-def _target_plan(config: StudyConfig, params: Mapping[str, Any]) -> Any:
+def _target_plan(config: StudyConfig, params: Candidate) -> Any:
     if config.target is None or not params:
         return None
     try:

@@ -272,7 +272,7 @@ def best_document(
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
     for entry in best:
-        params = entry["params"]
+        params = Candidate.of(entry["params"])
         item = dict(entry)
         item["proxy"] = _model_widths(cfg, cfg.model, params)
         start, end = item["proxy"]["realised"]
@@ -281,7 +281,7 @@ def best_document(
             trained = cfg.for_candidate(params)
             item["train"] = trained.train.model_dump(mode="json", exclude_none=True)
         # what the parametrization does to its layers against uniform (the LR confound)
-        item["effective_lr"] = effective_lr_of(cfg, Candidate(params)).as_dict()
+        item["effective_lr"] = effective_lr_of(cfg, params).as_dict()
         target = cfg.target_for(params)  # with its model settings (model.rope_theta, ...)
         if target is not None:
             item["target"] = _model_widths(cfg, target, params)
@@ -399,15 +399,16 @@ def study_conclusions(trials: Any, cfg: StudyConfig, evidence: Any = None) -> An
     return conclusions(trials, label=o.metric, evidence=ev)
 
 
-def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[str, Any]:
+def training_recipe(params: Candidate, proxy: Any, target: Any) -> dict[str, Any]:
     """best.yaml's ``training_recipe``: a candidate's depth profiles (``lr.*``, ``init.*``)
     planned over the proxy's and the target's layers, as the ``train`` fields that train them;
     ``{}`` without one. A profile is how the model trains, not what it is: the target config
     (and ``export --format hf``) holds the architecture only.
 
     >>> from tlmsearch.config import ModelConfig
+    >>> from tlmsearch.widths.candidate import Candidate
     >>> m = ModelConfig(n_layer=2, d_model=32, n_head=2)
-    >>> training_recipe({"shape": "uniform", "lr.shape": "linear"}, m, None)["proxy"]
+    >>> training_recipe(Candidate({"shape": "uniform", "lr.shape": "linear"}), m, None)["proxy"]
     {'lr_profile': [1.5, 0.5], 'lr_profile_part': 'mlp'}
     """
     proxy_train = proxy.plan(params).train_update
@@ -434,7 +435,7 @@ def training_recipe(params: Mapping[str, Any], proxy: Any, target: Any) -> dict[
     return out
 
 
-def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+def _model_widths(cfg: StudyConfig, model: Any, params: Candidate) -> dict[str, Any]:
     plan = model.plan(params)
     out = {
         "n_layer": model.n_layer,
@@ -452,7 +453,7 @@ def _model_widths(cfg: StudyConfig, model: Any, params: Mapping[str, Any]) -> di
     return out
 
 
-def _shows_heads(cfg: StudyConfig, params: Mapping[str, Any]) -> bool:
+def _shows_heads(cfg: StudyConfig, params: Candidate) -> bool:
     """Whether best.yaml shows heads: the study schedules them (heads.* dimensions, or this
     candidate), fixes them per layer (layer_heads) or groups them (n_kv_head); a study
     without any of these keeps its best.yaml as it was."""
