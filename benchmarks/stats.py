@@ -23,11 +23,11 @@ seeds and 4.2 / 4.7% ± 0.6 / 0.7 at 20.
 ``--tuned REPS`` runs only the tuned and shared-setting comparisons' rows (:func:`tuned_grid`:
 null studies of uniform and 6 schedules at 4 LRs, each LR treating each seed its own way, the
 best LR chosen on the first half of the seeds; 4 / 6 seeds, uniform's sd 1-3x, pruned with none
-or 2 spared), ``--shrink REPS`` the best's selection-adjusted estimate's (:func:`shrink_grid`).
+or 2 unpruned), ``--shrink REPS`` the best's selection-adjusted estimate's (:func:`shrink_grid`).
 Measured (seed 0, 2 shared cores under a load of 8-10): the old rule (the engine at 1b104cb:
-the pooled block fit, survivors' noise with none spared, survivors judged) on 100 studies a row
+the pooled block fit, survivors' noise with none unpruned, survivors judged) on 100 studies a row
 in 988 s claimed a false separation in 14-16% with uniform's sd 2-3x, 16% pruned with none
-spared and 25% with 2 spared; tlmsearch (rows model, the study's pruned flag, survivors never
+unpruned and 25% with 2 unpruned; tlmsearch (rows model, the study's pruned flag, survivors never
 separated, 94f2fdb) on 300 in 2,013 s: 0.0-8.0%, within 2 MC standard errors of 5% in every row.
 ``--shrink 1000`` (1,627 s): the best of 15 equal candidates' raw mean lies -0.715 ± 0.015
 noise sd from its truth at 3 seeds (-0.390 at 10), the adjusted one -0.097 ± 0.014 (-0.047);
@@ -67,7 +67,7 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   the data (``search.n_trials: 15``, ``racing.race_family_size``) or counted as candidates
   arrive (``family_size`` 0).
 - ``prune_median`` / ``prune_paired``: the null ``a`` (and, for median, ``c3z``: c3 with its
-  winner queued last, so that it is not spared) run one training at a time, seed-major
+  winner queued last, so that it is not unpruned) run one training at a time, seed-major
   with uniform first on each seed (a grid's queue), each reporting 4 evals: the final value
   plus a learning curve shared by all plus noise of sd sd_e (1 - t / 4), gone at the last eval
   (an early value is the final one blurred: a prune selects on it); ``search.pruner`` median
@@ -75,10 +75,10 @@ read, not how it is drawn; each runs on ``--race-reps`` studies of its base scen
   (search/sampling/paired_pruner.py), built by search/sampling/samplers.PRUNER_BUILDERS, judges
   evals 1 to 3 (search/sampling/pruning.py: never the last eval, never uniform, never the first
   ``search.unpruned_candidates`` of the queue: c00 and c01 by default); a pruned trial's row is
-  PRUNED. The two pruners prune the same curves, each once with 2 candidates spared and once
+  PRUNED. The two pruners prune the same curves, each once with 2 candidates unpruned and once
   with none. Read with five noise models: the rows model with every row the pruner could
-  stop left out of the fit once it stopped anything, 2 spared (``Evidence.build``:
-  tlmsearch); the same with none spared (``unpruned_candidates: 0``: unknown once anything is
+  stop left out of the fit once it stopped anything, 2 unpruned (``Evidence.build``:
+  tlmsearch); the same with none unpruned (``unpruned_candidates: 0``: unknown once anything is
   pruned); the rows model on the rows never pruned, survivors included (survivors in
   the fit); the pooled block fit of the complete cells (``stats.block_noise(unselected=False)``:
   the pooled model); and the same studies unpruned. Each estimate
@@ -192,8 +192,8 @@ pruned (300 studies, engine at 7ea50d1 + the SNR column, prune rows only, 327 s;
 prune_median,prune_paired --race-reps 300``):
 
     median, 79% of cells pruned    noise in  noise var      SNR spread     FWER effects/words
-    rows, 2 spared (tlmsearch)        1.00      1.001 +-0.040  1.010 +-0.028  0.053 / 0.013
-    rows, none spared                 0.00      -              -              0.000 / 0.000
+    rows, 2 unpruned (tlmsearch)        1.00      1.001 +-0.040  1.010 +-0.028  0.053 / 0.013
+    rows, none unpruned                 0.00      -              -              0.000 / 0.000
     survivors in the fit (1st step)   0.11      0.962 +-0.123  -              -
     pooled                            0.66      0.770 +-0.068  -              0.043 / 0.013
     no pruner (the same studies)      1.00      0.980 +-0.015  1.006 +-0.012  -
@@ -201,16 +201,16 @@ prune_median,prune_paired --race-reps 300``):
 ("noise in": the share of studies with a noise; "noise var": its variance over the truth; "SNR
 spread": the spread of the candidates' means the SNR reads, over what noise alone gives at the
 true noise, 1 where no pruner selected the means.) The typical candidate's pair variance vs
-uniform reads 1.25x with 2 spared against 1.18x in the complete studies: the rows model's
+uniform reads 1.25x with 2 unpruned against 1.18x in the complete studies: the rows model's
 uniform gate, conservative by design (with every row equally noisy uniform takes its own
 variance where its seeds cannot rule out twice the others' sd), judges uniform against 2 rows
 instead of 15. The effects table's 5.3% counts a censored candidate's flattering complete
 seeds, which the conclusions' words refuse (1.3%). The paired pruner prunes a cell in 7% of
-these studies: with 2 spared every study keeps a noise (0.977x the variance), with none 93%;
+these studies: with 2 unpruned every study keeps a noise (0.977x the variance), with none 93%;
 FWER 0.043 in both (complete null studies: 0.030, scenario a). What sparing costs, on c3 with
 its winner queued last (``c3z``, 300 studies, 158 s for both bases, engine at 9432a78): the
-winner is separated in 32.7% +- 2.7 of the median-pruned studies with 2 spared (noise variance
-0.94x +- 0.04, FWER 6.3% +- 1.4 in the effects table, 3.0% in words), in 0% with none spared,
+winner is separated in 32.7% +- 2.7 of the median-pruned studies with 2 unpruned (noise variance
+0.94x +- 0.04, FWER 6.3% +- 1.4 in the effects table, 3.0% in words), in 0% with none unpruned,
 in 21.7% on the pooled fit of the survivors, and in 45.3% of the same studies unpruned (FWER
 2.7%): a pruned study's noise has 4 df.
 
@@ -220,7 +220,7 @@ benchmarks/power_frontier.py; a median-pruned study's effects table 5.3% +- 1.3%
 conclusions 1.3%; the old rule: 12-23% with unequal rows, the best's per-comparison interval
 excluding 0 in 18-27% of null studies, 61% with a prior half the truth, 10% in the matrix).
 What it costs: equal-variance power at 2 noise sds falls from 66% to 50% at 3 seeds and from
-94% to 86% at 5 (b: 77% -> 52%). A heavily pruned study's noise is unbiased on its 2 spared
+94% to 86% at 5 (b: 77% -> 52%). A heavily pruned study's noise is unbiased on its 2 unpruned
 candidates and uniform (variance 1.001x the truth, in every study), where it was unknown in 89%
 of such studies and read off the survivors in the rest (0.96x +- 0.12: selected by
 construction, a bias this size cannot show).
@@ -708,23 +708,23 @@ def judge_pruner(
 
 GRACE = 1  # the first eval prunable: a quarter of the run (search/sampling/samplers.grace_tokens)
 # search.unpruned_candidates' default: the first 2 candidates of the queue run on every seed
-SPARED = 2
+UNPRUNED = 2
 
 
 def prune_study(
-    trials: pd.DataFrame, pruner: str, blur: np.ndarray, spared: int = SPARED
+    trials: pd.DataFrame, pruner: str, blur: np.ndarray, unpruned: int = UNPRUNED
 ) -> pd.DataFrame:
     """The trials table a run with ``search.pruner`` (``median``: Optuna's MedianPruner with
     tlmsearch's defaults; ``paired``: search/sampling/paired_pruner.py) and
-    ``search.unpruned_candidates: spared`` leaves of a complete study.
+    ``search.unpruned_candidates: unpruned`` leaves of a complete study.
 
     One training at a time, seed-major with uniform first on each seed (a grid's queue,
     search/sampling/samplers.initial_queue), each reporting EVALS evals; the pruner (built by
     search/sampling/samplers.PRUNER_BUILDERS) judges each candidate eval from GRACE on but the last
     (search/sampling/pruning.py: not in the grace period, not at the last eval, never the control,
-    never one of the first ``spared`` candidates of the queue, marked ``spared``). Eval t's value:
-    the final value, plus a learning curve shared by all, plus ``blur[i, t - 1]`` (noise of sd
-    sd_e (1 - t / EVALS), gone at the last eval: an early value is the final one blurred, so a
+    never one of the first ``unpruned`` candidates of the queue, marked ``unpruned``). Eval t's
+    value: the final value, plus a learning curve shared by all, plus ``blur[i, t - 1]`` (noise of
+    sd sd_e (1 - t / EVALS), gone at the last eval: an early value is the final one blurred, so a
     prune selects on the final value). A pruned trial's row: PRUNED, its value the last eval it
     reported.
     """
@@ -743,7 +743,7 @@ def prune_study(
     ]
     order = sorted(range(len(objs)), key=lambda j: (objs[j].user_attrs["seed"], j))
     queue = [objs[i].user_attrs["candidate"] for i in order]
-    first = list(dict.fromkeys(c for c in queue if c != UNIFORM))[:spared]
+    first = list(dict.fromkeys(c for c in queue if c != UNIFORM))[:unpruned]
     study = _Study([])
     values = final.copy()
     for i in order:
@@ -760,7 +760,7 @@ def prune_study(
     return trials.assign(
         state=[tr.state.name for tr in objs],
         **{VALUE: values},
-        spared=trials["candidate"].isin(first).to_numpy(),
+        unpruned=trials["candidate"].isin(first).to_numpy(),
     )
 
 
@@ -796,11 +796,11 @@ def _spread_ratio(snr: Any, truth_sd: float) -> float:
     return float(snr.dispersion / (snr.null_snr * truth_sd))
 
 
-PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule it shows)
+PRUNE_RULES = {  # rule -> (what it is, unpruned candidates, the conclusions rule it shows)
     "rows": (
-        f"rows, the pruner's selected rows out of the fit, {SPARED} spared "
-        f"(search.unpruned_candidates: {SPARED}): tlmsearch",
-        SPARED,
+        f"rows, the pruner's selected rows out of the fit, {UNPRUNED} unpruned "
+        f"(search.unpruned_candidates: {UNPRUNED}): tlmsearch",
+        UNPRUNED,
         "holm",
     ),
     "rows-0": ("the same, unpruned_candidates: 0 (unknown once anything is pruned)", 0, "holm"),
@@ -817,7 +817,7 @@ PRUNE_RULES = {  # rule -> (what it is, spared candidates, the conclusions rule 
 def judge_prune(
     trials: pd.DataFrame, sc: Scenario, pruner: str, rng: np.random.Generator, sd_e: float = 0.005
 ) -> dict[str, dict[str, Any]]:
-    """A null study pruned as a run would (:func:`prune_study`), with and without spared
+    """A null study pruned as a run would (:func:`prune_study`), with and without unpruned
     candidates (the same curves), read with each noise model of :data:`PRUNE_RULES`: its
     estimates over the truth (sqrt(2) sd_e for one paired delta), and the conclusions'
     decisions (:func:`judge_conclusions`) where the model is one Evidence uses. ``pruned``: the
@@ -827,13 +827,13 @@ def judge_prune(
 
     blur = rng.normal(0.0, sd_e, size=(len(trials), EVALS))
     blur *= 1.0 - np.arange(1, EVALS + 1) / EVALS
-    spares = {spared for _, spared, _ in PRUNE_RULES.values()}
-    studies = {n: prune_study(trials, pruner, blur, n) for n in spares}
+    counts = {unpruned for _, unpruned, _ in PRUNE_RULES.values()}
+    studies = {n: prune_study(trials, pruner, blur, n) for n in counts}
     built: dict[int, dict[str, Evidence]] = {}
     concl: dict[int | str, dict[str, dict[str, Any]]] = {}
     out: dict[str, dict[str, Any]] = {}
-    for rule, (_, spared, decided) in PRUNE_RULES.items():
-        pruned = studies[spared]
+    for rule, (_, unpruned, decided) in PRUNE_RULES.items():
+        pruned = studies[unpruned]
         snr = None
         if rule == "unpruned":
             whole = {v: Evidence.build(trials, VALUE, "minimize", variance=v) for v in VARIANCES}
@@ -841,17 +841,17 @@ def judge_prune(
             concl["whole"] = judge_conclusions(trials, sc, whole)
         elif rule == "survivors":
             cut = pruned.groupby("candidate")["state"].transform(lambda s: (s == "PRUNED").any())
-            table = pruned[~cut].drop(columns="spared")
+            table = pruned[~cut].drop(columns="unpruned")
             model = stats.row_noise(table, VALUE)
         else:
-            if spared not in built:
-                built[spared] = {
+            if unpruned not in built:
+                built[unpruned] = {
                     v: Evidence.build(pruned, VALUE, "minimize", variance=v) for v in VARIANCES
                 }
-                concl[spared] = judge_conclusions(pruned, sc, built[spared])
-            ev = built[spared]["pooled" if rule == "pooled" else "rows"]
+                concl[unpruned] = judge_conclusions(pruned, sc, built[unpruned])
+            ev = built[unpruned]["pooled" if rule == "pooled" else "rows"]
             model, table, snr = ev.model, pruned, ev.snr
-        cands = pruned[~pruned["is_baseline"] & ~pruned["spared"]]
+        cands = pruned[~pruned["is_baseline"] & ~pruned["unpruned"]]
         cut = cands["state"].eq("PRUNED")
         counts = {
             "pruned": float(cut.mean()),
@@ -863,7 +863,7 @@ def judge_prune(
             "spread_ratio": _spread_ratio(snr, math.sqrt(2.0) * sd_e),
         }
         if decided:
-            at = "whole" if rule == "unpruned" else spared
+            at = "whole" if rule == "unpruned" else unpruned
             counts.update(
                 {
                     k: concl[at][decided][k]
@@ -1017,7 +1017,7 @@ def base_scenario(name: str) -> Scenario:
     candidates)."""
     if name == "a60":
         return replace(scenarios(60)["a"], name="a60")
-    if name == "c3z":  # the winner queued last: a pruner can stop it (it is not spared)
+    if name == "c3z":  # the winner queued last: a pruner can stop it (it is not unpruned)
         c3 = scenarios()["c3"]
         return replace(
             c3, name="c3z", title=c3.title + ", queued last", effects=tuple(reversed(c3.effects))
@@ -1525,14 +1525,14 @@ def gate_table(grid: dict[str, dict[str, Any]]) -> str:
 
 TUNED_SCHEDULES = 6  # besides uniform
 TUNED_LRS = (1, 2, 4, 8)  # setting values (train.lr): only their labels matter here
-# (name, seeds, uniform's sd over the candidates', pruned: None | spared schedules)
+# (name, seeds, uniform's sd over the candidates', pruned: None | unpruned schedules)
 TUNED_ROWS = (
     ("4 seeds, equal rows", 4, 1.0, None),
     ("4 seeds, uniform's sd 2x", 4, 2.0, None),
     ("6 seeds, uniform's sd 2x", 6, 2.0, None),
     ("6 seeds, uniform's sd 3x", 6, 3.0, None),
-    ("6 seeds, pruned, none spared", 6, 1.0, 0),
-    ("6 seeds, pruned, 2 spared", 6, 1.0, 2),
+    ("6 seeds, pruned, none unpruned", 6, 1.0, 0),
+    ("6 seeds, pruned, 2 unpruned", 6, 1.0, 2),
 )
 
 
@@ -1540,7 +1540,7 @@ def draw_tuned(
     rng: np.random.Generator,
     seeds: int,
     sd_uniform: float = 1.0,
-    spared: int | None = None,
+    unpruned: int | None = None,
     sd_u: float = 0.005,
     sd_e: float = 0.005,
     sd_g: float = 0.005,
@@ -1551,11 +1551,11 @@ def draw_tuned(
         y = 2 + lr_level + u_seed + g_(lr, seed) + e     e ~ N(0, k sd_e), k = ``sd_uniform``
                                                          for uniform, 1 for the rest
 
-    (g: how an LR treats a seed, shared by every schedule at that LR and seed). ``spared``:
+    (g: how an LR treats a seed, shared by every schedule at that LR and seed). ``unpruned``:
     None, unpruned; else a pruner as the median pruner acts at a quarter of the run (a
     candidate cell whose early value, its final one blurred by N(0, sd_e), is worse than the
     median of its (LR, seed)'s early values is PRUNED, keeping that early value), with the
-    first ``spared`` schedules marked ``spared`` (search.unpruned_candidates) at every LR."""
+    first ``unpruned`` schedules marked ``unpruned`` (search.unpruned_candidates) at every LR."""
     scheds = ["uniform"] + [f"s{i}" for i in range(TUNED_SCHEDULES)]
     lr_level = rng.normal(0.0, 0.02, len(TUNED_LRS))
     u = rng.normal(0.0, sd_u, seeds)
@@ -1578,14 +1578,14 @@ def draw_tuned(
     ]
     t["is_baseline"] = t["schedule"] == "uniform"
     t["state"] = "COMPLETE"
-    if spared is not None:
-        keep = set(scheds[1 : 1 + spared])
+    if unpruned is not None:
+        keep = set(scheds[1 : 1 + unpruned])
         med = t.groupby(["lr", "seed"])["early"].transform("median")
         at_risk = ~t["is_baseline"] & ~t["schedule"].isin(keep)
         cut = at_risk & (t["early"] > med)
         t.loc[cut, "state"] = "PRUNED"
         t.loc[cut, VALUE] = t.loc[cut, "early"]
-        t["spared"] = t["schedule"].isin(keep)
+        t["unpruned"] = t["schedule"].isin(keep)
     return t.drop(columns=["early", "lr"])
 
 
@@ -1614,11 +1614,11 @@ def tuned_grid(
     2
     """
     out = {}
-    for k, (name, seeds, ratio, spared) in enumerate(rows):
+    for k, (name, seeds, ratio, unpruned) in enumerate(rows):
         rng = np.random.default_rng([seed, 44, k])
         hits = {"tuned": 0, "shared": 0, "either": 0}
         for _ in range(reps):
-            for key, v in judge_tuned(draw_tuned(rng, seeds, ratio, spared)).items():
+            for key, v in judge_tuned(draw_tuned(rng, seeds, ratio, unpruned)).items():
                 hits[key] += v
         out[name] = {key: _rate(v, reps, reps) for key, v in hits.items()}
     return out

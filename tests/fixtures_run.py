@@ -68,22 +68,22 @@ def make_trials(
     failed: Sequence[int] = (),
     tokens: int = 4000,
     evals: int = 4,
-    spared: int = 2,
+    unpruned: int = 2,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Trial and curve records as a search would hand them to ``write_results``.
 
     ``pruned`` / ``failed``: indices (in creation order) of trials to mark PRUNED / FAIL.
-    ``spared``: how many candidates the pruner could not stop (``search.unpruned_candidates``:
-    a search spares its queue's first ones; here the first ones with no trial in ``pruned``),
-    marked ``spared`` on every trial.
+    ``unpruned``: how many candidates the pruner could not stop (``search.unpruned_candidates``:
+    a search leaves its queue's first ones unpruned; here the first ones with no trial in
+    ``pruned``), marked ``unpruned`` on every trial.
     """
     cands: list[dict[str, Any]] = [{"shape": "uniform"}] if baseline else []
     cands += [{"shape": s, "r_start": r} for s in shapes for r in ratios]
     n_cands = len(cands)
     cut = {json.dumps(cands[i % n_cands], sort_keys=True) for i in pruned}
-    spare = [
+    kept = [
         c for c in cands if c["shape"] != "uniform" and json.dumps(c, sort_keys=True) not in cut
-    ][:spared]
+    ][:unpruned]
     trials, curves = [], []
     i = 0
     for seed in seeds:
@@ -134,7 +134,7 @@ def make_trials(
                     "flops_per_token": 600_000,
                     "wall_s": 2.0 + 0.1 * i,
                     "node": "127.0.0.1",
-                    **({"spared": True} if params in spare else {}),
+                    **({"unpruned": True} if params in kept else {}),
                 }
             )
             i += 1

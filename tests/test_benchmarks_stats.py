@@ -135,11 +135,11 @@ def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
         assert med[f"a/{rule}"]["said_false"]["rate"] is not None
     assert med["a/survivors"]["fwer"]["rate"] is None  # an estimate only: nothing decided
     assert med["a/unpruned"]["noise_var_ratio"]["n"] == 3  # the complete study: always one
-    # with 2 spared candidates a pruned study always has a noise; with none, never once
+    # with 2 unpruned candidates a pruned study always has a noise; with none, never once
     # anything was pruned
     assert med["a/rows"]["noise_var_ratio"]["n"] == 3
     assert med["a/rows-0"]["noise_var_ratio"]["n"] == 0
-    # c3z: the winner, queued last, is not spared; its power is counted pruned and unpruned
+    # c3z: the winner, queued last, is not unpruned; its power is counted pruned and unpruned
     assert med["c3z/rows"]["power"]["n"] == med["c3z/unpruned"]["power"]["n"] == 3
     assert 0.0 < med["a/rows"]["pruned"]["mean"] < 1.0
     assert res["matrix60"]["a60/every-pair"]["false_per_candidate"]["n"] == 3 * 15  # 6 shown
@@ -182,9 +182,9 @@ def test_the_median_pruner_simulation_prunes_candidates_never_uniform_nor_the_la
     out = bench.prune_study(trials, "median", blur)
     assert (out["state"][out["is_baseline"]] == "COMPLETE").all()
     # the first two candidates of the queue (search.unpruned_candidates) run on every seed
-    assert sorted(out.loc[out["spared"], "candidate"].unique()) == ["c00", "c01"]
-    assert (out["state"][out["spared"]] == "COMPLETE").all()
-    assert not (out["state"][out["is_baseline"] | out["spared"]] == "PRUNED").any()
+    assert sorted(out.loc[out["unpruned"], "candidate"].unique()) == ["c00", "c01"]
+    assert (out["state"][out["unpruned"]] == "COMPLETE").all()
+    assert not (out["state"][out["is_baseline"] | out["unpruned"]] == "PRUNED").any()
     cut = out["state"] == "PRUNED"
     assert 0 < cut.sum() < len(out) - sc.seeds and set(out["state"]) == {"COMPLETE", "PRUNED"}
     # a completed training ends on its drawn value; a pruned one stopped at an earlier eval
@@ -222,9 +222,9 @@ def test_the_gate_runs_one_cell_from_the_command_line(tmp_path, capsys) -> None:
 
 def test_the_tuned_rows_draw_their_studies_and_count_false_separations() -> None:
     bench = _bench()
-    t = bench.draw_tuned(__import__("numpy").random.default_rng(0), 4, 2.0, spared=2)
-    assert set(t["state"]) == {"COMPLETE", "PRUNED"} and t["spared"].any()
-    assert not t.loc[t["is_baseline"] | t["spared"], "state"].eq("PRUNED").any()
+    t = bench.draw_tuned(__import__("numpy").random.default_rng(0), 4, 2.0, unpruned=2)
+    assert set(t["state"]) == {"COMPLETE", "PRUNED"} and t["unpruned"].any()
+    assert not t.loc[t["is_baseline"] | t["unpruned"], "state"].eq("PRUNED").any()
     grid = bench.tuned_grid(reps=2, rows=bench.TUNED_ROWS[:1])
     r = grid["4 seeds, equal rows"]
     assert all(0.0 <= r[k]["rate"] <= 1.0 for k in ("tuned", "shared", "either"))

@@ -83,23 +83,23 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
     ("sets", "line"),
     [
         (["search.pruner=none"], None),
-        # the quickstart's 2 candidates, both spared (its median pruner is idle anyway)
+        # the quickstart's 2 candidates, both unpruned (its median pruner is idle anyway)
         (
             [],
-            "pruning: median stops nothing: search.unpruned_candidates (2) spares every "
-            "candidate of the grid",
+            "pruning: median stops nothing: search.unpruned_candidates (2) leaves every "
+            "candidate of the grid unpruned",
         ),
         (
             ["space=paper"],
             "pruning: median; 2 candidates of each setting, drawn at random "
-            "before the first trial (the run dir's spared.json), are never pruned "
+            "before the first trial (the run dir's unpruned.json), are never pruned "
             "(search.unpruned_candidates)",
         ),
         (
             ["search.pruner=paired", "search.sampler=tpe", "search.unpruned_candidates=1"],
             "pruning: paired; the first 1 candidate the sampler draws at each setting",
         ),
-        # review: a continuous setting makes every draw its own setting: all of them spared
+        # review: a continuous setting makes every draw its own setting: all of them unpruned
         (
             [
                 "search.pruner=median",
@@ -112,12 +112,12 @@ def test_validate_says_whether_the_trainings_fuse_into_arrays(sets: list[str], l
         ),
         (
             ["search.pruner=median", "search.unpruned_candidates=0"],
-            "no candidate spared (search.unpruned_candidates: 0): once anything is pruned the "
+            "no candidate unpruned (search.unpruned_candidates: 0): once anything is pruned the "
             "study's noise is unknown and nothing is separated",
         ),
     ],
 )
-def test_validate_says_which_candidates_the_pruner_spares(sets: list[str], line) -> None:
+def test_validate_says_which_candidates_the_pruner_leaves_unpruned(sets: list[str], line) -> None:
     out = _validated(sets)
     assert ("pruning:" in out) == (line is not None)
     assert line is None or line in out, out

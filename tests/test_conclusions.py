@@ -56,9 +56,9 @@ def test_without_residual_df_nothing_is_separated():
     assert "noise unknown (the design has no residual degrees of freedom yet)" in c.unsupported[0]
 
 
-def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown():
+def test_a_pruned_study_without_unpruned_candidates_says_why_its_noise_is_unknown():
     # once a pruner stopped B, A (never stopped) survived by looking good: only
-    # uniform and the spared candidates measure the noise, and here none is spared
+    # uniform and the unpruned candidates measure the noise, and here none is unpruned
     t = with_deltas(
         {"A": [-0.010, -0.012, -0.014], "B": [0.003, -0.007]}, [("B", 2, "PRUNED", 9.0)]
     )
@@ -66,14 +66,14 @@ def test_a_pruned_study_without_spared_candidates_says_why_its_noise_is_unknown(
     assert c.supported == []
     why = (
         "noise unknown (a pruner stopped a candidate, and only uniform and the candidates it "
-        "could not stop (none spared: search.unpruned_candidates was 0, or the run predates "
+        "could not stop (none unpruned: search.unpruned_candidates was 0, or the run predates "
         "it) measure the noise"
     )
     assert why in c.unsupported[0], c.unsupported
     assert "search.unpruned_candidates" in c.unsupported[-1]  # "no best: ..."
-    # A spared (the search's default first candidates): it measures the noise again
-    spared = conclusions(t.assign(spared=t["candidate"] == "A"), "val_bpb")
-    assert any(x.startswith("A beats uniform on 3/3 seeds") for x in spared.supported)
+    # An unpruned (the search's default first candidates): it measures the noise again
+    unpruned = conclusions(t.assign(unpruned=t["candidate"] == "A"), "val_bpb")
+    assert any(x.startswith("A beats uniform on 3/3 seeds") for x in unpruned.supported)
 
 
 def test_the_verdict_names_uniform_when_uniform_measures_best():

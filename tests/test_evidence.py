@@ -151,7 +151,7 @@ def test_evidence_carries_the_studys_signal_to_noise_with_its_checkpoint_noise()
     t = frame(ROWS)
     t["trial_id"] = [f"t{i}" for i in range(len(t))]
     t.loc[len(t)] = ["c", 0, 1.0, 1.0, "PRUNED", False, "t9"]  # pruned: its curve stops early
-    t["spared"] = t["candidate"] != "c"  # search.unpruned_candidates: a and b measure the noise
+    t["unpruned"] = t["candidate"] != "c"  # search.unpruned_candidates: a and b measure the noise
     curves = pd.DataFrame(
         [
             {"trial_id": tid, "tokens": 100 * k, "val_bpb": v + 0.1 * (5 - k) + 0.002 * (k % 2)}
@@ -224,7 +224,7 @@ def test_a_pooled_evidence_is_the_block_fit_for_every_comparison():
 def test_a_prune_in_one_setting_leaves_every_settings_survivors_out():
     # the study's pruner judges trials across settings (Optuna's median
     # compares every trial at a step), so once it stopped a candidate at lr 1, the candidates
-    # it let run at lr 2 survived it too: each setting's own fit keeps uniform and its spared
+    # it let run at lr 2 survived it too: each setting's own fit keeps uniform and its unpruned
     # candidate only, whichever setting the prune was in
     import numpy as np
 
@@ -239,7 +239,7 @@ def test_a_prune_in_one_setting_leaves_every_settings_survivors_out():
                         "setting": f"lr={lr}",
                         "seed": s,
                         "is_baseline": c == "uniform",
-                        "spared": c == "c1",
+                        "unpruned": c == "c1",
                         "state": "COMPLETE",
                         "val_bpb": 2.0 + rng.normal(0, 0.01),
                     }

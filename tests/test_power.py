@@ -285,10 +285,10 @@ def test_a_pilot_needs_two_seeds(tmp_path: Path, seeds, needle) -> None:
     assert needle in str(err.value)
 
 
-def test_a_pruned_pilot_without_spared_candidates_says_why_it_cannot_size(tmp_path) -> None:
+def test_a_pruned_pilot_without_unpruned_candidates_says_why_it_cannot_size(tmp_path) -> None:
     # a pilot whose pruner stopped a candidate measures its noise on uniform
-    # and the spared candidates only; with none spared the message names the pruning
-    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,), spared=0)
+    # and the unpruned candidates only; with none unpruned the message names the pruning
+    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,), unpruned=0)
     write_results(tmp_path, trials, curves)
     pilot = load_run(tmp_path).trials
     with pytest.raises(
@@ -297,7 +297,7 @@ def test_a_pruned_pilot_without_spared_candidates_says_why_it_cannot_size(tmp_pa
         r"candidate.*search\.unpruned_candidates",
     ):
         power.build_plan(study_from_mapping(_study()), pilot=pilot, pilot_name="p")
-    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,))  # 2 spared: (3 - 1)(3 - 1) df
+    trials, curves = make_trials(seeds=(0, 1, 2), pruned=(8,))  # 2 unpruned: (3 - 1)(3 - 1) df
     write_results(tmp_path / "b", trials, curves)
     plan = power.build_plan(study_from_mapping(_study()), pilot=load_run(tmp_path / "b").trials)
     assert plan.df == 4

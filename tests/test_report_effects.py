@@ -23,10 +23,10 @@ UNI = {"shape": "uniform"}
 
 
 def table(
-    deltas: list[tuple[dict, list[float | None]]], states: dict | None = None, spared: int = 2
+    deltas: list[tuple[dict, list[float | None]]], states: dict | None = None, unpruned: int = 2
 ):
     """uniform on three seeds, each candidate ``BASE[seed] + delta`` (None: no trial); the
-    first ``spared`` candidates the pruner could not stop (``search.unpruned_candidates``)."""
+    first ``unpruned`` candidates the pruner could not stop (``search.unpruned_candidates``)."""
     recs = [
         {"trial_id": f"u{s}", "seed": s, "params": UNI, "val_bpb": v} for s, v in enumerate(BASE)
     ]
@@ -43,7 +43,7 @@ def table(
                     "params": params,
                     "state": state,
                     "val_bpb": BASE[s] + d,
-                    "spared": i < spared,
+                    "unpruned": i < unpruned,
                 }
             )
     return trials_frame(recs)

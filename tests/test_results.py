@@ -170,11 +170,11 @@ def test_every_trial_carries_its_candidates_effect_in_units_of_noise(tmp_path):
         _trial("l1", 1, lin, 9.0, state="PRUNED"),
     ]
     for tr in trials[2:4]:  # search.unpruned_candidates: cosine, never at risk, measures it
-        tr["spared"] = True
+        tr["unpruned"] = True
     write_results(tmp_path, trials, [])
     (tmp_path / "trials.parquet").unlink()  # the CSV keeps the kinds too
     t = load_run(tmp_path).trials.set_index("trial_id")
-    assert t["spared"].tolist() == [False, False, True, True, False, False]
+    assert t["unpruned"].tolist() == [False, False, True, True, False, False]
     from tlmsearch.stats import block_noise, effects
 
     noise = block_noise(t, "val_bpb")  # the study's one noise model: 5 cells, 3 + 2 - 1 -> 1 df

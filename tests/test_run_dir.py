@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tlmsearch"
 # A run dir's file names as string literals: only tlmsearch/run_dir/__init__.py may spell them.
 LAYOUT = re.compile(
     r"""(["'])(study\.yaml|run\.json|best\.yaml|report\.html|ladder\.json|fidelity\.json|"""
-    r"""(optuna|mlflow)\.(db|journal)|session-|(trials|curves|analysis|analysis_heads)\.(parquet|csv)|rung-|compile-cache|spared\.json)"""
+    r"""(optuna|mlflow)\.(db|journal)|session-|(trials|curves|analysis|analysis_heads)\.(parquet|csv)|rung-|compile-cache|unpruned\.json)"""
     r"""\1"""
 )
 
@@ -23,7 +23,8 @@ def test_paths_are_under_the_run(tmp_path):
     assert run.analysis_heads == tmp_path / "r" / "analysis_heads.parquet"
     assert run.rung(2) == tmp_path / "r" / "rung-2"
     assert run.compile_cache == tmp_path / "r" / "compile-cache"
-    assert run.spared == tmp_path / "r" / "spared.json"
+    assert run.unpruned == tmp_path / "r" / "unpruned.json"
+    assert run.unpruned_before_0_8 == tmp_path / "r" / "spared.json"
     assert RunDir(str(tmp_path)).path == tmp_path  # a str is a path too
 
 

@@ -39,7 +39,7 @@ from tlmsearch.search.arrays.packing import (
     auto_size,
     fuse_key,
 )
-from tlmsearch.search.attrs import SPARED
+from tlmsearch.search.attrs import UNPRUNED
 from tlmsearch.search.execution.faults import ENV, read_jsonl
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -176,7 +176,7 @@ def _finish(sched, ctrl, trial, k: int, values) -> None:
 
 
 def test_a_pruned_member_is_told_pruned_and_marked_and_the_array_goes_on(tmp_path):
-    # GOOD (the queue's first candidate) is spared, BAD (the second) is not
+    # GOOD (the queue's first candidate) is unpruned, BAD (the second) is not
     _, searcher, sched, ctrl = _array_pair(
         tmp_path, 3, budget=6, pruner="median", seeds=[0, 1], unpruned_candidates=1
     )
@@ -186,7 +186,7 @@ def test_a_pruned_member_is_told_pruned_and_marked_and_the_array_goes_on(tmp_pat
     sched.on_trial_complete(ctrl, first, {})
     second = _array_trial(searcher, sched, ctrl, "b")  # seed 1's three
     assert [m["seed"] for m in second.config[MEMBERS]] == [1, 1, 1]
-    assert [bool(m.get(SPARED)) for m in second.config[MEMBERS]] == [False, True, False]
+    assert [bool(m.get(UNPRUNED)) for m in second.config[MEMBERS]] == [False, True, False]
     for k in range(3):
         value = 9.0 if k == 2 else 3.0  # member 2 clearly worse
         decision = sched.on_trial_result(ctrl, second, _result(k, 2048, value))
@@ -466,7 +466,7 @@ def test_a_pruned_member_leaves_its_array_and_the_others_complete(ray_up, faults
             "array": {"size": 3},
             "unpruned_candidates": 1,
             "sampler_seed": 1,
-        }  # GOOD is spared (sampler_seed 1's draw: test_search_pruning); BAD is not
+        }  # GOOD is unpruned (sampler_seed 1's draw: test_search_pruning); BAD is not
         res, trials, _, _ = _run(tmp_path, "pruned", space=SPACE, search=search)
     finally:
         (faults / "faults.json").unlink()

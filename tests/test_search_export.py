@@ -271,7 +271,7 @@ def test_a_sampled_twin_of_a_finished_model_replays_its_curve(tmp_path, monkeypa
 
 
 A = {"shape": "linear", "r_start": 2.0, "r_end": 1.5}  # pruned (bad) on seed 1, good on seed 0
-# middling on both seeds; spared (search.unpruned_candidates): with uniform it measures the noise
+# middling on both seeds; unpruned (search.unpruned_candidates): with uniform it measures the noise
 B = {"shape": "linear", "r_start": 1.5}
 CENSORED_ROWS = [
     (0, {"shape": "uniform"}, "COMPLETE", 2.00),
@@ -291,7 +291,7 @@ def _censored_frame():
             "params": p,
             "state": st,
             "val_bpb": v,
-            **({"spared": True} if p is B else {}),
+            **({"unpruned": True} if p is B else {}),
         }
         for i, (s, p, st, v) in enumerate(CENSORED_ROWS)
     ]
@@ -395,7 +395,7 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
     from typer.testing import CliRunner
 
     from tlmsearch.cli import app
-    from tlmsearch.search.attrs import CANDIDATE, SEED, SPARED
+    from tlmsearch.search.attrs import CANDIDATE, SEED, UNPRUNED
 
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
@@ -408,7 +408,7 @@ def test_status_prints_n_of_k_and_the_censored_candidate(tmp_path, state):
             CANDIDATE: json.dumps(params),
             SEED: seed,
             "metrics": {"val_bpb": value},
-            **({SPARED: True} if params is B else {}),
+            **({UNPRUNED: True} if params is B else {}),
         }
         study.add_trial(
             optuna.trial.create_trial(

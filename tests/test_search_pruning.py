@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from ray.tune.schedulers import TrialScheduler
 from search_helpers import search_pair, tiny_config
 
-from tlmsearch.search.attrs import CANDIDATE, CONTROL, SPARED
+from tlmsearch.search.attrs import CANDIDATE, CONTROL, UNPRUNED
 from tlmsearch.search.execution.failures import error_reason
 from tlmsearch.search.progress import LiveProgress, format_eta, outcome
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
-from tlmsearch.search.sampling.samplers import spared
+from tlmsearch.search.sampling.samplers import unpruned
 from tlmsearch.search.sampling.searcher import searcher_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -28,7 +28,7 @@ STEPS = (2048, 4096, 6144, 8192)
 
 
 def _setup(tmp: Path, pruner: str = "median", objectives=None, **search):
-    """A pruning scheduler and searcher over the tiny grid; no candidate spared unless
+    """A pruning scheduler and searcher over the tiny grid; no candidate unpruned unless
     ``unpruned_candidates`` says (these tests judge the pruner on the grid's first ones)."""
     extra = {"objectives": objectives} if objectives else {}
     search = {"unpruned_candidates": 0, **search}
@@ -138,27 +138,27 @@ def test_the_first_unpruned_candidates_are_never_pruned_and_say_so(tmp_path):
     _, searcher, sched, ctrl = _setup(tmp_path, unpruned_candidates=1, seeds=[0, 1])
     _complete(searcher, sched, ctrl, "u", [3.0, 2.5, 2.2, 2.0])
     first = _trial(searcher, sched, ctrl, "c1")
-    assert first.config[SPARED] is True
+    assert first.config[UNPRUNED] is True
     for step in STEPS:  # far worse than uniform at every eval: a median pruner would stop it
         assert sched.on_trial_result(ctrl, first, _result(step, 9.0)) == TrialScheduler.CONTINUE
     final = _result(STEPS[-1], 9.0, final=True, status="completed")
     sched.on_trial_result(ctrl, first, final)
     searcher.on_trial_complete("c1", result=final)
     second = _trial(searcher, sched, ctrl, "c2")
-    assert SPARED not in second.config
+    assert UNPRUNED not in second.config
     assert sched.on_trial_result(ctrl, second, _result(2048, 9.5)) == TrialScheduler.STOP
-    # on the next seed the spared candidate is spared again (the same row), the other not
+    # on the next seed the unpruned candidate is unpruned again (the same row), the other not
     again = [_trial(searcher, sched, ctrl, t).config for t in ("u1", "c1s1", "c2s1")]
     assert [c["seed"] for c in again] == [1, 1, 1]
-    assert [bool(c.get(SPARED)) for c in again] == [False, True, False]
+    assert [bool(c.get(UNPRUNED)) for c in again] == [False, True, False]
     assert again[1]["candidate"] == first.config["candidate"]
     attrs = [t.user_attrs for t in searcher.study.get_trials()]
-    assert [bool(a.get(SPARED)) for a in attrs] == [False, True, False, False, True, False]
+    assert [bool(a.get(UNPRUNED)) for a in attrs] == [False, True, False, False, True, False]
     rows = trial_records(searcher.study)[0]
-    assert [r.get("spared", False) for r in rows] == [False, True, False, False, True, False]
+    assert [r.get("unpruned", False) for r in rows] == [False, True, False, False, True, False]
 
 
-def test_spared_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_path):
+def test_unpruned_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_path):
     cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 1})
     study = optuna.create_study()
     for cand in (
@@ -174,17 +174,17 @@ def test_spared_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_pat
                 **({CONTROL: True} if len(cand) == 1 else {}),
             },
         )
-    assert not spared(study, cfg, {"shape": "uniform"})
-    assert spared(study, cfg, {"shape": "linear", "train.lr": 0.1})
-    assert not spared(study, cfg, {"shape": "cosine", "train.lr": 0.1})  # lr 0.1's one is linear
-    assert spared(study, cfg, {"shape": "cosine", "train.lr": 0.2})  # the first at lr 0.2
+    assert not unpruned(study, cfg, {"shape": "uniform"})
+    assert unpruned(study, cfg, {"shape": "linear", "train.lr": 0.1})
+    assert not unpruned(study, cfg, {"shape": "cosine", "train.lr": 0.1})  # lr 0.1's one is linear
+    assert unpruned(study, cfg, {"shape": "cosine", "train.lr": 0.2})  # the first at lr 0.2
     off = cfg.model_copy(update={"search": cfg.search.model_copy(update={"pruner": "none"})})
-    assert not spared(study, off, {"shape": "linear", "train.lr": 0.1})
+    assert not unpruned(study, off, {"shape": "linear", "train.lr": 0.1})
 
 
-def test_a_sampled_uniform_takes_no_spared_slot_and_the_cache_answers_alike(tmp_path):
+def test_a_sampled_uniform_takes_no_unpruned_slot_and_the_cache_answers_alike(tmp_path):
     # review: a sampler that draws shape uniform records no CONTROL attribute; it is still the
-    # control, never a spared row
+    # control, never an unpruned row
     cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 2})
     study = optuna.create_study()
     cands = [
@@ -195,13 +195,13 @@ def test_a_sampled_uniform_takes_no_spared_slot_and_the_cache_answers_alike(tmp_
     ]
     for cand in cands:
         study.enqueue_trial({}, user_attrs={CANDIDATE: json.dumps(cand, sort_keys=True)})
-    plain = [spared(study, cfg, c) for c in cands]
+    plain = [unpruned(study, cfg, c) for c in cands]
     assert plain == [False, True, True, False]
     cache: dict = {}
     reads = []
     real = study.get_trials
     study.get_trials = lambda **kw: reads.append(1) or real(**kw)
-    assert [spared(study, cfg, c, cache) for c in cands * 3] == plain * 3
+    assert [unpruned(study, cfg, c, cache) for c in cands * 3] == plain * 3
     assert len(reads) == 1  # the setting's two firsts found once, then read from the cache
 
 
@@ -562,7 +562,7 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     faults = tmp_path / "faults"
     faults.mkdir()
     (faults / "faults.json").write_text(json.dumps({"shift": [[bad, 1.0]]}))
-    # cosine 1.25 is spared (search.unpruned_candidates: sampler_seed 1's draw), the bad one
+    # cosine 1.25 is unpruned (search.unpruned_candidates: sampler_seed 1's draw), the bad one
     # is not
     search = {
         "pruner": "median",
@@ -573,9 +573,9 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     }
     data = tiny_study(tmp_path, search=search)
     from tlmsearch.config import study_from_mapping
-    from tlmsearch.search.sampling.samplers import draw_spared
+    from tlmsearch.search.sampling.samplers import draw_unpruned
 
-    assert draw_spared(study_from_mapping(data))["by_setting"]["{}"] == [
+    assert draw_unpruned(study_from_mapping(data))["by_setting"]["{}"] == [
         json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)
     ]
     data["name"] = "pruned"
@@ -600,7 +600,7 @@ def test_through_ray_a_clearly_worse_candidate_is_pruned_and_recorded(tmp_path):
     assert (pruned["tokens"] >= 2048).all() and (pruned["tokens"] < 8192).all()
     assert (df.loc[df["state"] != "PRUNED", "state"] == "COMPLETE").all()
     first = df["params_json"] == json.dumps({"r_start": 1.25, "shape": "cosine"}, sort_keys=True)
-    assert df["spared"].tolist() == first.tolist()  # on both seeds, and nothing else
+    assert df["unpruned"].tolist() == first.tolist()  # on both seeds, and nothing else
     assert (df.loc[first, "state"] == "COMPLETE").all()
 
 

@@ -685,14 +685,15 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
             ("b", 1, "PRUNED", 3.0),
         ]
     )
-    t["spared"] = t["candidate"] == "a"  # search.unpruned_candidates: the pruner could not stop a
+    t["unpruned"] = t["candidate"] == "a"  # search.unpruned_candidates: the pruner could not stop
+    # a
     m = stats.candidate_means(t, "v").set_index("candidate")
     assert list(m.index) == ["a", "uniform"]  # b: pruned on seed 1, its seed 0 flatters it
     assert m.loc["a", "mean"] == pytest.approx(2.1)  # uniform's 2.2, then a's -0.1 on seed 0
     assert (m.loc["a", "n"], m.loc["uniform", "n"]) == (1, 2)
     # a candidate the pruner could have stopped and did not survived by looking good: once
     # anything is pruned it is left out of the spread too
-    survivor = stats.candidate_means(t.assign(spared=False), "v")
+    survivor = stats.candidate_means(t.assign(unpruned=False), "v")
     assert survivor["candidate"].tolist() == ["uniform"]
 
 

@@ -197,11 +197,11 @@ def test_no_residual_df_no_model() -> None:
 
 def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
     # a pruned row kept the seeds it did well on; its cells would shrink the noise.
-    # It is judged on the pool of the rows no pruner could stop (uniform, the spared ones)
+    # It is judged on the pool of the rows no pruner could stop (uniform, the unpruned ones)
     rng = np.random.default_rng(7)
     y = rng.normal(0, 0.01, size=(6, 4))
     full = table(y)
-    full["spared"] = full["candidate"] != "c5"
+    full["unpruned"] = full["candidate"] != "c5"
     pruned = full.copy()
     c5 = pruned["candidate"] == "c5"
     pruned.loc[c5 & (pruned["seed"] == 3), "state"] = "PRUNED"
@@ -221,17 +221,18 @@ def test_a_row_the_pruner_censored_is_left_out_of_the_fit() -> None:
     assert calm.source == POOLED and calm.var == pytest.approx(model.pooled.sd**2 / 2)
 
 
-def pruned_null(seed: int, spared: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def pruned_null(seed: int, unpruned: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A null study of 12 candidates on 3 seeds (sd 0.01, a per-seed level) and the same study
     after a pruner that keeps a candidate's seed only where it looks better than uniform there
-    (its survivors are selected on the value itself); the first ``spared`` candidates spared."""
+    (its survivors are selected on the value itself); the first ``unpruned`` candidates
+    unpruned."""
     rng = np.random.default_rng(seed)
     y = rng.normal(0, 0.01, size=(13, 3)) + rng.normal(0, 0.05, size=(1, 3))
     full = table(y)
-    full["spared"] = full["candidate"].isin([f"c{r}" for r in range(1, spared + 1)])
+    full["unpruned"] = full["candidate"].isin([f"c{r}" for r in range(1, unpruned + 1)])
     pruned = full.copy()
     worse = (y[1:] > y[0]).ravel()
-    cand = ~pruned["is_baseline"] & ~pruned["spared"]
+    cand = ~pruned["is_baseline"] & ~pruned["unpruned"]
     pruned.loc[cand & np.r_[np.zeros(3, bool), worse], "state"] = "PRUNED"
     return full, pruned
 
@@ -239,13 +240,13 @@ def pruned_null(seed: int, spared: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_once_anything_is_pruned_the_survivors_are_left_out_of_the_fit() -> None:
     # a candidate the pruner let run on every seed survived by looking good; with
     # the survivors in the fit a median-pruned null study read its noise at 0.65x the truth.
-    # Only the rows it could not stop measure it: uniform and the spared ones
+    # Only the rows it could not stop measure it: uniform and the unpruned ones
     for seed in range(20):
-        full, pruned = pruned_null(seed, spared=3)
+        full, pruned = pruned_null(seed, unpruned=3)
         if (pruned["state"] == "PRUNED").any():
             break
     model = stats.row_noise(pruned, "v")
-    fit = full[full["is_baseline"] | full["spared"]]
+    fit = full[full["is_baseline"] | full["unpruned"]]
     alone = stats.row_noise(fit, "v")
     assert model.pooled.sd == pytest.approx(alone.pooled.sd)
     assert model.pooled.df == alone.pooled.df == 6  # (4 - 1) x (3 - 1)
@@ -254,26 +255,26 @@ def test_once_anything_is_pruned_the_survivors_are_left_out_of_the_fit() -> None
     # a row the pruner could stop on one of its seeds (a resume under another setting) is at
     # risk: left out too, (3 - 1) x (3 - 1) df left
     mixed = pruned.copy()
-    mixed.loc[(mixed["candidate"] == "c1") & (mixed["seed"] == 0), "spared"] = False
+    mixed.loc[(mixed["candidate"] == "c1") & (mixed["seed"] == 0), "unpruned"] = False
     assert stats.row_noise(mixed, "v").pooled.df == 4
-    # no spared rows: only uniform is left, so the noise is unknown, not the survivors'
-    assert stats.row_noise(pruned.assign(spared=False), "v") is None
+    # no unpruned rows: only uniform is left, so the noise is unknown, not the survivors'
+    assert stats.row_noise(pruned.assign(unpruned=False), "v") is None
 
 
-def test_the_spared_rows_noise_is_unbiased_where_the_survivors_read_low() -> None:
-    # the simulation behind the rule: over many pruned null studies the spared rows' variance
+def test_the_unpruned_rows_noise_is_unbiased_where_the_survivors_read_low() -> None:
+    # the simulation behind the rule: over many pruned null studies the unpruned rows' variance
     # averages the truth, the survivors' (the rows the pruner let finish: what the fit read
-    # before, with no spared rows) far below it
+    # before, with no unpruned rows) far below it
     mine, survivors = [], []
     for seed in range(300):
-        _, pruned = pruned_null(seed, spared=3)
+        _, pruned = pruned_null(seed, unpruned=3)
         model = stats.row_noise(pruned, "v")
         if model is None or not (pruned["state"] == "PRUNED").any():
             continue
         mine.append(model.pooled.sd**2 / 2)
-        done = pruned[(pruned["state"] == "COMPLETE") & ~pruned["spared"]]
+        done = pruned[(pruned["state"] == "COMPLETE") & ~pruned["unpruned"]]
         kept = done.groupby("candidate")["seed"].transform("size") == 3
-        old = stats.row_noise(done[kept].drop(columns="spared"), "v")
+        old = stats.row_noise(done[kept].drop(columns="unpruned"), "v")
         if old is not None and old.pooled.df >= 1:
             survivors.append(old.pooled.sd**2 / 2)
     assert len(mine) > 250

@@ -10,7 +10,7 @@ from tlmsearch.evidence.conclusions import conclusions
 
 
 def _pruned(rng, n_seeds: int = 4) -> pd.DataFrame:
-    """uniform, two spared candidates, w (far better, never pruned), p (pruned on seed 0)."""
+    """uniform, two unpruned candidates, w (far better, never pruned), p (pruned on seed 0)."""
     rows = []
     for s in range(n_seeds):
         level = rng.normal(0, 0.01)
@@ -24,7 +24,7 @@ def _pruned(rng, n_seeds: int = 4) -> pd.DataFrame:
             "is_baseline": [r[0] == "uniform" for r in rows],
             "state": [r[3] for r in rows],
             "v": [r[2] for r in rows],
-            "spared": [r[0] in ("a", "b") for r in rows],
+            "unpruned": [r[0] in ("a", "b") for r in rows],
         }
     )
 
@@ -35,7 +35,7 @@ def test_a_survivor_of_the_pruner_is_never_separated_and_the_sentence_says_why()
     eff = ev.effects.set_index("candidate")
     assert bool(eff.at["w", "conditional"]) and eff.at["w", "mean_delta"] < -0.04
     assert pd.isna(eff.at["w", "separated"])
-    assert not eff.at["a", "conditional"] and not eff.at["p", "conditional"]  # spared; censored
+    assert not eff.at["a", "conditional"] and not eff.at["p", "conditional"]  # unpruned; censored
     said = conclusions(t, label="v", evidence=ev)
     line = next(x for x in said.unsupported if x.startswith("w vs uniform"))
     assert "conditional on surviving the pruner" in line

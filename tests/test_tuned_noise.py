@@ -16,7 +16,7 @@ from tlmsearch import stats
 from tlmsearch.evidence.tuned import tuned
 
 
-def _frame(rows, spared=()) -> pd.DataFrame:
+def _frame(rows, unpruned=()) -> pd.DataFrame:
     """(schedule, lr, seed, value[, state]) tuples -> a trials table of (schedule, lr) cells."""
     t = pd.DataFrame(
         {
@@ -30,8 +30,8 @@ def _frame(rows, spared=()) -> pd.DataFrame:
             "v": [r[3] for r in rows],
         }
     )
-    if spared:
-        t["spared"] = t["schedule"].isin(spared)
+    if unpruned:
+        t["unpruned"] = t["schedule"].isin(unpruned)
     return t
 
 
@@ -70,7 +70,7 @@ def test_the_tuned_and_shared_comparisons_use_uniforms_own_variance_as_the_effec
     assert (tu.effects["noise_sd"] > 1.5 * pooled.sd).all()
 
 
-def _pruned_none_spared(spared=()) -> pd.DataFrame:
+def _pruned_none_unpruned(unpruned=()) -> pd.DataFrame:
     """Every schedule best at lr 1, where every cell completed; b pruned at lr 2 on seed 0."""
     rng = np.random.default_rng(4)
     rows = []
@@ -79,14 +79,14 @@ def _pruned_none_spared(spared=()) -> pd.DataFrame:
             for sch in ("uniform", "a", "b", "c"):
                 state = "PRUNED" if (sch, lr, s) == ("b", 2, 0) else "COMPLETE"
                 rows.append((sch, lr, s, 2.0 + 0.1 * (lr == 2) + rng.normal(0, 0.005), state))
-    return _frame(rows, spared)
+    return _frame(rows, unpruned)
 
 
-def test_a_pruned_study_with_nothing_spared_does_not_measure_the_noise_on_the_survivors():
-    """With nothing spared the rows the pruner could stop (every candidate) leave uniform alone:
+def test_a_pruned_study_with_nothing_unpruned_does_not_measure_the_noise_on_the_survivors():
+    """With nothing unpruned the rows the pruner could stop (every candidate) leave uniform alone:
     the noise is unknown, in the tuned and the shared-LR comparisons alike. The chosen cells
     (all at lr 1) all survived, and were once the fit the noise came from."""
-    tu = tuned(_pruned_none_spared(), "v")
+    tu = tuned(_pruned_none_unpruned(), "v")
     assert set(tu.best["setting"]) == {"lr=1"}
     for frame in (tu.effects, tu.shared):
         assert set(frame["noise"]) == {stats.UNKNOWN}
@@ -95,8 +95,8 @@ def test_a_pruned_study_with_nothing_spared_does_not_measure_the_noise_on_the_su
     assert all(r.get("separated_from_uniform") is None for r in rows if "delta_vs_uniform" in r)
 
 
-def test_a_pruned_study_measures_the_tuned_noise_on_the_spared_rows():
-    t = _pruned_none_spared(spared=("a",))
+def test_a_pruned_study_measures_the_tuned_noise_on_the_unpruned_rows():
+    t = _pruned_none_unpruned(unpruned=("a",))
     tu = tuned(t, "v")
     at = t[t["setting"] == "lr=1"]
     model = stats.row_noise(at, "v", pruned=True)
@@ -108,7 +108,7 @@ def test_a_pruned_study_measures_the_tuned_noise_on_the_spared_rows():
 
 def test_effects_pass_the_whole_studys_pruned_flag_to_their_default_model():
     """A table of survivors alone (nothing pruned in it) is still a pruned study's."""
-    t = _pruned_none_spared()
+    t = _pruned_none_unpruned()
     survivors = t[(t["setting"] == "lr=1")]
     assert stats.effects(survivors, "v")["noise"].eq(stats.MODEL).all()
     assert stats.effects(survivors, "v", pruned=True)["noise"].eq(stats.UNKNOWN).all()
@@ -194,7 +194,7 @@ def test_below_four_seeds_the_shared_setting_comparison_is_shown_but_not_judged(
 def test_a_survivor_of_the_pruner_is_never_called_separated_in_the_tuned_comparison():
     """In a pruned study a schedule the pruner could have stopped, compared at a cell it let
     run, survived by looking good: conditional on surviving, never separated (a null benchmark
-    with 2 spared called 15-25% of studies separated; benchmarks/stats.py --tuned)."""
+    with 2 unpruned called 15-25% of studies separated; benchmarks/stats.py --tuned)."""
     rng = np.random.default_rng(2)
     rows = []
     for s in range(6):
@@ -203,11 +203,11 @@ def test_a_survivor_of_the_pruner_is_never_called_separated_in_the_tuned_compari
                 v = 2.0 + rng.normal(0, 0.002) - 0.05 * (sch == "c")  # c: far better
                 state = "PRUNED" if (sch, lr) == ("b", 2) and s == 0 else "COMPLETE"
                 rows.append((sch, lr, s, v, state))
-    t = _frame(rows, spared=("a",))
+    t = _frame(rows, unpruned=("a",))
     tu = tuned(t, "v", seeds=list(range(6)))
     eff = tu.effects.set_index("schedule")
     assert eff.at["c", "conditional"] and eff.at["b", "conditional"]
-    assert not eff.at["a", "conditional"]  # spared: the pruner could not stop it
+    assert not eff.at["a", "conditional"]  # unpruned: the pruner could not stop it
     assert eff.at["c", "mean_delta"] < -0.04 and pd.isna(eff.at["c", "separated"])
     row = {r["schedule"]: r for r in tu.as_dict()["schedules"]}["c"]
     assert row["separated_from_uniform"] is None

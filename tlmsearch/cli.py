@@ -140,7 +140,7 @@ def validate(
         console.print(line, markup=False)
     if line := array_line(cfg):  # which trainings fuse, or why none do
         console.print(line, markup=False)
-    if line := pruner_line(cfg):  # the candidates it spares, which measure a pruned noise
+    if line := pruner_line(cfg):  # the candidates it leaves unpruned, which measure a pruned noise
         console.print(line, markup=False)
     from tlmsearch.evidence.power import seed_notes
 

@@ -211,7 +211,7 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     n = search.unpruned_candidates
     if n == 0:
         return (
-            f"pruning: {search.pruner}, no candidate spared (search.unpruned_candidates: 0): "
+            f"pruning: {search.pruner}, no candidate unpruned (search.unpruned_candidates: 0): "
             "once anything is pruned the study's noise is unknown and nothing is separated"
         )
     grid = search.sampler == "grid"
@@ -232,12 +232,12 @@ def pruner_line(cfg: StudyConfig) -> str | None:
     if grid and max(per_setting.values(), default=0) <= n:
         return (
             f"pruning: {search.pruner} stops nothing: search.unpruned_candidates ({n}) "
-            "spares every candidate of the grid"
+            "leaves every candidate of the grid unpruned"
         )
     if grid:
         return (
             f"pruning: {search.pruner}; {n} candidate{'s' * (n > 1)} of each setting, drawn "
-            "at random before the first trial (the run dir's spared.json), are never pruned "
+            "at random before the first trial (the run dir's unpruned.json), are never pruned "
             "(search.unpruned_candidates): with uniform they measure the noise once "
             "anything is pruned"
         )

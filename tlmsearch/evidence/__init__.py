@@ -423,7 +423,7 @@ def _simultaneous(eff: pd.DataFrame, family: str, level: float, planned: int = 0
 
 def _conditional(eff: pd.DataFrame, trials: pd.DataFrame, value: str, key: str) -> pd.DataFrame:
     """``eff`` with ``conditional``: a candidate of a pruned study that the pruner could have
-    stopped (not uniform, not spared) and let run on every seed it has. It survived by looking
+    stopped (not uniform, not unpruned) and let run on every seed it has. It survived by looking
     good on its early evals, so its mean is conditional on surviving the pruner (biased by about
     -rho x lambda(p) noise sd, which more seeds do not shrink): never called separated (its
     ``separated`` <NA>) until confirmed on seeds no pruner selected. A candidate pruned on some

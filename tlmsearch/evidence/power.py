@@ -339,7 +339,7 @@ def pilot_noise(trials: pd.DataFrame, column: str, run: str) -> tuple[float, int
     noise = block_noise(trials, column)
     if noise is None and (why := unknown_why(trials, column)) != NO_DF:
         raise ConfigError(
-            f"the pilot's noise is unknown: {why}; size with a pilot that spares candidates "
+            f"the pilot's noise is unknown: {why}; size with a pilot with unpruned candidates "
             "(search.unpruned_candidates) or prunes nothing (search.pruner: none)",
             source=run,
         )

@@ -368,7 +368,7 @@ def _within(
             noise=noise,
             pruned=pruned,
         )
-    # a cell the pruner could have stopped (not uniform, not spared) and let run survived by
+    # a cell the pruner could have stopped (not uniform, not unpruned) and let run survived by
     # looking good: its mean is conditional on surviving, never called separated
     selected = pruner_selected(_cells(named, value, "candidate"), pruned) if pruned else set()
     eff = _conditional(eff, dict(zip(best["schedule"], best["candidate"], strict=True)), selected)

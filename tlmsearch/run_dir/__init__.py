@@ -8,7 +8,8 @@
       trials.parquet    one row per trial  (+ trials.csv)
       curves.parquet    one row per eval   (+ curves.csv)
       best.yaml         the verdict: best candidate(s), effects, conclusions
-      spared.json       the candidates the pruner never stops, drawn before the first trial
+      unpruned.json     the candidates the pruner never stops, drawn before the first trial
+                        (spared.json in run dirs before 0.8, read where unpruned.json is absent)
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
       analysis_heads.parquet   per attention head (tlmsearch analyze)
@@ -60,9 +61,15 @@ class RunDir:
         return self.path / "best.yaml"
 
     @property
-    def spared(self) -> Path:
+    def unpruned(self) -> Path:
         """The candidates the pruner never stops (search.unpruned_candidates), drawn at random
-        before the first trial; a resume reads it back."""
+        before the first trial; a resume reads it back (:attr:`unpruned_before_0_8` where this
+        one is absent)."""
+        return self.path / "unpruned.json"
+
+    @property
+    def unpruned_before_0_8(self) -> Path:
+        """Where a run dir of a version before 0.8 recorded the same draw."""
         return self.path / "spared.json"
 
     @property

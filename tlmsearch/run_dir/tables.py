@@ -78,7 +78,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "stands_for": "str",
     "same_as": "int",
     "is_baseline": "bool",
-    "spared": "bool",
+    "unpruned": "bool",
     "state": "str",
     "reason": "str",
     "retries": "int",
@@ -588,6 +588,9 @@ def write_status(run_dir: str | Path, status: str | None, **fields: Any) -> dict
     return data
 
 
+RENAMED = {"spared": "unpruned"}  # old column name -> new, read from older run dirs
+
+
 def _read_table(run: RunDir, name: str, columns: Mapping[str, str]) -> pd.DataFrame:
     pq, csv = run.table(name), run.table(name, "csv")
     if pq.exists():
@@ -596,6 +599,8 @@ def _read_table(run: RunDir, name: str, columns: Mapping[str, str]) -> pd.DataFr
         df = pd.read_csv(csv, keep_default_na=False, na_values=[""])
     else:
         df = pd.DataFrame()
+    # a column a version before 0.8 wrote under its old name
+    df = df.rename(columns={old: new for old, new in RENAMED.items() if new not in df})
     return _coerce(df, columns)
 
 

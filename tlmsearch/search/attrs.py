@@ -14,10 +14,10 @@ SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not
 # user attribute and trial config key: True on a trial the pruner may not stop, its candidate one
 # of search.unpruned_candidates of its setting drawn at random before any data (they measure a
 # pruned study's noise)
-SPARED = "tlm_spared"
-# study attribute: the spared candidates' draw (JSON, as the run dir's spared.json holds it),
+UNPRUNED = "tlm_spared"
+# study attribute: the unpruned candidates' draw (JSON, as the run dir's unpruned.json holds it),
 # written once before the first trial and never drawn again
-SPARED_CHOICE = "tlm_spared_choice"
+UNPRUNED_CHOICE = "tlm_spared_choice"
 SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written

@@ -23,8 +23,8 @@ from tlmsearch.search.attrs import (
     RETRY_OF,
     SAME_AS,
     SEED,
-    SPARED,
     STANDS_FOR,
+    UNPRUNED,
     WEIGHTS,
 )
 from tlmsearch.search.execution.failures import RETRIES
@@ -76,8 +76,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
                 row[e.record] = attrs[e.record]
         if attrs[CANDIDATE] in decided:  # the race decided its candidate: recorded, for good
             row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
-        if attrs.get(SPARED):  # the pruner could not stop it (search.unpruned_candidates)
-            row["spared"] = True
+        if attrs.get(UNPRUNED):  # the pruner could not stop it (search.unpruned_candidates)
+            row["unpruned"] = True
         if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)
             row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once

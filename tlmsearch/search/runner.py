@@ -59,7 +59,7 @@ from tlmsearch.search.sampling.samplers import (
     may_sample,
     open_ended,
     planned_trials,
-    record_spared,
+    record_unpruned,
     write_initial_queue,
 )
 from tlmsearch.search.sampling.storage import (
@@ -168,7 +168,7 @@ def _create_run(run: Path, cfg: StudyConfig, url: str, study_name: str) -> Any:
         _unmake(run)
         raise
     study.set_user_attr("tlmsearch_run_dir", str(run.resolve()))
-    record_spared(study, cfg, run)  # before the first trial: drawn once, read back on resume
+    record_unpruned(study, cfg, run)  # before the first trial: drawn once, read back on resume
     write_initial_queue(study, cfg)
     return study
 
@@ -199,7 +199,7 @@ def resume_run(
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
     make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/control.py)
     _check_trackers(cfg)
-    record_spared(study, cfg, run)  # the draw made before the first trial, read back
+    record_unpruned(study, cfg, run)  # the draw made before the first trial, read back
     requeued = requeue_interrupted(study, cfg, run)
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")

@@ -47,8 +47,8 @@ class _Cell(NamedTuple):
     # the candidate's setting (``lr=0.003``; ``""`` without setting dimensions): it is paired
     # with the uniform of its own setting and seed (tlmsearch/widths/settings.py)
     setting: str = ""
-    # the pruner could not stop this candidate (``spared``: search.unpruned_candidates)
-    spared: bool = False
+    # the pruner could not stop this candidate (``unpruned``: search.unpruned_candidates)
+    unpruned: bool = False
 
 
 Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
@@ -82,8 +82,8 @@ def _cells(
     )
     # a candidate the pruner could stop on none of its trials (a run resumed under another
     # search.unpruned_candidates may have left it at risk on some)
-    at_risk = ~trials["spared"].fillna(False).astype(bool) if "spared" in trials else None
-    spared = (
+    at_risk = ~trials["unpruned"].fillna(False).astype(bool) if "unpruned" in trials else None
+    unpruned = (
         set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
         if at_risk is not None
         else set()
@@ -132,7 +132,12 @@ def _cells(
         mean = float(np.mean(done)) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
         out[k] = _Cell(
-            base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""), k[0] in spared
+            base,
+            outcome,
+            mean,
+            ",".join(sorted(states)),
+            setting_of.get(k[0], ""),
+            k[0] in unpruned,
         )
     return out
 
@@ -164,11 +169,11 @@ def pruner_selected(
     cells, or ``pruned``: in the whole study, :func:`any_pruned`), every candidate it could
     have stopped. A pruner keeps a trial because it looks good: the complete
     cells of a median-pruned null study read its noise's variance at 0.77x the truth
-    (benchmarks/stats.py). Never uniform, nor a ``spared`` candidate (the pruner could not
+    (benchmarks/stats.py). Never uniform, nor a ``unpruned`` candidate (the pruner could not
     stop it: ``search.unpruned_candidates``).
 
     >>> c = {("u", 0): _Cell(True, "complete", 2.0, "COMPLETE"),
-    ...      ("a", 0): _Cell(False, "complete", 2.1, "COMPLETE", spared=True),
+    ...      ("a", 0): _Cell(False, "complete", 2.1, "COMPLETE", unpruned=True),
     ...      ("b", 0): _Cell(False, "complete", 1.9, "COMPLETE"),
     ...      ("d", 0): _Cell(False, "censored", math.nan, "PRUNED")}
     >>> sorted(pruner_selected(c))  # d was pruned, so b's survival was selected too
@@ -180,7 +185,7 @@ def pruner_selected(
     if not (pruned_in(cells) if pruned is None else pruned):
         return censored
     return censored | {
-        c for (c, _), cell in cells.items() if not (cell.is_baseline or cell.spared)
+        c for (c, _), cell in cells.items() if not (cell.is_baseline or cell.unpruned)
     }
 
 

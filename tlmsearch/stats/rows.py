@@ -249,7 +249,7 @@ def row_noise(
     when the fit leaves no residual df. Rows a pruner selected (:func:`pruner_selected`: a
     pruned or failed seed, or, once anything was pruned, every row it could have stopped) are
     left out of the fit, and use the pooled variance unless their own paired deltas scatter
-    more (:func:`_censored_row`); when the rows the pruner could not stop (uniform, ``spared``)
+    more (:func:`_censored_row`); when the rows the pruner could not stop (uniform, ``unpruned``)
     leave no residual df the noise is unknown (None). A replayed twin (``same_as``) takes its
     original's row. ``pruned``: whether the whole study pruned anything
     (:func:`~tlmsearch.stats.deltas.any_pruned`), for a table of one setting; None: this table's.
@@ -322,7 +322,7 @@ def unknown_why(
     trials: pd.DataFrame, value: str, *, key: str = "candidate", pruned: bool | None = None
 ) -> str:
     """Why :func:`row_noise` is None for this table, in words: no residual df yet, or a pruner
-    stopped some candidate and the rows it could not stop (uniform and the ``spared``
+    stopped some candidate and the rows it could not stop (uniform and the ``unpruned``
     candidates) leave none.
 
     >>> t = pd.DataFrame({"candidate": ["u", "u", "a", "a", "b", "b"], "seed": [0, 1] * 3,
@@ -336,11 +336,11 @@ def unknown_why(
     cells = _cells(trials, value, key) if not trials.empty else {}
     if not (pruned_in(cells) if pruned is None else pruned):
         return NO_DF
-    spared = {c for (c, _), cell in cells.items() if cell.spared}
+    unpruned = {c for (c, _), cell in cells.items() if cell.unpruned}
     which = (
-        f"{len(spared)} spared"
-        if spared
-        else "none spared: search.unpruned_candidates was 0, or the run predates it"
+        f"{len(unpruned)} unpruned"
+        if unpruned
+        else "none unpruned: search.unpruned_candidates was 0, or the run predates it"
     )
     return (
         "a pruner stopped a candidate, and only uniform and the candidates it could not "

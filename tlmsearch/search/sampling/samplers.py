@@ -35,9 +35,9 @@ from tlmsearch.search.attrs import (
     SAME_AS,
     SAMPLED,
     SEED,
-    SPARED,
-    SPARED_CHOICE,
     STANDS_FOR,
+    UNPRUNED,
+    UNPRUNED_CHOICE,
 )
 from tlmsearch.search.sampling.storage import set_user_attrs
 from tlmsearch.widths.candidate import Candidate
@@ -340,7 +340,7 @@ class DefineByRunSpace:
         self.space = cfg.space
         self.seeds = list(cfg.search.seeds)
         self.cfg = cfg
-        self._firsts: dict[str, list[str]] = {}  # :func:`spared`'s, per setting, once found
+        self._firsts: dict[str, list[str]] = {}  # :func:`unpruned`'s, per setting, once found
         self._twins = TwinIndex()  # :func:`find_twin`'s complete trials, read once each
 
     def __call__(self, trial: Any) -> dict[str, Any]:
@@ -380,17 +380,17 @@ class DefineByRunSpace:
         if twin is not None:
             trial.set_user_attr(SAME_AS, twin.number)
             conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
-        if not control and spared(trial.study, self.cfg, cand, self._firsts):
-            trial.set_user_attr(SPARED, True)
-            conf[SPARED] = True
+        if not control and unpruned(trial.study, self.cfg, cand, self._firsts):
+            trial.set_user_attr(UNPRUNED, True)
+            conf[UNPRUNED] = True
         return conf
 
 
-GRID_DRAW, FIRST_DRAWN = "grid", "first_drawn"  # spared.json's rule
+GRID_DRAW, FIRST_DRAWN = "grid", "first_drawn"  # unpruned.json's rule
 
 
-def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
-    """The spared candidates' draw, made before any data (None without a pruner or with
+def draw_unpruned(cfg: StudyConfig) -> dict[str, Any] | None:
+    """The unpruned candidates' draw, made before any data (None without a pruner or with
     ``search.unpruned_candidates: 0``).
 
     A grid knows its candidates up front: ``search.unpruned_candidates`` of each setting's
@@ -398,13 +398,13 @@ def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
     with ``search.sampler_seed``. A sampler draws its candidates as it runs, and its first
     draws are random ones (a random sampler's all; TPE's and the GP's first 10 and NSGA-II's
     first generation are drawn at random before any model): the first n distinct candidates
-    it draws at each setting are spared, n of each setting for sure (:func:`spared`).
+    it draws at each setting are unpruned, n of each setting for sure (:func:`unpruned`).
 
     >>> from tlmsearch.config import study_from_mapping
     >>> cfg = study_from_mapping({"name": "s", "model": {"n_layer": 4, "d_model": 32,
     ...     "n_head": 2}, "space": {"dimensions": {"shape": {"type": "fixed", "value":
     ...     "cosine"}, "r_start": {"type": "categorical", "choices": [1.5, 1.25, 0.75, 0.5]}}}})
-    >>> d = draw_spared(cfg)
+    >>> d = draw_unpruned(cfg)
     >>> d["rule"], d["n"], len(d["by_setting"]["{}"])
     ('grid', 2, 2)
     """
@@ -423,29 +423,32 @@ def draw_spared(cfg: StudyConfig) -> dict[str, Any] | None:
     return {"rule": GRID_DRAW, "seed": search.sampler_seed, "n": n, "by_setting": chosen}
 
 
-def record_spared(study: Any, cfg: StudyConfig, run: str | Path | None) -> dict[str, Any] | None:
-    """The study's spared draw: read back from the run dir's spared.json (or the study) when
-    one was made, else drawn now (:func:`draw_spared`) and written to both, before the first
+def record_unpruned(study: Any, cfg: StudyConfig, run: str | Path | None) -> dict[str, Any] | None:
+    """The study's unpruned draw: read back from the run dir's unpruned.json (or the study) when
+    one was made, else drawn now (:func:`draw_unpruned`) and written to both, before the first
     trial. Never drawn once a trial exists: a run an older version started keeps its rule (the
     first candidates of each setting in queue order), and None says so."""
-    path = RunDir(run).spared if run is not None else None
-    held = study.user_attrs.get(SPARED_CHOICE)
+    path = RunDir(run).unpruned if run is not None else None
+    old = RunDir(run).unpruned_before_0_8 if run is not None else None
+    held = study.user_attrs.get(UNPRUNED_CHOICE)
     if path is not None and path.exists():
         choice = json.loads(path.read_text())
+    elif old is not None and old.exists():
+        choice = json.loads(old.read_text())
     elif held is not None:
         choice = json.loads(held)
     elif study.get_trials(deepcopy=False):
         return None
     else:
-        choice = draw_spared(cfg)
+        choice = draw_unpruned(cfg)
         if choice is None:
             return None
     if path is not None and not path.exists():  # whole or not at all: a resume reads it back
         text = json.dumps(choice, indent=1, sort_keys=True) + "\n"
         atomic_write(path, lambda tmp: Path(tmp).write_text(text))
     recorded = json.dumps(choice, sort_keys=True)
-    if held != recorded:  # the run dir's record decides, and spared() reads the study's copy
-        study.set_user_attr(SPARED_CHOICE, recorded)
+    if held != recorded:  # the run dir's record decides, and unpruned() reads the study's copy
+        study.set_user_attr(UNPRUNED_CHOICE, recorded)
     return choice
 
 
@@ -453,14 +456,14 @@ def _setting_key(cand: Candidate) -> str:
     return json.dumps(cand.settings, sort_keys=True)
 
 
-def spared(
+def unpruned(
     study: Any,
     cfg: StudyConfig,
     cand: Candidate | Mapping[str, Any],
     firsts: dict[str, list[str]] | None = None,
 ) -> bool:
     """Whether the pruner may never stop ``cand``: one of ``search.unpruned_candidates`` of its
-    setting drawn at random before any data (:func:`record_spared`; a retry or a seed repeat of
+    setting drawn at random before any data (:func:`record_unpruned`; a retry or a seed repeat of
     one is one too). A race may still stop giving one seeds.
 
     Once a pruner stops some candidate, the candidates it left running were selected by it (a
@@ -475,7 +478,7 @@ def spared(
     cand = Candidate.of(cand)
     if n < 1 or cfg.search.pruner == "none" or cand.is_control:
         return False
-    held = study.user_attrs.get(SPARED_CHOICE)
+    held = study.user_attrs.get(UNPRUNED_CHOICE)
     if held is None:
         return _first_in_order(study, cfg, cand, firsts)
     choice = json.loads(held)
@@ -504,7 +507,7 @@ def _first_in_order(
             continue
         other = Candidate.from_identity(key)
         if other.is_control or other.settings != settings:
-            continue  # uniform (queued or sampled) is the control, never a spared row
+            continue  # uniform (queued or sampled) is the control, never an unpruned row
         first.append(key)
         if len(first) == n:
             break
