@@ -64,7 +64,7 @@ RACE, FAMILY = "race", "family"
 
 @dataclass(frozen=True)
 class Evidence:
-    value: str  # the trials column judged
+    metric: str  # the trials column judged (val_bpb, val_loss, ...)
     sense: str  # minimize | maximize
     key: str  # the column naming a candidate
     level: float  # 1 - the stated error rate of every decision
@@ -207,7 +207,7 @@ class Evidence:
         k = max(int(measured), len(set(candidates)))
         return stats.pairwise(
             trials,
-            self.value,
+            self.metric,
             list(candidates),
             self.sense,
             key=self.key,
