@@ -3,8 +3,8 @@
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/power_frontier.py [--reps 300] [--seed 0]
 [--settings R:C:A,...] [--no-memo] [--json OUT]`` (it prints its settings first).
 
-The rows variance model (``tlmsearch/stats/rows.py``) gives uniform its own residual variance
-unless its seeds rule out, at ``UNIFORM_CONFIDENCE`` (C), a variance ``UNIFORM_RATIO`` (R)
+The rows variance model (``tlmsearch/stats/row_variances.py``) gives uniform its own residual
+variance unless its seeds rule out, at ``UNIFORM_CONFIDENCE`` (C), a variance ``UNIFORM_RATIO`` (R)
 times the other rows' (and only when its own is the larger); a candidate row takes its own when
 a one-sided F test at level A (the study's ``1 - level``, 5%) says it is noisier. This sweeps
 (R, C, A): for each setting the module constants are set (and ``_noisier_rows`` is wrapped to
@@ -138,7 +138,7 @@ from benchmarks.stats import (
 )
 from tlmsearch.constants import LEVEL
 from tlmsearch.evidence import Evidence
-from tlmsearch.stats import rows
+from tlmsearch.stats import row_variances as rows
 
 SHIPPED_RATIO, SHIPPED_CONFIDENCE = rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE
 SHIPPED_ALPHA = 1.0 - LEVEL

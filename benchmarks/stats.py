@@ -1246,7 +1246,7 @@ def extra_tables(results: dict[str, dict[str, Any]]) -> str:
             "noise (Evidence.noise: the pooled part) and a typical candidate's noise vs "
             "uniform (the median over the candidates of model.pair(c, uniform)); an "
             "unbiased variance has a variance ratio of 1. The pair's is conservative by "
-            "design even in the complete study (uniform's gate, stats/rows.py): "
+            "design even in the complete study (uniform's gate, stats/row_variances.py): "
             '"unbiased" asks the noise\'s variance ratio within 2 se of 1 and the '
             "pair's not below the complete study's (2 se; the pooled fit's pair is its "
             "noise: within 2 se of 1). FWER: the conclusions (holm) "

@@ -58,7 +58,7 @@ def test_the_tuned_and_shared_comparisons_use_uniforms_own_variance_as_the_effec
     assert tu.measure_seeds == (3, 4, 5)
     measured = t[t["seed"].isin(tu.measure_seeds) & (t["setting"] == "lr=1")]
     model = stats.row_noise(measured, "v")
-    assert model.rows["uniform @ lr=1"].source == stats.rows.OWN
+    assert model.rows["uniform @ lr=1"].source == stats.row_variances.OWN
     for frame in (tu.effects, tu.shared):
         f = frame.set_index("schedule")
         for sch in ("a", "b", "c", "d", "e"):

@@ -34,7 +34,7 @@ from tlmsearch import stats
 from tlmsearch.config import StudyConfig
 from tlmsearch.constants import FAMILY, LEVEL
 from tlmsearch.evidence import RACE, Evidence
-from tlmsearch.stats.rows import NO_DF
+from tlmsearch.stats.row_variances import NO_DF
 
 
 class Conclusions(NamedTuple):

@@ -71,7 +71,7 @@ from tlmsearch.stats.ranking import (
     summarise,
     tier_name,
 )
-from tlmsearch.stats.rows import (
+from tlmsearch.stats.row_variances import (
     NO_DF,
     POOLED,
     ROWS,

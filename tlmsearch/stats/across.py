@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from tlmsearch.stats.noise import Noise
-from tlmsearch.stats.rows import OWN, RowNoise
+from tlmsearch.stats.row_variances import OWN, RowNoise
 
 
 @dataclass(frozen=True)

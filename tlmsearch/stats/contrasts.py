@@ -49,7 +49,7 @@ from tlmsearch.stats.questions import (
     asked,
     design_rows,
 )
-from tlmsearch.stats.rows import OWN, RowNoise
+from tlmsearch.stats.row_variances import OWN, RowNoise
 from tlmsearch.stats.words import INCONCLUSIVE, MIN_DF, decide_words, family_rule
 
 CONTRAST_COLUMNS = (

@@ -18,7 +18,7 @@ from tlmsearch.stats.multiplicity import adjust
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.quantiles import mean_interval, t_quantile, t_sf
 from tlmsearch.stats.ranking import summarise
-from tlmsearch.stats.rows import RowNoise, row_noise
+from tlmsearch.stats.row_variances import RowNoise, row_noise
 
 # Effects in units of noise, and which candidates can be told apart
 #

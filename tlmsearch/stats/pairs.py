@@ -17,7 +17,7 @@ from tlmsearch.stats.effects_vs_uniform import _noised, _sign
 from tlmsearch.stats.multiplicity import adjust
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.quantiles import range_critical
-from tlmsearch.stats.rows import RowNoise, row_noise
+from tlmsearch.stats.row_variances import RowNoise, row_noise
 
 PAIR_COLUMNS = (
     "a",

@@ -1,4 +1,4 @@
-"""tlmsearch.stats.rows: each row's own variance, the flags, and the noise of each pair."""
+"""tlmsearch.stats.row_variances: each row's own variance, its flags, each pair's noise."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch import stats
-from tlmsearch.stats.rows import OWN, POOLED, RowNoise, RowVariance, row_fit
+from tlmsearch.stats.row_variances import OWN, POOLED, RowNoise, RowVariance, row_fit
 
 
 def table(values: np.ndarray, missing: frozenset = frozenset()) -> pd.DataFrame:
@@ -404,7 +404,7 @@ def test_the_structured_row_fit_is_the_dense_one(n_rows, n_blocks, drop, seed, t
 @settings(max_examples=60, deadline=None)
 @given(st.integers(3, 40), st.integers(1, 9), st.integers(0, 2**32 - 1))
 def test_woodburys_solve_is_the_least_squares_one(n, p, seed) -> None:
-    from tlmsearch.stats.rows import _solve_rows
+    from tlmsearch.stats.row_variances import _solve_rows
 
     rng = np.random.default_rng(seed)
     d, f, b = rng.uniform(0.5, 4.0, n), rng.normal(size=(n, p)), rng.normal(size=n)
