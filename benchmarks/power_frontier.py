@@ -205,8 +205,8 @@ def gate(s: Setting) -> Iterator[None]:
     noisier = saved[2]
     rows.UNIFORM_RATIO, rows.UNIFORM_CONFIDENCE = s.ratio, s.confidence
     if s.alpha != SHIPPED_ALPHA:  # candidates tested at alpha whatever the study's level
-        rows._noisier_rows = lambda fit, control, var_p, level: noisier(  # type: ignore[assignment]
-            fit, control, var_p, 1.0 - s.alpha
+        rows._noisier_rows = lambda fit, baseline, var_p, level: noisier(  # type: ignore[assignment]
+            fit, baseline, var_p, 1.0 - s.alpha
         )
     try:
         yield

@@ -14,7 +14,7 @@ Run: ``.venv/bin/python benchmarks/search.py [--tokens N]
     told a synthetic loss: the RMS distance of the realised width ratios from those of cosine
     1.6 -> 0.4 (optimum 0; the baseline scores 0.4428). Best candidate value per study, median
     and IQR over sampler seeds 0-11; beats_random counts seeds where it is below random's
-    (paired by seed). "old" is make_sampler without its baseline wrapper: no control wrapper, so
+    (paired by seed). "old" is make_sampler without its baseline wrapper: no baseline wrapper, so
     the parameterless baseline empties Optuna's intersection search space.
     ``PYTHONPATH=. python benchmarks/search.py --what samplers`` (2 shared cores, Dec 2026):
 
@@ -83,7 +83,7 @@ import yaml
 
 from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
-from tlmsearch.search.sampling.control import is_control
+from tlmsearch.search.sampling.baseline import is_baseline
 from tlmsearch.search.sampling.samplers import (
     DefineByRunSpace,
     make_sampler,
@@ -223,7 +223,7 @@ def best_found(cfg: StudyConfig, sampler: Any) -> float:
     for _ in range(planned_trials(cfg)):
         trial = study.ask()
         study.tell(trial, profile_loss(cfg, fn(trial)["candidate"]))
-    return min(t.value for t in study.get_trials() if not is_control(t))
+    return min(t.value for t in study.get_trials() if not is_baseline(t))
 
 
 def _old_tpe(seed: int) -> Any:
@@ -233,13 +233,13 @@ def _old_tpe(seed: int) -> Any:
 
 
 def _tpe_no_group(seed: int) -> Any:
-    from tlmsearch.search.sampling.control import ControlBlindSampler
+    from tlmsearch.search.sampling.baseline import BaselineBlindSampler
 
-    return ControlBlindSampler(_old_tpe(seed))
+    return BaselineBlindSampler(_old_tpe(seed))
 
 
 # (sampler, variant, how to build it from the study config). "old": a sampler without the
-# baseline wrapper (no control wrapper; TPE without group); "new": make_sampler as it is.
+# baseline wrapper (no baseline wrapper; TPE without group); "new": make_sampler as it is.
 SAMPLER_VARIANTS = [
     ("random", "new = old", make_sampler),
     ("tpe", "old", lambda cfg: _old_tpe(cfg.search.sampler_seed)),
@@ -339,13 +339,13 @@ class _Replayer:
     def run(self, tr: Any) -> dict[str, Any]:
         import optuna
 
-        from tlmsearch.search.attrs import CONTROL
+        from tlmsearch.search.attrs import BASELINE
 
         ot = self.study.ask()
         ot.set_user_attr("seed", int(tr.seed))
         ot.set_user_attr("candidate", tr.params_json)
         if tr.is_baseline:
-            ot.set_user_attr(CONTROL, True)
+            ot.set_user_attr(BASELINE, True)
         state, last, spent = "COMPLETE", math.nan, 0
         for ev in self.box.curve(json.loads(tr.params_json), int(tr.seed)).evals:
             ot.report(float(ev["val_bpb"]), ev["tokens"])

@@ -133,7 +133,7 @@ averaged within a study varies less between studies than a single 0/1 outcome).
 Goals: per-candidate false separation <= 5%, FWER
 <= 5% and (null scenarios) the best's interval excluding 0 in <= 5% of studies, within 2 MC
 standard errors (the ``goal`` column; family none is shown for contrast, it claims no
-family-wise control); the verdict never selects a candidate in ``b`` (uniform measures
+family-wise baseline); the verdict never selects a candidate in ``b`` (uniform measures
 better); power in ``c`` at 3 and 5 seeds is reported, not judged. The run-and-read rows: the
 FWER and the FWER at any look <= 5% within 2 MC standard errors wherever a family-wise claim
 is made (every rule shown, old ones too); on pruned studies, "variances unbiased": the mean
@@ -621,13 +621,13 @@ class _Trial:
     def __init__(self, number: int, cand: str, seed: int) -> None:
         from optuna.trial import TrialState
 
-        from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
+        from tlmsearch.search.attrs import BASELINE, CANDIDATE, SEED
 
         self.number, self.state = number, TrialState.RUNNING
         self.user_attrs = {
             SEED: seed,
             CANDIDATE: cand,
-            **({CONTROL: True} if cand == UNIFORM else {}),
+            **({BASELINE: True} if cand == UNIFORM else {}),
         }
         self.intermediate_values: dict[int, float] = {}
 
@@ -721,7 +721,7 @@ def prune_study(
     One training at a time, seed-major with uniform first on each seed (a grid's queue,
     search/sampling/samplers.initial_queue), each reporting EVALS evals; the pruner (built by
     search/sampling/samplers.PRUNER_BUILDERS) judges each candidate eval from GRACE on but the last
-    (search/sampling/pruning.py: not in the grace period, not at the last eval, never the control,
+    (search/sampling/pruning.py: not in the grace period, not at the last eval, never the baseline,
     never one of the first ``unpruned`` candidates of the queue, marked ``unpruned``). Eval t's
     value: the final value, plus a learning curve shared by all, plus ``blur[i, t - 1]`` (noise of
     sd sd_e (1 - t / EVALS), gone at the last eval: an early value is the final one blurred, so a

@@ -375,7 +375,7 @@ def test_analyze_run_writes_one_row_per_trial_and_layer(kept_run) -> None:
     first = df.groupby("number").first()
     assert first["trial_id"].tolist() == ["t0000", "t0001"]  # from the run's trials table
     assert first["candidate"].tolist() == ["uniform", "cosine 1.5->0.5"]
-    assert first["is_control"].tolist() == [True, False]
+    assert first["is_baseline"].tolist() == [True, False]
     assert first["arch"].tolist() == ["transformer"] * 2
     for entry in kept:
         sub = df[df["number"] == entry["number"]]
@@ -505,7 +505,7 @@ def test_cli_analyze_bad_input_is_exit_2(kept_run, monkeypatch) -> None:
     assert not (run / "analysis.parquet").exists()
 
 
-def test_an_attention_only_taper_is_no_control_of_the_analysis() -> None:
+def test_an_attention_only_taper_is_no_baseline_of_the_analysis() -> None:
     import pandas as pd
 
     from tlmsearch.analysis import _trial_info
@@ -516,5 +516,5 @@ def test_an_attention_only_taper_is_no_control_of_the_analysis() -> None:
         _trial_info({"number": n, "seed": 0, "candidate": c}, trials)
         for n, c in ((0, {"shape": "uniform"}), (1, attention))
     ]
-    assert [i["is_control"] for i in info] == [True, False]
+    assert [i["is_baseline"] for i in info] == [True, False]
     assert [i["shape"] for i in info] == ["uniform", "uniform"]  # the MLP shape alone

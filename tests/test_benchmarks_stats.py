@@ -51,7 +51,7 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
 
 
 def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None:
-    # 40 null studies (15 candidates equal to uniform, a shared per-seed control, 3 seeds):
+    # 40 null studies (15 candidates equal to uniform, a shared per-seed baseline, 3 seeds):
     # per comparison, about 5% of the candidates are separated, so most studies claim one;
     # Holm over the 15 keeps the family-wise error at 5% (<= 15% allows for MC noise)
     res = _bench().run(reps=40, which=["a"], seed=0, races=False)["a"]

@@ -50,7 +50,7 @@ def test_a_candidate_is_frozen_and_parses_its_parts() -> None:
     )
     assert c.mlp == {"shape": "cosine", "r_start": 1.25}
     assert c.heads == {"shape": "linear"} and c.settings == {"train.lr": 0.01}
-    assert c.profiles == {"lr": {"shape": "cosine", "r_start": 1.5}} and not c.is_control
+    assert c.profiles == {"lr": {"shape": "cosine", "r_start": 1.5}} and not c.is_baseline
     for change in (
         lambda: c.update(r_start=2),
         lambda: c.pop("shape"),
@@ -71,8 +71,8 @@ def test_the_layer_plan_holds_every_per_layer_quantity_and_the_training_key() ->
     model = ModelConfig(n_layer=2, d_model=32, n_head=2, d_ff=64)
     uniform = plan(model, {"shape": "uniform"})
     stepped = plan(model, {"shape": "uniform", "lr.shape": "linear", "lr.r_start": 1.5})
-    assert uniform.widths == stepped.widths == (64, 64) and uniform.is_control
-    assert stepped.profiles == {"lr": (1.5, 0.5)} and not stepped.is_control
+    assert uniform.widths == stepped.widths == (64, 64) and uniform.is_baseline
+    assert stepped.profiles == {"lr": (1.5, 0.5)} and not stepped.is_baseline
     assert stepped.train_update == {"lr_profile": [1.5, 0.5], "lr_profile_part": "mlp"}
     assert uniform.key != stepped.key  # the same widths trained with other steps: a training
     # a flat profile trains the uniform model the uniform way: one training key

@@ -649,7 +649,7 @@ def test_validate_a_study_with_a_heads_schedule_shows_the_heads(tmp_path: Path) 
     result = runner.invoke(app, ["validate", str(path), "--no-config"])
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    # uniform and 7 others (uniform MLP and heads at share 1 is the control itself)
+    # uniform and 7 others (uniform MLP and heads at share 1 is the baseline itself)
     assert "8 candidates; 8 trainings per seed (uniform baseline first)" in out
     assert "heads 4 4 4 4" in out  # uniform's, in the title
     assert "2 3 5 6" in out and "1 1 2 3" in out  # linear 0.5 -> 1.5, at share 1 and 0.5

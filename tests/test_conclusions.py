@@ -110,7 +110,7 @@ def _null_study(rng, m: int = 15, seeds: int = 3) -> pd.DataFrame:
     return frame(rows)
 
 
-def test_a_null_study_with_a_shared_control_rarely_supports_anything():
+def test_a_null_study_with_a_shared_baseline_rarely_supports_anything():
     # with every candidate equal to uniform, about half of such studies
     # printed a false "supported" line (per-comparison tests with each candidate's own sd);
     # Holm over the 15 comparisons on the block-design noise keeps it at the stated 5%

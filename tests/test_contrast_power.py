@@ -244,7 +244,7 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
     assert f"contrasts: Holm over {c.m} contrasts at 95%" in text
     assert "equivalence within +-0.003, the smallest effect (--min-effect)" in text
     line = next(x for x in text.splitlines() if x.startswith(family.name))
-    per_seed = plan.m + plan.controls
+    per_seed = plan.m + plan.baselines
     assert line.split()[-6:-3] == [
         str(family.separate),
         str(per_seed * family.separate),

@@ -238,7 +238,7 @@ def test_race_reasons_say_labels_from_the_start_and_no_text_is_renamed():
     # without labels the keys name themselves, as a table keyed by labels does
     plain = Evidence.build(trials, "val_bpb", key="params_json", labels={}, config=_against_best())
     assert {ln.candidate: ln for ln in plain.lanes}[_A].reason == (
-        f"not separated from {_B} after 3 of 3 seeds (no seed left with a control)"
+        f"not separated from {_B} after 3 of 3 seeds (no seed left with a baseline)"
     )
 
 

@@ -152,7 +152,7 @@ def test_a_study_with_a_heads_dimension_plans_headed_candidates() -> None:
         )
     )
     cands = cfg.candidates()
-    assert cands[0] == {"shape": "uniform"}  # the control; heads uniform is the same model
+    assert cands[0] == {"shape": "uniform"}  # the baseline; heads uniform is the same model
     assert cands[1:] == [{"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}]
     trial = cfg.for_candidate(cands[1])
     assert trial.model.layer_heads == [6, 5, 3, 2] and cfg.model.layer_heads is None
@@ -214,7 +214,7 @@ def test_flops_are_held_at_the_datas_sequence_length_unless_named() -> None:
             ),
             "layer_heads[1] = 3",
         ),
-        # candidates listed with heads keys while layer_heads fixes the control's (review)
+        # candidates listed with heads keys while layer_heads fixes the baseline's (review)
         (
             {
                 **_study({"shape": {"type": "fixed", "value": "cosine"}}, layer_heads=[8] * 4),

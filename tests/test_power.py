@@ -340,7 +340,7 @@ def test_min_effect_is_validated_naming_the_field() -> None:
     assert yaml.safe_load(cfg.to_yaml())["objectives"][0]["min_effect"] == 0.01
 
 
-def test_a_settings_study_counts_each_settings_uniform_as_its_control(tmp_path: Path) -> None:
+def test_a_settings_study_counts_each_settings_uniform_as_its_baseline(tmp_path: Path) -> None:
     from search_helpers import tiny_config
 
     lr2 = {"type": "categorical", "choices": [0.001, 0.003]}
@@ -373,7 +373,7 @@ def test_a_settings_plan_counts_every_settings_uniform_in_its_trainings(tmp_path
     cfg = tiny_config(tmp_path, space=space)
     pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
     plan = power.build_plan(cfg, pilot=pilot, min_effect=0.01)
-    assert (plan.m, plan.controls, plan.m_df) == (3, 3, 1)  # one schedule per setting
+    assert (plan.m, plan.baselines, plan.m_df) == (3, 3, 1)  # one schedule per setting
     # each setting is judged on its own fit: df (1 candidate)(n - 1), not 3 (n - 1)
     assert plan.needed.seeds == power.t_seeds(0.01, plan.sd, plan.alpha, 1)
     assert plan.rows[1].label == f"needed (t, df {plan.needed.seeds - 1})"

@@ -21,7 +21,7 @@ from tlmsearch.train import parametrization
 from tlmsearch.train.parametrization import LR_MULT, LR_SCALE
 from tlmsearch.widths.profiles import QUANTITIES, plan_profile, train_update
 from tlmsearch.widths.schedules import ScheduleError
-from tlmsearch.widths.space import UNIFORM, describe, is_control, is_flat
+from tlmsearch.widths.space import UNIFORM, describe, is_baseline, is_flat
 
 LR = QUANTITIES["lr"]
 STEPS = {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5, "lr.r_end": 0.5}
@@ -75,11 +75,11 @@ def test_a_bad_profile_names_its_prefixed_field() -> None:
 # The three traps: an LR-only candidate is neither uniform nor its twin, and clipping keeps muP's
 
 
-def test_an_lr_only_candidate_is_not_flat_nor_the_control() -> None:
+def test_an_lr_only_candidate_is_not_flat_nor_the_baseline() -> None:
     """Old code: is_flat read only the MLP and heads schedules, so the grid dropped the
     candidate as a copy of uniform."""
     assert not is_flat(STEPS, [4, 24])
-    assert not is_control(STEPS)
+    assert not is_baseline(STEPS)
     assert is_flat({"shape": "uniform", "lr.shape": "uniform"}, [4])  # flat: the same run
     assert describe(STEPS) == "uniform | lr cosine 1.5->0.5"
 
@@ -295,9 +295,9 @@ def test_muPs_lr_rule_without_its_init_is_a_width_power_profile(tmp_path) -> Non
     assert "x width^-1" in describe(capacity)
 
 
-def test_an_embedding_multiplier_is_a_candidate_not_the_control(tmp_path) -> None:
+def test_an_embedding_multiplier_is_a_candidate_not_the_baseline(tmp_path) -> None:
     emb = {"shape": "uniform", "lr.embedding": 4.0}
-    assert not is_control(emb) and not is_flat(emb, [2])
+    assert not is_baseline(emb) and not is_flat(emb, [2])
     cfg = tiny_config(tmp_path, search={"candidates": [emb]})
     assert [t.candidate for t in cfg.trainings()] == [UNIFORM, emb]
     assert cfg.for_candidate(emb).train.embedding_lr_mult == 4.0

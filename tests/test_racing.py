@@ -77,7 +77,7 @@ def test_without_a_noise_estimate_one_seed_never_separates_but_a_prior_can() -> 
     assert busy.status == RACING and busy.next_seed is None and "held until" in busy.reason
 
 
-def test_in_flight_seeds_wait_and_a_missing_control_waits_too() -> None:
+def test_in_flight_seeds_wait_and_a_missing_baseline_waits_too() -> None:
     rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "RUNNING", math.nan)]
     rows += [("c", 0, "COMPLETE", 2.1), ("c", 1, "COMPLETE", 2.1)]
     lane = _lanes(rows, prior_sd=1.0)["c"]
@@ -269,7 +269,7 @@ def _null_races(reps: int = 40, m: int = 15, against: str = "uniform") -> list[s
     return out
 
 
-def test_a_race_of_equal_candidates_rarely_separates_any_with_a_shared_control() -> None:
+def test_a_race_of_equal_candidates_rarely_separates_any_with_a_shared_baseline() -> None:
     # family-wise: Bonferroni over 15 candidates x 3 looks bounds "any separated" by 5%; the old
     # per-candidate rule with noise pooled as if the deltas were independent separated some
     # candidate in about half of these races (50% +- 3.5%)
@@ -289,7 +289,7 @@ def test_a_failed_baseline_seed_leaves_the_pool() -> None:
     rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "FAIL", math.nan)]
     rows += [("uniform", 2, "COMPLETE", 2.2), ("c", 0, "COMPLETE", 2.0)]
     lane = _lanes(rows, max_seeds=3)["c"]
-    assert lane.status == RACING and lane.next_seed == 2  # seed 1 has no control
+    assert lane.status == RACING and lane.next_seed == 2  # seed 1 has no baseline
 
 
 def test_a_lost_worker_is_a_missing_seed_a_divergence_ends_the_race() -> None:
@@ -453,7 +453,7 @@ def test_a_decision_is_strict_json_and_a_broken_record_is_a_clear_error() -> Non
         recorded_lanes(frame)
 
 
-def test_uniform_is_not_planned_on_a_seed_whose_control_failed_for_good() -> None:
+def test_uniform_is_not_planned_on_a_seed_whose_baseline_failed_for_good() -> None:
     from tlmsearch.evidence.racing import planned_seeds
 
     rows = [("uniform", 0, "COMPLETE", 2.0), ("uniform", 1, "FAIL", math.nan)]

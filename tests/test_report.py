@@ -90,7 +90,7 @@ def test_report_says_what_the_study_supports_and_shows_the_race(tmp_path):
     study["search"]["racing"] = {"max_seeds": 3, "confidence": 0.95}
     raced = write_report(make_run(tmp_path / "raced", study=study, seeds=(0, 1, 2))).read_text()
     assert "<h3>Race</h3>" in raced and "up to 3 of seeds [0, 1, 2]" in raced
-    assert "Uniform (the control) completed seeds 0, 1, 2" in raced
+    assert "Uniform (the baseline) completed seeds 0, 1, 2" in raced
 
 
 def test_one_objective_shows_effects_not_a_front_against_tokens_per_s(tmp_path):

@@ -91,7 +91,7 @@ def test_report_renders_every_figure_offline_without_errors(copied_report, tmp_p
 
 
 def test_the_check_catches_a_broken_page(copied_report, tmp_path):
-    """Negative control: a script error and a plot div that never renders are both reported."""
+    """Negative baseline: a script error and a plot div that never renders are both reported."""
     text = copied_report.read_text()
     bad = '<div id="fig-broken" class="plotly-graph-div"></div><script>undefinedFn()</script>'
     head, _, tail = text.rpartition("</body>")

@@ -33,7 +33,7 @@ def synthetic(levels: int = 1, layers: int = 4) -> list[dict]:
                         "seed": seed,
                         "candidate": cand,
                         "shape": cand.split()[0],
-                        "is_control": cand == "uniform",
+                        "is_baseline": cand == "uniform",
                         "layer": layer,
                         "level": level,
                         "width": 64 if cand == "uniform" else 96 - 16 * layer,
@@ -53,7 +53,7 @@ def with_attention(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         if r["level"] == 0:
-            uniform, layer, seed = r["is_control"], r["layer"], r["seed"]
+            uniform, layer, seed = r["is_baseline"], r["layer"], r["seed"]
             entropy = 2.0 - 0.25 * layer + 0.1 * seed
             r = {
                 **r,
@@ -82,7 +82,7 @@ def test_one_line_per_candidate_mean_over_seeds_uniform_first() -> None:
         "uniform (reference), mean of seeds 0, 1",
         "cosine 1.5->0.5, mean of seeds 0, 1",
     ]
-    cos = d.lines[~d.lines["is_control"]]
+    cos = d.lines[~d.lines["is_baseline"]]
     assert cos["depth"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert cos["cosine"].round(6).tolist() == [0.005, 0.105, 0.205, 0.305]  # seeds 0, 1 averaged
     assert cos["rel_norm"].tolist() == [1.0] * 4
@@ -93,7 +93,7 @@ def test_one_line_per_candidate_mean_over_seeds_uniform_first() -> None:
 def test_hope_levels_sit_between_layers() -> None:
     d = layer_diagnostics(analysis_frame(synthetic(levels=2, layers=2)))
     assert d.levels == 2
-    u = d.lines[d.lines["is_control"]]
+    u = d.lines[d.lines["is_baseline"]]
     assert u["depth"].tolist() == [0.0, 0.5, 1.0, 1.5]
     assert u["rel_norm"].tolist() == [1.0, 2.0, 1.0, 2.0]
     assert "layer 1, level 1: d_ff 64" in u["hover"].iloc[-1]
@@ -133,7 +133,7 @@ def test_empty_analysis_draws_a_note() -> None:
 def test_attention_lines_sit_on_each_layer() -> None:
     d = layer_diagnostics(analysis_frame(with_attention(synthetic(levels=2, layers=2))))
     assert d.attention and d.levels == 2
-    cos = d.lines[~d.lines["is_control"]]
+    cos = d.lines[~d.lines["is_baseline"]]
     attn = cos[cos["attn_entropy_nats"].notna()]
     assert attn["depth"].tolist() == [0.0, 1.0]  # level 0 only: one attention per layer
     assert attn["attn_entropy_nats"].round(6).tolist() == [2.05, 1.8]  # seeds 0, 1 averaged

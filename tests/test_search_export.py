@@ -909,7 +909,7 @@ def test_status_export_and_the_report_read_an_older_versions_study_yaml(tmp_path
 def test_resume_refuses_an_optuna_without_the_checked_method_before_touching_the_run(
     tmp_path, monkeypatch
 ):
-    """The sampler (and its check of Optuna's Study._get_trials, search/sampling/control.py) is
+    """The sampler (and its check of Optuna's Study._get_trials, search/sampling/baseline.py) is
     built before resume queues interrupted trials again, prepares data or starts Ray, as in run."""
     import optuna
     from typer.testing import CliRunner

@@ -111,8 +111,8 @@ def test_find_cycle_on_known_graphs() -> None:
 
 def test_the_graph_sees_function_local_and_submodule_imports() -> None:
     graph = import_graph()
-    # samplers.make_sampler imports ControlBlindSampler inside the function (optuna stays lazy)
-    assert "tlmsearch.search.sampling.control" in graph["tlmsearch.search.sampling.samplers"]
+    # samplers.make_sampler imports BaselineBlindSampler inside the function (optuna stays lazy)
+    assert "tlmsearch.search.sampling.baseline" in graph["tlmsearch.search.sampling.samplers"]
     # `from tlmsearch.search import export` in runner.py: the module, not the package
     assert "tlmsearch.search.export" in graph["tlmsearch.search.runner"]
     assert "tlmsearch.search" not in graph["tlmsearch.search.runner"]
@@ -128,7 +128,7 @@ def test_no_tlmsearch_module_imports_itself_back() -> None:
 @pytest.mark.parametrize(
     "a, b",
     [
-        ("tlmsearch.search.sampling.control", "tlmsearch.search.sampling.samplers"),
+        ("tlmsearch.search.sampling.baseline", "tlmsearch.search.sampling.samplers"),
         ("tlmsearch.search.export", "tlmsearch.search.sampling.race"),
         ("tlmsearch.search.status", "tlmsearch.search.sampling.race"),
     ],

@@ -130,7 +130,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     tmp_path,
 ):
     """One run, every fate of a worker killed mid-trial (SIGKILL at its first eval, 2,048 tokens,
-    checkpointed): with ``max_retries: 0`` the baseline (the control) is still retried once, from
+    checkpointed): with ``max_retries: 0`` the baseline (the baseline) is still retried once, from
     its checkpoint, with the straight run's curve (Ray's retry: ``tune.get_checkpoint()``); the
     candidate is recorded FAIL and keeps its checkpoint; ``resume`` leaves it alone;
     ``resume --retry-failed`` goes on from that checkpoint (it started from zero before: hours
@@ -150,7 +150,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
         for e in read_jsonl(faults / "waiting.jsonl")
     }
     assert len(pids) == 2, log
-    # max_retries 0: the candidate is not retried; the baseline (the control) is, once.
+    # max_retries 0: the candidate is not retried; the baseline (the baseline) is, once.
     lines = log.splitlines()
     retry = [ln for ln in lines if ln.startswith("RETRY")]
     died = f"worker died (pid {pids[1, 'uniform']})"
@@ -172,7 +172,7 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_or_fail_and_resume_runs_
     assert base["state"] == "COMPLETE" and base["retries"] == 1
     assert lost["state"] == "FAIL" and lost["reason"].startswith("worker died (pid")
     assert lost["retries"] == 0
-    # seed 1 kept its control: every seed-1 candidate has its paired delta
+    # seed 1 kept its baseline: every seed-1 candidate has its paired delta
     seed1 = df[(df["seed"] == 1) & ~df["is_baseline"]]
     assert len(seed1) == 2 and seed1["delta_val_bpb"].notna().all()
     assert json.loads((run / "run.json").read_text())["status"] == "finished"

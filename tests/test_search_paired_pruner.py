@@ -19,11 +19,11 @@ def base(step: int, seed: int = 0) -> float:
     return 3.0 - 0.1 * step / 1000 + 0.2 * seed  # seed 1 is a harder seed, for every model
 
 
-def _add(study, name: str, seed: int, delta, *, control=False, state="COMPLETE", steps=STEPS):
+def _add(study, name: str, seed: int, delta, *, baseline=False, state="COMPLETE", steps=STEPS):
     trial = study.ask()
     trial.set_user_attr("seed", seed)
     trial.set_user_attr("candidate", json.dumps({"name": name}))
-    if control:
+    if baseline:
         trial.set_user_attr("tlm_control", True)
     for s in steps:
         d = delta(s) if callable(delta) else delta
@@ -36,7 +36,7 @@ def _add(study, name: str, seed: int, delta, *, control=False, state="COMPLETE",
 def _study(seeds=(0,)) -> optuna.Study:
     study = optuna.create_study(direction="minimize")
     for seed in seeds:
-        _add(study, "uniform", seed, 0.0, control=True)
+        _add(study, "uniform", seed, 0.0, baseline=True)
         _add(study, "good", seed, -0.05)
     return study
 
@@ -77,7 +77,7 @@ def test_deltas_take_the_seeds_difficulty_out() -> None:
 def test_within_the_pooled_seed_noise_is_kept() -> None:
     study = optuna.create_study(direction="minimize")
     for seed, d in ((0, -0.3), (1, 0.3)):  # "noisy" candidate: deltas spread 0.42 sd
-        _add(study, "uniform", seed, 0.0, control=True)
+        _add(study, "uniform", seed, 0.0, baseline=True)
         _add(study, "noisy", seed, d)
     close = _add(study, "close", 0, 0.0, state="RUNNING")  # 0.3 behind the best: < 2 sd
     assert not PairedPruner(3000, patience=2).prune(study, _frozen(study, close))
@@ -92,11 +92,11 @@ def test_patience_needs_that_many_bad_evals_in_a_row() -> None:
     assert PairedPruner(3000, patience=1).prune(study, _frozen(study, late))
 
 
-def test_no_baseline_value_no_verdict_and_the_control_is_never_pruned() -> None:
+def test_no_baseline_value_no_verdict_and_the_baseline_is_never_pruned() -> None:
     study = optuna.create_study(direction="minimize")
-    _add(study, "uniform", 0, 0.0, control=True, state="RUNNING", steps=[1000, 2000])
+    _add(study, "uniform", 0, 0.0, baseline=True, state="RUNNING", steps=[1000, 2000])
     _add(study, "good", 0, -0.05)
-    ahead = _add(study, "ahead", 0, 0.5, state="RUNNING")  # its control is behind it
+    ahead = _add(study, "ahead", 0, 0.5, state="RUNNING")  # its baseline is behind it
     assert not PairedPruner(3000).prune(study, _frozen(study, ahead))
     ctrl = study.get_trials()[0]
     assert not PairedPruner(0, patience=1).prune(study, ctrl)
@@ -104,7 +104,7 @@ def test_no_baseline_value_no_verdict_and_the_control_is_never_pruned() -> None:
 
 def test_maximize_flips_the_sign() -> None:
     study = optuna.create_study(direction="maximize")
-    _add(study, "uniform", 0, 0.0, control=True)
+    _add(study, "uniform", 0, 0.0, baseline=True)
     _add(study, "good", 0, 0.05)
     low = _add(study, "low", 0, -0.3, state="RUNNING")
     assert PairedPruner(3000).prune(study, _frozen(study, low))
@@ -144,7 +144,7 @@ def test_tied_candidates_are_rarely_pruned() -> None:
         rng = np.random.default_rng(rep)
         study = optuna.create_study(direction="minimize")
         for seed in (0, 1):
-            _add(study, "uniform", seed, 0.0, control=True)
+            _add(study, "uniform", seed, 0.0, baseline=True)
         luck = {(c, s): float(rng.normal(0, 0.02)) for c in range(15) for s in (0, 1)}
         trials = []
         for (c, s), d in luck.items():

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ray.tune.schedulers import TrialScheduler
 from search_helpers import search_pair, tiny_config
 
-from tlmsearch.search.attrs import CANDIDATE, CONTROL, UNPRUNED
+from tlmsearch.search.attrs import BASELINE, CANDIDATE, UNPRUNED
 from tlmsearch.search.execution.failures import error_reason
 from tlmsearch.search.progress import LiveProgress, format_eta, outcome
 from tlmsearch.search.records import trial_records
@@ -171,7 +171,7 @@ def test_unpruned_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_p
             {},
             user_attrs={
                 CANDIDATE: json.dumps(cand, sort_keys=True),
-                **({CONTROL: True} if len(cand) == 1 else {}),
+                **({BASELINE: True} if len(cand) == 1 else {}),
             },
         )
     assert not unpruned(study, cfg, {"shape": "uniform"})
@@ -183,8 +183,8 @@ def test_unpruned_is_per_setting_skips_uniform_and_is_off_without_a_pruner(tmp_p
 
 
 def test_a_sampled_uniform_takes_no_unpruned_slot_and_the_cache_answers_alike(tmp_path):
-    # review: a sampler that draws shape uniform records no CONTROL attribute; it is still the
-    # control, never an unpruned row
+    # review: a sampler that draws shape uniform records no BASELINE attribute; it is still the
+    # baseline, never an unpruned row
     cfg = tiny_config(tmp_path, search={"pruner": "median", "unpruned_candidates": 2})
     study = optuna.create_study()
     cands = [

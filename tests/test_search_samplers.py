@@ -16,7 +16,7 @@ from search_helpers import tiny_config
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.search.attrs import CANDIDATE, SEED
-from tlmsearch.search.sampling.control import ControlBlindSampler, is_control_trial
+from tlmsearch.search.sampling.baseline import BaselineBlindSampler, is_baseline_trial
 from tlmsearch.search.sampling.samplers import (
     DefineByRunSpace,
     grace_tokens,
@@ -177,13 +177,13 @@ def test_bad_pruner_option_names_the_field(tmp_mod):
 )
 def test_make_sampler(tmp_mod, name, cls):
     sampler = make_sampler(_cfg(tmp_mod, sampler=name, n_trials=4))
-    assert isinstance(sampler, ControlBlindSampler) and isinstance(sampler.inner, cls)
+    assert isinstance(sampler, BaselineBlindSampler) and isinstance(sampler.inner, cls)
 
 
 def test_gp_sampler(tmp_mod):
     cfg = _cfg(tmp_mod, sampler="gp", n_trials=4)
     sampler = make_sampler(cfg)
-    assert isinstance(sampler, ControlBlindSampler)
+    assert isinstance(sampler, BaselineBlindSampler)
     assert isinstance(sampler.inner, optuna.samplers.GPSampler)
 
 
@@ -199,7 +199,7 @@ def test_storage_urls(tmp_path):
 
 
 # -------------------------------------------------------------------------------------------------
-# The baseline is a control: model-based samplers learn from the candidates alone
+# The baseline is a baseline: model-based samplers learn from the candidates alone
 
 UNCONDITIONAL = {"shape", "r_start", "r_end"}  # search_spaces/continuous.yaml
 CONDITIONAL = {"k", "midpoint"}  # only when shape is sigmoid
@@ -288,17 +288,17 @@ def test_model_based_samplers_learn_from_the_candidates_not_the_baseline(
             assert not spy.independent.get(t.number, set()) & _MODELLED[name], t.number
 
 
-def test_the_baseline_is_a_marked_control_that_stays_in_the_study(tmp_mod):
+def test_the_baseline_is_a_marked_baseline_that_stays_in_the_study(tmp_mod):
     cfg = tiny_config(
         tmp_mod, space="continuous", search={"sampler": "tpe", "n_trials": 3, "seeds": [0, 1]}
     )
     trials = _run_toy_study(cfg).get_trials()
-    controls = [t for t in trials if is_control_trial(t)]
-    # One control per seed, finished with its value: run_dir.tables.add_deltas pairs against it.
-    assert [t.user_attrs[SEED] for t in controls] == [0, 1]
-    assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value == 1.0 for t in controls)
-    assert all(json.loads(t.user_attrs[CANDIDATE]) == UNIFORM for t in controls)
-    assert len(trials) - len(controls) == 3 * 2  # candidates and their seed repeats
+    baselines = [t for t in trials if is_baseline_trial(t)]
+    # One baseline per seed, finished with its value: run_dir.tables.add_deltas pairs against it.
+    assert [t.user_attrs[SEED] for t in baselines] == [0, 1]
+    assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value == 1.0 for t in baselines)
+    assert all(json.loads(t.user_attrs[CANDIDATE]) == UNIFORM for t in baselines)
+    assert len(trials) - len(baselines) == 3 * 2  # candidates and their seed repeats
 
 
 def test_pruners_still_compare_against_the_baseline(tmp_mod):
@@ -333,11 +333,11 @@ def test_samplers_survive_pickling_mid_study(tmp_mod, name):
 ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5}
 
 
-def test_an_attention_only_taper_is_queued_as_a_candidate_not_a_control(tmp_path):
+def test_an_attention_only_taper_is_queued_as_a_candidate_not_a_baseline(tmp_path):
     cfg = tiny_config(tmp_path, search={"candidates": [ATTENTION_ONLY], "seeds": [0]})
     study = optuna.create_study()
     write_initial_queue(study, cfg)
-    queued = {t.user_attrs[CANDIDATE]: is_control_trial(t) for t in study.get_trials()}
+    queued = {t.user_attrs[CANDIDATE]: is_baseline_trial(t) for t in study.get_trials()}
     assert queued == {json.dumps(UNIFORM): True, json.dumps(ATTENTION_ONLY, sort_keys=True): False}
 
 

@@ -51,6 +51,13 @@ def _sim(tmp: Path, simulate: dict, **sections) -> dict:
         ({"backend": "simulate", "simulate": {}}, "exactly one of run"),
         ({"backend": "simulate", "simulate": {"surrogate": {"noise": "loud"}}}, "noise"),
         ({"backend": "simulate", "simulate": {"surrogate": {"noise_sd": -1}}}, "noise_sd"),
+        (
+            {
+                "backend": "simulate",
+                "simulate": {"surrogate": {"control_noise": 3.0, "baseline_noise": 2.0}},
+            },
+            "train.simulate.surrogate: give baseline_noise only: control_noise is its old name",
+        ),
     ],
 )
 def test_a_bad_simulate_section_exits_2_naming_the_field(tmp_path, train, words):
@@ -60,6 +67,17 @@ def test_a_bad_simulate_section_exits_2_naming_the_field(tmp_path, train, words)
     assert res.exit_code == 2, res.output
     out = " ".join(res.output.split())
     assert "train" in out and words in out, out
+
+
+def test_a_key_under_its_old_name_loads_with_a_warning_naming_both(tmp_path):
+    """train.simulate.surrogate.control_noise is baseline_noise now: an older study file loads
+    as it did, and the warning says what to rename."""
+    old = _sim(tmp_path, {"surrogate": {"noise": "heteroscedastic", "control_noise": 3.0}})
+    with pytest.warns(FutureWarning, match="control_noise is now called baseline_noise"):
+        cfg = study_from_mapping(old)
+    assert cfg.train.simulate.surrogate.baseline_noise == 3.0
+    new = _sim(tmp_path, {"surrogate": {"noise": "heteroscedastic", "baseline_noise": 3.0}})
+    assert study_from_mapping(new) == cfg
 
 
 def test_a_run_dir_without_tables_is_an_input_error(tmp_path):
@@ -102,9 +120,9 @@ def test_a_surrogate_is_deterministic_per_candidate_and_seed(tmp_path):
     assert other.curve(cand, 1).evals != a.curve(cand, 1).evals
 
 
-def test_heteroscedastic_noise_differs_by_candidate_and_the_control_is_noisiest(tmp_path):
+def test_heteroscedastic_noise_differs_by_candidate_and_the_baseline_is_noisiest(tmp_path):
     homo = _box(tmp_path)
-    het = _box(tmp_path, noise="heteroscedastic", spread=1.0, control_noise=3.0, noise_sd=0.01)
+    het = _box(tmp_path, noise="heteroscedastic", spread=1.0, baseline_noise=3.0, noise_sd=0.01)
     cands = [{"shape": s, "r_start": r} for s in ("cosine", "linear") for r in (1.25, 1.5)]
     assert {homo.noise_sd(c) for c in cands} == {0.01}
     assert len({het.noise_sd(c) for c in cands}) == 4

@@ -23,7 +23,7 @@ from tlmsearch.search.sampling.samplers import (
     write_initial_queue,
 )
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.space import is_control
+from tlmsearch.widths.space import is_baseline
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SIX = {
@@ -41,11 +41,11 @@ def _cfg(tmp: Path, seed: int = 0, n: int = 2, **search):
 
 
 def _queued(cfg) -> list[str]:
-    """The grid's non-control candidates in queue order (first seed)."""
+    """The grid's non-baseline candidates in queue order (first seed)."""
     out: list[str] = []
     for cand, _ in initial_queue(cfg):
         k = _key(cand)
-        if not is_control(cand) and k not in out:
+        if not is_baseline(cand) and k not in out:
             out.append(k)
     return out
 
@@ -103,7 +103,7 @@ def test_the_draw_is_per_setting_and_never_uniform(tmp_path):
         assert len(keys) == 2
         for k in keys:
             c = Candidate.from_identity(k)
-            assert not is_control(c) and json.dumps({"train.lr": c["train.lr"]}) == setting
+            assert not is_baseline(c) and json.dumps({"train.lr": c["train.lr"]}) == setting
     assert draw_unpruned(_cfg(tmp_path, n=0)) is None
     assert draw_unpruned(_cfg(tmp_path, pruner="none")) is None
 

@@ -343,7 +343,7 @@ def test_best_yaml_has_the_tuned_comparison(tmp_path):
 def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
     import optuna
 
-    from tlmsearch.search.attrs import CANDIDATE, CONTROL, SEED
+    from tlmsearch.search.attrs import BASELINE, CANDIDATE, SEED
     from tlmsearch.search.sampling.samplers import (
         DefineByRunSpace,
         make_sampler,
@@ -371,11 +371,11 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
         trial = study.ask()
         conf = fn(trial)
         study.tell(trial, 1.0)
-        asked.append((conf["candidate"], conf["seed"], trial.user_attrs.get(CONTROL, False)))
+        asked.append((conf["candidate"], conf["seed"], trial.user_attrs.get(BASELINE, False)))
     assert len(asked) <= planned_trials(cfg)
     lrs = {c["train.lr"] for c, _, _ in asked}
     assert len(lrs) == 3
-    for lr in lrs:  # the taper and uniform at every sampled lr, on both seeds, uniform a control
+    for lr in lrs:  # the taper and uniform at every sampled lr, on both seeds, uniform a baseline
         runs = {(c["shape"], s, ctl) for c, s, ctl in asked if c["train.lr"] == lr}
         assert runs == {
             ("cosine", 0, False),
@@ -384,8 +384,9 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
             ("uniform", 1, True),
         }
     for t in study.trials:
-        if t.user_attrs.get(CONTROL):
-            assert t.params == {}  # uniform is no draw of the sampler (search/sampling/control.py)
+        if t.user_attrs.get(BASELINE):
+            assert t.params == {}  # uniform is no draw of the sampler
+            # (search/sampling/baseline.py)
         assert SEED in t.user_attrs and CANDIDATE in t.user_attrs
 
 
@@ -506,7 +507,7 @@ def _lr_frame(rows) -> pd.DataFrame:
 
 def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
     """Three schedules equal at every LR; each (LR, seed) cell has a level its uniform shares
-    with the other schedules (the shared control of a real study), plus seed and LR levels."""
+    with the other schedules (the shared baseline of a real study), plus seed and LR levels."""
     seed_level, lr_level = rng.normal(0, 0.02, n_seeds), {1: 0.03, 3: 0.0, 9: 0.02}
     rows = []
     for seed in range(n_seeds):
@@ -777,7 +778,7 @@ def test_a_sampled_settings_plan_counts_the_uniforms_the_driver_may_add(tmp_path
         space=_space(**{"train.lr": lr3}),
         search={"sampler": "random", "n_trials": 5, "seeds": [0, 1]},
     )
-    assert power.controls(cfg) == 3  # uniform at each LR the sampler may draw
+    assert power.baselines(cfg) == 3  # uniform at each LR the sampler may draw
     assert planned_trials(cfg) == (5 + 3) * 2
 
 
@@ -823,9 +824,9 @@ def test_each_settings_effects_use_that_settings_noise():
         for row in rows.itertuples():
             pair = own.pair(row.candidate, sub.loc[sub["is_baseline"], "candidate"].iloc[0])
             assert (row.noise_sd, row.noise_df) == (pytest.approx(pair.sd), pair.df)
-        assert rows["noise_group"].nunique() == 1  # one control per setting
+        assert rows["noise_group"].nunique() == 1  # one baseline per setting
     assert set(eff["family_size"]) == {6}  # one Holm family over both settings
-    assert eff["noise_group"].nunique() == 2  # two independent controls in that family
+    assert eff["noise_group"].nunique() == 2  # two independent baselines in that family
 
 
 def test_a_noisy_setting_keeps_its_rate_under_the_null():

@@ -11,7 +11,7 @@ from tlmsearch.widths.space import (
     SPACES_DIR,
     describe,
     find_space,
-    is_control,
+    is_baseline,
     is_flat,
     load_space,
     space_from_mapping,
@@ -252,11 +252,11 @@ ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 
 
 
 @pytest.mark.parametrize(
-    "candidate, control",
+    "candidate, baseline",
     [
         ({"shape": "uniform"}, True),
-        ({"shape": "uniform", "train.lr": 0.003}, True),  # the control of its setting
-        # the same model, but a flat candidate: one control row per seed (the grid drops these)
+        ({"shape": "uniform", "train.lr": 0.003}, True),  # the baseline of its setting
+        # the same model, but a flat candidate: one baseline row per seed (the grid drops these)
         ({"shape": "uniform", "heads.shape": "uniform"}, False),
         ({"shape": "uniform", "heads.share": 1.0}, False),
         ({"shape": "cosine", "r_start": 1.5}, False),
@@ -267,13 +267,13 @@ ATTENTION_ONLY = {"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 
         ({"shape": "cosine", "heads.shape": "uniform"}, False),
     ],
 )
-def test_the_control_is_uniform_in_both_halves_of_the_block(candidate: dict, control: bool):
-    assert is_control(candidate) is control
+def test_the_baseline_is_uniform_in_both_halves_of_the_block(candidate: dict, baseline: bool):
+    assert is_baseline(candidate) is baseline
     # a candidate that moves capacity is one of its own; one that does not is a flat copy
     moves = (
         candidate.get("heads.shape", "uniform") != "uniform"
         or candidate.get("heads.share", 1) != 1
         or candidate.get("shape") != "uniform"
     )
-    if not control:
+    if not baseline:
         assert is_flat(candidate, [4]) is not moves

@@ -1,4 +1,4 @@
-"""The joint t distribution of comparisons with one control (tlmsearch.stats.maxt)."""
+"""The joint t distribution of comparisons with one baseline (tlmsearch.stats.maxt)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tlmsearch.stats import maxt
     ("shares", "df", "c"), [([0.5] * 4, 6, 2.6), ([0.2, 0.5, 0.9], 12, 2.3), ([0.5] * 15, 30, 3.0)]
 )
 def test_the_joint_chance_matches_a_multivariate_t(shares, df, c) -> None:
-    # corr(i, j) = sqrt(s_i s_j): the one-factor structure of comparisons with one control
+    # corr(i, j) = sqrt(s_i s_j): the one-factor structure of comparisons with one baseline
     lam = np.sqrt(shares)
     corr = np.outer(lam, lam)
     np.fill_diagonal(corr, 1.0)
@@ -27,7 +27,7 @@ def test_the_joint_chance_matches_a_multivariate_t(shares, df, c) -> None:
     assert maxt.joint_below(c, shares, df) == pytest.approx(mc, abs=tolerance)
 
 
-def test_groups_with_different_controls_are_independent() -> None:
+def test_groups_with_different_baselines_are_independent() -> None:
     one = maxt.joint_below(2.5, [0.5, 0.5], 10)
     assert maxt.joint_below(2.5, [0.5] * 4, 10, groups=[0, 0, 1, 1]) == pytest.approx(one**2)
 

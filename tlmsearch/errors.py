@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import reprlib
 import types
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 
 class ConfigError(ValueError):
@@ -35,6 +44,29 @@ class Strict(BaseModel):
     is NaN or infinite (a YAML ``.nan`` or ``.inf`` is never a meaningful setting)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # a key's old name -> its name now: a study file with the old one still loads, with a
+    # FutureWarning naming both (the old names are read until version 1.0)
+    RENAMED: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        if not cls.RENAMED or not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        for old, new in cls.RENAMED.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(f"give {new} only: {old} is its old name")
+            warnings.warn(
+                f"{old} is now called {new}: rename it in the study file "
+                "(the old name is read until version 1.0)",
+                FutureWarning,
+                stacklevel=2,
+            )
+            data[new] = data.pop(old)
+        return data
 
     @field_validator("*", mode="before")
     @classmethod

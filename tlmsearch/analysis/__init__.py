@@ -308,7 +308,7 @@ def select_kept(kept: Sequence[Mapping[str, Any]], trials: str | None) -> list[d
 
 def _trial_info(meta: Mapping[str, Any], trials: pd.DataFrame) -> dict[str, Any]:
     """The analysis columns that say which trial a model is, from its meta and the trials table."""
-    from tlmsearch.widths.space import describe, is_control
+    from tlmsearch.widths.space import describe, is_baseline
 
     number = int(meta["number"])
     params = dict(meta.get("candidate") or {})
@@ -320,7 +320,7 @@ def _trial_info(meta: Mapping[str, Any], trials: pd.DataFrame) -> dict[str, Any]
         "seed": meta.get("seed"),
         "candidate": describe(params),
         "shape": shape,
-        "is_control": is_control(params),  # the uniform baseline: every delta's reference
+        "is_baseline": is_baseline(params),  # the uniform baseline: every delta's reference
         "arch": meta.get("arch") or (meta.get("model") or {}).get("arch", ""),
     }
 

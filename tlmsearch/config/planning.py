@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tlmsearch.config.model import FUSABLE_ARCHS, ModelConfig
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.space import UNIFORM, is_control, is_flat, settings_of
+from tlmsearch.widths.space import UNIFORM, is_baseline, is_flat, settings_of
 
 if TYPE_CHECKING:  # study.py imports this module: no import back
     from tlmsearch.config.study import StudyConfig
@@ -50,14 +50,14 @@ def candidates(cfg: StudyConfig) -> list[Candidate]:
         # A candidate with a flat profile (blocks' uniform preset, linear 1 -> 1) is the
         # baseline at every scale: with the same seed it would train the same model again.
         layers = [cfg.model.n_layer] + ([cfg.target.n_layer] if cfg.target else [])
-        # the uniform control at every setting value the candidates take (train.lr x ...):
+        # the uniform baseline at every setting value the candidates take (train.lr x ...):
         # a taper is compared with uniform at its own setting
         settings: list[dict[str, Any]] = []
         for c in cands:
             if settings_of(c) not in settings:
                 settings.append(settings_of(c))
-        controls = [Candidate({**UNIFORM, **s}) for s in settings or [{}]]
-        cands = controls + [c for c in cands if not is_flat(c, layers)]
+        baselines = [Candidate({**UNIFORM, **s}) for s in settings or [{}]]
+        cands = baselines + [c for c in cands if not is_flat(c, layers)]
     return cands
 
 
@@ -226,7 +226,7 @@ def pruner_line(cfg: StudyConfig) -> str | None:
         )
     per_setting: dict[str, int] = {}
     for t in cfg.trainings() if grid else ():
-        if not is_control(t.candidate):
+        if not is_baseline(t.candidate):
             key = json.dumps(settings_of(t.candidate), sort_keys=True)
             per_setting[key] = per_setting.get(key, 0) + 1
     if grid and max(per_setting.values(), default=0) <= n:

@@ -300,9 +300,9 @@ class TwoByTwoConfig(Strict):
     """A 2 x 2 study's reading (tlmsearch/evidence/factorial.py): the names of three of its
     stats.contrasts."""
 
-    first: str  # the first factor's effect alone against the control (steps: B - A)
+    first: str  # the first factor's effect alone against the baseline (steps: B - A)
     second: str  # the second's (capacity: D - A)
-    interaction: str  # (AB - B) - (A - control): terms {AB: 1, B: -1, A: -1, uniform: 1}
+    interaction: str  # (AB - B) - (A - baseline): terms {AB: 1, B: -1, A: -1, uniform: 1}
 
 
 class StatsConfig(Strict):

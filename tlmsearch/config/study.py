@@ -101,7 +101,7 @@ class StudyConfig(Strict):
             if scheduled and model is not None and model.layer_heads is not None:
                 raise ValueError(
                     f"{section}.layer_heads fixes every candidate's heads, but the study "
-                    "schedules them (heads.* in the space or search.candidates): the control "
+                    "schedules them (heads.* in the space or search.candidates): the baseline "
                     f"would keep {section}.layer_heads and the candidates not; remove one"
                 )
         self._check_study()
@@ -141,7 +141,7 @@ class StudyConfig(Strict):
                 raise ValueError(
                     "search.racing races candidates against one uniform per seed, but the space "
                     f"has setting dimensions ({', '.join(self.space.settings)}), each with its "
-                    "own uniform control; remove racing (run every seed) or the setting "
+                    "own uniform baseline; remove racing (run every seed) or the setting "
                     "dimensions"
                 )
             if racing.max_seeds is not None and racing.max_seeds > len(self.search.seeds):

@@ -8,7 +8,8 @@ it. No torch, no ray.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,15 +35,17 @@ class SurrogateConfig(Strict):
     seed_sd: float | None = Field(None, ge=0)  # sd of a seed's shared effect (nats); 0.01
     noise_sd: float | None = Field(None, ge=0)  # sd of a (candidate, seed)'s own noise; 0.01
     # homoscedastic: noise_sd for every candidate, the noise model the statistics assume;
-    # heteroscedastic: noise_sd x exp(spread z_c) per candidate and x control_noise for uniform
+    # heteroscedastic: noise_sd x exp(spread z_c) per candidate and x baseline_noise for uniform
     noise: Literal["homoscedastic", "heteroscedastic"] = "homoscedastic"
     spread: float = Field(0.5, ge=0, le=5)  # heteroscedastic: log-sd of a candidate's noise
-    control_noise: float = Field(2.0, gt=0, le=100)  # heteroscedastic: uniform's noise factor
+    baseline_noise: float = Field(2.0, gt=0, le=100)  # heteroscedastic: uniform's noise factor
     amplitude: float | None = Field(None, ge=0)  # how far above its end a curve starts; 1.0
     alpha: float | None = Field(None, gt=0, le=10)  # the curve's power-law decay; 0.5
     eval_sd: float | None = Field(None, ge=0)  # each eval's own jitter (nats); 0.002
     bytes_per_token: float | None = Field(None, gt=0)  # val_bpb = val_loss / ln2 / this; 1.0
     seed: int = Field(0, ge=0, le=2**32 - 1)  # the surrogate's random stream
+
+    RENAMED: ClassVar[Mapping[str, str]] = {"control_noise": "baseline_noise"}
 
 
 class SimulateConfig(Strict):

@@ -16,7 +16,7 @@ statistic. What each decision's error rate is, and the simulation that checks it
 One decision per question:
 
 - *Does X differ from uniform?* In a study racing against uniform, the race decides (its
-  sequential test controls the family-wise error over every candidate and look); otherwise
+  sequential test baselines the family-wise error over every candidate and look); otherwise
   the family-wise test over all comparisons with uniform at the end (``family``).
 - *Which is the best?* MCB over the ranked candidates and uniform: a candidate is called the
   best only when it is better than every other one, uniform included, jointly at ``level``.

@@ -285,7 +285,7 @@ def planned_rows(cfg: StudyConfig) -> list[_Row]:
                 setting_label(c, exact=True),
                 settings_of(c),
                 taper,
-                c.is_control,
+                c.is_baseline,
             )
         )
     return out

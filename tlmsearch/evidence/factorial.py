@@ -36,7 +36,7 @@ def reading(
     words: Mapping[str, str], first: str, second: str, interaction: str, margin: float | None
 ) -> str:
     """The sentence for contrasts ``first`` and ``second`` (each factor's effect alone, against
-    the control) and their ``interaction``, from ``words`` (contrast name -> word)."""
+    the baseline) and their ``interaction``, from ``words`` (contrast name -> word)."""
     a, b, i = (words.get(n, "inconclusive") for n in (first, second, interaction))
     if margin is None and i not in SEPARATED:
         return (

@@ -198,7 +198,7 @@ class Row:
 
     label: str
     seeds: int  # per candidate (uniform runs on the same seeds)
-    trainings: int  # (m + the uniform controls) x seeds
+    trainings: int  # (m + the uniform baselines) x seeds
     power: float  # noncentral t power at min_effect
 
 
@@ -222,7 +222,7 @@ class Plan:
     tokens_per_s: float | None  # the pilot's median per trial; None: no pilot
     concurrency: int  # search.concurrency
     notes: tuple[str, ...] = ()
-    controls: int = 1  # uniform trainings per seed: one per setting value (train.lr)
+    baselines: int = 1  # uniform trainings per seed: one per setting value (train.lr)
     m_df: int = 0  # the m of the residual df, m_df x (seeds - 1): the fewest in any setting
     contrasts: ContrastPlan | None = None  # the study's contrasts and equivalence questions
 
@@ -257,7 +257,7 @@ def _family_words(family: str, m: int, level: float, alpha: float) -> str:
 def family_size(cfg: StudyConfig) -> int:
     """m: the candidates a study compares with uniform, each trained on every seed (a grid's
     distinct proxy width vectors, or ``search.n_trials`` of a sampler, as ``validate`` counts).
-    With setting dimensions each setting's uniform is that setting's control, not a candidate:
+    With setting dimensions each setting's uniform is that setting's baseline, not a candidate:
     m is the sum over settings of (schedules - 1)."""
     if cfg.search.sampler == "grid":
         per = _trainings_per_setting(cfg)
@@ -286,8 +286,8 @@ def df_size(cfg: StudyConfig, m: int) -> int:
     return max(1, min(compared, default=1))  # a setting with only uniform compares nothing
 
 
-def controls(cfg: StudyConfig) -> int:
-    """Uniform trainings per seed: one per setting combination (each setting's control; a
+def baselines(cfg: StudyConfig) -> int:
+    """Uniform trainings per seed: one per setting combination (each setting's baseline; a
     sampler's settings: the most it may draw, as
     :func:`tlmsearch.search.sampling.samplers.planned_trials` counts), else one."""
     if not cfg.search.baseline:
@@ -584,7 +584,7 @@ def build_plan(
     n_now = cfg.race_seeds
     racing = cfg.search.racing
     now_from = "racing.max_seeds" if racing and racing.max_seeds else "search.seeds"
-    per_seed = m + controls(cfg)
+    per_seed = m + baselines(cfg)
 
     def row(label: str, n: int) -> Row:
         return Row(label, n, per_seed * n, t_power(n, effect, sd, alpha, m_df))
@@ -633,7 +633,7 @@ def build_plan(
         tokens_per_s=noise.tokens_per_s,
         concurrency=cfg.search.concurrency,
         notes=tuple(notes),
-        controls=per_seed - m,
+        baselines=per_seed - m,
         m_df=m_df,
         contrasts=contrasts,
     )
@@ -676,10 +676,10 @@ def plan_lines(plan: Plan) -> list[str]:
             line += f"  {_hours(h):>11}  {_hours(wall):>10}"
         out.append(line)
     out.append("")
-    uniform = "uniform" if plan.controls == 1 else f"uniform at each of {plan.controls} settings"
+    uniform = "uniform" if plan.baselines == 1 else f"uniform at each of {plan.baselines} settings"
     out.append(
         f"seeds: per candidate, uniform on the same ones; trainings: "
-        f"{plan.m + plan.controls} x seeds ({plan.m} candidate(s) and {uniform}); power: "
+        f"{plan.m + plan.baselines} x seeds ({plan.m} candidate(s) and {uniform}); power: "
         f"of the t test on each comparison's df (uniform's own seeds - 1 beside the "
         f"pool, {plan.m_df or plan.m} x (seeds - 1): power.comparison_df)"
         + (
@@ -705,7 +705,7 @@ def plan_lines(plan: Plan) -> list[str]:
         plan.contrasts,
         plan.effect,
         plan.level,
-        plan.m + plan.controls,
+        plan.m + plan.baselines,
         plan.rows[2].seeds,
         percent,
     )

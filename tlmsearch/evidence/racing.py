@@ -2,7 +2,7 @@
 
 SMAC3's intensification races a challenger against the incumbent over (instance, seed) pairs and
 adds evaluations only while the challenger could still win. Here every candidate has a natural
-paired control, the uniform model of the same seed (common random numbers: same data order and
+paired baseline, the uniform model of the same seed (common random numbers: same data order and
 init), so a seed gives one *paired delta* d = value - uniform. After each finished trial,
 :func:`race` looks at a candidate's deltas and decides:
 
@@ -171,9 +171,9 @@ def race(
     by_cand = {c: g.set_index("seed")["delta"] for c, g in deltas.groupby(key, sort=True)}
     base = trials[trials["is_baseline"].astype(bool)]
     base_done = set(base.loc[base["state"] == "COMPLETE", "seed"].dropna().astype(int))
-    # a seed whose control failed for good cannot pair anything: out of the pool
+    # a seed whose baseline failed for good cannot pair anything: out of the pool
     base_failed = set(base.loc[base["state"] == "FAIL", "seed"].dropna().astype(int)) - base_done
-    control = base[key].iloc[0] if len(base) else None  # uniform's row in the noise model
+    baseline = base[key].iloc[0] if len(base) else None  # uniform's row in the noise model
     pool = [s for s in seeds if s not in base_failed]
     cands = trials[~trials["is_baseline"].astype(bool)]
     m = max(int(cands[key].nunique()), int(family_size))
@@ -198,10 +198,10 @@ def race(
         )
         in_flight |= {s for c, s in queued if c == cand}
         tried = (ran | in_flight) - base_failed
-        # a finished seed whose control has not finished yet cannot be judged: wait for it
+        # a finished seed whose baseline has not finished yet cannot be judged: wait for it
         in_flight |= (ran - base_done) - base_failed
         d = by_cand.get(cand, pd.Series(dtype="float64"))
-        ref = incumbent if incumbent is not None and incumbent != cand else control
+        ref = incumbent if incumbent is not None and incumbent != cand else baseline
         lane = _decide(
             cand,
             d,
@@ -336,11 +336,11 @@ def race_family_size(config: StudyConfig) -> int:
     candidates started so far would test the early looks at a looser level than promised.
     """
     from tlmsearch.config import PartialStudy
-    from tlmsearch.widths.space import is_control, is_flat
+    from tlmsearch.widths.space import is_baseline, is_flat
 
     search = config.search
     if isinstance(config, PartialStudy):  # no whole study: what its search section says plainly
-        named = [c for c in search.candidates or [] if not is_control(c)]
+        named = [c for c in search.candidates or [] if not is_baseline(c)]
         return len(named) or int(search.n_trials or 0)
     if search.sampler == "grid" or search.candidates is not None:
         return sum(not is_flat(c, [config.model.n_layer]) for c in config.candidates())
@@ -405,7 +405,8 @@ def planned_seeds(
     base = trials[trials["is_baseline"].astype(bool)]
     done = set(pd.to_numeric(base.loc[base["state"] == "COMPLETE", "seed"]).dropna().astype(int))
     failed = set(pd.to_numeric(base.loc[base["state"] == "FAIL", "seed"]).dropna().astype(int))
-    for cand in base[key].unique():  # not on a seed whose control failed for good: out of the pool
+    for cand in base[key].unique():  # not on a seed whose baseline failed for good: out of the
+        # pool
         out[cand] = tuple(sorted(every - (failed - done)))
     return out
 
@@ -474,7 +475,7 @@ def _decide(
         conf, looks, m, against = look
         half = critical(noise, conf, looks, m, against) * noise.sd / math.sqrt(n)
     waiting = (
-        lane(RACING, f"seed {min(in_flight)} in flight (or its control)", mean, half, None)
+        lane(RACING, f"seed {min(in_flight)} in flight (or its baseline)", mean, half, None)
         if in_flight
         else None
     )
@@ -515,7 +516,7 @@ def _decide(
             return lane(SEPARATED, why, mean, half, None)
         why = f"not separated from {ref} after {n} of {max_seeds} seeds"
         return lane(
-            TIED, why if left else why + " (no seed left with a control)", mean, half, None
+            TIED, why if left else why + " (no seed left with a baseline)", mean, half, None
         )
     nxt = left[0]
     if waiting is not None:

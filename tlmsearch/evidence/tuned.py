@@ -332,7 +332,7 @@ def _within(
     models = _models(measured, value, level, pruned)
     at_best = named[named["candidate"].isin(best["candidate"]) & named["seed"].isin(measure)]
     # keyed by schedule, no setting column: uniform at its best setting is every schedule's
-    # control, paired by seed
+    # baseline, paired by seed
     at_best = at_best.drop(columns=["setting"])
     base_row = base.iloc[0] if len(base) else None
     others = best[~best["is_baseline"]]

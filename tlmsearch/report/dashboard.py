@@ -163,7 +163,7 @@ def make_server(
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
+            self.send_header("Cache-Baseline", "no-store")
             self.end_headers()
             self.wfile.write(body)
 

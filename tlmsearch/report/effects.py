@@ -228,7 +228,7 @@ class Race(NamedTuple):
     # one row per candidate: candidate, status, n_seeds, seeds, mean_delta, half_width, reason
     lanes: pd.DataFrame
     counts: dict[str, int]  # status -> candidates
-    uniform_seeds: list[int]  # the seeds the control completed
+    uniform_seeds: list[int]  # the seeds the baseline completed
     decided: bool  # no candidate still racing
     note: str  # why there is no race table ("" when there is one)
 

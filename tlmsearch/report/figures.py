@@ -721,8 +721,8 @@ def layer_diagnostics(d: LayerLines) -> go.Figure:
     else:
         fig = make_subplots(rows=1, cols=len(DIAGNOSTICS), horizontal_spacing=0.08)
     others = 0
-    for (cand, control), sub in d.lines.groupby(["candidate", "is_control"], sort=False):
-        if control:
+    for (cand, baseline), sub in d.lines.groupby(["candidate", "is_baseline"], sort=False):
+        if baseline:
             line = {"color": UNIFORM_COLOR, "dash": "dash", "width": 3}
         else:
             line = {"color": PALETTE[others % len(PALETTE)]}

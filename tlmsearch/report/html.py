@@ -492,7 +492,7 @@ def race_html(race: E.Race | None) -> str:
     state = "decided: no candidate races on" if race.decided else "still racing"
     seeds = ", ".join(str(x) for x in race.uniform_seeds) or "none yet"
     text += (
-        f"Uniform (the control) completed seeds {_e(seeds)}. Candidates: {_e(counts)}; "
+        f"Uniform (the baseline) completed seeds {_e(seeds)}. Candidates: {_e(counts)}; "
         f"{state}. A candidate gets its next seed only while its paired delta is not separated "
         "from the reference; it stops when separated, when a seed is pruned or failed, or at "
         "the seed limit (a tie).</p>"

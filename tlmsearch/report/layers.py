@@ -10,7 +10,7 @@ they were measured), and the figure then draws the MLP panels alone.
 
 >>> from tlmsearch.run_dir.tables import analysis_frame
 >>> a = analysis_frame([
-...     {"number": n, "seed": 0, "candidate": c, "is_control": c == "uniform", "layer": l,
+...     {"number": n, "seed": 0, "candidate": c, "is_baseline": c == "uniform", "layer": l,
 ...      "level": 0, "width": 64, "cosine": 0.1 * l, "rel_norm": 0.5, "ablation_nats": 0.2}
 ...     for n, c in enumerate(["uniform", "cosine 1.5->0.5"]) for l in range(2)])
 >>> d = layer_diagnostics(a)
@@ -40,9 +40,9 @@ _SPREAD = ["attn_entropy_min_nats", "attn_entropy_max_nats"]
 
 
 class LayerLines(NamedTuple):
-    # candidate, is_control, depth, layer, level, width, heads, kv_heads, the DIAGNOSTICS,
+    # candidate, is_baseline, depth, layer, level, width, heads, kv_heads, the DIAGNOSTICS,
     # ATTENTION and min/max entropy columns (means over seeds; NaN where a row has no MLP or no
-    # attention), legend, hover; the control first, then candidates by label, each by depth
+    # attention), legend, hover; the baseline first, then candidates by label, each by depth
     lines: pd.DataFrame
     levels: int  # MLPs per layer (hope_attention's CMS levels, else 1)
     val_tokens: int  # validation positions each diagnostic was measured on (0: no analysis)
@@ -59,14 +59,14 @@ def _seeds(seeds: pd.Series) -> str:
 def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
     """The lines of the per-layer figure from the analysis table (:func:`analysis_frame`)."""
     measures = [*DIAGNOSTICS, *ATTENTION, *_SPREAD]
-    cols = ["candidate", "is_control", "depth", "layer", "level", "width", "heads", "kv_heads"]
+    cols = ["candidate", "is_baseline", "depth", "layer", "level", "width", "heads", "kv_heads"]
     cols += measures
     if analysis.empty:
         return LayerLines(pd.DataFrame(columns=[*cols, "legend", "hover"]), 1, 0)
     a = analysis.copy()
     levels = int(a["level"].max()) + 1
     a["depth"] = a["layer"].astype(float) + a["level"].astype(float) / levels
-    keys = ["candidate", "is_control", "depth", "layer", "level"]
+    keys = ["candidate", "is_baseline", "depth", "layer", "level"]
     lines = a.groupby(keys, as_index=False, sort=False).agg(
         width=("width", "first"),
         heads=("heads", "first"),
@@ -74,7 +74,7 @@ def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
         **{m: (m, "mean") for m in measures},
     )
     seeds = a.groupby("candidate")["seed"].apply(_seeds)
-    name = lines["candidate"].where(~lines["is_control"], lines["candidate"] + " (reference)")
+    name = lines["candidate"].where(~lines["is_baseline"], lines["candidate"] + " (reference)")
     lines["legend"] = name + ", " + lines["candidate"].map(seeds)
 
     def hover(r: pd.Series) -> str:
@@ -96,7 +96,7 @@ def layer_diagnostics(analysis: pd.DataFrame) -> LayerLines:
 
     lines["hover"] = lines.apply(hover, axis=1)
     lines = lines.sort_values(
-        ["is_control", "candidate", "depth"], ascending=[False, True, True], kind="stable"
+        ["is_baseline", "candidate", "depth"], ascending=[False, True, True], kind="stable"
     ).reset_index(drop=True)
     tokens = pd.to_numeric(a["val_tokens"], errors="coerce").astype("float64").max()
     attention = bool(lines["attn_entropy_nats"].notna().any())

@@ -113,7 +113,7 @@ _ANALYZED_TRIAL: dict[str, str] = {
     "seed": "int",
     "candidate": "str",
     "shape": "str",
-    "is_control": "bool",
+    "is_baseline": "bool",
     "arch": "str",
 }
 ANALYSIS_COLUMNS: dict[str, str] = {
@@ -189,7 +189,7 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
     from tlmsearch.widths.schedules import SHAPES
     from tlmsearch.widths.space import (
         describe,
-        is_control,
+        is_baseline,
         schedule_of,
         setting_label,
         taper_strength,
@@ -216,8 +216,8 @@ def _derive(rec: Mapping[str, Any]) -> dict[str, Any]:
             row.setdefault("r_end", re_)
         heads = heads_schedule(params)
         row.setdefault("heads_shape", "" if heads is None else heads.get("shape"))
-        # an attention-only taper keeps uniform MLPs but is a candidate, not the control
-        row.setdefault("is_baseline", is_control(params))
+        # an attention-only taper keeps uniform MLPs but is a candidate, not the baseline
+        row.setdefault("is_baseline", is_baseline(params))
     # every per-layer list the record gives (widths, heads, lr_profile, ...) -> its column
     layers = {e.name: row.pop(e.record, None) for e in LAYERED.values()}
     for e in LAYERED.values():
@@ -588,7 +588,7 @@ def write_status(run_dir: str | Path, status: str | None, **fields: Any) -> dict
     return data
 
 
-RENAMED = {"spared": "unpruned"}  # old column name -> new, read from older run dirs
+RENAMED = {"spared": "unpruned", "is_control": "is_baseline"}  # old column -> new, older run dirs
 
 
 def _read_table(run: RunDir, name: str, columns: Mapping[str, str]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """The names a run's Optuna trials and study carry: user attributes and trial config keys.
 
-A leaf (docs/contributing.md, rule 19): the samplers, control wrapper, pruners, scheduler,
+A leaf (docs/contributing.md, rule 19): the samplers, baseline wrapper, pruners, scheduler,
 the race and the readers all need these names, so they live here, where importing them imports
 nothing else of ours.
 """
@@ -9,7 +9,7 @@ nothing else of ours.
 SEED = "seed"
 CANDIDATE = "candidate"  # JSON of the full candidate, fixed values included
 STANDS_FOR = "stands_for"  # JSON list of the other candidates with the same proxy widths
-CONTROL = "tlm_control"  # True on the uniform baseline: a control, not a sample
+BASELINE = "tlm_control"  # True on the uniform baseline: a baseline, not a sample
 SAMPLED = "tlm_sampled"  # True on a trial whose candidate the sampler drew (not a repeat)
 # user attribute and trial config key: True on a trial the pruner may not stop, its candidate one
 # of search.unpruned_candidates of its setting drawn at random before any data (they measure a

@@ -84,8 +84,8 @@ def rung_compute(cfg: StudyConfig, trials: Any = None) -> float:
 
     From the uniform trials' recorded ``flops_per_token`` when given (every candidate has the
     uniform budget; a ``heads.share`` other than 1 under ``model.attention.hold: params`` moves
-    a candidate's FLOPs off it a little, and this counts the control's), else from
-    :mod:`tlmsearch.widths.budget` when the vocabulary is known (the control's model: no heads
+    a candidate's FLOPs off it a little, and this counts the baseline's), else from
+    :mod:`tlmsearch.widths.budget` when the vocabulary is known (the baseline's model: no heads
     schedule, so ``cfg.model`` as it is).
     """
     fpt = math.nan

@@ -197,7 +197,7 @@ def resume_run(
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
     _refuse_if_running(run, export.run_info(run))
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
-    make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/control.py)
+    make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/baseline.py)
     _check_trackers(cfg)
     record_unpruned(study, cfg, run)  # the draw made before the first trial, read back
     requeued = requeue_interrupted(study, cfg, run)

@@ -40,7 +40,7 @@ from tlmsearch.stats.row_variances import OWN, RowNoise
 
 @dataclass(frozen=True)
 class PairNoises:
-    """Each comparison's noise by the name of its non-control side: the interface
+    """Each comparison's noise by the name of its non-baseline side: the interface
     :func:`tlmsearch.stats.effects` reads of a noise model (``pair``, ``source``, ``share``).
 
     >>> p = PairNoises({"a": Noise(0.1, 4)}, {"a": "pooled"}, {"a": 0.5})

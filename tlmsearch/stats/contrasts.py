@@ -183,7 +183,7 @@ def estimate(
             part = _cell_variance(model, c)
             if part is None:
                 return est, math.nan, 0.0
-            if isinstance(model, RowNoise) and c in model.control and c in model.rows:
+            if isinstance(model, RowNoise) and c in model.baseline and c in model.rows:
                 own, n = model.rows[c].own, fit.cells[c]
                 uniform.append((s, ai * ai, own, n - 1, model.pooled.sd**2 / 2.0, model.pooled.df))
                 continue

@@ -53,7 +53,7 @@ EFFECT_COLUMNS = (
     "noise_sd",  # the sd of one paired delta the interval and effect_noise use
     "noise_df",  # its degrees of freedom (0 when unknown)
     "noise_shared",  # uniform's share of that variance: how the comparisons move together
-    "noise_group",  # comparisons with one control (one uniform, one fit): joint within a group
+    "noise_group",  # comparisons with one baseline (one uniform, one fit): joint within a group
     "lo",  # t interval of mean_delta over the family (see ci_level; NaN when noise unknown)
     "hi",
     "half_width",
@@ -150,8 +150,8 @@ def effects(
     if noise is None and not trials.empty:
         noise = row_noise(trials, value, key=key, level=level, pruned=pruned)
     s = summarise(trials, value, key=key, level=level, seeds=seeds)
-    control = list(s.loc[s["is_baseline"].astype(bool), key])
-    ref = control[0] if control else None  # one uniform per table (per setting)
+    baseline = list(s.loc[s["is_baseline"].astype(bool), key])
+    ref = baseline[0] if baseline else None  # one uniform per table (per setting)
     s = s[~s["is_baseline"].astype(bool)]
     d = paired_deltas(trials, value, key=key)
     d = d[~d["is_baseline"]]
@@ -234,7 +234,7 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
     data, each comparison still to come counted as never rejected), and the
     intervals ``lo``/``hi``/``half_width`` that hold over the same family (``ci_level``). For
     tables put together from several :func:`effects` calls (each row on the noise that fits
-    it; ``noise_group`` tells comparisons with different controls apart).
+    it; ``noise_group`` tells comparisons with different baselines apart).
 
     Under holm the step-down and the intervals use the comparisons' joint t distribution
     (:mod:`tlmsearch.stats.maxt`: Holm's scheme with each step at the exact critical value of
@@ -260,7 +260,7 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
         shared = out["noise_shared"].to_numpy(dtype="float64")[idx]
         # a comparison still to come: t 0 (never rejected first), the smallest df, its own
         # group, sharing no noise (independent comparisons are the conservative side: the
-        # max over them is the largest; a setting still to come has its own control anyway)
+        # max over them is the largest; a setting still to come has its own baseline anyway)
         p_adj = np.full(len(out), math.nan)
         p_adj[idx] = step_down(
             t[idx].tolist() + [0.0] * unseen,

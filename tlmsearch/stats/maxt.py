@@ -1,4 +1,4 @@
-"""The joint t distribution of many comparisons with one control: adjusted p-values and a
+"""The joint t distribution of many comparisons with one baseline: adjusted p-values and a
 simultaneous critical value that use how the comparisons move together (Dunnett's idea, with
 each comparison on its own variance as Hasler and Hothorn 2008 do).
 
@@ -55,7 +55,7 @@ def joint_below(
 ) -> float:
     """P(max_i |T_i| < c) for the comparisons with uniform's variance shares ``shares``, each
     T_i on ``df`` degrees of freedom (the module docstring). ``groups``: comparisons with
-    different controls (a study's settings, each with its own uniform and fit) are independent,
+    different baselines (a study's settings, each with its own uniform and fit) are independent,
     and the joint chance is the product over groups.
 
     One comparison is Student's t; uncorrelated ones multiply; fully shared ones are one:

@@ -173,7 +173,7 @@ def block_noise(
     cells = _cells(trials, value, key)
     out = pruner_selected(cells, pruned) if unselected else set()
     # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
-    # control of its own candidates on a seed
+    # baseline of its own candidates on a seed
     done = [
         (c, (cell.setting, s) if cell.setting else s, cell.value)
         for (c, s), cell in cells.items()

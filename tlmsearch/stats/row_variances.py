@@ -87,7 +87,7 @@ class RowNoise:
 
     pooled: Noise
     rows: Mapping[Any, RowVariance]
-    control: tuple[Any, ...] = ()  # uniform's key(s): the rows that use their own when larger
+    baseline: tuple[Any, ...] = ()  # uniform's key(s): the rows that use their own when larger
     cells: Mapping[Any, Mapping[Any, float]] = field(default_factory=dict, repr=False)
 
     @property
@@ -110,9 +110,9 @@ class RowNoise:
         return "pooled" if not own else "both" if len(own) == 2 else str(own[0])
 
     def share(self, a: Any, b: Any) -> float:
-        """``b``'s share of the variance of the paired delta a - b (b: the control).
+        """``b``'s share of the variance of the paired delta a - b (b: the baseline).
 
-        Two comparisons with the same control correlate by the product of the square roots of
+        Two comparisons with the same baseline correlate by the product of the square roots of
         their shares (:mod:`tlmsearch.stats.maxt`); with every row on the pooled variance each
         share is 1/2.
         """
@@ -288,11 +288,11 @@ def row_noise(
         return None
     var_p = rss / df
     pooled = Noise(math.sqrt(2.0 * var_p), df)
-    control = tuple(dict.fromkeys(r for r, b in zip(rows, base, strict=True) if b))
+    baseline = tuple(dict.fromkeys(r for r, b in zip(rows, base, strict=True) if b))
     # with two rows (uniform and one candidate) their residuals mirror each other: the pooled
     # fit is the paired test itself, and no row can be told noisier than the other
     testable = sum(share > 1e-9 for _, _, share, _ in fit.values()) >= 3
-    noisy = _noisier_rows(fit, control, var_p, level) if testable and var_p > 0 else {}
+    noisy = _noisier_rows(fit, baseline, var_p, level) if testable and var_p > 0 else {}
     out: dict[Any, RowVariance] = {}
     for row, (own, _, _, n) in fit.items():
         p = noisy.get(row, (False, math.nan))[1]
@@ -303,16 +303,16 @@ def row_noise(
     by_row: dict[Any, dict[Any, float]] = {}
     for r, b, v, _ in done:
         by_row.setdefault(r, {})[b] = float(v)
-    ref = out.get(control[0]) if control else None
+    ref = out.get(baseline[0]) if baseline else None
     for row in {d[0] for d in done} - set(out):  # censored, left out of the fit
         out[row] = _censored_row(
-            by_row[row], by_row.get(control[0], {}) if control else {}, ref, var_p, df, level
+            by_row[row], by_row.get(baseline[0], {}) if baseline else {}, ref, var_p, df, level
         )
     for twin, original in twins.items():  # a replayed twin is its original's row
         if original in out and twin not in out:
             out[twin] = out[original]
             by_row[twin] = by_row.get(original, {})
-    return RowNoise(pooled, out, control, by_row)
+    return RowNoise(pooled, out, baseline, by_row)
 
 
 NO_DF = "the design has no residual degrees of freedom yet"
@@ -364,7 +364,7 @@ def _twins(trials: pd.DataFrame, key: str) -> dict[Any, Any]:
 
 def _censored_row(
     cells: Mapping[Any, float],
-    control: Mapping[Any, float],
+    baseline: Mapping[Any, float],
     ref: RowVariance | None,
     var_p: float,
     df: int,
@@ -375,7 +375,7 @@ def _censored_row(
     candidate row in the fit): then its own, the deltas' variance less uniform's."""
     from scipy.stats import f as f_dist
 
-    d = _deltas(cells, control)
+    d = _deltas(cells, baseline)
     if len(d) < 2 or ref is None:
         return RowVariance(var_p, df, POOLED, math.nan, math.nan)
     s2, v_u = float(d.var(ddof=1)), ref.var
@@ -397,7 +397,7 @@ def _has_df(done: Sequence[tuple[Any, Any, float, bool]]) -> bool:
 
 def _noisier_rows(
     fit: Mapping[Any, tuple[float, float, float, int]],
-    control: Sequence[Any],
+    baseline: Sequence[Any],
     var_p: float,
     level: float,
 ) -> dict[Any, tuple[bool, float]]:
@@ -423,7 +423,7 @@ def _noisier_rows(
             continue
         ratio = (ss / share) / (ss_rest / rest) if ss_rest > 0 else math.inf
         p = float(f_dist.sf(ratio, share, rest))
-        if row in control:
+        if row in baseline:
             close = UNIFORM_RATIO * float(f_dist.ppf(1.0 - UNIFORM_CONFIDENCE, share, rest))
             out[row] = (not ratio < close and own > var_p * (1.0 + 1e-9), p)
         else:

@@ -27,7 +27,7 @@ import pandas as pd
 
 def shrunk(eff: pd.DataFrame) -> pd.Series:
     """Each effects row's selection-adjusted mean delta (NaN where its noise is unknown),
-    shrunk within its ``noise_group`` (comparisons with one control), from ``mean_delta``,
+    shrunk within its ``noise_group`` (comparisons with one baseline), from ``mean_delta``,
     ``noise_sd``, ``n`` and ``noise_shared`` (:func:`tlmsearch.stats.effects`' columns).
 
     >>> e = pd.DataFrame({"mean_delta": [-1.0, 0.0, 1.0], "noise_sd": [1.0] * 3, "n": [1] * 3,

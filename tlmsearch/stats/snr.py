@@ -218,7 +218,7 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
     cols = [key, "mean", "n"]
     if not base or s.empty:
         return pd.DataFrame(columns=cols).astype({"mean": "float64", "n": "int64"})
-    # with setting dimensions each setting has its own uniform (the control of that setting's
+    # with setting dimensions each setting has its own uniform (the baseline of that setting's
     # candidates): u_s over that setting's seeds, never pooled over settings
     per_setting: dict[str, list[float]] = {}
     for (setting, _), v in base.items():

@@ -24,7 +24,7 @@ candidate is the baseline read the plan, not the keys.
 >>> cand.identity
 '{"lr.r_start": 1.5, "lr.shape": "linear", "shape": "uniform"}'
 >>> p = plan(model, cand)
->>> p.widths, p.profiles["lr"], p.is_control
+>>> p.widths, p.profiles["lr"], p.is_baseline
 ((64, 64), (1.5, 0.5), False)
 
 Pure Python: no torch, no ray.
@@ -47,7 +47,7 @@ from tlmsearch.widths.space import (
     SHARE,
     describe,
     heads_schedule,
-    is_control,
+    is_baseline,
     mlp_schedule,
     schedule_label,
     settings_of,
@@ -158,9 +158,9 @@ class Candidate(dict[str, Any]):
         return out
 
     @cached_property
-    def is_control(self) -> bool:
-        """Whether it is the uniform control (:func:`tlmsearch.widths.space.is_control`)."""
-        return is_control(self)
+    def is_baseline(self) -> bool:
+        """Whether it is the uniform baseline (:func:`tlmsearch.widths.space.is_baseline`)."""
+        return is_baseline(self)
 
     @cached_property
     def label(self) -> str:
@@ -205,8 +205,8 @@ class LayerPlan(WidthPlan):
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.train}
 
     @property
-    def is_control(self) -> bool:
-        return self.candidate.is_control
+    def is_baseline(self) -> bool:
+        return self.candidate.is_baseline
 
     @property
     def layers(self) -> dict[str, tuple[Any, ...]]:

@@ -368,7 +368,7 @@ def train_update(
 
 
 def has_profile(candidate: Mapping[str, Any]) -> bool:
-    """Whether ``candidate`` names any depth-profile key (flat or not): then it is no control."""
+    """Whether ``candidate`` names any depth-profile key (flat or not): then it is no baseline."""
     return any(is_profile_key(k) for k in candidate)
 
 

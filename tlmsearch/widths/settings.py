@@ -3,7 +3,7 @@
 A space dimension named ``train.lr`` (any scalar field of
 :class:`~tlmsearch.config.TrainConfig`, or ``model.`` one of :data:`MODEL_SETTINGS`) makes every
 trial train at its candidate's value
-(:meth:`StudyConfig.for_candidate`). The uniform control runs at every value
+(:meth:`StudyConfig.for_candidate`). The uniform baseline runs at every value
 (:meth:`StudyConfig.candidates`), statistics pair a candidate with the uniform of its own setting
 and seed (``setting`` column, :mod:`tlmsearch.stats`), and :mod:`tlmsearch.evidence.tuned` compares
 each shape at its own best value. This module checks that a dimension names such a field and that

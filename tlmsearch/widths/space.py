@@ -13,7 +13,7 @@ A dimension with ``when`` exists only where earlier dimensions take the listed v
 (conditional, as Optuna's define-by-run spaces). A dimension named ``train.FIELD`` or
 ``model.FIELD`` is a *setting*: a scalar of the study's training or model config searched beside
 the schedule (``train.lr: {type: float, low: 1e-3, high: 1e-2, log: true}``). Settings cross
-every schedule (no ``when`` on either side), so the uniform control exists at each setting value;
+every schedule (no ``when`` on either side), so the uniform baseline exists at each setting value;
 tlmsearch/config/ checks the field and its values (docs/search_dimensions.md).
 
 One :class:`SearchSpace` can enumerate a finite space as a grid, be sampled by an Optuna trial
@@ -193,7 +193,7 @@ class SearchSpace(Strict):
                 )
             if setting and dim.when:
                 raise ValueError(
-                    f"{name}.when: a setting crosses every schedule, so the uniform control "
+                    f"{name}.when: a setting crosses every schedule, so the uniform baseline "
                     "exists at each of its values; remove when"
                 )
             for dep in dim.when or {}:
@@ -529,26 +529,26 @@ def is_flat(candidate: Mapping[str, Any], n_layers: Sequence[int]) -> bool:
     return all(max(prof) == min(prof) for prof in ratios)
 
 
-def is_control(candidate: Mapping[str, Any]) -> bool:
-    """Whether ``candidate`` is the uniform control (:data:`UNIFORM`, at any setting): its MLP
+def is_baseline(candidate: Mapping[str, Any]) -> bool:
+    """Whether ``candidate`` is the uniform baseline (:data:`UNIFORM`, at any setting): its MLP
     shape is ``uniform`` and it has no heads schedule. The one test of "is this the baseline"
     that the search, the trials table and the analysis share. A candidate with uniform heads
-    at share 1 is the same model but not the control: a flat candidate (the grid drops it as
-    a copy, :func:`is_flat`; a sampler's draw of it replays the control's curve), as blocks'
-    uniform preset is; one control per seed keeps one row per seed to pair against.
+    at share 1 is the same model but not the baseline: a flat candidate (the grid drops it as
+    a copy, :func:`is_flat`; a sampler's draw of it replays the baseline's curve), as blocks'
+    uniform preset is; one baseline per seed keeps one row per seed to pair against.
 
-    An attention-only taper keeps uniform MLPs but is a candidate, never the control:
+    An attention-only taper keeps uniform MLPs but is a candidate, never the baseline:
 
-    >>> is_control({"shape": "uniform", "train.lr": 0.003}), is_control({"shape": "cosine"})
+    >>> is_baseline({"shape": "uniform", "train.lr": 0.003}), is_baseline({"shape": "cosine"})
     (True, False)
-    >>> is_control({"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5})
+    >>> is_baseline({"shape": "uniform", "heads.shape": "cosine", "heads.r_start": 1.5})
     False
-    >>> is_control({"shape": "uniform", "heads.share": 1.25})
+    >>> is_baseline({"shape": "uniform", "heads.share": 1.25})
     False
 
     Nor is a depth profile on uniform widths (the taper's steps without its capacity):
 
-    >>> is_control({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5})
+    >>> is_baseline({"shape": "uniform", "lr.shape": "cosine", "lr.r_start": 1.5})
     False
     """
     return (

@@ -60,7 +60,7 @@ from tlmsearch.reasons import is_lost
 from tlmsearch.search.execution.failures import error_reason, max_failures
 from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
 from tlmsearch.search.sampling.searcher import StudySearcher
-from tlmsearch.widths.space import is_control
+from tlmsearch.widths.space import is_baseline
 
 TrialState = optuna.trial.TrialState
 MEMBERS = "members"  # Ray trial config key: the array's member configs
@@ -303,7 +303,7 @@ class ArrayScheduler(OptunaPruningScheduler):
         if not is_array(trial):
             return super().on_trial_add(tune_controller, trial)
         members = trial.config[MEMBERS]
-        baseline = any(is_control(m.get("candidate") or {}) for m in members)
+        baseline = any(is_baseline(m.get("candidate") or {}) for m in members)
         trial.max_failures = max_failures(self._max_retries, baseline)
         for view in views(trial):
             _, ot = self._live(tune_controller, view.trial_id)

@@ -11,7 +11,7 @@ Two kinds, both looked up by (candidate, seed):
   the replayed trial fails with that reason rather than invent evals).
 - :class:`SurrogateBlackbox`: a parametric model (``train.simulate.surrogate``): a candidate's
   effect, a seed's shared effect, the (candidate, seed)'s own noise (one sd for all, or one per
-  candidate with a noisier control), a power-law curve and each eval's jitter; given in the YAML
+  candidate with a noisier baseline), a power-law curve and each eval's jitter; given in the YAML
   or fitted to a stored run (:func:`fit_surrogate`).
 
 Pure Python + numpy + pandas: no torch, no Ray. The trainable reports what :meth:`curve` gives
@@ -34,7 +34,7 @@ from tlmsearch.config.train import SurrogateConfig
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.widths.candidate import IDENTITY, Candidate
-from tlmsearch.widths.space import is_control
+from tlmsearch.widths.space import is_baseline
 
 LN2 = math.log(2)
 # The surrogate's defaults, for every field neither the YAML nor a fit gives.
@@ -191,7 +191,7 @@ class SurrogateParams:
     noise_sd: float
     noise: str
     spread: float
-    control_noise: float
+    baseline_noise: float
     amplitude: float
     alpha: float
     eval_sd: float
@@ -215,7 +215,7 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
         "optimum": dict(given.optimum),
         "noise": given.noise,
         "spread": given.spread,
-        "control_noise": given.control_noise,
+        "baseline_noise": given.baseline_noise,
         "seed": given.seed,
     }
     return SurrogateParams(**{**DEFAULTS, **fitted, **values, **rest})
@@ -224,8 +224,8 @@ def fit_surrogate(given: SurrogateConfig, cfg: StudyConfig) -> SurrogateParams:
 def _fit(trials: Any, curves: Any) -> dict[str, Any]:
     """Fitted surrogate fields from a stored run's complete trials (val_loss, nats)."""
     done = trials[(trials["state"] == "COMPLETE") & trials["val_loss"].notna()]
-    controls = done[IDENTITY].map(lambda p: Candidate.from_identity(p).is_control)
-    if done.empty or not controls.any():
+    baselines = done[IDENTITY].map(lambda p: Candidate.from_identity(p).is_baseline)
+    if done.empty or not baselines.any():
         raise ConfigError(
             "train.simulate.surrogate.fit: the run has no complete uniform trial to fit to; "
             "give a run that trained the baseline, or the surrogate's fields"
@@ -235,8 +235,8 @@ def _fit(trials: Any, curves: Any) -> dict[str, Any]:
     resid = y.to_numpy() - cand[:, None] - seed[None, :]
     n = int(np.isfinite(resid).sum())
     dof = max(1, n - len(cand) - len(seed) + 1)
-    controls = np.array([Candidate.from_identity(p).is_control for p in y.index])
-    base = float(np.mean(cand[controls]))
+    baselines = np.array([Candidate.from_identity(p).is_baseline for p in y.index])
+    base = float(np.mean(cand[baselines]))
     out: dict[str, Any] = {
         "final": base + float(np.mean(seed)),
         "noise_sd": math.sqrt(float(np.nansum(resid**2)) / dof) if n > len(cand) else 0.0,
@@ -309,16 +309,16 @@ class SurrogateBlackbox:
         if self._near is not None:
             return self._near.effect(candidate)
         dist = sum((float(candidate[k]) - v) ** 2 for k, v in p.optimum.items() if k in candidate)
-        return (0.0 if is_control(candidate) else p.offset) + p.curvature * dist
+        return (0.0 if is_baseline(candidate) else p.offset) + p.curvature * dist
 
     def noise_sd(self, candidate: Candidate) -> float:
         """The sd of a (candidate, seed)'s own noise: one for all (homoscedastic), or the
-        candidate's draw around it, uniform's ``control_noise`` times it (heteroscedastic)."""
+        candidate's draw around it, uniform's ``baseline_noise`` times it (heteroscedastic)."""
         p = self.p
         if p.noise == "homoscedastic":
             return p.noise_sd
-        if is_control(candidate):
-            return p.noise_sd * p.control_noise
+        if is_baseline(candidate):
+            return p.noise_sd * p.baseline_noise
         return p.noise_sd * math.exp(p.spread * _normal(p.seed, "sd", key(candidate)))
 
     def curve(self, candidate: Candidate, seed: int) -> Replay:
@@ -366,7 +366,7 @@ class _Nearest:
         found = self.effects.get(key(candidate))
         if found is not None:
             return found
-        if is_control(candidate):
+        if is_baseline(candidate):
             return 0.0
         near = min(self.params, key=lambda k: (self._dist(self.params[k], candidate), k))
         return self.effects[near]

@@ -9,8 +9,8 @@ A trial ends in one of two kinds of failure:
   monitor), its node was lost, or an allocation failed (``MemoryError``). Ray hears of it as an
   error (``RayActorError``, ...) and its own failure handling (``FailureConfig.max_failures``,
   per trial) starts the trial again, from its last checkpoint if it wrote one (else from the
-  start): ``search.max_retries`` times, the uniform baseline :data:`CONTROL_EXTRA_RETRIES`
-  more, because without it no candidate of its seed has a control. Then the trial is FAIL with
+  start): ``search.max_retries`` times, the uniform baseline :data:`BASELINE_EXTRA_RETRIES`
+  more, because without it no candidate of its seed has a baseline. Then the trial is FAIL with
   one of the reasons below (:func:`tlmsearch.reasons.is_lost`), and its last checkpoint stays:
   ``tlmsearch resume --retry-failed`` continues it from there.
 
@@ -41,7 +41,7 @@ from typing import Any
 from tlmsearch.reasons import NODE_LOST, OOM_KILLED, OUT_OF_MEMORY, WORKER_DIED
 from tlmsearch.search.execution import ray_internals
 
-CONTROL_EXTRA_RETRIES = 1  # the uniform baseline is retried this many times more
+BASELINE_EXTRA_RETRIES = 1  # the uniform baseline is retried this many times more
 
 RETRIES = "retries"  # Optuna user attr: times the trial was started again after a system error
 RETRIED_AFTER = "retried_after"  # Optuna user attr: the reason of each of those
@@ -168,9 +168,9 @@ def _latest_error(trial: Any) -> BaseException | None:
     return getter() if getter else None
 
 
-def max_failures(max_retries: int, control: bool) -> int:
+def max_failures(max_retries: int, baseline: bool) -> int:
     """Ray's ``max_failures`` for one trial: the study's retries, the baseline's one more."""
-    return max_retries + (CONTROL_EXTRA_RETRIES if control else 0)
+    return max_retries + (BASELINE_EXTRA_RETRIES if baseline else 0)
 
 
 def retry_line(trial: Any, reason: str) -> str:

@@ -2,7 +2,7 @@
 
 Ax stops a trial only after it has been worse than the leader for several checkpoints in a row;
 PASHA treats configurations within a noise-estimated epsilon as tied. Neither knows that every
-candidate here has a paired control: the uniform model of the same seed, trained on the same
+candidate here has a paired baseline: the uniform model of the same seed, trained on the same
 batches from the same initial weights, which the search runs first and never prunes. So at each
 eval (step = tokens seen) after the grace period:
 
@@ -34,7 +34,7 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tlmsearch.search.attrs import CANDIDATE, CONTROL, SAME_AS, SEED
+from tlmsearch.search.attrs import BASELINE, CANDIDATE, SAME_AS, SEED
 
 
 class PairedPruner(BasePruner):
@@ -62,8 +62,8 @@ class PairedPruner(BasePruner):
 
     def prune(self, study: Any, trial: FrozenTrial) -> bool:
         attrs = trial.user_attrs
-        if attrs.get(CONTROL) or SEED not in attrs:
-            return False  # the control is every delta's reference: never pruned
+        if attrs.get(BASELINE) or SEED not in attrs:
+            return False  # the baseline is every delta's reference: never pruned
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         trials = study.get_trials(
             deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)
@@ -72,7 +72,7 @@ class PairedPruner(BasePruner):
         ref = base.get(attrs[SEED], {})
         steps = sorted(
             s for s in trial.intermediate_values if s >= self._grace and s in ref
-        )  # judged only where its seed's control has a value
+        )  # judged only where its seed's baseline has a value
         if len(steps) < self._patience:
             return False
         deltas = _deltas(trials, base)  # step -> [(candidate, seed, number, delta)]
@@ -114,7 +114,7 @@ def _incumbent(
 def _baselines(trials: list[FrozenTrial]) -> dict[int, dict[int, float]]:
     out: dict[int, dict[int, float]] = {}
     for t in trials:
-        if t.user_attrs.get(CONTROL) and SEED in t.user_attrs:
+        if t.user_attrs.get(BASELINE) and SEED in t.user_attrs:
             out.setdefault(int(t.user_attrs[SEED]), {}).update(t.intermediate_values)
     return out
 
@@ -125,7 +125,7 @@ def _deltas(
     out: dict[int, list[tuple[str, int, int, float]]] = defaultdict(list)
     for t in trials:
         a = t.user_attrs
-        if a.get(CONTROL) or SEED not in a or a.get(SAME_AS) is not None:
+        if a.get(BASELINE) or SEED not in a or a.get(SAME_AS) is not None:
             continue  # a replayed twin repeats another trial: not another rival or noise draw
         ref = base.get(int(a[SEED]), {})
         for step, v in t.intermediate_values.items():

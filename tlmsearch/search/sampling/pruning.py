@@ -22,12 +22,12 @@ from tlmsearch.search.execution.failures import error_reason, max_failures
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import finite
 from tlmsearch.search.sampling.searcher import searcher_of
-from tlmsearch.widths.space import is_control
+from tlmsearch.widths.space import is_baseline
 
 
 def _is_baseline(trial: Any) -> bool:
-    """The uniform control (an attention-only taper keeps uniform MLPs but is a candidate)."""
-    return is_control((getattr(trial, "config", None) or {}).get("candidate") or {})
+    """The uniform baseline (an attention-only taper keeps uniform MLPs but is a candidate)."""
+    return is_baseline((getattr(trial, "config", None) or {}).get("candidate") or {})
 
 
 class OptunaPruningScheduler(FIFOScheduler):

@@ -3,7 +3,7 @@
 After every trial that ends (COMPLETE, PRUNED, FAIL) the driver calls :func:`advance`: it reads
 the Optuna study, asks :func:`tlmsearch.evidence.racing.race` where each candidate stands, and
 enqueues the seeds that are due, with the uniform baseline of any seed that has none yet (the
-control runs on every seed a candidate uses). A candidate the race decides (separated, tied,
+baseline runs on every seed a candidate uses). A candidate the race decides (separated, tied,
 stopped) is recorded in the study (``tlm_race:<candidate>``) the first time, and that decision
 stands: a later look, with more data for the noise, never revisits it (the error spent over the
 looks is counted once, racing.py). Everything else is a function of the stored trials, so a resumed
@@ -92,6 +92,7 @@ def advance(study: Any, cfg: StudyConfig) -> list[tuple[Candidate, int]]:
             study.set_user_attr(name, decision(lane))  # decided once: it stands from now on
         if lane.next_seed is None:
             continue
-        put(Candidate(UNIFORM), lane.next_seed)  # the control first: it is every delta's reference
+        put(Candidate(UNIFORM), lane.next_seed)  # the baseline first: it is every delta's
+        # reference
         put(params[lane.candidate], lane.next_seed)
     return added

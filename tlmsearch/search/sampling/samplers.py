@@ -4,7 +4,7 @@ Every Optuna trial stands for one (candidate, seed) pair. The seed is a user att
 parameter, so samplers model only the schedule; repeats are *paired*: a freshly sampled
 candidate is enqueued once more for every other seed, so each seed sees the same candidates
 (and, within a seed, the same data order and init). The uniform baseline is enqueued first,
-once per seed, marked as a control that samplers do not learn from (:mod:`.control`); a grid
+once per seed, marked as a baseline that samplers do not learn from (:mod:`.baseline`); a grid
 study enqueues its whole grid x seeds and never samples.
 """
 
@@ -24,8 +24,8 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import atomic_write
 from tlmsearch.search.attrs import (
+    BASELINE,
     CANDIDATE,
-    CONTROL,
     ENQUEUED_FLAG,
     NUMBER,
     REPLAY,
@@ -78,12 +78,12 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
     """The study's Optuna sampler (grid studies are fully enqueued; their sampler is unused),
     for a session that starts with ``after`` trials in the study (:func:`sampler_seed`).
 
-    Wrapped in :class:`~tlmsearch.search.sampling.control.ControlBlindSampler`: it learns from the
-    candidates only, never from the uniform baseline.
+    Wrapped in :class:`~tlmsearch.search.sampling.baseline.BaselineBlindSampler`: it learns from
+    the candidates only, never from the uniform baseline.
     """
     import optuna
 
-    from tlmsearch.search.sampling.control import ControlBlindSampler
+    from tlmsearch.search.sampling.baseline import BaselineBlindSampler
 
     s = cfg.search
     seed = sampler_seed(s.sampler_seed, after)
@@ -102,7 +102,7 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
             )
         # its good/bad split reads its best 25 at most: those stay, the rest is the recent
         # search.tpe_history, so an ask costs the same at 5,000 trials as at 300
-        return ControlBlindSampler(inner, history=s.tpe_history)
+        return BaselineBlindSampler(inner, history=s.tpe_history)
     elif s.sampler == "gp":
         # A GP models one fixed set of dimensions: the unconditional ones (in every candidate,
         # so in the intersection space). Conditional ones (k, midpoint for sigmoid) are drawn
@@ -115,7 +115,7 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
         inner = PicklableNSGAIISampler(seed=seed, population_size=max(2, min(50, n // 2)))
     else:
         raise AssertionError(s.sampler)  # config validation keeps us from here
-    return ControlBlindSampler(inner)
+    return BaselineBlindSampler(inner)
 
 
 def make_pruner(cfg: StudyConfig) -> Any:
@@ -258,15 +258,15 @@ def planned_trials(cfg: StudyConfig) -> int:
 
     With racing, the most it can run (every candidate on max_seeds): the race stops earlier.
     With setting dimensions and a sampler, the most it can run: every sample may need uniform
-    at a setting value not drawn before (:meth:`DefineByRunSpace._control_at`); the search ends
+    at a setting value not drawn before (:meth:`DefineByRunSpace._baseline_at`); the search ends
     when nothing is queued or left to sample (:func:`open_ended`).
     """
     n_seeds = cfg.race_seeds
     if cfg.search.sampler == "grid":
         return len(cfg.trainings()) * n_seeds
-    from tlmsearch.evidence.power import controls
+    from tlmsearch.evidence.power import baselines
 
-    return ((cfg.search.n_trials or SAMPLER_TRIALS) + controls(cfg)) * n_seeds
+    return ((cfg.search.n_trials or SAMPLER_TRIALS) + baselines(cfg)) * n_seeds
 
 
 def open_ended(cfg: StudyConfig) -> bool:
@@ -296,8 +296,8 @@ def enqueue(
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
-    The uniform baseline is a control (samplers never learn from it, see
-    search/sampling/control.py). ``retry_of``: the number of a failed trial this one runs again (a
+    The uniform baseline is a baseline (samplers never learn from it, see
+    search/sampling/baseline.py). ``retry_of``: the number of a failed trial this one runs again (a
     finished trial cannot be marked, so the new one names it); ``restart_of``: likewise, an
     interrupted one (its driver died). ``resume_from``: a checkpoint folder to continue from.
     """
@@ -309,8 +309,8 @@ def enqueue(
         attrs[RESTART_OF] = restart_of
     if resume_from is not None:
         attrs[RESUME_FROM] = resume_from
-    if candidate.is_control:  # at any setting (train.lr): each has its own
-        attrs[CONTROL] = True
+    if candidate.is_baseline:  # at any setting (train.lr): each has its own
+        attrs[BASELINE] = True
     if stands_for:
         attrs[STANDS_FOR] = json.dumps([dict(c) for c in stands_for], sort_keys=True)
     study.enqueue_trial(searchable(cfg.space, candidate), user_attrs=attrs)
@@ -355,32 +355,32 @@ class DefineByRunSpace:
         set_user_attrs(trial, {SEED: seed, CANDIDATE: _key(cand), SAMPLED: True})
         for other in [] if self.cfg.search.racing else self.seeds[1:]:
             enqueue(trial.study, self.cfg, cand, other)
-        self._control_at(trial.study, cand)
+        self._baseline_at(trial.study, cand)
         return self._config(trial, cand, seed)
 
-    def _control_at(self, study: Any, cand: Candidate) -> None:
+    def _baseline_at(self, study: Any, cand: Candidate) -> None:
         """Enqueue uniform at ``cand``'s setting on every seed, unless it is there already: a
         candidate is compared with the uniform of its own setting (train.lr) and seed."""
         settings = cand.settings
         if not settings or not self.cfg.search.baseline:
             return
-        control = Candidate({**UNIFORM, **settings})
+        baseline = Candidate({**UNIFORM, **settings})
         queued = {t.user_attrs.get(CANDIDATE) for t in study.get_trials(deepcopy=False)}
-        if _key(control) not in queued:
+        if _key(baseline) not in queued:
             for seed in self.seeds:
-                enqueue(study, self.cfg, control, seed)
+                enqueue(study, self.cfg, baseline, seed)
 
     def _config(self, trial: Any, cand: Candidate, seed: int) -> dict[str, Any]:
         """The trial config; a replay of a finished twin when one trained the same model."""
         conf: dict[str, Any] = {"candidate": cand, "seed": seed, NUMBER: trial.number}
         if trial.user_attrs.get(RESUME_FROM):
             conf[RESUME_FROM] = trial.user_attrs[RESUME_FROM]
-        control = trial.user_attrs.get(CONTROL)  # the baseline is one model per seed anyway
-        twin = None if control else find_twin(trial.study, self.cfg, cand, seed, self._twins)
+        baseline = trial.user_attrs.get(BASELINE)  # the baseline is one model per seed anyway
+        twin = None if baseline else find_twin(trial.study, self.cfg, cand, seed, self._twins)
         if twin is not None:
             trial.set_user_attr(SAME_AS, twin.number)
             conf[REPLAY] = {"number": twin.number, "curve": twin.user_attrs["curve"]}
-        if not control and unpruned(trial.study, self.cfg, cand, self._firsts):
+        if not baseline and unpruned(trial.study, self.cfg, cand, self._firsts):
             trial.set_user_attr(UNPRUNED, True)
             conf[UNPRUNED] = True
         return conf
@@ -394,7 +394,7 @@ def draw_unpruned(cfg: StudyConfig) -> dict[str, Any] | None:
     ``search.unpruned_candidates: 0``).
 
     A grid knows its candidates up front: ``search.unpruned_candidates`` of each setting's
-    trainings (uniform is the control, never one), drawn without replacement by a RNG seeded
+    trainings (uniform is the baseline, never one), drawn without replacement by a RNG seeded
     with ``search.sampler_seed``. A sampler draws its candidates as it runs, and its first
     draws are random ones (a random sampler's all; TPE's and the GP's first 10 and NSGA-II's
     first generation are drawn at random before any model): the first n distinct candidates
@@ -416,7 +416,7 @@ def draw_unpruned(cfg: StudyConfig) -> dict[str, Any] | None:
     by: dict[str, list[str]] = {}
     for t in cfg.trainings():
         cand = Candidate.of(t.candidate)
-        if not cand.is_control:
+        if not cand.is_baseline:
             by.setdefault(_setting_key(cand), []).append(cand.identity)
     rng = random.Random(search.sampler_seed)
     chosen = {s: sorted(rng.sample(keys, min(n, len(keys)))) for s, keys in sorted(by.items())}
@@ -476,7 +476,7 @@ def unpruned(
     """
     n = cfg.search.unpruned_candidates
     cand = Candidate.of(cand)
-    if n < 1 or cfg.search.pruner == "none" or cand.is_control:
+    if n < 1 or cfg.search.pruner == "none" or cand.is_baseline:
         return False
     held = study.user_attrs.get(UNPRUNED_CHOICE)
     if held is None:
@@ -506,8 +506,8 @@ def _first_in_order(
         if key is None or key in first:
             continue
         other = Candidate.from_identity(key)
-        if other.is_control or other.settings != settings:
-            continue  # uniform (queued or sampled) is the control, never an unpruned row
+        if other.is_baseline or other.settings != settings:
+            continue  # uniform (queued or sampled) is the baseline, never an unpruned row
         first.append(key)
         if len(first) == n:
             break

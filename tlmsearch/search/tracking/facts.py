@@ -18,7 +18,7 @@ from tlmsearch.run_dir import RunDir
 from tlmsearch.search.attrs import NUMBER, REPLAY, RESUME_FROM
 from tlmsearch.search.records import finite
 from tlmsearch.widths.profiles import QUANTITIES
-from tlmsearch.widths.space import describe, is_control
+from tlmsearch.widths.space import describe, is_baseline
 
 # What a curve point carries besides the eval keys: the trial's size (the same at every eval).
 COUNT_KEYS = ("params", "non_embedding_params", "flops_per_token")
@@ -58,7 +58,7 @@ def trial_facts(config: dict[str, Any]) -> TrialFacts:
         "candidate": label,
         "candidate_json": json.dumps(candidate, sort_keys=True),
         "seed": str(seed),
-        "baseline": str(is_control(candidate)).lower(),
+        "baseline": str(is_baseline(candidate)).lower(),
     }
     if number is not None:
         tags["trial"] = str(number)

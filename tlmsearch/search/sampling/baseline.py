@@ -1,28 +1,28 @@
-"""Samplers learn from candidates only: the uniform baseline is a control, not a sample.
+"""Samplers learn from candidates only: the uniform baseline is a baseline, not a sample.
 
 The baseline ``{"shape": "uniform"}`` usually lies outside the search space, so its trial has
 no parameters. Optuna's model-based samplers model the intersection of the finished trials'
 parameters (``IntersectionSearchSpace``; grouped TPE: ``_GroupDecomposedSearchSpace``), so one
 parameterless trial empties it: ``sample_relative`` gets ``{}`` for the whole study, GP and
 NSGA-II then draw every parameter at random, and multivariate TPE models each parameter alone.
-Inside the space the control would still not be a draw of the sampler, and its value would
+Inside the space the baseline would still not be a draw of the sampler, and its value would
 shift TPE's good/bad split and NSGA-II's populations.
 
-:class:`ControlBlindSampler` wraps a sampler and hands it a view of the study in which control
-trials (user attribute :data:`CONTROL`, set when they are enqueued) look failed: no Optuna
+:class:`BaselineBlindSampler` wraps a sampler and hands it a view of the study in which baseline
+trials (user attribute :data:`BASELINE`, set when they are enqueued) look failed: no Optuna
 sampler learns from a FAIL trial. They are shown as failed rather than left out because the
 genetic samplers index the full trial list by trial number
 (``BaseGASampler._sync_generation_cache``). Pruners, reports and deltas read the study itself,
-so they still see the control.
+so they still see the baseline.
 
 The one private Optuna name tlmsearch uses is here: ``Study._get_trials(deepcopy, states,
 use_cache)``, which every Optuna sampler calls to read the study (TPE, GP, NSGA-II, random) and
 which the view answers. No public way: a sampler receives the study object and nothing else,
-Optuna has no hook that hides trials from a sampler, and the public alternative (the controls
+Optuna has no hook that hides trials from a sampler, and the public alternative (the baselines
 in a study of their own) would split every reader of a run's trials in two. :func:`check` runs
 when the wrapper is built and raises a :class:`~tlmsearch.errors.ConfigError` naming the Optuna
-version when the method is gone or takes other parameters; tests/test_search_control.py pins
-it and the behaviour (a control trial empties Optuna's own search space, not the wrapped one).
+version when the method is gone or takes other parameters; tests/test_search_baseline.py pins
+it and the behaviour (a baseline trial empties Optuna's own search space, not the wrapped one).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.attrs import CONTROL
+from tlmsearch.search.attrs import BASELINE
 
 CHECKED_AGAINST = "5.1.0"  # the Optuna version the view was read and tested with
 _GET_TRIALS = ("self", "deepcopy", "states", "use_cache")  # Study._get_trials's parameters
@@ -59,24 +59,24 @@ def check() -> None:
         raise ConfigError(
             [
                 f"optuna.study.Study._get_trials {what}: samplers would learn from the uniform "
-                f"control; tlmsearch was checked against Optuna {CHECKED_AGAINST} (pip install "
-                f"'optuna=={CHECKED_AGAINST}'; tlmsearch/search/sampling/control.py says why)"
+                f"baseline; tlmsearch was checked against Optuna {CHECKED_AGAINST} (pip install "
+                f"'optuna=={CHECKED_AGAINST}'; tlmsearch/search/sampling/baseline.py says why)"
             ],
             source=f"optuna {optuna.__version__}",
         )
 
 
-def is_control_trial(trial: FrozenTrial) -> bool:
-    """Whether an Optuna trial is the uniform control's (its ``control`` attribute): the
-    trials the sampler never sees (:class:`ControlBlindSampler`). A candidate's own test is
-    :attr:`tlmsearch.widths.candidate.Candidate.is_control`."""
-    return trial.user_attrs.get(CONTROL) is True
+def is_baseline_trial(trial: FrozenTrial) -> bool:
+    """Whether an Optuna trial is the uniform baseline's (its ``baseline`` attribute): the
+    trials the sampler never sees (:class:`BaselineBlindSampler`). A candidate's own test is
+    :attr:`tlmsearch.widths.candidate.Candidate.is_baseline`."""
+    return trial.user_attrs.get(BASELINE) is True
 
 
 def _shown(trials: list[FrozenTrial], states: Container[TrialState] | None) -> list[FrozenTrial]:
     out = []
     for trial in trials:
-        if is_control_trial(trial):
+        if is_baseline_trial(trial):
             trial = copy.copy(trial)  # a shallow copy: the storage's own trial stays as it is
             trial.state, trial.values = TrialState.FAIL, None
         if states is None or trial.state in states:
@@ -113,7 +113,7 @@ def _window(trials: list[FrozenTrial], history: int, sign: float) -> list[Frozen
 
 
 class _CandidatesView:
-    """The study as a sampler sees it: control trials look FAIL; all else is the study's (with
+    """The study as a sampler sees it: baseline trials look FAIL; all else is the study's (with
     ``history``, the finished trials of :func:`_window` only)."""
 
     def __init__(
@@ -124,7 +124,7 @@ class _CandidatesView:
     ) -> None:
         self._study = study
         self._history = history
-        self._memo = memo  # this ask's answers by arguments (ControlBlindSampler._view)
+        self._memo = memo  # this ask's answers by arguments (BaselineBlindSampler._view)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -163,15 +163,15 @@ class _CandidatesView:
         return self.get_trials()
 
 
-class ControlBlindSampler(BaseSampler):
-    """Delegates to ``inner``, which never learns from control trials.
+class BaselineBlindSampler(BaseSampler):
+    """Delegates to ``inner``, which never learns from baseline trials.
 
-    A control trial gets no relative sample (its values are given, not proposed, and a GP fit
+    A baseline trial gets no relative sample (its values are given, not proposed, and a GP fit
     or an NSGA-II generation for it would be wasted); a parameter it does suggest comes from
     ``inner.sample_independent``. Picklable when ``inner`` is (Ray pickles the searcher).
 
     >>> import optuna
-    >>> sampler = ControlBlindSampler(optuna.samplers.TPESampler(seed=0))
+    >>> sampler = BaselineBlindSampler(optuna.samplers.TPESampler(seed=0))
     >>> study = optuna.create_study(sampler=sampler)
     """
 
@@ -203,19 +203,19 @@ class ControlBlindSampler(BaseSampler):
         return _CandidatesView(study, self.history, self._memo)
 
     def __repr__(self) -> str:
-        return f"ControlBlindSampler({type(self.inner).__name__})"
+        return f"BaselineBlindSampler({type(self.inner).__name__})"
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        if is_control_trial(trial):
+        if is_baseline_trial(trial):
             return {}
         return self.inner.infer_relative_search_space(self._view(study, trial), trial)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if is_control_trial(trial):
+        if is_baseline_trial(trial):
             return {}
         return self.inner.sample_relative(self._view(study, trial), trial, search_space)
 

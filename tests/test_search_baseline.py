@@ -1,4 +1,4 @@
-"""ControlBlindSampler on in-memory Optuna studies: samplers never learn from control trials."""
+"""BaselineBlindSampler on in-memory Optuna studies: samplers never learn from baseline trials."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.attrs import CONTROL
-from tlmsearch.search.sampling.control import ControlBlindSampler, check, is_control_trial
+from tlmsearch.search.attrs import BASELINE
+from tlmsearch.search.sampling.baseline import BaselineBlindSampler, check, is_baseline_trial
 from tlmsearch.search.sampling.nsga2 import PicklableNSGAIISampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -21,11 +21,11 @@ Y = optuna.distributions.FloatDistribution(0.0, 1.0)
 
 
 def _study(sampler: Any, n_candidates: int) -> optuna.Study:
-    """A control with no parameters, finished first, then candidates over (x, y)."""
+    """A baseline with no parameters, finished first, then candidates over (x, y)."""
     study = optuna.create_study(sampler=sampler)
-    study.enqueue_trial({}, user_attrs={CONTROL: True})
-    control = study.ask()
-    study.tell(control, 0.0)  # the best value in the study: it must not attract the sampler
+    study.enqueue_trial({}, user_attrs={BASELINE: True})
+    baseline = study.ask()
+    study.tell(baseline, 0.0)  # the best value in the study: it must not attract the sampler
     for _ in range(n_candidates):
         trial = study.ask()
         x, y = trial.suggest_float("x", 0.0, 1.0), trial.suggest_float("y", 0.0, 1.0)
@@ -33,13 +33,13 @@ def _study(sampler: Any, n_candidates: int) -> optuna.Study:
     return study
 
 
-def test_a_control_trial_empties_optunas_search_space_but_not_the_wrapped_one():
+def test_a_baseline_trial_empties_optunas_search_space_but_not_the_wrapped_one():
     inner = optuna.samplers.TPESampler(seed=0, multivariate=True)
     study = _study(inner, 3)
     nxt = study.ask()
     frozen = study._storage.get_trial(nxt._trial_id)
     assert inner.infer_relative_search_space(study, frozen) == {}  # the bug, as Optuna has it
-    fresh = ControlBlindSampler(optuna.samplers.TPESampler(seed=0, multivariate=True))
+    fresh = BaselineBlindSampler(optuna.samplers.TPESampler(seed=0, multivariate=True))
     assert fresh.infer_relative_search_space(study, frozen) == {"x": X, "y": Y}
 
 
@@ -80,11 +80,11 @@ class _Recorder(optuna.samplers.RandomSampler):
         self.reseeded += 1
 
 
-def test_delegates_everything_but_relative_sampling_of_a_control():
+def test_delegates_everything_but_relative_sampling_of_a_baseline():
     rec = _Recorder()
-    sampler = ControlBlindSampler(rec)
+    sampler = BaselineBlindSampler(rec)
     study = _study(sampler, 1)
-    # Trial 0 is the control: bookkeeping only, no relative search space or sample.
+    # Trial 0 is the baseline: bookkeeping only, no relative search space or sample.
     assert [c for c in rec.calls if c[1] == 0] == [("before", 0), ("after", 0)]
     assert [w for w, n in rec.calls if n == 1] == [
         "before",
@@ -94,23 +94,23 @@ def test_delegates_everything_but_relative_sampling_of_a_control():
         "independent",
         "after",
     ]
-    # Every view the inner sampler got showed the finished control as FAIL, in its place.
+    # Every view the inner sampler got showed the finished baseline as FAIL, in its place.
     finished = [states for states in rec.seen_states if len(states) == 2]
     assert finished and all(states[0] == S.FAIL for states in finished)
     sampler.reseed_rng()
     assert rec.reseeded == 1
-    # The study itself still holds the control as it was told.
-    control = study.get_trials()[0]
-    assert is_control_trial(control) and control.state == S.COMPLETE and control.value == 0.0
+    # The study itself still holds the baseline as it was told.
+    baseline = study.get_trials()[0]
+    assert is_baseline_trial(baseline) and baseline.state == S.COMPLETE and baseline.value == 0.0
 
 
 def test_the_view_keeps_trial_numbers_and_filters_states_after_hiding():
     rec = _Recorder()
-    study = _study(ControlBlindSampler(rec), 2)
+    study = _study(BaselineBlindSampler(rec), 2)
     trial = study.ask()
     trial.suggest_float("x", 0.0, 1.0)
     view = rec.study  # what the inner sampler was handed for this suggestion
-    # Genetic samplers index this list by trial number: the control keeps its place.
+    # Genetic samplers index this list by trial number: the baseline keeps its place.
     assert [(t.number, t.state) for t in view._get_trials(deepcopy=False)] == [
         (0, S.FAIL),
         (1, S.COMPLETE),
@@ -127,19 +127,19 @@ def test_the_view_keeps_trial_numbers_and_filters_states_after_hiding():
 
 def test_nsga2_populations_hold_candidates_only():
     inner = PicklableNSGAIISampler(seed=0, population_size=4)
-    study = _study(ControlBlindSampler(inner), 8)
+    study = _study(BaselineBlindSampler(inner), 8)
     key = inner._get_generation_key()
     trials = study.get_trials()
-    assert key not in trials[0].system_attrs  # the control belongs to no generation
-    # Generation 0 is the first 4 candidates (not the control and 3 candidates).
+    assert key not in trials[0].system_attrs  # the baseline belongs to no generation
+    # Generation 0 is the first 4 candidates (not the baseline and 3 candidates).
     assert [t.system_attrs[key] for t in trials[1:]] == [0, 0, 0, 0, 1, 1, 1, 1]
     parents = inner.get_parent_population(study, 1)  # cached when generation 1 began
-    assert parents and all(not is_control_trial(t) for t in parents)
+    assert parents and all(not is_baseline_trial(t) for t in parents)
 
 
 def test_inner_must_be_a_sampler():
     with pytest.raises(TypeError, match=r"inner must be an Optuna sampler, but got inner='tpe'"):
-        ControlBlindSampler("tpe")  # type: ignore[arg-type]
+        BaselineBlindSampler("tpe")  # type: ignore[arg-type]
 
 
 def test_the_private_optuna_method_is_checked_when_the_wrapper_is_built(monkeypatch) -> None:
@@ -150,10 +150,10 @@ def test_the_private_optuna_method_is_checked_when_the_wrapper_is_built(monkeypa
 
     monkeypatch.setattr(optuna.study.Study, "_get_trials", changed)
     with pytest.raises(ConfigError) as err:
-        ControlBlindSampler(optuna.samplers.RandomSampler(seed=0))
+        BaselineBlindSampler(optuna.samplers.RandomSampler(seed=0))
     text = str(err.value)
     assert text.startswith(f"optuna {optuna.__version__}: optuna.study.Study._get_trials takes")
-    assert "pip install 'optuna==" in text and "tlmsearch/search/sampling/control.py" in text
+    assert "pip install 'optuna==" in text and "tlmsearch/search/sampling/baseline.py" in text
     monkeypatch.delattr(optuna.study.Study, "_get_trials")
     with pytest.raises(ConfigError, match="_get_trials is gone"):
         check()
@@ -175,7 +175,7 @@ def test_every_sampler_reads_the_study_through_the_checked_method(monkeypatch) -
         PicklableNSGAIISampler(seed=0, population_size=2),
     ):
         calls.clear()
-        _study(ControlBlindSampler(inner), 4)
+        _study(BaselineBlindSampler(inner), 4)
         assert calls, f"{type(inner).__name__} no longer reads trials through _get_trials"
 
 
@@ -194,7 +194,7 @@ def test_every_sampler_reads_the_study_through_the_checked_method(monkeypatch) -
 def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
     values, pruned, running, history, sense
 ):
-    from tlmsearch.search.sampling.control import BEST_KEPT, _window
+    from tlmsearch.search.sampling.baseline import BEST_KEPT, _window
 
     trials = []
     for i, v in enumerate(values):
@@ -223,7 +223,7 @@ def test_the_window_keeps_the_best_the_recent_and_every_unfinished_trial(
 def test_a_tpe_with_a_window_reads_it_once_per_ask_and_pickles_without_it():
     import pickle
 
-    sampler = ControlBlindSampler(
+    sampler = BaselineBlindSampler(
         optuna.samplers.TPESampler(seed=0, multivariate=True), history=20
     )
     study = _study(sampler, 80)
