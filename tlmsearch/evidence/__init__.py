@@ -651,10 +651,14 @@ def study_evidences(
     the study's objectives) the trials table has: the one set a run's tables, best.yaml and
     ``tlmsearch status`` build, once, and pass to every reader. The first
     objective's is built with ``curves`` (its checkpoint noise, for its snr); a metric that is
-    no objective is judged in its default sense. Empty for an empty table."""
+    no objective is judged in its default sense. Empty for an empty table. The confirmation
+    stage's trials (``search.confirm``) are left out: they have evidence of their own
+    (:func:`tlmsearch.evidence.confirm.confirm_evidences`)."""
     from tlmsearch.config import METRICS
+    from tlmsearch.evidence.confirm import main_stage
     from tlmsearch.metrics import metric_column, objectives_of
 
+    trials = main_stage(trials)
     if trials.empty:
         return {}
     objectives = objectives_of(config)

@@ -9,6 +9,7 @@
       curves.parquet    one row per eval   (+ curves.csv)
       best.yaml         the verdict: best candidate(s), effects, conclusions
       spared.json       the candidates the pruner never stops, drawn before the first trial
+      confirm.json      the confirmation stage's candidates and fresh seeds (search.confirm)
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
       analysis_heads.parquet   per attention head (tlmsearch analyze)
@@ -64,6 +65,12 @@ class RunDir:
         """The candidates the pruner never stops (search.unpruned_candidates), drawn at random
         before the first trial; a resume reads it back."""
         return self.path / "spared.json"
+
+    @property
+    def confirm(self) -> Path:
+        """The confirmation stage's choice (search.confirm): its candidates and fresh seeds,
+        written before its first trial; a resume reads it back and never chooses again."""
+        return self.path / "confirm.json"
 
     @property
     def report(self) -> Path:

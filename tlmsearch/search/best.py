@@ -251,8 +251,14 @@ def best_document(
     checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
     them: every number here is theirs.
     """
+    from tlmsearch.evidence.confirm import confirm_evidences, confirm_stage, main_stage
+
+    staged = confirm_stage(trials)  # search.confirm's trials: judged apart, below
+    trials = main_stage(trials)
     evs = evs if evs is not None else evidences(trials, cfg, curves)
     best = best_candidates(trials, cfg, evs)
+    stage_evs = confirm_evidences(staged, cfg)
+    confirmed = best_candidates(staged, cfg, stage_evs) if stage_evs else []
     doc: dict[str, Any] = {
         "study": cfg.name,
         "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
@@ -271,6 +277,10 @@ def best_document(
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
+    if confirmed:  # the best and its separated flag: from the seeds no selection touched
+        doc["main_stage_best"] = best  # conditional on surviving the pruner / the selection
+        seeds = cfg.search.confirm_seeds
+        best = [{**e, "confirmed_on_seeds": seeds} for e in confirmed]
     for entry in best:
         params = entry["params"]
         item = dict(entry)
@@ -309,12 +319,40 @@ def best_document(
             doc["contrasts"]["two_by_two"] = reading
     doc["error_rates"] = error_rates(doc, cfg.stats.level)
     said = study_conclusions(trials, cfg, evidence=ev)
+    if cfg.search.confirm is not None:
+        doc["confirmation"] = confirmation_of(trials, staged, cfg, evs, stage_evs)
+        if stage_evs:  # the verdict too: from the stage's own evidence
+            first = stage_evs[cfg.objectives[0].metric]
+            said = study_conclusions(staged, cfg, evidence=first)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
     doc["conclusions"] = said._asdict()
     if ev is not None and ev.snr is not None:
         doc["signal_to_noise"] = ev.snr.as_dict()
     return doc
+
+
+def confirmation_of(
+    trials: Any,
+    staged: Any,
+    cfg: StudyConfig,
+    evs: Mapping[str, Any],
+    stage_evs: Mapping[str, Any],
+) -> dict[str, Any]:
+    """best.yaml's ``confirmation`` (:func:`tlmsearch.evidence.confirm.confirmation`): each
+    candidate of the stage (main-stage rank order) with its conditional main-stage delta and
+    its word on the fresh seeds. ``trials``: the main stage's rows; ``staged``: the stage's."""
+    from tlmsearch.evidence.confirm import confirmation
+
+    metric = cfg.objectives[0].metric
+    main, stage = evs.get(metric), stage_evs.get(metric)
+    order = list(main.ranking[main.key]) if main is not None else []
+    keys = {k for k, b in zip(staged[IDENTITY], staged["is_baseline"], strict=True) if not b}
+    chosen = sorted(keys, key=lambda k: order.index(k) if k in order else len(order))
+    labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
+    labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
+    out = confirmation(chosen, main, stage, cfg.search.confirm_seeds, labels)
+    return {"metric": metric, **out}
 
 
 def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:

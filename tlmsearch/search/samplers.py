@@ -19,7 +19,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.search import PRUNER_SPECS
-from tlmsearch.constants import SAMPLER_TRIALS
+from tlmsearch.constants import CONFIRM_STAGE, SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import atomic_write
@@ -37,6 +37,7 @@ from tlmsearch.search.attrs import (
     SEED,
     SPARED,
     SPARED_CHOICE,
+    STAGE,
     STANDS_FOR,
 )
 from tlmsearch.search.storage import set_user_attrs
@@ -382,6 +383,9 @@ class SpaceFn:
         if not control and spared(trial.study, self.cfg, cand, self._firsts):
             trial.set_user_attr(SPARED, True)
             conf[SPARED] = True
+        if seed in self.cfg.search.confirm_seeds:  # the confirmation stage's: never pruned
+            trial.set_user_attr(STAGE, CONFIRM_STAGE)
+            conf[STAGE] = CONFIRM_STAGE
         return conf
 
 
