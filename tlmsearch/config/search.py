@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tlmsearch.config.limits import MAX_CANDIDATES, MAX_SEED, MAX_TOKENS, MAX_WORKERS
 from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS, SCHEDULE_FAMILIES
@@ -195,27 +195,31 @@ class SearchConfig(Strict):
                 raise ValueError(f"pruner_options.prior_sd must be > 0, not {opts['prior_sd']}")
         return self
 
-    @model_validator(mode="after")
-    def _confirm_means_something(self) -> SearchConfig:
-        if self.confirm is None:
-            return self
-        if self.sampler == "grid" and self.pruner == "none":
+    @field_validator("confirm")
+    @classmethod
+    def _confirm_means_something(
+        cls, v: ConfirmConfig | None, info: ValidationInfo
+    ) -> ConfirmConfig | None:
+        # every field it reads comes before it, so a bad one has failed already (then absent)
+        if v is None or not {"sampler", "pruner", "baseline", "seeds"} <= set(info.data):
+            return v
+        if info.data["sampler"] == "grid" and info.data["pruner"] == "none":
             raise ValueError(
-                "confirm: a grid without a pruner has nothing to confirm (every candidate ran "
-                "every seed, nothing selected which); remove search.confirm, or set a pruner "
+                "a grid without a pruner has nothing to confirm (every candidate ran every "
+                "seed, nothing selected which); remove search.confirm, or set search.pruner "
                 "or a sampler"
             )
-        if not self.baseline:
+        if not info.data["baseline"]:
             raise ValueError(
-                "confirm: the stage compares its candidates with uniform on fresh seeds; set "
+                "the stage compares its candidates with uniform on fresh seeds; set "
                 "search.baseline: true, or remove search.confirm"
             )
-        if len(self.seeds) + self.confirm.seeds > MAX_SEED + 1:
+        if len(info.data["seeds"]) + v.seeds > MAX_SEED + 1:
             raise ValueError(
-                f"confirm.seeds: {self.confirm.seeds} fresh seeds do not fit beside "
-                f"search.seeds in [0, {MAX_SEED}]; ask for fewer"
+                f"{v.seeds} fresh seeds do not fit beside search.seeds in [0, {MAX_SEED}]; "
+                "ask for fewer"
             )
-        return self
+        return v
 
     @property
     def confirm_seeds(self) -> list[int]:

@@ -68,6 +68,13 @@ def choose(ranking: pd.DataFrame, key: str, k: int) -> list[Any]:
     return out
 
 
+def _label(key: Any) -> str:
+    try:
+        return Candidate.from_identity(str(key)).label
+    except (TypeError, ValueError):
+        return str(key)  # a table keyed by labels
+
+
 def _is_control(key: Any) -> bool:
     try:
         return Candidate.from_identity(str(key)).is_control
@@ -128,7 +135,7 @@ def confirmation(
     ev = main if main is not None else confirmed
     sign = -1.0 if ev is not None and ev.sense == "minimize" else 1.0  # better is this way
     for key in chosen:
-        row: dict[str, Any] = {"candidate": labels.get(key) or Candidate.from_identity(key).label}
+        row: dict[str, Any] = {"candidate": labels.get(key) or _label(key)}
         if main_eff is not None and key in main_eff.index:
             m = main_eff.loc[key]
             row["main_delta"] = _num(m["mean_delta"])
