@@ -317,3 +317,82 @@ def test_the_race_reads_the_main_stage_only(tmp_path):
     assert list(main_stage(frame)["seed"]) == [0]
     assert list(main_stage(frame.drop(columns="stage"))["seed"]) == [0, 3]
     assert cfg.search.confirm_seeds == [3, 4, 5]
+
+
+# -------------------------------------------------------------------------------------------------
+# Through the real driver and Ray
+
+
+def _run_cli(tmp: Path, data: dict) -> tuple[Path, str]:
+    path = tmp / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = runner.invoke(app, ["run", str(path)])
+    assert res.exit_code == 0, res.output
+    return tmp / "runs" / data["name"], res.output
+
+
+def _check_stage(run: Path, fresh: list[int], k: int) -> dict:
+    """The run dir of a finished run with search.confirm: the recorded choice, the stage's
+    trials (k + uniform on each fresh seed, complete, never pruned) and best.yaml from them."""
+    choice = json.loads(RunDir(run).confirm.read_text())
+    assert choice["seeds"] == fresh and len(choice["top"]) == k
+    df = pd.read_parquet(run / "trials.parquet")
+    stage = df[df["stage"] == CONFIRM_STAGE]
+    assert set(stage["seed"]) == set(fresh) and len(stage) == (k + 1) * len(fresh)
+    assert set(stage["state"]) == {"COMPLETE"}
+    assert set(stage.loc[~stage["is_baseline"], IDENTITY]) == set(choice["top"])
+    assert not set(df.loc[df["stage"] != CONFIRM_STAGE, "seed"]) & set(fresh)
+    doc = yaml.safe_load((run / "best.yaml").read_text())
+    assert doc["best"][0]["confirmed_on_seeds"] == fresh
+    assert sorted(doc["best"][0]["per_seed"]["val_bpb"]) == fresh
+    assert {r["word"] for r in doc["confirmation"]["candidates"]} <= {
+        CONFIRMED,
+        NOT_CONFIRMED,
+    }
+    return doc
+
+
+@pytest.mark.slow
+def test_a_simulated_pruned_grid_confirms_its_top_two_through_the_driver(local_ray, tmp_path):
+    data = tiny_study(
+        tmp_path,
+        name="confirmed",
+        train={
+            "backend": "simulate",
+            "simulate": {"surrogate": {"offset": -0.02, "curvature": 0.1,
+                                       "optimum": {"r_start": 1.5}}},
+        },
+        space={"dimensions": FOUR},
+        search={
+            "pruner": "median",
+            "unpruned_candidates": 0,
+            "seeds": [0, 1],
+            "confirm": {"top": 2, "seeds": 2},
+        },
+    )
+    run, out = _run_cli(tmp_path, data)
+    assert "confirm: " in out and "on fresh seeds [2, 3], never pruned" in out
+    _check_stage(run, [2, 3], 2)
+    res = runner.invoke(app, ["status", str(run)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and "confirmation on fresh seeds [2, 3]" in text, res.output
+    assert "best (confirmation stage):" in text
+
+
+@pytest.mark.slow
+def test_a_tiny_trained_study_confirms_on_fresh_seeds_through_ray(local_ray, tmp_path):
+    # 2 layers, d_model 32, 4,096 tokens a trial: uniform and two candidates on 1 seed, then
+    # the best one and uniform on 2 fresh seeds
+    two = {
+        "shape": {"type": "fixed", "value": "cosine"},
+        "r_start": {"type": "categorical", "choices": [1.5, 0.75]},
+    }
+    data = tiny_study(
+        tmp_path,
+        name="trained",
+        space={"dimensions": two},
+        train={"tokens": 4096, "eval_every_tokens": 1024},
+        search={"pruner": "median", "seeds": [5], "confirm": {"top": 1, "seeds": 2}},
+    )
+    run, _ = _run_cli(tmp_path, data)
+    _check_stage(run, [6, 7], 1)
