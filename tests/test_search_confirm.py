@@ -34,7 +34,7 @@ from tlmsearch.evidence.confirm import (
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search import confirm
-from tlmsearch.search.attrs import CANDIDATE, CONFIRM_CHOICE, SEED, STAGE
+from tlmsearch.search.attrs import CONFIRM_CHOICE, STAGE
 from tlmsearch.search.best import best_document
 from tlmsearch.search.pruning import OptunaPruningScheduler
 from tlmsearch.search.records import trial_records
@@ -257,8 +257,11 @@ def test_the_stage_evidence_is_one_family_of_k_and_words_each_candidate():
         key="candidate",
         sense="minimize",
         effects=pd.DataFrame(
-            {"candidate": ["a", "b", "c"], "mean_delta": [-0.3, -0.25, -0.2],
-             "conditional": [True, True, False]}
+            {
+                "candidate": ["a", "b", "c"],
+                "mean_delta": [-0.3, -0.25, -0.2],
+                "conditional": [True, True, False],
+            }
         ),
     )
     doc = confirmation(["a", "b", "c"], main, ev, [10, 11, 12, 13])
@@ -311,9 +314,7 @@ def test_a_best_yaml_without_the_stage_has_no_confirmation_numbers(tmp_path):
 
 def test_the_race_reads_the_main_stage_only(tmp_path):
     cfg = _cfg(tmp_path)
-    frame = pd.DataFrame(
-        {IDENTITY: ["a", "a"], "seed": [0, 3], "stage": ["", CONFIRM_STAGE]}
-    )
+    frame = pd.DataFrame({IDENTITY: ["a", "a"], "seed": [0, 3], "stage": ["", CONFIRM_STAGE]})
     assert list(main_stage(frame)["seed"]) == [0]
     assert list(main_stage(frame.drop(columns="stage"))["seed"]) == [0, 3]
     assert cfg.search.confirm_seeds == [3, 4, 5]
@@ -359,8 +360,9 @@ def test_a_simulated_pruned_grid_confirms_its_top_two_through_the_driver(local_r
         name="confirmed",
         train={
             "backend": "simulate",
-            "simulate": {"surrogate": {"offset": -0.02, "curvature": 0.1,
-                                       "optimum": {"r_start": 1.5}}},
+            "simulate": {
+                "surrogate": {"offset": -0.02, "curvature": 0.1, "optimum": {"r_start": 1.5}}
+            },
         },
         space={"dimensions": FOUR},
         search={

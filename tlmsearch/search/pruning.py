@@ -106,8 +106,9 @@ class OptunaPruningScheduler(FIFOScheduler):
         """Not in the grace period, nor at the last eval; never the uniform baseline (every
         candidate's reference, per seed: it always runs to the end), nor a spared candidate
         (``search.unpruned_candidates``: its seeds measure the noise the pruner did not select
-        on), nor a trial of the confirmation stage (``search.confirm``), nor a replay (it repeats a finished trial's curve: judging it again decides
-        nothing)."""
+        on), nor a trial of the confirmation stage (``search.confirm``: its fresh seeds are
+        what no pruner selected), nor a replay (it repeats a finished trial's curve: judging
+        it again decides nothing)."""
         done = self._total is not None and step >= self._total
         config = getattr(trial, "config", None) or {}
         exempt = (
