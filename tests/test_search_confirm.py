@@ -312,6 +312,30 @@ def test_a_best_yaml_without_the_stage_has_no_confirmation_numbers(tmp_path):
     assert "confirmation" not in best_document(_frame(study, plain), plain)
 
 
+def test_the_report_says_confirmed_or_not_per_candidate():
+    from tlmsearch.report.html import confirmation_html
+
+    doc = {
+        "seeds": [3, 4],
+        "family": "holm over the 2 comparison(s) with uniform on the fresh seeds, at 95%",
+        "candidates": [
+            {
+                "candidate": "a",
+                "main_delta": -0.3,
+                "main_conditional": True,
+                "delta": -0.2,
+                "ci95": [-0.3, -0.1],
+                "word": CONFIRMED,
+            },
+            {"candidate": "b", "main_delta": -0.25, "word": "pending"},
+        ],
+    }
+    page = confirmation_html(doc)
+    assert "Confirmed on fresh seeds (3, 4)" in page and "<b>confirmed</b>" in page
+    assert "-0.3000 (conditional on surviving the pruner)" in page and "<b>pending</b>" in page
+    assert confirmation_html(None) == ""
+
+
 def test_the_race_reads_the_main_stage_only(tmp_path):
     cfg = _cfg(tmp_path)
     frame = pd.DataFrame({IDENTITY: ["a", "a"], "seed": [0, 3], "stage": ["", CONFIRM_STAGE]})
@@ -379,6 +403,8 @@ def test_a_simulated_pruned_grid_confirms_its_top_two_through_the_driver(local_r
     text = " ".join(res.output.split())
     assert res.exit_code == 0 and "confirmation on fresh seeds [2, 3]" in text, res.output
     assert "best (confirmation stage):" in text
+    page = (run / "report.html").read_text()
+    assert "Confirmed on fresh seeds (2, 3)" in page and "confirmed</b>" in page
 
 
 @pytest.mark.slow

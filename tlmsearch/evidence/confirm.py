@@ -166,6 +166,22 @@ def confirmation(
     }
 
 
+def study_confirmation(
+    trials: pd.DataFrame, staged: pd.DataFrame, config: StudyConfig, main: Any, stage: Any
+) -> dict[str, Any]:
+    """:func:`confirmation` of a run: the stage's candidates (the non-uniform keys of its rows
+    ``staged``, in the main stage's rank order), named by the trials table's labels;
+    ``trials``: the main stage's rows; ``main`` / ``stage``: the two stages' evidences of the
+    first objective (None where a stage has none)."""
+    order = list(main.ranking[main.key]) if main is not None else []
+    keys = {k for k, b in zip(staged[IDENTITY], staged["is_baseline"], strict=True) if not b}
+    chosen = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
+    labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
+    labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
+    out = confirmation(chosen, main, stage, config.search.confirm_seeds, labels)
+    return {"metric": config.objectives[0].metric, **out}
+
+
 def lines(doc: Mapping[str, Any]) -> list[str]:
     """``confirmation`` (:func:`confirmation`) in words, one line per candidate.
 

@@ -339,20 +339,13 @@ def confirmation_of(
     evs: Mapping[str, Any],
     stage_evs: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """best.yaml's ``confirmation`` (:func:`tlmsearch.evidence.confirm.confirmation`): each
-    candidate of the stage (main-stage rank order) with its conditional main-stage delta and
-    its word on the fresh seeds. ``trials``: the main stage's rows; ``staged``: the stage's."""
-    from tlmsearch.evidence.confirm import confirmation
+    """best.yaml's ``confirmation`` (:func:`tlmsearch.evidence.confirm.study_confirmation`) of
+    the first objective: ``trials`` the main stage's rows, ``staged`` the stage's, ``evs`` /
+    ``stage_evs`` their evidences."""
+    from tlmsearch.evidence.confirm import study_confirmation
 
     metric = cfg.objectives[0].metric
-    main, stage = evs.get(metric), stage_evs.get(metric)
-    order = list(main.ranking[main.key]) if main is not None else []
-    keys = {k for k, b in zip(staged[IDENTITY], staged["is_baseline"], strict=True) if not b}
-    chosen = sorted(keys, key=lambda k: order.index(k) if k in order else len(order))
-    labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
-    labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
-    out = confirmation(chosen, main, stage, cfg.search.confirm_seeds, labels)
-    return {"metric": metric, **out}
+    return study_confirmation(trials, staged, cfg, evs.get(metric), stage_evs.get(metric))
 
 
 def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
