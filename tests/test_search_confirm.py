@@ -403,6 +403,7 @@ def test_a_simulated_pruned_grid_confirms_its_top_two_through_the_driver(local_r
     text = " ".join(res.output.split())
     assert res.exit_code == 0 and "confirmation on fresh seeds [2, 3]" in text, res.output
     assert "best (confirmation stage):" in text
+    assert "trials 16/16 finished" in text  # 5 x 2 main, and the stage's 2 x (2 + uniform)
     page = (run / "report.html").read_text()
     assert "Confirmed on fresh seeds (2, 3)" in page and "confirmed</b>" in page
 

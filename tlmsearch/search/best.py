@@ -373,6 +373,8 @@ def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
             fams.append("at uniform's best setting")
     if doc.get("contrasts"):
         fams.append("contrasts")
+    if doc.get("main_stage_best"):  # search.confirm: the best's flag is the stage's family
+        fams.append("confirmation (fresh seeds)")
     k = len(fams)
     return {
         "families": fams,

@@ -122,6 +122,12 @@ def _missing(study: Any, cfg: StudyConfig, choice: dict[str, Any]) -> list[Any]:
     return [(c, s) for c, s in _pairs(cfg, choice) if (c.identity, s) not in have]
 
 
+def size(run: str | Path | None, study: Any, cfg: StudyConfig) -> int:
+    """The stage's trainings once chosen (its candidates and uniforms x fresh seeds), else 0."""
+    choice = recorded(run, study) if cfg.search.confirm is not None else None
+    return len(_pairs(cfg, choice)) if choice else 0
+
+
 def prepare(run: str | Path | None, study: Any, cfg: StudyConfig, echo: Any = print) -> int:
     """Choose (once) and enqueue the stage; returns how many of its trials are left to run
     (queued, or left running by a dead driver and queued again by resume)."""

@@ -453,6 +453,8 @@ def _execute(
         status = _session(run, cfg, study, url, data, facts, echo, remaining)
     if status == "finished" and cfg.search.confirm is not None:
         left = confirm.prepare(run, study, cfg, echo)
+        planned = planned_trials(cfg) + confirm.size(run, study, cfg)
+        _write_status(run, "running", n_trials_planned=planned)  # the stage's trials too
         if left > 0:
             status = _session(run, cfg, study, url, data, facts, echo, left, "confirm: ")
     return _finish(run, cfg, study, url, status, t0, echo)

@@ -165,6 +165,9 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     for entry in best:  # what the parametrization does to its layers against uniform
         entry["effective_lr"] = effective_lr_of(cfg, Candidate(entry["params"])).as_dict()
     ev = first_evidence(cfg, evs)
+    said = study_conclusions(frame, cfg, evidence=ev)
+    if stage_evs:  # as best.yaml: the verdict and the conclusions from the fresh seeds
+        said = study_conclusions(staged, cfg, evidence=stage_evs[cfg.objectives[0].metric])
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
@@ -178,7 +181,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "confirmation": (
             confirmation_of(frame, staged, cfg, evs, stage_evs) if cfg.search.confirm else None
         ),
-        "conclusions": study_conclusions(frame, cfg, evidence=ev),
+        "conclusions": said,
         "signal_to_noise": ev.snr if ev is not None else None,
         "contrasts": ev.contrasts if ev is not None else None,  # the study's questions
         "two_by_two": two_by_two(ev.contrasts if ev else None, cfg.stats.two_by_two),
