@@ -198,6 +198,11 @@ def test_a_resume_after_the_choice_finishes_the_same_stage_and_never_chooses_aga
     study.tell(done, 1.0)
     space(study.ask())
     assert confirm.owed(run, study, cfg)
+    # the main stage owes nothing (the stage's trials are no planned ones): resume goes on to
+    # the stage because it is owed, not because the main stage looks short of trials
+    from tlmsearch.search.runner import _remaining
+
+    assert _remaining(cfg, study) == 0
     # tlmsearch resume: the running one queued again, then the stage read back, never chosen
     assert len(requeue_interrupted(study, cfg, run)) == 1
     monkeypatch.setattr(confirm, "choose_now", lambda *a: pytest.fail("chose again"))
