@@ -80,6 +80,9 @@ LEVEL = 0.95
 # discovery rate, Benjamini-Hochberg) or none (per comparison); FAMILY is the default.
 FAMILIES = ("holm", "bh", "none")
 FAMILY = "holm"
+# The trials table's ``stage`` of a confirmation-stage trial (search.confirm: the main stage's
+# best candidates and uniform again on fresh, unpruned seeds); the main stage's is "".
+CONFIRM_STAGE = "confirm"
 # The schedule families a contrast may name (stats.contrasts): capacity toward layer 0 (taper
 # strength > 0), toward the last layer (< 0), or every schedule but uniform.
 SCHEDULE_FAMILIES = ("early-heavy", "late-heavy", "all")

@@ -74,6 +74,7 @@ from tlmsearch.config.run import RayConfig, StorageConfig
 from tlmsearch.config.search import (
     PRUNERS,
     SAMPLERS,
+    ConfirmConfig,
     Objective,
     RacingConfig,
     SearchConfig,
@@ -122,6 +123,7 @@ __all__ = [
     "TRACKER_PACKAGES",
     "WIDTH_SITES",
     "ConfigError",
+    "ConfirmConfig",
     "DataConfig",
     "GatedAttentionOptions",
     "HFOptions",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tlmsearch.config.limits import MAX_CANDIDATES, MAX_SEED, MAX_TOKENS, MAX_WORKERS
 from tlmsearch.constants import FAMILIES, FAMILY, LEVEL, METRICS, SCHEDULE_FAMILIES
@@ -95,6 +95,16 @@ class RacingConfig(Strict):
     parallel_seeds: int = Field(1, ge=1, le=1000)
 
 
+class ConfirmConfig(Strict):
+    """The confirmation stage (tlmsearch/search/confirm.py): once every trial of the main stage
+    has ended, its ``top`` best candidates and uniform train again on ``seeds`` fresh seeds, none
+    of them prunable; their effects vs uniform, one family of ``top``, give best.yaml's best."""
+
+    top: int = Field(3, ge=1, le=MAX_CANDIDATES)  # candidates confirmed: the main stage's best k
+    # fresh seeds each of them and uniform train on: the first unused ones above search.seeds
+    seeds: int = Field(3, ge=2, le=1000)
+
+
 class ArrayConfig(Strict):
     """Trial arrays (tlmsearch/search/arrays/packing.py): due (candidate, seed) trainings of a
     fusable arch packed K to a Ray trial and trained as one fused model
@@ -145,6 +155,9 @@ class SearchConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
     baseline: bool = True  # evaluate the uniform baseline first, once per seed
     racing: RacingConfig | None = None  # race seeds instead of running every seed
+    # After the main stage: its best candidates and uniform again on fresh, unpruned seeds, e.g.
+    # {top: 3, seeds: 3}; best.yaml's best then comes from them. Unset: no such stage.
+    confirm: ConfirmConfig | None = None
     # Train due (candidate, seed) pairs K to a process as one fused model ({size: auto} or
     # {size: K}); unset: one process per trial. Archs that do not fuse fall back to that.
     array: ArrayConfig | None = None
@@ -182,6 +195,51 @@ class SearchConfig(Strict):
             if "prior_sd" in opts and not opts["prior_sd"] > 0:
                 raise ValueError(f"pruner_options.prior_sd must be > 0, not {opts['prior_sd']}")
         return self
+
+    @field_validator("confirm")
+    @classmethod
+    def _confirm_means_something(
+        cls, v: ConfirmConfig | None, info: ValidationInfo
+    ) -> ConfirmConfig | None:
+        # every field it reads comes before it, so a bad one has failed already (then absent)
+        if v is None or not {"sampler", "pruner", "baseline", "seeds"} <= set(info.data):
+            return v
+        if info.data["sampler"] == "grid" and info.data["pruner"] == "none":
+            raise ValueError(
+                "a grid without a pruner has nothing to confirm (every candidate ran every "
+                "seed, nothing selected which); remove search.confirm, or set search.pruner "
+                "or a sampler"
+            )
+        if not info.data["baseline"]:
+            raise ValueError(
+                "the stage compares its candidates with uniform on fresh seeds; set "
+                "search.baseline: true, or remove search.confirm"
+            )
+        if len(info.data["seeds"]) + v.seeds > MAX_SEED + 1:
+            raise ValueError(
+                f"{v.seeds} fresh seeds do not fit beside search.seeds in [0, {MAX_SEED}]; "
+                "ask for fewer"
+            )
+        return v
+
+    @property
+    def confirm_seeds(self) -> list[int]:
+        """The confirmation stage's fresh seeds: the first ``confirm.seeds`` seeds above the
+        largest of ``seeds`` that ``seeds`` does not hold (past the largest seed, from 0 on);
+        [] without ``confirm``. A function of the study's seed list: a resume derives the
+        same ones.
+
+        >>> SearchConfig(seeds=[0, 5], confirm={"seeds": 3}).confirm_seeds
+        [6, 7, 8]
+        """
+        if self.confirm is None:
+            return []
+        used, out, seed = set(self.seeds), [], max(self.seeds)
+        while len(out) < self.confirm.seeds:
+            seed = seed + 1 if seed < MAX_SEED else 0
+            if seed not in used:
+                out.append(seed)
+        return out
 
     @field_validator("seeds")
     @classmethod

@@ -622,8 +622,13 @@ def study_evidence(
 ) -> Evidence:
     """The :class:`Evidence` of a run: its study (its ``stats`` level and family, its race) and
     trials table (and its curves, for the checkpoint noise); the first objective unless
-    ``metric`` / ``sense`` are given."""
+    ``metric`` / ``sense`` are given. The confirmation stage's trials (``search.confirm``) are
+    left out: they have evidence of their own
+    (:func:`tlmsearch.evidence.confirm.confirm_evidences`)."""
+    from tlmsearch.evidence.confirm import main_stage
     from tlmsearch.metrics import metric_column, objectives_of
+
+    trials = main_stage(trials)
 
     if metric is None or sense is None:
         metric, sense = objectives_of(config)[0]
@@ -651,7 +656,8 @@ def study_evidences(
     the study's objectives) the trials table has: the one set a run's tables, best.yaml and
     ``tlmsearch status`` build, once, and pass to every reader. The first
     objective's is built with ``curves`` (its checkpoint noise, for its snr); a metric that is
-    no objective is judged in its default sense. Empty for an empty table."""
+    no objective is judged in its default sense. Empty for an empty table (the confirmation
+    stage's trials left out, :func:`study_evidence`)."""
     from tlmsearch.config import METRICS
     from tlmsearch.metrics import metric_column, objectives_of
 

@@ -22,6 +22,12 @@ import yaml
 
 from tlmsearch import stats
 from tlmsearch.evidence.conclusions import decimals
+from tlmsearch.evidence.confirm import (
+    confirm_evidences,
+    confirm_stage,
+    main_stage,
+    study_confirmation,
+)
 from tlmsearch.report import collect as C
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F
@@ -54,11 +60,15 @@ class Report:
     race: E.Race | None = None  # racing studies: seeds per candidate and why racing stopped
     fidelity: dict[str, Any] | None = None  # a ladder run: tlmsearch.evidence.fidelity's document
     sweep: T.SettingSweep | None = None  # a study with setting dimensions (train.lr)
+    # search.confirm: each candidate of the confirmation stage, confirmed or not on fresh seeds
+    # (tlmsearch.evidence.confirm.study_confirmation); None: the study has no such stage
+    confirmation: dict[str, Any] | None = None
 
 
 def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
     """Every figure of the report, in page order (fronts and Pareto first)."""
-    t, objectives = run.trials, run.objectives
+    staged, t = confirm_stage(run.trials), main_stage(run.trials)  # search.confirm: apart
+    objectives = run.objectives
     metric, sense = objectives[0]
     space = run.study.space  # None: study.yaml has none this version reads
     dims = list(space.dimensions) if space is not None else None
@@ -143,7 +153,17 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         effects,
         E.race(t, run.study, metric, sense, evidence=ev),
         sweep=sweep,
+        confirmation=_confirmation(t, staged, run.study, ev),
     )
+
+
+def _confirmation(t: Any, staged: Any, study: Any, ev: Any) -> dict[str, Any] | None:
+    """The confirmation stage's words (None without ``search.confirm``: a hand-edited
+    study.yaml's partial study has none either)."""
+    if getattr(getattr(study, "search", None), "confirm", None) is None:
+        return None
+    stage = confirm_evidences(staged, study, [study.objectives[0].metric])
+    return study_confirmation(t, staged, study, ev, stage.get(study.objectives[0].metric))
 
 
 def one_objective_note(metric: str) -> str:
@@ -418,10 +438,36 @@ def effects_html(report: Report) -> str:
             f"{''.join(rows)}</table></div>"
         )
         parts.append(learning_rate_html(e.learning_rate))
+    parts.append(confirmation_html(report.confirmation))
     if e is not None:
         parts.append(contrasts_html(e))
     parts.append(race_html(report.race))
     return "".join(parts)
+
+
+def confirmation_html(doc: dict[str, Any] | None) -> str:
+    """The confirmation stage (search.confirm): each candidate's main-stage delta (conditional
+    where the pruner could have stopped it) and its delta and word on the fresh seeds."""
+    if not doc:
+        return ""
+    head = ("candidate", "main stage", "on the fresh seeds (95%)", "word")
+    rows = []
+    for r in doc["candidates"]:
+        main = f"{r['main_delta']:+.4f}" if "main_delta" in r else ""
+        if r.get("main_conditional"):
+            main += " (conditional on surviving the pruner)"
+        fresh = f"{r['delta']:+.4f}" if "delta" in r else ""
+        if r.get("ci95"):
+            fresh += f" [{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}]"
+        cells = [_e(r["candidate"]), _e(main), _e(fresh), f"<b>{_e(r['word'])}</b>"]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    seeds = ", ".join(str(s) for s in doc["seeds"])
+    return (
+        f"<h3 id='confirmation'>Confirmed on fresh seeds ({_e(seeds)})</h3>"
+        f"<p>{_e(doc['family'])}; never pruned. best.yaml's best comes from these seeds.</p>"
+        f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"
+    )
 
 
 def contrasts_html(e: E.Effects) -> str:

@@ -10,6 +10,7 @@
       best.yaml         the verdict: best candidate(s), effects, conclusions
       unpruned.json     the candidates the pruner never stops, drawn before the first trial
                         (spared.json in run dirs before 0.8, read where unpruned.json is absent)
+      confirm.json      the confirmation stage's candidates and fresh seeds (search.confirm)
       report.html       the report (tlmsearch report)
       analysis.parquet  per-layer diagnostics of kept weights (tlmsearch analyze)
       analysis_heads.parquet   per attention head (tlmsearch analyze)
@@ -71,6 +72,12 @@ class RunDir:
     def unpruned_before_0_8(self) -> Path:
         """Where a run dir of a version before 0.8 recorded the same draw."""
         return self.path / "spared.json"
+
+    @property
+    def confirm(self) -> Path:
+        """The confirmation stage's choice (search.confirm): its candidates and fresh seeds,
+        written before its first trial; a resume reads it back and never chooses again."""
+        return self.path / "confirm.json"
 
     @property
     def report(self) -> Path:

@@ -79,6 +79,7 @@ TRIAL_COLUMNS: dict[str, str] = {
     "same_as": "int",
     "is_baseline": "bool",
     "unpruned": "bool",
+    "stage": "str",  # "confirm": a trial of the confirmation stage (search.confirm); else ""
     "state": "str",
     "reason": "str",
     "retries": "int",

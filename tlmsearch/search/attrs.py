@@ -18,6 +18,12 @@ UNPRUNED = "tlm_spared"
 # study attribute: the unpruned candidates' draw (JSON, as the run dir's unpruned.json holds it),
 # written once before the first trial and never drawn again
 UNPRUNED_CHOICE = "tlm_spared_choice"
+# user attribute and trial config key: "confirm" on a trial of the confirmation stage (a fresh
+# seed of search.confirm: the pruner never stops it, and the main stage's evidence leaves it out)
+STAGE = "stage"
+# study attribute: the confirmation stage's choice (JSON, as the run dir's confirm.json holds
+# it), written once before its first trial and never chosen again
+CONFIRM_CHOICE = "tlm_confirm_choice"
 SAME_AS = "same_as"  # the number of the finished trial whose model (widths, seed) this one is
 REPLAY = "replay"  # trial config key: the twin's curve, reported instead of training
 ENQUEUED_FLAG = "tlm_enqueued"  # study attribute: the initial queue was written

@@ -251,8 +251,14 @@ def best_document(
     checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
     them: every number here is theirs.
     """
+    from tlmsearch.evidence.confirm import confirm_evidences, confirm_stage, main_stage
+
+    staged = confirm_stage(trials)  # search.confirm's trials: judged apart, below
+    trials = main_stage(trials)
     evs = evs if evs is not None else evidences(trials, cfg, curves)
     best = best_candidates(trials, cfg, evs)
+    stage_evs = confirm_evidences(staged, cfg)
+    confirmed = best_candidates(staged, cfg, stage_evs) if stage_evs else []
     doc: dict[str, Any] = {
         "study": cfg.name,
         "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
@@ -271,6 +277,10 @@ def best_document(
         doc["uniform_baseline"] = {
             o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
         }
+    if confirmed:  # the best and its separated flag: from the seeds no selection touched
+        doc["main_stage_best"] = best  # conditional on surviving the pruner / the selection
+        seeds = cfg.search.confirm_seeds
+        best = [{**e, "confirmed_on_seeds": seeds} for e in confirmed]
     for entry in best:
         params = Candidate.of(entry["params"])
         item = dict(entry)
@@ -309,12 +319,33 @@ def best_document(
             doc["contrasts"]["two_by_two"] = reading
     doc["error_rates"] = error_rates(doc, cfg.stats.level)
     said = study_conclusions(trials, cfg, evidence=ev)
+    if cfg.search.confirm is not None:
+        doc["confirmation"] = confirmation_of(trials, staged, cfg, evs, stage_evs)
+        if stage_evs:  # the verdict too: from the stage's own evidence
+            first = stage_evs[cfg.objectives[0].metric]
+            said = study_conclusions(staged, cfg, evidence=first)
     if len(cfg.objectives) == 1 and said.top_group:
         doc["verdict"] = verdict(said.top_group)
     doc["conclusions"] = said._asdict()
     if ev is not None and ev.snr is not None:
         doc["signal_to_noise"] = ev.snr.as_dict()
     return doc
+
+
+def confirmation_of(
+    trials: Any,
+    staged: Any,
+    cfg: StudyConfig,
+    evs: Mapping[str, Any],
+    stage_evs: Mapping[str, Any],
+) -> dict[str, Any]:
+    """best.yaml's ``confirmation`` (:func:`tlmsearch.evidence.confirm.study_confirmation`) of
+    the first objective: ``trials`` the main stage's rows, ``staged`` the stage's, ``evs`` /
+    ``stage_evs`` their evidences."""
+    from tlmsearch.evidence.confirm import study_confirmation
+
+    metric = cfg.objectives[0].metric
+    return study_confirmation(trials, staged, cfg, evs.get(metric), stage_evs.get(metric))
 
 
 def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
@@ -342,6 +373,8 @@ def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
             fams.append("at uniform's best setting")
     if doc.get("contrasts"):
         fams.append("contrasts")
+    if doc.get("main_stage_best"):  # search.confirm: the best's flag is the stage's family
+        fams.append("confirmation (fresh seeds)")
     k = len(fams)
     return {
         "families": fams,

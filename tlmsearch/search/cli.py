@@ -68,6 +68,8 @@ def best_line(best: dict[str, Any]) -> str:
     vals = ", ".join(f"{m} {v:.4f}" for m, v in best["values"].items() if not math.isnan(v))
     seeds = ", ".join(str(x) for x in best.get("ranked_seeds") or [])
     text = f"best: {best['candidate']} ({vals}; mean of seed(s) {seeds}; {best['n_of_k']})"
+    if best.get("confirmed_on_seeds"):  # search.confirm: from the fresh, unpruned seeds
+        text = text.replace("best: ", "best (confirmation stage): ", 1)
     deltas = []
     for m, d in (best.get("delta_vs_uniform") or {}).items():
         ci = (best.get("delta_ci95") or {}).get(m)
@@ -316,6 +318,11 @@ def _status(run_dir: Path, *, console: Any) -> int:
         console.print(line, markup=False, highlight=False)
     for line in rep["race"]:  # racing studies: seeds per candidate and why
         console.print(f"race: {line}", markup=False, highlight=False)
+    if rep.get("confirmation"):  # search.confirm: each candidate confirmed or not
+        from tlmsearch.evidence.confirm import lines as confirm_lines
+
+        for line in confirm_lines(rep["confirmation"]):
+            console.print(line, markup=False, highlight=False)
     going = rep["status"] in ("running", "interrupted", "preempted", "driver gone")
     for line in conclusion_lines(rep["conclusions"], provisional=going):  # in seed-noise units
         console.print(line, markup=False, highlight=False)

@@ -23,6 +23,7 @@ from tlmsearch.search.attrs import (
     RETRY_OF,
     SAME_AS,
     SEED,
+    STAGE,
     STANDS_FOR,
     UNPRUNED,
     WEIGHTS,
@@ -78,6 +79,8 @@ def trial_records(study: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             row["race_decision"] = json.dumps(decided[attrs[CANDIDATE]], sort_keys=True)
         if attrs.get(UNPRUNED):  # the pruner could not stop it (search.unpruned_candidates)
             row["unpruned"] = True
+        if attrs.get(STAGE):  # the confirmation stage's (search.confirm): evidence of its own
+            row["stage"] = attrs[STAGE]
         if attrs.get(SAME_AS) is not None:  # replayed a finished twin's curve (same widths, seed)
             row["same_as"] = attrs[SAME_AS]
         if attrs.get(STANDS_FOR):  # grid candidates with the same proxy widths, trained once

@@ -30,7 +30,7 @@ from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir import driver as run_driver
 from tlmsearch.search import best as best_yaml
-from tlmsearch.search import export, records
+from tlmsearch.search import confirm, export, records
 from tlmsearch.search import status as run_status
 from tlmsearch.search.attrs import (
     CANDIDATE,
@@ -218,7 +218,7 @@ def resume_run(
             echo(f"resume: the race queued {len(due)} more seed(s)")
     url = storage_url(cfg.storage, run.resolve())
     with Heartbeat(run):  # from here this process is the run's driver (run.json says so)
-        if _remaining(cfg, study) <= 0:
+        if _remaining(cfg, study) <= 0 and not confirm.owed(run, study, cfg):
             echo("nothing left to run")
             return _finish(run, cfg, study, url, "finished", time.time(), echo)
         data, facts = _prepare(cfg, echo, run), _ray(cfg, address, echo)
@@ -265,7 +265,10 @@ def _requeued_since(info: dict[str, Any]) -> bool:
 
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
+    """The main stage's trials left to run (the confirmation stage's are not planned ones)."""
     c = run_status.counts(study)
+    for state, n in confirm.stage_counts(study, cfg).items():
+        c[state] = c.get(state, 0) - n
     left = planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
     if open_ended(cfg) and not c["WAITING"] and not may_sample(cfg, study):
         return 0  # the race decided every candidate, or all is sampled: no more is owed
@@ -440,16 +443,42 @@ def _execute(
     facts: dict[str, Any],
     echo: Any,
 ) -> RunResult:
-    from tlmsearch.search.execution.failures import handle_lost_workers
-
+    """The main stage's trials left, then the confirmation stage (``search.confirm``), which
+    starts only once every main-stage trial has ended; then the tables and best.yaml."""
     _calibrate_peak(cfg, facts)
     t0 = time.time()
+    status = "finished"
+    remaining = _remaining(cfg, study)
+    if remaining > 0:
+        status = _session(run, cfg, study, url, data, facts, echo, remaining)
+    if status == "finished" and cfg.search.confirm is not None:
+        left = confirm.prepare(run, study, cfg, echo)
+        planned = planned_trials(cfg) + confirm.size(run, study, cfg)
+        _write_status(run, "running", n_trials_planned=planned)  # the stage's trials too
+        if left > 0:
+            status = _session(run, cfg, study, url, data, facts, echo, left, "confirm: ")
+    return _finish(run, cfg, study, url, status, t0, echo)
+
+
+def _session(
+    run: Path,
+    cfg: StudyConfig,
+    study: Any,
+    url: str,
+    data: Any,
+    facts: dict[str, Any],
+    echo: Any,
+    remaining: int,
+    stage: str = "",
+) -> str:
+    """One Ray Tune session of ``remaining`` trials at most; returns the run's status after it
+    (finished, interrupted or preempted)."""
+    from tlmsearch.search.execution.failures import handle_lost_workers
+
     before = run_status.counts(study)
-    finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
-    remaining = planned_trials(cfg) - finished
     slots = trial_slots(cfg, facts)
     set_phase(run, "trials", "running", trial_slots=slots, **driver_fields())
-    echo(f"{remaining} trial(s) to run, {slots} at once; run dir {run}")
+    echo(f"{stage}{remaining} trial(s) to run, {slots} at once; run dir {run}")
     from tlmsearch.config.planning import array_line
 
     if line := array_line(cfg):
@@ -481,7 +510,7 @@ def _execute(
         status = "preempted"
         if n := mark_preempted(study):
             echo(f"preempted: {n} running trial(s) continue from their checkpoints on resume")
-    return _finish(run, cfg, study, url, status, t0, echo)
+    return status
 
 
 def _study_again(url: str, name: str) -> Any:

@@ -10,12 +10,14 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
+from tlmsearch.evidence.confirm import confirm_evidences, confirm_stage, main_stage
 from tlmsearch.evidence.factorial import two_by_two
 from tlmsearch.run_dir.driver import driver_gone
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
     best_candidates,
     censored_better,
+    confirmation_of,
     evidences,
     first_evidence,
     study_conclusions,
@@ -151,11 +153,21 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     from tlmsearch.run_dir.tables import add_deltas
 
     frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
+    frame, staged = main_stage(frame), confirm_stage(frame)  # search.confirm's: judged apart
     evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
+    stage_evs = confirm_evidences(staged, cfg)
+    if stage_evs:  # the best on the fresh seeds (the main stage's is conditional)
+        best = [
+            {**e, "confirmed_on_seeds": cfg.search.confirm_seeds}
+            for e in best_candidates(staged, cfg, stage_evs)
+        ]
     for entry in best:  # what the parametrization does to its layers against uniform
         entry["effective_lr"] = effective_lr_of(cfg, Candidate(entry["params"])).as_dict()
     ev = first_evidence(cfg, evs)
+    said = study_conclusions(frame, cfg, evidence=ev)
+    if stage_evs:  # as best.yaml: the verdict and the conclusions from the fresh seeds
+        said = study_conclusions(staged, cfg, evidence=stage_evs[cfg.objectives[0].metric])
     return {
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
@@ -166,7 +178,10 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "best": best,
         "censored_better": censored_better(frame, cfg, evs),
         "race": race_lines(study, cfg),
-        "conclusions": study_conclusions(frame, cfg, evidence=ev),
+        "confirmation": (
+            confirmation_of(frame, staged, cfg, evs, stage_evs) if cfg.search.confirm else None
+        ),
+        "conclusions": said,
         "signal_to_noise": ev.snr if ev is not None else None,
         "contrasts": ev.contrasts if ev is not None else None,  # the study's questions
         "two_by_two": two_by_two(ev.contrasts if ev else None, cfg.stats.two_by_two),

@@ -16,8 +16,9 @@ from typing import Any
 import optuna
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from tlmsearch.constants import CONFIRM_STAGE
 from tlmsearch.reasons import is_lost
-from tlmsearch.search.attrs import REPLAY, RESUME_FROM, UNPRUNED, WEIGHTS
+from tlmsearch.search.attrs import REPLAY, RESUME_FROM, STAGE, UNPRUNED, WEIGHTS
 from tlmsearch.search.execution.failures import error_reason, max_failures
 from tlmsearch.search.ledger import TrialLedger
 from tlmsearch.search.records import finite
@@ -105,11 +106,17 @@ class OptunaPruningScheduler(FIFOScheduler):
         """Not in the grace period, nor at the last eval; never the uniform baseline (every
         candidate's reference, per seed: it always runs to the end), nor an unpruned candidate
         (``search.unpruned_candidates``: its seeds measure the noise the pruner did not select
-        on), nor a replay (it repeats a finished trial's curve: judging it again decides
-        nothing)."""
+        on), nor a trial of the confirmation stage (``search.confirm``: its fresh seeds are
+        what no pruner selected), nor a replay (it repeats a finished trial's curve: judging
+        it again decides nothing)."""
         done = self._total is not None and step >= self._total
         config = getattr(trial, "config", None) or {}
-        exempt = _is_baseline(trial) or bool(config.get(UNPRUNED)) or bool(config.get(REPLAY))
+        exempt = (
+            _is_baseline(trial)
+            or bool(config.get(UNPRUNED))
+            or bool(config.get(REPLAY))
+            or config.get(STAGE) == CONFIRM_STAGE  # search.confirm: fresh seeds, never selected
+        )
         return not (step < self._grace or done or exempt)
 
     def on_trial_error(self, tune_controller: Any, trial: Any) -> None:

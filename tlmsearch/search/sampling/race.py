@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tlmsearch.config import StudyConfig
+from tlmsearch.evidence.confirm import main_stage
 from tlmsearch.evidence.racing import FINAL, Lane, decision, race, race_family_size
 from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
@@ -47,6 +48,8 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate
         return [], {}
     rows, _ = trial_records(study)
     frame = trials_frame(rows, model=cfg.model) if rows else None
+    if frame is not None:  # the confirmation stage's seeds are no seeds of the race
+        frame = main_stage(frame)
     if frame is None or frame.empty:
         return [], {}
     pairs = zip(frame["candidate"], frame[IDENTITY], strict=True)
@@ -74,17 +77,7 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate
 def advance(study: Any, cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     """Enqueue every (candidate, seed) the race says is due, and its seed's baseline."""
     lanes_, params = _race(study, cfg)
-    known = _pairs(study, ("WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"))
-    grid = cfg.search.sampler == "grid"
-    aliases = {_key(t.candidate): t.stands_for for t in cfg.trainings()} if grid else {}
-    added: list[tuple[Candidate, int]] = []
-
-    def put(cand: Candidate, seed: int) -> None:
-        if (_key(cand), seed) not in known:
-            enqueue(study, cfg, cand, seed, aliases.get(_key(cand), ()))
-            known.add((_key(cand), seed))
-            added.append((cand, seed))
-
+    due: list[tuple[Candidate, int]] = []
     recorded = study.user_attrs  # one read of the storage, not one per lane
     for lane in lanes_:
         name = RACE_DECISION + _key(params[lane.candidate])
@@ -92,7 +85,25 @@ def advance(study: Any, cfg: StudyConfig) -> list[tuple[Candidate, int]]:
             study.set_user_attr(name, decision(lane))  # decided once: it stands from now on
         if lane.next_seed is None:
             continue
-        put(Candidate(UNIFORM), lane.next_seed)  # the baseline first: it is every delta's
-        # reference
-        put(params[lane.candidate], lane.next_seed)
+        due.append((Candidate(UNIFORM), lane.next_seed))  # the baseline first: every delta's
+        due.append((params[lane.candidate], lane.next_seed))  # reference
+    return enqueue_due(study, cfg, due)
+
+
+def enqueue_due(
+    study: Any, cfg: StudyConfig, due: list[tuple[Candidate, int]]
+) -> list[tuple[Candidate, int]]:
+    """Enqueue each (candidate, seed) of ``due``, in order, that is not queued, running or
+    finished yet (a grid candidate with the candidates it stands for); returns those added.
+    The race's seeds and the confirmation stage's (:mod:`.confirm`) both go through here, so
+    a resumed driver that calls it again never runs a pair twice."""
+    known = _pairs(study, ("WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"))
+    grid = cfg.search.sampler == "grid"
+    aliases = {_key(t.candidate): t.stands_for for t in cfg.trainings()} if grid else {}
+    added: list[tuple[Candidate, int]] = []
+    for cand, seed in due:
+        if (_key(cand), seed) not in known:
+            enqueue(study, cfg, cand, seed, aliases.get(_key(cand), ()))
+            known.add((_key(cand), seed))
+            added.append((cand, seed))
     return added

@@ -19,7 +19,7 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.search import PRUNER_SPECS
-from tlmsearch.constants import SAMPLER_TRIALS
+from tlmsearch.constants import CONFIRM_STAGE, SAMPLER_TRIALS
 from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import atomic_write
@@ -35,6 +35,7 @@ from tlmsearch.search.attrs import (
     SAME_AS,
     SAMPLED,
     SEED,
+    STAGE,
     STANDS_FOR,
     UNPRUNED,
     UNPRUNED_CHOICE,
@@ -383,6 +384,9 @@ class DefineByRunSpace:
         if not baseline and unpruned(trial.study, self.cfg, cand, self._firsts):
             trial.set_user_attr(UNPRUNED, True)
             conf[UNPRUNED] = True
+        if seed in self.cfg.search.confirm_seeds:  # the confirmation stage's: never pruned
+            trial.set_user_attr(STAGE, CONFIRM_STAGE)
+            conf[STAGE] = CONFIRM_STAGE
         return conf
 
 
