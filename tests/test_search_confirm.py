@@ -29,8 +29,8 @@ from tlmsearch.evidence.confirm import (
     choose,
     confirm_evidences,
     confirmation,
-    main_stage,
 )
+from tlmsearch.evidence.stages import main_stage
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import add_deltas, trials_frame
 from tlmsearch.search import confirm
@@ -38,7 +38,7 @@ from tlmsearch.search.attrs import CONFIRM_CHOICE, STAGE
 from tlmsearch.search.best import best_document
 from tlmsearch.search.records import trial_records
 from tlmsearch.search.sampling.pruning import OptunaPruningScheduler
-from tlmsearch.search.sampling.samplers import SpaceFn, write_initial_queue
+from tlmsearch.search.sampling.samplers import DefineByRunSpace, write_initial_queue
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -128,9 +128,9 @@ def _value(cand: Candidate, seed: int, noise: float = 0.02) -> float:
 
 
 def _drain(study, cfg, prune=(), values=_value) -> list[dict]:
-    """Ask and tell every queued trial through the driver's SpaceFn; a (r_start, seed) in
+    """Ask and tell every queued trial through the driver's DefineByRunSpace; a (r_start, seed) in
     ``prune`` is told PRUNED unless its trial config says it may not be. Returns the configs."""
-    space, configs = SpaceFn(cfg), []
+    space, configs = DefineByRunSpace(cfg), []
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         trial = study.ask()
         conf = space(trial)
@@ -192,7 +192,7 @@ def test_a_resume_after_the_choice_finishes_the_same_stage_and_never_chooses_aga
     confirm.prepare(run, study, cfg, echo=lambda _: None)
     chosen = json.loads(RunDir(run).confirm.read_text())["top"]
     # the driver dies after two of the stage's trials: one told, one left running
-    space = SpaceFn(cfg)
+    space = DefineByRunSpace(cfg)
     done = study.ask()
     space(done)
     study.tell(done, 1.0)

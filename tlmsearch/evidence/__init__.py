@@ -625,7 +625,7 @@ def study_evidence(
     ``metric`` / ``sense`` are given. The confirmation stage's trials (``search.confirm``) are
     left out: they have evidence of their own
     (:func:`tlmsearch.evidence.confirm.confirm_evidences`)."""
-    from tlmsearch.evidence.confirm import main_stage
+    from tlmsearch.evidence.stages import main_stage
     from tlmsearch.metrics import metric_column, objectives_of
 
     trials = main_stage(trials)

@@ -23,29 +23,11 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.constants import CONFIRM_STAGE
+from tlmsearch.evidence import Evidence
+from tlmsearch.evidence.stages import confirm_stage
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
-STAGE = "stage"  # the trials table's column: "confirm" on a confirmation-stage trial
 CONFIRMED, NOT_CONFIRMED, PENDING = "confirmed", "not confirmed", "pending"
-
-
-def is_confirm(trials: pd.DataFrame) -> pd.Series:
-    """Which rows of ``trials`` ran in the confirmation stage (all False without the column)."""
-    if STAGE not in trials:
-        return pd.Series(False, index=trials.index)
-    return trials[STAGE].astype(str) == CONFIRM_STAGE
-
-
-def main_stage(trials: pd.DataFrame) -> pd.DataFrame:
-    """``trials`` less the confirmation stage's rows: what the main stage's evidence judges."""
-    at = is_confirm(trials)
-    return trials if not at.any() else trials[~at]
-
-
-def confirm_stage(trials: pd.DataFrame) -> pd.DataFrame:
-    """The confirmation stage's rows of ``trials`` (empty when it has not run)."""
-    return trials[is_confirm(trials)]
 
 
 def choose(ranking: pd.DataFrame, key: str, k: int) -> list[Any]:
@@ -90,7 +72,6 @@ def confirm_evidences(
     comparisons, ``stats.family`` at ``stats.level``), ranked on its fresh seeds; ``{}``
     before any of its trials is in the table."""
     from tlmsearch.config import METRICS
-    from tlmsearch.evidence import Evidence
     from tlmsearch.metrics import metric_column, objectives_of
 
     rows = confirm_stage(trials)

@@ -22,12 +22,8 @@ import yaml
 
 from tlmsearch import stats
 from tlmsearch.evidence.conclusions import decimals
-from tlmsearch.evidence.confirm import (
-    confirm_evidences,
-    confirm_stage,
-    main_stage,
-    study_confirmation,
-)
+from tlmsearch.evidence.confirm import confirm_evidences, study_confirmation
+from tlmsearch.evidence.stages import confirm_stage, main_stage
 from tlmsearch.report import collect as C
 from tlmsearch.report import effects as E
 from tlmsearch.report import figures as F

@@ -251,7 +251,8 @@ def best_document(
     checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
     them: every number here is theirs.
     """
-    from tlmsearch.evidence.confirm import confirm_evidences, confirm_stage, main_stage
+    from tlmsearch.evidence.confirm import confirm_evidences
+    from tlmsearch.evidence.stages import confirm_stage, main_stage
 
     staged = confirm_stage(trials)  # search.confirm's trials: judged apart, below
     trials = main_stage(trials)

@@ -10,8 +10,9 @@ from typing import Any
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
-from tlmsearch.evidence.confirm import confirm_evidences, confirm_stage, main_stage
+from tlmsearch.evidence.confirm import confirm_evidences
 from tlmsearch.evidence.factorial import two_by_two
+from tlmsearch.evidence.stages import confirm_stage, main_stage
 from tlmsearch.run_dir.driver import driver_gone
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from tlmsearch.config import StudyConfig
-from tlmsearch.evidence.confirm import main_stage
 from tlmsearch.evidence.racing import FINAL, Lane, decision, race, race_family_size
+from tlmsearch.evidence.stages import main_stage
 from tlmsearch.run_dir.tables import metric_column
 from tlmsearch.search.attrs import CANDIDATE, RACE_DECISION, SEED
 from tlmsearch.search.records import trial_records

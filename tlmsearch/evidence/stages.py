@@ -1,0 +1,31 @@
+"""A trials table's two stages: the main one and the confirmation stage (``search.confirm``).
+
+A leaf: the Evidence (which judges the main stage), the confirmation's evidence
+(:mod:`tlmsearch.evidence.confirm`), the race, status and best.yaml all split a table here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tlmsearch.constants import CONFIRM_STAGE
+
+STAGE = "stage"  # the trials table's column: "confirm" on a confirmation-stage trial
+
+
+def is_confirm(trials: pd.DataFrame) -> pd.Series:
+    """Which rows of ``trials`` ran in the confirmation stage (all False without the column)."""
+    if STAGE not in trials:
+        return pd.Series(False, index=trials.index)
+    return trials[STAGE].astype(str) == CONFIRM_STAGE
+
+
+def main_stage(trials: pd.DataFrame) -> pd.DataFrame:
+    """``trials`` less the confirmation stage's rows: what the main stage's evidence judges."""
+    at = is_confirm(trials)
+    return trials if not at.any() else trials[~at]
+
+
+def confirm_stage(trials: pd.DataFrame) -> pd.DataFrame:
+    """The confirmation stage's rows of ``trials`` (empty when it has not run)."""
+    return trials[is_confirm(trials)]
