@@ -32,7 +32,7 @@ from tlmsearch.evidence.confirm import (
 )
 from tlmsearch.evidence.stages import main_stage
 from tlmsearch.run_dir import RunDir
-from tlmsearch.run_dir.tables import add_deltas, trials_frame
+from tlmsearch.run_dir.tables import add_deltas, add_effects, trials_frame
 from tlmsearch.search import confirm
 from tlmsearch.search.attrs import CONFIRM_CHOICE, STAGE
 from tlmsearch.search.best import best_document
@@ -305,6 +305,11 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     stage = confirm_evidences(frame, cfg)["val_bpb"]
     assert set(stage.effects["family_size"]) == {2}
     assert set(main_stage(frame)["seed"]) == {0, 1, 2}
+    # the trials table's effect columns are the main stage's: blank on the stage's rows
+    table = add_effects(frame, ["val_bpb"], cfg)
+    on_stage = table["stage"] == "confirm"
+    assert on_stage.any() and table.loc[on_stage, "effect_val_bpb"].isna().all()
+    assert table.loc[~on_stage & ~table["is_baseline"], "effect_val_bpb"].notna().any()
 
 
 def test_a_best_yaml_without_the_stage_has_no_confirmation_numbers(tmp_path):

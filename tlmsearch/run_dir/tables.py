@@ -444,13 +444,17 @@ def add_effects(
     ``effect_noise_m`` (mean / seed noise), ``effect_seeds_m`` (paired seeds) and
     ``effect_from_m``: ``model`` (the block-design noise of a paired delta,
     :func:`tlmsearch.stats.block_noise`) or ``unknown`` (no residual df yet). The same on every
-    trial of a candidate; NaN / ``""`` on the uniform baseline's rows. ``study``: the run's
+    trial of a candidate of the main stage; NaN / ``""`` on the uniform baseline's rows and on
+    the confirmation stage's (``search.confirm``: best.yaml's ``confirmation`` judges those,
+    on their own seeds). ``study``: the run's
     (its objectives give each metric's sense; None: the models' defaults). ``evidences``:
     :func:`tlmsearch.evidence.study_evidences` of ``trials``, when the caller built them.
     """
     from tlmsearch.evidence import study_evidences
+    from tlmsearch.evidence.stages import is_confirm
 
     out = trials.copy()
+    main = ~is_confirm(out)
     study = study if study is not None else PartialStudy()
     if evidences is None:
         evidences = study_evidences(out, study, metrics)
@@ -465,6 +469,7 @@ def add_effects(
         eff = eff.set_index(IDENTITY)
         for prefix, src in EFFECT_PREFIXES.items():
             values = out[IDENTITY].map(eff[src]) if len(eff) else pd.Series(index=out.index)
+            values = values.where(main)  # the main stage's effect: not a stage row's
             if prefix == "effect_from_":
                 out[prefix + metric] = values.astype(object).where(values.notna(), "")
             elif prefix == "effect_seeds_":
