@@ -1705,6 +1705,81 @@ def shrink_table(grid: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+CONFIRM_ROWS = (  # (name, k candidates, fresh seeds, uniform's sd over theirs, first's effect)
+    ("null: 3 candidates, 3 fresh seeds", 3, 3, 1.0, 0.0),
+    ("null: 3 candidates, 5 fresh seeds", 3, 5, 1.0, 0.0),
+    ("null: 5 candidates, 3 fresh seeds", 5, 3, 1.0, 0.0),
+    ("null, uniform 2x noisier: 3 candidates, 3 fresh seeds", 3, 3, 2.0, 0.0),
+    ("null, uniform 2x noisier: 3 candidates, 5 fresh seeds", 3, 5, 2.0, 0.0),
+    ("power: the first of 3 better by 2 noise sds, 3 fresh seeds", 3, 3, 1.0, -2.0),
+    ("power: the first of 3 better by 2 noise sds, 5 fresh seeds", 3, 5, 1.0, -2.0),
+)
+
+
+def confirm_grid(
+    reps: int = 300,
+    seed: int = 0,
+    sd_u: float = 0.005,
+    sd_e: float = 0.005,
+    rows: Sequence[tuple[str, int, int, float, float]] = CONFIRM_ROWS,
+) -> dict[str, dict[str, Any]]:
+    """row -> how often a confirmation stage (``search.confirm``: k candidates and uniform on
+    fresh, unpruned seeds, one family of k) calls a candidate **confirmed** (better than uniform,
+    separated) when it is not (``false``: any of the k, the family-wise rate; its goal is 5%
+    at most, one-sided half of the family's two-sided 5%), and how often it confirms the one
+    that is better (``power``), with MC standard errors. Each stage is judged as best.yaml judges
+    it: :class:`~tlmsearch.evidence.Evidence` on the stage's trials alone and
+    :func:`tlmsearch.evidence.confirm.confirmation`.
+
+    >>> g = confirm_grid(reps=2)
+    >>> sorted(g["null: 3 candidates, 3 fresh seeds"])
+    ['false', 'power']
+    """
+    from tlmsearch.evidence import Evidence
+    from tlmsearch.evidence.confirm import CONFIRMED, confirmation
+
+    out = {}
+    unit = math.sqrt(2.0) * sd_e
+    for r, (name, k, n, u_ratio, first) in enumerate(rows):
+        rng = np.random.default_rng([seed, 9, r])
+        false, power = [], []
+        for _ in range(reps):
+            rows = []
+            for s in range(n):
+                level = rng.normal(0.0, sd_u)
+                v = 2.0 + level + rng.normal(0.0, sd_e * u_ratio)
+                rows.append({"candidate": "uniform", "is_baseline": True, "seed": s, VALUE: v})
+                for c in range(k):
+                    effect = first * unit if c == 0 else 0.0
+                    v = 2.0 + level + effect + rng.normal(0.0, sd_e)
+                    rows.append({"candidate": f"c{c}", "is_baseline": False, "seed": s, VALUE: v})
+            trials = pd.DataFrame(rows).assign(state="COMPLETE")
+            ev = Evidence.build(trials, VALUE, "minimize", seeds=list(range(n)))
+            doc = confirmation([f"c{c}" for c in range(k)], None, ev, list(range(n)))
+            words = {x["candidate"]: x["word"] for x in doc["candidates"]}
+            wrong = [c for c, w in words.items() if w == CONFIRMED and (c != "c0" or not first)]
+            false.append(float(bool(wrong)))
+            power.append(float(words.get("c0") == CONFIRMED) if first else math.nan)
+        out[name] = {"false": _mean(false), "power": _mean(power)}
+    return out
+
+
+def confirm_table(grid: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "### The confirmation stage: a false 'confirmed' (any of k) and power, in % (± MC se)",
+        "",
+        "| stage | false confirmed | power |",
+        "|---|---|---|",
+    ]
+    for name, r in grid.items():
+        cells = [
+            "-" if r[k]["mean"] is None else f"{100 * r[k]['mean']:.1f} ± {100 * r[k]['se']:.1f}"
+            for k in ("false", "power")
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300, help="simulated studies per scenario")
@@ -1763,8 +1838,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="REPS",
         help="only the best's selection-adjusted estimate's rows, REPS studies each",
     )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="only the confirmation stage's rows (search.confirm), REPS stages per row",
+    )
     a = p.parse_args(argv)
     for reps, name, grid_of, table in (
+        (a.confirm, "confirm", lambda: confirm_grid(a.confirm, a.seed), confirm_table),
         (a.shrink, "shrink", lambda: shrink_grid(a.shrink, a.seed), shrink_table),
         (a.tuned, "tuned", lambda: tuned_grid(a.tuned, a.seed), tuned_table),
         (
