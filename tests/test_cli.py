@@ -670,3 +670,16 @@ def test_a_study_yaml_warning_prints_as_the_clis_warnings(monkeypatch) -> None:
     assert line == "warning: runs/x/study.yaml: read without a\n"
     other = warnings.formatwarning("m", UserWarning, "f.py", 3)
     assert other.startswith("f.py:3: UserWarning: m")
+
+
+def test_validate_says_what_the_confirmation_stage_runs() -> None:
+    """search.confirm on the quickstart (seeds [0]): its 2 best and uniform again on seeds 1-3."""
+    plain = _validated([])
+    assert "confirmation stage" not in plain
+    out = _validated(["search.confirm.top=2", "search.confirm.seeds=3"])
+    line = (
+        "confirmation stage (search.confirm): after the main stage, its best 2 candidates and "
+        "uniform train again on fresh seeds 1, 2, 3, never pruned: at most 9 trainings more "
+        "(3 x 3); best.yaml's best comes from this stage"
+    )
+    assert line in out, out

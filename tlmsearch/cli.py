@@ -83,7 +83,7 @@ def validate(
 ) -> None:
     """Validate a study and show every candidate's width vector at an exact budget."""
     from tlmsearch.config import load_study
-    from tlmsearch.config.planning import array_line, pruner_line
+    from tlmsearch.config.planning import array_line, confirm_line, pruner_line
     from tlmsearch.config.summary import (
         candidates_table,
         effective_lr_lines,
@@ -141,6 +141,8 @@ def validate(
     if line := array_line(cfg):  # which trainings fuse, or why none do
         console.print(line, markup=False)
     if line := pruner_line(cfg):  # the candidates it leaves unpruned, which measure a pruned noise
+        console.print(line, markup=False)
+    if line := confirm_line(cfg):  # the confirmation stage's fresh seeds and what it adds
         console.print(line, markup=False)
     from tlmsearch.evidence.power import seed_notes
 

@@ -202,6 +202,23 @@ def array_line(cfg: StudyConfig) -> str | None:
     return f"trial arrays: up to {array.size} trainings a Ray trial, fused in one process"
 
 
+def confirm_line(cfg: StudyConfig) -> str | None:
+    """``validate``'s line about the confirmation stage (``search.confirm``): what it runs, on
+    which fresh seeds, and the most trainings it adds; None without it."""
+    confirm = cfg.search.confirm
+    if confirm is None:
+        return None
+    k, seeds = confirm.top, cfg.search.confirm_seeds
+    uniforms = k if cfg.space.settings else 1  # the uniform of each one's setting
+    most = (k + uniforms) * len(seeds)
+    return (
+        f"confirmation stage (search.confirm): after the main stage, its best {k} "
+        f"candidate{'s' * (k > 1)} and uniform train again on fresh seeds "
+        f"{', '.join(map(str, seeds))}, never pruned: at most {most} trainings more "
+        f"({k + uniforms} x {len(seeds)}); best.yaml's best comes from this stage"
+    )
+
+
 def pruner_line(cfg: StudyConfig) -> str | None:
     """``validate``'s line about the candidates the pruner may never stop
     (``search.unpruned_candidates``); None without a pruner."""
