@@ -24,8 +24,10 @@ Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,6 +56,37 @@ class _Cell(NamedTuple):
 Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
 
 
+# (id of a trials table, value, key, seeds) -> (the table, its cells), while cells_once is
+# active: every statistic of a study reads the same cells, and they are computed once
+_MEMO: contextvars.ContextVar[dict[tuple, tuple[pd.DataFrame, dict]] | None] = (
+    contextvars.ContextVar("tlmsearch_cells_memo", default=None)
+)
+
+
+@contextlib.contextmanager
+def cells_once() -> Iterator[None]:
+    """Within it, :func:`_cells` of one trials table (the same object, value, key and seeds) is
+    computed once: for a caller that reads one unchanging table through many statistics
+    (:meth:`tlmsearch.evidence.Evidence.build`). A table changed in place inside it would be
+    read stale: the tables are values here, each statistic works on its own copy or subset."""
+    if _MEMO.get() is not None:  # nested: the outer one holds the memo
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _seeds_key(seeds: Seeds) -> Any:
+    if seeds is None:
+        return None
+    if isinstance(seeds, Mapping):
+        return ("map", tuple((c, tuple(int(x) for x in v)) for c, v in seeds.items()))
+    return tuple(int(x) for x in seeds)
+
+
 def _cells(
     trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
 ) -> dict[tuple[Any, int], _Cell]:
@@ -63,6 +96,21 @@ def _cells(
     each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
     trial on one of them gets a pending cell there (states ``""``: not run yet).
     """
+    memo = _MEMO.get()
+    if memo is None:
+        return _cells_of(trials, value, key, seeds)
+    mk = (id(trials), value, key, _seeds_key(seeds))
+    hit = memo.get(mk)
+    if hit is None or hit[0] is not trials:
+        # the memo holds the table, so its id is not reused while the memo lives
+        hit = memo[mk] = (trials, _cells_of(trials, value, key, seeds))
+    return dict(hit[1])
+
+
+def _cells_of(
+    trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
+) -> dict[tuple[Any, int], _Cell]:
+    """:func:`_cells`, computed."""
     if trials.empty:
         return {}
     if value in trials:
@@ -129,7 +177,8 @@ def _cells(
             outcome = "missing"  # the system lost it: it says nothing of the candidate
         else:
             outcome = "censored"
-        mean = float(np.mean(done)) if done else math.nan
+        # one trial (nearly always): np.mean's own sum, 0.0 + v, without its overhead
+        mean = (done[0] + 0.0 if len(done) == 1 else float(np.mean(done))) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
         out[k] = _Cell(
             base, outcome, mean, ",".join(sorted(states)), setting_of.get(k[0], ""), k[0] in spared
