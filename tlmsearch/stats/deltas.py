@@ -186,6 +186,22 @@ def _cells_of(
     return out
 
 
+def as_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    """``frame.astype(dtypes)``, converting only the columns not of their dtype yet (the same
+    frame; ``DataFrame.astype`` with a mapping rebuilds every column, ~10 ms a table).
+
+    >>> as_dtypes(pd.DataFrame({"a": [1, 2], "b": [0.5, 1.0]}), {"a": "float64"}).dtypes.tolist()
+    [dtype('float64'), dtype('float64')]
+    """
+    out = frame.copy(deep=False)
+    for col, dtype in dtypes.items():
+        if col not in out:
+            raise KeyError(col)
+        if out[col].dtype != pd.api.types.pandas_dtype(dtype):
+            out[col] = out[col].astype(dtype)
+    return out
+
+
 def any_pruned(trials: pd.DataFrame) -> bool:
     """Whether a pruner stopped any candidate trial of ``trials`` (uniform is never pruned).
 
@@ -257,7 +273,7 @@ def seed_outcomes(
         for (c, s), cell in cells.items()
     ]
     cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
-    return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
+    return as_dtypes(pd.DataFrame(rows, columns=cols), {"value": "float64"})
 
 
 def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[tuple[str, int], float]:
@@ -301,14 +317,15 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
         for (c, s), b, cell in _paired(cells)
     ]
     cols = [key, "seed", "is_baseline", "value", "baseline", "delta"]
-    return pd.DataFrame(rows, columns=cols).astype(
+    return as_dtypes(
+        pd.DataFrame(rows, columns=cols),
         {
             "seed": "int64",
             "is_baseline": bool,
             "value": "float64",
             "baseline": "float64",
             "delta": "float64",
-        }
+        },
     )
 
 
