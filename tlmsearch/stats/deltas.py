@@ -107,41 +107,73 @@ def _cells(
     return dict(hit[1])
 
 
+# Each column as numpy, as the pandas conversions in the comments give it: directly for the
+# dtypes a trials table has (the conversions cost more than the cells on a small table)
+
+
+def _floats(col: pd.Series) -> np.ndarray:
+    # pd.to_numeric(col, errors="coerce").astype("float64").to_numpy()
+    if col.dtype == np.float64:
+        return col.to_numpy()
+    return pd.to_numeric(col, errors="coerce").astype("float64").to_numpy()
+
+
+def _ints(col: pd.Series, fill: int) -> np.ndarray:
+    # pd.to_numeric(col, errors="coerce").fillna(fill).astype("int64").to_numpy()
+    if col.dtype == np.int64 or (isinstance(col.dtype, pd.Int64Dtype) and not col.hasnans):
+        return col.to_numpy(dtype="int64")
+    return pd.to_numeric(col, errors="coerce").fillna(fill).astype("int64").to_numpy()
+
+
+def _texts(col: pd.Series) -> np.ndarray:
+    # col.fillna("").astype(str).to_numpy()
+    raw = col.to_numpy()
+    if all(type(x) is str for x in raw):
+        return raw
+    return col.fillna("").astype(str).to_numpy()
+
+
+def _bools(col: pd.Series) -> np.ndarray:
+    # col.astype(bool).to_numpy()
+    return col.to_numpy() if col.dtype == np.bool_ else col.astype(bool).to_numpy()
+
+
+def _upper(col: pd.Series) -> np.ndarray:
+    # col.astype(str).str.upper().to_numpy()
+    raw = col.to_numpy()
+    if all(type(x) is str and x.isascii() for x in raw):
+        return np.array([x.upper() for x in raw], dtype=object)
+    return col.astype(str).str.upper().to_numpy()
+
+
 def _cells_of(
     trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
 ) -> dict[tuple[Any, int], _Cell]:
     """:func:`_cells`, computed."""
     if trials.empty:
         return {}
-    if value in trials:
-        values = pd.to_numeric(trials[value], errors="coerce").astype("float64").to_numpy()
-    else:
-        values = np.full(len(trials), np.nan)
-    seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
-    reasons = (
-        trials["reason"].fillna("").astype(str).to_numpy()
-        if "reason" in trials
-        else np.full(len(trials), "")
-    )
+    values = _floats(trials[value]) if value in trials else np.full(len(trials), np.nan)
+    seed_of = _ints(trials["seed"], UNKNOWN_SEED)
+    reasons = _texts(trials["reason"]) if "reason" in trials else np.full(len(trials), "")
     setting_of = (
-        dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str), strict=True))
+        dict(zip(trials[key].to_numpy(), _texts(trials["setting"]), strict=True))
         if "setting" in trials
         else {}
     )
     # a candidate the pruner could stop on none of its trials (a run resumed under another
     # search.unpruned_candidates may have left it at risk on some)
-    at_risk = ~trials["spared"].fillna(False).astype(bool) if "spared" in trials else None
-    spared = (
-        set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
-        if at_risk is not None
-        else set()
-    )
+    names = trials[key].to_numpy()
+    spared: set[Any] = set()
+    if "spared" in trials:
+        col = trials["spared"]
+        kept = col.to_numpy() if col.dtype == np.bool_ else col.fillna(False).astype(bool).to_numpy()
+        spared = set(names[kept]) - set(names[~kept])
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
-        trials[key].to_numpy(),
-        seed_of.to_numpy(),
-        trials["is_baseline"].astype(bool).to_numpy(),
-        trials["state"].astype(str).str.upper().to_numpy(),
+        names,
+        seed_of,
+        _bools(trials["is_baseline"]),
+        _upper(trials["state"]),
         values,
         reasons,
         strict=True,
