@@ -102,7 +102,7 @@ def test_the_scenarios_draw_the_noisy_row_they_name() -> None:
         assert sd[row] > 1.5 * sd.drop(row).median()
 
 
-def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
+def test_every_extra_scenario_reports_its_rules_at_tiny_reps_with_rates_in_0_1() -> None:
     # every extra row (a prior, arriving candidates, two pruners, the 60-candidate matrix) on 3
     # studies per base: the rules each reports, rates in [0, 1], the tables that print them
     bench = _bench()

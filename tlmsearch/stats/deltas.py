@@ -166,7 +166,9 @@ def _cells_of(
     spared: set[Any] = set()
     if "spared" in trials:
         col = trials["spared"]
-        kept = col.to_numpy() if col.dtype == np.bool_ else col.fillna(False).astype(bool).to_numpy()
+        kept = (
+            col.to_numpy() if col.dtype == np.bool_ else col.fillna(False).astype(bool).to_numpy()
+        )
         spared = set(names[kept]) - set(names[~kept])
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
