@@ -20,8 +20,10 @@ def _rates(node):
 
 
 def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
+    # which rules a scenario reports and that each is a rate: 5 studies show it (every rule's
+    # error rate is held by the rate tests below and measured on 300 studies by the benchmark)
     bench = _bench()
-    res = bench.run(reps=20, which=["a"], seed=1)
+    res = bench.run(reps=5, which=["a"], seed=1)
     rules = res["a"]
     assert set(rules) == {
         "conclusions/holm",
@@ -34,7 +36,7 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
         "pruner/paired",
     }
     for r in rules.values():
-        assert r["studies"] == 20
+        assert r["studies"] == 5
         assert {"false_per_candidate", "fwer", "power"} <= set(r)
         assert r["power"]["rate"] is None  # nothing differs from uniform in (a)
     verdict = {"wrong_winner", "uniform_selected", "winner_selected"}
