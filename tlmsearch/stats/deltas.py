@@ -96,15 +96,22 @@ def _cells(
     each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
     trial on one of them gets a pending cell there (states ``""``: not run yet).
     """
+    return dict(once("cells", trials, (value, key, _seeds_key(seeds)), _cells_of, seeds))
+
+
+def once(what: str, trials: pd.DataFrame, args: tuple, compute: Any, *more: Any) -> Any:
+    """``compute(trials, *args[:2], *more)`` (``args``: hashable, naming the call with
+    ``what``), computed once per trials table inside :func:`cells_once` (else every call).
+    The caller copies what it hands on."""
     memo = _MEMO.get()
     if memo is None:
-        return _cells_of(trials, value, key, seeds)
-    mk = (id(trials), value, key, _seeds_key(seeds))
+        return compute(trials, *args[:2], *more)
+    mk = (what, id(trials), args)
     hit = memo.get(mk)
     if hit is None or hit[0] is not trials:
         # the memo holds the table, so its id is not reused while the memo lives
-        hit = memo[mk] = (trials, _cells_of(trials, value, key, seeds))
-    return dict(hit[1])
+        hit = memo[mk] = (trials, compute(trials, *args[:2], *more))
+    return hit[1]
 
 
 # Each column as numpy, as the pandas conversions in the comments give it: directly for the
