@@ -20,8 +20,10 @@ def _rates(node):
 
 
 def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
+    # which rules a scenario reports and that each is a rate: 5 studies show it (every rule's
+    # error rate is held by the rate tests below and measured on 300 studies by the benchmark)
     bench = _bench()
-    res = bench.run(reps=20, which=["a"], seed=1)
+    res = bench.run(reps=5, which=["a"], seed=1)
     rules = res["a"]
     assert set(rules) == {
         "conclusions/holm",
@@ -34,7 +36,7 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
         "pruner/paired",
     }
     for r in rules.values():
-        assert r["studies"] == 20
+        assert r["studies"] == 5
         assert {"false_per_candidate", "fwer", "power"} <= set(r)
         assert r["power"]["rate"] is None  # nothing differs from uniform in (a)
     verdict = {"wrong_winner", "uniform_selected", "winner_selected"}
@@ -102,7 +104,7 @@ def test_the_scenarios_draw_the_noisy_row_they_name() -> None:
         assert sd[row] > 1.5 * sd.drop(row).median()
 
 
-def test_issue_31s_other_scenarios_run_at_tiny_reps_with_rates_in_0_1() -> None:
+def test_every_extra_scenario_reports_its_rules_at_tiny_reps_with_rates_in_0_1() -> None:
     # every extra row (a prior, arriving candidates, two pruners, the 60-candidate matrix) on 3
     # studies per base: the rules each reports, rates in [0, 1], the tables that print them
     bench = _bench()

@@ -56,6 +56,7 @@ from tlmsearch.evidence.racing import (
     recorded_lanes,
 )
 from tlmsearch.evidence.tuned import Tuned
+from tlmsearch.stats.deltas import cells_once
 from tlmsearch.stats.effects_vs_uniform import uses_joint
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
@@ -100,6 +101,7 @@ class Evidence:
     labels: Mapping[Any, str] = field(default_factory=dict)
 
     @classmethod
+    @cells_once()  # every statistic below reads the same trials' cells: computed once
     def build(
         cls,
         trials: pd.DataFrame,

@@ -24,8 +24,10 @@ Pure pandas / numpy / scipy (no torch, ray or plotting). Input is a trials table
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,6 +56,37 @@ class _Cell(NamedTuple):
 Seeds = Sequence[int] | Mapping[Any, Sequence[int]] | None
 
 
+# (id of a trials table, value, key, seeds) -> (the table, its cells), while cells_once is
+# active: every statistic of a study reads the same cells, and they are computed once
+_MEMO: contextvars.ContextVar[dict[tuple, tuple[pd.DataFrame, dict]] | None] = (
+    contextvars.ContextVar("tlmsearch_cells_memo", default=None)
+)
+
+
+@contextlib.contextmanager
+def cells_once() -> Iterator[None]:
+    """Within it, :func:`_cells` of one trials table (the same object, value, key and seeds) is
+    computed once: for a caller that reads one unchanging table through many statistics
+    (:meth:`tlmsearch.evidence.Evidence.build`). A table changed in place inside it would be
+    read stale: the tables are values here, each statistic works on its own copy or subset."""
+    if _MEMO.get() is not None:  # nested: the outer one holds the memo
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _seeds_key(seeds: Seeds) -> Any:
+    if seeds is None:
+        return None
+    if isinstance(seeds, Mapping):
+        return ("map", tuple((c, tuple(int(x) for x in v)) for c, v in seeds.items()))
+    return tuple(int(x) for x in seeds)
+
+
 def _cells(
     trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
 ) -> dict[tuple[Any, int], _Cell]:
@@ -63,37 +96,93 @@ def _cells(
     each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
     trial on one of them gets a pending cell there (states ``""``: not run yet).
     """
+    return dict(once("cells", trials, (value, key, _seeds_key(seeds)), _cells_of, seeds))
+
+
+def once(what: str, trials: pd.DataFrame, args: tuple, compute: Any, *more: Any) -> Any:
+    """``compute(trials, *args[:2], *more)`` (``args``: hashable, naming the call with
+    ``what``), computed once per trials table inside :func:`cells_once` (else every call).
+    The caller copies what it hands on."""
+    memo = _MEMO.get()
+    if memo is None:
+        return compute(trials, *args[:2], *more)
+    mk = (what, id(trials), args)
+    hit = memo.get(mk)
+    if hit is None or hit[0] is not trials:
+        # the memo holds the table, so its id is not reused while the memo lives
+        hit = memo[mk] = (trials, compute(trials, *args[:2], *more))
+    return hit[1]
+
+
+# Each column as numpy, as the pandas conversions in the comments give it: directly for the
+# dtypes a trials table has (the conversions cost more than the cells on a small table)
+
+
+def _floats(col: pd.Series) -> np.ndarray:
+    # pd.to_numeric(col, errors="coerce").astype("float64").to_numpy()
+    if col.dtype == np.float64:
+        return col.to_numpy()
+    return pd.to_numeric(col, errors="coerce").astype("float64").to_numpy()
+
+
+def _ints(col: pd.Series, fill: int) -> np.ndarray:
+    # pd.to_numeric(col, errors="coerce").fillna(fill).astype("int64").to_numpy()
+    if col.dtype == np.int64 or (isinstance(col.dtype, pd.Int64Dtype) and not col.hasnans):
+        return col.to_numpy(dtype="int64")
+    return pd.to_numeric(col, errors="coerce").fillna(fill).astype("int64").to_numpy()
+
+
+def _texts(col: pd.Series) -> np.ndarray:
+    # col.fillna("").astype(str).to_numpy()
+    raw = col.to_numpy()
+    if all(type(x) is str for x in raw):
+        return raw
+    return col.fillna("").astype(str).to_numpy()
+
+
+def _bools(col: pd.Series) -> np.ndarray:
+    # col.astype(bool).to_numpy()
+    return col.to_numpy() if col.dtype == np.bool_ else col.astype(bool).to_numpy()
+
+
+def _upper(col: pd.Series) -> np.ndarray:
+    # col.astype(str).str.upper().to_numpy()
+    raw = col.to_numpy()
+    if all(type(x) is str and x.isascii() for x in raw):
+        return np.array([x.upper() for x in raw], dtype=object)
+    return col.astype(str).str.upper().to_numpy()
+
+
+def _cells_of(
+    trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
+) -> dict[tuple[Any, int], _Cell]:
+    """:func:`_cells`, computed."""
     if trials.empty:
         return {}
-    if value in trials:
-        values = pd.to_numeric(trials[value], errors="coerce").astype("float64").to_numpy()
-    else:
-        values = np.full(len(trials), np.nan)
-    seed_of = pd.to_numeric(trials["seed"], errors="coerce").fillna(UNKNOWN_SEED).astype("int64")
-    reasons = (
-        trials["reason"].fillna("").astype(str).to_numpy()
-        if "reason" in trials
-        else np.full(len(trials), "")
-    )
+    values = _floats(trials[value]) if value in trials else np.full(len(trials), np.nan)
+    seed_of = _ints(trials["seed"], UNKNOWN_SEED)
+    reasons = _texts(trials["reason"]) if "reason" in trials else np.full(len(trials), "")
     setting_of = (
-        dict(zip(trials[key].to_numpy(), trials["setting"].fillna("").astype(str), strict=True))
+        dict(zip(trials[key].to_numpy(), _texts(trials["setting"]), strict=True))
         if "setting" in trials
         else {}
     )
     # a candidate the pruner could stop on none of its trials (a run resumed under another
     # search.unpruned_candidates may have left it at risk on some)
-    at_risk = ~trials["unpruned"].fillna(False).astype(bool) if "unpruned" in trials else None
-    unpruned = (
-        set(trials.loc[~at_risk, key]) - set(trials.loc[at_risk, key])
-        if at_risk is not None
-        else set()
-    )
+    names = trials[key].to_numpy()
+    unpruned: set[Any] = set()
+    if "unpruned" in trials:
+        col = trials["unpruned"]
+        kept = (
+            col.to_numpy() if col.dtype == np.bool_ else col.fillna(False).astype(bool).to_numpy()
+        )
+        unpruned = set(names[kept]) - set(names[~kept])
     acc: dict[tuple[Any, int], list] = {}
     for cand, seed, base, state, v, why in zip(
-        trials[key].to_numpy(),
-        seed_of.to_numpy(),
-        trials["is_baseline"].astype(bool).to_numpy(),
-        trials["state"].astype(str).str.upper().to_numpy(),
+        names,
+        seed_of,
+        _bools(trials["is_baseline"]),
+        _upper(trials["state"]),
         values,
         reasons,
         strict=True,
@@ -129,7 +218,8 @@ def _cells(
             outcome = "missing"  # the system lost it: it says nothing of the candidate
         else:
             outcome = "censored"
-        mean = float(np.mean(done)) if done else math.nan
+        # one trial (nearly always): np.mean's own sum, 0.0 + v, without its overhead
+        mean = (done[0] + 0.0 if len(done) == 1 else float(np.mean(done))) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
         out[k] = _Cell(
             base,
@@ -139,6 +229,22 @@ def _cells(
             setting_of.get(k[0], ""),
             k[0] in unpruned,
         )
+    return out
+
+
+def as_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    """``frame.astype(dtypes)``, converting only the columns not of their dtype yet (the same
+    frame; ``DataFrame.astype`` with a mapping rebuilds every column, ~10 ms a table).
+
+    >>> as_dtypes(pd.DataFrame({"a": [1, 2], "b": [0.5, 1.0]}), {"a": "float64"}).dtypes.tolist()
+    [dtype('float64'), dtype('float64')]
+    """
+    out = frame.copy(deep=False)
+    for col, dtype in dtypes.items():
+        if col not in out:
+            raise KeyError(col)
+        if out[col].dtype != pd.api.types.pandas_dtype(dtype):
+            out[col] = out[col].astype(dtype)
     return out
 
 
@@ -213,7 +319,7 @@ def seed_outcomes(
         for (c, s), cell in cells.items()
     ]
     cols = [key, "seed", "is_baseline", "outcome", "value", "states"]
-    return pd.DataFrame(rows, columns=cols).astype({"value": "float64"})
+    return as_dtypes(pd.DataFrame(rows, columns=cols), {"value": "float64"})
 
 
 def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[tuple[str, int], float]:
@@ -257,14 +363,15 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
         for (c, s), b, cell in _paired(cells)
     ]
     cols = [key, "seed", "is_baseline", "value", "baseline", "delta"]
-    return pd.DataFrame(rows, columns=cols).astype(
+    return as_dtypes(
+        pd.DataFrame(rows, columns=cols),
         {
             "seed": "int64",
             "is_baseline": bool,
             "value": "float64",
             "baseline": "float64",
             "delta": "float64",
-        }
+        },
     )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import FAMILY, LEVEL
-from tlmsearch.stats.deltas import Seeds, paired_deltas
+from tlmsearch.stats.deltas import Seeds, as_dtypes, paired_deltas
 from tlmsearch.stats.maxt import joint_critical, step_down
 from tlmsearch.stats.multiplicity import adjust
 from tlmsearch.stats.noise import Noise
@@ -315,6 +315,5 @@ def decide(out: pd.DataFrame, family: str, level: float, planned: int = 0) -> pd
         "ci_level",
         "noise_shared",
     )
-    return out.astype({c: "float64" for c in floats}).astype(
-        {"n": "int64", "noise_df": "int64", "family_size": "int64"}
-    )
+    dtypes = {c: "float64" for c in floats} | {"n": "int64", "noise_df": "int64"}
+    return as_dtypes(out, dtypes | {"family_size": "int64"})

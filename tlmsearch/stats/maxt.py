@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tlmsearch.stats.quantiles import t_sf
+
 _W_NODES = 48  # Gauss-Hermite nodes for the shared normal W
 _S_NODES = 256  # quantile nodes for the shared chi S
 _DF_EXACT = 2000  # above this, S = 1 (the normal limit)
@@ -82,14 +84,18 @@ def joint_below(
         return_counts=True,
     )
     lam = np.sqrt(share)
-    rest = np.sqrt(1.0 - lam**2)
+    rest = np.sqrt(1.0 - lam**2)[:, None, None]  # (distinct shares, 1, 1)
     w, ww = _w_nodes()
     s = _s_nodes(int(df))
-    cs = c * s[:, None, None]  # (S, 1, 1)
-    mid = lam[None, None, :] * w[None, :, None]  # (1, W, distinct shares)
-    inner = ndtr((cs - mid) / rest) - ndtr((-cs - mid) / rest)  # (S, W, distinct shares)
-    prob = np.prod(inner**count, axis=2) @ ww  # over the comparisons, then W
-    return float(np.clip(prob.mean(), 0.0, 1.0))
+    cs = c * s[None, :, None]  # (1, S, 1)
+    mid = lam[:, None, None] * w[None, None, :]  # (distinct shares, 1, W)
+    # shares first: every elementwise step runs over long (S, W) rows
+    inner = ndtr((cs - mid) / rest) - ndtr((-cs - mid) / rest)  # (distinct shares, S, W)
+    # over the comparisons (in order, a power only for a repeated share), then W
+    prob = inner[0] ** count[0] if count[0] > 1 else inner[0]
+    for j in range(1, len(count)):
+        prob = prob * (inner[j] ** count[j] if count[j] > 1 else inner[j])
+    return float(np.clip((prob @ ww).mean(), 0.0, 1.0))
 
 
 def joint_sf(
@@ -134,15 +140,13 @@ def step_down(
     >>> [round(p, 3) for p in step_down([5.0, 0.3], [0.5, 0.5], [30, 30])]
     [0.0, 0.766]
     """
-    from scipy.stats import t as student_t
-
     tt = np.asarray(t, dtype="float64")
     out = np.full(len(tt), math.nan)
     ok = np.flatnonzero(~np.isnan(tt))
     # the steps go by each comparison's own p-value, not |t|: with unequal df a t on 2 df is
     # weaker evidence than a smaller t on 18 (ordering by |t| let one noisy row's step carry
     # its large tail probability to every comparison after it)
-    raw = np.array([student_t.sf(abs(tt[i]), max(int(dfs[i]), 1)) for i in ok])
+    raw = np.array([t_sf(abs(tt[i]), max(int(dfs[i]), 1)) for i in ok])
     order = ok[np.lexsort((-np.abs(tt[ok]), raw))]
     sh = np.asarray(shares, dtype="float64")
     gr = list(groups) if groups is not None else [0] * len(tt)

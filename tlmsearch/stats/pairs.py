@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import FAMILY, LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, as_dtypes
 from tlmsearch.stats.effects_vs_uniform import _noised, _sign
 from tlmsearch.stats.multiplicity import adjust
 from tlmsearch.stats.noise import Noise
@@ -126,7 +126,7 @@ def pairwise(
         dtype="boolean",
     )
     floats = ("mean", "sd", "noise_sd", "lo", "hi", "half_width", "effect_noise", "p", "p_adj")
-    return out.astype({c: "float64" for c in floats}).astype({"n": "int64", "noise_df": "int64"})
+    return as_dtypes(out, {c: "float64" for c in floats} | {"n": "int64", "noise_df": "int64"})
 
 
 MCB_COLUMNS = (

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import Seeds, _Cell, _cells, _paired
+from tlmsearch.stats.deltas import Seeds, _Cell, _cells, _paired, as_dtypes
 from tlmsearch.stats.quantiles import mean_interval
 
 # rank()'s tiers, best first
@@ -119,12 +119,9 @@ def _summary(cells: dict[tuple[Any, int], _Cell], key: str, level: float) -> pd.
                 "within_noise": pd.NA if d.n < 2 else bool(d.lo <= 0.0 <= d.hi),
             }
         )
+    floats = ("mean", "sd", "mean_delta", "sd_delta", "lo", "hi", "half_width", "effect_noise")
     out = pd.DataFrame(rows, columns=[key, *SUMMARY_COLUMNS])
-    out["within_noise"] = out["within_noise"].astype("boolean")
-    for col in ("mean", "sd", "mean_delta", "sd_delta", "lo", "hi", "half_width"):
-        out[col] = out[col].astype("float64")
-    out["effect_noise"] = out["effect_noise"].astype("float64")
-    return out
+    return as_dtypes(out, {"within_noise": "boolean"} | {c: "float64" for c in floats})
 
 
 RANK_COLUMNS = (

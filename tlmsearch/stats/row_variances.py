@@ -49,6 +49,7 @@ import pandas as pd
 from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruned_in, pruner_selected
 from tlmsearch.stats.noise import Noise, two_way
+from tlmsearch.stats.quantiles import f_ppf, f_sf
 
 POOLED, OWN = "pooled", "own"  # where a row's variance comes from
 # the variance models a study's comparisons can use: rows (this module) or pooled (the block
@@ -373,14 +374,12 @@ def _censored_row(
     """A pruned row, left out of the fit: the pool, unless its own paired deltas with uniform
     scatter more than the model's pair says (one-sided F test at ``1 - level``, as a
     candidate row in the fit): then its own, the deltas' variance less uniform's."""
-    from scipy.stats import f as f_dist
-
     d = _deltas(cells, baseline)
     if len(d) < 2 or ref is None:
         return RowVariance(var_p, df, POOLED, math.nan, math.nan)
     s2, v_u = float(d.var(ddof=1)), ref.var
     model = var_p + v_u
-    p = float(f_dist.sf(s2 / model, len(d) - 1, df)) if model > 0 else 0.0
+    p = f_sf(s2 / model, len(d) - 1, df) if model > 0 else 0.0
     own = s2 - v_u
     if p < 1.0 - level:
         return RowVariance(max(own, 0.0), len(d) - 1, OWN, own, p)
@@ -411,8 +410,6 @@ def _noisier_rows(
     would read the loudest rows' absence as a quieter reference and, with every row equally
     noisy, flag more of them (2-3 points of power at 5 seeds in ``benchmarks/stats.py``).
     """
-    from scipy.stats import f as f_dist
-
     ss_all = sum(ss for _, ss, _, _ in fit.values())
     df_all = sum(share for _, _, share, _ in fit.values())
     out: dict[Any, tuple[bool, float]] = {}
@@ -422,9 +419,9 @@ def _noisier_rows(
             out[row] = (False, math.nan)
             continue
         ratio = (ss / share) / (ss_rest / rest) if ss_rest > 0 else math.inf
-        p = float(f_dist.sf(ratio, share, rest))
+        p = f_sf(ratio, share, rest)
         if row in baseline:
-            close = UNIFORM_RATIO * float(f_dist.ppf(1.0 - UNIFORM_CONFIDENCE, share, rest))
+            close = UNIFORM_RATIO * f_ppf(1.0 - UNIFORM_CONFIDENCE, share, rest)
             out[row] = (not ratio < close and own > var_p * (1.0 + 1e-9), p)
         else:
             out[row] = (p < 1.0 - level, p)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import _baseline, _cells, pruner_selected
+from tlmsearch.stats.deltas import _baseline, _cells, as_dtypes, pruner_selected
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.ranking import _summary
 
@@ -238,7 +238,7 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
                 len(u) if r.is_baseline else r.n_paired,
             )
         )
-    return pd.DataFrame(rows, columns=cols).astype({"mean": "float64", "n": "int64"})
+    return as_dtypes(pd.DataFrame(rows, columns=cols), {"mean": "float64", "n": "int64"})
 
 
 def signal_to_noise(
