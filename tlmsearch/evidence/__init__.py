@@ -430,13 +430,13 @@ def _conditional(eff: pd.DataFrame, trials: pd.DataFrame, value: str, key: str) 
     -rho x lambda(p) noise sd, which more seeds do not shrink): never called separated (its
     ``separated`` <NA>) until confirmed on seeds no pruner selected. A candidate pruned on some
     seed is ``censored`` instead (its own rule)."""
-    from tlmsearch.stats.deltas import _cells, pruner_selected
+    from tlmsearch.stats.deltas import pruner_selected, trial_cells
 
     eff = eff.copy()
     if trials.empty or eff.empty or not stats.any_pruned(trials):
         eff["conditional"] = False
         return eff
-    selected = pruner_selected(_cells(trials, value, key), True)
+    selected = pruner_selected(trial_cells(trials, value, key), True)
     at = eff[key].isin(selected) & ~eff["censored"].astype(bool)
     eff["conditional"] = at.to_numpy()
     if at.any():

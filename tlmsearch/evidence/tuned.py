@@ -32,7 +32,7 @@ import pandas as pd
 
 from tlmsearch import stats
 from tlmsearch.constants import FAMILY, LEVEL
-from tlmsearch.stats.deltas import _cells, pruner_selected
+from tlmsearch.stats.deltas import pruner_selected, trial_cells
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 # Seeds from which the best setting is chosen on half and measured on the other half.
@@ -370,7 +370,7 @@ def _within(
         )
     # a cell the pruner could have stopped (not uniform, not unpruned) and let run survived by
     # looking good: its mean is conditional on surviving, never called separated
-    selected = pruner_selected(_cells(named, value, "candidate"), pruned) if pruned else set()
+    selected = pruner_selected(trial_cells(named, value, "candidate"), pruned) if pruned else set()
     eff = _conditional(eff, dict(zip(best["schedule"], best["candidate"], strict=True)), selected)
     shared = _conditional(
         shared, dict(zip(at_shared["schedule"], at_shared["candidate"], strict=True)), selected

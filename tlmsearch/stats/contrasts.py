@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells
+from tlmsearch.stats.deltas import UNKNOWN_SEED, trial_cells
 from tlmsearch.stats.noise import Noise, TwoWay, two_way
 from tlmsearch.stats.questions import (
     Question,
@@ -103,7 +103,7 @@ def fits(
     """setting -> :class:`_Fit` of its completed cells of known seeds."""
     setting_of = {r.key: r.setting for r in rows}
     by: dict[str, list[tuple[Any, int, float]]] = {}
-    for (c, seed), cell in _cells(trials, value, key).items():
+    for (c, seed), cell in trial_cells(trials, value, key).items():
         if cell.outcome == "complete" and seed != UNKNOWN_SEED and c in setting_of:
             by.setdefault(setting_of[c], []).append((c, seed, cell.value))
     out = {}

@@ -39,7 +39,7 @@ UNKNOWN_SEED = -1
 PENDING_STATES = ("RUNNING", "WAITING")
 
 
-class _Cell(NamedTuple):
+class Cell(NamedTuple):
     """One candidate on one seed."""
 
     is_baseline: bool
@@ -65,8 +65,8 @@ _MEMO: contextvars.ContextVar[dict[tuple, tuple[pd.DataFrame, dict]] | None] = (
 
 @contextlib.contextmanager
 def cells_once() -> Iterator[None]:
-    """Within it, :func:`_cells` of one trials table (the same object, value, key and seeds) is
-    computed once: for a caller that reads one unchanging table through many statistics
+    """Within it, :func:`trial_cells` of one trials table (the same object, value, key and seeds)
+    is computed once: for a caller that reads one unchanging table through many statistics
     (:meth:`tlmsearch.evidence.Evidence.build`). A table changed in place inside it would be
     read stale: the tables are values here, each statistic works on its own copy or subset."""
     if _MEMO.get() is not None:  # nested: the outer one holds the memo
@@ -87,10 +87,10 @@ def _seeds_key(seeds: Seeds) -> Any:
     return tuple(int(x) for x in seeds)
 
 
-def _cells(
+def trial_cells(
     trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
-) -> dict[tuple[Any, int], _Cell]:
-    """(candidate, seed) -> _Cell, in sorted order (so row order never matters).
+) -> dict[tuple[Any, int], Cell]:
+    """(candidate, seed) -> Cell, in sorted order (so row order never matters).
 
     With ``seeds`` (the study's seeds; None: every known seed in ``trials``; a mapping:
     each candidate's own planned seeds, e.g. the ones a race gave it), a candidate without a
@@ -155,8 +155,8 @@ def _upper(col: pd.Series) -> np.ndarray:
 
 def _cells_of(
     trials: pd.DataFrame, value: str, key: str, seeds: Seeds = None
-) -> dict[tuple[Any, int], _Cell]:
-    """:func:`_cells`, computed."""
+) -> dict[tuple[Any, int], Cell]:
+    """:func:`trial_cells`, computed."""
     if trials.empty:
         return {}
     values = _floats(trials[value]) if value in trials else np.full(len(trials), np.nan)
@@ -221,7 +221,7 @@ def _cells_of(
         # one trial (nearly always): np.mean's own sum, 0.0 + v, without its overhead
         mean = (done[0] + 0.0 if len(done) == 1 else float(np.mean(done))) if done else math.nan
         states = {"FAIL" if x == "FAIL:lost" else x for x in states}
-        out[k] = _Cell(
+        out[k] = Cell(
             base,
             outcome,
             mean,
@@ -261,14 +261,12 @@ def any_pruned(trials: pd.DataFrame) -> bool:
     return bool((cut & ~trials["is_baseline"].astype(bool)).any())
 
 
-def pruned_in(cells: Mapping[tuple[Any, int], _Cell]) -> bool:
+def pruned_in(cells: Mapping[tuple[Any, int], Cell]) -> bool:
     """Whether a pruner stopped any candidate cell of ``cells`` (:func:`any_pruned` of cells)."""
     return any("PRUNED" in c.states.split(",") for c in cells.values() if not c.is_baseline)
 
 
-def pruner_selected(
-    cells: Mapping[tuple[Any, int], _Cell], pruned: bool | None = None
-) -> set[Any]:
+def pruner_selected(cells: Mapping[tuple[Any, int], Cell], pruned: bool | None = None) -> set[Any]:
     """The candidates whose complete cells a pruner selected, so that their scatter and their
     means flatter them: those censored on some seed (pruned, or failed of their own: they kept
     only the seeds they did well on) and, once the pruner stopped any candidate cell (in these
@@ -278,10 +276,10 @@ def pruner_selected(
     (benchmarks/stats.py). Never uniform, nor a ``unpruned`` candidate (the pruner could not
     stop it: ``search.unpruned_candidates``).
 
-    >>> c = {("u", 0): _Cell(True, "complete", 2.0, "COMPLETE"),
-    ...      ("a", 0): _Cell(False, "complete", 2.1, "COMPLETE", unpruned=True),
-    ...      ("b", 0): _Cell(False, "complete", 1.9, "COMPLETE"),
-    ...      ("d", 0): _Cell(False, "censored", math.nan, "PRUNED")}
+    >>> c = {("u", 0): Cell(True, "complete", 2.0, "COMPLETE"),
+    ...      ("a", 0): Cell(False, "complete", 2.1, "COMPLETE", unpruned=True),
+    ...      ("b", 0): Cell(False, "complete", 1.9, "COMPLETE"),
+    ...      ("d", 0): Cell(False, "censored", math.nan, "PRUNED")}
     >>> sorted(pruner_selected(c))  # d was pruned, so b's survival was selected too
     ['b', 'd']
     """
@@ -313,7 +311,7 @@ def seed_outcomes(
     otherwise), states (the seed's trial states, e.g. ``"PRUNED"``; ``""``: not run yet).
     Sorted by key then seed. ``seeds``: the study's seeds (see the module docstring).
     """
-    cells = _cells(trials, value, key, seeds)
+    cells = trial_cells(trials, value, key, seeds)
     rows = [
         (c, s, cell.is_baseline, cell.outcome, cell.value, cell.states)
         for (c, s), cell in cells.items()
@@ -322,7 +320,7 @@ def seed_outcomes(
     return as_dtypes(pd.DataFrame(rows, columns=cols), {"value": "float64"})
 
 
-def _baseline(cells: dict[tuple[Any, int], _Cell]) -> dict[tuple[str, int], float]:
+def baseline_means(cells: dict[tuple[Any, int], Cell]) -> dict[tuple[str, int], float]:
     """(setting, seed) -> the mean of that seed's COMPLETE uniform trials at that setting."""
     acc: dict[tuple[str, int], list[float]] = {}
     for (_, seed), cell in cells.items():
@@ -337,7 +335,7 @@ def baseline_by_seed(trials: pd.DataFrame, value: str, *, key: str = "candidate"
     For one setting: a study with setting dimensions has a uniform per setting, so pass the
     trials of one setting (``trials[trials["setting"] == s]``).
     """
-    ref = _baseline(_cells(trials, value, key))
+    ref = baseline_means(trial_cells(trials, value, key))
     if len({setting for setting, _ in ref}) > 1:
         raise ValueError("trials of several settings: select one setting's rows first")
     return pd.Series(
@@ -357,10 +355,10 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
     >>> [(int(r.seed), round(r.delta, 3)) for r in d[~d["is_baseline"]].itertuples()]
     [(0, -0.1)]
     """
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     rows = [
         (c, s, cell.is_baseline, cell.value, b, cell.value - b)
-        for (c, s), b, cell in _paired(cells)
+        for (c, s), b, cell in paired_cells(cells)
     ]
     cols = [key, "seed", "is_baseline", "value", "baseline", "delta"]
     return as_dtypes(
@@ -375,8 +373,10 @@ def paired_deltas(trials: pd.DataFrame, value: str, *, key: str = "candidate") -
     )
 
 
-def _paired(cells: dict[tuple[Any, int], _Cell]) -> list[tuple[tuple[Any, int], float, _Cell]]:
-    ref = _baseline(cells)
+def paired_cells(cells: dict[tuple[Any, int], Cell]) -> list[tuple[tuple[Any, int], float, Cell]]:
+    """Every complete (candidate, seed) cell with its seed's uniform mean at its setting:
+    ``((candidate, seed), uniform's value, cell)``, the pairs every paired delta is made of."""
+    ref = baseline_means(cells)
     return [
         (k, ref[c.setting, k[1]], c)
         for k, c in cells.items()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, any_pruned, pruner_selected
+from tlmsearch.stats.deltas import UNKNOWN_SEED, any_pruned, pruner_selected, trial_cells
 from tlmsearch.stats.quantiles import t_quantile
 
 
@@ -170,7 +170,7 @@ def block_noise(
     """
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     out = pruner_selected(cells, pruned) if unselected else set()
     # blocks are seeds, or (setting, seed) with setting dimensions: each setting's uniform is the
     # baseline of its own candidates on a seed
@@ -268,7 +268,7 @@ def interaction(
     sigma_e^2 + c sigma_g^2); None when either has no df."""
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     out = pruner_selected(cells, pruned)  # a pruner's selected rows flatter the noise: left out
     done = [
         (c, cell.setting, s, cell.value)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import FAMILY, LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, as_dtypes
+from tlmsearch.stats.deltas import UNKNOWN_SEED, as_dtypes, trial_cells
 from tlmsearch.stats.effects_vs_uniform import _noised, _sign
 from tlmsearch.stats.multiplicity import adjust
 from tlmsearch.stats.noise import Noise
@@ -42,7 +42,7 @@ PAIR_COLUMNS = (
 
 def _complete_by_seed(trials: pd.DataFrame, value: str, key: str) -> dict[Any, dict[int, float]]:
     done: dict[Any, dict[int, float]] = {}
-    for (cand, seed), cell in _cells(trials, value, key).items():
+    for (cand, seed), cell in trial_cells(trials, value, key).items():
         if cell.outcome == "complete" and seed != UNKNOWN_SEED:
             done.setdefault(cand, {})[seed] = cell.value
     return done

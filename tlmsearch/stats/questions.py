@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch.constants import SCHEDULE_FAMILIES
-from tlmsearch.stats.deltas import _cells
+from tlmsearch.stats.deltas import trial_cells
 
 FAMILY_NAMES = SCHEDULE_FAMILIES  # schedule families by where capacity goes
 EARLY, LATE, ALL = FAMILY_NAMES
@@ -82,7 +82,7 @@ def design_rows(
     if trials.empty:
         return Rows()
     first = trials.drop_duplicates(key).set_index(key)
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     censored = {c for (c, _), cell in cells.items() if cell.outcome == "censored"}
     out = []
     for k, r in first.iterrows():

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import Seeds, _Cell, _cells, _paired, as_dtypes
+from tlmsearch.stats.deltas import Cell, Seeds, as_dtypes, paired_cells, trial_cells
 from tlmsearch.stats.quantiles import mean_interval
 
 # rank()'s tiers, best first
@@ -73,15 +73,15 @@ def summarise(
     Columns: key, then :data:`SUMMARY_COLUMNS`. Sorted by key. ``seeds``: the study's seeds
     (None: every seed any trial ran on).
     """
-    return _summary(_cells(trials, value, key, seeds), key, level)
+    return _summary(trial_cells(trials, value, key, seeds), key, level)
 
 
-def _summary(cells: dict[tuple[Any, int], _Cell], key: str, level: float) -> pd.DataFrame:
-    by_cand: dict[Any, list[tuple[int, _Cell]]] = {}
+def _summary(cells: dict[tuple[Any, int], Cell], key: str, level: float) -> pd.DataFrame:
+    by_cand: dict[Any, list[tuple[int, Cell]]] = {}
     for (cand, seed), cell in cells.items():
         by_cand.setdefault(cand, []).append((seed, cell))
     deltas: dict[Any, list[float]] = {}
-    for (cand, _), b, cell in _paired(cells):
+    for (cand, _), b, cell in paired_cells(cells):
         deltas.setdefault(cand, []).append(cell.value - b)
     rows = []
     for cand, seeds in by_cand.items():
@@ -168,7 +168,7 @@ def rank(
     """
     if sense not in ("minimize", "maximize"):
         raise ValueError(f"sense must be 'minimize' or 'maximize', but got {sense=}")
-    cells = _cells(trials, value, key, seeds)
+    cells = trial_cells(trials, value, key, seeds)
     s = _summary(cells, key, level)
     per_seed: dict[Any, dict[int, float]] = {}
     for (cand, seed), cell in cells.items():

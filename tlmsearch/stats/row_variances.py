@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import UNKNOWN_SEED, _cells, pruned_in, pruner_selected
+from tlmsearch.stats.deltas import UNKNOWN_SEED, pruned_in, pruner_selected, trial_cells
 from tlmsearch.stats.noise import Noise, two_way
 from tlmsearch.stats.quantiles import f_ppf, f_sf
 
@@ -262,7 +262,7 @@ def row_noise(
     twins = _twins(trials, key)
     if "same_as" in trials:
         trials = trials[trials["same_as"].isna()]
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     done = [
         (c, (cell.setting, s) if cell.setting else s, cell.value, cell.is_baseline)
         for (c, s), cell in cells.items()
@@ -334,7 +334,7 @@ def unknown_why(
     >>> unknown_why(t.iloc[:2], "v")
     'the design has no residual degrees of freedom yet'
     """
-    cells = _cells(trials, value, key) if not trials.empty else {}
+    cells = trial_cells(trials, value, key) if not trials.empty else {}
     if not (pruned_in(cells) if pruned is None else pruned):
         return NO_DF
     unpruned = {c for (c, _), cell in cells.items() if cell.unpruned}

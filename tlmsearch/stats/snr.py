@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import _baseline, _cells, as_dtypes, pruner_selected
+from tlmsearch.stats.deltas import as_dtypes, baseline_means, pruner_selected, trial_cells
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.ranking import _summary
 
@@ -212,9 +212,9 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
     >>> candidate_means(t, "v")["mean"].round(3).tolist()  # c: 2.1 - 0.1 (seed 0 only)
     [2.0, 2.1]
     """
-    cells = _cells(trials, value, key)
+    cells = trial_cells(trials, value, key)
     s = _summary(cells, key, LEVEL)
-    base = _baseline(cells)
+    base = baseline_means(cells)
     cols = [key, "mean", "n"]
     if not base or s.empty:
         return pd.DataFrame(columns=cols).astype({"mean": "float64", "n": "int64"})
