@@ -29,6 +29,10 @@ subprocess. Per row:
   measured in the browser (none without a Chromium).
 - ``--kill-at F``: SIGKILL the driver once F of the trials finished, ``tlmsearch resume``, and
   check the study ends with every planned trial finished once (``resume_ok``).
+- ``--profile DIR``: the driver runs under cProfile on its main thread's CPU clock
+  (``time.thread_time``: what the driver itself spends, whatever the load beside it), written
+  to DIR/NAME.prof, and the row's milliseconds per trial by component (:data:`COMPONENTS`)
+  are printed; ``--components FILE.prof --trials N`` prints them for a kept profile.
 """
 
 from __future__ import annotations
@@ -50,6 +54,60 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from tlmsearch.cli import main; main()"]  # `tlmsearch`
+# `tlmsearch` under cProfile on the main thread's CPU clock, the profile written to argv[1]
+PROFILED = """import cProfile, sys, time
+out = sys.argv.pop(1)
+from tlmsearch.cli import main
+prof = cProfile.Profile(time.thread_time)
+try:
+    prof.runcall(main)
+finally:
+    prof.dump_stats(out)
+"""
+# The driver's parts a trial pays for: (label, file, function), cumulative, nested as shown.
+COMPONENTS = [
+    ("Ray Tune's loop, all", "tune_controller.py", "step"),
+    ("  ask: the searcher's suggest", "searcher.py", "suggest"),
+    ("    TPE: relative sample", "baseline.py", "sample_relative"),
+    ("    TPE: search space", "baseline.py", "infer_relative_search_space"),
+    ("    twin lookup", "samplers.py", "find_twin"),
+    ("    Optuna's ask (queue, new trial)", "study.py", "ask"),
+    ("  results: the pruning scheduler", "pruning.py", "on_trial_result"),
+    ("    the ledger", "ledger.py", "record"),
+    ("    Optuna's report", "_trial.py", "report"),
+    ("    the median pruner", "_trial.py", "should_prune"),
+    ("  tell", "study.py", "tell"),
+    ("  Ray's CSV/JSON/TensorBoard loggers", "logger.py", "on_trial_result"),
+    ("  the mid-run tables", "progress.py", "_write"),
+    ("  Ray's experiment state", "tune_controller.py", "checkpoint"),
+    (
+        "study reads (Optuna get_all_trials), across the above",
+        "_cached_storage.py",
+        "get_all_trials",
+    ),
+    ("user-attribute writes, across the above", "storage.py", "set_user_attrs"),
+]
+
+
+def components(prof: Path, trials: int) -> list[dict[str, Any]]:
+    """Milliseconds per trial (and calls) of each of :data:`COMPONENTS` in a profile."""
+    import pstats
+
+    found: dict[tuple[str, str], list[float]] = {}
+    for (path, _line, name), (_cc, calls, _tt, cum, _callers) in pstats.Stats(
+        str(prof)
+    ).stats.items():
+        got = found.setdefault((Path(path).name, name), [0.0, 0])
+        got[0], got[1] = got[0] + cum, got[1] + calls
+    rows = []
+    for label, file, name in COMPONENTS:
+        cum, calls = found.get((file, name), [0.0, 0])
+        rows.append(
+            {"component": label, "ms_per_trial": round(1000 * cum / trials), "calls": calls}
+        )
+    return rows
+
+
 SURROGATE = {
     "offset": -0.01,
     "curvature": 0.05,
@@ -132,14 +190,15 @@ def _tree(root: int) -> list[int]:
 
 
 def drive(
-    args: list[str], log: Path, env: dict[str, str], stop: Any = None
+    args: list[str], log: Path, env: dict[str, str], stop: Any = None, prof: Path | None = None
 ) -> tuple[float, float, float]:
     """Run ``tlmsearch ARGS``, polling the driver's peak RSS and CPU time; SIGKILL it (and the
     Ray helpers it started) once ``stop()`` is true. -> (wall seconds, peak RSS MiB, CPU
     seconds of the driver process, as last seen: within 0.5 s of its end)."""
     t0, peak, cpu = time.time(), 0.0, 0.0
     with log.open("a") as out:
-        proc = subprocess.Popen([*CLI, *args], stdout=out, stderr=out, env=env, cwd=ROOT)
+        cli = CLI if prof is None else [sys.executable, "-c", PROFILED, str(prof)]
+        proc = subprocess.Popen([*cli, *args], stdout=out, stderr=out, env=env, cwd=ROOT)
     try:
         while proc.poll() is None:
             peak = max(peak, _peak_rss_mb(proc.pid))
@@ -212,7 +271,13 @@ def _pg_size() -> float:
 
 
 def measure(
-    tmp: Path, n: int, storage: str, sampler: str, kill_at: float | None, history: int | None = 300
+    tmp: Path,
+    n: int,
+    storage: str,
+    sampler: str,
+    kill_at: float | None,
+    history: int | None = 300,
+    profile: Path | None = None,
 ) -> dict:
     """One row of the table (see the module docstring)."""
     name = f"scale-{storage}-{n}-{int(time.time())}"
@@ -225,8 +290,9 @@ def measure(
     url = _url(cfg, run)
     pg0 = _pg_size() if storage == "postgresql" else 0.0
     row: dict[str, Any] = {"storage": storage, "trials": n}
+    prof = None if profile is None else profile / f"{name}.prof"
     if kill_at is None:
-        wall, peak, cpu = drive(["run", str(path)], log, env)
+        wall, peak, cpu = drive(["run", str(path)], log, env, prof=prof)
     else:
         polled, ready = [0.0], [False]
 
@@ -274,7 +340,16 @@ def measure(
     row.update(first_paint(run / "report.html"))
     if storage == "postgresql":
         _drop(url, name)
+    if prof is not None:
+        _print_components(prof, len(secs))
     return row
+
+
+def _print_components(prof: Path, trials: int) -> None:
+    import pandas as pd
+
+    print(f"{prof} ({trials} trials, the driver's main-thread CPU):", flush=True)
+    print(pd.DataFrame(components(prof, trials)).to_string(index=False), flush=True)
 
 
 # Appended to a copy of the report: the browser's own paint timings and its load event (the
@@ -471,7 +546,15 @@ def main() -> None:
         action="store_true",
         help="time the rows model and every contrast at --sizes candidates",
     )
+    ap.add_argument(
+        "--profile", type=Path, default=None, help="profile the driver, NAME.prof files here"
+    )
+    ap.add_argument("--components", type=Path, default=None, help="a kept profile to break down")
+    ap.add_argument("--trials", type=int, default=None, help="--components: the run's trials")
     args = ap.parse_args()
+    if args.components:
+        _print_components(args.components, args.trials or 1)
+        return
     if args.evidence_only:
         evidence_s([int(x) for x in args.sizes.split(",")], seeds=3)
         return
@@ -484,9 +567,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tlmsearch-scale-") as tmp:
         base = args.keep or Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
         for storage in args.storages.split(","):
             for n in (int(x) for x in args.sizes.split(",")):
-                rows.append(measure(base, n, storage, args.sampler, args.kill_at, history))
+                rows.append(
+                    measure(base, n, storage, args.sampler, args.kill_at, history, args.profile)
+                )
                 print(json.dumps(rows[-1]), flush=True)
     import pandas as pd
 

@@ -245,3 +245,50 @@ def test_a_tpe_with_a_window_reads_it_once_per_ask_and_pickles_without_it():
     # of 81 finished: the last 20 and the best 25 (the two overlap where TPE has converged)
     assert 25 <= len(seen) <= 45
     assert pickle.loads(pickle.dumps(sampler))._memo == {}
+
+
+def _liar_draws(monkeypatch, memo: bool, n: int = 40) -> tuple[list[dict], list[int]]:
+    """Draws of TPE as tlmsearch builds it (multivariate, grouped, constant liar) with a
+    trial always left running, and the storage reads of each ask; ``memo`` False: the view
+    reads the study on every call, as before it read once per ask."""
+    from tlmsearch.search.sampling import baseline
+
+    if not memo:
+        monkeypatch.setattr(
+            baseline.BaselineBlindSampler,
+            "_view",
+            lambda self, study, trial: baseline._CandidatesView(study, self.history, None),
+        )
+    sampler = BaselineBlindSampler(
+        optuna.samplers.TPESampler(
+            seed=0, multivariate=True, group=True, constant_liar=True, n_startup_trials=5
+        ),
+        history=20,
+    )
+    study = optuna.create_study(sampler=sampler)
+    reads: list[int] = []
+    real = study._storage.get_all_trials
+    study._storage.get_all_trials = lambda *a, **k: reads.append(1) or real(*a, **k)
+    draws, per_ask, running = [], [], None
+    for _ in range(n):
+        before = len(reads)
+        trial = study.ask()
+        x, y = trial.suggest_float("x", 0.0, 1.0), trial.suggest_float("y", 0.0, 1.0)
+        per_ask.append(len(reads) - before)
+        draws.append(trial.params)
+        if running is not None:  # the one before stays running over this ask: a liar's case
+            study.tell(running[0], running[1])
+        running = (trial, (x - 0.3) ** 2 + (y - 0.7) ** 2)
+    return draws, per_ask
+
+
+def test_a_constant_liar_tpe_reads_the_study_once_an_ask_and_draws_the_same(monkeypatch):
+    """TPE with a constant liar reads the study afresh where its other reads share Optuna's
+    per-ask cache: two reads of a database an ask where one gives the same trials."""
+    once, reads_once = _liar_draws(monkeypatch, memo=True)
+    with monkeypatch.context() as m:
+        every, reads_every = _liar_draws(m, memo=False)
+    assert once == every
+    # Optuna's ask reads the queue once; the view once more (old code: twice past the start)
+    assert max(reads_once[10:]) < max(reads_every[10:])
+    assert max(reads_once[10:]) == 2

@@ -228,3 +228,15 @@ def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
     _, df = _run_on(address, env, tmp_path, data, "spread")
     assert len(df) == 1 and df["state"].iloc[0] == "COMPLETE"
     assert sorted(df["node"].iloc[0].split(",")) == [HEAD, WORKER]  # rank by rank
+
+
+def test_tunes_unread_bookkeeping_is_off_unless_the_user_set_it(monkeypatch):
+    """Ray's per-result CSV/JSON/TensorBoard files and its frequent experiment-state writes
+    cost the driver time per trial that nothing reads: off by default, the user's value wins."""
+    from tlmsearch.search import cluster
+
+    monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
+    monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "auto")
+    cluster.lean_tune()
+    assert os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "1"
+    assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "auto"

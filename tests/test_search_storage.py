@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tlmsearch.search.sampling import storage
 
@@ -107,3 +109,90 @@ def test_an_optuna_without_the_rdb_internals_writes_attributes_one_by_one(
     storage.set_user_attrs(ot, {"a": 1, "b": [1, 2]})
     again = optuna.load_study(study_name="s", storage=storage.open_storage(url))
     assert again.trials[0].user_attrs == {"a": 1, "b": [1, 2]} == ot.user_attrs
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@pytest.fixture(scope="module")
+def one_study(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """One SQLite study for every example (making the schema is most of a study's cost)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    db = storage.open_storage(f"sqlite:///{tmp_path_factory.mktemp('b') / 'optuna.db'}")
+    return db, optuna.create_study(study_name="s", storage=db)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    writes=st.lists(
+        st.dictionaries(st.sampled_from(["curve", "metrics", "a", "b", "c"]), _JSON, max_size=5),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_batched_write_stores_what_optuna_one_by_one_stores(
+    one_study: tuple, writes: list[dict]
+) -> None:
+    """The one-statement upsert leaves the same rows (the same JSON text per key, later
+    writes replacing earlier ones) as Optuna's own set_user_attr, key by key."""
+    import optuna
+    import sqlalchemy
+
+    db, study = one_study
+    batched, single = study.ask(), study.ask()
+    for attrs in writes:
+        storage.set_user_attrs(batched, attrs)
+        for key, value in attrs.items():
+            single.set_user_attr(key, value)
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            sqlalchemy.text("select trial_id, key, value_json from trial_user_attributes")
+        ).all()
+    by = {tid: {k: v for t, k, v in rows if t == tid} for tid in {r[0] for r in rows}}
+    assert by.get(batched._trial_id, {}) == by.get(single._trial_id, {})
+    again = optuna.load_study(study_name="s", storage=storage.open_storage(db.url))
+    stored = {t.number: t.user_attrs for t in again.trials}
+    assert stored[batched.number] == stored[single.number] == batched.user_attrs
+
+
+def test_a_results_attributes_are_two_statements_whatever_their_number(tmp_path: Path) -> None:
+    """One read of the trial (is it still running?) and one upsert: Optuna's own write read
+    the trial and wrote once per attribute (old code: 2 statements per attribute)."""
+    import optuna
+    import sqlalchemy
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    db = storage.open_storage(f"sqlite:///{tmp_path / 'optuna.db'}")
+    ot = optuna.create_study(study_name="s", storage=db).ask()
+    statements: list[str] = []
+    sqlalchemy.event.listen(
+        db.engine, "before_cursor_execute", lambda c, cur, sql, *a: statements.append(sql)
+    )
+    storage.set_user_attrs(ot, {f"k{i}": i for i in range(8)})
+    writes = [s for s in statements if "trial_user_attributes" in s]
+    assert (
+        len(writes) == 1 and len([s for s in statements if s.lstrip().startswith("SELECT")]) == 1
+    )
+
+
+def test_a_finished_trial_refuses_a_batched_write_as_optuna_does(tmp_path: Path) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name="s", storage=storage.open_storage(f"sqlite:///{tmp_path / 'optuna.db'}")
+    )
+    ot = study.ask()
+    study.tell(ot, 1.0)
+    with pytest.raises(RuntimeError, match="already finished"):
+        storage.set_user_attrs(ot, {"a": 1, "b": 2})
+    with pytest.raises(RuntimeError, match="already finished"):
+        ot.set_user_attr("a", 1)

@@ -47,6 +47,24 @@ def quiet_ray() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+# Ray Tune's per-trial bookkeeping that tlmsearch never reads (documented Tune environment
+# variables; a value already in the environment wins). Ray's automatic CSV, JSON and
+# TensorBoard loggers write progress.csv, result.json and an event file in every trial folder
+# on every result: the ledger and curves.parquet hold the same, and TensorBoard is the
+# opt-in tracking.tensorboard (ours, at step = tokens). Ray's experiment state is written
+# every max(10 s, 19 x its last write) and at the end; a resume reads the Optuna storage,
+# never it (Tuner.restore is not used), so every 5 minutes is enough. Together they were
+# ~15% of the driver's time per trial (benchmarks/scale.py under cProfile).
+LEAN_TUNE = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_GLOBAL_CHECKPOINT_S": "300"}
+
+
+def lean_tune() -> None:
+    """Turn off Ray Tune's bookkeeping that tlmsearch never reads (:data:`LEAN_TUNE`); read
+    by Tune when a Tuner fits, in this (the driver's) process."""
+    for key, value in LEAN_TUNE.items():
+        os.environ.setdefault(key, value)
+
+
 def start_ray(
     cfg: RayConfig, address: str | None = None, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -66,6 +84,7 @@ def start_ray(
     import ray
 
     quiet_ray()
+    lean_tune()
     if ray.is_initialized():  # a notebook's or a test's Ray: use it, leave it running
         return {**_facts(ray, ""), "joined": True, "owned": False}
     kwargs: dict[str, Any] = {

@@ -112,6 +112,9 @@ def _window(trials: list[FrozenTrial], history: int, sign: float) -> list[Frozen
     ]
 
 
+_READ = "read"  # the memo's key for this ask's one read of the study (others are tuples)
+
+
 class _CandidatesView:
     """The study as a sampler sees it: baseline trials look FAIL; all else is the study's (with
     ``history``, the finished trials of :func:`_window` only)."""
@@ -140,12 +143,22 @@ class _CandidatesView:
         key = (None if states is None else tuple(sorted(s.value for s in states)), use_cache)
         if self._memo is not None and not deepcopy and key in self._memo:
             return list(self._memo[key])
-        shown = _shown(self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache), states)
-        shown = self._windowed(shown)
+        shown = self._windowed(_shown(self._read(deepcopy, use_cache), states))
         if self._memo is not None and not deepcopy:
             self._memo[key] = shown
             return list(shown)
         return shown
+
+    def _read(self, deepcopy: bool, use_cache: bool) -> list[FrozenTrial]:
+        """The study's trials. Within one ask (a memo) read from the storage once, whatever
+        the arguments: nothing else changes meanwhile (:meth:`BaselineBlindSampler._view`), so
+        TPE's fresh read for its constant liar equals its read through Optuna's per-ask cache,
+        and each read of a database storage is a round of queries (~5 a trial before)."""
+        if self._memo is None or deepcopy:
+            return self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache)
+        if _READ not in self._memo:
+            self._memo[_READ] = self._study._get_trials(deepcopy=False, use_cache=use_cache)
+        return self._memo[_READ]
 
     def _windowed(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
         if self._history is None or len(self._study.directions) > 1:
