@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from tlmsearch.run_dir.tables import write_results, write_status
@@ -209,3 +210,20 @@ def random_trials(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[dic
             }
         )
     return trials, curves
+
+
+def lr_cells_frame(rows: Sequence[tuple], value: str = "v") -> pd.DataFrame:
+    """(schedule, lr, seed, value[, state]) tuples -> a trials table of (schedule, lr) cells,
+    each its own candidate at its ``train.lr`` setting (uniform's rows the baseline)."""
+    return pd.DataFrame(
+        {
+            "schedule": [r[0] for r in rows],
+            "setting": [f"lr={r[1]}" for r in rows],
+            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
+            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
+            "is_baseline": [r[0] == "uniform" for r in rows],
+            "seed": [r[2] for r in rows],
+            "state": [r[4] if len(r) > 4 else "COMPLETE" for r in rows],
+            value: [r[3] for r in rows],
+        }
+    )

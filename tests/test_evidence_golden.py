@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures_run import lr_cells_frame
 
 from tlmsearch.evidence import Evidence
 from tlmsearch.run_dir.tables import trials_frame
@@ -108,18 +109,7 @@ def _optima_differ(rng: np.random.Generator) -> pd.DataFrame:
             level = rng.normal(0, 0.01)
             for s, at in curve.items():
                 rows.append((s, lr, seed, 2.0 + at[lr] + level + rng.normal(0, 0.002)))
-    return pd.DataFrame(
-        {
-            "schedule": [r[0] for r in rows],
-            "setting": [f"lr={r[1]}" for r in rows],
-            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-            "is_baseline": [r[0] == "uniform" for r in rows],
-            "seed": [r[2] for r in rows],
-            "state": "COMPLETE",
-            "val_bpb": [r[3] for r in rows],
-        }
-    )
+    return lr_cells_frame(rows, "val_bpb")
 
 
 STUDIES = {"null": _null, "messy": _messy, "two_lrs": _two_lrs, "optima_differ": _optima_differ}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures_run import lr_cells_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from search_helpers import tiny_config, tiny_study
@@ -490,19 +491,7 @@ def test_best_yaml_and_the_export_carry_the_best_candidates_settings(tmp_path):
 
 
 def _lr_frame(rows) -> pd.DataFrame:
-    """(schedule, lr, seed, value) tuples -> a trials table keyed by (schedule, lr) cells."""
-    return pd.DataFrame(
-        {
-            "schedule": [r[0] for r in rows],
-            "setting": [f"lr={r[1]}" for r in rows],
-            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-            "is_baseline": [r[0] == "uniform" for r in rows],
-            "seed": [r[2] for r in rows],
-            "state": "COMPLETE",
-            "v": [r[3] for r in rows],
-        }
-    )
+    return lr_cells_frame(rows)
 
 
 def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:

@@ -3,12 +3,12 @@ pruner's survivors never measuring the noise (evidence/tuned.py, stats/across.py
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from fixtures_run import lr_cells_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,18 +18,7 @@ from tlmsearch.evidence.tuned import tuned
 
 def _frame(rows, unpruned=()) -> pd.DataFrame:
     """(schedule, lr, seed, value[, state]) tuples -> a trials table of (schedule, lr) cells."""
-    t = pd.DataFrame(
-        {
-            "schedule": [r[0] for r in rows],
-            "setting": [f"lr={r[1]}" for r in rows],
-            "candidate": [f"{r[0]} @ lr={r[1]}" for r in rows],
-            "params_json": [json.dumps({"shape": r[0], "train.lr": r[1]}) for r in rows],
-            "is_baseline": [r[0] == "uniform" for r in rows],
-            "seed": [r[2] for r in rows],
-            "state": [r[4] if len(r) > 4 else "COMPLETE" for r in rows],
-            "v": [r[3] for r in rows],
-        }
-    )
+    t = lr_cells_frame(rows)
     if unpruned:
         t["unpruned"] = t["schedule"].isin(unpruned)
     return t
