@@ -205,6 +205,7 @@ def test_a_resume_after_the_choice_finishes_the_same_stage_and_never_chooses_aga
     assert _remaining(cfg, study) == 0
     # tlmsearch resume: the running one queued again, then the stage read back, never chosen
     assert len(requeue_interrupted(study, cfg, run)) == 1
+    assert _remaining(cfg, study) == 0  # the stage's trial queued again is no main-stage one
     monkeypatch.setattr(confirm, "choose_now", lambda *a: pytest.fail("chose again"))
     assert confirm.prepare(run, study, cfg, echo=lambda _: None) == 9 - 1
     assert json.loads(RunDir(run).confirm.read_text())["top"] == chosen

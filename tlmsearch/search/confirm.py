@@ -42,15 +42,6 @@ def stage_trials(study: Any, cfg: StudyConfig) -> list[Any]:
     ]
 
 
-def stage_counts(study: Any, cfg: StudyConfig) -> dict[str, int]:
-    """The confirmation stage's trials by Optuna state (what the main stage's counts leave
-    out)."""
-    out: dict[str, int] = {}
-    for ft in stage_trials(study, cfg):
-        out[ft.state.name] = out.get(ft.state.name, 0) + 1
-    return out
-
-
 def recorded(run: str | Path | None, study: Any) -> dict[str, Any] | None:
     """The stage's choice as recorded (the run dir's confirm.json, else the study's copy);
     None before it was made."""

@@ -266,9 +266,10 @@ def _requeued_since(info: dict[str, Any]) -> bool:
 
 def _remaining(cfg: StudyConfig, study: Any) -> int:
     """The main stage's trials left to run (the confirmation stage's are not planned ones)."""
-    c = run_status.counts(study)
-    for state, n in confirm.stage_counts(study, cfg).items():
-        c[state] = c.get(state, 0) - n
+    # each trial classified once: a stage trial resume queued again is no main-stage one
+    c = run_status.counts(
+        study, skip=frozenset(t.number for t in confirm.stage_trials(study, cfg))
+    )
     left = planned_trials(cfg) - (c["COMPLETE"] + c["PRUNED"] + c["FAIL"])
     if open_ended(cfg) and not c["WAITING"] and not may_sample(cfg, study):
         return 0  # the race decided every candidate, or all is sampled: no more is owed

@@ -32,14 +32,17 @@ from tlmsearch.widths.space import describe
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
 
-def counts(study: Any) -> dict[str, int]:
+def counts(study: Any, skip: frozenset[int] = frozenset()) -> dict[str, int]:
     """Trials by state; ``interrupted`` counts runs lost to a dead driver (queued again),
     ``preempted`` those a SIGTERM stopped (to continue from their checkpoints; neither failed
-    nor lost), ``requeued`` failed ones that ``resume --retry-failed`` queued again."""
+    nor lost), ``requeued`` failed ones that ``resume --retry-failed`` queued again. ``skip``:
+    trial numbers left out (the confirmation stage's, for the main stage's counts)."""
     out = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "RUNNING": 0, "WAITING": 0, INTERRUPTED: 0}
     out[REQUEUED] = out[PREEMPTED] = 0
     again, lost = requeued(study), interrupted(study)
     for ft in study.get_trials(deepcopy=False):
+        if ft.number in skip:
+            continue
         stopped = ft.number in lost or ft.state.name == "RUNNING"
         if ft.user_attrs.get(PREEMPTED) and stopped:
             out[PREEMPTED] += 1
