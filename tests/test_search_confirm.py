@@ -306,6 +306,19 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     stage = confirm_evidences(frame, cfg)["val_bpb"]
     assert set(stage.effects["family_size"]) == {2}
     assert set(main_stage(frame)["seed"]) == {0, 1, 2}
+    # the report's main evidence is keyed by label: the same words and main-stage deltas
+    from tlmsearch.evidence import study_evidence
+    from tlmsearch.evidence.confirm import study_confirmation
+
+    main_rows = main_stage(frame)
+    by_label = study_confirmation(
+        main_rows, frame[frame["stage"] == "confirm"], cfg, study_evidence(main_rows, cfg), stage
+    )
+    report = {r["candidate"]: (r["word"], r.get("main_delta")) for r in by_label["candidates"]}
+    yaml_doc = {
+        r["candidate"]: (r["word"], r.get("main_delta")) for r in doc["confirmation"]["candidates"]
+    }
+    assert report == yaml_doc and all(d is not None for _, d in report.values()), report
     # the trials table's effect columns are the main stage's: blank on the stage's rows
     table = add_effects(frame, ["val_bpb"], cfg)
     on_stage = table["stage"] == "confirm"

@@ -16,6 +16,7 @@ Pure pandas (no ray, no optuna): a function of the trials table and the study.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -153,7 +154,16 @@ def study_confirmation(
     """:func:`confirmation` of a run: the stage's candidates (the non-uniform keys of its rows
     ``staged``, in the main stage's rank order), named by the trials table's labels;
     ``trials``: the main stage's rows; ``main`` / ``stage``: the two stages' evidences of the
-    first objective (None where a stage has none)."""
+    first objective (None where a stage has none; ``main`` keyed by identity or by label, as
+    the report's is)."""
+    if main is not None and main.key != IDENTITY:  # the stage's candidates are identities
+        to_id = dict(zip(trials[main.key], trials[IDENTITY], strict=True))
+        main = dataclasses.replace(
+            main,
+            key=IDENTITY,
+            effects=main.effects.assign(**{IDENTITY: main.effects[main.key].map(to_id)}),
+            ranking=main.ranking.assign(**{IDENTITY: main.ranking[main.key].map(to_id)}),
+        )
     order = list(main.ranking[main.key]) if main is not None else []
     keys = {k for k, b in zip(staged[IDENTITY], staged["is_baseline"], strict=True) if not b}
     chosen = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
