@@ -306,6 +306,20 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     stage = confirm_evidences(frame, cfg)["val_bpb"]
     assert set(stage.effects["family_size"]) == {2}
     assert set(main_stage(frame)["seed"]) == {0, 1, 2}
+    # a stage still running decides nothing yet: the main stage's best stands, words pending
+    cell = frame.index[(frame["stage"] == "confirm") & ~frame["is_baseline"]][0]
+    partial = frame.copy()
+    partial.loc[cell, "state"] = "RUNNING"
+    early = best_document(partial, cfg)
+    assert "main_stage_best" not in early and "confirmed_on_seeds" not in early["best"][0]
+    assert early["best"][0]["params"]["r_start"] == 1.75
+    assert "pending" in {r["word"] for r in early["confirmation"]["candidates"]}
+    # a stage that ended with a failed fresh seed: that candidate is not confirmed, not pending
+    failed = frame.copy()
+    failed.loc[cell, "state"] = "FAIL"
+    rows = best_document(failed, cfg)["confirmation"]["candidates"]
+    short = next(r for r in rows if r["candidate"] == frame.at[cell, "candidate"])
+    assert short["word"] == NOT_CONFIRMED and short["why"] == "measured on 2 of 3 fresh seeds"
     # the report's main evidence is keyed by label: the same words and main-stage deltas
     from tlmsearch.evidence import study_evidence
     from tlmsearch.evidence.confirm import study_confirmation

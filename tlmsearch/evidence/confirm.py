@@ -25,7 +25,7 @@ import pandas as pd
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
-from tlmsearch.evidence.stages import confirm_stage
+from tlmsearch.evidence.stages import FINISHED, confirm_stage
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 CONFIRMED, NOT_CONFIRMED, PENDING = "confirmed", "not confirmed", "pending"
@@ -102,12 +102,14 @@ def confirmation(
     confirmed: Any,
     seeds: Sequence[int],
     labels: Mapping[Any, str] | None = None,
+    ended: bool = False,
 ) -> dict[str, Any]:
     """best.yaml's and ``tlmsearch status``'s ``confirmation``: per chosen candidate (keys, in
     the main stage's rank order) its main-stage delta (conditional on surviving the pruner
     where the pruner could have stopped it) and its delta on the fresh seeds with the stage's
     interval and word: confirmed (separated from uniform, better), not confirmed (not
-    separated, or separated worse) or pending (its fresh seeds not all measured yet).
+    separated, or separated worse) or pending (its fresh seeds not all measured yet; once the
+    stage has ``ended``, a candidate short of a seed that failed is not confirmed).
     ``main`` / ``confirmed``: the two stages' evidences of the first objective (``confirmed``
     None before the stage has data)."""
     labels = dict(labels or {})
@@ -131,7 +133,10 @@ def confirmation(
             row["n_seeds"] = int(e["n"])
             sep = e["separated"]
             row["separated"] = None if pd.isna(sep) else bool(sep)
-            if int(e["n"]) >= len(seeds):
+            if int(e["n"]) < len(seeds) and ended:
+                word = NOT_CONFIRMED
+                row["why"] = f"measured on {int(e['n'])} of {len(seeds)} fresh seeds"
+            elif int(e["n"]) >= len(seeds):
                 better = math.isfinite(row["delta"]) and sign * row["delta"] > 0
                 word = CONFIRMED if row["separated"] and better else NOT_CONFIRMED
         row["word"] = word
@@ -169,7 +174,9 @@ def study_confirmation(
     chosen = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
     labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
     labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
-    out = confirmation(chosen, main, stage, config.search.confirm_seeds, labels)
+    seeds = config.search.confirm_seeds
+    ended = not staged.empty and staged["state"].astype(str).isin(FINISHED).all()
+    out = confirmation(chosen, main, stage, seeds, labels, ended=ended)
     return {"metric": config.objectives[0].metric, **out}
 
 

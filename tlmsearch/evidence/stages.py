@@ -6,6 +6,8 @@ A leaf: the Evidence (which judges the main stage), the confirmation's evidence
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from tlmsearch.constants import CONFIRM_STAGE
@@ -29,3 +31,23 @@ def main_stage(trials: pd.DataFrame) -> pd.DataFrame:
 def confirm_stage(trials: pd.DataFrame) -> pd.DataFrame:
     """The confirmation stage's rows of ``trials`` (empty when it has not run)."""
     return trials[is_confirm(trials)]
+
+
+FINISHED = ("COMPLETE", "PRUNED", "FAIL")
+
+
+def stage_complete(staged: pd.DataFrame, seeds: Sequence[int], key: str = "params_json") -> bool:
+    """Whether the confirmation stage has ended: it has rows, none of them still queued or
+    running, and every candidate of it on every fresh seed. Until then its evidence is partial
+    (uniform's trials come first on each seed), and the main stage's best stands.
+
+    >>> s = pd.DataFrame({"params_json": ["u", "a", "u", "a"], "seed": [5, 5, 6, 6],
+    ...                   "state": ["COMPLETE", "COMPLETE", "COMPLETE", "RUNNING"]})
+    >>> stage_complete(s, [5, 6]), stage_complete(s.iloc[:2], [5])
+    (False, True)
+    """
+    if staged.empty or not staged["state"].astype(str).isin(FINISHED).all():
+        return False
+    want = {int(s) for s in seeds}
+    have = staged.groupby(key)["seed"].agg(lambda x: {int(s) for s in x})
+    return all(want <= s for s in have)

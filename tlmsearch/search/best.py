@@ -252,14 +252,17 @@ def best_document(
     them: every number here is theirs.
     """
     from tlmsearch.evidence.confirm import confirm_evidences
-    from tlmsearch.evidence.stages import confirm_stage, main_stage
+    from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
 
     staged = confirm_stage(trials)  # search.confirm's trials: judged apart, below
     trials = main_stage(trials)
     evs = evs if evs is not None else evidences(trials, cfg, curves)
     best = best_candidates(trials, cfg, evs)
     stage_evs = confirm_evidences(staged, cfg)
-    confirmed = best_candidates(staged, cfg, stage_evs) if stage_evs else []
+    # the stage decides the best and the verdict once it has ended: a partial stage's first
+    # trials are uniform's, and its evidence would name a best on part of its seeds
+    ended = bool(stage_evs) and stage_complete(staged, cfg.search.confirm_seeds)
+    confirmed = best_candidates(staged, cfg, stage_evs) if ended else []
     doc: dict[str, Any] = {
         "study": cfg.name,
         "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
@@ -322,7 +325,7 @@ def best_document(
     said = study_conclusions(trials, cfg, evidence=ev)
     if cfg.search.confirm is not None:
         doc["confirmation"] = confirmation_of(trials, staged, cfg, evs, stage_evs)
-        if stage_evs:  # the verdict too: from the stage's own evidence
+        if ended:  # the verdict too: from the stage's own evidence
             first = stage_evs[cfg.objectives[0].metric]
             said = study_conclusions(staged, cfg, evidence=first)
     if len(cfg.objectives) == 1 and said.top_group:

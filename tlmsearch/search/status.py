@@ -12,7 +12,7 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.evidence.confirm import confirm_evidences
 from tlmsearch.evidence.factorial import two_by_two
-from tlmsearch.evidence.stages import confirm_stage, main_stage
+from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
 from tlmsearch.run_dir.driver import driver_gone
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
@@ -161,7 +161,8 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     stage_evs = confirm_evidences(staged, cfg)
-    if stage_evs:  # the best on the fresh seeds (the main stage's is conditional)
+    stage_ended = bool(stage_evs) and stage_complete(staged, cfg.search.confirm_seeds)
+    if stage_ended:  # the best on the fresh seeds (the main stage's is conditional)
         best = [
             {**e, "confirmed_on_seeds": cfg.search.confirm_seeds}
             for e in best_candidates(staged, cfg, stage_evs)
@@ -170,7 +171,7 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         entry["effective_lr"] = effective_lr_of(cfg, Candidate(entry["params"])).as_dict()
     ev = first_evidence(cfg, evs)
     said = study_conclusions(frame, cfg, evidence=ev)
-    if stage_evs:  # as best.yaml: the verdict and the conclusions from the fresh seeds
+    if stage_ended:  # as best.yaml: the verdict and the conclusions from the fresh seeds
         said = study_conclusions(staged, cfg, evidence=stage_evs[cfg.objectives[0].metric])
     return {
         "run": str(run_dir),
