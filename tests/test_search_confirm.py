@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from tlmsearch.cli import app
 from tlmsearch.config.limits import MAX_SEED
-from tlmsearch.config.search import SearchConfig
+from tlmsearch.config.search import RacingConfig, SearchConfig
 from tlmsearch.constants import CONFIRM_STAGE
 from tlmsearch.evidence import Evidence
 from tlmsearch.evidence.confirm import (
@@ -463,3 +463,20 @@ def test_a_tiny_trained_study_confirms_on_fresh_seeds_through_ray(local_ray, tmp
     )
     run, _ = _run_cli(tmp_path, data)
     _check_stage(run, [6, 7], 1)
+
+
+def test_the_race_never_counts_the_stages_queued_seeds_as_its_own(tmp_path, monkeypatch):
+    """With racing on, the stage's queued trials on fresh seeds are no seeds in flight of the
+    race (it would wait on them, or say so in its reasons)."""
+    from tlmsearch.search.sampling import race as race_mod
+
+    cfg, study = _main_done(tmp_path)
+    confirm.prepare(None, study, cfg, echo=lambda _: None)  # the stage's trials: WAITING
+    raced = cfg.model_copy(
+        update={"search": cfg.search.model_copy(update={"racing": RacingConfig()})}
+    )
+    seen = {}
+    monkeypatch.setattr(race_mod, "race", lambda *a, **k: seen.update(k) or [])
+    race_mod._race(study, raced)
+    fresh = set(cfg.search.confirm_seeds)
+    assert seen and not {s for _, s in seen["queued"]} & fresh, seen["queued"]

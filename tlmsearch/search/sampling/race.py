@@ -55,7 +55,8 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate
     pairs = zip(frame["candidate"], frame[IDENTITY], strict=True)
     params = {str(c): Candidate.from_identity(p) for c, p in pairs}
     label = dict(zip(frame[IDENTITY], frame["candidate"], strict=True))  # one name each
-    waiting = _pairs(study, ("WAITING",))
+    fresh = set(cfg.search.confirm_seeds)  # the confirmation stage's queue is not the race's
+    waiting = [(k, s) for k, s in _pairs(study, ("WAITING",)) if s not in fresh]
     queued = {(label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting}
     metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense
     result = race(
