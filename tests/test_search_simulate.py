@@ -61,8 +61,18 @@ def _sim(tmp: Path, simulate: dict, **sections) -> dict:
     ],
 )
 def test_a_bad_simulate_section_exits_2_naming_the_field(tmp_path, train, words):
+    _exits_2_naming(tmp_path, tiny_study(tmp_path, train=train), words)
+
+
+def test_a_replayed_run_cannot_confirm_on_fresh_seeds(tmp_path):
+    study = _sim(tmp_path, {"run": str(tmp_path)}, search={"pruner": "median"})
+    study["search"]["confirm"] = {"top": 1, "seeds": 2}
+    _exits_2_naming(tmp_path, study, "which a replayed run (train.simulate.run) never trained")
+
+
+def _exits_2_naming(tmp_path, study, words):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(tiny_study(tmp_path, train=train)))
+    path.write_text(yaml.safe_dump(study))
     res = runner.invoke(app, ["validate", str(path)])
     assert res.exit_code == 2, res.output
     out = " ".join(res.output.split())
@@ -331,3 +341,17 @@ def test_replaying_a_stored_run_reproduces_its_decisions(local_ray, tmp_path):
     b = pd.read_parquet(sim / "trials.parquet").set_index(["params_json", "seed"])
     assert np.allclose(a.loc[b.index, "val_bpb"], b["val_bpb"], equal_nan=True)
     assert json.loads(json.dumps(got[3])) == got[3]
+
+
+def test_a_run_dirs_study_yaml_with_an_old_key_reads_without_a_warning(tmp_path):
+    """A frozen study.yaml (written by an older version) is read as it is: no FutureWarning
+    asks the reader of a run dir to rename a key in a file they should not edit."""
+    import warnings
+
+    from tlmsearch.config import frozen_study
+
+    old = _sim(tmp_path, {"surrogate": {"noise": "heteroscedastic", "control_noise": 3.0}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        cfg = frozen_study(old)
+    assert cfg.train.simulate.surrogate.baseline_noise == 3.0

@@ -166,7 +166,10 @@ def _read(
     for model, sections in ((StudyConfig, False), (PartialStudy, True)):
         while cfg is None:
             try:
-                cfg = model.model_validate(data)
+                with warnings.catch_warnings():  # a run dir's key under its old name is read
+                    # as it is: nothing for the reader of a frozen study.yaml to rename
+                    warnings.filterwarnings("ignore", "[^ ]+ is now called", FutureWarning)
+                    cfg = model.model_validate(data)
             except ValidationError as err:
                 gone = _drop_failing(data, err, sections)
                 dropped += gone

@@ -123,6 +123,13 @@ class StudyConfig(Strict):
                 "search.sampler is grid but the space is continuous: use random, tpe, gp or "
                 "nsga2, or give every float dimension a step"
             )
+        sim = self.train.simulate
+        if self.search.confirm is not None and sim is not None and sim.run is not None:
+            raise ValueError(
+                "search.confirm trains its candidates on fresh seeds, which a replayed run "
+                "(train.simulate.run) never trained; use train.simulate.surrogate, or remove "
+                "search.confirm"
+            )
         if len(self.objectives) > 1 and self.search.pruner != "none":
             raise ValueError(
                 f"search.pruner ({self.search.pruner}) cannot prune several objectives; "
