@@ -199,7 +199,7 @@ def test_storage_urls(tmp_path):
 
 
 # -------------------------------------------------------------------------------------------------
-# The baseline is a baseline: model-based samplers learn from the candidates alone
+# The baseline is no sample: model-based samplers learn from the candidates alone
 
 UNCONDITIONAL = {"shape", "r_start", "r_end"}  # search_spaces/continuous.yaml
 CONDITIONAL = {"k", "midpoint"}  # only when shape is sigmoid

@@ -386,8 +386,8 @@ def test_a_sampled_lr_gets_uniform_at_that_lr_on_every_seed(tmp_path):
         }
     for t in study.trials:
         if t.user_attrs.get(BASELINE):
-            assert t.params == {}  # uniform is no draw of the sampler
-            # (search/sampling/baseline.py)
+            # uniform is no draw of the sampler (search/sampling/baseline.py)
+            assert t.params == {}
         assert SEED in t.user_attrs and CANDIDATE in t.user_attrs
 
 

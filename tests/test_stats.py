@@ -685,8 +685,8 @@ def test_candidate_means_leave_censored_candidates_out_and_adjust_for_seeds() ->
             ("b", 1, "PRUNED", 3.0),
         ]
     )
-    t["unpruned"] = t["candidate"] == "a"  # search.unpruned_candidates: the pruner could not stop
-    # a
+    # search.unpruned_candidates: the pruner could not stop a
+    t["unpruned"] = t["candidate"] == "a"
     m = stats.candidate_means(t, "v").set_index("candidate")
     assert list(m.index) == ["a", "uniform"]  # b: pruned on seed 1, its seed 0 flatters it
     assert m.loc["a", "mean"] == pytest.approx(2.1)  # uniform's 2.2, then a's -0.1 on seed 0

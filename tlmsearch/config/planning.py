@@ -155,8 +155,7 @@ def rung_mapping(study: Mapping[str, Any], rung: Mapping[str, Any]) -> dict[str,
     return _merge(base, rung)
 
 
-# Trial arrays (tlmsearch.search.arrays.packing packs them; validate and the run log say which
-# applies)
+# Trial arrays (search/arrays/packing.py packs them; validate and the run log say which applies)
 
 AUTO_MAX_CPU, AUTO_MAX_GPU = 4, 16  # size: auto's most members per array
 

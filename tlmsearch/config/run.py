@@ -40,9 +40,9 @@ class RayConfig(Strict):
     # size of the embedded Ray (default: all cores)
     num_cpus: int | None = Field(None, ge=1, le=MAX_WORKERS)
     # This driver's address when joining a cluster (None: Ray picks it). The embedded Ray is
-    # always on 127.0.0.1, the one address Ray listens on alone (search/execution/cluster.py); a
-    # loopback
-    # value is accepted there (run dirs before this change froze 127.0.0.2), any other is an error.
+    # always on 127.0.0.1, the one address Ray listens on alone (search/execution/cluster.py);
+    # a loopback value is accepted there (run dirs before this change froze 127.0.0.2), any
+    # other is an error.
     node_ip: str | None = None
     shared_path: str | None = None  # prepared data on storage every node can read
     reuse_actors: bool = True  # ~3x faster trial start on small trials (measured)

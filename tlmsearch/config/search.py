@@ -139,10 +139,9 @@ class SearchConfig(Strict):
     pruner_options: dict[str, float | int | bool] = Field(default_factory=dict)
     # Candidates the pruner never stops: this many of each setting, drawn at random before any
     # data (seeded by sampler_seed; a sampler leaves the first n it draws unpruned, its random
-    # start)
-    # and recorded in the run dir's unpruned.json, trained on every seed. Once the pruner stops
-    # anything, the survivors' seeds are selected (they looked good), so the study's noise is
-    # measured on these rows and uniform's; 0: unknown once anything is pruned.
+    # start) and recorded in the run dir's unpruned.json, trained on every seed. Once the
+    # pruner stops anything, the survivors' seeds are selected (they looked good), so the
+    # study's noise is measured on these rows and uniform's; 0: unknown once anything is pruned.
     unpruned_candidates: int = Field(2, ge=0, le=MAX_CANDIDATES)
     # No pruning before this many tokens (never inside the LR warm-up); default: the longer of
     # the warm-up and a quarter of train.tokens.

@@ -405,8 +405,8 @@ def planned_seeds(
     base = trials[trials["is_baseline"].astype(bool)]
     done = set(pd.to_numeric(base.loc[base["state"] == "COMPLETE", "seed"]).dropna().astype(int))
     failed = set(pd.to_numeric(base.loc[base["state"] == "FAIL", "seed"]).dropna().astype(int))
-    for cand in base[key].unique():  # not on a seed whose baseline failed for good: out of the
-        # pool
+    # not on a seed whose baseline failed for good: out of the pool
+    for cand in base[key].unique():
         out[cand] = tuple(sorted(every - (failed - done)))
     return out
 

@@ -3,7 +3,7 @@
 The storage alone then describes the run (``tlmsearch status`` reads it live, the export
 writes the tables from it): the learning curve (one row per eval, :data:`EVAL_KEYS`), what the
 trial is (widths, heads, parameters, node), its last metrics and when they arrived, its newest
-checkpoint, and each time Ray started it again after a system error (:mod:`.failures`). The
+checkpoint, and each time Ray started it again after a system error (execution/failures.py). The
 pruning scheduler calls it on every result, before it may tell Optuna the trial's end (a
 finished Optuna trial takes no more attributes).
 

@@ -3,7 +3,7 @@ the export share.
 
 A leaf (docs/contributing.md, rule 19): apart from the modules that read trials, so none of
 them imports another to reach it; of the search package it imports only the keys (:mod:`.attrs`,
-:data:`.failures.RETRIES`).
+:data:`.execution.failures.RETRIES`).
 """
 
 from __future__ import annotations

@@ -731,7 +731,7 @@ def _finish(
 
 
 def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
-    """Ray Tune callbacks of the trackers the YAML turns on (tracking.py imports them)."""
+    """Ray Tune callbacks of the trackers the YAML turns on (tracking/callbacks.py)."""
     if not cfg.tracking.enabled():
         return []
     from tlmsearch.search.tracking.callbacks import tracker_callbacks
@@ -740,7 +740,7 @@ def _trackers(cfg: StudyConfig, run: Path, name: str) -> list[Any]:
 
 
 def _check_trackers(cfg: StudyConfig) -> None:
-    """A tracker's server reachable and its key found, before data and Ray (tracking.py)."""
+    """A tracker's server reachable and its key found, before data and Ray."""
     if cfg.tracking.enabled():
         from tlmsearch.search.tracking.callbacks import preflight
 

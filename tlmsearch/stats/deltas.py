@@ -273,7 +273,7 @@ def pruner_selected(cells: Mapping[tuple[Any, int], Cell], pruned: bool | None =
     cells, or ``pruned``: in the whole study, :func:`any_pruned`), every candidate it could
     have stopped. A pruner keeps a trial because it looks good: the complete
     cells of a median-pruned null study read its noise's variance at 0.77x the truth
-    (benchmarks/stats.py). Never uniform, nor a ``unpruned`` candidate (the pruner could not
+    (benchmarks/stats.py). Never uniform, nor an ``unpruned`` candidate (the pruner could not
     stop it: ``search.unpruned_candidates``).
 
     >>> c = {("u", 0): Cell(True, "complete", 2.0, "COMPLETE"),

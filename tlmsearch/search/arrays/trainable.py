@@ -1,11 +1,11 @@
 """The Ray Tune trainable of a trial array: K (candidate, seed) members in one process.
 
-The members come packed by :class:`tlmsearch.search.arrays.packing.ArraySearcher` (each its own
-Optuna trial). Each member reports exactly what a solo trial reports (:mod:`.trainable`: the static
-facts, every eval, a final report with the trainer's status), tagged with its index
+The members come packed by :class:`tlmsearch.search.arrays.packing.ArraySearcher` (each its
+own Optuna trial). Each member reports exactly what a solo trial reports (execution/trainable.py:
+the static facts, every eval, a final report with the trainer's status), tagged with its index
 (``member``), and writes its checkpoints in the solo format into its own trial folder. After
 each eval's reports the array drops the members the driver has recorded as ended (pruned: the
-``ended`` marker, :mod:`.arrays`); a member that diverges, finishes or fails leaves on its own.
+``ended`` marker, :mod:`.packing`); a member that diverges, finishes or fails leaves on its own.
 One member left to train runs the solo path (``train_proxy``), two or more one
 :class:`tlmsearch.train.trial_array.TrialArray`. An exception fails every member still training
 (their final reports carry it, as a solo trial's does); an allocation failure is raised, for Ray
@@ -178,7 +178,7 @@ def run_array(
 
 
 def _simulate(trainees: list[_Member], box: Any) -> None:
-    """``train.backend: simulate``: the members' blackbox curves (:mod:`.blackbox`), eval by
+    """``train.backend: simulate``: the members' blackbox curves (execution/blackbox.py), eval by
     eval in step as a fused array reports them; a member the driver ended leaves."""
     answers = [box.curve(m.candidate, m.seed) for m in trainees]
     start = time.time()

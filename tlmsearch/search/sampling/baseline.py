@@ -1,4 +1,4 @@
-"""Samplers learn from candidates only: the uniform baseline is a baseline, not a sample.
+"""Samplers learn from candidates only: the uniform baseline is a reference, not a sample.
 
 The baseline ``{"shape": "uniform"}`` usually lies outside the search space, so its trial has
 no parameters. Optuna's model-based samplers model the intersection of the finished trials'

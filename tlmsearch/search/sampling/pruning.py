@@ -1,11 +1,11 @@
 """Optuna pruners inside Ray Tune: a scheduler that asks the study's pruner on every eval.
 
 Ray calls the *scheduler* before the searcher on every result, so :class:`OptunaPruningScheduler`
-writes the result to the trial's ledger (:mod:`.ledger`), reports each eval to the Optuna trial at
-step = tokens seen, asks the study's pruner (``Trial.should_prune``), and on a prune has the
+writes the result to the trial's ledger (search/ledger.py), reports each eval to the Optuna trial
+at step = tokens seen, asks the study's pruner (``Trial.should_prune``), and on a prune has the
 searcher (:mod:`.searcher`) tell Optuna PRUNED and returns STOP. When a trial ends it applies
 ``search.keep_weights`` to its checkpoints (:func:`tlmsearch.train.checkpoints.retain_trial`). A
-trial Ray starts again after a system error (:mod:`.failures`) keeps its Optuna trial; the
+trial Ray starts again after a system error (execution/failures.py) keeps its Optuna trial; the
 scheduler sets how often (Ray's per-trial ``max_failures``) and the ledger records each retry.
 """
 

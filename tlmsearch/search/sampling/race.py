@@ -96,7 +96,7 @@ def enqueue_due(
 ) -> list[tuple[Candidate, int]]:
     """Enqueue each (candidate, seed) of ``due``, in order, that is not queued, running or
     finished yet (a grid candidate with the candidates it stands for); returns those added.
-    The race's seeds and the confirmation stage's (:mod:`.confirm`) both go through here, so
+    The race's seeds and the confirmation stage's (search/confirm.py) both go through here, so
     a resumed driver that calls it again never runs a pair twice."""
     known = _pairs(study, ("WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"))
     grid = cfg.search.sampler == "grid"

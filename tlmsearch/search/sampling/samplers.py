@@ -241,8 +241,7 @@ def initial_queue(cfg: StudyConfig) -> list[tuple[Candidate, int]]:
     every seed, seed-major so that early results already compare candidates on one seed.
     """
     queue: list[tuple[Candidate, int]] = []
-    # a race starts every candidate on the first seed; the race adds the others
-    # (search/sampling/race.py)
+    # a race starts every candidate on the first seed; the race adds the others (race.py)
     seeds = cfg.search.seeds[:1] if cfg.search.racing else cfg.search.seeds
     if cfg.search.sampler == "grid":
         for seed in seeds:
@@ -297,7 +296,7 @@ def enqueue(
 ) -> None:
     """Put one (candidate, seed) in the study's queue, with the candidates it stands for.
 
-    The uniform baseline is a baseline (samplers never learn from it, see
+    The uniform baseline is no sample (samplers never learn from it, see
     search/sampling/baseline.py). ``retry_of``: the number of a failed trial this one runs again (a
     finished trial cannot be marked, so the new one names it); ``restart_of``: likewise, an
     interrupted one (its driver died). ``resume_from``: a checkpoint folder to continue from.

@@ -3,9 +3,9 @@
 The study YAML's ``tracking`` section turns each on (config.TrackingConfig). Each tracker is a
 Ray Tune ``LoggerCallback`` (Ray's public callback interface: its hooks run in the driver as
 trials start, report and end) that writes with its tracker's own public client:
-``mlflow.MlflowClient`` (tracking_mlflow.py), ``wandb.init`` runs (tracking_wandb.py), and Ray's
+``mlflow.MlflowClient`` (mlflow_tracker.py), ``wandb.init`` runs (wandb_tracker.py), and Ray's
 own ``TBXLoggerCallback`` for TensorBoard (below). What every tracker records is in
-tracking_facts.py:
+facts.py:
 
 - one tracker run per trial, its learning curve at **step = tokens** (Ray steps by iteration,
   which differs between trials with different eval spacing), its candidate, seed and per-layer

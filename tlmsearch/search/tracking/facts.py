@@ -1,7 +1,7 @@
 """What every tracker records of a trial, and where each writes by default (docs/tracking.md).
 
-A leaf of the trackers (docs/contributing.md, rule 19): ``tracking.py`` builds the callbacks of
-``tracking_mlflow.py`` and ``tracking_wandb.py``, and all three, with ``tracking_study.py``,
+A leaf of the trackers (docs/contributing.md, rule 19): ``callbacks.py`` builds the callbacks of
+``mlflow_tracker.py`` and ``wandb_tracker.py``, and all three, with ``study.py``,
 need these names. Importing it imports no tracker package and no Ray (:func:`ended_as` reads
 progress.outcome when it is called).
 """

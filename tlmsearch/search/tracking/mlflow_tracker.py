@@ -3,7 +3,7 @@
 Ray Tune calls :class:`MlflowTracker`'s hooks in the driver (its public ``LoggerCallback``
 interface); each writes through a client of its own (no global tracking URI, no active run;
 a file store sets MLflow's ``MLFLOW_ALLOW_FILE_STORE`` in the environment, which it reads).
-The store's helpers below also serve the study's end (``tracking_study.py``). What each run
+The store's helpers below also serve the study's end (``study.py``). What each run
 holds: docs/tracking.md.
 """
 
