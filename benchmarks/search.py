@@ -83,7 +83,7 @@ import yaml
 
 from tlmsearch.config import StudyConfig, study_from_mapping
 from tlmsearch.search import run_study
-from tlmsearch.search.sampling.baseline import is_baseline
+from tlmsearch.search.sampling.baseline import is_baseline_trial
 from tlmsearch.search.sampling.samplers import (
     DefineByRunSpace,
     make_sampler,
@@ -223,7 +223,7 @@ def best_found(cfg: StudyConfig, sampler: Any) -> float:
     for _ in range(planned_trials(cfg)):
         trial = study.ask()
         study.tell(trial, profile_loss(cfg, fn(trial)["candidate"]))
-    return min(t.value for t in study.get_trials() if not is_baseline(t))
+    return min(t.value for t in study.get_trials() if not is_baseline_trial(t))
 
 
 def _old_tpe(seed: int) -> Any:
