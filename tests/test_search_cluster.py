@@ -233,10 +233,14 @@ def test_a_two_worker_trial_spreads_over_both_nodes(cluster, tmp_path: Path):
 def test_tunes_unread_bookkeeping_is_off_unless_the_user_set_it(monkeypatch):
     """Ray's per-result CSV/JSON/TensorBoard files and its frequent experiment-state writes
     cost the driver time per trial that nothing reads: off by default, the user's value wins."""
-    from tlmsearch.search import cluster
+    from tlmsearch.search.execution import cluster
 
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "auto")
-    cluster.lean_tune()
-    assert os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "1"
+    with cluster.lean_tune():
+        assert os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "1"
+        assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "auto"
+    # afterwards as it was: a later Tuner in this process (a notebook's, a test's) keeps
+    # Ray's per-result files
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ
     assert os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "auto"

@@ -489,13 +489,15 @@ def _session(
     previous = on_sigterm(lambda: mark_preempted(_study_again(url, study.study_name)))
     try:
         from tlmsearch.search.arrays.packing import training_slots
+        from tlmsearch.search.execution.cluster import lean_tune
 
         trainings = training_slots(cfg, slots, remaining)  # an array's members run at once
         progress = _progress(run, cfg, study, before, trainings)
         handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
         tuner = _tuner(run, cfg, study, url, data, remaining, [progress], slots=slots)
         try:
-            tuner.fit()
+            with lean_tune():  # Ray's per-result files and frequent state writes: unread
+                tuner.fit()
             status = "finished"
         except KeyboardInterrupt:
             status = "interrupted"

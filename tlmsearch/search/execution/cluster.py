@@ -17,10 +17,12 @@ the run dir. Joining a cluster is the user's choice: every process of a cluster 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 from tlmsearch.config import RayConfig
@@ -58,11 +60,20 @@ def quiet_ray() -> None:
 LEAN_TUNE = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_GLOBAL_CHECKPOINT_S": "300"}
 
 
-def lean_tune() -> None:
-    """Turn off Ray Tune's bookkeeping that tlmsearch never reads (:data:`LEAN_TUNE`); read
-    by Tune when a Tuner fits, in this (the driver's) process."""
-    for key, value in LEAN_TUNE.items():
-        os.environ.setdefault(key, value)
+@contextlib.contextmanager
+def lean_tune() -> Iterator[None]:
+    """Ray Tune's bookkeeping that tlmsearch never reads (:data:`LEAN_TUNE`) off for the
+    Tuners fitted inside (Tune reads these when a Tuner fits, in this, the driver's, process).
+    A value the user set wins; afterwards the environment is as it was, so a notebook's or a
+    test's own Tuner in the same process keeps Ray's defaults (its progress.csv and
+    result.json, which ``ResultGrid.metrics_dataframe`` reads)."""
+    added = [key for key in LEAN_TUNE if key not in os.environ]
+    os.environ.update({key: LEAN_TUNE[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def start_ray(
@@ -84,7 +95,6 @@ def start_ray(
     import ray
 
     quiet_ray()
-    lean_tune()
     if ray.is_initialized():  # a notebook's or a test's Ray: use it, leave it running
         return {**_facts(ray, ""), "joined": True, "owned": False}
     kwargs: dict[str, Any] = {
