@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from tlmsearch.constants import CONFIRM_STAGE
+from tlmsearch.widths.candidate import IDENTITY
 
 STAGE = "stage"  # the trials table's column: "confirm" on a confirmation-stage trial
 
@@ -36,12 +37,12 @@ def confirm_stage(trials: pd.DataFrame) -> pd.DataFrame:
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 
 
-def stage_complete(staged: pd.DataFrame, seeds: Sequence[int], key: str = "params_json") -> bool:
+def stage_complete(staged: pd.DataFrame, seeds: Sequence[int], key: str = IDENTITY) -> bool:
     """Whether the confirmation stage has ended: it has rows, none of them still queued or
     running, and every candidate of it on every fresh seed. Until then its evidence is partial
     (uniform's trials come first on each seed), and the main stage's best stands.
 
-    >>> s = pd.DataFrame({"params_json": ["u", "a", "u", "a"], "seed": [5, 5, 6, 6],
+    >>> s = pd.DataFrame({IDENTITY: ["u", "a", "u", "a"], "seed": [5, 5, 6, 6],
     ...                   "state": ["COMPLETE", "COMPLETE", "COMPLETE", "RUNNING"]})
     >>> stage_complete(s, [5, 6]), stage_complete(s.iloc[:2], [5])
     (False, True)
