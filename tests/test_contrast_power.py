@@ -222,7 +222,18 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
     c = plan.contrasts
     kinds = {r.kind for r in c.rows}
     assert kinds == {MAIN, FAMILY_KIND, SETTING, INTERACTION}
-    assert c.m == len(c.rows) and c.alpha == pytest.approx(0.05 / c.m)
+    assert c.m == len(c.rows)
+    # the weighted Holm's first step: the study's questions share 70%, interactions 20%,
+    # per-setting contrasts 10%, each split evenly in its group
+    n = {k: sum(r.kind == k for r in c.rows) for k in kinds}
+    want = {
+        MAIN: 0.7 / (n[MAIN] + n[FAMILY_KIND]),
+        FAMILY_KIND: 0.7 / (n[MAIN] + n[FAMILY_KIND]),
+        INTERACTION: 0.2 / n[INTERACTION],
+        SETTING: 0.1 / n[SETTING],
+    }
+    assert all(r.alpha == pytest.approx(0.05 * want[r.kind]) for r in c.rows)
+    assert c.alpha == pytest.approx(0.05 * want[MAIN])
     assert c.margin == 0.003 and "smallest effect" in c.margin_from
     by = {r.name: r for r in c.rows}
     family = next(r for r in c.rows if r.kind == FAMILY_KIND)
@@ -235,13 +246,13 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
     assert family.equivalent <= main.equivalent <= at.equivalent < inter.equivalent
     assert family.separate < at.separate
     for r in by.values():  # each answer reaches the target and one seed fewer does not
-        sep = cp.separate_power(r.separate, 0.003, plan.sd, r.shape, c.alpha)
-        assert sep >= 0.8 > cp.separate_power(r.separate - 1, 0.003, plan.sd, r.shape, c.alpha)
+        sep = cp.separate_power(r.separate, 0.003, plan.sd, r.shape, r.alpha)
+        assert sep >= 0.8 > cp.separate_power(r.separate - 1, 0.003, plan.sd, r.shape, r.alpha)
         now = plan.rows[2].seeds
-        got = cp.separate_power(now, 0.003, plan.sd, r.shape, c.alpha)
+        got = cp.separate_power(now, 0.003, plan.sd, r.shape, r.alpha)
         assert r.power_now == pytest.approx(got)
     text = "\n".join(power.plan_lines(plan))
-    assert f"contrasts: Holm over {c.m} contrasts at 95%" in text
+    assert f"contrasts: weighted Holm over {c.m} contrasts at 95% (" in text
     assert "equivalence within +-0.003, the smallest effect (--min-effect)" in text
     line = next(x for x in text.splitlines() if x.startswith(family.name))
     per_seed = plan.m + plan.baselines
@@ -292,7 +303,7 @@ def test_plan_prints_the_contrasts_table(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plan", str(path)])
     assert result.exit_code == 0, result.output
     out = result.output.splitlines()
-    head = next(i for i, x in enumerate(out) if x.startswith("contrasts: Holm over"))
+    head = next(i for i, x in enumerate(out) if x.startswith("contrasts: ") and "Holm over" in x)
     assert out[head + 2].split()[:2] == ["contrast", "se/sd"]
     assert "equivalent: seeds" in out[head + 2]
     body = out[head + 3 :]

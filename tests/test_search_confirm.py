@@ -320,6 +320,12 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     rows = best_document(failed, cfg)["confirmation"]["candidates"]
     short = next(r for r in rows if r["candidate"] == frame.at[cell, "candidate"])
     assert short["word"] == NOT_CONFIRMED and short["why"] == "measured on 2 of 3 fresh seeds"
+    # a fresh seed never started (the driver stopped before it; resume runs it): the stage has
+    # not ended although every row it has is finished, so the word is pending
+    unstarted = frame.drop(index=cell)
+    rows = best_document(unstarted, cfg)["confirmation"]["candidates"]
+    short = next(r for r in rows if r["candidate"] == frame.at[cell, "candidate"])
+    assert short["word"] == "pending", short
     # the report's main evidence is keyed by label: the same words and main-stage deltas
     from tlmsearch.evidence import study_evidence
     from tlmsearch.evidence.confirm import study_confirmation

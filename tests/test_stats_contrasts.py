@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tlmsearch import stats
-from tlmsearch.stats.contrasts import contrast_table
+from tlmsearch.stats.contrasts import contrast_table, family_groups, first_weights
 from tlmsearch.stats.questions import (
     EARLY,
     LATE,
@@ -439,3 +439,75 @@ def test_a_contrasts_cell_weights_are_the_pseudo_inverses(n_rows, n_seeds, drop,
     assert (got is None) == (want is None)
     if want is not None:
         assert got == pytest.approx(want, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=12), st.floats(0.01, 0.2))
+def test_one_group_is_holms_step_down(ps, alpha) -> None:
+    # without equivalence questions and with one group, the weighted step-down is Holm's:
+    # adjusted p_(j) = max over i <= j of (m - i + 1) p_(i)
+    adj, _, div, _ = step_down(ps, [math.nan] * len(ps), alpha)
+    order = np.argsort(ps, kind="stable")
+    running, want = 0.0, [0.0] * len(ps)
+    for j, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - j) * ps[i]))
+        want[i] = running
+    assert adj == pytest.approx(want)
+    assert all(1.0 <= d <= len(ps) for d in div)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(1e-6, 1.0), st.integers(0, 2)), min_size=1, max_size=15),
+    st.floats(0.01, 0.2),
+)
+def test_a_weighted_family_never_spends_more_than_alpha_at_its_first_step(hyps, alpha) -> None:
+    ps, groups = [p for p, _ in hyps], [g for _, g in hyps]
+    shares = (0.7, 0.2, 0.1)
+    adj, _, div, _ = step_down(ps, [math.nan] * len(ps), alpha, groups, shares)
+    first = first_weights([("main", "interaction", "setting")[g] for g in groups])
+    assert sum(first) == pytest.approx(1.0)
+    # each question is judged at a weight no smaller than its first one (weights only grow),
+    # and it is answered exactly when its adjusted p is below alpha
+    assert all(1.0 / d >= w * (1 - 1e-9) for d, w in zip(div, first, strict=True))
+    for p, a, d in zip(ps, adj, div, strict=True):
+        assert a >= p * (1 - 1e-12)
+        if a < alpha:
+            assert p <= alpha / d * (1 + 1e-9)
+
+
+def test_the_main_questions_are_asked_at_their_share_and_pass_it_on() -> None:
+    # 2 main questions, 4 per-setting: a main p of 0.012 is past Holm over 6 (0.05 / 6 =
+    # 0.0083) but inside the main group's 0.7 / 0.8 of 0.05, shared by 2 (0.0219)
+    ps = [0.012, 0.6, 0.004, 0.3, 0.5, 0.7]
+    kinds = ["main", "main", "setting", "setting", "setting", "setting"]
+    group, shares, present = family_groups(kinds)
+    adj, _, div, _ = step_down(ps, [math.nan] * 6, 0.05, group, shares)
+    assert adj[0] < 0.05 and 6 * 0.012 > 0.05
+    # per-setting 0.004 against 0.05 x 0.1 / 0.8 / 4 = 0.00156 first: it waits for the main
+    # group; once its 0.012 is answered the main group has 1 left and keeps its share
+    assert div[0] == pytest.approx(2 / (0.7 / 0.8))
+    assert adj[2] == pytest.approx(max(adj[0], 0.004 / (0.1 / 0.8 / 4)))
+    assert present == [("main questions", 2, 0.7), ("per-setting", 4, 0.1)]
+
+
+def test_a_group_done_passes_its_share_to_the_others() -> None:
+    # the main group answers both its questions: the per-setting contrasts get all of alpha
+    ps = [0.001, 0.002, 0.02, 0.5]
+    group, shares, _ = family_groups(["main", "main", "setting", "setting"])
+    adj, _, div, _ = step_down(ps, [math.nan] * 4, 0.05, group, shares)
+    assert adj[2] == pytest.approx(0.04) and adj[2] < 0.05  # 0.02 x 2 (Holm's over 2)
+    assert div[2] == pytest.approx(2.0)
+
+
+def test_the_weighted_family_holds_its_error_on_independent_nulls() -> None:
+    # every hypothesis true, p uniform: the share of families with any rejection stays at
+    # alpha (5,000 families of 3 groups; MC se 0.003)
+    rng = np.random.default_rng(3)
+    kinds = ["main"] * 6 + ["interaction"] * 6 + ["setting"] * 20
+    group, shares, _ = family_groups(kinds)
+    hits = 0
+    for _ in range(5000):
+        adj, _, _, _ = step_down(list(rng.uniform(size=32)), [math.nan] * 32, 0.05, group, shares)
+        hits += min(adj) < 0.05
+    assert hits / 5000 <= 0.05 + 2 * 0.0031

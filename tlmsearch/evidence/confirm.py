@@ -25,7 +25,7 @@ import pandas as pd
 
 from tlmsearch.config import StudyConfig
 from tlmsearch.evidence import Evidence
-from tlmsearch.evidence.stages import FINISHED, confirm_stage
+from tlmsearch.evidence.stages import confirm_stage, stage_complete
 from tlmsearch.widths.candidate import IDENTITY, Candidate
 
 CONFIRMED, NOT_CONFIRMED, PENDING = "confirmed", "not confirmed", "pending"
@@ -175,7 +175,8 @@ def study_confirmation(
     labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
     labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
     seeds = config.search.confirm_seeds
-    ended = not staged.empty and staged["state"].astype(str).isin(FINISHED).all()
+    # ended: every candidate on every fresh seed, finished (a pair never started is pending)
+    ended = stage_complete(staged, seeds)
     out = confirmation(chosen, main, stage, seeds, labels, ended=ended)
     return {"metric": config.objectives[0].metric, **out}
 

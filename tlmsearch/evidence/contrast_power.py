@@ -20,10 +20,13 @@ seeds they scatter well below the df of the true parts (5 early-heavy schedules 
 estimates: exactly (Gauss-Legendre) for one part, over 4,096 fixed draws for several.
 
 The family is every contrast the study asks (:func:`tlmsearch.stats.questions.asked`), decided
-by Holm's step-down in which each contrast's two questions count once
-(:mod:`tlmsearch.stats.words`): both are sized at its first step, alpha / m two-sided for
-"differs from 0" and alpha / m one-sided on each side for the equivalence (TOST), an upper
-bound on the seeds (later steps are looser). Given the variance estimate (s = se_hat / se, df),
+by a weighted Holm step-down in which each contrast's two questions count once
+(:mod:`tlmsearch.stats.words`; the study's questions share 70% of the error rate, the
+interactions 20%, the per-setting contrasts 10%: :data:`tlmsearch.stats.contrasts.GROUPS`):
+both are sized at its first step, alpha w two-sided for "differs from 0" and alpha w one-sided
+on each side for the equivalence (TOST), w its weight there
+(:func:`tlmsearch.stats.contrasts.first_weights`: 1 / m under plain Holm), an upper bound on
+the seeds (later steps are looser). Given the variance estimate (s = se_hat / se, df),
 the difference is separated with probability P(|Z + theta / se| > t s) and called equivalent
 with P(|Z + theta / se| < d / se - t s), Z standard normal (:func:`separate_power`,
 :func:`equivalent_power`; tests/test_contrast_power.py checks both against a simulation of
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tlmsearch.constants import MAX_SEEDS
+from tlmsearch.stats.contrasts import GROUPS, family_groups, first_weights
 from tlmsearch.stats.questions import SETTING, Question, asked, planned_row
 
 _NODES = 256  # Gauss-Legendre nodes over one part's sd ratio (exact to ~1e-6 here)
@@ -250,6 +254,7 @@ class ContrastSize:
     equivalent: int | None  # seeds to call a true 0 equivalent within +-margin (None: no margin)
     power_now: float  # separating min_effect at the study's seeds
     equivalent_now: float  # calling a true 0 equivalent at the study's seeds
+    alpha: float = math.nan  # each of its questions' level at the step-down's first step
 
 
 @dataclass(frozen=True)
@@ -257,11 +262,12 @@ class ContrastPlan:
     """The contrasts' part of a plan: the family and each contrast's seeds."""
 
     m: int  # contrasts in the family
-    alpha: float  # each question's level at Holm's first step: (1 - level) / m
+    alpha: float  # the main questions' level at the first step ((1 - level) / m under Holm)
     margin: float | None  # the equivalence margin d (None: no equivalence question)
     margin_from: str
     rows: tuple[ContrastSize, ...]
     note: str = ""  # why there are no rows (a sampler's schedules are not known up front)
+    groups: tuple[tuple[str, int, float], ...] = ()  # (what, contrasts, share) of each group
 
 
 def planned_rows(cfg: StudyConfig) -> list[_Row]:
@@ -338,18 +344,20 @@ def size_contrasts(
     rows = planned_rows(cfg)
     family = asked(rows, study_questions(cfg))
     m = max(1, len(family))
-    alpha = (1.0 - cfg.stats.level) / m
+    kinds = [kind for kind, *_ in family]
+    first = first_weights(kinds) if family else [1.0]
     out = []
-    for kind, q, _, weights, _ in family:
+    for (kind, q, _, weights, _), w in zip(family, first, strict=False):
+        alpha = (1.0 - cfg.stats.level) * w
         sh = shape(rows, weights) if weights else None
         if sh is None:
-            out.append(ContrastSize(q.name, kind, None, None, None, 0.0, 0.0))
+            out.append(ContrastSize(q.name, kind, None, None, None, 0.0, 0.0, alpha))
             continue
 
-        def sep(n: int, sh: Shape = sh) -> float:
+        def sep(n: int, sh: Shape = sh, alpha: float = alpha) -> float:
             return separate_power(n, effect, sd, sh, alpha)
 
-        def eq(n: int, sh: Shape = sh) -> float:
+        def eq(n: int, sh: Shape = sh, alpha: float = alpha) -> float:
             return equivalent_power(n, margin or 0.0, sd, sh, alpha)
 
         has_margin = margin is not None
@@ -362,9 +370,17 @@ def size_contrasts(
                 smallest_seeds(eq, target) if has_margin else None,
                 sep(n_now),
                 eq(n_now) if has_margin else 0.0,
+                alpha,
             )
         )
-    return ContrastPlan(m, alpha, margin, margin_from, tuple(out))
+    return ContrastPlan(
+        m,
+        (1.0 - cfg.stats.level) * first[0],
+        margin,
+        margin_from,
+        tuple(out),
+        groups=tuple(family_groups(kinds)[2]),
+    )
 
 
 def _n(n: int | None, per_seed: int) -> tuple[str, str]:
@@ -389,13 +405,29 @@ def contrast_plan_lines(
     if not cp.rows:
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
-    head = (
-        f"contrasts: Holm over {cp.m} contrast{'s' * (cp.m != 1)} at {level:.0%}, each "
-        f"question sized at its first step ({cp.alpha:.3g} two-sided to separate "
-        f"{effect:g}"
-    )
+    if len(cp.groups) > 1:
+        total = sum(share for _, _, share in cp.groups)
+        split = ", ".join(f"{n} {what} {share / total:.0%}" for what, n, share in cp.groups)
+        first = {r.kind: r.alpha for r in cp.rows}
+        levels = ", ".join(
+            f"{what} {first[next(k for k in kinds if k in first)]:.3g}"
+            for what, kinds, _ in GROUPS
+            if any(k in first for k in kinds)
+        )
+        head = (
+            f"contrasts: weighted Holm over {cp.m} contrasts at {level:.0%} ({split}), each "
+            f"question sized at its first step ({levels} two-sided to separate {effect:g}"
+        )
+        alpha_eq = "the same"
+    else:
+        head = (
+            f"contrasts: Holm over {cp.m} contrast{'s' * (cp.m != 1)} at {level:.0%}, each "
+            f"question sized at its first step ({cp.alpha:.3g} two-sided to separate "
+            f"{effect:g}"
+        )
+        alpha_eq = f"{cp.alpha:.3g}"
     head += (
-        f"; {cp.alpha:.3g} a side for equivalence within +-{cp.margin:g}, {cp.margin_from},"
+        f"; {alpha_eq} a side for equivalence within +-{cp.margin:g}, {cp.margin_from},"
         " TOST at a true effect 0)"
         if eq
         else "; no equivalence margin: stats.equivalence or min_effect)"
@@ -413,6 +445,7 @@ def contrast_plan_lines(
                 worst.equivalent,
                 min(r.power_now for r in at),
                 min(r.equivalent_now for r in at),
+                worst.alpha,
             )
         )
     width = max(len("contrast"), *(len(r.name) for r in shown))

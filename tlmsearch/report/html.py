@@ -494,7 +494,8 @@ def contrasts_html(e: E.Effects) -> str:
         rows.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
     return (
-        f"<h3>Contrasts</h3><p class='sub'>{_e(e.contrasts_rule)}. Each question is a "
+        f"<h3>Contrasts</h3><p class='sub'>{_e(e.contrasts_rule[:1].upper())}"
+        f"{_e(e.contrasts_rule[1:])}. Each question is a "
         "contrast from one fit of every cell of the study; its answer is better, worse, "
         "equivalent within the margin, or inconclusive (docs/statistics.md).</p>"
         f"<div class='scroll'><table><tr>{th}</tr>{''.join(rows)}</table></div>"

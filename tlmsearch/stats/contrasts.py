@@ -26,7 +26,11 @@ than a low one's). A contrast is a'y with a the least-squares weights of L
 variance components, with Satterthwaite's df (rounded down).
 
 The words (better, worse, equivalent within +-d, inconclusive) are decided over the family of
-all the contrasts (:mod:`tlmsearch.stats.words`).
+all the contrasts (:mod:`tlmsearch.stats.words`), split in three groups (:data:`GROUPS`): the
+study's questions (each schedule and family over the settings, or the contrasts it names) share
+70% of the family's error rate, the interactions 20%, the per-setting contrasts (the effects
+table's comparisons again) 10%. A study of 5 schedules at 4 LRs asks its 6 questions at alpha /
+8.6 each instead of alpha / 32, where per-cell comparisons rarely reach.
 """
 
 from __future__ import annotations
@@ -44,6 +48,11 @@ from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import UNKNOWN_SEED, trial_cells
 from tlmsearch.stats.noise import Noise, TwoWay, two_way
 from tlmsearch.stats.questions import (
+    FAMILY_KIND,
+    INTERACTION,
+    MAIN,
+    NAMED,
+    SETTING,
     Question,
     _Row,
     asked,
@@ -75,6 +84,45 @@ CONTRAST_COLUMNS = (
     "word",  # better | worse | equivalent | inconclusive
     "why",  # why inconclusive (or a caveat): "cannot be bounded yet (2 df)", ...
 )
+
+
+# the family's groups (what, the contrast kinds in it, its share of the error rate), in the order
+# they are named: a study's questions first, then what drills into them
+GROUPS = (
+    ("main questions", (MAIN, FAMILY_KIND, NAMED), 0.7),
+    ("interactions", (INTERACTION,), 0.2),
+    ("per-setting", (SETTING,), 0.1),
+)
+
+
+def family_groups(
+    kinds: Sequence[str],
+) -> tuple[list[int], list[float], list[tuple[str, int, float]]]:
+    """Each contrast's group (an index into the shares), the shares, and (what, contrasts,
+    share) of each group present (:func:`tlmsearch.stats.words.family_rule`).
+
+    >>> family_groups(["main", "setting", "setting"])[::2]
+    ([0, 2, 2], [('main questions', 1, 0.7), ('per-setting', 2, 0.1)])
+    """
+    index = {kind: g for g, (_, kinds_, _) in enumerate(GROUPS) for kind in kinds_}
+    group = [index.get(k, 0) for k in kinds]
+    present = [
+        (what, group.count(g), share) for g, (what, _, share) in enumerate(GROUPS) if g in group
+    ]
+    return group, [share for _, _, share in GROUPS], present
+
+
+def first_weights(kinds: Sequence[str]) -> list[float]:
+    """Each contrast's weight at the step-down's first step: its question is judged at alpha x
+    this (1 / m under plain Holm).
+
+    >>> [round(w, 3) for w in first_weights(["main", "main", "setting"])]
+    [0.438, 0.438, 0.125]
+    """
+    group, _, present = family_groups(kinds)
+    total = sum(share for _, _, share in present)
+    counts = {g: group.count(g) for g in set(group)}
+    return [GROUPS[g][2] / total / counts[g] for g in group]
 
 
 @dataclass(frozen=True)
@@ -288,6 +336,7 @@ def contrast_table(
         )
     out = pd.DataFrame(recs)
     sign = 1.0 if sense == "minimize" else -1.0
+    group, shares, _ = family_groups(out["kind"].tolist())
     dec = decide_words(
         out["estimate"].tolist(),
         out["se"].tolist(),
@@ -296,6 +345,8 @@ def contrast_table(
         margin,
         level,
         out["blocked"].tolist(),
+        group,
+        shares,
     )
     for k, v in dec.items():
         out[k] = v
@@ -314,4 +365,10 @@ def contrast_table(
 def contrasts_rule(table: pd.DataFrame, level: float) -> str:
     """How a contrasts table's words were decided, in one line (:func:`family_rule`)."""
     margin = table["margin"].iloc[0] if len(table) else math.nan
-    return family_rule(len(table), level, None if not math.isfinite(margin) else float(margin))
+    kinds = table["kind"].tolist() if "kind" in table else [MAIN] * len(table)
+    return family_rule(
+        len(table),
+        level,
+        None if not math.isfinite(margin) else float(margin),
+        family_groups(kinds)[2],
+    )

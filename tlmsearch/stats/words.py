@@ -12,9 +12,18 @@ yet answered, stopping at the first that fails. Its family-wise error over every
 "worse" and "equivalent" it prints is at most alpha; its first step is Holm's over the m
 contrasts, not over 2m.
 
-Each contrast's interval is the one its decision used: ``lo``/``hi`` at 1 - alpha / t (its
-difference question's step, or the step where the procedure stopped), ``eq_lo``/``eq_hi`` at
-1 - 2 alpha / t (its equivalence question's). So "equivalent" holds exactly when ``eq_lo`` >
+The family can be split into groups that share the error rate unequally (Bretz, Maurer,
+Brannath and Posch 2009's weighted Holm, a graphical procedure): a contrast of a group with
+share s is judged at alpha x s / (its group's contrasts left), and a group that has answered
+every question passes its share to the groups still open. A study's own questions (each
+schedule and family over its settings) can then be asked at alpha / 8 rather than alpha / 32
+beside the interactions and per-setting contrasts that drill into them. The weights only grow
+as contrasts are answered and never sum above 1, so the family-wise error stays at most alpha
+(Hommel, Bretz and Maurer 2007: the step-down is a shortcut of closed testing).
+
+Each contrast's interval is the one its decision used: ``lo``/``hi`` at 1 - alpha w (its
+difference question's weight at its step, or at the step where the procedure stopped),
+``eq_lo``/``eq_hi`` at 1 - 2 alpha w (its equivalence question's). So "equivalent" holds exactly when ``eq_lo`` >
 -d and ``eq_hi`` < d, and "better" / "worse" exactly when ``lo``/``hi`` exclude 0.
 """
 
@@ -67,43 +76,76 @@ def p_equivalent(estimate: float, se: float, df: float, margin: float) -> float:
 
 
 def step_down(
-    p_diff: Sequence[float], p_eq: Sequence[float], alpha: float
-) -> tuple[list[float], list[float], list[int], list[int]]:
-    """Shaffer's step-down over every contrast's two questions (the module docstring).
+    p_diff: Sequence[float],
+    p_eq: Sequence[float],
+    alpha: float,
+    groups: Sequence[int] | None = None,
+    shares: Sequence[float] | None = None,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Shaffer's step-down over every contrast's two questions (the module docstring), weighted
+    by groups.
+
+    ``groups``: each contrast's group (an index into ``shares``; default: one group); ``shares``:
+    each group's part of the error rate (default: the whole). A contrast of group g is judged at
+    alpha x w, w = share_g / (the shares of the groups with a question left) / (its group's
+    contrasts with a question left): Holm's alpha / t within one group.
 
     Returns the adjusted p-values of the difference and the equivalence questions (NaN where a
-    p-value is NaN: no such question) and, per contrast, the divisor t each question was judged
-    at: its own step's where it is answered (adjusted p below ``alpha``), else the step where
-    the procedure stopped. Its interval at 1 - alpha / t (two-sided) agrees with the answer.
+    p-value is NaN: no such question) and, per contrast, the divisor 1 / w each question was
+    judged at: its own step's where it is answered (adjusted p below ``alpha``), else the step
+    where the procedure stopped. Its interval at 1 - alpha / divisor (two-sided) agrees with
+    the answer.
 
     >>> adj_d, adj_e, t_d, t_e = step_down([0.001, 0.5], [0.9, 0.01], 0.05)
     >>> [round(x, 3) for x in adj_d], [round(x, 3) for x in adj_e], t_d, t_e
-    ([0.002, 1.0], [1.0, 0.02], [2, 2], [2, 2])
+    ([0.002, 1.0], [1.0, 0.02], [2.0, 2.0], [2.0, 2.0])
+    >>> adj_d, _, t_d, _ = step_down([0.01, 0.01], [math.nan] * 2, 0.05, [0, 1], [0.75, 0.25])
+    >>> [round(x, 4) for x in adj_d], [round(x, 3) for x in t_d]  # 0.01 / 0.75, then / 1
+    ([0.0133, 0.0133], [1.333, 1.0])
     """
     m = len(p_diff)
-    hyps = [
-        (p, i, k)
-        for k, ps in enumerate((p_diff, p_eq))
-        for i, p in enumerate(ps)
-        if p is not None and math.isfinite(p)
-    ]
-    hyps.sort(key=lambda h: (h[0], h[2], h[1]))
+    group = [0] * m if groups is None else [int(g) for g in groups]
+    share = (1.0,) if shares is None else tuple(float(s) for s in shares)
+    if len(group) != m or any(not 0 <= g < len(share) for g in group):
+        raise ValueError(f"groups must give each of the {m} contrasts an index into shares")
+    queues: list[list[tuple[float, int, int]]] = [[] for _ in share]
+    for k, ps in enumerate((p_diff, p_eq)):
+        for i, p in enumerate(ps):
+            if p is not None and math.isfinite(p):
+                queues[group[i]].append((p, k, i))
+    for q in queues:
+        q.sort(reverse=True)  # the smallest p last: popped first
     left = [0] * m
-    for _, i, _ in hyps:
-        left[i] += 1
-    t = sum(1 for n in left if n > 0)
+    for q in queues:
+        for _, _, i in q:
+            left[i] += 1
+    live = [0] * len(share)  # contrasts of each group with a question left
+    for i in range(m):
+        live[group[i]] += left[i] > 0
+
+    def weights() -> list[float]:
+        total = sum(s for s, n in zip(share, live, strict=True) if n > 0)
+        return [s / total / n if n > 0 else 0.0 for s, n in zip(share, live, strict=True)]
+
     adj = [[math.nan] * m, [math.nan] * m]
-    div = [[max(t, 1)] * m, [max(t, 1)] * m]
+    first = weights() if any(live) else [1.0] * len(share)
+    div = [[1.0 / max(first[g], 1e-300) for g in group] for _ in range(2)]
     running, stopped = 0.0, None
-    for p, i, k in hyps:
-        running = max(running, min(1.0, t * p))
+    while any(queues):
+        w = weights()
+        g = min(
+            (g for g in range(len(share)) if queues[g]),
+            key=lambda g: (queues[g][-1][0] / w[g], g),
+        )
+        p, k, i = queues[g].pop()
+        running = max(running, min(1.0, p / w[g]))
         adj[k][i] = running
         if stopped is None and not running < alpha:
-            stopped = t  # the first question not answered: every later one is judged here
-        div[k][i] = t if stopped is None else stopped
+            stopped = w  # the first question not answered: every later one is judged here
+        div[k][i] = 1.0 / (w[g] if stopped is None else stopped[g])
         left[i] -= 1
         if left[i] == 0:
-            t -= 1
+            live[g] -= 1
     return adj[0], adj[1], div[0], div[1]
 
 
@@ -115,13 +157,16 @@ def decide_words(
     margin: float | None,
     level: float,
     blocked: Sequence[bool] | None = None,
+    groups: Sequence[int] | None = None,
+    shares: Sequence[float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every contrast's word, adjusted p-values and intervals over the family of all of them.
 
     ``sign``: 1 when lower is better (minimize), -1 otherwise; ``margin``: the equivalence
     margin d in the metric's units (None: no equivalence question, never "equivalent");
     ``blocked``: contrasts that may not be called better nor equivalent (a member pruned or
-    failed on some seed: its complete seeds flatter it); they can still be called worse.
+    failed on some seed: its complete seeds flatter it); they can still be called worse;
+    ``groups`` and ``shares``: how the family's error rate is split (:func:`step_down`).
 
     >>> w = decide_words([-1.0, 0.01, 0.3], [0.1, 0.1, 0.3], [20, 20, 20], 1.0, 0.5, 0.95)
     >>> list(w["word"])
@@ -137,7 +182,7 @@ def decide_words(
         p_equivalent(e, s, d, margin) if margin is not None else math.nan
         for e, s, d in zip(est, se_, df_, strict=True)
     ]
-    adj_d, adj_e, t_d, t_e = step_down(pd_, pe_, alpha)
+    adj_d, adj_e, t_d, t_e = step_down(pd_, pe_, alpha, groups, shares)
     blocked = [False] * m if blocked is None else list(blocked)
     out = {k: np.full(m, math.nan) for k in ("lo", "hi", "ci_level", "eq_lo", "eq_hi", "eq_level")}
     words = []
@@ -171,13 +216,31 @@ def decide_words(
     }
 
 
-def family_rule(m: int, level: float, margin: float | None) -> str:
-    """How the family's words are decided, in one line.
+def family_rule(
+    m: int,
+    level: float,
+    margin: float | None,
+    groups: Sequence[tuple[str, int, float]] = (),
+) -> str:
+    """How the family's words are decided, in one line; ``groups``: (what, contrasts, share)
+    of each group present, where the family is split (:func:`step_down`).
 
     >>> family_rule(3, 0.95, 0.01)
     'Holm over 3 contrasts, family-wise error 5%; each asks "differs from 0?" and "within +-0.01?" (TOST), counted once (Shaffer)'
+    >>> family_rule(8, 0.95, None, [("main questions", 2, 0.7), ("per-setting", 6, 0.3)])
+    'weighted Holm over 8 contrasts, family-wise error 5%: 2 main questions share 70% of it, 6 per-setting 30%, a group done passes its share on (Bretz et al. 2009); no equivalence margin, so none is called equivalent'
     """  # noqa: E501
-    head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
+    if len(groups) > 1:
+        total = sum(s for _, _, s in groups)
+        first_what, first_n, first_s = groups[0]
+        rest = ", ".join(f"{n} {what} {s / total:.0%}" for what, n, s in groups[1:])
+        head = (
+            f"weighted Holm over {m} contrasts, family-wise error {1 - level:.0%}: {first_n} "
+            f"{first_what} share {first_s / total:.0%} of it, {rest}, a group done passes its "
+            "share on (Bretz et al. 2009)"
+        )
+    else:
+        head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
     if margin is None:
         return head + "; no equivalence margin, so none is called equivalent"
     return (
