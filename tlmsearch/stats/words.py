@@ -23,8 +23,9 @@ as contrasts are answered and never sum above 1, so the family-wise error stays 
 
 Each contrast's interval is the one its decision used: ``lo``/``hi`` at 1 - alpha w (its
 difference question's weight at its step, or at the step where the procedure stopped),
-``eq_lo``/``eq_hi`` at 1 - 2 alpha w (its equivalence question's). So "equivalent" holds exactly when ``eq_lo`` >
--d and ``eq_hi`` < d, and "better" / "worse" exactly when ``lo``/``hi`` exclude 0.
+``eq_lo``/``eq_hi`` at 1 - 2 alpha w (its equivalence question's). So "equivalent" holds
+exactly when ``eq_lo`` > -d and ``eq_hi`` < d, and "better" / "worse" exactly when
+``lo``/``hi`` exclude 0.
 """
 
 from __future__ import annotations
