@@ -378,6 +378,8 @@ def test_the_report_says_confirmed_or_not_per_candidate():
     assert "Confirmed on fresh seeds (3, 4)" in page and "<b>confirmed</b>" in page
     assert "-0.3000 (conditional on surviving the pruner)" in page and "<b>pending</b>" in page
     assert confirmation_html(None) == ""
+    # the interval's level is the stage's, not a fixed 95%
+    assert "on the fresh seeds (90%, simultaneous)" in confirmation_html({**doc, "level": 0.9})
 
 
 def test_the_race_reads_the_main_stage_only(tmp_path):
@@ -442,6 +444,9 @@ def test_a_simulated_pruned_grid_confirms_its_top_two_through_the_driver(local_r
     )
     run, out = _run_cli(tmp_path, data)
     assert "confirm: " in out and "on fresh seeds [2, 3], never pruned" in out
+    # the stage's progress lines count to the whole study's 16 trials, not the main 10
+    stage_out = out[out.index("confirm: ") :]
+    assert "/16 " in stage_out and "/10 " not in stage_out, stage_out
     _check_stage(run, [2, 3], 2)
     res = runner.invoke(app, ["status", str(run)])
     text = " ".join(res.output.split())

@@ -143,6 +143,8 @@ def confirmation(
         rows.append(row)
     return {
         "seeds": [int(s) for s in seeds],
+        # the level of each candidate's ci95 (simultaneous over the stage's family)
+        "level": float(confirmed.level) if confirmed is not None else None,
         "family": (
             f"{confirmed.family} over the {len(chosen)} comparison(s) with uniform on the fresh "
             f"seeds, at {confirmed.level:.0%}"

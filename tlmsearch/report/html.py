@@ -446,7 +446,9 @@ def confirmation_html(doc: dict[str, Any] | None) -> str:
     where the pruner could have stopped it) and its delta and word on the fresh seeds."""
     if not doc:
         return ""
-    head = ("candidate", "main stage", "on the fresh seeds (95%)", "word")
+    level = doc.get("level")
+    at = f" ({level:.0%}, simultaneous)" if level else ""
+    head = ("candidate", "main stage", f"on the fresh seeds{at}", "word")
     rows = []
     for r in doc["candidates"]:
         main = f"{r['main_delta']:+.4f}" if "main_delta" in r else ""

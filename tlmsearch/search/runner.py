@@ -457,7 +457,7 @@ def _execute(
         planned = planned_trials(cfg) + confirm.size(run, study, cfg)
         _write_status(run, "running", n_trials_planned=planned)  # the stage's trials too
         if left > 0:
-            status = _session(run, cfg, study, url, data, facts, echo, left, "confirm: ")
+            status = _session(run, cfg, study, url, data, facts, echo, left, "confirm: ", planned)
     return _finish(run, cfg, study, url, status, t0, echo)
 
 
@@ -471,9 +471,11 @@ def _session(
     echo: Any,
     remaining: int,
     stage: str = "",
+    planned: int | None = None,
 ) -> str:
     """One Ray Tune session of ``remaining`` trials at most; returns the run's status after it
-    (finished, interrupted or preempted)."""
+    (finished, interrupted or preempted). ``planned``: the trials the progress line counts to
+    (default: the main stage's; the confirmation stage adds its own)."""
     from tlmsearch.search.execution.failures import handle_lost_workers
 
     before = run_status.counts(study)
@@ -492,7 +494,7 @@ def _session(
         from tlmsearch.search.execution.cluster import lean_tune
 
         trainings = training_slots(cfg, slots, remaining)  # an array's members run at once
-        progress = _progress(run, cfg, study, before, trainings)
+        progress = _progress(run, cfg, study, before, trainings, planned)
         handle_lost_workers()  # retried or failed, in one line of ours (not a crash, a traceback)
         tuner = _tuner(run, cfg, study, url, data, remaining, [progress], slots=slots)
         try:
@@ -537,14 +539,22 @@ def _calibrate_peak(cfg: StudyConfig, facts: dict[str, Any]) -> None:
     cpu_peak(trial_threads(cfg), dtype=resolve_dtype(cfg.train, torch.device("cpu")))
 
 
-def _progress(run: Path, cfg: StudyConfig, study: Any, before: dict[str, int], slots: int) -> Any:
-    """The live progress line, starting from what earlier sessions finished."""
+def _progress(
+    run: Path,
+    cfg: StudyConfig,
+    study: Any,
+    before: dict[str, int],
+    slots: int,
+    planned: int | None = None,
+) -> Any:
+    """The live progress line, starting from what earlier sessions finished, counting to
+    ``planned`` trials (default: the study's planned ones)."""
     from tlmsearch.search.progress import LiveProgress
 
     finished = before["COMPLETE"] + before["PRUNED"] + before["FAIL"]
     prior = {"complete": before["COMPLETE"], "pruned": before["PRUNED"], "failed": before["FAIL"]}
     return LiveProgress(
-        planned_trials(cfg),
+        planned_trials(cfg) if planned is None else planned,
         cfg.objectives[0].metric,
         cfg.objectives[0].sense,
         slots,
