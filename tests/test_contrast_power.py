@@ -223,17 +223,17 @@ def test_a_settings_plan_sizes_every_contrast_of_the_family(tmp_path: Path) -> N
     kinds = {r.kind for r in c.rows}
     assert kinds == {MAIN, FAMILY_KIND, SETTING, INTERACTION}
     assert c.m == len(c.rows)
-    # the weighted Holm's first step: the study's questions share 70%, interactions 20%,
+    # the weighted Holm's first step: families 40%, schedules 30%, interactions 20%,
     # per-setting contrasts 10%, each split evenly in its group
     n = {k: sum(r.kind == k for r in c.rows) for k in kinds}
     want = {
-        MAIN: 0.7 / (n[MAIN] + n[FAMILY_KIND]),
-        FAMILY_KIND: 0.7 / (n[MAIN] + n[FAMILY_KIND]),
+        FAMILY_KIND: 0.4 / n[FAMILY_KIND],
+        MAIN: 0.3 / n[MAIN],
         INTERACTION: 0.2 / n[INTERACTION],
         SETTING: 0.1 / n[SETTING],
     }
     assert all(r.alpha == pytest.approx(0.05 * want[r.kind]) for r in c.rows)
-    assert c.alpha == pytest.approx(0.05 * want[MAIN])
+    assert c.alpha == pytest.approx(0.05 * want[c.rows[0].kind])
     assert c.margin == 0.003 and "smallest effect" in c.margin_from
     by = {r.name: r for r in c.rows}
     family = next(r for r in c.rows if r.kind == FAMILY_KIND)

@@ -80,15 +80,15 @@ def test_status_prints_each_familys_main_effect_the_interactions_and_a_word(tmp_
     run, _ = make_run(tmp_path)
     out = _status(run)
     assert (
-        "contrasts (weighted Holm over 20 contrasts, family-wise error 5%: 6 main questions "
-        "share 70% of it, 6 interactions 20%, 8 per-setting 10%, a group done passes its share "
-        'on (Bretz et al. 2009); each asks "differs from 0?" and "within +-0.01?" (TOST), '
-        "counted once (Shaffer)):"
+        "contrasts (weighted Holm over 20 contrasts, family-wise error 5% shared: families (2) "
+        "40%, schedules (4) 30%, interactions (6) 20%, per-setting (8) 10%; a group done passes "
+        'its share on (Bretz et al. 2009); each asks "differs from 0?" and "within +-0.01?" '
+        "(TOST), counted once (Shaffer)):"
     ) in out
     # the main effect of each family over both LRs, with its word
     assert (
         "early-heavy (2 schedules) vs uniform over 2 settings: better: -0.0450 val_bpb, "
-        "99.42% interval ["
+        "99% interval ["
     ) in out
     # objectives[0].min_effect is the margin
     assert "late-heavy (2 schedules) vs uniform over 2 settings: equivalent within +-0.01: " in out

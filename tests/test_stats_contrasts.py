@@ -458,14 +458,15 @@ def test_one_group_is_holms_step_down(ps, alpha) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.floats(1e-6, 1.0), st.integers(0, 2)), min_size=1, max_size=15),
+    st.lists(st.tuples(st.floats(1e-6, 1.0), st.integers(0, 3)), min_size=1, max_size=15),
     st.floats(0.01, 0.2),
 )
 def test_a_weighted_family_never_spends_more_than_alpha_at_its_first_step(hyps, alpha) -> None:
-    ps, groups = [p for p, _ in hyps], [g for _, g in hyps]
-    shares = (0.7, 0.2, 0.1)
+    ps = [p for p, _ in hyps]
+    kinds = [("family", "main", "interaction", "setting")[g] for _, g in hyps]
+    groups, shares, _ = family_groups(kinds)
     adj, _, div, _ = step_down(ps, [math.nan] * len(ps), alpha, groups, shares)
-    first = first_weights([("main", "interaction", "setting")[g] for g in groups])
+    first = first_weights(kinds)
     assert sum(first) == pytest.approx(1.0)
     # each question is judged at a weight no smaller than its first one (weights only grow),
     # and it is answered exactly when its adjusted p is below alpha
@@ -477,18 +478,29 @@ def test_a_weighted_family_never_spends_more_than_alpha_at_its_first_step(hyps, 
 
 
 def test_the_main_questions_are_asked_at_their_share_and_pass_it_on() -> None:
-    # 2 main questions, 4 per-setting: a main p of 0.012 is past Holm over 6 (0.05 / 6 =
-    # 0.0083) but inside the main group's 0.7 / 0.8 of 0.05, shared by 2 (0.0219)
+    # 2 schedules' main effects, 4 per-setting: a main p of 0.012 is past Holm over 6 (0.05 /
+    # 6 = 0.0083) but inside the schedules' 0.3 / 0.4 of 0.05, shared by 2 (0.0188)
     ps = [0.012, 0.6, 0.004, 0.3, 0.5, 0.7]
     kinds = ["main", "main", "setting", "setting", "setting", "setting"]
     group, shares, present = family_groups(kinds)
     adj, _, div, _ = step_down(ps, [math.nan] * 6, 0.05, group, shares)
     assert adj[0] < 0.05 and 6 * 0.012 > 0.05
-    # per-setting 0.004 against 0.05 x 0.1 / 0.8 / 4 = 0.00156 first: it waits for the main
+    # per-setting 0.004 against 0.05 x 0.1 / 0.4 / 4 = 0.0031 first: it waits for the main
     # group; once its 0.012 is answered the main group has 1 left and keeps its share
-    assert div[0] == pytest.approx(2 / (0.7 / 0.8))
-    assert adj[2] == pytest.approx(max(adj[0], 0.004 / (0.1 / 0.8 / 4)))
-    assert present == [("main questions", 2, 0.7), ("per-setting", 4, 0.1)]
+    assert div[0] == pytest.approx(2 / (0.3 / 0.4))
+    assert adj[2] == pytest.approx(max(adj[0], 0.004 / (0.1 / 0.4 / 4)))
+    assert present == [("schedules", 2, 0.3), ("per-setting", 4, 0.1)]
+
+
+def test_a_family_is_asked_first_at_the_largest_share() -> None:
+    # 1 family, 5 schedules, 6 interactions, 20 per-setting (benchmarks/contrasts.py's study):
+    # the family's question at alpha x 0.4, each schedule's at alpha x 0.3 / 5
+    kinds = ["family"] + ["main"] * 5 + ["interaction"] * 6 + ["setting"] * 20
+    w = first_weights(kinds)
+    assert w[0] == pytest.approx(0.4) and w[1] == pytest.approx(0.06)
+    assert w[6] == pytest.approx(0.2 / 6) and w[-1] == pytest.approx(0.1 / 20)
+    # with named contrasts only, one group: plain Holm
+    assert first_weights(["named"] * 4) == pytest.approx([0.25] * 4)
 
 
 def test_a_group_done_passes_its_share_to_the_others() -> None:

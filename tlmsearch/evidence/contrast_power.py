@@ -262,7 +262,7 @@ class ContrastPlan:
     """The contrasts' part of a plan: the family and each contrast's seeds."""
 
     m: int  # contrasts in the family
-    alpha: float  # the main questions' level at the first step ((1 - level) / m under Holm)
+    alpha: float  # the first contrast's level at the first step ((1 - level) / m under Holm)
     margin: float | None  # the equivalence margin d (None: no equivalence question)
     margin_from: str
     rows: tuple[ContrastSize, ...]

@@ -26,11 +26,11 @@ than a low one's). A contrast is a'y with a the least-squares weights of L
 variance components, with Satterthwaite's df (rounded down).
 
 The words (better, worse, equivalent within +-d, inconclusive) are decided over the family of
-all the contrasts (:mod:`tlmsearch.stats.words`), split in three groups (:data:`GROUPS`): the
-study's questions (each schedule and family over the settings, or the contrasts it names) share
-70% of the family's error rate, the interactions 20%, the per-setting contrasts (the effects
-table's comparisons again) 10%. A study of 5 schedules at 4 LRs asks its 6 questions at alpha /
-8.6 each instead of alpha / 32, where per-cell comparisons rarely reach.
+all the contrasts (:mod:`tlmsearch.stats.words`), split in four groups (:data:`GROUPS`): the
+families of schedules over the settings share 40% of the family's error rate, each schedule
+over the settings (or the contrasts a study names) 30%, the interactions 20%, the per-setting
+contrasts (the effects table's comparisons again) 10%. A study of 5 early-heavy schedules at 4
+LRs asks "does the early-heavy family beat uniform?" at alpha / 2.5 instead of alpha / 32.
 """
 
 from __future__ import annotations
@@ -87,9 +87,11 @@ CONTRAST_COLUMNS = (
 
 
 # the family's groups (what, the contrast kinds in it, its share of the error rate), in the order
-# they are named: a study's questions first, then what drills into them
+# they are named: the question a study is run for first (does a family of schedules beat
+# uniform?), then each schedule, then what drills into them
 GROUPS = (
-    ("main questions", (MAIN, FAMILY_KIND, NAMED), 0.7),
+    ("families", (FAMILY_KIND,), 0.4),
+    ("schedules", (MAIN, NAMED), 0.3),
     ("interactions", (INTERACTION,), 0.2),
     ("per-setting", (SETTING,), 0.1),
 )
@@ -102,7 +104,7 @@ def family_groups(
     share) of each group present (:func:`tlmsearch.stats.words.family_rule`).
 
     >>> family_groups(["main", "setting", "setting"])[::2]
-    ([0, 2, 2], [('main questions', 1, 0.7), ('per-setting', 2, 0.1)])
+    ([1, 3, 3], [('schedules', 1, 0.3), ('per-setting', 2, 0.1)])
     """
     index = {kind: g for g, (_, kinds_, _) in enumerate(GROUPS) for kind in kinds_}
     group = [index.get(k, 0) for k in kinds]
@@ -117,7 +119,7 @@ def first_weights(kinds: Sequence[str]) -> list[float]:
     this (1 / m under plain Holm).
 
     >>> [round(w, 3) for w in first_weights(["main", "main", "setting"])]
-    [0.438, 0.438, 0.125]
+    [0.375, 0.375, 0.25]
     """
     group, _, present = family_groups(kinds)
     total = sum(share for _, _, share in present)

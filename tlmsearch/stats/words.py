@@ -15,9 +15,9 @@ contrasts, not over 2m.
 The family can be split into groups that share the error rate unequally (Bretz, Maurer,
 Brannath and Posch 2009's weighted Holm, a graphical procedure): a contrast of a group with
 share s is judged at alpha x s / (its group's contrasts left), and a group that has answered
-every question passes its share to the groups still open. A study's own questions (each
-schedule and family over its settings) can then be asked at alpha / 8 rather than alpha / 32
-beside the interactions and per-setting contrasts that drill into them. The weights only grow
+every question passes its share to the groups still open. The question a study is run for
+("does the early-heavy family beat uniform over the LRs?") can then be asked at alpha / 2.5
+rather than alpha / 32 beside the contrasts that drill into it. The weights only grow
 as contrasts are answered and never sum above 1, so the family-wise error stays at most alpha
 (Hommel, Bretz and Maurer 2007: the step-down is a shortcut of closed testing).
 
@@ -228,17 +228,15 @@ def family_rule(
 
     >>> family_rule(3, 0.95, 0.01)
     'Holm over 3 contrasts, family-wise error 5%; each asks "differs from 0?" and "within +-0.01?" (TOST), counted once (Shaffer)'
-    >>> family_rule(8, 0.95, None, [("main questions", 2, 0.7), ("per-setting", 6, 0.3)])
-    'weighted Holm over 8 contrasts, family-wise error 5%: 2 main questions share 70% of it, 6 per-setting 30%, a group done passes its share on (Bretz et al. 2009); no equivalence margin, so none is called equivalent'
+    >>> family_rule(8, 0.95, None, [("schedules", 2, 0.7), ("per-setting", 6, 0.3)])
+    'weighted Holm over 8 contrasts, family-wise error 5% shared: schedules (2) 70%, per-setting (6) 30%; a group done passes its share on (Bretz et al. 2009); no equivalence margin, so none is called equivalent'
     """  # noqa: E501
     if len(groups) > 1:
         total = sum(s for _, _, s in groups)
-        first_what, first_n, first_s = groups[0]
-        rest = ", ".join(f"{n} {what} {s / total:.0%}" for what, n, s in groups[1:])
+        split = ", ".join(f"{what} ({n}) {s / total:.0%}" for what, n, s in groups)
         head = (
-            f"weighted Holm over {m} contrasts, family-wise error {1 - level:.0%}: {first_n} "
-            f"{first_what} share {first_s / total:.0%} of it, {rest}, a group done passes its "
-            "share on (Bretz et al. 2009)"
+            f"weighted Holm over {m} contrasts, family-wise error {1 - level:.0%} shared: "
+            f"{split}; a group done passes its share on (Bretz et al. 2009)"
         )
     else:
         head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
