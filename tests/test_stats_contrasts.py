@@ -523,3 +523,47 @@ def test_the_weighted_family_holds_its_error_on_independent_nulls() -> None:
         adj, _, _, _ = step_down(list(rng.uniform(size=32)), [math.nan] * 32, 0.05, group, shares)
         hits += min(adj) < 0.05
     assert hits / 5000 <= 0.05 + 2 * 0.0031
+
+
+def _decided_at(est, se, df, n, m, conf, conf_eq, margin) -> bool:
+    from tlmsearch.stats.quantiles import t_quantile
+
+    s, d = se * math.sqrt(n / m), max(1.0, df * (m - 1) / (n - 1))
+    sep = abs(est) > t_quantile(d, conf) * s
+    return sep or abs(est) + t_quantile(d, conf_eq) * s < margin
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.floats(-0.05, 0.05),
+    st.floats(1e-4, 0.05),
+    st.integers(3, 40),
+    st.integers(2, 10),
+    st.floats(0.9, 0.999),
+)
+def test_seeds_to_decide_is_the_fewest_that_decide_at_this_estimate(est, se, df, n, conf) -> None:
+    from tlmsearch.stats.words import seeds_to_decide
+
+    conf_eq, margin = 1 - 2 * (1 - conf), 0.01
+    if _decided_at(est, se, df, n, n, conf, conf_eq, margin):
+        return  # decided already: never asked
+    got = seeds_to_decide(est, se, df, n, conf, conf_eq, margin)
+    if got is None:
+        assert not _decided_at(est, se, df, n, 1000, conf, conf_eq, margin)
+        return
+    assert got > n and _decided_at(est, se, df, n, got, conf, conf_eq, margin)
+    assert got - 1 == n or not _decided_at(est, se, df, n, got - 1, conf, conf_eq, margin)
+
+
+def test_an_inconclusive_contrast_says_its_seeds_and_the_seeds_that_would_decide_it() -> None:
+    from tlmsearch.evidence.contrasts import contrast_line
+
+    rng = np.random.default_rng(4)
+    scheds = ["cosine 1.5->0.5", "linear 1.5->0.5"]
+    t = draw(rng, scheds, lrs=(0.001, 0.01), seeds=4, effect=dict.fromkeys(scheds, 0.0))
+    c = table(t, "v", models=models(t), margin=0.002)
+    row = c[(c["word"] == INCONCLUSIVE) & (c["df"] >= 3)].iloc[0]
+    assert row["seeds"] == 4 and row["seeds_to_decide"] > 4
+    line = contrast_line(row, "v")
+    assert "inconclusive (4 seeds): " in line
+    assert f"about {int(row['seeds_to_decide'])} seeds would decide it" in line

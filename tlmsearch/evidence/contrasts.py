@@ -25,7 +25,7 @@ import pandas as pd
 
 from tlmsearch import stats
 from tlmsearch.stats.questions import SETTING
-from tlmsearch.stats.words import BETTER, EQUIVALENT, WORSE
+from tlmsearch.stats.words import BETTER, EQUIVALENT, MOST_SEEDS, WORSE
 
 
 def _ci(lo: float, hi: float, level: float) -> str:
@@ -64,8 +64,15 @@ def contrast_line(row: Any, label: str) -> str:
         "objectives[0].min_effect)"
     )
     tail = f"; {why}" if why else ""
+    seeds = int(row.get("seeds", 0) or 0)
+    word = f"inconclusive ({seeds} seeds)" if seeds else "inconclusive"
+    decide = row.get("seeds_to_decide", math.nan)
+    if decide is not None and math.isfinite(decide):
+        tail += f"; about {int(decide)} seeds would decide it at this estimate and noise"
+    elif seeds and math.isfinite(margin) and not why:
+        tail += f"; more than {MOST_SEEDS:,} seeds at this estimate and noise"
     return (
-        f"{row['name']}: inconclusive: {est}, "
+        f"{row['name']}: {word}: {est}, "
         f"{_ci(row['lo'], row['hi'], row['ci_level'])} ({df} df): {said}{tail}"
     )
 
@@ -119,6 +126,12 @@ def contrast_records(table: pd.DataFrame | None, level: float) -> dict[str, Any]
                 "p_adjusted": _num(r["p_adj"]),
                 "p_equivalence_adjusted": _num(r["p_equiv_adj"]),
                 "why": r["why"] or None,
+                "seeds": int(r["seeds"]) if "seeds" in r else None,
+                "seeds_to_decide": (
+                    int(r["seeds_to_decide"])
+                    if math.isfinite(r.get("seeds_to_decide", math.nan))
+                    else None
+                ),
             }
         )
     margin = _num(table["margin"].iloc[0])

@@ -59,7 +59,13 @@ from tlmsearch.stats.questions import (
     design_rows,
 )
 from tlmsearch.stats.row_variances import OWN, RowNoise
-from tlmsearch.stats.words import INCONCLUSIVE, MIN_DF, decide_words, family_rule
+from tlmsearch.stats.words import (
+    INCONCLUSIVE,
+    MIN_DF,
+    decide_words,
+    family_rule,
+    seeds_to_decide,
+)
 
 CONTRAST_COLUMNS = (
     "name",  # what it asks, in words
@@ -83,6 +89,8 @@ CONTRAST_COLUMNS = (
     "p_equiv_adj",
     "word",  # better | worse | equivalent | inconclusive
     "why",  # why inconclusive (or a caveat): "cannot be bounded yet (2 df)", ...
+    "seeds",  # the fewest complete seeds of a row it reads
+    "seeds_to_decide",  # inconclusive: seeds that would decide it at this estimate (NaN: none)
 )
 
 
@@ -322,6 +330,11 @@ def contrast_table(
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"
         touched = {setting_of[k] for k, x in w.items() if x and k in setting_of}
+        counts = [
+            fitted[setting_of[k]].cells.get(k, 0) if setting_of[k] in fitted else 0
+            for k, x in w.items()
+            if x and k in setting_of
+        ]
         recs.append(
             {
                 "name": q.name,
@@ -334,6 +347,7 @@ def contrast_table(
                 "df": df,
                 "why": why,
                 "blocked": blocked,
+                "seeds": min(counts, default=0),
             }
         )
     out = pd.DataFrame(recs)
@@ -360,8 +374,29 @@ def contrast_table(
                 )
             )
     out["margin"] = math.nan if margin is None else float(margin)
+    out["seeds_to_decide"] = [
+        _to_decide(r, margin) if r["word"] == INCONCLUSIVE and not r["blocked"] else math.nan
+        for _, r in out.iterrows()
+    ]
     out["df"] = out["df"].astype("int64")
     return out[list(CONTRAST_COLUMNS)].reset_index(drop=True)
+
+
+def _to_decide(row: Mapping[str, Any], margin: float | None) -> float:
+    """:func:`seeds_to_decide` of an inconclusive contrast at the step it was judged at (NaN
+    where its noise has fewer than :data:`MIN_DF` df or nothing can be said)."""
+    if not row["df"] >= MIN_DF:
+        return math.nan
+    n = seeds_to_decide(
+        float(row["estimate"]),
+        float(row["se"]),
+        float(row["df"]),
+        int(row["seeds"]),
+        float(row["ci_level"]),
+        float(row["eq_level"]) if margin is not None else math.nan,
+        margin,
+    )
+    return math.nan if n is None else float(n)
 
 
 def contrasts_rule(table: pd.DataFrame, level: float) -> str:

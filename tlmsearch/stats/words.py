@@ -246,3 +246,49 @@ def family_rule(
         f'{head}; each asks "differs from 0?" and "within +-{margin:g}?" (TOST), counted '
         "once (Shaffer)"
     )
+
+
+MOST_SEEDS = 1000  # seeds_to_decide looks no further
+
+
+def seeds_to_decide(
+    estimate: float,
+    se: float,
+    df: float,
+    n: int,
+    conf: float,
+    conf_eq: float,
+    margin: float | None,
+) -> int | None:
+    """The fewest seeds n' > n at which a contrast with this estimate and noise would be
+    decided at the step it was judged at: its standard error scaled by sqrt(n / n'), its df by
+    (n' - 1) / (n - 1); separated where its ``conf`` interval excludes 0, equivalent where its
+    ``conf_eq`` interval lies inside +-``margin``. Arithmetic on the present estimate, not a
+    power calculation (``tlmsearch plan`` gives that): the estimate itself moves with more seeds.
+    None where it cannot be said (no noise estimate, fewer than 2 seeds) or it needs more than
+    :data:`MOST_SEEDS`.
+
+    >>> seeds_to_decide(0.004, 0.004, 9, 4, 0.99, 0.98, 0.01)  # inside +-0.01: equivalence
+    11
+    >>> seeds_to_decide(0.02, 0.01, 9, 4, 0.99, 0.98, 0.01)  # outside it: separation
+    9
+    """
+    if not (se > 0 and df >= 1 and n >= 2 and math.isfinite(estimate)):
+        return None
+
+    def decided(m: int) -> bool:
+        s = se * math.sqrt(n / m)
+        d = max(1.0, df * (m - 1) / (n - 1))
+        if abs(estimate) > t_quantile(d, conf) * s:
+            return True
+        if margin is None or not margin > 0 or not 0 < conf_eq < 1:
+            return False
+        return abs(estimate) + t_quantile(d, conf_eq) * s < margin
+
+    if not decided(MOST_SEEDS):
+        return None
+    lo, hi = n, MOST_SEEDS  # decided(hi), not decided(lo) (the contrast is inconclusive at n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decided(mid) else (mid, hi)
+    return hi
