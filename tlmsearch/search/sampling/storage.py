@@ -114,8 +114,8 @@ def _journal(engine: Any, local: bool) -> None:
     appends to optuna.db-wal without waiting for the disk (an fsync at checkpoints only), where the
     default waits for two fsyncs per commit. A search commits a few times a trial (its
     creation, its reported values, its user attributes in one upsert, its end): ~10 ms each on
-    a disk that syncs, most of the driver's time per trial before (benchmarks/scale.py). Safe against a killed process (the log is on
-    disk; the next open replays it); a power loss may drop the last commits, never corrupt the
+    a disk that syncs, most of the driver's time per trial before (benchmarks/scale.py). Safe
+    against a killed process (the log is on disk; the next open replays it); a power loss may drop the last commits, never corrupt the
     file. Readers (``tlmsearch status``) no longer wait for the writer. Elsewhere the rollback
     journal (a run dir made on a local disk and resumed from shared storage leaves write-ahead
     mode)."""
