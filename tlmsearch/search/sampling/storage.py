@@ -111,14 +111,14 @@ def _local_disk(path: Path, mounts: str | None = None) -> bool:
 
 def _journal(engine: Any, local: bool) -> None:
     """On a ``local`` disk, SQLite in write-ahead mode with ``synchronous=NORMAL``: a commit
-    appends to optuna.db-wal without waiting for the disk (an fsync at checkpoints only), where the
-    default waits for two fsyncs per commit. A search commits a few times a trial (its
+    appends to optuna.db-wal without waiting for the disk (an fsync at checkpoints only), where
+    the default waits for two fsyncs per commit. A search commits a few times a trial (its
     creation, its reported values, its user attributes in one upsert, its end): ~10 ms each on
     a disk that syncs, most of the driver's time per trial before (benchmarks/scale.py). Safe
-    against a killed process (the log is on disk; the next open replays it); a power loss may drop the last commits, never corrupt the
-    file. Readers (``tlmsearch status``) no longer wait for the writer. Elsewhere the rollback
-    journal (a run dir made on a local disk and resumed from shared storage leaves write-ahead
-    mode)."""
+    against a killed process (the log is on disk; the next open replays it); a power loss may
+    drop the last commits, never corrupt the file. Readers (``tlmsearch status``) no longer wait
+    for the writer. Elsewhere the rollback journal (a run dir made on a local disk and resumed
+    from shared storage leaves write-ahead mode)."""
     from sqlalchemy import event
 
     def on_connect(conn: Any, _record: Any) -> None:
