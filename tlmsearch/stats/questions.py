@@ -311,24 +311,15 @@ def _spec(rows: Sequence[_Row], q: Question) -> tuple[list[str], dict[Any, float
 
 
 def default_questions(rows: Sequence[_Row]) -> list[tuple[str, Question]]:
-    """(kind, question) of the contrasts a study asks unless it names its own: each schedule vs
-    uniform over every setting (main) and, with settings, at each (setting); the early-heavy and
-    late-heavy families where they hold two or more schedules (family); and for each setting
-    dimension each schedule's and family's effect at its largest minus its smallest value
-    (interaction)."""
+    """(kind, question) of the contrasts a study asks unless it names its own, in this order:
+    the early-heavy and late-heavy families where they hold two or more schedules (family); each
+    schedule vs uniform over every setting (main) and, with settings, at each (setting); and for
+    each setting dimension each schedule's and family's effect at its largest minus its smallest
+    value (interaction)."""
     scheds = members(rows, [ALL])
     settings = sorted({r.setting for r in rows})
     out: list[tuple[str, Question]] = []
     many = len(settings) > 1
-    for s in scheds:
-        out.append(
-            (
-                MAIN,
-                Question(
-                    f"{s} vs uniform" + (f" over {len(settings)} settings" if many else ""), (s,)
-                ),
-            )
-        )
     families = [f for f in (EARLY, LATE) if len(members(rows, [f])) >= 2]
     for f in families:
         n = len(members(rows, [f]))
@@ -339,6 +330,15 @@ def default_questions(rows: Sequence[_Row]) -> list[tuple[str, Question]]:
                     f"{f} ({n} schedules) vs uniform"
                     + (f" over {len(settings)} settings" if many else ""),
                     (f,),
+                ),
+            )
+        )
+    for s in scheds:
+        out.append(
+            (
+                MAIN,
+                Question(
+                    f"{s} vs uniform" + (f" over {len(settings)} settings" if many else ""), (s,)
                 ),
             )
         )
