@@ -567,3 +567,58 @@ def test_an_inconclusive_contrast_says_its_seeds_and_the_seeds_that_would_decide
     line = contrast_line(row, "v")
     assert "inconclusive (4 seeds): " in line
     assert f"about {int(row['seeds_to_decide'])} seeds would decide it" in line
+
+
+def test_the_weighted_family_holds_its_error_with_equivalence_questions_too() -> None:
+    # contrasts of four groups, each true value 0 (its difference null true) or exactly the
+    # margin (its equivalence null true): any false "better"/"worse"/"equivalent" counts
+    # (3,000 families, MC se 0.004)
+    rng = np.random.default_rng(5)
+    kinds = ["family"] * 2 + ["main"] * 5 + ["interaction"] * 7 + ["setting"] * 20
+    group, shares, _ = family_groups(kinds)
+    truth = rng.choice([0.0, 1.0], size=len(kinds))  # in margins
+    hits = 0
+    for _ in range(3000):
+        est = truth + rng.normal(0.0, 0.4, size=len(kinds))
+        w = decide_words(
+            est, [0.4] * len(kinds), [30] * len(kinds), 1.0, 1.0, 0.95, groups=group, shares=shares
+        )
+        false = [
+            (word in (BETTER, WORSE) and x == 0.0) or (word == EQUIVALENT and x == 1.0)
+            for word, x in zip(w["word"], truth, strict=True)
+        ]
+        hits += any(false)
+    assert hits / 3000 <= 0.05 + 2 * 0.004
+
+
+def test_a_contrast_holds_its_weight_until_both_questions_are_answered() -> None:
+    # the first contrast's difference is answered, its equivalence is not: the second contrast
+    # is still judged at half the family, not the whole
+    _, _, div, _ = step_down([0.001, 0.03], [0.9, 0.9], 0.05, [0, 1], [0.5, 0.5])
+    assert div == pytest.approx([2.0, 2.0])
+
+
+def test_seeds_to_decide_says_when_it_cannot_say_and_when_it_needs_more_than_it_looks() -> None:
+    from tlmsearch.evidence.contrasts import contrast_line
+    from tlmsearch.stats.words import seeds_to_decide
+
+    assert seeds_to_decide(0.0, 0.01, 5, 1, 0.99, 0.98, 0.01) is None  # one seed: no scaling
+    assert seeds_to_decide(0.0, 0.0, 5, 4, 0.99, 0.98, 0.01) is None  # no noise estimate
+    assert seeds_to_decide(0.0, 1.0, 5, 4, 0.99, 0.98, 1e-6) == math.inf  # a tiny margin
+    row = {
+        "name": "x",
+        "word": INCONCLUSIVE,
+        "estimate": 0.001,
+        "df": 5,
+        "margin": 0.01,
+        "lo": -0.1,
+        "hi": 0.1,
+        "ci_level": 0.99,
+        "why": "",
+        "seeds": 1,
+        "seeds_to_decide": math.nan,
+    }
+    line = contrast_line(row, "v")
+    assert "inconclusive (1 seed): " in line and "would" not in line
+    line = contrast_line({**row, "seeds": 4, "seeds_to_decide": math.inf}, "v")
+    assert "more than 1,000 seeds would" in line

@@ -21,8 +21,9 @@ estimates: exactly (Gauss-Legendre) for one part, over 4,096 fixed draws for sev
 
 The family is every contrast the study asks (:func:`tlmsearch.stats.questions.asked`), decided
 by a weighted Holm step-down in which each contrast's two questions count once
-(:mod:`tlmsearch.stats.words`; the study's questions share 70% of the error rate, the
-interactions 20%, the per-setting contrasts 10%: :data:`tlmsearch.stats.contrasts.GROUPS`):
+(:mod:`tlmsearch.stats.words`; the families share 40% of the error rate, each schedule or
+named contrast 30%, the interactions 20%, the per-setting contrasts 10%:
+:data:`tlmsearch.stats.contrasts.GROUPS`):
 both are sized at its first step, alpha w two-sided for "differs from 0" and alpha w one-sided
 on each side for the equivalence (TOST), w its weight there
 (:func:`tlmsearch.stats.contrasts.first_weights`: 1 / m under plain Holm), an upper bound on

@@ -65,12 +65,13 @@ def contrast_line(row: Any, label: str) -> str:
     )
     tail = f"; {why}" if why else ""
     seeds = int(row.get("seeds", 0) or 0)
-    word = f"inconclusive ({seeds} seeds)" if seeds else "inconclusive"
+    word = f"inconclusive ({seeds} seed{'s' * (seeds != 1)})" if seeds else "inconclusive"
     decide = row.get("seeds_to_decide", math.nan)
-    if decide is not None and math.isfinite(decide):
+    decide = math.nan if decide is None else float(decide)
+    if math.isfinite(decide):
         tail += f"; about {int(decide)} seeds would decide it at this estimate and noise"
-    elif seeds and math.isfinite(margin) and not why:
-        tail += f"; more than {MOST_SEEDS:,} seeds at this estimate and noise"
+    elif decide == math.inf:
+        tail += f"; more than {MOST_SEEDS:,} seeds would at this estimate and noise"
     return (
         f"{row['name']}: {word}: {est}, "
         f"{_ci(row['lo'], row['hi'], row['ci_level'])} ({df} df): {said}{tail}"
@@ -93,6 +94,13 @@ def contrast_lines(
             f"({hidden} per-setting contrast{'s' * (hidden != 1)} of the same family in best.yaml)"
         )
     return lines
+
+
+def _seeds(x: Any) -> int | str | None:
+    x = float(x)
+    if math.isfinite(x):
+        return int(x)
+    return f">{MOST_SEEDS}" if x == math.inf else None
 
 
 def _num(x: Any) -> float | None:
@@ -127,11 +135,8 @@ def contrast_records(table: pd.DataFrame | None, level: float) -> dict[str, Any]
                 "p_equivalence_adjusted": _num(r["p_equiv_adj"]),
                 "why": r["why"] or None,
                 "seeds": int(r["seeds"]) if "seeds" in r else None,
-                "seeds_to_decide": (
-                    int(r["seeds_to_decide"])
-                    if math.isfinite(r.get("seeds_to_decide", math.nan))
-                    else None
-                ),
+                # more than MOST_SEEDS: the string ">1000"; nothing to say: None
+                "seeds_to_decide": _seeds(r.get("seeds_to_decide", math.nan)),
             }
         )
     margin = _num(table["margin"].iloc[0])

@@ -115,7 +115,10 @@ def family_groups(
     ([1, 3, 3], [('schedules', 1, 0.3), ('per-setting', 2, 0.1)])
     """
     index = {kind: g for g, (_, kinds_, _) in enumerate(GROUPS) for kind in kinds_}
-    group = [index.get(k, 0) for k in kinds]
+    unknown = sorted({k for k in kinds if k not in index})
+    if unknown:
+        raise ValueError(f"contrast kinds {unknown} belong to no group of GROUPS")
+    group = [index[k] for k in kinds]
     present = [
         (what, group.count(g), share) for g, (what, _, share) in enumerate(GROUPS) if g in group
     ]
@@ -384,7 +387,8 @@ def contrast_table(
 
 def _to_decide(row: Mapping[str, Any], margin: float | None) -> float:
     """:func:`seeds_to_decide` of an inconclusive contrast at the step it was judged at (NaN
-    where its noise has fewer than :data:`MIN_DF` df or nothing can be said)."""
+    where its noise has fewer than :data:`MIN_DF` df or nothing can be said; inf: more than
+    :data:`~tlmsearch.stats.words.MOST_SEEDS`)."""
     if not row["df"] >= MIN_DF:
         return math.nan
     n = seeds_to_decide(

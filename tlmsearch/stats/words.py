@@ -14,8 +14,9 @@ contrasts, not over 2m.
 
 The family can be split into groups that share the error rate unequally (Bretz, Maurer,
 Brannath and Posch 2009's weighted Holm, a graphical procedure): a contrast of a group with
-share s is judged at alpha x s / (its group's contrasts left), and a group that has answered
-every question passes its share to the groups still open. The question a study is run for
+share s is judged at alpha x s / (the shares of the groups still open) / (its group's contrasts
+still open), and a group that has answered every question passes its share to the groups still
+open. The question a study is run for
 ("does the early-heavy family beat uniform over the LRs?") can then be asked at alpha / 2.5
 rather than alpha / 32 beside the contrasts that drill into it. The weights only grow
 as contrasts are answered and never sum above 1, so the family-wise error stays at most alpha
@@ -109,6 +110,8 @@ def step_down(
     share = (1.0,) if shares is None else tuple(float(s) for s in shares)
     if len(group) != m or any(not 0 <= g < len(share) for g in group):
         raise ValueError(f"groups must give each of the {m} contrasts an index into shares")
+    if not all(x > 0 for x in share):
+        raise ValueError(f"every share must be positive, but got {shares=}")
     queues: list[list[tuple[float, int, int]]] = [[] for _ in share]
     for k, ps in enumerate((p_diff, p_eq)):
         for i, p in enumerate(ps):
@@ -188,7 +191,7 @@ def decide_words(
     out = {k: np.full(m, math.nan) for k in ("lo", "hi", "ci_level", "eq_lo", "eq_hi", "eq_level")}
     words = []
     for i in range(m):
-        known = se_[i] >= 0 and df_[i] >= 1
+        known = se_[i] >= 0 and df_[i] >= 1 and t_d[i] < 1e299
         if known:
             conf = 1.0 - alpha / t_d[i]
             half = t_quantile(df_[i], conf) * se_[i]
@@ -259,14 +262,15 @@ def seeds_to_decide(
     conf: float,
     conf_eq: float,
     margin: float | None,
-) -> int | None:
+) -> float | None:
     """The fewest seeds n' > n at which a contrast with this estimate and noise would be
     decided at the step it was judged at: its standard error scaled by sqrt(n / n'), its df by
     (n' - 1) / (n - 1); separated where its ``conf`` interval excludes 0, equivalent where its
     ``conf_eq`` interval lies inside +-``margin``. Arithmetic on the present estimate, not a
     power calculation (``tlmsearch plan`` gives that): the estimate itself moves with more seeds.
-    None where it cannot be said (no noise estimate, fewer than 2 seeds) or it needs more than
-    :data:`MOST_SEEDS`.
+    None where it cannot be said (no noise estimate, fewer than 2 seeds); ``math.inf`` where it
+    needs more than :data:`MOST_SEEDS`. With rows of unequal seeds, n is the fewest of them and
+    the whole standard error is scaled: an optimistic count.
 
     >>> seeds_to_decide(0.004, 0.004, 9, 4, 0.99, 0.98, 0.01)  # inside +-0.01: equivalence
     11
@@ -285,8 +289,8 @@ def seeds_to_decide(
             return False
         return abs(estimate) + t_quantile(d, conf_eq) * s < margin
 
-    if not decided(MOST_SEEDS):
-        return None
+    if n >= MOST_SEEDS or not decided(MOST_SEEDS):
+        return math.inf
     lo, hi = n, MOST_SEEDS  # decided(hi), not decided(lo) (the contrast is inconclusive at n)
     while hi - lo > 1:
         mid = (lo + hi) // 2
