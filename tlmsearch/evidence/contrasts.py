@@ -55,8 +55,10 @@ def contrast_line(row: Any, label: str) -> str:
             f"{_ci(row['eq_lo'], row['eq_hi'], row['eq_level'])} inside it ({df} df)"
         )
     why = row["why"] or ""
+    seeds = int(row.get("seeds", 0) or 0)
+    word = f"inconclusive ({seeds} seed{'s' * (seeds != 1)})" if seeds else "inconclusive"
     if why.startswith("cannot be bounded") or not df >= 1:
-        return f"{row['name']}: inconclusive: {est}; {why}"
+        return f"{row['name']}: {word}: {est}; {why}"
     said = (
         f"neither separated from 0 nor inside +-{margin:g}"
         if math.isfinite(margin)
@@ -64,8 +66,6 @@ def contrast_line(row: Any, label: str) -> str:
         "objectives[0].min_effect)"
     )
     tail = f"; {why}" if why else ""
-    seeds = int(row.get("seeds", 0) or 0)
-    word = f"inconclusive ({seeds} seed{'s' * (seeds != 1)})" if seeds else "inconclusive"
     decide = row.get("seeds_to_decide", math.nan)
     decide = math.nan if decide is None else float(decide)
     if math.isfinite(decide):
