@@ -30,15 +30,15 @@ contrasts (10%), 32 in all). Scenarios:
 Monte-Carlo standard errors are sqrt(p (1 - p) / N), N the simulated studies.
 
 Measured (0.9.0, the weighted family: ``--reps 1000 --scenarios S`` for power, null and
-equiv_plus, seed 0, one process a scenario at the lowest priority beside a study on 2 cores, about
-0.4 s a study on one core; the table in docs/statistics.md, "Contrasts and equivalence"): the
-early-heavy family "better" in 84.0% ± 1.2 of the ``power`` studies, any per-cell comparison
-separated in 34.5% ± 1.5: a ratio of 2.4, the goal met; in the ``null`` studies false better /
-worse 2.4% ± 0.5 and false equivalent 0; with every taper exactly +d (``equiv_plus``) false
-"equivalent" 0.8% ± 0.3 and false better / worse 0.5% ± 0.2. Under plain Holm over the 32 (0.8.0, ``--reps 200``)
-the ``power`` row was 51.0% ± 3.5 against 34.0% ± 3.3 (1.5x), false "equivalent" 0 of 200 at +d
-and at -d, false better / worse 1.0% ± 0.7 (null), 4.0% ± 1.4 (uniform 2x), 3.5% ± 1.3
-(uniform 3x at one LR).
+equiv_plus, seed 0, one process a scenario at the lowest priority beside a study on 2 cores,
+about 0.4 s a study on one core; the table in docs/statistics.md, "Contrasts and
+equivalence"): the early-heavy family "better" in 84.0% ± 1.2 of the ``power`` studies, any
+per-cell comparison separated in 34.5% ± 1.5: a ratio of 2.4, the goal met; in the ``null``
+studies false better / worse 2.4% ± 0.5 and false equivalent 0; with every taper exactly +d
+(``equiv_plus``) false "equivalent" 0.8% ± 0.3 and false better / worse 0.5% ± 0.2. Under
+plain Holm over the 32 (0.8.0, ``--reps 200``) the ``power`` row was 51.0% ± 3.5 against
+34.0% ± 3.3 (1.5x), false "equivalent" 0 of 200 at +d and at -d, false better / worse 1.0% ±
+0.7 (null), 4.0% ± 1.4 (uniform 2x), 3.5% ± 1.3 (uniform 3x at one LR).
 """
 
 from __future__ import annotations

@@ -333,11 +333,6 @@ def contrast_table(
         if blocked:
             why = (why + "; " if why else "") + "a member was pruned or failed on some seed"
         touched = {setting_of[k] for k, x in w.items() if x and k in setting_of}
-        counts = [
-            fitted[setting_of[k]].cells.get(k, 0) if setting_of[k] in fitted else 0
-            for k, x in w.items()
-            if x and k in setting_of
-        ]
         recs.append(
             {
                 "name": q.name,
@@ -350,7 +345,7 @@ def contrast_table(
                 "df": df,
                 "why": why,
                 "blocked": blocked,
-                "seeds": min(counts, default=0),
+                "seeds": _fewest_seeds(fitted, w, setting_of),
             }
         )
     out = pd.DataFrame(recs)
@@ -383,6 +378,18 @@ def contrast_table(
     ]
     out["df"] = out["df"].astype("int64")
     return out[list(CONTRAST_COLUMNS)].reset_index(drop=True)
+
+
+def _fewest_seeds(
+    fitted: Mapping[str, _Fit], weights: Mapping[Any, float], setting_of: Mapping[Any, str]
+) -> int:
+    """The fewest complete seeds of a row a contrast reads (0: a row it reads has none)."""
+    counts = [
+        fitted[setting_of[k]].cells.get(k, 0) if setting_of[k] in fitted else 0
+        for k, x in weights.items()
+        if x and k in setting_of
+    ]
+    return min(counts, default=0)
 
 
 def _to_decide(row: Mapping[str, Any], margin: float | None) -> float:
