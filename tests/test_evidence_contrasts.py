@@ -181,6 +181,31 @@ def test_validate_names_the_bad_contrast_and_exits_2(tmp_path, value, needle) ->
     assert needle in " ".join(res.output.split())
 
 
+def test_a_bad_candidate_beside_contrasts_is_named_not_a_crash(tmp_path) -> None:
+    """The contrasts' schedule names are checked on the candidates' labels; a candidate whose
+    profile value is not a number is named (exit 2), not labelled (a crash, found by a fuzzer)."""
+    import yaml
+    from search_helpers import tiny_study
+
+    space = {
+        "dimensions": {"shape": {"type": "fixed", "value": "uniform"}},
+    }
+    data = tiny_study(tmp_path, space=space)
+    data["search"] = {
+        "sampler": "grid",
+        "candidates": [
+            {"shape": "uniform"},
+            {"shape": "uniform", "lr.shape": "cosine", "lr.r_start": "http://x/y.jsonl"},
+        ],
+    }
+    data["stats"] = {"contrasts": [{"name": "a", "schedules": ["uniform | lr cos"]}]}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(app, ["validate", str(path), "--no-config"], terminal_width=400)
+    assert res.exit_code == 2, res.output
+    assert "lr.r_start: must be a finite number > 0" in " ".join(res.output.split())
+
+
 def test_equivalence_must_be_positive(tmp_path) -> None:
     import yaml
     from search_helpers import tiny_study

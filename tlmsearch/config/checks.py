@@ -33,9 +33,10 @@ if TYPE_CHECKING:  # study.py imports this module: no import back
 def study_problems(cfg: StudyConfig) -> list[str]:
     """Every problem of a study whose sections validated; the slow checks only when the quick
     ones pass (an hf or plugin model is built, each rung validated)."""
-    problems = check_widths(cfg)
-    problems = (problems or profile_problems(cfg)) + data_problems(cfg) + tracking_problems(cfg)
-    problems += contrast_problems(cfg)
+    problems = check_widths(cfg) or profile_problems(cfg)
+    candidates_valid = not problems  # a contrast's schedules are checked on valid labels only
+    problems += data_problems(cfg) + tracking_problems(cfg)
+    problems += contrast_problems(cfg, candidates_valid)
     if not problems:
         problems = external_problems(cfg)
     if not problems and cfg.ladder:
@@ -140,9 +141,10 @@ def _tied_conflict(cfg: StudyConfig, cand: Candidate) -> str | None:
     return None
 
 
-def contrast_problems(cfg: StudyConfig) -> list[str]:
-    """``stats.contrasts`` names schedules of the space (in a finite one: its labels, as the
-    trials table says them, or a family) and setting dimensions of the space."""
+def contrast_problems(cfg: StudyConfig, candidates_valid: bool = True) -> list[str]:
+    """``stats.contrasts`` names schedules of the space (in a finite one whose candidates are
+    valid: its labels, as the trials table says them, or a family) and setting dimensions of
+    the space."""
     from tlmsearch.widths.space import schedule_of
 
     problems: list[str] = []
@@ -156,7 +158,7 @@ def contrast_problems(cfg: StudyConfig) -> list[str]:
         )
     dims = list(cfg.space.settings)
     labels: list[str] = []
-    if cfg.space.finite:
+    if cfg.space.finite and candidates_valid:
         labels = list(dict.fromkeys(describe(schedule_of(c)) for c in cfg.candidates()))
     valid = ", ".join([*labels, *SCHEDULE_FAMILIES]) if labels else ""
     for i, c in enumerate(cfg.stats.contrasts):
