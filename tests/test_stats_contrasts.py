@@ -542,14 +542,15 @@ def _decided_at(est, se, df, n, m, conf, conf_eq, margin) -> bool:
     st.floats(0.9, 0.999),
 )
 def test_seeds_to_decide_is_the_fewest_that_decide_at_this_estimate(est, se, df, n, conf) -> None:
-    from tlmsearch.stats.words import seeds_to_decide
+    from tlmsearch.stats.words import MOST_SEEDS, seeds_to_decide
 
     conf_eq, margin = 1 - 2 * (1 - conf), 0.01
     if _decided_at(est, se, df, n, n, conf, conf_eq, margin):
         return  # decided already: never asked
     got = seeds_to_decide(est, se, df, n, conf, conf_eq, margin)
-    if got is None:
-        assert not _decided_at(est, se, df, n, 1000, conf, conf_eq, margin)
+    assert got is not None  # it has noise and seeds: it can be said
+    if got == math.inf:  # more than MOST_SEEDS
+        assert not _decided_at(est, se, df, n, MOST_SEEDS, conf, conf_eq, margin)
         return
     assert got > n and _decided_at(est, se, df, n, got, conf, conf_eq, margin)
     assert got - 1 == n or not _decided_at(est, se, df, n, got - 1, conf, conf_eq, margin)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from tlmsearch.constants import MAX_SEEDS
 from tlmsearch.stats.contrasts import GROUPS, family_groups, first_weights
 from tlmsearch.stats.questions import SETTING, Question, asked, planned_row
+from tlmsearch.stats.words import group_split
 
 _NODES = 256  # Gauss-Legendre nodes over one part's sd ratio (exact to ~1e-6 here)
 _DRAWS = 4096  # Monte Carlo draws of several parts' estimates (the power's MC se < 0.3 points)
@@ -255,7 +256,7 @@ class ContrastSize:
     equivalent: int | None  # seeds to call a true 0 equivalent within +-margin (None: no margin)
     power_now: float  # separating min_effect at the study's seeds
     equivalent_now: float  # calling a true 0 equivalent at the study's seeds
-    alpha: float = math.nan  # each of its questions' level at the step-down's first step
+    alpha: float  # each of its questions' level at the step-down's first step
 
 
 @dataclass(frozen=True)
@@ -407,8 +408,6 @@ def contrast_plan_lines(
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
     if len(cp.groups) > 1:
-        total = sum(share for _, _, share in cp.groups)
-        split = ", ".join(f"{n} {what} {share / total:.0%}" for what, n, share in cp.groups)
         first = {r.kind: r.alpha for r in cp.rows}
         levels = ", ".join(
             f"{what} {first[next(k for k in kinds if k in first)]:.3g}"
@@ -416,7 +415,8 @@ def contrast_plan_lines(
             if any(k in first for k in kinds)
         )
         head = (
-            f"contrasts: weighted Holm over {cp.m} contrasts at {level:.0%} ({split}), each "
+            f"contrasts: weighted Holm over {cp.m} contrasts at {level:.0%} "
+            f"({group_split(cp.groups)}), each "
             f"question sized at its first step ({levels} two-sided to separate {effect:g}"
         )
         alpha_eq = "the same"

@@ -64,6 +64,7 @@ from tlmsearch.stats.words import (
     MIN_DF,
     decide_words,
     family_rule,
+    group_weights,
     seeds_to_decide,
 )
 
@@ -132,10 +133,9 @@ def first_weights(kinds: Sequence[str]) -> list[float]:
     >>> [round(w, 3) for w in first_weights(["main", "main", "setting"])]
     [0.375, 0.375, 0.25]
     """
-    group, _, present = family_groups(kinds)
-    total = sum(share for _, _, share in present)
-    counts = {g: group.count(g) for g in set(group)}
-    return [GROUPS[g][2] / total / counts[g] for g in group]
+    group, shares, _ = family_groups(kinds)
+    w = group_weights(shares, [group.count(g) for g in range(len(shares))])
+    return [w[g] for g in group]
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,18 @@ def p_equivalent(estimate: float, se: float, df: float, margin: float) -> float:
     return min(1.0, max(below, above))
 
 
+def group_weights(shares: Sequence[float], counts: Sequence[int]) -> list[float]:
+    """Each group's weight per contrast: its share of the error rate over the shares of the
+    groups with a contrast (``counts`` > 0), split evenly among its ``counts`` contrasts; 0 for
+    a group with none.
+
+    >>> [round(w, 4) for w in group_weights([0.4, 0.3, 0.3], [2, 0, 3])]  # 0.4 / 0.7 / 2, ...
+    [0.2857, 0.0, 0.1429]
+    """
+    total = sum(s for s, n in zip(shares, counts, strict=True) if n > 0)
+    return [s / total / n if n > 0 else 0.0 for s, n in zip(shares, counts, strict=True)]
+
+
 def step_down(
     p_diff: Sequence[float],
     p_eq: Sequence[float],
@@ -128,8 +140,7 @@ def step_down(
         live[group[i]] += left[i] > 0
 
     def weights() -> list[float]:
-        total = sum(s for s, n in zip(share, live, strict=True) if n > 0)
-        return [s / total / n if n > 0 else 0.0 for s, n in zip(share, live, strict=True)]
+        return group_weights(share, live)
 
     adj = [[math.nan] * m, [math.nan] * m]
     first = weights() if any(live) else [1.0] * len(share)
@@ -220,6 +231,17 @@ def decide_words(
     }
 
 
+def group_split(groups: Sequence[tuple[str, int, float]]) -> str:
+    """How the error rate is split, in words: each group present (what, contrasts, share) with
+    its share renormalised over them.
+
+    >>> group_split([("schedules", 2, 0.3), ("per-setting", 6, 0.1)])
+    'schedules (2) 75%, per-setting (6) 25%'
+    """
+    total = sum(s for _, _, s in groups)
+    return ", ".join(f"{what} ({n}) {s / total:.0%}" for what, n, s in groups)
+
+
 def family_rule(
     m: int,
     level: float,
@@ -235,11 +257,9 @@ def family_rule(
     'weighted Holm over 8 contrasts, family-wise error 5% shared: schedules (2) 70%, per-setting (6) 30%; a group done passes its share on (Bretz et al. 2009); no equivalence margin, so none is called equivalent'
     """  # noqa: E501
     if len(groups) > 1:
-        total = sum(s for _, _, s in groups)
-        split = ", ".join(f"{what} ({n}) {s / total:.0%}" for what, n, s in groups)
         head = (
             f"weighted Holm over {m} contrasts, family-wise error {1 - level:.0%} shared: "
-            f"{split}; a group done passes its share on (Bretz et al. 2009)"
+            f"{group_split(groups)}; a group done passes its share on (Bretz et al. 2009)"
         )
     else:
         head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
