@@ -1,8 +1,9 @@
 """Power and error rates of the contrasts' words, on simulated studies with settings.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/contrasts.py [--reps 100] [--seed 0]
-[--scenarios power,equiv_plus,equiv_minus,null] [--json OUT]`` (about 0.25 s a study on one
-shared core: the default 4 x 100 studies in about 2 minutes; ``--reps 1000`` in about 20).
+[--scenarios power,equiv_plus,equiv_minus,null] [--seeds 3] [--json OUT]`` (about 0.25 s a
+study on one shared core at 3 seeds: the default 4 x 100 studies in about 2 minutes; ``--reps
+1000`` in about 20).
 
 Each study is drawn as a real one with one setting dimension (``train.lr``, 4 values) is: 5
 early-heavy schedules (cosine, taper strength 0.2-1.0) and uniform at every LR on 3 seeds,
@@ -153,11 +154,16 @@ def _rate(hits: int, n: int) -> dict[str, float]:
 
 
 def run(
-    reps: int = 100, seed: int = 0, which: Sequence[str] = tuple(SCENARIOS), variance: str = "rows"
+    reps: int = 100,
+    seed: int = 0,
+    which: Sequence[str] = tuple(SCENARIOS),
+    variance: str = "rows",
+    seeds: int = 3,
 ) -> dict[str, dict[str, Any]]:
-    """scenario -> {count: rate}, over ``reps`` studies each (the draws depend on ``seed`` and
-    the scenario only); ``variance``: the Evidence's variance model (rows, as shipped, or
-    pooled: each setting's one block-fit noise, for contrast).
+    """scenario -> {count: rate}, over ``reps`` studies each (the draws depend on ``seed``,
+    the scenario and ``seeds`` only); ``variance``: the Evidence's variance model (rows, as
+    shipped, or pooled: each setting's one block-fit noise, for contrast); ``seeds``: each
+    cell's seeds (one shared uniform per setting, as a real study has).
 
     >>> r = run(reps=2, which=["null"])
     >>> sorted(r["null"])[:3], r["null"]["studies"]
@@ -166,11 +172,14 @@ def run(
     noise = math.sqrt(2.0) * 0.005
     out = {}
     for k in which:
-        rng = np.random.default_rng([seed, *k.encode()])
+        rng = np.random.default_rng([seed, *k.encode(), *([seeds] if seeds != 3 else [])])
         effect, uniform_sd = SCENARIOS[k]
         counts = [
             judge(
-                draw(rng, effect, uniform_sd=uniform_sd), effect * noise, MARGIN * noise, variance
+                draw(rng, effect, seeds, uniform_sd=uniform_sd),
+                effect * noise,
+                MARGIN * noise,
+                variance,
             )
             for _ in range(reps)
         ]
@@ -222,17 +231,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=["rows", "pooled"],
         help="the variance model (pooled: for contrast)",
     )
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell (at least 2)")
     p.add_argument("--json", help="write the numbers here")
     a = p.parse_args(argv)
+    if a.seeds < 2:
+        p.error(f"--seeds: a cell needs at least 2 seeds to measure its noise, but got {a.seeds}")
     which = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     print(
         f"## Contrasts: {a.reps} studies per scenario, seed {a.seed}; {len(R_STARTS)} "
-        f"early-heavy schedules and uniform x {len(LRS)} LRs x 3 seeds; margin {MARGIN} "
+        f"early-heavy schedules and uniform x {len(LRS)} LRs x {a.seeds} seeds; margin {MARGIN} "
         f"noise sds; variance model {a.variance}; rate ± one MC standard error\n",
         flush=True,
     )
     t0 = time.perf_counter()
-    res = run(a.reps, a.seed, which, a.variance)
+    res = run(a.reps, a.seed, which, a.variance, a.seeds)
     print(table(res))
     print(f"\n{time.perf_counter() - t0:.0f} s")
     if a.json:

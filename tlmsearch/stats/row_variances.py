@@ -224,9 +224,13 @@ def row_fit(
 def _solve_rows(d: np.ndarray, f: np.ndarray, ss: np.ndarray) -> np.ndarray | None:
     """x with (diag(d) + f f') x = ss, None where the system does not pin every x (rank below
     its size at rcond 1e-9). Woodbury's identity (f has r^2 columns, r = the blocks' rank)
-    where diag(d) and the r^2 x r^2 capacitance are well conditioned; else the explicit
-    rows x rows least squares."""
-    if len(d) and float(np.abs(d).min()) > 1e-6 * max(float(np.abs(d).max()), 1.0):
+    where it is the smaller system (r^2 below the rows: many candidates, few blocks) and
+    diag(d) and the r^2 x r^2 capacitance are well conditioned; else the explicit rows x rows
+    least squares. (With settings the blocks are seed x setting: 10 seeds x 4 settings make
+    r^2 = 1,521 against 24 rows, and the capacitance's condition number alone, an SVD, took
+    2.6 s a fit.)"""
+    woodbury = 0 < f.shape[1] < len(d)
+    if woodbury and float(np.abs(d).min()) > 1e-6 * max(float(np.abs(d).max()), 1.0):
         fd = f / d[:, None]
         cap = np.eye(f.shape[1]) + f.T @ fd
         if np.linalg.cond(cap) < 1e6:
