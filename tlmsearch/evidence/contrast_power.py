@@ -256,7 +256,7 @@ class ContrastSize:
     equivalent: int | None  # seeds to call a true 0 equivalent within +-margin (None: no margin)
     power_now: float  # separating min_effect at the study's seeds
     equivalent_now: float  # calling a true 0 equivalent at the study's seeds
-    alpha: float  # each of its questions' level at the step-down's first step
+    alpha: float  # each of its questions' level at the step-down's first step (NaN: none asked)
 
 
 @dataclass(frozen=True)
@@ -346,15 +346,16 @@ def size_contrasts(
     rows = planned_rows(cfg)
     family = asked(rows, study_questions(cfg))
     m = max(1, len(family))
-    kinds = [kind for kind, *_ in family]
-    first = first_weights(kinds) if family else [1.0]
+    shapes = [shape(rows, weights) if weights else None for _, _, _, weights, _ in family]
+    # a contrast that reads no cell asks nothing: its group's share goes to the others
+    kinds = [kind for (kind, *_), sh in zip(family, shapes, strict=True) if sh is not None]
+    first = iter(first_weights(kinds))
     out = []
-    for (kind, q, _, weights, _), w in zip(family, first, strict=False):
-        alpha = (1.0 - cfg.stats.level) * w
-        sh = shape(rows, weights) if weights else None
+    for (kind, q, *_), sh in zip(family, shapes, strict=True):
         if sh is None:
-            out.append(ContrastSize(q.name, kind, None, None, None, 0.0, 0.0, alpha))
+            out.append(ContrastSize(q.name, kind, None, None, None, 0.0, 0.0, math.nan))
             continue
+        alpha = (1.0 - cfg.stats.level) * next(first)
 
         def sep(n: int, sh: Shape = sh, alpha: float = alpha) -> float:
             return separate_power(n, effect, sd, sh, alpha)
@@ -377,7 +378,7 @@ def size_contrasts(
         )
     return ContrastPlan(
         m,
-        (1.0 - cfg.stats.level) * first[0],
+        next((r.alpha for r in out if r.shape is not None), (1.0 - cfg.stats.level) / m),
         margin,
         margin_from,
         tuple(out),
@@ -408,7 +409,7 @@ def contrast_plan_lines(
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
     if len(cp.groups) > 1:
-        first = {r.kind: r.alpha for r in cp.rows}
+        first = {r.kind: r.alpha for r in cp.rows if r.shape is not None}
         levels = ", ".join(
             f"{what} {first[next(k for k in kinds if k in first)]:.3g}"
             for what, kinds, _ in GROUPS

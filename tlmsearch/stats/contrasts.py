@@ -411,9 +411,19 @@ def _to_decide(row: Mapping[str, Any], margin: float | None) -> float:
 
 
 def contrasts_rule(table: pd.DataFrame, level: float) -> str:
-    """How a contrasts table's words were decided, in one line (:func:`family_rule`)."""
+    """How a contrasts table's words were decided, in one line (:func:`family_rule`): the
+    error rate split over the groups with a question asked (a contrast that cannot be
+    estimated asks none, and its group's share goes to the others).
+
+    >>> t = pd.DataFrame({"kind": ["family", "main", "setting"], "p": [math.nan, 0.01, 0.2],
+    ...                   "margin": math.nan})
+    >>> contrasts_rule(t, 0.95).split("; ")[0]
+    'weighted Holm over 3 contrasts, family-wise error 5% shared: schedules (1) 75%, per-setting (1) 25%'
+    """  # noqa: E501
     margin = table["margin"].iloc[0] if len(table) else math.nan
     kinds = table["kind"].tolist() if "kind" in table else [MAIN] * len(table)
+    if "p" in table:
+        kinds = [k for k, p in zip(kinds, table["p"], strict=True) if math.isfinite(p)]
     return family_rule(
         len(table),
         level,
