@@ -69,3 +69,37 @@ def test_torchs_own_default_in_the_environment_is_not_the_users_choice(tmp_path,
     cache_dir()  # torch writes its default into the environment
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default_cache_dir()
     assert compile_cache(tmp_path / "run") == str((tmp_path / "run" / "compile-cache").resolve())
+
+
+def test_a_run_imports_what_its_end_reads_before_its_first_trial(monkeypatch) -> None:
+    """A package edited or upgraded while a study ran crashed the run after its last trial (the
+    end's lazy imports read new code beside the old): the end's modules load first."""
+    import subprocess
+    import sys
+
+    from tlmsearch.search import runner
+
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "from tlmsearch.search import runner\n"
+        "runner.load_the_end()\n"
+        "want = list(runner.END_MODULES) + ['plotly.graph_objects']\n"
+        "for p in runner.END_PACKAGES:\n"
+        "    path = importlib.import_module(p).__path__\n"
+        "    want += [p + '.' + m.name for m in pkgutil.iter_modules(path)]\n"
+        "print(sorted(m for m in want if m not in sys.modules), len(want))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    missing, count = out.stdout.rsplit(" ", 1)
+    assert missing == "[]" and int(count) > 30, out.stdout
+
+    class First(Exception):
+        pass
+
+    def first() -> None:
+        raise First
+
+    monkeypatch.setattr(runner, "load_the_end", first)
+    monkeypatch.setattr(runner, "_calibrate_peak", lambda *a: pytest.fail("a step before it"))
+    with pytest.raises(First):
+        runner._execute(Path("run"), None, None, "", None, {}, print)
