@@ -326,6 +326,21 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     rows = best_document(unstarted, cfg)["confirmation"]["candidates"]
     short = next(r for r in rows if r["candidate"] == frame.at[cell, "candidate"])
     assert short["word"] == "pending", short
+    # a chosen candidate whose every fresh seed is still queued has no row at all: every row
+    # the stage has is finished, and only the stage's record (confirm.json) says it has not
+    # ended
+    from tlmsearch.run_dir import RunDir
+    from tlmsearch.widths.candidate import IDENTITY
+
+    on_stage = frame["stage"] == "confirm"
+    queued = frame.drop(
+        index=frame.index[on_stage & (frame[IDENTITY] == frame.at[cell, IDENTITY])]
+    )
+    confirm.record(tmp_path, study, confirm.recorded(None, study))
+    chosen = RunDir(tmp_path).confirm_chosen()
+    assert sorted(chosen) == sorted(set(frame.loc[on_stage & ~frame["is_baseline"], IDENTITY]))
+    assert "confirmed_on_seeds" not in best_document(queued, cfg, chosen=chosen)["best"][0]
+    assert "confirmed_on_seeds" in best_document(queued, cfg)["best"][0]  # without the record
     # the report's main evidence is keyed by label: the same words and main-stage deltas
     from tlmsearch.evidence import study_evidence
     from tlmsearch.evidence.confirm import study_confirmation

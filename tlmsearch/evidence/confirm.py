@@ -156,13 +156,19 @@ def confirmation(
 
 
 def study_confirmation(
-    trials: pd.DataFrame, staged: pd.DataFrame, config: StudyConfig, main: Any, stage: Any
+    trials: pd.DataFrame,
+    staged: pd.DataFrame,
+    config: StudyConfig,
+    main: Any,
+    stage: Any,
+    recorded: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """:func:`confirmation` of a run: the stage's candidates (the non-uniform keys of its rows
     ``staged``, in the main stage's rank order), named by the trials table's labels;
     ``trials``: the main stage's rows; ``main`` / ``stage``: the two stages' evidences of the
     first objective (None where a stage has none; ``main`` keyed by identity or by label, as
-    the report's is)."""
+    the report's is); ``recorded``: the stage's chosen candidates as the run dir records
+    them, when known (:func:`~tlmsearch.evidence.stages.stage_complete`)."""
     if main is not None and main.key != IDENTITY:  # the stage's candidates are identities
         to_id = dict(zip(trials[main.key], trials[IDENTITY], strict=True))
         main = dataclasses.replace(
@@ -178,7 +184,7 @@ def study_confirmation(
     labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))
     seeds = config.search.confirm_seeds
     # ended: every candidate on every fresh seed, finished (a pair never started is pending)
-    ended = stage_complete(staged, seeds)
+    ended = stage_complete(staged, seeds, chosen=recorded)
     out = confirmation(chosen, main, stage, seeds, labels, ended=ended)
     return {"metric": config.objectives[0].metric, **out}
 

@@ -37,18 +37,29 @@ def confirm_stage(trials: pd.DataFrame) -> pd.DataFrame:
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 
 
-def stage_complete(staged: pd.DataFrame, seeds: Sequence[int], key: str = IDENTITY) -> bool:
+def stage_complete(
+    staged: pd.DataFrame,
+    seeds: Sequence[int],
+    key: str = IDENTITY,
+    chosen: Sequence[str] | None = None,
+) -> bool:
     """Whether the confirmation stage has ended: it has rows, none of them still queued or
-    running, and every candidate of it on every fresh seed. Until then its evidence is partial
-    (uniform's trials come first on each seed), and the main stage's best stands.
+    running, and every candidate of it, and every ``chosen`` one (the stage's record,
+    :meth:`tlmsearch.run_dir.RunDir.confirm_chosen`: a candidate whose trials are all still
+    queued has no row), on every fresh seed. Until then its evidence is partial (uniform's
+    trials come first on each seed), and the main stage's best stands.
 
     >>> s = pd.DataFrame({IDENTITY: ["u", "a", "u", "a"], "seed": [5, 5, 6, 6],
     ...                   "state": ["COMPLETE", "COMPLETE", "COMPLETE", "RUNNING"]})
     >>> stage_complete(s, [5, 6]), stage_complete(s.iloc[:2], [5])
     (False, True)
+    >>> stage_complete(s.iloc[:2], [5], chosen=["a", "b"])  # b's trials all queued
+    False
     """
     if staged.empty or not staged["state"].astype(str).isin(FINISHED).all():
         return False
     want = {int(s) for s in seeds}
     have = staged.groupby(key)["seed"].agg(lambda x: {int(s) for s in x})
+    if any(k not in have.index for k in chosen or ()):
+        return False
     return all(want <= s for s in have)

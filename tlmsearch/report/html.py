@@ -149,17 +149,18 @@ def build(run: RunData, *, top_k: int = 5, x: str = "r_start") -> Report:
         effects,
         E.race(t, run.study, metric, sense, evidence=ev),
         sweep=sweep,
-        confirmation=_confirmation(t, staged, run.study, ev),
+        confirmation=_confirmation(t, staged, run.study, ev, run.path),
     )
 
 
-def _confirmation(t: Any, staged: Any, study: Any, ev: Any) -> dict[str, Any] | None:
+def _confirmation(t: Any, staged: Any, study: Any, ev: Any, path: Any) -> dict[str, Any] | None:
     """The confirmation stage's words (None without ``search.confirm``: a hand-edited
     study.yaml's partial study has none either)."""
     if getattr(getattr(study, "search", None), "confirm", None) is None:
         return None
     stage = confirm_evidences(staged, study, [study.objectives[0].metric])
-    return study_confirmation(t, staged, study, ev, stage.get(study.objectives[0].metric))
+    chosen = RunDir(path).confirm_chosen() if path is not None else None
+    return study_confirmation(t, staged, study, ev, stage.get(study.objectives[0].metric), chosen)
 
 
 def one_objective_note(metric: str) -> str:

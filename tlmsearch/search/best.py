@@ -237,7 +237,11 @@ def pareto_front(
 
 
 def best_document(
-    trials: Any, cfg: StudyConfig, curves: Any = None, evs: Mapping[str, Any] | None = None
+    trials: Any,
+    cfg: StudyConfig,
+    curves: Any = None,
+    evs: Mapping[str, Any] | None = None,
+    chosen: list[str] | None = None,
 ) -> dict[str, Any]:
     """best.yaml: the best candidate's params, proxy widths, and its widths at target scale
     (with its attention heads per layer, and key/value heads with grouped-query attention, when
@@ -249,7 +253,9 @@ def best_document(
     better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
     :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
     checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
-    them: every number here is theirs.
+    them: every number here is theirs. ``chosen``: the confirmation stage's candidates as the
+    run dir records them (:meth:`~tlmsearch.run_dir.RunDir.confirm_chosen`), so that a stage
+    with a candidate still queued has not ended.
     """
     from tlmsearch.evidence.confirm import confirm_evidences
     from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
@@ -261,7 +267,7 @@ def best_document(
     stage_evs = confirm_evidences(staged, cfg)
     # the stage decides the best and the verdict once it has ended: a partial stage's first
     # trials are uniform's, and its evidence would name a best on part of its seeds
-    ended = bool(stage_evs) and stage_complete(staged, cfg.search.confirm_seeds)
+    ended = bool(stage_evs) and stage_complete(staged, cfg.search.confirm_seeds, chosen=chosen)
     confirmed = best_candidates(staged, cfg, stage_evs) if ended else []
     doc: dict[str, Any] = {
         "study": cfg.name,
@@ -324,7 +330,7 @@ def best_document(
     doc["error_rates"] = error_rates(doc, cfg.stats.level)
     said = study_conclusions(trials, cfg, evidence=ev)
     if cfg.search.confirm is not None:
-        doc["confirmation"] = confirmation_of(trials, staged, cfg, evs, stage_evs)
+        doc["confirmation"] = confirmation_of(trials, staged, cfg, evs, stage_evs, chosen)
         if ended:  # the verdict too: from the stage's own evidence
             first = stage_evs[cfg.objectives[0].metric]
             said = study_conclusions(staged, cfg, evidence=first)
@@ -342,6 +348,7 @@ def confirmation_of(
     cfg: StudyConfig,
     evs: Mapping[str, Any],
     stage_evs: Mapping[str, Any],
+    chosen: list[str] | None = None,
 ) -> dict[str, Any]:
     """best.yaml's ``confirmation`` (:func:`tlmsearch.evidence.confirm.study_confirmation`) of
     the first objective: ``trials`` the main stage's rows, ``staged`` the stage's, ``evs`` /
@@ -349,7 +356,7 @@ def confirmation_of(
     from tlmsearch.evidence.confirm import study_confirmation
 
     metric = cfg.objectives[0].metric
-    return study_confirmation(trials, staged, cfg, evs.get(metric), stage_evs.get(metric))
+    return study_confirmation(trials, staged, cfg, evs.get(metric), stage_evs.get(metric), chosen)
 
 
 def error_rates(doc: Mapping[str, Any], level: float) -> dict[str, Any]:
@@ -514,7 +521,7 @@ def write_best(
     if evs is None:  # else the evidences carry the curves' checkpoint noise already
         path = run.table("curves")  # written beside trials by write_tables
         curves = pd.read_parquet(path) if path.is_file() else None
-    doc = best_document(trials, cfg, curves, evs)
+    doc = best_document(trials, cfg, curves, evs, run.confirm_chosen())
     text = yaml.safe_dump(doc, sort_keys=False)
     atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
     return doc

@@ -13,6 +13,7 @@ from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.evidence.confirm import confirm_evidences
 from tlmsearch.evidence.factorial import two_by_two
 from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
+from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.driver import driver_gone
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
@@ -161,7 +162,10 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
     evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     stage_evs = confirm_evidences(staged, cfg)
-    stage_ended = bool(stage_evs) and stage_complete(staged, cfg.search.confirm_seeds)
+    chosen = RunDir(run_dir).confirm_chosen()
+    stage_ended = bool(stage_evs) and stage_complete(
+        staged, cfg.search.confirm_seeds, chosen=chosen
+    )
     if stage_ended:  # the best on the fresh seeds (the main stage's is conditional)
         best = [
             {**e, "confirmed_on_seeds": cfg.search.confirm_seeds}
@@ -184,7 +188,9 @@ def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, An
         "censored_better": censored_better(frame, cfg, evs),
         "race": race_lines(study, cfg),
         "confirmation": (
-            confirmation_of(frame, staged, cfg, evs, stage_evs) if cfg.search.confirm else None
+            confirmation_of(frame, staged, cfg, evs, stage_evs, chosen)
+            if cfg.search.confirm
+            else None
         ),
         "conclusions": said,
         "signal_to_noise": ev.snr if ev is not None else None,
