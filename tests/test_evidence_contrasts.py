@@ -371,3 +371,124 @@ def test_two_by_two_reads_a_table_and_says_when_it_has_no_margin() -> None:
     table["word"] = ["better", "inconclusive", "inconclusive"]
     assert "no equivalence margin" in two_by_two(table, spec)
     assert two_by_two(None, spec) is None and two_by_two(table, None) is None
+
+
+def _judged_by(run: Path, stats_file: Path) -> object:
+    return CliRunner().invoke(
+        app, ["status", str(run), "--stats-from", str(stats_file)], terminal_width=400
+    )
+
+
+def test_status_asks_a_stored_run_the_questions_of_another_stats_section(tmp_path) -> None:
+    """New questions of stored trials: the run's own study asks the default contrasts; a
+    study YAML's stats section asks its own, and the run dir is not changed."""
+    import yaml
+
+    run, _ = make_run(tmp_path)
+
+    def files() -> dict[str, bytes]:  # the storage's own (SQLite's write-ahead log) aside
+        return {
+            p.name: p.read_bytes()
+            for p in run.iterdir()
+            if p.is_file() and not p.name.startswith("optuna.db")
+        }
+
+    before = files()
+    assert "tapers at the high LR" not in _status(run)
+    ask = tmp_path / "ask.yaml"
+    stats = {
+        "equivalence": 0.002,
+        "contrasts": [
+            {
+                "name": "tapers at the high LR",
+                "schedules": ["early-heavy"],
+                "where": {"train.lr": [0.01]},
+            }
+        ],
+    }
+    ask.write_text(yaml.safe_dump({"name": "other", "stats": stats}))
+    res = _judged_by(run, ask)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert f"judged by the stats section of {ask}" in out
+    assert "Holm over 1 contrast" in out and "within +-0.002?" in out
+    assert "tapers at the high LR: better: -0.060" in out
+    assert files() == before and "study.yaml" in before
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("name: x\n", "stats: missing; --stats-from reads the stats section of a study YAML"),
+        (
+            "stats: {contrasts: [{name: a, schedules: [cosin]}]}\n",
+            "stats.contrasts[0].schedules[0]: 'cosin' is not a schedule of the space",
+        ),
+        ("stats: {levle: 0.9}\n", "stats.levle: unknown key; valid keys here:"),
+        ("stats: {equivalence: -1}\n", "stats.equivalence: -1 is invalid"),
+        ("- a list\n", "(top level): expected a mapping of sections"),
+    ],
+)
+def test_a_bad_stats_from_exits_2_naming_the_field(tmp_path, text, needle) -> None:
+    run, _ = make_run(tmp_path)
+    ask = tmp_path / "ask.yaml"
+    ask.write_text(text)
+    res = _judged_by(run, ask)
+    assert res.exit_code == 2, res.output
+    assert needle in " ".join(res.output.split()), res.output
+    missing = _judged_by(run, tmp_path / "nowhere.yaml")
+    assert missing.exit_code == 2 and "study file not found" in missing.output
+
+
+def test_stats_from_fuzzed_sections_are_read_or_refused_never_a_crash(tmp_path) -> None:
+    """Any stats section, valid or not: a judged study or a ConfigError naming it."""
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tlmsearch.config.load import load_frozen_study, with_stats_from
+    from tlmsearch.errors import ConfigError
+
+    run, _ = make_run(tmp_path)
+    cfg = load_frozen_study(run / "study.yaml", whole=True)
+    leaf = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 5),
+        st.floats(allow_nan=True),
+        st.sampled_from(["early-heavy", "uniform", "train.lr", "holm", "cosine 1.5->0.5", ""]),
+    )
+    keys = st.sampled_from(
+        [
+            "contrasts",
+            "equivalence",
+            "level",
+            "family",
+            "name",
+            "schedules",
+            "vs",
+            "where",
+            "by",
+            "terms",
+            "train.lr",
+            "two_by_two",
+            "x",
+        ]
+    )
+    values = st.recursive(
+        leaf,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=12,
+    )
+    path = tmp_path / "ask.yaml"
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.dictionaries(keys, values, max_size=4))
+    def judged(stats) -> None:
+        path.write_text(yaml.safe_dump({"stats": stats}))
+        try:
+            with_stats_from(cfg, path)
+        except ConfigError as err:
+            assert err.problems and all(isinstance(p, str) and p for p in err.problems)
+
+    judged()

@@ -534,12 +534,20 @@ def resume(
 @app.command()
 def status(
     run_dir: Annotated[Path, typer.Argument(help="A run dir, e.g. runs/quickstart")],
+    stats_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--stats-from",
+            help="Judge the run by this study YAML's stats section (its contrasts, margin, "
+            "level): new questions of stored trials; the run dir is not changed",
+        ),
+    ] = None,
 ) -> None:
     """Trials by state and the best candidate so far (works while the run is going)."""
     from tlmsearch.search.cli import status_command
 
     try:
-        status_command(run_dir, console=_console())
+        status_command(run_dir, console=_console(), stats_from=stats_from)
     except ConfigError as err:
         _bad_input(err)
 

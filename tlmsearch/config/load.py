@@ -106,6 +106,35 @@ def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
     return study_from_mapping(data, base=path.parent, source=str(path))
 
 
+def with_stats_from(cfg: StudyConfig, path: str | Path) -> StudyConfig:
+    """``cfg`` (a run's) judged by the ``stats`` section of the study YAML at ``path``: its
+    contrasts, equivalence margin, level and family, to ask a stored run new questions. What
+    trained is unchanged, and nothing in the run dir is written; each contrast must name the
+    run's schedules and setting dimensions. Raises :class:`ConfigError` naming the field."""
+    from pydantic import ValidationError
+
+    from tlmsearch.config.checks import contrast_problems
+    from tlmsearch.config.search import StatsConfig
+
+    path = Path(path)
+    data = _read_yaml(path)
+    if "stats" not in data:
+        raise ConfigError(
+            "stats: missing; --stats-from reads the stats section of a study YAML (e.g. "
+            "stats.contrasts, stats.equivalence), and this file has none",
+            source=str(path),
+        )
+    try:
+        stats = StatsConfig.model_validate(data["stats"] or {})
+    except ValidationError as err:
+        raise ConfigError(problems_from(err, "stats", StatsConfig), str(path)) from None
+    judged = cfg.model_copy(update={"stats": stats})
+    problems = contrast_problems(judged)
+    if problems:
+        raise ConfigError(problems, str(path))
+    return judged
+
+
 # -------------------------------------------------------------------------------------------------
 # A run dir's frozen study.yaml
 

@@ -282,22 +282,24 @@ def resume_command(
     return _print_result(console, result)
 
 
-def status_command(run_dir: Path, *, console: Any) -> int:
+def status_command(run_dir: Path, *, console: Any, stats_from: Path | None = None) -> int:
     from tlmsearch.search.ladder import is_ladder_run, rung_dirs
 
     if is_ladder_run(run_dir):  # a ladder: each rung's status in turn
         for rung in rung_dirs(Path(run_dir)):
             console.print(f"\n[bold]{rung.name}[/]")
-            _status(rung, console=console)
+            _status(rung, console=console, stats_from=stats_from)
         return 0
-    return _status(run_dir, console=console)
+    return _status(run_dir, console=console, stats_from=stats_from)
 
 
-def _status(run_dir: Path, *, console: Any) -> int:
+def _status(run_dir: Path, *, console: Any, stats_from: Path | None = None) -> int:
     from tlmsearch.search.sampling.storage import dashboard_command, storage_url
     from tlmsearch.search.status import status_report
 
-    rep = status_report(run_dir)
+    rep = status_report(run_dir, stats_from=stats_from)
+    if stats_from is not None:
+        console.print(f"judged by the stats section of {stats_from} (the run's own is unchanged)")
     c = rep["counts"]
     finished = c["COMPLETE"] + c["PRUNED"] + c["FAIL"]
     planned = rep["planned"] or "?"

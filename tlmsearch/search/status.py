@@ -142,14 +142,17 @@ def running_progress(
     }
 
 
-def status_report(run_dir: str | Path, now: float | None = None) -> dict[str, Any]:
+def status_report(
+    run_dir: str | Path, now: float | None = None, stats_from: str | Path | None = None
+) -> dict[str, Any]:
     """What ``tlmsearch status`` prints: run.json, counts, best so far, running trials and the
-    ETA (``now``: epoch seconds, default the clock; safe while running, from any process)."""
+    ETA (``now``: epoch seconds, default the clock; safe while running, from any process);
+    ``stats_from``: a study YAML whose ``stats`` section asks the questions (:func:`open_run`)."""
     import time
 
     from tlmsearch.run_dir.tables import curves_frame, trials_frame
 
-    cfg, study = open_run(run_dir)
+    cfg, study = open_run(run_dir, stats_from=stats_from)
     info = run_info(run_dir)
     gone = driver_gone(info, run_dir)
     if gone and info.get("status") == "running":  # nothing runs: no ETA, no running trials
