@@ -6,7 +6,8 @@ study on one shared core at 3 seeds: the default 4 x 100 studies in about 2 minu
 1000`` in about 20).
 
 Each study is drawn as a real one with one setting dimension (``train.lr``, 4 values) is: 5
-early-heavy schedules (cosine, taper strength 0.2-1.0) and uniform at every LR on 3 seeds,
+early-heavy schedules (cosine, taper strength 0.2-1.0) and uniform at every LR on 3 seeds
+(``--seeds``),
 
     y(c, lr, s) = 2.0 + effect_c + u_s + g_(lr, s) + e_(c, lr, s)
 
@@ -169,6 +170,8 @@ def run(
     >>> sorted(r["null"])[:3], r["null"]["studies"]
     (['any_equivalent', 'cell_separated', 'family_better'], 2)
     """
+    if seeds < 2:
+        raise ValueError(f"a cell needs at least 2 seeds to measure its noise, but got {seeds=}")
     noise = math.sqrt(2.0) * 0.005
     out = {}
     for k in which:

@@ -184,7 +184,8 @@ def test_the_studys_own_contrasts_reach_about_the_planned_power() -> None:
         i for i, (k, q, *_) in enumerate(family) if k == FAMILY_KIND and q.name.startswith("early")
     )
     w, name = family[at][3], family[at][1].name
-    weight = first_weights([k for k, *_ in family])[at]  # as `tlmsearch plan` sizes it
+    weight = first_weights([k for k, *_ in family])[at]  # as `tlmsearch plan` sizes it (every
+    # contrast here reads cells)
     assert weight == pytest.approx(0.4)  # the one family (late-heavy has 1 schedule) has 40%
     sh, alpha, sd = cp.shape(rows, w), 0.05 * weight, math.sqrt(2.0)  # cell sd 1
     n_sep = cp.smallest_seeds(lambda n: cp.separate_power(n, 1.0, sd, sh, alpha), 0.8)
@@ -314,3 +315,23 @@ def test_plan_prints_the_contrasts_table(tmp_path: Path) -> None:
     body = out[head + 3 :]
     assert any(" vs uniform" in x for x in body)
     assert body[-1].startswith("se/sd: the contrast's standard error")
+
+
+def test_the_plan_header_counts_what_can_be_estimated_and_splits_over_it(tmp_path) -> None:
+    """A contrast that reads no cell of the design asks nothing: the header says how many of
+    the family can be estimated, and a group left with none is not named with its share."""
+    import dataclasses
+
+    cfg = study_from_mapping(_settings_study(tmp_path))
+    pilot = load_run(make_run(tmp_path / "pilot", seeds=(0, 1, 2))).trials
+    c = power.build_plan(cfg, pilot=pilot, min_effect=0.003).contrasts
+    rows = tuple(
+        dataclasses.replace(r, shape=None, alpha=math.nan) if r.kind == INTERACTION else r
+        for r in c.rows
+    )
+    groups = tuple(g for g in c.groups if g[0] != "interactions")
+    lost = sum(r.kind == INTERACTION for r in c.rows)
+    plan = dataclasses.replace(c, rows=rows, groups=groups)
+    head = cp.contrast_plan_lines(plan, 0.003, 0.95, 4, 3, lambda x: f"{x:.0%}")[1]
+    assert f"weighted Holm over {c.m} contrasts ({c.m - lost} estimable) at 95%" in head
+    assert "interactions" not in head and "families (1) 50%" in head, head

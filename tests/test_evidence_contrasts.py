@@ -426,7 +426,11 @@ def test_status_asks_a_stored_run_the_questions_of_another_stats_section(tmp_pat
         ),
         ("stats: {levle: 0.9}\n", "stats.levle: unknown key; valid keys here:"),
         ("stats: {equivalence: -1}\n", "stats.equivalence: -1 is invalid"),
-        ("- a list\n", "(top level): expected a mapping of sections"),
+        ("- a list\n", "stats: missing"),
+        ("", "stats: missing"),
+        ("stats: 3\n", "stats: 3 is not a section; give a mapping"),
+        ("stats: []\n", "stats: [] is not a section"),
+        ("stats: [unclosed\n", "not valid YAML"),
     ],
 )
 def test_a_bad_stats_from_exits_2_naming_the_field(tmp_path, text, needle) -> None:
@@ -435,9 +439,10 @@ def test_a_bad_stats_from_exits_2_naming_the_field(tmp_path, text, needle) -> No
     ask.write_text(text)
     res = _judged_by(run, ask)
     assert res.exit_code == 2, res.output
-    assert needle in " ".join(res.output.split()), res.output
+    out = " ".join(res.output.split())
+    assert needle in out and f"--stats-from {ask}" in out, res.output
     missing = _judged_by(run, tmp_path / "nowhere.yaml")
-    assert missing.exit_code == 2 and "study file not found" in missing.output
+    assert missing.exit_code == 2 and "nowhere.yaml: file not found" in missing.output
 
 
 def test_stats_from_fuzzed_sections_are_read_or_refused_never_a_crash(tmp_path) -> None:

@@ -329,18 +329,22 @@ def test_best_yaml_comes_from_the_stage_and_keeps_the_main_stage_conditional(tmp
     # a chosen candidate whose every fresh seed is still queued has no row at all: every row
     # the stage has is finished, and only the stage's record (confirm.json) says it has not
     # ended
-    from tlmsearch.run_dir import RunDir
-    from tlmsearch.widths.candidate import IDENTITY
-
     on_stage = frame["stage"] == "confirm"
     queued = frame.drop(
         index=frame.index[on_stage & (frame[IDENTITY] == frame.at[cell, IDENTITY])]
     )
+    assert confirm.chosen(tmp_path) is None  # no record yet
     confirm.record(tmp_path, study, confirm.recorded(None, study))
-    chosen = RunDir(tmp_path).confirm_chosen()
+    chosen = confirm.chosen(tmp_path)
     assert sorted(chosen) == sorted(set(frame.loc[on_stage & ~frame["is_baseline"], IDENTITY]))
-    assert "confirmed_on_seeds" not in best_document(queued, cfg, chosen=chosen)["best"][0]
+    held = best_document(queued, cfg, chosen=chosen)
+    assert "confirmed_on_seeds" not in held["best"][0]
+    words = {r["candidate"]: r["word"] for r in held["confirmation"]["candidates"]}
+    assert words[frame.at[cell, "candidate"]] == "pending" and len(words) == 2, words
     assert "confirmed_on_seeds" in best_document(queued, cfg)["best"][0]  # without the record
+    # every fresh seed's uniform too: a seed whose uniform is queued again has not ended
+    no_base = frame.drop(index=frame.index[on_stage & frame["is_baseline"] & (frame["seed"] == 3)])
+    assert "confirmed_on_seeds" not in best_document(no_base, cfg, chosen=chosen)["best"][0]
     # the report's main evidence is keyed by label: the same words and main-stage deltas
     from tlmsearch.evidence import study_evidence
     from tlmsearch.evidence.confirm import study_confirmation

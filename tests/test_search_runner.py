@@ -71,32 +71,47 @@ def test_torchs_own_default_in_the_environment_is_not_the_users_choice(tmp_path,
     assert compile_cache(tmp_path / "run") == str((tmp_path / "run" / "compile-cache").resolve())
 
 
-def test_a_run_imports_what_its_end_reads_before_its_first_trial(monkeypatch) -> None:
+def test_a_run_imports_what_its_end_reads_before_its_first_trial(tmp_path, monkeypatch) -> None:
     """A package edited or upgraded while a study ran crashed the run after its last trial (the
-    end's lazy imports read new code beside the old): the end's modules load first."""
+    end's lazy imports read new code beside the old). With what the runner and the CLI load
+    before the first trial, the end (best.yaml from the trials, the report) imports no
+    tlmsearch module of its own."""
+    import json
     import subprocess
     import sys
 
+    from fixtures_run import make_run
+
     from tlmsearch.search import runner
 
+    run = make_run(tmp_path / "run")
     code = (
-        "import importlib, pkgutil, sys\n"
-        "from tlmsearch.search import runner\n"
-        "runner.load_the_end()\n"
-        "want = list(runner.END_MODULES) + ['plotly.graph_objects']\n"
-        "for p in runner.END_PACKAGES:\n"
-        "    path = importlib.import_module(p).__path__\n"
-        "    want += [p + '.' + m.name for m in pkgutil.iter_modules(path)]\n"
-        "print(sorted(m for m in want if m not in sys.modules), len(want))\n"
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from tlmsearch.config.load import load_frozen_study\n"
+        "from tlmsearch.run_dir.tables import load_run\n"
+        "from tlmsearch.search import cli, runner\n"
+        "run = Path(sys.argv[1])\n"
+        "runner.load_the_end(); cli._load_the_report()\n"
+        "before = set(sys.modules)\n"
+        "cfg = load_frozen_study(run / 'study.yaml', whole=True)\n"
+        "from tlmsearch.search.best import write_best\n"
+        "write_best(run, load_run(run).trials, cfg)\n"
+        "from tlmsearch.report.html import write_report\n"
+        "write_report(run)\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before"
+        " if m.startswith('tlmsearch'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    missing, count = out.stdout.rsplit(" ", 1)
-    assert missing == "[]" and int(count) > 30, out.stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(run)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert (run / "best.yaml").is_file() and (run / "report.html").is_file()
 
     class First(Exception):
         pass
 
-    def first() -> None:
+    def first(cfg) -> None:
         raise First
 
     monkeypatch.setattr(runner, "load_the_end", first)

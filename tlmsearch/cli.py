@@ -538,8 +538,9 @@ def status(
         Path | None,
         typer.Option(
             "--stats-from",
-            help="Judge the run by this study YAML's stats section (its contrasts, margin, "
-            "level): new questions of stored trials; the run dir is not changed",
+            help="Judge the run by this study YAML's whole stats section (contrasts, "
+            "equivalence, level, family, two_by_two): new questions of stored trials; the run "
+            "dir is not changed",
         ),
     ] = None,
 ) -> None:

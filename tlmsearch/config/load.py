@@ -108,7 +108,8 @@ def load_study(path: str | Path, overrides: Sequence[str] = ()) -> StudyConfig:
 
 def with_stats_from(cfg: StudyConfig, path: str | Path) -> StudyConfig:
     """``cfg`` (a run's) judged by the ``stats`` section of the study YAML at ``path``: its
-    contrasts, equivalence margin, level and family, to ask a stored run new questions. What
+    contrasts, equivalence margin, level, family and 2 x 2 reading (the whole section replaces
+    the run's), to ask a stored run new questions. What
     trained is unchanged, and nothing in the run dir is written; each contrast must name the
     run's schedules and setting dimensions. Raises :class:`ConfigError` naming the field."""
     from pydantic import ValidationError
@@ -117,21 +118,37 @@ def with_stats_from(cfg: StudyConfig, path: str | Path) -> StudyConfig:
     from tlmsearch.config.search import StatsConfig
 
     path = Path(path)
-    data = _read_yaml(path)
-    if "stats" not in data:
+    where = f"--stats-from {path}"
+    try:
+        found = path.is_file()
+    except OSError:
+        found = False
+    if not found:
+        raise ConfigError(f"{where}: file not found; give a study YAML with a stats section")
+    try:
+        data = read_yaml(path)
+    except ConfigError as err:
+        raise ConfigError(err.problems, where) from None
+    if not isinstance(data, dict) or "stats" not in data:
         raise ConfigError(
             "stats: missing; --stats-from reads the stats section of a study YAML (e.g. "
             "stats.contrasts, stats.equivalence), and this file has none",
-            source=str(path),
+            source=where,
+        )
+    if not isinstance(data["stats"], dict):
+        raise ConfigError(
+            f"stats: {short(data['stats'])} is not a section; give a mapping, e.g. "
+            "stats: {contrasts: [...], equivalence: 0.01}",
+            source=where,
         )
     try:
-        stats = StatsConfig.model_validate(data["stats"] or {})
+        stats = StatsConfig.model_validate(data["stats"])
     except ValidationError as err:
-        raise ConfigError(problems_from(err, "stats", StatsConfig), str(path)) from None
+        raise ConfigError(problems_from(err, "stats", StatsConfig), where) from None
     judged = cfg.model_copy(update={"stats": stats})
     problems = contrast_problems(judged)
     if problems:
-        raise ConfigError(problems, str(path))
+        raise ConfigError(problems, where)
     return judged
 
 

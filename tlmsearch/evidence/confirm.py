@@ -179,6 +179,7 @@ def study_confirmation(
         )
     order = list(main.ranking[main.key]) if main is not None else []
     keys = {k for k, b in zip(staged[IDENTITY], staged["is_baseline"], strict=True) if not b}
+    keys |= set(recorded or ())  # a chosen candidate with every trial queued has no row yet
     chosen = sorted(keys, key=lambda k: (order.index(k) if k in order else len(order), k))
     labels = dict(zip(trials[IDENTITY], trials["candidate"], strict=True))
     labels.update(zip(staged[IDENTITY], staged["candidate"], strict=True))

@@ -26,7 +26,8 @@ named contrast 30%, the interactions 20%, the per-setting contrasts 10%:
 :data:`tlmsearch.stats.contrasts.GROUPS`):
 both are sized at its first step, alpha w two-sided for "differs from 0" and alpha w one-sided
 on each side for the equivalence (TOST), w its weight there
-(:func:`tlmsearch.stats.contrasts.first_weights`: 1 / m under plain Holm), an upper bound on
+(:func:`tlmsearch.stats.contrasts.first_weights` over the contrasts that read a cell: 1 / m
+under plain Holm), an upper bound on
 the seeds (later steps are looser). Given the variance estimate (s = se_hat / se, df),
 the difference is separated with probability P(|Z + theta / se| > t s) and called equivalent
 with P(|Z + theta / se| < d / se - t s), Z standard normal (:func:`separate_power`,
@@ -264,7 +265,8 @@ class ContrastPlan:
     """The contrasts' part of a plan: the family and each contrast's seeds."""
 
     m: int  # contrasts in the family
-    alpha: float  # the first contrast's level at the first step ((1 - level) / m under Holm)
+    alpha: float  # the first estimable contrast's level at the first step ((1 - level) / m,
+    # m the estimable ones, under plain Holm)
     margin: float | None  # the equivalence margin d (None: no equivalence question)
     margin_from: str
     rows: tuple[ContrastSize, ...]
@@ -408,6 +410,9 @@ def contrast_plan_lines(
     if not cp.rows:
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
+    asked = sum(r.shape is not None for r in cp.rows)
+    over = f"{cp.m} contrast{'s' * (cp.m != 1)}"
+    over += f" ({asked} estimable)" if asked < cp.m else ""
     if len(cp.groups) > 1:
         first = {r.kind: r.alpha for r in cp.rows if r.shape is not None}
         levels = ", ".join(
@@ -416,14 +421,14 @@ def contrast_plan_lines(
             if any(k in first for k in kinds)
         )
         head = (
-            f"contrasts: weighted Holm over {cp.m} contrasts at {level:.0%} "
+            f"contrasts: weighted Holm over {over} at {level:.0%} "
             f"({group_split(cp.groups)}), each "
             f"question sized at its first step ({levels} two-sided to separate {effect:g}"
         )
         alpha_eq = "the same"
     else:
         head = (
-            f"contrasts: Holm over {cp.m} contrast{'s' * (cp.m != 1)} at {level:.0%}, each "
+            f"contrasts: Holm over {over} at {level:.0%}, each "
             f"question sized at its first step ({cp.alpha:.3g} two-sided to separate "
             f"{effect:g}"
         )

@@ -45,7 +45,7 @@ def stage_complete(
 ) -> bool:
     """Whether the confirmation stage has ended: it has rows, none of them still queued or
     running, and every candidate of it, and every ``chosen`` one (the stage's record,
-    :meth:`tlmsearch.run_dir.RunDir.confirm_chosen`: a candidate whose trials are all still
+    :func:`tlmsearch.search.confirm.chosen`: a candidate whose trials are all still
     queued has no row), on every fresh seed. Until then its evidence is partial (uniform's
     trials come first on each seed), and the main stage's best stands.
 
@@ -62,4 +62,8 @@ def stage_complete(
     have = staged.groupby(key)["seed"].agg(lambda x: {int(s) for s in x})
     if any(k not in have.index for k in chosen or ()):
         return False
+    if "is_baseline" in staged:  # every fresh seed's uniform too (a delta's reference)
+        base = staged.loc[staged["is_baseline"].astype(bool), "seed"]
+        if not want <= {int(s) for s in base}:
+            return False
     return all(want <= s for s in have)

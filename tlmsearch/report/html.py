@@ -159,7 +159,9 @@ def _confirmation(t: Any, staged: Any, study: Any, ev: Any, path: Any) -> dict[s
     if getattr(getattr(study, "search", None), "confirm", None) is None:
         return None
     stage = confirm_evidences(staged, study, [study.objectives[0].metric])
-    chosen = RunDir(path).confirm_chosen() if path is not None else None
+    from tlmsearch.search.confirm import chosen as recorded
+
+    chosen = recorded(path) if path is not None else None
     return study_confirmation(t, staged, study, ev, stage.get(study.objectives[0].metric), chosen)
 
 

@@ -140,15 +140,6 @@ class RunDir:
         """A ladder's rung ``index``: a run dir of its own."""
         return self.path / f"rung-{index}"
 
-    def confirm_chosen(self) -> list[str] | None:
-        """The confirmation stage's chosen candidates (identities) as :attr:`confirm` records
-        them; None before the stage chose (or without a stage)."""
-        import json
-
-        if not self.confirm.is_file():
-            return None
-        return [str(k) for k in json.loads(self.confirm.read_text()).get("top", [])]
-
     def sessions(self) -> int:
         """How many Ray Tune sessions ran here (the next one is ``session-<that>``)."""
         return len(list(self.ray.glob(f"{SESSION}*"))) if self.ray.exists() else 0

@@ -253,9 +253,7 @@ def best_document(
     better on fewer seeds (see :func:`censored_better`). ``signal_to_noise``: the study's
     :attr:`tlmsearch.evidence.Evidence.snr` (``curves``: the learning curves, for its
     checkpoint noise). ``evs``: :func:`evidences` (built with the curves), when the caller has
-    them: every number here is theirs. ``chosen``: the confirmation stage's candidates as the
-    run dir records them (:meth:`~tlmsearch.run_dir.RunDir.confirm_chosen`), so that a stage
-    with a candidate still queued has not ended.
+    them: every number here is theirs. ``chosen``: :func:`tlmsearch.search.confirm.chosen`.
     """
     from tlmsearch.evidence.confirm import confirm_evidences
     from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
@@ -274,19 +272,8 @@ def best_document(
         "objectives": [{"metric": o.metric, "direction": o.sense} for o in cfg.objectives],
         "best": [],
     }
-    base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
-    if not base.empty and cfg.space.settings:  # a uniform per setting (train.lr): each its own
-        doc["uniform_baseline"] = {
-            o.metric: {
-                str(s): float(g[_metric_col(o.metric)].mean())
-                for s, g in base.groupby("setting", sort=False)
-            }
-            for o in cfg.objectives
-        }
-    elif not base.empty:
-        doc["uniform_baseline"] = {
-            o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives
-        }
+    if baseline := _uniform_baseline(trials, cfg):
+        doc["uniform_baseline"] = baseline
     if confirmed:  # the best and its separated flag: from the seeds no selection touched
         doc["main_stage_best"] = best  # conditional on surviving the pruner / the selection
         seeds = cfg.search.confirm_seeds
@@ -340,6 +327,23 @@ def best_document(
     if ev is not None and ev.snr is not None:
         doc["signal_to_noise"] = ev.snr.as_dict()
     return doc
+
+
+def _uniform_baseline(trials: Any, cfg: StudyConfig) -> dict[str, Any]:
+    """best.yaml's ``uniform_baseline``: each objective's uniform mean, per setting where the
+    space has settings (train.lr: each its own uniform); {} without a complete uniform."""
+    base = trials[(trials["is_baseline"]) & (trials["state"] == "COMPLETE")]
+    if base.empty:
+        return {}
+    if cfg.space.settings:
+        return {
+            o.metric: {
+                str(s): float(g[_metric_col(o.metric)].mean())
+                for s, g in base.groupby("setting", sort=False)
+            }
+            for o in cfg.objectives
+        }
+    return {o.metric: float(base[_metric_col(o.metric)].mean()) for o in cfg.objectives}
 
 
 def confirmation_of(
@@ -521,7 +525,9 @@ def write_best(
     if evs is None:  # else the evidences carry the curves' checkpoint noise already
         path = run.table("curves")  # written beside trials by write_tables
         curves = pd.read_parquet(path) if path.is_file() else None
-    doc = best_document(trials, cfg, curves, evs, run.confirm_chosen())
+    from tlmsearch.search.confirm import chosen
+
+    doc = best_document(trials, cfg, curves, evs, chosen(run_dir))
     text = yaml.safe_dump(doc, sort_keys=False)
     atomic_write(run.best, lambda tmp: Path(tmp).write_text(text))
     return doc

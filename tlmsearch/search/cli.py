@@ -33,6 +33,15 @@ def _next_steps(console: Any, run_dir: Path, dashboard: str) -> None:
     console.print(f"  {dashboard}   live Optuna dashboard")
 
 
+def _load_the_report() -> None:
+    """The report's modules, imported before a run's first trial, as the runner imports what
+    its own end reads (:func:`tlmsearch.search.runner.load_the_end`): a package edited while
+    the run goes then still writes the report. One that cannot import fails at the end, as any
+    report failure does, and never stops the run."""
+    with contextlib.suppress(Exception):
+        from tlmsearch.report import html  # noqa: F401  (loads every figure's module)
+
+
 def _write_report(console: Any, run_dir: Path) -> None:
     """Every run ends with its offline report; a report failure never fails the run. run.json
     says ``phase: report`` till it is written (a driver that dies meanwhile: run_dir/driver.py)."""
@@ -188,6 +197,7 @@ def run_command(
     from tlmsearch.search.runner import RunFailed, run_study
 
     cfg = load_study(study, overrides)  # exit 2 before anything starts
+    _load_the_report()
     if cfg.ladder:
         from tlmsearch.search.ladder import ladder_notes, run_ladder
 
@@ -257,6 +267,7 @@ def resume_command(
     from tlmsearch.search.ladder import is_ladder_run, resume_ladder
     from tlmsearch.search.runner import RunFailed, resume_run
 
+    _load_the_report()
     if is_ladder_run(run_dir):
         return _ladder_outcome(
             console,

@@ -52,6 +52,15 @@ def recorded(run: str | Path | None, study: Any) -> dict[str, Any] | None:
     return json.loads(held) if held else None
 
 
+def chosen(run: str | Path, study: Any = None) -> list[str] | None:
+    """The stage's chosen candidates (identities) as recorded (:func:`recorded`; ``study``:
+    its copy, where the run dir has none); None before the stage chose."""
+    if study is None and not RunDir(run).confirm.exists():
+        return None
+    choice = recorded(run, study)
+    return None if choice is None else [str(k) for k in choice.get("top", [])]
+
+
 def owed(run: str | Path | None, study: Any, cfg: StudyConfig) -> bool:
     """Whether the stage still has work: not chosen yet, or a trial of it not finished."""
     if cfg.search.confirm is None:

@@ -26,16 +26,12 @@ def run_info(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def open_run(
-    run_dir: str | Path, *, strict: bool = False, stats_from: str | Path | None = None
-) -> tuple[StudyConfig, Any]:
+def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig, Any]:
     """The run's frozen config and its Optuna study (loaded, not created).
 
     The config as every reader of a run dir takes it (:func:`tlmsearch.config.frozen_study`:
     an older version's study.yaml stays readable); ``strict``: with every check of a study
-    about to train (``resume``: :func:`tlmsearch.config.load_study`); ``stats_from``: a study
-    YAML whose ``stats`` section judges the run instead of its own
-    (:func:`tlmsearch.config.load.with_stats_from`).
+    about to train (``resume``: :func:`tlmsearch.config.load_study`).
     """
     import optuna
 
@@ -46,10 +42,6 @@ def open_run(
             "e.g. runs/quickstart"
         )
     cfg = load_study(run.study) if strict else load_frozen_study(run.study, whole=True)
-    if stats_from is not None:
-        from tlmsearch.config.load import with_stats_from
-
-        cfg = with_stats_from(cfg, stats_from)
     name = run_info(run.path).get("optuna_study") or cfg.name
     storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:

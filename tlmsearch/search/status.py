@@ -13,8 +13,8 @@ from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.evidence.confirm import confirm_evidences
 from tlmsearch.evidence.factorial import two_by_two
 from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
-from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.driver import driver_gone
+from tlmsearch.search import confirm
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
     best_candidates,
@@ -147,12 +147,17 @@ def status_report(
 ) -> dict[str, Any]:
     """What ``tlmsearch status`` prints: run.json, counts, best so far, running trials and the
     ETA (``now``: epoch seconds, default the clock; safe while running, from any process);
-    ``stats_from``: a study YAML whose ``stats`` section asks the questions (:func:`open_run`)."""
+    ``stats_from``: a study YAML whose ``stats`` section asks the questions instead of the
+    run's (:func:`tlmsearch.config.load.with_stats_from`; nothing is written)."""
     import time
 
     from tlmsearch.run_dir.tables import curves_frame, trials_frame
 
-    cfg, study = open_run(run_dir, stats_from=stats_from)
+    cfg, study = open_run(run_dir)
+    if stats_from is not None:
+        from tlmsearch.config.load import with_stats_from
+
+        cfg = with_stats_from(cfg, stats_from)
     info = run_info(run_dir)
     gone = driver_gone(info, run_dir)
     if gone and info.get("status") == "running":  # nothing runs: no ETA, no running trials
@@ -165,7 +170,7 @@ def status_report(
     evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     stage_evs = confirm_evidences(staged, cfg)
-    chosen = RunDir(run_dir).confirm_chosen()
+    chosen = confirm.chosen(run_dir, study)
     stage_ended = bool(stage_evs) and stage_complete(
         staged, cfg.search.confirm_seeds, chosen=chosen
     )

@@ -418,7 +418,7 @@ def contrasts_rule(table: pd.DataFrame, level: float) -> str:
     >>> t = pd.DataFrame({"kind": ["family", "main", "setting"], "p": [math.nan, 0.01, 0.2],
     ...                   "margin": math.nan})
     >>> contrasts_rule(t, 0.95).split("; ")[0]
-    'weighted Holm over 3 contrasts, family-wise error 5% shared: schedules (1) 75%, per-setting (1) 25%'
+    'weighted Holm over 3 contrasts (2 estimable), family-wise error 5% shared: schedules (1) 75%, per-setting (1) 25%'
     """  # noqa: E501
     margin = table["margin"].iloc[0] if len(table) else math.nan
     kinds = table["kind"].tolist() if "kind" in table else [MAIN] * len(table)
@@ -429,4 +429,5 @@ def contrasts_rule(table: pd.DataFrame, level: float) -> str:
         level,
         None if not math.isfinite(margin) else float(margin),
         family_groups(kinds)[2],
+        len(kinds),
     )

@@ -247,22 +247,30 @@ def family_rule(
     level: float,
     margin: float | None,
     groups: Sequence[tuple[str, int, float]] = (),
+    asked: int | None = None,
 ) -> str:
     """How the family's words are decided, in one line; ``groups``: (what, contrasts, share)
-    of each group present, where the family is split (:func:`step_down`).
+    of each group with a question asked, where the family is split (:func:`step_down`);
+    ``asked``: how many of the ``m`` contrasts ask a question (the others cannot be estimated;
+    default: all).
 
     >>> family_rule(3, 0.95, 0.01)
     'Holm over 3 contrasts, family-wise error 5%; each asks "differs from 0?" and "within +-0.01?" (TOST), counted once (Shaffer)'
     >>> family_rule(8, 0.95, None, [("schedules", 2, 0.7), ("per-setting", 6, 0.3)])
     'weighted Holm over 8 contrasts, family-wise error 5% shared: schedules (2) 70%, per-setting (6) 30%; a group done passes its share on (Bretz et al. 2009); no equivalence margin, so none is called equivalent'
+    >>> family_rule(3, 0.95, None, [("schedules", 1, 0.3)], asked=1).split(";")[0]
+    'Holm over 3 contrasts (1 estimable), family-wise error 5%'
     """  # noqa: E501
+    over = f"{m} contrast{'s' * (m != 1)}"
+    if asked is not None and asked < m:
+        over += f" ({asked} estimable)"
     if len(groups) > 1:
         head = (
-            f"weighted Holm over {m} contrasts, family-wise error {1 - level:.0%} shared: "
+            f"weighted Holm over {over}, family-wise error {1 - level:.0%} shared: "
             f"{group_split(groups)}; a group done passes its share on (Bretz et al. 2009)"
         )
     else:
-        head = f"Holm over {m} contrast{'s' * (m != 1)}, family-wise error {1 - level:.0%}"
+        head = f"Holm over {over}, family-wise error {1 - level:.0%}"
     if margin is None:
         return head + "; no equivalence margin, so none is called equivalent"
     return (
