@@ -37,7 +37,11 @@ about 0.4 s a study on one core; the table in docs/statistics.md, "Contrasts and
 equivalence"): the early-heavy family "better" in 84.0% ± 1.2 of the ``power`` studies, any
 per-cell comparison separated in 34.5% ± 1.5: a ratio of 2.4, the goal met; in the ``null``
 studies false better / worse 2.4% ± 0.5 and false equivalent 0; with every taper exactly +d
-(``equiv_plus``) false "equivalent" 0.8% ± 0.3 and false better / worse 0.5% ± 0.2. Under
+(``equiv_plus``) false "equivalent" 0.8% ± 0.3 and false better / worse 0.5% ± 0.2. Then
+(0.9.1, the same way): at -d false "equivalent" 0.3% ± 0.2; uniform's sd 2x at every LR
+false better / worse 2.7% ± 0.5 (the effects table's per-setting family 7.4% ± 0.8: above its
+5%), 3x at the highest LR 3.1% ± 0.5; the null at ``--seeds 10 --reps 500`` 3.0% ± 0.8 and at
+``--seeds 20 --reps 300`` 3.0% ± 1.0. Under
 plain Holm over the 32 (0.8.0, ``--reps 200``) the ``power`` row was 51.0% ± 3.5 against
 34.0% ± 3.3 (1.5x), false "equivalent" 0 of 200 at +d and at -d, false better / worse 1.0% ±
 0.7 (null), 4.0% ± 1.4 (uniform 2x), 3.5% ± 1.3 (uniform 3x at one LR).
