@@ -22,6 +22,12 @@ SPACE = {
     }
 }
 SEEDS = [0, 1, 2, 3]
+# a named contrast: the early-heavy family at the highest LR only
+HIGH_LR_TAPERS = {
+    "name": "tapers at the high LR",
+    "schedules": ["early-heavy"],
+    "where": {"train.lr": [0.01]},
+}
 
 
 def law(params: dict, seed: int) -> float:
@@ -122,11 +128,7 @@ def test_a_study_asks_its_own_contrasts_with_its_own_margin(tmp_path) -> None:
     stats = {
         "equivalence": 0.002,
         "contrasts": [
-            {
-                "name": "tapers at the high LR",
-                "schedules": ["early-heavy"],
-                "where": {"train.lr": [0.01]},
-            },
+            HIGH_LR_TAPERS,
             {
                 "name": "cosine vs linear taper",
                 "schedules": ["cosine 1.5->0.5"],
@@ -398,13 +400,7 @@ def test_status_asks_a_stored_run_the_questions_of_another_stats_section(tmp_pat
     ask = tmp_path / "ask.yaml"
     stats = {
         "equivalence": 0.002,
-        "contrasts": [
-            {
-                "name": "tapers at the high LR",
-                "schedules": ["early-heavy"],
-                "where": {"train.lr": [0.01]},
-            }
-        ],
+        "contrasts": [HIGH_LR_TAPERS],
     }
     ask.write_text(yaml.safe_dump({"name": "other", "stats": stats}))
     res = _judged_by(run, ask)
