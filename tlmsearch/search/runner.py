@@ -520,11 +520,8 @@ def _session(
     if line := array_line(cfg):
         echo(line)
     status = "failed"
-    # a preemption: stopped as a Ctrl-C is, its running trials marked at once, over connections
-    # opened now (opening them at the signal took seconds under load: a scheduler's SIGKILL,
-    # KillWait later, could come first, and the trial read "interrupted", not "preempted")
-    again = _study_again(url, study.study_name)
-    previous = on_sigterm(lambda: mark_preempted(again))
+    # a preemption: stopped as a Ctrl-C is, its running trials marked at once
+    previous = on_sigterm(lambda: mark_preempted(_study_again(url, study.study_name)))
     try:
         from tlmsearch.search.arrays.packing import training_slots
         from tlmsearch.search.execution.cluster import lean_tune
