@@ -118,3 +118,26 @@ def test_a_run_imports_what_its_end_reads_before_its_first_trial(tmp_path, monke
     monkeypatch.setattr(runner, "_calibrate_peak", lambda *a: pytest.fail("a step before it"))
     with pytest.raises(First):
         runner._execute(Path("run"), None, None, "", None, {}, print)
+
+
+def test_a_requeued_slurm_job_marks_what_its_driver_left_running_preempted(monkeypatch) -> None:
+    """Under load Slurm's SIGKILL (KillWait after the SIGTERM) could end the driver before its
+    own mark, and the requeued trial read "interrupted": the requeued job's resume marks it."""
+    from tlmsearch.search.attrs import PREEMPTED
+    from tlmsearch.search.runner import mark_if_requeued
+
+    study = optuna.create_study()
+    running, done = study.ask(), study.ask()
+    study.tell(done, 1.0)
+    info = {"slurm_job": "7", "slurm_restart": 0}
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # the same allocation: not requeued
+    assert mark_if_requeued(study, info) == 0
+    monkeypatch.setenv("SLURM_JOB_ID", "8")  # another job
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert mark_if_requeued(study, info) == 0
+    assert PREEMPTED not in study.trials[running.number].user_attrs
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # this job, requeued once since
+    assert mark_if_requeued(study, info) == 1
+    assert study.trials[running.number].user_attrs[PREEMPTED] is True
+    assert PREEMPTED not in study.trials[done.number].user_attrs

@@ -195,11 +195,13 @@ def resume_run(
     """
     run = Path(run_dir).resolve()  # checkpoint paths stored for requeued trials are absolute
     cfg, study = export.open_run(run, strict=True)  # it trains again: every check
-    _refuse_if_running(run, export.run_info(run))
+    info = export.run_info(run)
+    _refuse_if_running(run, info)
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
     make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/baseline.py)
     _check_trackers(cfg)
     record_unpruned(study, cfg, run)  # the draw made before the first trial, read back
+    mark_if_requeued(study, info)
     requeued = requeue_interrupted(study, cfg, run)
     if requeued:
         echo(f"resume: {len(requeued)} interrupted trial(s) queued again{_mid_way(requeued)}")
@@ -250,6 +252,14 @@ def _refuse_if_running(run: Path, info: dict[str, Any]) -> None:
             f"stop it there, or wait: it counts as gone {run_driver.STALE_S:.0f} s after its "
             "last heartbeat"
         )
+
+
+def mark_if_requeued(study: Any, info: dict[str, Any]) -> int:
+    """In a Slurm job requeued since the recorded driver ran (:func:`_requeued_since`), mark
+    the trials it left RUNNING preempted: the scheduler stopped them, whether or not their
+    driver got to say so. Its SIGTERM mark can lose the race with Slurm's SIGKILL (KillWait)
+    on a loaded node, and the trial then read "interrupted". Returns how many were marked."""
+    return mark_preempted(study) if _requeued_since(info) else 0
 
 
 def _requeued_since(info: dict[str, Any]) -> bool:
