@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from tlmsearch.constants import MAX_SEEDS
 from tlmsearch.stats.contrasts import GROUPS, family_groups, first_weights
 from tlmsearch.stats.questions import SETTING, Question, asked, planned_row
-from tlmsearch.stats.words import group_split
+from tlmsearch.stats.words import family_size, group_split
 
 _NODES = 256  # Gauss-Legendre nodes over one part's sd ratio (exact to ~1e-6 here)
 _DRAWS = 4096  # Monte Carlo draws of several parts' estimates (the power's MC se < 0.3 points)
@@ -410,9 +410,7 @@ def contrast_plan_lines(
     if not cp.rows:
         return ["", f"contrasts: {cp.note}"] if cp.note else []
     eq = cp.margin is not None
-    asked = sum(r.shape is not None for r in cp.rows)
-    over = f"{cp.m} contrast{'s' * (cp.m != 1)}"
-    over += f" ({asked} estimable)" if asked < cp.m else ""
+    over = family_size(cp.m, sum(r.shape is not None for r in cp.rows))
     if len(cp.groups) > 1:
         first = {r.kind: r.alpha for r in cp.rows if r.shape is not None}
         levels = ", ".join(

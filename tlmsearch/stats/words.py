@@ -231,6 +231,16 @@ def decide_words(
     }
 
 
+def family_size(m: int, asked: int | None = None) -> str:
+    """The family's size in words, with how many can be estimated where some cannot.
+
+    >>> family_size(1), family_size(20, 18), family_size(3, 3)
+    ('1 contrast', '20 contrasts (18 estimable)', '3 contrasts')
+    """
+    text = f"{m} contrast{'s' * (m != 1)}"
+    return text + (f" ({asked} estimable)" if asked is not None and asked < m else "")
+
+
 def group_split(groups: Sequence[tuple[str, int, float]]) -> str:
     """How the error rate is split, in words: each group present (what, contrasts, share) with
     its share renormalised over them.
@@ -261,9 +271,7 @@ def family_rule(
     >>> family_rule(3, 0.95, None, [("schedules", 1, 0.3)], asked=1).split(";")[0]
     'Holm over 3 contrasts (1 estimable), family-wise error 5%'
     """  # noqa: E501
-    over = f"{m} contrast{'s' * (m != 1)}"
-    if asked is not None and asked < m:
-        over += f" ({asked} estimable)"
+    over = family_size(m, asked)
     if len(groups) > 1:
         head = (
             f"weighted Holm over {over}, family-wise error {1 - level:.0%} shared: "
