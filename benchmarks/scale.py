@@ -270,6 +270,66 @@ def _pg_size() -> float:
         return c.execute(sqlalchemy.text("select pg_database_size(current_database())")).scalar()
 
 
+# The goals at a storage's largest size: (what, the row's key, the bound, unit); each is met at
+# or below its bound. Also: the median flat from the smallest size to the largest (ratio <= 1.5),
+# the whole study within 15 minutes, and a killed and resumed study with nothing lost.
+GOALS = (
+    ("median", "ms_median", 50, "ms"),
+    ("p99", "ms_p99", 250, "ms"),
+    ("status", "status_s", 5, "s"),
+    ("report", "report_s", 60, "s"),
+    ("report.html", "html_mb", 25, "MB"),
+    ("first paint", "fcp_ms", 5000, "ms"),
+    ("driver memory", "driver_mb", 2048, "MB"),
+)
+FLAT, STUDY_S = 1.5, 15 * 60
+
+
+def _against(what: str, value: float, bound: float, unit: str = "") -> str:
+    """``what value unit (goal <= bound unit): met``: ms whole, s, min and MB to 0.1, a ratio
+    (no unit) to 0.01."""
+    digits = 0 if unit == "ms" else 1 if unit else 2
+    text = f"{value:,.{digits}f}" + (f" {unit}" if unit else "")
+    goal = f"{bound:g} {unit}" if unit else f"{bound:g}"
+    return f"{what} {text} (goal <= {goal}): {'met' if value <= bound else 'not met'}"
+
+
+def goals(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per goal and storage, at that storage's largest size: the measured value, the
+    bound and whether it is met.
+
+    >>> rows = [{"storage": "sqlite", "trials": 100, "ms_median": 40.0},
+    ...         {"storage": "sqlite", "trials": 5000, "ms_median": 70.0, "ms_p99": 200.0,
+    ...          "s_per_trial": 0.1, "resume_ok": True}]
+    >>> for line in goals(rows): print(line)
+    sqlite, 5,000 trials: median 70 ms (goal <= 50 ms): not met
+    sqlite, 5,000 trials: p99 200 ms (goal <= 250 ms): met
+    sqlite, 5,000 trials: median at 5,000 over 100 trials 1.75 (goal <= 1.5): not met
+    sqlite, 5,000 trials: the study 8.3 min (goal <= 15 min): met
+    sqlite, 5,000 trials: killed and resumed, nothing lost (goal: nothing lost): met
+    """
+    lines = []
+    for storage in dict.fromkeys(r["storage"] for r in rows):
+        mine = sorted((r for r in rows if r["storage"] == storage), key=lambda r: r["trials"])
+        small, big = mine[0], mine[-1]
+        head = f"{storage}, {big['trials']:,} trials"
+        for what, key, bound, unit in GOALS:
+            if big.get(key) is not None:
+                lines.append(f"{head}: {_against(what, float(big[key]), bound, unit)}")
+        if small is not big and small.get("ms_median") and big.get("ms_median") is not None:
+            ratio = float(big["ms_median"]) / float(small["ms_median"])
+            what = f"median at {big['trials']:,} over {small['trials']:,} trials"
+            lines.append(f"{head}: {_against(what, ratio, FLAT)}")
+        if big.get("s_per_trial") is not None:
+            minutes = float(big["s_per_trial"]) * big["trials"] / 60
+            lines.append(f"{head}: the study {_against('', minutes, STUDY_S / 60, 'min')[1:]}")
+        if "resume_ok" in big:
+            said = "nothing lost" if big["resume_ok"] else "NOT every trial once"
+            met = "met" if big["resume_ok"] else "not met"
+            lines.append(f"{head}: killed and resumed, {said} (goal: nothing lost): {met}")
+    return lines
+
+
 def measure(
     tmp: Path,
     n: int,
@@ -578,6 +638,7 @@ def main() -> None:
     import pandas as pd
 
     print(pd.DataFrame(rows).to_string(index=False))
+    print("\n".join(goals(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

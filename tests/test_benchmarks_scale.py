@@ -52,3 +52,32 @@ def test_the_breakdown_is_cumulative_cpu_per_trial_by_file_and_function(tmp_path
     assert rows["the ledger"]["calls"] == 4
     assert 90 <= rows["the ledger"]["ms_per_trial"] <= 150  # 4 x 50 ms over 2 trials
     assert rows["tell"]["ms_per_trial"] == 0
+
+
+def test_the_goals_are_read_at_each_storages_largest_size() -> None:
+    bench = load("scale")
+    row = {"ms_median": 60.0, "ms_p99": 250.0, "status_s": 5.04, "report_s": 10.0}
+    row |= {"html_mb": 7.0, "fcp_ms": 150, "driver_mb": 800, "s_per_trial": 0.2}
+    rows = [
+        {"storage": "sqlite", "trials": 100, **row, "ms_median": 30.0},
+        {"storage": "sqlite", "trials": 5000, **row, "resume_ok": False},
+        {"storage": "journal", "trials": 5000, **row, "ms_median": 50.0, "s_per_trial": 0.1},
+    ]
+    lines = bench.goals(rows)
+    assert "sqlite, 5,000 trials: median 60 ms (goal <= 50 ms): not met" in lines
+    assert "sqlite, 5,000 trials: p99 250 ms (goal <= 250 ms): met" in lines  # at the bound
+    assert "sqlite, 5,000 trials: status 5.0 s (goal <= 5 s): not met" in lines  # 5.04
+    assert (
+        "sqlite, 5,000 trials: median at 5,000 over 100 trials 2.00 (goal <= 1.5): not met"
+        in lines
+    )
+    assert "sqlite, 5,000 trials: the study 16.7 min (goal <= 15 min): not met" in lines
+    assert (
+        "sqlite, 5,000 trials: killed and resumed, NOT every trial once (goal: nothing lost): "
+        "not met"
+    ) in lines
+    # one size of a storage: no ratio; the bound itself is met
+    journal = [ln for ln in lines if ln.startswith("journal")]
+    assert len(journal) == len(bench.GOALS) + 1
+    assert "journal, 5,000 trials: median 50 ms (goal <= 50 ms): met" in journal
+    assert "journal, 5,000 trials: the study 8.3 min (goal <= 15 min): met" in journal
