@@ -33,6 +33,11 @@ subprocess. Per row:
   (``time.thread_time``: what the driver itself spends, whatever the load beside it), written
   to DIR/NAME.prof, and the row's milliseconds per trial by component (:data:`COMPONENTS`)
   are printed; ``--components FILE.prof --trials N`` prints them for a kept profile.
+- ``--ray-floor``: Ray Tune alone at ``--sizes`` trials, set up as the driver sets it up, with a
+  trainable that only reports 4 results: the floor under a trial's driver overhead that
+  tlmsearch's own work (ask, ledger, pruner, tell) adds to.
+
+Each run ends with the goals (:data:`GOALS`) at each storage's largest size, met or not.
 """
 
 from __future__ import annotations
@@ -483,6 +488,71 @@ def _drop(url: str, name: str) -> None:
         optuna.delete_study(study_name=name, storage=open_storage(url))
 
 
+def ray_floor(sizes: list[int], evals: int = 4) -> list[dict[str, Any]]:
+    """Ray Tune alone, as tlmsearch's driver sets it up (an embedded Ray of 2 CPUs, 2 trials at
+    once, actors reused, Ray's loggers and frequent experiment state off) with a function
+    trainable that reports ``evals`` results and nothing else: no searcher, no storage, no
+    pruner. Per trial: start to completion as Tune's callbacks see it (median, p99), the wall
+    and the driver's CPU over the trials; the floor under the driver's overhead."""
+    from ray import tune
+
+    from tlmsearch.config import RayConfig
+    from tlmsearch.search.execution.cluster import lean_tune, start_ray, stop_ray
+
+    def trainable(config: dict) -> None:  # nested: Ray pickles it by value, whatever the module
+        for step in range(config["evals"]):
+            tune.report({"loss": 1.0 / (step + 1), "tokens": step + 1})
+
+    class Clock(tune.Callback):
+        def __init__(self) -> None:
+            self.start: dict[str, float] = {}
+            self.secs: list[float] = []
+
+        def on_trial_start(self, iteration, trials, trial, **info) -> None:
+            self.start[trial.trial_id] = time.perf_counter()
+
+        def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+            self.secs.append(time.perf_counter() - self.start.pop(trial.trial_id))
+
+    rows = []
+    start_ray(RayConfig(num_cpus=2))
+    try:
+        with tempfile.TemporaryDirectory(prefix="tlmsearch-floor-") as tmp, lean_tune():
+            for n in sizes:
+                clock = Clock()
+                tuner = tune.Tuner(
+                    tune.with_resources(trainable, {"cpu": 1}),
+                    param_space={"evals": evals},
+                    tune_config=tune.TuneConfig(
+                        num_samples=n, max_concurrent_trials=2, reuse_actors=True
+                    ),
+                    run_config=tune.RunConfig(
+                        storage_path=tmp, name=f"floor-{n}", callbacks=[clock], verbose=0
+                    ),
+                )
+                t0, c0 = time.time(), time.process_time()
+                result = tuner.fit()
+                if result.errors:
+                    raise SystemExit(
+                        f"ray_floor: {len(result.errors)} trial(s) failed: {result.errors[0]}"
+                    )
+                wall, cpu = time.time() - t0, time.process_time() - c0
+                secs = np.array(clock.secs)
+                rows.append(
+                    {
+                        "ray_tune_alone": n,
+                        "ms_median": round(1000 * float(np.median(secs)), 1),
+                        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+                        "s_per_trial": round(wall / n, 3),
+                        "cpu_ms_per_trial": round(1000 * cpu / n, 1),
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
+    finally:
+        stop_ray()
+    return rows
+
+
 def sampler_ms(
     sizes: list[int], sampler: str, history: int | None, asks: int = 20
 ) -> list[dict[str, Any]]:
@@ -602,6 +672,11 @@ def main() -> None:
         help="time the sampler's asks alone at --sizes finished trials",
     )
     ap.add_argument(
+        "--ray-floor",
+        action="store_true",
+        help="Ray Tune alone (a trainable that only reports) at --sizes trials: the floor",
+    )
+    ap.add_argument(
         "--evidence-only",
         action="store_true",
         help="time the rows model and every contrast at --sizes candidates",
@@ -617,6 +692,9 @@ def main() -> None:
         return
     if args.evidence_only:
         evidence_s([int(x) for x in args.sizes.split(",")], seeds=3)
+        return
+    if args.ray_floor:
+        ray_floor([int(x) for x in args.sizes.split(",")])
         return
     if args.sampler_only:
         history = None if args.tpe_history == "all" else int(args.tpe_history)

@@ -81,3 +81,12 @@ def test_the_goals_are_read_at_each_storages_largest_size() -> None:
     assert len(journal) == len(bench.GOALS) + 1
     assert "journal, 5,000 trials: median 50 ms (goal <= 50 ms): met" in journal
     assert "journal, 5,000 trials: the study 8.3 min (goal <= 15 min): met" in journal
+
+
+def test_ray_tunes_floor_times_a_trainable_that_only_reports() -> None:
+    """(~10 s: an embedded Ray) The floor row: Tune alone, every trial timed."""
+    bench = load("scale")
+    (row,) = bench.ray_floor([4], evals=2)
+    assert row["ray_tune_alone"] == 4
+    assert 0 < row["ms_median"] <= row["ms_p99"] < 60_000
+    assert row["s_per_trial"] > 0 and row["cpu_ms_per_trial"] > 0
