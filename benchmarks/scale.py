@@ -37,7 +37,8 @@ subprocess. Per row:
   trainable that only reports 4 results: the floor under a trial's driver overhead that
   tlmsearch's own work (ask, ledger, pruner, tell) adds to.
 
-Each run ends with the goals (:data:`GOALS`) at each storage's largest size, met or not.
+A driver run (``--sizes``, ``--storages``) ends with the goals (:data:`GOALS`) at each storage's
+largest size, met or not.
 """
 
 from __future__ import annotations
@@ -292,24 +293,35 @@ FLAT, STUDY_S = 1.5, 15 * 60
 
 def _against(what: str, value: float, bound: float, unit: str = "") -> str:
     """``what value unit (goal <= bound unit): met``: ms whole, s, min and MB to 0.1, a ratio
-    (no unit) to 0.01."""
+    (no unit) to 0.01, with more digits where fewer would print a value on the bound's other
+    side (5.04 s against 5 s, not "5.0 s ... not met")."""
     digits = 0 if unit == "ms" else 1 if unit else 2
+    while digits < 6 and (round(value, digits) <= bound) != (value <= bound):
+        digits += 1
     text = f"{value:,.{digits}f}" + (f" {unit}" if unit else "")
-    goal = f"{bound:g} {unit}" if unit else f"{bound:g}"
+    goal = f"{bound:,g} {unit}" if unit else f"{bound:g}"
     return f"{what} {text} (goal <= {goal}): {'met' if value <= bound else 'not met'}"
 
 
 def goals(rows: list[dict[str, Any]]) -> list[str]:
     """One line per goal and storage, at that storage's largest size: the measured value, the
-    bound and whether it is met.
+    bound and whether it is met, or why it was not measured. Flat is judged both ways: the
+    median at the largest size over the smallest's (rows of several sizes), and ``growth``
+    within the largest run (its last tenth of trials over its first).
 
-    >>> rows = [{"storage": "sqlite", "trials": 100, "ms_median": 40.0},
-    ...         {"storage": "sqlite", "trials": 5000, "ms_median": 70.0, "ms_p99": 200.0,
-    ...          "s_per_trial": 0.1, "resume_ok": True}]
+    >>> rows = [{"storage": "sqlite", "trials": 5000, "ms_median": 70.0, "ms_p99": 200.0,
+    ...          "growth": 1.2, "s_per_trial": 0.1, "resume_ok": True},
+    ...         {"storage": "sqlite", "trials": 100, "ms_median": 40.0}]
     >>> for line in goals(rows): print(line)
     sqlite, 5,000 trials: median 70 ms (goal <= 50 ms): not met
     sqlite, 5,000 trials: p99 200 ms (goal <= 250 ms): met
+    sqlite, 5,000 trials: status: not measured
+    sqlite, 5,000 trials: report: not measured
+    sqlite, 5,000 trials: report.html: not measured
+    sqlite, 5,000 trials: first paint: not measured (no Chromium)
+    sqlite, 5,000 trials: driver memory: not measured
     sqlite, 5,000 trials: median at 5,000 over 100 trials 1.75 (goal <= 1.5): not met
+    sqlite, 5,000 trials: median, last tenth over first 1.20 (goal <= 1.5): met
     sqlite, 5,000 trials: the study 8.3 min (goal <= 15 min): met
     sqlite, 5,000 trials: killed and resumed, nothing lost (goal: nothing lost): met
     """
@@ -319,12 +331,18 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
         small, big = mine[0], mine[-1]
         head = f"{storage}, {big['trials']:,} trials"
         for what, key, bound, unit in GOALS:
-            if big.get(key) is not None:
+            if big.get(key) is None:
+                why = " (no Chromium)" if key == "fcp_ms" else ""
+                lines.append(f"{head}: {what}: not measured{why}")
+            else:
                 lines.append(f"{head}: {_against(what, float(big[key]), bound, unit)}")
         if small is not big and small.get("ms_median") and big.get("ms_median") is not None:
             ratio = float(big["ms_median"]) / float(small["ms_median"])
             what = f"median at {big['trials']:,} over {small['trials']:,} trials"
             lines.append(f"{head}: {_against(what, ratio, FLAT)}")
+        if big.get("growth") is not None:
+            what = "median, last tenth over first"
+            lines.append(f"{head}: {_against(what, float(big['growth']), FLAT)}")
         if big.get("s_per_trial") is not None:
             minutes = float(big["s_per_trial"]) * big["trials"] / 60
             lines.append(f"{head}: the study {_against('', minutes, STUDY_S / 60, 'min')[1:]}")
@@ -332,6 +350,8 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
             said = "nothing lost" if big["resume_ok"] else "NOT every trial once"
             met = "met" if big["resume_ok"] else "not met"
             lines.append(f"{head}: killed and resumed, {said} (goal: nothing lost): {met}")
+        else:
+            lines.append(f"{head}: killed and resumed: not run (--kill-at 0.5)")
     return lines
 
 
@@ -492,8 +512,10 @@ def ray_floor(sizes: list[int], evals: int = 4) -> list[dict[str, Any]]:
     """Ray Tune alone, as tlmsearch's driver sets it up (an embedded Ray of 2 CPUs, 2 trials at
     once, actors reused, Ray's loggers and frequent experiment state off) with a function
     trainable that reports ``evals`` results and nothing else: no searcher, no storage, no
-    pruner. Per trial: start to completion as Tune's callbacks see it (median, p99), the wall
-    and the driver's CPU over the trials; the floor under the driver's overhead."""
+    pruner. Per trial: start to completion as Tune's callbacks see it (median, p99: from its
+    actor's start, so a trial's wait as PENDING is not in it, where the driver rows' start at
+    Optuna's ask), the wall and the driver's CPU of ``Tuner.fit`` over the trials (Ray's own
+    start not in them, unlike the driver rows'); ``timed``: the trials the callbacks saw."""
     from ray import tune
 
     from tlmsearch.config import RayConfig
@@ -515,7 +537,7 @@ def ray_floor(sizes: list[int], evals: int = 4) -> list[dict[str, Any]]:
             self.secs.append(time.perf_counter() - self.start.pop(trial.trial_id))
 
     rows = []
-    start_ray(RayConfig(num_cpus=2))
+    owned = start_ray(RayConfig(num_cpus=2)).get("owned", True)  # False: a Ray already running
     try:
         with tempfile.TemporaryDirectory(prefix="tlmsearch-floor-") as tmp, lean_tune():
             for n in sizes:
@@ -545,11 +567,13 @@ def ray_floor(sizes: list[int], evals: int = 4) -> list[dict[str, Any]]:
                         "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
                         "s_per_trial": round(wall / n, 3),
                         "cpu_ms_per_trial": round(1000 * cpu / n, 1),
+                        "timed": len(secs),
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
     finally:
-        stop_ray()
+        if owned:
+            stop_ray()
     return rows
 
 
@@ -716,9 +740,9 @@ def main() -> None:
     import pandas as pd
 
     print(pd.DataFrame(rows).to_string(index=False))
-    print("\n".join(goals(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    print("\n".join(goals(rows)))
 
 
 if __name__ == "__main__":

@@ -493,3 +493,35 @@ def test_stats_from_fuzzed_sections_are_read_or_refused_never_a_crash(tmp_path) 
             assert err.problems and all(isinstance(p, str) and p for p in err.problems)
 
     judged()
+
+
+def test_status_shows_a_samplers_thousands_of_schedules_as_the_decided_and_the_largest_t():
+    """A sampler's study has one schedule-vs-uniform contrast per candidate (5,002 lines of
+    status at 5,000 trials): status keeps the decided ones, then the largest |t|, and says how
+    many more best.yaml holds."""
+    import numpy as np
+
+    from tlmsearch import stats
+    from tlmsearch.evidence.contrasts import contrast_lines
+
+    rng = np.random.default_rng(0)
+    rows = []
+    effects = {f"c{i:02d}": (-0.2 if i < 3 else 0.0) for i in range(20)}
+    for seed in range(4):
+        base = rng.normal(0, 0.05)
+        for c, e in {"uniform": 0.0, **effects}.items():
+            value = 2 + base + e + rng.normal(0, 0.01)
+            rows.append({"candidate": c, "is_baseline": c == "uniform", "seed": seed, "v": value})
+    t = pd.DataFrame(rows).assign(state="COMPLETE")
+    table = stats.contrast_table(t, "v", models={"": stats.row_noise(t, "v")}, margin=0.02)
+    assert len(table) == 20 and set(table["word"]) == {"better", "inconclusive"}
+    every = contrast_lines(table, "v", 0.95)
+    assert len(every) == 21  # the rule and each contrast: no limit, no cut
+    cut = contrast_lines(table, "v", 0.95, limit=5)
+    shown = [ln.split(" vs ")[0] for ln in cut[1:-1]]
+    t_abs = (table["estimate"] / table["se"]).abs()
+    undecided = table[table["word"] == "inconclusive"]
+    largest = list(undecided.loc[t_abs[undecided.index].nlargest(2).index, "name"])
+    assert shown == sorted(["c00", "c01", "c02", *(n.split(" vs ")[0] for n in largest)])
+    assert cut[-1].startswith("(15 more schedule-vs-uniform contrasts")
+    assert contrast_lines(table, "v", 0.95, limit=25) == every  # fewer than the limit: all

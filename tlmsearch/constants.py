@@ -13,7 +13,7 @@ from __future__ import annotations
 
 # The package's one version: tlmsearch.__version__, `tlmsearch --version` and the distribution's
 # (pyproject.toml reads it here); CHANGELOG.md's top entry names it.
-VERSION = "0.9.1"
+VERSION = "0.9.2"
 
 # Metric name -> the direction that is better, used when an objective gives none.
 METRICS: dict[str, str] = {

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from tlmsearch import stats
-from tlmsearch.stats.questions import SETTING
+from tlmsearch.stats.questions import MAIN, SETTING
 from tlmsearch.stats.words import BETTER, EQUIVALENT, MOST_SEEDS, WORSE
 
 
@@ -79,19 +79,39 @@ def contrast_line(row: Any, label: str) -> str:
 
 
 def contrast_lines(
-    table: pd.DataFrame | None, label: str, level: float, per_setting: bool = False
+    table: pd.DataFrame | None,
+    label: str,
+    level: float,
+    per_setting: bool = False,
+    limit: int | None = None,
 ) -> list[str]:
     """The family's rule, then one line per contrast (the per-setting ones only with
-    ``per_setting``: status leaves them to best.yaml); [] without contrasts."""
+    ``per_setting``: status leaves them to best.yaml); [] without contrasts. ``limit``: at most
+    that many of the schedule-vs-uniform ones, the decided first, then the largest |t| (a
+    sampler's study has one per candidate: thousands); the families', the interactions' and
+    the study's named ones are always shown."""
     if table is None or table.empty:
         return []
     lines = [f"contrasts ({stats.contrasts_rule(table, level)}):"]
     shown = table if per_setting else table[table["kind"] != SETTING]
+    main = shown["kind"] == MAIN
+    if limit is not None and main.sum() > limit:
+        t = (shown["estimate"] / shown["se"]).abs().where(main).fillna(0.0)
+        undecided = ~shown["word"].isin((BETTER, WORSE, EQUIVALENT))
+        order = pd.DataFrame({"undecided": undecided, "t": -t}).sort_values(["undecided", "t"])
+        keep = set(order.index[main.loc[order.index]][:limit])
+        shown = shown[~main | shown.index.isin(keep)]
     lines += [contrast_line(row, label) for _, row in shown.iterrows()]
-    hidden = len(table) - len(shown)
+    hidden = int((table["kind"] == SETTING).sum()) if not per_setting else 0
     if hidden:
         lines.append(
             f"({hidden} per-setting contrast{'s' * (hidden != 1)} of the same family in best.yaml)"
+        )
+    cut = len(table) - len(shown) - hidden
+    if cut:
+        lines.append(
+            f"({cut} more schedule-vs-uniform contrast{'s' * (cut != 1)}, undecided or "
+            "with smaller |t|, of the same family in best.yaml)"
         )
     return lines
 

@@ -342,7 +342,8 @@ def _status(run_dir: Path, *, console: Any, stats_from: Path | None = None) -> i
     from tlmsearch.evidence.contrasts import contrast_lines
 
     metric = rep["objectives"][0][0] if rep["objectives"] else ""
-    for line in contrast_lines(rep.get("contrasts"), metric, rep["level"]):  # each one's word
+    # each one's word; a sampler's thousands of schedules: the 12 decided first or largest |t|
+    for line in contrast_lines(rep.get("contrasts"), metric, rep["level"], limit=12):
         console.print(line, markup=False, highlight=False)
     if rep.get("two_by_two"):  # stats.two_by_two: the 2 x 2 in one sentence
         console.print(f"reading: {rep['two_by_two']}", markup=False, highlight=False)

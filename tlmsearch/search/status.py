@@ -205,7 +205,7 @@ def status_report(
         "contrasts": ev.contrasts if ev is not None else None,  # the study's questions
         "two_by_two": two_by_two(ev.contrasts if ev else None, cfg.stats.two_by_two),
         "level": cfg.stats.level,
-        "learning_rate": learning_rate(frame, cfg),
+        "learning_rate": learning_rate(frame, cfg, per_schedule=False),  # status prints less
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
         "label": {r["number"]: describe(r["params"]) for r in trials},

@@ -177,21 +177,34 @@ def mcb(
     k = len(candidates)
     known = noise is not None and noise.df >= 1 and k >= 2
     one = noise.one_sided(1.0 - (1.0 - level) / (k - 1)) if known else math.nan
+    means = {
+        i: float(np.mean(list(done[i].values()))) if done.get(i) else math.nan for i in candidates
+    }
+    if not known:  # no pair can be judged: nothing eliminated or selected (no k^2 walk)
+        return pd.DataFrame(
+            [(i, means[i], False, None, False, one) for i in candidates], columns=list(MCB_COLUMNS)
+        )
+    seeds = {i: set(done.get(i, {})) for i in candidates}
+    critical: dict[int, tuple[float, float]] = {}  # df -> (one-sided d, Tukey's r)
     rows = []
     for i in candidates:
         vi = done.get(i, {})
-        worst, by, best_all = -math.inf, None, known and bool(vi)
+        worst, by, best_all = -math.inf, None, bool(vi)
         for j in candidates:
             if j == i:
                 continue
             vj = done.get(j, {})
-            common = sorted(set(vi) & set(vj))
-            pn = noise.pair(i, j) if known else None
+            common = sorted(seeds[i] & seeds[j])
+            pn = noise.pair(i, j)
             if not common or pn is None or pn.df < 1:
                 best_all = False
                 continue
-            d = pn.one_sided(1.0 - (1.0 - level) / (k - 1))
-            r = range_critical(k, pn.df, level)
+            if pn.df not in critical:
+                critical[pn.df] = (
+                    pn.one_sided(1.0 - (1.0 - level) / (k - 1)),
+                    range_critical(k, pn.df, level),
+                )
+            d, r = critical[pn.df]
             diff = sign * float(np.mean([vi[x] - vj[x] for x in common]))
             se = pn.sd / math.sqrt(len(common))
             if diff + d * se >= 0:
@@ -199,6 +212,5 @@ def mcb(
             z = (diff - r * se) / se if se > 0 else (math.inf if diff > 0 else -math.inf)
             if diff - r * se > 0 and z > worst:
                 worst, by = z, j
-        mean = float(np.mean(list(vi.values()))) if vi else math.nan
-        rows.append((i, mean, by is not None, by, best_all, one))
+        rows.append((i, means[i], by is not None, by, best_all, one))
     return pd.DataFrame(rows, columns=list(MCB_COLUMNS))

@@ -84,13 +84,23 @@ def design_rows(
     first = trials.drop_duplicates(key).set_index(key)
     cells = trial_cells(trials, value, key)
     censored = {c for (c, _), cell in cells.items() if cell.outcome == "censored"}
+
+    def column(name: str, default: Any) -> list[Any]:
+        return first[name].tolist() if name in first else [default] * len(first)
+
+    tapers = pd.to_numeric(pd.Series(column("taper", None), dtype=object), errors="coerce")
     out = []
-    for k, r in first.iterrows():
-        base = bool(r.get("is_baseline", False))
-        has = "schedule" in first and isinstance(r.get("schedule"), str) and r.get("schedule")
-        schedule = UNIFORM if base else str(r["schedule"]) if has else str(k)
-        setting = str(r.get("setting", "") or "") if "setting" in first else ""
-        taper = pd.to_numeric(pd.Series([r.get("taper")]), errors="coerce").iloc[0]
+    for k, is_base, sched, label, taper in zip(
+        first.index,
+        column("is_baseline", False),
+        column("schedule", None),
+        column("setting", ""),
+        tapers.tolist(),
+        strict=True,
+    ):  # plain lists, not iterrows: 5,000 candidates took 4 s that way
+        base = bool(is_base)
+        schedule = UNIFORM if base else sched if isinstance(sched, str) and sched else str(k)
+        setting = str(label or "")
         given = settings.get(k) if settings is not None else None
         out.append(
             _Row(
