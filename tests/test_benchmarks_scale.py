@@ -87,7 +87,10 @@ def test_the_goals_are_read_at_each_storages_largest_size() -> None:
     journal = [ln for ln in lines if ln.startswith("journal")]
     assert len(journal) == len(bench.GOALS) + 2
     assert "journal, 5,000 trials: median 50 ms (goal <= 50 ms): met" in journal
-    assert "journal, 5,000 trials: first paint: not measured (no Chromium)" in journal
+    assert (
+        "journal, 5,000 trials: first paint: not measured (no Chromium, or no paint reported)"
+        in journal
+    )
     assert "journal, 5,000 trials: the study 8.3 min (goal <= 15 min): met" in journal
     assert "journal, 5,000 trials: killed and resumed: not run (--kill-at 0.5)" in journal
 

@@ -496,9 +496,9 @@ def test_stats_from_fuzzed_sections_are_read_or_refused_never_a_crash(tmp_path) 
 
 
 def test_status_shows_a_samplers_thousands_of_schedules_as_the_decided_and_the_largest_t():
-    """A sampler's study has one schedule-vs-uniform contrast per candidate (5,002 lines of
-    status at 5,000 trials): status keeps the decided ones, then the largest |t|, and says how
-    many more best.yaml holds."""
+    """A sampler's study has one schedule-vs-uniform contrast per candidate (5,000 of them at
+    5,000 trials): status keeps the decided ones, then the largest |t|, then (no t) the largest
+    |estimate|, and says how many more best.yaml holds."""
     import numpy as np
 
     from tlmsearch import stats
@@ -525,3 +525,13 @@ def test_status_shows_a_samplers_thousands_of_schedules_as_the_decided_and_the_l
     assert shown == sorted(["c00", "c01", "c02", *(n.split(" vs ")[0] for n in largest)])
     assert cut[-1].startswith("(15 more schedule-vs-uniform contrasts")
     assert contrast_lines(table, "v", 0.95, limit=25) == every  # fewer than the limit: all
+    # a decided contrast is kept before an undecided one with a larger |t|
+    small = t_abs[undecided.index].idxmin()
+    decided = table.assign(word=table["word"].mask(table.index == small, "equivalent"))
+    kept = [ln.split(" vs ")[0] for ln in contrast_lines(decided, "v", 0.95, limit=4)[1:-1]]
+    assert table.loc[small, "name"].split(" vs ")[0] in kept and len(kept) == 4
+    # no t at all (one seed: no noise): the largest |estimate|, not the table's first rows
+    blind = table.assign(se=float("nan"), word="inconclusive")
+    kept = [ln.split(" vs ")[0] for ln in contrast_lines(blind, "v", 0.95, limit=4)[1:-1]]
+    biggest = table.loc[table["estimate"].abs().nlargest(4).index, "name"]
+    assert kept == sorted(n.split(" vs ")[0] for n in biggest)

@@ -87,20 +87,27 @@ def contrast_lines(
 ) -> list[str]:
     """The family's rule, then one line per contrast (the per-setting ones only with
     ``per_setting``: status leaves them to best.yaml); [] without contrasts. ``limit``: at most
-    that many of the schedule-vs-uniform ones, the decided first, then the largest |t| (a
-    sampler's study has one per candidate: thousands); the families', the interactions' and
-    the study's named ones are always shown."""
+    that many of the schedule-vs-uniform ones (a sampler's study has one per candidate:
+    thousands), kept in this order: the decided, the largest |t|, then the largest |estimate|
+    where no t exists; the families', the interactions' and the study's named ones are always
+    shown."""
     if table is None or table.empty:
         return []
     lines = [f"contrasts ({stats.contrasts_rule(table, level)}):"]
     shown = table if per_setting else table[table["kind"] != SETTING]
     main = shown["kind"] == MAIN
     if limit is not None and main.sum() > limit:
-        t = (shown["estimate"] / shown["se"]).abs().where(main).fillna(0.0)
-        undecided = ~shown["word"].isin((BETTER, WORSE, EQUIVALENT))
-        order = pd.DataFrame({"undecided": undecided, "t": -t}).sort_values(["undecided", "t"])
-        keep = set(order.index[main.loc[order.index]][:limit])
-        shown = shown[~main | shown.index.isin(keep)]
+        # which to keep (printed in the table's order): the decided, then the largest |t|,
+        # then, where no t exists (one seed, or the noise unknown), the largest |estimate|
+        rank = pd.DataFrame(
+            {
+                "undecided": ~shown["word"].isin((BETTER, WORSE, EQUIVALENT)),
+                "t": -(shown["estimate"] / shown["se"]).abs(),
+                "estimate": -shown["estimate"].abs(),
+            }
+        )[main]
+        order = rank.sort_values(["undecided", "t", "estimate"], na_position="last").index
+        shown = shown[~main | shown.index.isin(set(order[:limit]))]
     lines += [contrast_line(row, label) for _, row in shown.iterrows()]
     hidden = int((table["kind"] == SETTING).sum()) if not per_setting else 0
     if hidden:
@@ -110,8 +117,8 @@ def contrast_lines(
     cut = len(table) - len(shown) - hidden
     if cut:
         lines.append(
-            f"({cut} more schedule-vs-uniform contrast{'s' * (cut != 1)}, undecided or "
-            "with smaller |t|, of the same family in best.yaml)"
+            f"({cut} more schedule-vs-uniform contrast{'s' * (cut != 1)}, undecided and "
+            "smaller, of the same family: best.yaml has every contrast)"
         )
     return lines
 

@@ -148,7 +148,9 @@ def status_report(
     """What ``tlmsearch status`` prints: run.json, counts, best so far, running trials and the
     ETA (``now``: epoch seconds, default the clock; safe while running, from any process);
     ``stats_from``: a study YAML whose ``stats`` section asks the questions instead of the
-    run's (:func:`tlmsearch.config.load.with_stats_from`; nothing is written)."""
+    run's (:func:`tlmsearch.config.load.with_stats_from`; nothing is written). Its
+    ``learning_rate`` has the comparison; its per-schedule ``effective_lr`` is empty (best.yaml
+    has it)."""
     import time
 
     from tlmsearch.run_dir.tables import curves_frame, trials_frame
