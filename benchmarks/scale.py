@@ -266,6 +266,15 @@ def _overheads(url: str, name: str) -> tuple[np.ndarray, int]:
     return np.array(secs), len(trials)
 
 
+def _ms(secs: np.ndarray) -> dict[str, float]:
+    """A row's ``ms_median`` and ``ms_p99`` from per-trial seconds (the driver's rows and the
+    Ray Tune floor's alike)."""
+    return {
+        "ms_median": round(1000 * float(np.median(secs)), 1),
+        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+    }
+
+
 def _pg_size() -> float:
     import sqlalchemy
 
@@ -345,7 +354,7 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{head}: {_against(what, float(big['growth']), FLAT)}")
         if big.get("s_per_trial") is not None:
             minutes = float(big["s_per_trial"]) * big["trials"] / 60
-            lines.append(f"{head}: the study {_against('', minutes, STUDY_S / 60, 'min')[1:]}")
+            lines.append(f"{head}: {_against('the study', minutes, STUDY_S / 60, 'min')}")
         if "resume_ok" in big:
             said = "nothing lost" if big["resume_ok"] else "NOT every trial once"
             met = "met" if big["resume_ok"] else "not met"
@@ -399,8 +408,7 @@ def measure(
     k = max(1, len(secs) // 10)
     row.update(
         {
-            "ms_median": round(1000 * float(np.median(secs)), 1),
-            "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+            **_ms(secs),
             "growth": round(float(np.median(secs[-k:]) / np.median(secs[:k])), 2),
             "s_per_trial": round(wall / len(secs), 3),
             "cpu_ms_per_trial": round(1000 * cpu / len(secs), 1),
@@ -561,8 +569,7 @@ def ray_floor(sizes: list[int], evals: int = 4) -> list[dict[str, Any]]:
                 rows.append(
                     {
                         "ray_tune_alone": n,
-                        "ms_median": round(1000 * float(np.median(secs)), 1),
-                        "ms_p99": round(1000 * float(np.quantile(secs, 0.99)), 1),
+                        **_ms(secs),
                         "s_per_trial": round(wall / n, 3),
                         "cpu_ms_per_trial": round(1000 * cpu / n, 1),
                         "timed": len(secs),

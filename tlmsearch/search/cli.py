@@ -342,7 +342,7 @@ def _status(run_dir: Path, *, console: Any, stats_from: Path | None = None) -> i
     from tlmsearch.evidence.contrasts import contrast_lines
 
     metric = rep["objectives"][0][0] if rep["objectives"] else ""
-    # each one's word; a sampler's thousands of schedules: the 12 decided first or largest |t|
+    # each one's word; of a sampler's thousands of schedules, 12 (contrast_lines says which)
     for line in contrast_lines(rep.get("contrasts"), metric, rep["level"], limit=12):
         console.print(line, markup=False, highlight=False)
     if rep.get("two_by_two"):  # stats.two_by_two: the 2 x 2 in one sentence
