@@ -92,7 +92,10 @@ def main(args: list[str]) -> int:
             [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
         )
         flags, env = uv_options(pip_config(listed.stdout))
-        cmd = [uv, "pip", "install", "-q", "--python", sys.executable, *flags, *args]
+        # --compile-bytecode: as pip does, or every process of the first test run compiles
+        # the .pyc files of torch, ray and pandas itself
+        cmd = [uv, "pip", "install", "-q", "--compile-bytecode", "--python", sys.executable]
+        cmd += [*flags, *args]
         done = subprocess.run(cmd, env={**os.environ, **env})
         if done.returncode == 0:
             return 0

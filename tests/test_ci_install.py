@@ -101,5 +101,6 @@ def test_uv_installs_with_pips_configuration(monkeypatch) -> None:
     assert install.main(["-e", "."]) == 0
     (listed, _), (cmd, env) = ran
     assert listed[-2:] == ["config", "list"]
-    assert cmd[:5] == ["/bin/uv", "pip", "install", "-q", "--python"] and cmd[-2:] == ["-e", "."]
+    assert cmd[:4] == ["/bin/uv", "pip", "install", "-q"] and cmd[-2:] == ["-e", "."]
+    assert "--compile-bytecode" in cmd and cmd[cmd.index("--python") + 1] == sys.executable
     assert "--constraint" in cmd and env["UV_HTTP_TIMEOUT"] == "180"
