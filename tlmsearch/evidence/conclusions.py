@@ -79,14 +79,15 @@ def conclusions(
     ranked = ev.ranking
     if ranked.empty:
         return Conclusions([], [])
-    eff = ev.effects.set_index(ev.key)
-    order = [c for c in ranked[ev.key] if c in eff.index]
+    # each row as a dict: a Series a row (``.loc``) took ~1 s at 5,000 candidates
+    eff = ev.effects.set_index(ev.key).to_dict("index")
+    order = [c for c in ranked[ev.key] if c in eff]
     yes: list[str] = []
     no: list[str] = []
-    unpaired = [c for c in order if eff.loc[c, "n"] == 0]
+    unpaired = [c for c in order if eff[c]["n"] == 0]
     how = ev.decision_words()
     for cand in order:
-        row = eff.loc[cand]
+        row = eff[cand]
         if row["n"] > 0:
             d = _Diff.of(row, censored_a=_censored(row))
             ok, text = _versus(

@@ -364,17 +364,18 @@ def contrast_table(
     )
     for k, v in dec.items():
         out[k] = v
-    for i in out.index:  # a noise of 1-2 df bounds nothing the reader can use
-        if out.at[i, "word"] == INCONCLUSIVE and 1 <= out.at[i, "df"] < MIN_DF:
-            out.at[i, "why"] = "; ".join(
-                filter(
-                    None, [f"cannot be bounded yet ({int(out.at[i, 'df'])} df)", out.at[i, "why"]]
-                )
-            )
+    # a noise of 1-2 df bounds nothing the reader can use (column-wise: a row at a time cost
+    # ~1 s at 5,000 contrasts)
+    out["why"] = [
+        "; ".join(filter(None, [f"cannot be bounded yet ({int(df)} df)", why]))
+        if word == INCONCLUSIVE and 1 <= df < MIN_DF
+        else why
+        for word, df, why in zip(out["word"], out["df"], out["why"], strict=True)
+    ]
     out["margin"] = math.nan if margin is None else float(margin)
     out["seeds_to_decide"] = [
         _to_decide(r, margin) if r["word"] == INCONCLUSIVE and not r["blocked"] else math.nan
-        for _, r in out.iterrows()
+        for r in out.to_dict("records")
     ]
     out["df"] = out["df"].astype("int64")
     return out[list(CONTRAST_COLUMNS)].reset_index(drop=True)
