@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # torch first: an unpinned torch pulled in by a dependency would be a multi-GB CUDA build. The
-# rest through uv with pip's configuration (.ci/install.py: ~15 s where pip takes ~150 s).
+# rest through uv with pip's configuration (.ci/install.py: ~40 s where pip takes ~150 s).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python .ci/install.py -e ".[dev,postgres,images,docs]"

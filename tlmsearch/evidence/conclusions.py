@@ -125,7 +125,7 @@ class _Diff(NamedTuple):
     effect_noise: float
     p_adj: float
     decided_by: str  # race | family
-    separated: Any  # True | False | <NA>
+    separated: Any  # True | False | None or <NA> (not judged)
     censored_a: str  # "pruned on seed 1" when a is censored, else ""
     over: str = ""  # what the interval holds over: "" (per comparison), ", simultaneous over 15"
     df: int = 0  # the noise's df (1-2: the interval bounds nothing; the sentence says so)
