@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from bench_module import load
 
 
@@ -19,6 +20,7 @@ def _rates(node):
                 yield from _rates(v)
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     # which rules a scenario reports and that each is a rate: 5 studies show it (every rule's
     # error rate is held by the rate tests below and measured on 300 studies by the benchmark)
@@ -52,6 +54,7 @@ def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     assert table.count("| a: 15 equal to uniform, 3 seeds |") == 4 + 2 + 3 + 1
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_holm_holds_the_family_wise_error_where_no_correction_does_not() -> None:
     # 40 null studies (15 candidates equal to uniform, a shared per-seed baseline, 3 seeds):
     # per comparison, about 5% of the candidates are separated, so most studies claim one;
@@ -77,6 +80,7 @@ def test_the_pruner_simulation_prunes_a_clearly_worse_candidate_and_counts_it() 
     assert out["trainings"] == 1.0 - 3 / 9
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_a_noisy_uniform_fools_the_pooled_noise_not_the_rows_model() -> None:
     # at a small size: 40 null studies whose uniform scatters 3x the candidates; the
     # pooled noise (the old rule) separates some candidate in about a quarter of them, and its
@@ -104,6 +108,7 @@ def test_the_scenarios_draw_the_noisy_row_they_name() -> None:
         assert sd[row] > 1.5 * sd.drop(row).median()
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_every_extra_scenario_reports_its_rules_at_tiny_reps_with_rates_in_0_1() -> None:
     # every extra row (a prior, arriving candidates, two pruners, the 60-candidate matrix) on 3
     # studies per base: the rules each reports, rates in [0, 1], the tables that print them

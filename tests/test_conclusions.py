@@ -110,6 +110,7 @@ def _null_study(rng, m: int = 15, seeds: int = 3) -> pd.DataFrame:
     return frame(rows)
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_a_null_study_with_a_shared_baseline_rarely_supports_anything():
     # with every candidate equal to uniform, about half of such studies
     # printed a false "supported" line (per-comparison tests with each candidate's own sd);
@@ -161,6 +162,7 @@ def test_a_noisy_uniform_does_not_make_every_candidate_beat_it():
     assert any(x.startswith("c0 vs uniform: within noise on 3 seeds") for x in now.unsupported)
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_null_studies_with_a_noisy_uniform_rarely_support_anything():
     # 20 null studies of 15 candidates, uniform's sd 3x theirs, 3 seeds: the pooled noise made
     # about a quarter of them claim a candidate beats (or loses to) uniform; the rows model

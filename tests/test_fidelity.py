@@ -320,6 +320,7 @@ def test_seed_correlation_is_the_rungs_residual_correlation() -> None:
     assert fid.rho_upper(0.3, 2) is None and fid.rho_upper(-0.9, 8) == 0.0
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_shared_seed_noise_alone_is_not_trusted() -> None:
     """8 candidates with no true effect at either rung, 8 seeds whose noise correlates 0.95
     between the rungs: tau is large by the shared noise alone. The bootstrap interval's lower

@@ -483,6 +483,7 @@ def main(argv: list[str]) -> None:
 # The test
 
 
+@pytest.mark.slow  # a fuzzer: many studies through the CLI
 def test_fuzzed_studies_exit_0_or_2_within_a_memory_cap(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -579,6 +580,7 @@ def hf_case(rng: random.Random, tmp: Path) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow  # a fuzzer: many studies through the CLI
 def test_fuzzed_hf_and_plugin_models_exit_0_or_2_naming_the_model(tmp_path: Path) -> None:
     import typer.testing
 

@@ -269,6 +269,7 @@ def _null_races(reps: int = 40, m: int = 15, against: str = "uniform") -> list[s
     return out
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_a_race_of_equal_candidates_rarely_separates_any_with_a_shared_baseline() -> None:
     # family-wise: Bonferroni over 15 candidates x 3 looks bounds "any separated" by 5%; the old
     # per-candidate rule with noise pooled as if the deltas were independent separated some
@@ -277,6 +278,7 @@ def test_a_race_of_equal_candidates_rarely_separates_any_with_a_shared_baseline(
     assert sum(bool(s) for s in races) <= 5  # of 40: <= 12.5%, a bound of 5% plus MC noise
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_racing_against_the_selected_best_rarely_eliminates_an_equal_candidate() -> None:
     # multiple comparisons with the best: the incumbent was picked by the data, so a challenger
     # is declared worse only one-sided over the m - 1 comparisons and every look; the old rule

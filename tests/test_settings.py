@@ -508,6 +508,7 @@ def _null_settings_study(rng, n_seeds: int) -> pd.DataFrame:
     return _lr_frame(rows)
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 @pytest.mark.parametrize("n_seeds", [3, 4])  # chosen on the same seeds; held out
 def test_tuned_separation_keeps_its_family_wise_rate_under_the_null(n_seeds):
     """A seeded null simulation of the tuned comparison's decision (each schedule at its best
@@ -708,6 +709,7 @@ def _opposite_optima_null(rng, n_seeds: int) -> pd.DataFrame:
     return _lr_frame(rows)
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 @pytest.mark.parametrize("n_seeds", [4, 6])
 def test_tuned_keeps_its_rate_when_the_optima_differ_and_each_lr_treats_a_seed_its_way(n_seeds):
     """The case the tuned comparison exists for: pooled with seeds as the
@@ -818,6 +820,7 @@ def test_each_settings_effects_use_that_settings_noise():
     assert eff["noise_group"].nunique() == 2  # two independent baselines in that family
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_a_noisy_setting_keeps_its_rate_under_the_null():
     """Pooled over both LRs, the noisy LR's deltas were judged on a sd ~1.4x too small, and 17%
     of null studies claimed a separation (measured over 300); each setting's own noise holds
@@ -835,6 +838,7 @@ def test_a_noisy_setting_keeps_its_rate_under_the_null():
     assert false / reps <= 0.05 + 2.5 * (0.05 * 0.95 / reps) ** 0.5
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_the_best_is_never_called_while_its_own_setting_calls_it_within_noise():
     from tlmsearch.report import effects as E
 

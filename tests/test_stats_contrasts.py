@@ -303,6 +303,7 @@ def _false_claims(reps: int, effect: float, margin: float, seed: int) -> float:
     return hits / reps
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 @pytest.mark.parametrize("effect", [0.0, 0.5])
 def test_the_family_wise_false_claim_rate_holds_on_null_studies(effect) -> None:
     # 3 schedules x 2 LRs x 4 seeds, 150 studies: every schedule equal to uniform (a false

@@ -50,6 +50,7 @@ def _null(rng, m=15, seeds=3):
     )
 
 
+@pytest.mark.slow  # a rate over many simulated studies
 def test_the_best_of_equal_candidates_is_adjusted_toward_no_curse():
     """Over 40 null studies the best-ranked candidate's raw mean delta lies well below 0 (the
     winner's curse, about -0.7 noise sd); the adjusted one's mean is near 0."""
