@@ -20,7 +20,7 @@ def _rates(node):
                 yield from _rates(v)
 
 
-@pytest.mark.slow  # a rate over many simulated studies
+@pytest.mark.slow  # benchmarks/stats.py's scenarios, end to end
 def test_a_null_scenario_reports_every_rule_with_rates_in_0_1() -> None:
     # which rules a scenario reports and that each is a rate: 5 studies show it (every rule's
     # error rate is held by the rate tests below and measured on 300 studies by the benchmark)
@@ -108,7 +108,7 @@ def test_the_scenarios_draw_the_noisy_row_they_name() -> None:
         assert sd[row] > 1.5 * sd.drop(row).median()
 
 
-@pytest.mark.slow  # a rate over many simulated studies
+@pytest.mark.slow  # benchmarks/stats.py's scenarios, end to end
 def test_every_extra_scenario_reports_its_rules_at_tiny_reps_with_rates_in_0_1() -> None:
     # every extra row (a prior, arriving candidates, two pruners, the 60-candidate matrix) on 3
     # studies per base: the rules each reports, rates in [0, 1], the tables that print them
