@@ -117,17 +117,17 @@ def _uv() -> str | None:
 
 def main(args: list[str]) -> int:
     pip = [sys.executable, "-m", "pip", "install", "-q", *args]
-    uv = _uv()
     listed = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
     )
     config = pip_config(listed.stdout)
-    if uv is None:
-        why = "no uv for this platform"
-    elif listed.returncode != 0:
+    left_out = not_handed(config)
+    if listed.returncode != 0:
         why = f"`pip config list` failed ({listed.stderr.strip()[-300:]})"
-    elif not_handed(config):
-        why = f"pip's configuration sets {', '.join(not_handed(config))}, not handed to uv"
+    elif left_out:
+        why = f"pip's configuration sets {', '.join(left_out)}, not handed to uv"
+    elif (uv := _uv()) is None:  # fetched only when it would be used
+        why = "no uv for this platform"
     else:
         flags, env = uv_options(config)
         # --compile-bytecode: as pip does, or the first processes that import ray and pandas

@@ -86,23 +86,27 @@ def test_no_configuration_is_pypi_alone_and_odd_lines_are_skipped() -> None:
 
 def test_a_setting_uv_is_not_handed_sends_the_install_to_pip(monkeypatch, capsys) -> None:
     listed = LISTED + "global.proxy='http://proxy.example:3128'\n"
-    ran = _fake_run(monkeypatch, listed, uv_code=0)
+    ran, _ = _fake_run(monkeypatch, listed, uv_code=0)
     assert install.main(["-e", "."]) == 0
     assert [c[0] for c in ran] == [sys.executable, sys.executable]  # config list, then pip
     assert "sets proxy, not handed to uv" in capsys.readouterr().err
 
 
-def _fake_run(monkeypatch, listed: str, uv_code: int, config_code: int = 0) -> list:
+def _fake_run(monkeypatch, listed: str, uv_code: int, config_code: int = 0) -> tuple[list, list]:
+    """subprocess.run as main calls it, recorded: (each command, the environment it was given);
+    ``pip config list`` prints ``listed``, uv exits ``uv_code``."""
     ran: list[list[str]] = []
+    envs: list[dict] = []
 
     def run(cmd, **kwargs):
         ran.append(cmd)
+        envs.append(kwargs.get("env") or {})
         code = uv_code if cmd[0] == "/bin/uv" else config_code if "config" in cmd else 0
         return subprocess.CompletedProcess(cmd, code, stdout=listed, stderr="broken")
 
     monkeypatch.setattr(install.subprocess, "run", run)
     monkeypatch.setattr(install, "_uv", lambda: "/bin/uv")
-    return ran
+    return ran, envs
 
 
 @given(
@@ -122,7 +126,7 @@ def test_the_setup_installs_through_it() -> None:
 
 @pytest.mark.parametrize("uv", ["fails", "missing", "no config"])
 def test_pip_installs_when_uv_cannot(uv, monkeypatch, capsys) -> None:
-    ran = _fake_run(monkeypatch, LISTED, uv_code=1, config_code=int(uv == "no config"))
+    ran, _ = _fake_run(monkeypatch, LISTED, uv_code=1, config_code=int(uv == "no config"))
     if uv == "missing":
         monkeypatch.setattr(install, "_uv", lambda: None)
     assert install.main(["-e", ".[dev]"]) == 0
@@ -137,17 +141,10 @@ def test_pip_installs_when_uv_cannot(uv, monkeypatch, capsys) -> None:
 
 
 def test_uv_installs_with_pips_configuration(monkeypatch) -> None:
-    ran: list[tuple[list[str], dict]] = []
-
-    def run(cmd, **kwargs):
-        ran.append((cmd, kwargs.get("env") or {}))
-        return subprocess.CompletedProcess(cmd, 0, stdout=LISTED, stderr="")
-
-    monkeypatch.setattr(install.subprocess, "run", run)
-    monkeypatch.setattr(install, "_uv", lambda: "/bin/uv")
+    ran, envs = _fake_run(monkeypatch, LISTED, uv_code=0)
     assert install.main(["-e", "."]) == 0
-    (listed, _), (cmd, env) = ran
+    listed, cmd = ran
     assert listed[-2:] == ["config", "list"]
     assert cmd[:4] == ["/bin/uv", "pip", "install", "-q"] and cmd[-2:] == ["-e", "."]
     assert "--compile-bytecode" in cmd and cmd[cmd.index("--python") + 1] == sys.executable
-    assert "--constraint" in cmd and env["UV_HTTP_TIMEOUT"] == "180"
+    assert "--constraint" in cmd and envs[1]["UV_HTTP_TIMEOUT"] == "180"
