@@ -23,7 +23,9 @@ subprocess. Per row:
 - ``storage_mb``: optuna.db, optuna.journal, or PostgreSQL's database growth.
 - ``driver_mb``: the driver process's peak RSS (``VmHWM``; Ray's own processes not counted).
 - ``status_s``, ``export_s``, ``report_s``: ``tlmsearch status / export --format csv / report``,
-  each a fresh process (Python's and the imports' start included); ``evidence_s``: building the
+  each a fresh process (Python's and the imports' start included); status of the run that
+  ended reads its tables, ``status_storage_s`` is status as it reads a run still going (the
+  Optuna storage); ``evidence_s``: building the
   Evidence from trials.parquet in process; ``html_mb``: report.html; ``fcp_ms`` / ``load_ms``:
   headless Chromium's first contentful paint and load event of the report (every figure drawn),
   measured in the browser (none without a Chromium).
@@ -33,6 +35,8 @@ subprocess. Per row:
   (``time.thread_time``: what the driver itself spends, whatever the load beside it), written
   to DIR/NAME.prof, and the row's milliseconds per trial by component (:data:`COMPONENTS`)
   are printed; ``--components FILE.prof --trials N`` prints them for a kept profile.
+- ``--status-of RUN ...``: ``tlmsearch status`` of kept runs that ended, from their tables and
+  from their storage, alternating (``--rounds``).
 - ``--ray-floor``: Ray Tune alone at ``--sizes`` trials, set up as the driver sets it up, with a
   trainable that only reports 4 results: the floor under a trial's driver overhead that
   tlmsearch's own work (ask, ledger, pruner, tell) adds to.
@@ -232,6 +236,33 @@ def _timed(args: list[str], env: dict[str, str]) -> float:
     return time.time() - t
 
 
+def _status_from_storage(run: Path, env: dict[str, str]) -> float:
+    """``tlmsearch status`` as it reads a run still going: from the storage (run.json without
+    the stamp of the tables the run's end wrote, for that call only)."""
+    path = run / "run.json"
+    kept = path.read_text()
+    info = json.loads(kept)
+    info.pop("tables", None)
+    path.write_text(json.dumps(info))
+    try:
+        return _timed(["status", str(run)], env)
+    finally:
+        path.write_text(kept)
+
+
+def status_times(runs: list[Path], rounds: int) -> None:
+    """``tlmsearch status`` of each ended run from its tables and from its storage, the two
+    alternating, ``rounds`` times: one line a run and way, the seconds of each round."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for run in runs:
+            times.setdefault((str(run), "tables"), []).append(_timed(["status", str(run)], env))
+            times.setdefault((str(run), "storage"), []).append(_status_from_storage(run, env))
+    for (run, way), secs in times.items():
+        print(f"{run}: status from its {way}: " + ", ".join(f"{t:.2f}" for t in secs) + " s")
+
+
 def _url(cfg: dict[str, Any], run: Path) -> str:
     from tlmsearch.config import study_from_mapping
     from tlmsearch.search.sampling.storage import storage_url
@@ -292,6 +323,7 @@ GOALS = (
     ("median", "ms_median", 50, "ms"),
     ("p99", "ms_p99", 250, "ms"),
     ("status", "status_s", 5, "s"),
+    ("status mid-run", "status_storage_s", 5, "s"),
     ("report", "report_s", 60, "s"),
     ("report.html", "html_mb", 25, "MB"),
     ("first paint", "fcp_ms", 5000, "ms"),
@@ -426,6 +458,7 @@ def measure(
     size = _pg_size() - pg0 if storage == "postgresql" else files[storage].stat().st_size
     row["storage_mb"] = round(size / 2**20, 2)
     row["status_s"] = round(_timed(["status", str(run)], env), 2)
+    row["status_storage_s"] = round(_status_from_storage(run, env), 2)
     row["export_s"] = round(_timed(["export", str(run), "--format", "csv"], env), 2)
     row["evidence_s"] = round(_evidence_s(run), 2)
     row["report_s"] = round(_timed(["report", str(run)], env), 2)
@@ -714,8 +747,19 @@ def main() -> None:
         "--profile", type=Path, default=None, help="profile the driver, NAME.prof files here"
     )
     ap.add_argument("--components", type=Path, default=None, help="a kept profile to break down")
+    ap.add_argument(
+        "--status-of",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="time `tlmsearch status` of these ended runs from their tables and their storage",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="--status-of: rounds, alternating")
     ap.add_argument("--trials", type=int, default=None, help="--components: the run's trials")
     args = ap.parse_args()
+    if args.status_of:
+        status_times(args.status_of, args.rounds)
+        return
     if args.components:
         _print_components(args.components, args.trials or 1)
         return

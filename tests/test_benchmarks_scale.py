@@ -102,3 +102,27 @@ def test_ray_tunes_floor_times_a_trainable_that_only_reports() -> None:
     assert row["ray_tune_alone"] == 4 and row["timed"] == 4
     assert 0 < row["ms_median"] <= row["ms_p99"] < 60_000
     assert row["s_per_trial"] > 0 and row["cpu_ms_per_trial"] > 0
+
+
+def test_status_times_reads_the_storage_without_the_stamp_and_puts_it_back(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    import json
+
+    bench = load("scale")
+    run = tmp_path / "run"
+    run.mkdir()
+    info = {"status": "finished", "tables": {"version": "x", "trials": 3, "curves": 6}}
+    (run / "run.json").write_text(json.dumps(info))
+    seen = []
+
+    def timed(args, env):  # what run.json says while each status runs
+        seen.append("tables" in json.loads((run / "run.json").read_text()))
+        return 1.0
+
+    monkeypatch.setattr(bench, "_timed", timed)
+    bench.status_times([run], rounds=2)
+    assert seen == [True, False, True, False]  # alternating: its tables, then its storage
+    assert json.loads((run / "run.json").read_text()) == info
+    out = capsys.readouterr().out
+    assert f"{run}: status from its storage: 1.00, 1.00 s" in out

@@ -54,6 +54,16 @@ def test_mean_interval_known_answers():
     assert stats.mean_interval([]).n == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=1))
+def test_mean_interval_of_one_value_or_none_is_the_arrays(values):
+    """A list of at most one value (most candidates: one seed) skips numpy: same interval."""
+    fast, full = stats.mean_interval(values), stats.mean_interval(np.array(values, dtype=float))
+    assert fast.n == full.n and all(type(x) is float for x in fast[1:])
+    for a, b in zip(fast[1:], full[1:], strict=True):
+        assert a == b or (math.isnan(a) and math.isnan(b))
+
+
 # -------------------------------------------------------------------------------------------------
 # paired deltas
 

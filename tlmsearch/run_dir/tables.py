@@ -44,6 +44,7 @@ from tlmsearch.config import (
     StudyConfig,
     frozen_study,
 )
+from tlmsearch.constants import VERSION
 from tlmsearch.errors import ConfigError
 from tlmsearch.metrics import metric_column, objectives_of
 from tlmsearch.run_dir import MARKERS, RunDir
@@ -592,6 +593,38 @@ def write_status(run_dir: str | Path, status: str | None, **fields: Any) -> dict
             path, lambda p: Path(p).write_text(json.dumps(data, indent=2, default=str) + "\n")
         )
     return data
+
+
+# run.json's record of the tables a run's end wrote from its storage (their rows, the version
+# that wrote them): ``tlmsearch status`` of a run that ended reads them, not the storage
+TABLES = "tables"
+
+
+def tables_stamp(tables: RunTables) -> dict[str, Any]:
+    """What run.json records of the tables a run's end wrote (:data:`TABLES`)."""
+    return {"version": VERSION, "trials": len(tables.trials), "curves": len(tables.curves)}
+
+
+def final_tables(run_dir: str | Path, info: Mapping[str, Any]) -> RunTables | None:
+    """The trials and curves tables of a run that ended (``info``: its run.json), when they
+    stand for its storage: the run's end wrote them (:func:`tables_stamp`) with this version,
+    nothing was left running or queued, and nothing changed their rows since. None otherwise
+    (read the storage). ``evidences`` is empty: the caller builds what it asks."""
+    stamp, counts = info.get(TABLES), info.get("counts")
+    if info.get("status") not in ("finished", "failed") or not isinstance(counts, dict):
+        return None
+    if counts.get("RUNNING") or counts.get("WAITING") or not isinstance(stamp, dict):
+        return None
+    run = RunDir(run_dir)
+    if not (run.table("trials").is_file() and run.table("curves").is_file()):
+        return None
+    if stamp.get("version") != VERSION:  # another version's columns: read the storage
+        return None
+    trials = _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS))
+    curves = _read_table(run, "curves", CURVE_COLUMNS)
+    if (len(trials), len(curves)) != (stamp["trials"], stamp["curves"]):
+        return None
+    return RunTables(trials, curves, {})
 
 
 RENAMED = {"spared": "unpruned", "is_control": "is_baseline"}  # old column -> new, older run dirs

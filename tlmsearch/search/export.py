@@ -26,22 +26,27 @@ def run_info(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig, Any]:
-    """The run's frozen config and its Optuna study (loaded, not created).
-
-    The config as every reader of a run dir takes it (:func:`tlmsearch.config.frozen_study`:
-    an older version's study.yaml stays readable); ``strict``: with every check of a study
-    about to train (``resume``: :func:`tlmsearch.config.load_study`).
-    """
-    import optuna
-
+def run_config(run_dir: str | Path, *, strict: bool = False) -> StudyConfig:
+    """The run's frozen config, as every reader of a run dir takes it
+    (:func:`tlmsearch.config.frozen_study`: an older version's study.yaml stays readable);
+    ``strict``: with every check of a study about to train (``resume``:
+    :func:`tlmsearch.config.load_study`)."""
     run = RunDir(run_dir)
     if not run.study.is_file():
         raise ConfigError(
             f"{str(run.path)!r} is not a run dir (no study.yaml); give the folder a run wrote, "
             "e.g. runs/quickstart"
         )
-    cfg = load_study(run.study) if strict else load_frozen_study(run.study, whole=True)
+    return load_study(run.study) if strict else load_frozen_study(run.study, whole=True)
+
+
+def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig, Any]:
+    """The run's frozen config (:func:`run_config`) and its Optuna study (loaded, not
+    created)."""
+    import optuna
+
+    run = RunDir(run_dir)
+    cfg = run_config(run_dir, strict=strict)
     name = run_info(run.path).get("optuna_study") or cfg.name
     storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:

@@ -768,12 +768,17 @@ def _finish(
         if removed:
             echo(f"weights: kept the baseline's and the best candidate's, {removed} removed")
             # the same trials, fewer weight folders: the evidence is the one built above
-            trials = export.write_run_tables(run, study, cfg, written.evidences).trials
+            written = export.write_run_tables(run, study, cfg, written.evidences)
+            trials = written.trials
     counts = run_status.counts(study)
     if status == "finished" and counts["COMPLETE"] == 0:
         status = "failed"
-    # the report is the CLI's, for a run with trials to show; a failed run gets none
-    _write_status(run, status, counts=counts, phase="done" if status == "failed" else "report")
+    # the report is the CLI's, for a run with trials to show; a failed run gets none. The
+    # tables' stamp: status reads them, not the storage, while the run stays ended
+    from tlmsearch.run_dir.tables import TABLES, tables_stamp
+
+    phase = "done" if status == "failed" else "report"
+    _write_status(run, status, counts=counts, phase=phase, **{TABLES: tables_stamp(written)})
     _track_study(run, cfg, study.study_name, doc, status, echo)
     result = RunResult(run, status, counts, doc["best"], time.time() - t0, url)
     if status == "failed":

@@ -4,7 +4,7 @@ from the run's storage (safe while running, from any process).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,10 @@ from tlmsearch.config import StudyConfig
 from tlmsearch.config.summary import effective_lr_of, learning_rate
 from tlmsearch.evidence.confirm import confirm_evidences
 from tlmsearch.evidence.factorial import two_by_two
+from tlmsearch.evidence.racing import Lane
 from tlmsearch.evidence.stages import confirm_stage, main_stage, stage_complete
 from tlmsearch.run_dir.driver import driver_gone
+from tlmsearch.run_dir.tables import add_deltas, curves_frame, final_tables, trials_frame
 from tlmsearch.search import confirm
 from tlmsearch.search.attrs import CANDIDATE, INTERRUPTED, PREEMPTED, SEED
 from tlmsearch.search.best import (
@@ -24,13 +26,18 @@ from tlmsearch.search.best import (
     first_evidence,
     study_conclusions,
 )
-from tlmsearch.search.export import open_run, run_info
+from tlmsearch.search.export import open_run, run_config, run_info
 from tlmsearch.search.records import interrupted, requeued, trial_records
-from tlmsearch.search.sampling.race import lanes
+from tlmsearch.search.sampling.race import lanes, race_of
 from tlmsearch.widths.candidate import Candidate
-from tlmsearch.widths.space import describe
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
+
+
+def no_counts() -> dict[str, int]:
+    """Every key of :func:`counts`, at zero."""
+    states = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
+    return dict.fromkeys((*states, INTERRUPTED, REQUEUED, PREEMPTED), 0)
 
 
 def counts(study: Any, skip: frozenset[int] = frozenset()) -> dict[str, int]:
@@ -38,8 +45,7 @@ def counts(study: Any, skip: frozenset[int] = frozenset()) -> dict[str, int]:
     ``preempted`` those a SIGTERM stopped (to continue from their checkpoints; neither failed
     nor lost), ``requeued`` failed ones that ``resume --retry-failed`` queued again. ``skip``:
     trial numbers left out (the confirmation stage's, for the main stage's counts)."""
-    out = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "RUNNING": 0, "WAITING": 0, INTERRUPTED: 0}
-    out[REQUEUED] = out[PREEMPTED] = 0
+    out = no_counts()
     again, lost = requeued(study), interrupted(study)
     for ft in study.get_trials(deepcopy=False):
         if ft.number in skip:
@@ -58,12 +64,15 @@ def counts(study: Any, skip: frozenset[int] = frozenset()) -> dict[str, int]:
 
 def race_lines(study: Any, cfg: StudyConfig) -> list[str]:
     """One line per candidate of a racing study: its seeds and why it races or stopped."""
-    if not cfg.search.racing:
-        return []
+    return lane_lines(lanes(study, cfg)) if cfg.search.racing else []
+
+
+def lane_lines(lanes_: Sequence[Lane]) -> list[str]:
+    """:func:`race_lines` of lanes the race gave."""
     return [
         f"{lane.candidate}: {lane.status} on {len(lane.seeds)} seed(s) {list(lane.seeds)}: "
         f"{lane.reason}"
-        for lane in lanes(study, cfg)
+        for lane in lanes_
     ]
 
 
@@ -123,7 +132,23 @@ def running_progress(
                 "eta_s": eta.trial_eta(r) if going else None,
             }
         )
-    c = counts(study)
+    return _progress(counts(study), cfg, info, rows, running, ended)
+
+
+def _progress(
+    c: Mapping[str, int],
+    cfg: StudyConfig,
+    info: Mapping[str, Any],
+    rows: Sequence[dict[str, Any]] = (),
+    running: Sequence[Any] = (),
+    ended: Sequence[tuple[Any, float | None]] = (),
+) -> dict[str, Any]:
+    """:func:`running_progress` from the counts, the running trials' rows and progress, and
+    when trials ended with their rates (none of them: a run that ended)."""
+    from tlmsearch.search import eta
+
+    total = cfg.train.tokens
+    going = info.get("status") == "running"
     finished = c["COMPLETE"] + c["PRUNED"] + c["FAIL"]
     planned = info.get("n_trials_planned")
     queued = max(0, planned - finished - len(running)) if planned else c["WAITING"]
@@ -133,7 +158,7 @@ def running_progress(
     typical = sum(recent) / len(recent) if recent else None
     rates = [r.rate for r in running if r.rate is not None]
     return {
-        "trials": rows,
+        "trials": list(rows),
         "eta_s": eta.study_eta(running, queued, total, slots, typical) if going else None,
         "tokens_left": sum(max(0.0, r.total - r.tokens) for r in running) + queued * total,
         "rate": sum(rates) if rates else None,
@@ -153,26 +178,37 @@ def status_report(
     has it)."""
     import time
 
-    from tlmsearch.run_dir.tables import curves_frame, trials_frame
-
-    cfg, study = open_run(run_dir)
-    if stats_from is not None:
-        from tlmsearch.config.load import with_stats_from
-
-        cfg = with_stats_from(cfg, stats_from)
     info = run_info(run_dir)
     gone = driver_gone(info, run_dir)
     if gone and info.get("status") == "running":  # nothing runs: no ETA, no running trials
         info = {**info, "status": "driver gone"}
-    trials, curves = trial_records(study)
-    from tlmsearch.run_dir.tables import add_deltas
+    ended = final_tables(run_dir, info)
+    cfg = run_config(run_dir) if ended else None
+    if ended and cfg.search.confirm is not None and confirm.chosen(run_dir) is None:
+        ended = None  # the stage's choice is the study's copy alone: read the storage
+    if ended is None:  # from the storage (a run going, stopped, or its tables not the end's)
+        cfg, study = open_run(run_dir)
+        trials, curves = trial_records(study)
+        frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
+        curve_rows = curves_frame(curves)
+        tally = counts(study)
+        running = running_progress(study, cfg, info, time.time() if now is None else now)
+        race = race_lines(study, cfg)
+        chosen = confirm.chosen(run_dir, study)
+    else:  # a run that ended: its tables, as its end wrote them (final_tables says when)
+        frame, curve_rows = ended.trials, ended.curves
+        tally = {**no_counts(), **info["counts"]}
+        running = _progress(tally, cfg, info)
+        race = lane_lines(race_of(frame, cfg)[0])
+        chosen = confirm.chosen(run_dir)
+    if stats_from is not None:
+        from tlmsearch.config.load import with_stats_from
 
-    frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
+        cfg = with_stats_from(cfg, stats_from)
     frame, staged = main_stage(frame), confirm_stage(frame)  # search.confirm's: judged apart
-    evs = evidences(frame, cfg, curves_frame(curves))  # once per objective, read by all below
+    evs = evidences(frame, cfg, curve_rows)  # once per objective, read by all below
     best = best_candidates(frame, cfg, evs)
     stage_evs = confirm_evidences(staged, cfg)
-    chosen = confirm.chosen(run_dir, study)
     stage_ended = bool(stage_evs) and stage_complete(
         staged, cfg.search.confirm_seeds, chosen=chosen
     )
@@ -192,11 +228,11 @@ def status_report(
         "status": info.get("status", "unknown"),
         "driver": gone,  # the line that says the driver is gone and what to do, else None
         "planned": info.get("n_trials_planned"),
-        "counts": counts(study),
-        "running": running_progress(study, cfg, info, time.time() if now is None else now),
+        "counts": tally,
+        "running": running,
         "best": best,
         "censored_better": censored_better(frame, cfg, evs),
-        "race": race_lines(study, cfg),
+        "race": race,
         "confirmation": (
             confirmation_of(frame, staged, cfg, evs, stage_evs, chosen)
             if cfg.search.confirm
@@ -210,6 +246,5 @@ def status_report(
         "learning_rate": learning_rate(frame, cfg, per_schedule=False),  # status prints less
         "updated": info.get("updated"),
         "objectives": [(o.metric, o.sense) for o in cfg.objectives],
-        "label": {r["number"]: describe(r["params"]) for r in trials},
         "storage": cfg.storage,  # the study's storage section (the dashboard line)
     }

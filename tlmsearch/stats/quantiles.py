@@ -49,6 +49,11 @@ def mean_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) ->
     >>> iv.mean, iv.sd, round(iv.half_width, 4)
     (2.0, 1.0, 2.4841)
     """
+    if isinstance(values, (list, tuple)) and len(values) < 2:  # one seed: most candidates
+        x = float(values[0]) if values else math.nan
+        if not math.isfinite(x):
+            return Interval(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+        return Interval(1, x, math.nan, math.nan, math.nan, math.nan)
     v = np.asarray(values, dtype="float64")
     v = v[np.isfinite(v)]
     n = len(v)

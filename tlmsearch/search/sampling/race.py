@@ -43,11 +43,22 @@ def _pairs(study: Any, states: tuple[str, ...]) -> set[tuple[str, int]]:
 def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate]]:
     from tlmsearch.run_dir.tables import trials_frame
 
-    racing = cfg.search.racing
-    if racing is None:
+    if cfg.search.racing is None:
         return [], {}
     rows, _ = trial_records(study)
     frame = trials_frame(rows, model=cfg.model) if rows else None
+    return race_of(frame, cfg, _pairs(study, ("WAITING",)))
+
+
+def race_of(
+    frame: Any, cfg: StudyConfig, waiting: set[tuple[str, int]] = frozenset()
+) -> tuple[list[Lane], dict[str, Candidate]]:
+    """Where every candidate of a trials frame (``run_dir.tables``' columns) stands in the
+    race, and its params by name; ``waiting``: the (candidate key, seed) pairs queued in the
+    storage. ``tlmsearch status`` of a finished run reads its trials table (nothing queued)."""
+    racing = cfg.search.racing
+    if racing is None:
+        return [], {}
     if frame is not None:  # the confirmation stage's seeds are no seeds of the race
         frame = main_stage(frame)
     if frame is None or frame.empty:
@@ -56,8 +67,9 @@ def _race(study: Any, cfg: StudyConfig) -> tuple[list[Lane], dict[str, Candidate
     params = {str(c): Candidate.from_identity(p) for c, p in pairs}
     label = dict(zip(frame[IDENTITY], frame["candidate"], strict=True))  # one name each
     fresh = set(cfg.search.confirm_seeds)  # the confirmation stage's queue is not the race's
-    waiting = [(k, s) for k, s in _pairs(study, ("WAITING",)) if s not in fresh]
-    queued = {(label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting}
+    queued = {
+        (label.get(k, Candidate.from_identity(k).label), s) for k, s in waiting if s not in fresh
+    }
     metric, sense = metric_column(cfg.objectives[0].metric), cfg.objectives[0].sense
     result = race(
         frame,
