@@ -196,3 +196,89 @@ def test_a_finished_trial_refuses_a_batched_write_as_optuna_does(tmp_path: Path)
         storage.set_user_attrs(ot, {"a": 1, "b": 2})
     with pytest.raises(RuntimeError, match="already finished"):
         ot.set_user_attr("a", 1)
+
+
+# -------------------------------------------------------------------------------------------------
+# The study read once for a reader of every trial (study_view)
+
+
+def _fields(trials: list) -> list[tuple]:
+    return [
+        (t.number, t.state, t.user_attrs, t.datetime_start, t.datetime_complete) for t in trials
+    ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    trials=st.lists(
+        st.tuples(
+            st.sampled_from(["COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING"]),
+            st.dictionaries(st.sampled_from(["curve", "metrics", "seed", "a"]), _JSON, max_size=4),
+        ),
+        max_size=6,
+    ),
+    zone=st.sampled_from(["UTC", "America/New_York", "Asia/Kolkata"]),
+)
+def test_a_study_view_holds_what_optuna_reads_of_every_trial(
+    one_study: tuple, trials: list, zone: str
+) -> None:
+    """Number, state, user attributes and both datetimes (local time, as Optuna shows them, in
+    any time zone), trial by trial and by state; the study's own attributes too."""
+    import os
+    import time
+
+    import optuna
+    from optuna.trial import TrialState
+
+    db, _ = one_study
+    name = f"view-{len(optuna.study.get_all_study_names(db))}"
+    study = optuna.create_study(study_name=name, storage=db)
+    study.set_user_attr("tlm_race:x", {"seeds": [1]})
+    for state, attrs in trials:
+        if state == "WAITING":
+            study.enqueue_trial({}, user_attrs=attrs)
+            continue
+        ot = study.ask()
+        for key, value in attrs.items():
+            ot.set_user_attr(key, value)
+        if state != "RUNNING":
+            study.tell(ot, 1.0 if state == "COMPLETE" else None, state=TrialState[state])
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        again = optuna.load_study(study_name=name, storage=storage.open_storage(db.url))
+        view = storage.study_view(again)
+        assert isinstance(view, storage.StudyView)
+        assert _fields(view.get_trials(deepcopy=False)) == _fields(again.get_trials())
+        done = (TrialState.COMPLETE, TrialState.PRUNED)
+        assert _fields(view.get_trials(states=done)) == _fields(again.get_trials(states=done))
+        assert view.user_attrs == again.user_attrs and view.study_name == name
+    finally:
+        if old is None:
+            os.environ.pop("TZ")
+        else:
+            os.environ["TZ"] = old
+        time.tzset()
+
+
+def test_a_journal_or_an_unknown_schema_is_read_by_optuna_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"journal:{tmp_path / 'optuna.journal'}"
+    journal = optuna.create_study(study_name="s", storage=storage.open_storage(url))
+    assert storage.study_view(journal) is journal
+    db = optuna.create_study(
+        study_name="s", storage=storage.open_storage(f"sqlite:///{tmp_path / 'o.db'}")
+    )
+    db.ask()
+
+    class Renamed:  # tables whose columns are not the ones read
+        TrialModel = type("T", (), {"__table__": None})
+        TrialUserAttributeModel = TrialModel
+
+    monkeypatch.setattr(storage, "_rdb_internals", lambda: (Renamed, None))
+    assert storage.study_view(db) is db

@@ -29,6 +29,7 @@ from tlmsearch.search.best import (
 from tlmsearch.search.export import open_run, run_config, run_info
 from tlmsearch.search.records import interrupted, requeued, trial_records
 from tlmsearch.search.sampling.race import lanes, race_of
+from tlmsearch.search.sampling.storage import study_view
 from tlmsearch.widths.candidate import Candidate
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
@@ -188,6 +189,7 @@ def status_report(
         ended = None  # the stage's choice is the study's copy alone: read the storage
     if ended is None:  # from the storage (a run going, stopped, or its tables not the end's)
         cfg, study = open_run(run_dir)
+        study = study_view(study)  # read once: every reader below reads it whole
         trials, curves = trial_records(study)
         frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
         curve_rows = curves_frame(curves)
