@@ -187,3 +187,36 @@ def test_status_reads_the_storage_when_the_tables_may_not_stand_for_it(
     assert opened == [str(run)]
     assert rep["counts"]["COMPLETE"] > 0
     assert rep["best"][0]["confirmed_on_seeds"] == [3, 4]
+
+
+def test_a_resume_stops_status_reading_the_tables_before_it_touches_the_storage(
+    tmp_path, monkeypatch
+):
+    """``resume`` queues trials again long before its run's status says running (data, Ray):
+    the tables' stamp goes first, so status reads the storage from then on."""
+    run = _ended_run(tmp_path, seeds=[0, 1], confirm={"top": 1, "seeds": 2})
+    assert status.final_tables(run, json.loads(RunDir(run).status.read_text())) is not None
+    seen = []
+
+    def first_write(study, cfg, run_dir):  # resume's first write to the storage
+        seen.append(json.loads(RunDir(run).status.read_text()))
+        raise KeyboardInterrupt  # the user stops it there
+
+    monkeypatch.setattr(runner, "record_unpruned", first_write)
+    with pytest.raises(KeyboardInterrupt):
+        runner.resume_run(run, echo=lambda _: None)
+    info = json.loads(RunDir(run).status.read_text())
+    assert seen and seen[0]["status"] == info["status"] == "finished"
+    assert seen[0][TABLES] is None and status.final_tables(run, info) is None
+
+
+def test_a_kept_weights_folder_removed_since_reads_as_the_storage_says(tmp_path, monkeypatch):
+    run = _ended_run(tmp_path, seeds=[0, 1])
+    rd = RunDir(run)
+    trials = pd.read_parquet(rd.table("trials"))
+    kept, gone = tmp_path / "w0", tmp_path / "w1"
+    kept.mkdir()
+    trials["weights"] = [str(kept), str(gone)] + [""] * (len(trials) - 2)
+    trials.to_parquet(rd.table("trials"), index=False)
+    ended = status.final_tables(run, json.loads(rd.status.read_text()))
+    assert list(ended.trials["weights"][:3]) == [str(kept), "", ""]

@@ -624,6 +624,9 @@ def final_tables(run_dir: str | Path, info: Mapping[str, Any]) -> RunTables | No
     curves = _read_table(run, "curves", CURVE_COLUMNS)
     if (len(trials), len(curves)) != (stamp["trials"], stamp["curves"]):
         return None
+    # a weights folder removed since (by hand): as the storage's records say, only while it is
+    kept = [w if w and Path(w).is_dir() else "" for w in trials["weights"]]
+    trials["weights"] = pd.Series(kept, index=trials.index, dtype=trials["weights"].dtype)
     return RunTables(trials, curves, {})
 
 

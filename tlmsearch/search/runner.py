@@ -200,6 +200,11 @@ def resume_run(
     make_pruner(cfg)  # as run_study: input errors before the storage is touched
     make_sampler(cfg)  # and the Optuna method its wrapper needs (search/sampling/baseline.py)
     _check_trackers(cfg)
+    from tlmsearch.run_dir.tables import TABLES
+
+    # the storage moves on from here (trials queued again, the race): until this run's end
+    # writes its tables again, status reads the storage, not the tables of the last end
+    _write_status(run, None, **{TABLES: None})
     record_unpruned(study, cfg, run)  # the draw made before the first trial, read back
     mark_if_requeued(study, info)
     requeued = requeue_interrupted(study, cfg, run)
