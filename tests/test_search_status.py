@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import optuna
 import pandas as pd
 import pytest
+import yaml
 from search_helpers import tiny_config
 from typer.testing import CliRunner
 
@@ -154,8 +155,17 @@ def test_status_of_an_ended_run_reads_its_tables_and_says_what_the_storage_says(
     _same(fast, status.status_report(run, now=0.0))  # the storage read in two queries
     again = CliRunner().invoke(app, ["status", str(run)])
     assert opened == [str(run), str(run)] and again.output == printed.output
-    monkeypatch.setattr(status, "study_view", lambda study: study)  # Optuna's own read
+    monkeypatch.setattr(status, "stored_trials", lambda study: study)  # Optuna's own read
     _same(fast, status.status_report(run, now=0.0))
+    # new questions of the stored trials (--stats-from): the same either way too
+    asked = yaml.safe_load(RunDir(run).study.read_text())
+    asked["stats"] = {**asked.get("stats", {}), "level": 0.9}
+    (tmp_path / "asked.yaml").write_text(yaml.safe_dump(asked))
+    from_storage = status.status_report(run, now=0.0, stats_from=tmp_path / "asked.yaml")
+    monkeypatch.undo()
+    from_tables = status.status_report(run, now=0.0, stats_from=tmp_path / "asked.yaml")
+    assert from_tables["level"] == 0.9
+    _same(from_tables, from_storage)
 
 
 @pytest.mark.parametrize(
@@ -210,7 +220,8 @@ def test_a_resume_stops_status_reading_the_tables_before_it_touches_the_storage(
     assert seen[0][TABLES] is None and status.final_tables(run, info) is None
 
 
-def test_a_kept_weights_folder_removed_since_reads_as_the_storage_says(tmp_path, monkeypatch):
+def test_a_kept_weights_folder_removed_since_is_no_weights_folder(tmp_path):
+    """As the storage's records say it: a trial's weights folder only while it is there."""
     run = _ended_run(tmp_path, seeds=[0, 1])
     rd = RunDir(run)
     trials = pd.read_parquet(rd.table("trials"))
@@ -220,3 +231,21 @@ def test_a_kept_weights_folder_removed_since_reads_as_the_storage_says(tmp_path,
     trials.to_parquet(rd.table("trials"), index=False)
     ended = status.final_tables(run, json.loads(rd.status.read_text()))
     assert list(ended.trials["weights"][:3]) == [str(kept), "", ""]
+
+
+def test_an_export_of_an_ended_run_stamps_the_tables_it_wrote(tmp_path):
+    """Tables an older version wrote are read from the storage; ``tlmsearch export`` rewrites
+    them from it with this version, and status reads them again."""
+    run = _ended_run(tmp_path, seeds=[0, 1])
+    rd = RunDir(run)
+    info = json.loads(rd.status.read_text())
+    info[TABLES]["version"] = "0.0.1"
+    rd.status.write_text(json.dumps(info))
+    assert status.final_tables(run, info) is None
+    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
+    again = json.loads(rd.status.read_text())
+    assert again[TABLES]["version"] != "0.0.1" and status.final_tables(run, again) is not None
+    # a resume started on it (no stamp): an export leaves it so
+    rd.status.write_text(json.dumps({**again, TABLES: None}))
+    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
+    assert json.loads(rd.status.read_text())[TABLES] is None

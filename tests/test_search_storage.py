@@ -199,7 +199,7 @@ def test_a_finished_trial_refuses_a_batched_write_as_optuna_does(tmp_path: Path)
 
 
 # -------------------------------------------------------------------------------------------------
-# The study read once for a reader of every trial (study_view)
+# The study read once for a reader of every trial (stored_trials)
 
 
 def _fields(trials: list) -> list[tuple]:
@@ -219,11 +219,12 @@ def _fields(trials: list) -> list[tuple]:
     ),
     zone=st.sampled_from(["UTC", "America/New_York", "Asia/Kolkata"]),
 )
-def test_a_study_view_holds_what_optuna_reads_of_every_trial(
+def test_stored_trials_hold_what_optuna_reads_of_every_trial(
     one_study: tuple, trials: list, zone: str
 ) -> None:
     """Number, state, user attributes and both datetimes (local time, as Optuna shows them, in
-    any time zone), trial by trial and by state; the study's own attributes too."""
+    any time zone), trial by trial and by state; the study's own attributes too. The database
+    holds every earlier example's study as well: only this one's trials are read."""
     import os
     import time
 
@@ -234,7 +235,7 @@ def test_a_study_view_holds_what_optuna_reads_of_every_trial(
     name = f"view-{len(optuna.study.get_all_study_names(db))}"
     study = optuna.create_study(study_name=name, storage=db)
     study.set_user_attr("tlm_race:x", {"seeds": [1]})
-    for state, attrs in trials:
+    for state, attrs in sorted(trials, key=lambda t: t[0] == "WAITING"):  # asks take the queue
         if state == "WAITING":
             study.enqueue_trial({}, user_attrs=attrs)
             continue
@@ -248,12 +249,14 @@ def test_a_study_view_holds_what_optuna_reads_of_every_trial(
     time.tzset()
     try:
         again = optuna.load_study(study_name=name, storage=storage.open_storage(db.url))
-        view = storage.study_view(again)
-        assert isinstance(view, storage.StudyView)
+        view = storage.stored_trials(again)
+        assert isinstance(view, storage.StoredTrials)
         assert _fields(view.get_trials(deepcopy=False)) == _fields(again.get_trials())
         done = (TrialState.COMPLETE, TrialState.PRUNED)
         assert _fields(view.get_trials(states=done)) == _fields(again.get_trials(states=done))
         assert view.user_attrs == again.user_attrs and view.study_name == name
+        waiting = sum(state == "WAITING" for state, _ in trials)
+        assert len(view.get_trials(states=(TrialState.WAITING,))) == waiting
     finally:
         if old is None:
             os.environ.pop("TZ")
@@ -270,7 +273,7 @@ def test_a_journal_or_an_unknown_schema_is_read_by_optuna_itself(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = f"journal:{tmp_path / 'optuna.journal'}"
     journal = optuna.create_study(study_name="s", storage=storage.open_storage(url))
-    assert storage.study_view(journal) is journal
+    assert storage.stored_trials(journal) is journal
     db = optuna.create_study(
         study_name="s", storage=storage.open_storage(f"sqlite:///{tmp_path / 'o.db'}")
     )
@@ -281,4 +284,4 @@ def test_a_journal_or_an_unknown_schema_is_read_by_optuna_itself(
         TrialUserAttributeModel = TrialModel
 
     monkeypatch.setattr(storage, "_rdb_internals", lambda: (Renamed, None))
-    assert storage.study_view(db) is db
+    assert storage.stored_trials(db) is db

@@ -21,6 +21,7 @@ only a copy of the run dir.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -596,13 +597,26 @@ def write_status(run_dir: str | Path, status: str | None, **fields: Any) -> dict
 
 
 # run.json's record of the tables a run's end wrote from its storage (their rows, the version
-# that wrote them): ``tlmsearch status`` of a run that ended reads them, not the storage
+# and columns that wrote them): ``tlmsearch status`` of a run that ended reads them, not the
+# storage
 TABLES = "tables"
+ENDED = ("finished", "failed")  # run.json's status of a run whose storage no longer moves
+_COLUMNS = hashlib.sha256(json.dumps([TRIAL_COLUMNS, CURVE_COLUMNS]).encode()).hexdigest()[:16]
 
 
 def tables_stamp(tables: RunTables) -> dict[str, Any]:
-    """What run.json records of the tables a run's end wrote (:data:`TABLES`)."""
-    return {"version": VERSION, "trials": len(tables.trials), "curves": len(tables.curves)}
+    """What run.json records of the tables a run's end wrote (:data:`TABLES`).
+
+    >>> stamp = tables_stamp(RunTables(trials_frame([]), curves_frame([]), {}))
+    >>> sorted(stamp), stamp["trials"]
+    (['columns', 'curves', 'trials', 'version'], 0)
+    """
+    return {
+        "version": VERSION,
+        "columns": _COLUMNS,
+        "trials": len(tables.trials),
+        "curves": len(tables.curves),
+    }
 
 
 def final_tables(run_dir: str | Path, info: Mapping[str, Any]) -> RunTables | None:
@@ -611,18 +625,18 @@ def final_tables(run_dir: str | Path, info: Mapping[str, Any]) -> RunTables | No
     nothing was left running or queued, and nothing changed their rows since. None otherwise
     (read the storage). ``evidences`` is empty: the caller builds what it asks."""
     stamp, counts = info.get(TABLES), info.get("counts")
-    if info.get("status") not in ("finished", "failed") or not isinstance(counts, dict):
+    if info.get("status") not in ENDED or not isinstance(counts, dict):
         return None
     if counts.get("RUNNING") or counts.get("WAITING") or not isinstance(stamp, dict):
         return None
+    if (stamp.get("version"), stamp.get("columns")) != (VERSION, _COLUMNS):
+        return None  # another version's tables: its columns or their values may differ
     run = RunDir(run_dir)
     if not (run.table("trials").is_file() and run.table("curves").is_file()):
         return None
-    if stamp.get("version") != VERSION:  # another version's columns: read the storage
-        return None
     trials = _normalise_states(_read_table(run, "trials", TRIAL_COLUMNS))
     curves = _read_table(run, "curves", CURVE_COLUMNS)
-    if (len(trials), len(curves)) != (stamp["trials"], stamp["curves"]):
+    if (len(trials), len(curves)) != (stamp.get("trials"), stamp.get("curves")):
         return None
     # a weights folder removed since (by hand): as the storage's records say, only while it is
     kept = [w if w and Path(w).is_dir() else "" for w in trials["weights"]]

@@ -76,6 +76,17 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
     return write_run_tables(run_dir, study, cfg).trials
 
 
+def _restamp(run: Path, written: Any) -> None:
+    """After an export rewrote the tables of a run that ended from its storage, run.json's
+    stamp records them (this version's): status reads them again. A run going, or one a resume
+    has started on (no stamp), is left as it is."""
+    from tlmsearch.run_dir.tables import ENDED, TABLES, tables_stamp, write_status
+
+    info = run_info(run)
+    if info.get("status") in ENDED and isinstance(info.get(TABLES), dict):
+        write_status(run, None, **{TABLES: tables_stamp(written)})
+
+
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
     """Refresh the tables from storage and write them as csv, parquet, yaml (best.yaml) or hf
     (a Hugging Face folder of the best target, RUN/hf or OUT: tlmsearch/models/hf_export.py)."""
@@ -84,6 +95,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> 
     cfg, study = open_run(run_dir)
     run = Path(run_dir)
     written = write_run_tables(run, study, cfg)
+    _restamp(run, written)
     tdf, evs = written.trials, written.evidences
     if fmt == "hf":
         from tlmsearch.models.hf_export import export_best

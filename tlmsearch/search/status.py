@@ -1,5 +1,6 @@
-"""``tlmsearch status``: counts, the best so far, running trials and the ETA, a race's lanes,
-from the run's storage (safe while running, from any process).
+"""``tlmsearch status``: counts, the best so far, running trials and the ETA, a race's lanes:
+from the run's storage while it goes (safe from any process), from the tables its end wrote
+once it ended (:func:`tlmsearch.run_dir.tables.final_tables` says when they stand for it).
 """
 
 from __future__ import annotations
@@ -29,14 +30,18 @@ from tlmsearch.search.best import (
 from tlmsearch.search.export import open_run, run_config, run_info
 from tlmsearch.search.records import interrupted, requeued, trial_records
 from tlmsearch.search.sampling.race import lanes, race_of
-from tlmsearch.search.sampling.storage import study_view
+from tlmsearch.search.sampling.storage import stored_trials
 from tlmsearch.widths.candidate import Candidate
 
 REQUEUED = "requeued"  # counts: failed trials `resume --retry-failed` queued again
 
 
 def no_counts() -> dict[str, int]:
-    """Every key of :func:`counts`, at zero."""
+    """Every key of :func:`counts`, at zero.
+
+    >>> sorted(k for k, v in no_counts().items() if v == 0)[:3]
+    ['COMPLETE', 'FAIL', 'PRUNED']
+    """
     states = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
     return dict.fromkeys((*states, INTERRUPTED, REQUEUED, PREEMPTED), 0)
 
@@ -68,12 +73,17 @@ def race_lines(study: Any, cfg: StudyConfig) -> list[str]:
     return lane_lines(lanes(study, cfg)) if cfg.search.racing else []
 
 
-def lane_lines(lanes_: Sequence[Lane]) -> list[str]:
-    """:func:`race_lines` of lanes the race gave."""
+def lane_lines(raced: Sequence[Lane]) -> list[str]:
+    """:func:`race_lines` of lanes the race gave.
+
+    >>> from types import SimpleNamespace as Lane_
+    >>> lane_lines([Lane_(candidate="cosine 1.5->0.5", status="racing", seeds=(0,), reason="r")])
+    ['cosine 1.5->0.5: racing on 1 seed(s) [0]: r']
+    """
     return [
         f"{lane.candidate}: {lane.status} on {len(lane.seeds)} seed(s) {list(lane.seeds)}: "
         f"{lane.reason}"
-        for lane in lanes_
+        for lane in raced
     ]
 
 
@@ -189,7 +199,7 @@ def status_report(
         ended = None  # the stage's choice is the study's copy alone: read the storage
     if ended is None:  # from the storage (a run going, stopped, or its tables not the end's)
         cfg, study = open_run(run_dir)
-        study = study_view(study)  # read once: every reader below reads it whole
+        study = stored_trials(study)  # read once: every reader below reads it whole
         trials, curves = trial_records(study)
         frame = add_deltas(trials_frame(trials, cfg.model), [o.metric for o in cfg.objectives])
         curve_rows = curves_frame(curves)

@@ -50,7 +50,8 @@ def mean_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) ->
     (2.0, 1.0, 2.4841)
     """
     if isinstance(values, (list, tuple)) and len(values) < 2:  # one seed: most candidates
-        x = float(values[0]) if values else math.nan
+        # as numpy reads it: None is NaN, and a mean is never -0.0
+        x = math.nan if not values or values[0] is None else float(values[0]) + 0.0
         if not math.isfinite(x):
             return Interval(0, math.nan, math.nan, math.nan, math.nan, math.nan)
         return Interval(1, x, math.nan, math.nan, math.nan, math.nan)
