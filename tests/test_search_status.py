@@ -16,6 +16,8 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from search_helpers import tiny_config
 from typer.testing import CliRunner
 
@@ -249,3 +251,45 @@ def test_an_export_of_an_ended_run_stamps_the_tables_it_wrote(tmp_path):
     rd.status.write_text(json.dumps({**again, TABLES: None}))
     assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
     assert json.loads(rd.status.read_text())[TABLES] is None
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**4) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+
+
+@pytest.fixture(scope="module")
+def ended(tmp_path_factory):
+    return _ended_run(tmp_path_factory.mktemp("ended"), seeds=[0, 1])
+
+
+@pytest.mark.slow  # a fuzzer (~30 s): every run.json a hand could leave
+@settings(max_examples=150, deadline=None)
+@given(
+    status_=st.sampled_from(["finished", "failed", "running", "interrupted", None]),
+    stamp=st.one_of(_JSON, st.fixed_dictionaries({}, optional={"trials": _JSON})),
+    counts=st.one_of(
+        _JSON,
+        st.dictionaries(
+            st.sampled_from(["COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING", "x"]), _JSON
+        ),
+    ),
+    keep=st.booleans(),
+)
+def test_a_run_json_edited_by_hand_never_breaks_the_choice_of_reader(
+    ended, status_, stamp, counts, keep
+):
+    """Whatever run.json says of the status, the stamp and the counts, the tables are read only
+    with this version's stamp of their rows, and their counts are numbers status can print."""
+    info = json.loads(RunDir(ended).status.read_text())
+    fuzzed = {**info, "status": status_, "counts": counts}
+    if not keep:
+        fuzzed[TABLES] = stamp
+    got = status.final_tables(ended, fuzzed)
+    if got is not None:
+        assert status_ in ("finished", "failed") and fuzzed[TABLES] == info[TABLES]
+        assert all(type(n) is int for n in counts.values())
+        assert not counts.get("RUNNING") and not counts.get("WAITING")
+        assert len(got.trials) == info[TABLES]["trials"]

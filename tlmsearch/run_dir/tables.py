@@ -627,7 +627,9 @@ def final_tables(run_dir: str | Path, info: Mapping[str, Any]) -> RunTables | No
     stamp, counts = info.get(TABLES), info.get("counts")
     if info.get("status") not in ENDED or not isinstance(counts, dict):
         return None
-    if counts.get("RUNNING") or counts.get("WAITING") or not isinstance(stamp, dict):
+    if not all(type(n) is int for n in counts.values()) or not isinstance(stamp, dict):
+        return None  # counts status prints as they are: a run.json edited by hand is not read
+    if counts.get("RUNNING") or counts.get("WAITING"):
         return None
     if (stamp.get("version"), stamp.get("columns")) != (VERSION, _COLUMNS):
         return None  # another version's tables: its columns or their values may differ
