@@ -154,7 +154,7 @@ def test_status_of_an_ended_run_reads_its_tables_and_says_what_the_storage_says(
         assert fast["confirmation"] and fast["best"][0]["confirmed_on_seeds"] == [3, 4]
     monkeypatch.undo()
     opened = _from_storage(monkeypatch)
-    _same(fast, status.status_report(run, now=0.0))  # the storage read in two queries
+    _same(fast, status.status_report(run, now=0.0))  # the storage's columns, read in two queries
     again = CliRunner().invoke(app, ["status", str(run)])
     assert opened == [str(run), str(run)] and again.output == printed.output
     monkeypatch.setattr(status, "stored_trials", lambda study: study)  # Optuna's own read
@@ -235,22 +235,20 @@ def test_a_kept_weights_folder_removed_since_is_no_weights_folder(tmp_path):
     assert list(ended.trials["weights"][:3]) == [str(kept), "", ""]
 
 
-def test_an_export_of_an_ended_run_stamps_the_tables_it_wrote(tmp_path):
-    """Tables an older version wrote are read from the storage; ``tlmsearch export`` rewrites
-    them from it with this version, and status reads them again."""
+def test_an_export_by_another_version_stops_status_reading_the_tables(tmp_path, monkeypatch):
+    """Tables rewritten by a version other than the one that stamped them are no longer read
+    in place of the storage; an export by the same version leaves the stamp."""
+    from tlmsearch import constants
+
     run = _ended_run(tmp_path, seeds=[0, 1])
     rd = RunDir(run)
+    stamp = json.loads(rd.status.read_text())[TABLES]
+    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
+    assert json.loads(rd.status.read_text())[TABLES] == stamp
+    monkeypatch.setattr(constants, "VERSION", "9.9.9")  # the exporting version
+    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
     info = json.loads(rd.status.read_text())
-    info[TABLES]["version"] = "0.0.1"
-    rd.status.write_text(json.dumps(info))
-    assert status.final_tables(run, info) is None
-    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
-    again = json.loads(rd.status.read_text())
-    assert again[TABLES]["version"] != "0.0.1" and status.final_tables(run, again) is not None
-    # a resume started on it (no stamp): an export leaves it so
-    rd.status.write_text(json.dumps({**again, TABLES: None}))
-    assert CliRunner().invoke(app, ["export", str(run), "--format", "csv"]).exit_code == 0
-    assert json.loads(rd.status.read_text())[TABLES] is None
+    assert info[TABLES] is None and status.final_tables(run, info) is None
 
 
 _JSON = st.recursive(
@@ -267,29 +265,38 @@ def ended(tmp_path_factory):
 
 @pytest.mark.slow  # a fuzzer (~30 s): every run.json a hand could leave
 @settings(max_examples=150, deadline=None)
-@given(
-    status_=st.sampled_from(["finished", "failed", "running", "interrupted", None]),
-    stamp=st.one_of(_JSON, st.fixed_dictionaries({}, optional={"trials": _JSON})),
-    counts=st.one_of(
-        _JSON,
-        st.dictionaries(
-            st.sampled_from(["COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING", "x"]), _JSON
-        ),
-    ),
-    keep=st.booleans(),
-)
-def test_a_run_json_edited_by_hand_never_breaks_the_choice_of_reader(
-    ended, status_, stamp, counts, keep
-):
-    """Whatever run.json says of the status, the stamp and the counts, the tables are read only
-    with this version's stamp of their rows, and their counts are numbers status can print."""
+@given(data=st.data())
+def test_a_run_json_edited_by_hand_is_read_only_when_it_stands_for_the_tables(ended, data):
+    """The tables are read exactly when run.json says the run ended, its stamp is this
+    version's record of their rows (any field changed: not), and its counts are numbers
+    status can print with nothing running or queued."""
     info = json.loads(RunDir(ended).status.read_text())
-    fuzzed = {**info, "status": status_, "counts": counts}
-    if not keep:
-        fuzzed[TABLES] = stamp
+    real = info[TABLES]
+    fuzzed = {
+        **info,
+        "status": data.draw(st.sampled_from(["finished", "failed", "running", None])),
+    }
+    if data.draw(st.booleans(), label="change the stamp"):
+        field = data.draw(st.sampled_from([*real, "extra"]), label="field")
+        fuzzed[TABLES] = {**real, field: data.draw(_JSON, label="value")}
+    if data.draw(st.booleans(), label="change the counts"):
+        fuzzed["counts"] = data.draw(
+            _JSON
+            | st.dictionaries(
+                st.sampled_from(["COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING", "x"]), _JSON
+            ),
+            label="counts",
+        )
+    counts, stamp = fuzzed["counts"], fuzzed[TABLES]
+    expected = (
+        fuzzed["status"] in ("finished", "failed")
+        and all(stamp.get(k) == v for k, v in real.items())
+        and isinstance(counts, dict)
+        and all(type(n) is int for n in counts.values())
+        and not counts.get("RUNNING")
+        and not counts.get("WAITING")
+    )
     got = status.final_tables(ended, fuzzed)
+    assert (got is not None) == expected, (fuzzed, got)
     if got is not None:
-        assert status_ in ("finished", "failed") and fuzzed[TABLES] == info[TABLES]
-        assert all(type(n) is int for n in counts.values())
-        assert not counts.get("RUNNING") and not counts.get("WAITING")
-        assert len(got.trials) == info[TABLES]["trials"]
+        assert len(got.trials) == real["trials"]

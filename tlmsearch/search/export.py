@@ -76,15 +76,16 @@ def write_tables(run_dir: str | Path, study: Any, cfg: StudyConfig) -> Any:
     return write_run_tables(run_dir, study, cfg).trials
 
 
-def _restamp(run: Path, written: Any) -> None:
-    """After an export rewrote the tables of a run that ended from its storage, run.json's
-    stamp records them (this version's): status reads them again. A run going, or one a resume
-    has started on (no stamp), is left as it is."""
-    from tlmsearch.run_dir.tables import ENDED, TABLES, tables_stamp, write_status
+def _unstamp(run: Path) -> None:
+    """Before an export rewrites a run's tables, status stops reading them in place of the
+    storage where the run's end stamped another version's (their columns or values may differ
+    from these). Only ever a drop: status then reads the storage, whatever runs beside it."""
+    from tlmsearch.constants import VERSION
+    from tlmsearch.run_dir.tables import TABLES, write_status
 
-    info = run_info(run)
-    if info.get("status") in ENDED and isinstance(info.get(TABLES), dict):
-        write_status(run, None, **{TABLES: tables_stamp(written)})
+    stamp = run_info(run).get(TABLES)
+    if isinstance(stamp, dict) and stamp.get("version") != VERSION:
+        write_status(run, None, **{TABLES: None})
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
@@ -94,8 +95,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None) -> 
         raise ConfigError(f"--format: {fmt!r} is not one of csv, parquet, yaml, hf")
     cfg, study = open_run(run_dir)
     run = Path(run_dir)
+    _unstamp(run)  # before the tables change
     written = write_run_tables(run, study, cfg)
-    _restamp(run, written)
     tdf, evs = written.trials, written.evidences
     if fmt == "hf":
         from tlmsearch.models.hf_export import export_best

@@ -102,7 +102,8 @@ def make_sampler(cfg: StudyConfig, after: int = 0) -> Any:
                 seed=seed, multivariate=True, group=True, constant_liar=True
             )
         # its good/bad split reads its best 25 at most: those stay, the rest is the recent
-        # search.tpe_history, so an ask costs the same at 5,000 trials as at 300
+        # search.tpe_history, so TPE's own cost stops growing once that window is full (the
+        # pass that makes the window still reads every trial: docs/benchmarks.md)
         return BaselineBlindSampler(inner, history=s.tpe_history)
     elif s.sampler == "gp":
         # A GP models one fixed set of dimensions: the unconditional ones (in every candidate,
