@@ -22,6 +22,7 @@ from search_helpers import tiny_config
 from typer.testing import CliRunner
 
 from tlmsearch.cli import app
+from tlmsearch.errors import ConfigError
 from tlmsearch.run_dir import RunDir
 from tlmsearch.run_dir.tables import TABLES
 from tlmsearch.search import confirm, export, runner, status
@@ -300,3 +301,40 @@ def test_a_run_json_edited_by_hand_is_read_only_when_it_stands_for_the_tables(en
     assert (got is not None) == expected, (fuzzed, got)
     if got is not None:
         assert len(got.trials) == real["trials"]
+
+
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=6,
+)
+_RUN_JSON = ["status", "counts", TABLES, "n_trials_planned", "trial_slots", "updated"]
+_RUN_JSON += ["driver_pid", "driver_host", "driver_start", "heartbeat", "phase", "optuna_study"]
+
+
+@pytest.mark.slow  # a fuzzer (~30 s)
+@settings(max_examples=80, deadline=None)
+@given(changes=st.dictionaries(st.sampled_from(_RUN_JSON), _ANY, max_size=4))
+def test_status_of_any_run_json_reports_or_names_the_field(ended, changes):
+    """Whatever a hand leaves in run.json's fields, status reports (what it cannot read it
+    leaves out) or says which field to fix (exit 2): never a traceback."""
+    rd = RunDir(ended)
+    kept = rd.status.read_text()
+    rd.status.write_text(json.dumps({**json.loads(kept), **changes}))
+    try:
+        rep = status.status_report(ended, now=0.0)
+        assert rep["planned"] is None or type(rep["planned"]) is int
+    except ConfigError as err:
+        assert "run.json" in str(err)
+    finally:
+        rd.status.write_text(kept)
+
+
+def test_a_study_name_that_is_no_name_is_exit_2_naming_the_field(tmp_path):
+    run = _ended_run(tmp_path, seeds=[0, 1])
+    rd = RunDir(run)
+    info = json.loads(rd.status.read_text())
+    info.pop(TABLES)  # read from the storage, which the name opens
+    rd.status.write_text(json.dumps({**info, "optuna_study": ["x"]}))
+    res = CliRunner().invoke(app, ["status", str(run)])
+    assert res.exit_code == 2 and "optuna_study is ['x'], not a study name" in res.output

@@ -48,6 +48,11 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
     run = RunDir(run_dir)
     cfg = run_config(run_dir, strict=strict)
     name = run_info(run.path).get("optuna_study") or cfg.name
+    if not isinstance(name, str):
+        raise ConfigError(
+            f"{run.status}: optuna_study is {name!r}, not a study name; write back the name of "
+            "the run's study in its storage, or remove the key to use study.yaml's name"
+        )
     storage = open_storage(storage_url(cfg.storage, run.path.resolve()))
     try:
         study = optuna.load_study(study_name=name, storage=storage)

@@ -161,9 +161,9 @@ def _progress(
     total = cfg.train.tokens
     going = info.get("status") == "running"
     finished = c["COMPLETE"] + c["PRUNED"] + c["FAIL"]
-    planned = info.get("n_trials_planned")
+    planned = planned_of(info)
     queued = max(0, planned - finished - len(running)) if planned else c["WAITING"]
-    slots = int(info.get("trial_slots") or cfg.search.concurrency)
+    slots = _whole(info.get("trial_slots"), 1) or cfg.search.concurrency
     # trials that just ended stand in for the rate of running ones without an eval yet
     recent = [r for _, r in sorted(ended, key=lambda e: e[0]) if r is not None][-slots:]
     typical = sum(recent) / len(recent) if recent else None
@@ -176,6 +176,20 @@ def _progress(
         "queued": queued,
         "slots": slots,
     }
+
+
+def planned_of(info: Mapping[str, Any]) -> int | None:
+    """run.json's planned trials; None when it has none, or not a number (edited by hand).
+
+    >>> planned_of({"n_trials_planned": 12}), planned_of({"n_trials_planned": "12"})
+    (12, None)
+    """
+    return _whole(info.get("n_trials_planned"), 0)
+
+
+def _whole(x: Any, least: int) -> int | None:
+    """``x`` when it is a whole number (no bool) of at least ``least``, else None."""
+    return x if type(x) is int and x >= least else None
 
 
 def status_report(
@@ -239,7 +253,7 @@ def status_report(
         "run": str(run_dir),
         "status": info.get("status", "unknown"),
         "driver": gone,  # the line that says the driver is gone and what to do, else None
-        "planned": info.get("n_trials_planned"),
+        "planned": planned_of(info),
         "counts": tally,
         "running": running,
         "best": best,
