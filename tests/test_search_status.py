@@ -16,7 +16,7 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from search_helpers import tiny_config
 from typer.testing import CliRunner
@@ -315,6 +315,7 @@ _RUN_JSON += ["driver_pid", "driver_host", "driver_start", "heartbeat", "phase",
 @pytest.mark.slow  # a fuzzer (~30 s)
 @settings(max_examples=80, deadline=None)
 @given(changes=st.dictionaries(st.sampled_from(_RUN_JSON), _ANY, max_size=4))
+@example(changes={"optuna_study": "0", TABLES: None})  # a name the storage does not have
 def test_status_of_any_run_json_reports_or_names_the_field(ended, changes):
     """Whatever a hand leaves in run.json's fields, status reports (what it cannot read it
     leaves out) or says which field to fix (exit 2): never a traceback."""
@@ -338,3 +339,7 @@ def test_a_study_name_that_is_no_name_is_exit_2_naming_the_field(tmp_path):
     rd.status.write_text(json.dumps({**info, "optuna_study": ["x"]}))
     res = CliRunner().invoke(app, ["status", str(run)])
     assert res.exit_code == 2 and "optuna_study is ['x'], not a study name" in res.output
+    rd.status.write_text(json.dumps({**info, "optuna_study": "nope"}))  # no such study
+    res = CliRunner().invoke(app, ["status", str(run)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "no study 'nope', the name" in out and "(optuna_study)" in out

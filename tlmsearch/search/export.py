@@ -47,7 +47,8 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
 
     run = RunDir(run_dir)
     cfg = run_config(run_dir, strict=strict)
-    name = run_info(run.path).get("optuna_study") or cfg.name
+    named = run_info(run.path).get("optuna_study")
+    name = named or cfg.name
     if not isinstance(name, str):
         raise ConfigError(
             f"{run.status}: optuna_study is {name!r}, not a study name; write back the name of "
@@ -57,8 +58,9 @@ def open_run(run_dir: str | Path, *, strict: bool = False) -> tuple[StudyConfig,
     try:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
+        where = f"the name {run.status} gives (optuna_study)" if named else "study.yaml's name"
         raise ConfigError(
-            f"{run.path}: the storage has no study {name!r}; did the run start?"
+            f"{run.path}: the storage has no study {name!r}, {where}; did the run start?"
         ) from None
     return cfg, study
 
