@@ -850,3 +850,34 @@ def test_a_planned_family_counts_the_comparisons_still_to_come(family):
     assert (planned["p_adj"] >= now["p_adj"] - 1e-12).all()
     assert (planned["p_adj"] > now["p_adj"]).any()
     assert (planned["half_width"] >= now["half_width"] - 1e-12).all()
+
+
+def test_one_summary_serves_every_statistic_of_a_build_and_none_sees_anothers_change():
+    """Inside cells_once the ranking, the effects and the signal to noise read one summary per
+    table (computed once); each gets its own copy, so a caller's change stays its own."""
+    from tlmsearch.stats import ranking
+    from tlmsearch.stats.deltas import cells_once
+
+    t = pd.DataFrame(
+        {
+            "candidate": ["u", "u", "a", "a", "b", "b"],
+            "is_baseline": [True, True, False, False, False, False],
+            "seed": [0, 1, 0, 1, 0, 1],
+            "state": ["COMPLETE"] * 6,
+            "v": [2.0, 2.2, 1.9, 2.0, 2.1, 2.4],
+        }
+    )
+    fresh = stats.summarise(t, "v")
+    with mock.patch.object(ranking, "_summary", wraps=ranking._summary) as computed:
+        with cells_once():
+            first = stats.summarise(t, "v")
+            first.loc[:, "mean"] = -1.0  # a caller changes its copy
+            again = stats.summarise(t, "v")
+            stats.effects(t, "v")
+            stats.candidate_means(t, "v")
+        assert computed.call_count == 1
+    pd.testing.assert_frame_equal(again, fresh)
+    with mock.patch.object(ranking, "_summary", wraps=ranking._summary) as computed:
+        stats.summarise(t, "v")
+        stats.summarise(t, "v")
+        assert computed.call_count == 2  # outside a build: every call computes

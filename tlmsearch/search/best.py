@@ -74,7 +74,8 @@ def best_candidates(
     tier = tier[tier < 3]
     if tier.empty:
         return []
-    pool = [key for key in first.index if key in tier.index and tier[key] == tier.min()]
+    lowest, of = tier.min(), tier.to_dict()
+    pool = [key for key in first.index if key in of and of[key] == lowest]
     effects = {m: ev.effects.set_index(IDENTITY) for m, ev in evs.items()}
     if len(cfg.objectives) == 1:
         return [_entry(pool[0], ranks, effects, trials)]  # `first` is sorted best first

@@ -155,12 +155,18 @@ def effects(
     s = s[~s["is_baseline"].astype(bool)]
     d = paired_deltas(trials, value, key=key)
     d = d[~d["is_baseline"]]
-    per = {c: g for c, g in d.groupby(key, sort=False)}
+    # each candidate's (seed, delta) pairs in table order: one pass over the columns (a groupby
+    # and two column reads per candidate cost ~0.4 s at 5,000 candidates)
+    per: dict[Any, list[tuple[int, float]]] = {}
+    for cand, seed, delta in zip(
+        d[key].tolist(), d["seed"].tolist(), d["delta"].tolist(), strict=True
+    ):
+        per.setdefault(cand, []).append((seed, delta))
     rows = []
     for row in s.itertuples(index=False):
         cand = row[0]  # the key column
-        g = per.get(cand)
-        deltas = [] if g is None else g["delta"].tolist()
+        pairs = per.get(cand, [])
+        deltas = [x for _, x in pairs]
         x = _noised(deltas, None if noise is None else noise.pair(cand, ref), level)
         x["noise_shared"] = math.nan
         if x["noise"] == MODEL:
@@ -170,7 +176,7 @@ def effects(
             {
                 key: cand,
                 "n": len(deltas),
-                "seeds": () if g is None else tuple(int(v) for v in g["seed"]),
+                "seeds": tuple(int(v) for v, _ in pairs),
                 "n_better": sum(sign * v < 0 for v in deltas),
                 "mean_delta": row.mean_delta,
                 "sd_delta": row.sd_delta,

@@ -22,7 +22,7 @@ import pandas as pd
 from tlmsearch.constants import LEVEL
 from tlmsearch.stats.deltas import as_dtypes, baseline_means, pruner_selected, trial_cells
 from tlmsearch.stats.noise import Noise
-from tlmsearch.stats.ranking import _summary
+from tlmsearch.stats.ranking import _summary_once
 
 CHECKPOINT_EVALS = 4  # the last 4 evals of a trial (the second half of the default 8 evals)
 
@@ -213,7 +213,7 @@ def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate")
     [2.0, 2.1]
     """
     cells = trial_cells(trials, value, key)
-    s = _summary(cells, key, LEVEL)
+    s = _summary_once(trials, value, key, None, LEVEL)
     base = baseline_means(cells)
     cols = [key, "mean", "n"]
     if not base or s.empty:
