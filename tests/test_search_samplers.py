@@ -15,7 +15,7 @@ from search_helpers import tiny_config
 
 from tlmsearch.config import StorageConfig, StudyConfig
 from tlmsearch.errors import ConfigError
-from tlmsearch.search.attrs import CANDIDATE, SEED
+from tlmsearch.search.attrs import CANDIDATE, REPLAY, SEED
 from tlmsearch.search.sampling.baseline import BaselineBlindSampler, is_baseline_trial
 from tlmsearch.search.sampling.samplers import (
     DefineByRunSpace,
@@ -409,3 +409,34 @@ def test_a_resumed_session_draws_new_candidates_not_the_first_sessions_again(tmp
     assert not set(first) & set(second), (first, second)
     fresh = optuna.create_study(sampler=make_sampler(cfg, after=0))  # a new study: the seed
     assert fresh.ask().suggest_float("r_start", 0.5, 1.5) == pytest.approx(first[0][0])
+
+
+def test_the_searchers_twin_lookup_shares_the_samplers_read_of_the_study(tmp_path):
+    """Inside an ask the twin lookup reads the study as the sampler read it (Optuna's per-ask
+    cache): one storage read an ask fewer, and the same twins as a fresh read finds."""
+    from tlmsearch.search.sampling.samplers import TwinIndex, find_twin
+
+    cfg = tiny_config(
+        tmp_path, space="continuous", search={"sampler": "tpe", "n_trials": 40, "baseline": False}
+    )
+    study = optuna.create_study(sampler=make_sampler(cfg))
+    space = DefineByRunSpace(cfg)
+    reads: list[int] = []
+    real = study._storage.get_all_trials
+    study._storage.get_all_trials = lambda *a, **k: reads.append(1) or real(*a, **k)
+    per_ask, replays = [], 0
+    for i in range(40):
+        before = len(reads)
+        trial = study.ask()
+        conf = space(trial)
+        per_ask.append(len(reads) - before)
+        cand = conf["candidate"]
+        fresh = find_twin(study, cfg, cand, conf["seed"], TwinIndex())  # asking=False: a read
+        assert (None if fresh is None else fresh.number) == conf.get(REPLAY, {}).get("number")
+        replays += REPLAY in conf
+        trial.set_user_attr("widths", list(cfg.model.plan(cand).widths))
+        trial.set_user_attr("curve", [{"tokens": 8192, "val_bpb": 2.0 + 0.01 * (i % 7)}])
+        study.tell(trial, 2.0 + 0.01 * (i % 7))
+    # past TPE's start: the queue's read and the sampler's, none for the twin lookup
+    assert max(per_ask[15:]) == 2
+    assert replays > 0  # 2 layers round many draws to one width vector: twins were found

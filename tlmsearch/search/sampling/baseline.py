@@ -23,6 +23,10 @@ in a study of their own) would split every reader of a run's trials in two. :fun
 when the wrapper is built and raises a :class:`~tlmsearch.errors.ConfigError` naming the Optuna
 version when the method is gone or takes other parameters; tests/test_search_baseline.py pins
 it and the behaviour (a baseline trial empties Optuna's own search space, not the wrapped one).
+The view's one read an ask goes through that method's per-ask cache, which the searcher's twin
+lookup reads too (:class:`~tlmsearch.search.sampling.samplers.TwinIndex`): should Optuna stop
+emptying it at ``ask`` and ``tell``, the lookup would miss a twin that finished since, and that
+candidate would train instead of replaying its twin's curve, never the reverse.
 """
 
 from __future__ import annotations
@@ -153,11 +157,14 @@ class _CandidatesView:
         """The study's trials. Within one ask (a memo) read from the storage once, whatever
         the arguments: nothing else changes meanwhile (:meth:`BaselineBlindSampler._view`), so
         TPE's fresh read for its constant liar equals its read through Optuna's per-ask cache,
-        and each read of a database storage is a round of queries (~5 a trial before)."""
+        and each read of a database storage is a round of queries (~5 a trial before). That
+        one read goes through Optuna's per-ask cache (which ``ask`` empties), so the rest of the
+        ask shares it too: the searcher's twin lookup
+        (:meth:`tlmsearch.search.sampling.samplers.TwinIndex.same`) reads no more."""
         if self._memo is None or deepcopy:
             return self._study._get_trials(deepcopy=deepcopy, use_cache=use_cache)
         if _READ not in self._memo:
-            self._memo[_READ] = self._study._get_trials(deepcopy=False, use_cache=use_cache)
+            self._memo[_READ] = self._study._get_trials(deepcopy=False, use_cache=True)
         return self._memo[_READ]
 
     def _windowed(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
