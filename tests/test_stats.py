@@ -878,6 +878,17 @@ def test_one_summary_serves_every_statistic_of_a_build_and_none_sees_anothers_ch
         assert computed.call_count == 1
     pd.testing.assert_frame_equal(again, fresh)
     with mock.patch.object(ranking, "_summary", wraps=ranking._summary) as computed:
+        with cells_once():
+            stats.rank(t, "v")  # every seed: the same summary
+            stats.rank(t, "v", seeds=[0, 1])  # the study's seeds: cells of their own
+        assert computed.call_count == 2
+    with mock.patch.object(ranking, "_summary", wraps=ranking._summary) as computed:
         stats.summarise(t, "v")
         stats.summarise(t, "v")
         assert computed.call_count == 2  # outside a build: every call computes
+    from tlmsearch.stats import deltas
+
+    for read in (stats.rank, stats.candidate_means):  # alone: their cells once, not twice
+        with mock.patch.object(deltas, "_cells_of", wraps=deltas._cells_of) as cells:
+            read(t, "v")
+        assert cells.call_count == 1, read

@@ -283,9 +283,10 @@ def _top(ev: Evidence) -> tuple[list[str], list[str], dict[str, Any] | None]:
     ranked = ev.ranking.set_index(ev.key)
     first = keys[0]
     level, k = ev.level, len(keys)
-    out = [bool(x) for x in ev.best["eliminated"]]  # by row: keys' order (a .loc a key: 0.1 s)
-    contenders = [c for c, x in zip(keys, out, strict=True) if not x]
-    eliminated = [c for c, x in zip(keys, out, strict=True) if x]
+    gone = [bool(x) for x in ev.best["eliminated"]]  # by row, in keys' order (a .loc a key
+    # cost 0.1 s at 5,000 candidates)
+    contenders = [c for c, x in zip(keys, gone, strict=True) if not x]
+    eliminated = [c for c, x in zip(keys, gone, strict=True) if x]
     beaten_by = [ev.name(best.loc[first, "by"])] if bool(best.loc[first, "eliminated"]) else []
     censored = bool(ranked.loc[first, "censored"])
     method = f"multiple comparisons with the best, Hsu, over {k} candidates with uniform"

@@ -20,7 +20,13 @@ import numpy as np
 import pandas as pd
 
 from tlmsearch.constants import LEVEL
-from tlmsearch.stats.deltas import as_dtypes, baseline_means, pruner_selected, trial_cells
+from tlmsearch.stats.deltas import (
+    as_dtypes,
+    baseline_means,
+    cells_once,
+    pruner_selected,
+    trial_cells,
+)
 from tlmsearch.stats.noise import Noise
 from tlmsearch.stats.ranking import _summary_once
 
@@ -197,6 +203,7 @@ class SignalToNoise:
         )
 
 
+@cells_once()  # its cells and its summary's cells: computed once
 def candidate_means(trials: pd.DataFrame, value: str, *, key: str = "candidate") -> pd.DataFrame:
     """Each candidate's mean on the study's seeds, where no pruner selected it
     (:func:`~tlmsearch.stats.deltas.pruner_selected`: neither censored nor, once anything was

@@ -530,6 +530,7 @@ def find_twin(
     cand: Candidate,
     seed: int,
     index: TwinIndex | None = None,
+    *,
     asking: bool = False,
 ) -> Any:
     """A COMPLETE trial of ``seed`` that trained ``cand``'s exact proxy widths and attention
@@ -542,8 +543,8 @@ def find_twin(
     :meth:`StudyConfig.trainings`. A twin still running is not waited for: the candidate then
     trains. ``index``: the complete trials already read, kept between calls (a complete trial
     never changes), so an ask reads each trial's attributes once, not once per ask.
-    ``asking``: called within the study's ask, after its sampler read the study
-    (:meth:`TwinIndex.same`).
+    ``asking``: called within the study's ask, with no trial finished since but through
+    ``tell`` (:meth:`TwinIndex.same`).
     """
     from tlmsearch.widths.schedules import ScheduleError
 
@@ -555,7 +556,7 @@ def find_twin(
         return None  # the trainable reports why it cannot be trained
     widths, heads = list(plan.widths), list(plan.heads or cfg.model.heads)
     index = TwinIndex() if index is None else index
-    for ft in index.same(study, cfg, seed, widths, heads, asking):
+    for ft in index.same(study, cfg, seed, widths, heads, asking=asking):
         try:
             if (
                 cfg.model.plan(Candidate.from_identity(ft.user_attrs.get(CANDIDATE) or "")).key
@@ -582,14 +583,17 @@ class TwinIndex:
         seed: int,
         widths: list[int],
         heads: list[int],
+        *,
         asking: bool = False,
     ) -> list[Any]:
         """The complete trials of ``seed`` with these widths and heads, in trial order.
 
-        ``asking`` (the searcher, inside ``study.ask``): read through Optuna's per-ask cache,
-        the study as the sampler read it in this ask, one storage read a trial fewer (~10 ms
-        on SQLite). The driver completes a trial only through ``tell``, which empties that
-        cache as ``ask`` does; a caller that adds finished trials otherwise reads afresh."""
+        ``asking`` (the searcher, inside ``study.ask``): read through Optuna's per-ask cache
+        (one per thread), which the sampler's one read of this ask filled: one storage read a
+        trial fewer (~10 ms on SQLite). Where the sampler read none (random sampling) or read
+        another study object (Hyperband's brackets), this read fills it. The driver finishes a
+        trial only through ``tell``, which empties that cache as ``ask`` does; a caller that
+        adds finished trials otherwise reads afresh (``asking`` False)."""
         import optuna
 
         complete = (optuna.trial.TrialState.COMPLETE,)
